@@ -1,0 +1,60 @@
+package fp8
+
+// EncodeE4M3 sets dst[i] = ToE4M3(src[i]/scale, m) for every i. scale is the
+// dequantization factor: src[i] ≈ dst[i].Float32() * scale. It returns the
+// number of elements written, min(len(dst), len(src)).
+func EncodeE4M3(dst []E4M3, src []float32, scale float32, m Mode) int {
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
+	if scale == 1 {
+		for i, x := range src {
+			dst[i] = E4M3(e4m3Format.convert(x, m))
+		}
+		return n
+	}
+	for i, x := range src {
+		dst[i] = E4M3(e4m3Format.convert(x/scale, m))
+	}
+	return n
+}
+
+// EncodeE5M2 sets dst[i] = ToE5M2(src[i]/scale, m) for every i and returns
+// the number of elements written, min(len(dst), len(src)).
+func EncodeE5M2(dst []E5M2, src []float32, scale float32, m Mode) int {
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
+	for i, x := range src {
+		dst[i] = E5M2(e5m2Format.convert(x/scale, m))
+	}
+	return n
+}
+
+// DecodeE4M3 sets dst[i] = src[i].Float32() * scale through the decode
+// table and returns the number of elements written, min(len(dst), len(src)).
+func DecodeE4M3(dst []float32, src []E4M3, scale float32) int {
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
+	t := &e4m3Table
+	// Unrolled by four: independent table loads keep the load ports busy.
+	i := 0
+	for ; i+4 <= n; i += 4 {
+		a, b, c, d := t[src[i]], t[src[i+1]], t[src[i+2]], t[src[i+3]]
+		dst[i], dst[i+1], dst[i+2], dst[i+3] = a*scale, b*scale, c*scale, d*scale
+	}
+	for ; i < n; i++ {
+		dst[i] = t[src[i]] * scale
+	}
+	return n
+}
+
+// DecodeE5M2 sets dst[i] = src[i].Float32() * scale through the decode
+// table and returns the number of elements written, min(len(dst), len(src)).
+func DecodeE5M2(dst []float32, src []E5M2, scale float32) int {
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
+	t := &e5m2Table
+	for i, c := range src {
+		dst[i] = t[c] * scale
+	}
+	return n
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Regenerates the committed fragment dumps on a machine with an NVIDIA GPU
+# (sm_90 for both builds; a compute_89 PTX build is JIT-compiled there).
+# Usage: testdata/wmma/gen.sh OUTDIR
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-$here}
+mkdir -p "$out"
+nvcc -O2 -gencode arch=compute_89,code=compute_89 "$here/fragdump.cu" -o /tmp/fd89
+nvcc -O2 -gencode arch=compute_90,code=sm_90 "$here/fragdump.cu" -o /tmp/fd90
+/tmp/fd89 > "$out/dump_compute_89.txt"
+/tmp/fd90 > "$out/dump_sm_90.txt"
