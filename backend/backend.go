@@ -1,0 +1,202 @@
+// Package backend defines the contract between the public sdpa API and the
+// implementations that compute attention: one validated parameter block
+// (Problem), the Backend interface, and a registry of backends by name.
+//
+// Tensors are dense row-major [B][H][S][D]. A backend receives a Problem that
+// has passed Validate and writes Out (and LSE when it is not nil) and nothing
+// else.
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/fp8attn/fp8attn/fp8"
+)
+
+// Mask selects which keys each query sees.
+type Mask int
+
+const (
+	// NoMask: every query sees every key.
+	NoMask Mask = iota
+	// CausalUpperLeft is PyTorch's is_causal=True: query i sees keys j <= i.
+	CausalUpperLeft
+	// CausalLowerRight is PyTorch's causal_lower_right and FlashAttention's
+	// alignment: query i sees keys j <= i + Sk - Sq.
+	CausalLowerRight
+)
+
+// String returns the mask's name as the runner's -mask flag spells it.
+func (m Mask) String() string {
+	switch m {
+	case NoMask:
+		return "none"
+	case CausalUpperLeft:
+		return "causal"
+	case CausalLowerRight:
+		return "causal-lr"
+	}
+	return fmt.Sprintf("Mask(%d)", int(m))
+}
+
+// Precision selects the arithmetic of the inputs.
+type Precision int
+
+const (
+	// FP32: float32 inputs, float32 arithmetic.
+	FP32 Precision = iota
+	// FP8E4M3: E4M3 inputs with per-(batch, head) dequantization scales;
+	// products accumulate in float32, descales are folded into the softmax
+	// scale (Q, K) and the output (V).
+	FP8E4M3
+)
+
+// String returns the precision's name as the runner's -precision flag spells it.
+func (p Precision) String() string {
+	switch p {
+	case FP32:
+		return "fp32"
+	case FP8E4M3:
+		return "fp8"
+	}
+	return fmt.Sprintf("Precision(%d)", int(p))
+}
+
+// Errors a backend or the registry returns; callers test them with errors.Is.
+var (
+	// ErrInvalid marks a Problem that no backend could run: bad shapes,
+	// missing or mis-sized buffers, a non-finite scale.
+	ErrInvalid = errors.New("invalid attention problem")
+	// ErrUnsupported marks a valid Problem that a particular backend cannot
+	// run (a head dimension, a precision).
+	ErrUnsupported = errors.New("unsupported by backend")
+	// ErrUnknownBackend marks a backend name that is not registered.
+	ErrUnknownBackend = errors.New("unknown backend")
+)
+
+// Shape holds the dimensions of one attention call. Hq must be a multiple of
+// Hkv: query head h reads key/value head h / (Hq/Hkv) (grouped-query and
+// multi-query attention).
+type Shape struct {
+	B, Hq, Hkv, Sq, Sk, D int
+}
+
+// Group returns Hq/Hkv, the number of query heads sharing one KV head.
+func (s Shape) Group() int { return s.Hq / s.Hkv }
+
+// VisibleKeys returns the number of keys query row i sees under mask m: keys
+// 0 .. n-1. It may be 0 (a lower-right causal row with Sq > Sk sees none).
+func (s Shape) VisibleKeys(m Mask, i int) int {
+	var n int
+	switch m {
+	case CausalUpperLeft:
+		n = i + 1
+	case CausalLowerRight:
+		n = i + 1 + s.Sk - s.Sq
+	default:
+		return s.Sk
+	}
+	return max(0, min(n, s.Sk))
+}
+
+// FLOPs returns the floating-point operations of the two matrix products
+// (4·B·Hq·D·Σ visible keys), the usual way attention throughput is counted.
+func (s Shape) FLOPs(m Mask) float64 {
+	var keys float64
+	for i := 0; i < s.Sq; i++ {
+		keys += float64(s.VisibleKeys(m, i))
+	}
+	return 4 * float64(s.B*s.Hq*s.D) * keys
+}
+
+// Problem is the parameter block every backend receives: validated once by
+// Validate, then read, never changed, by the backend, which writes Out and,
+// when it is not nil, LSE.
+type Problem struct {
+	Shape
+	// Scale multiplies Q·Kᵀ before the softmax (already resolved: never 0
+	// meaning "default" here).
+	Scale     float32
+	Mask      Mask
+	Precision Precision
+
+	// FP32 inputs: Q is [B][Hq][Sq][D], K and V are [B][Hkv][Sk][D].
+	Q, K, V []float32
+	// FP8E4M3 inputs, same layouts, with dequantization scales per
+	// (batch, head): value ≈ code.Float32() * scale.
+	Q8, K8, V8             []fp8.E4M3
+	QScale, KScale, VScale []float32
+
+	// Out is [B][Hq][Sq][D]. LSE, if not nil, is [B][Hq][Sq]: the natural
+	// log-sum-exp of the scaled, masked scores (-Inf for a row with no
+	// visible key).
+	Out []float32
+	LSE []float32
+}
+
+// Validate checks the problem's shape and buffers once, so that backends can
+// index without checks of their own. Errors wrap ErrInvalid.
+func (p *Problem) Validate() error {
+	s := p.Shape
+	if s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.Sq <= 0 || s.Sk <= 0 || s.D <= 0 {
+		return fmt.Errorf("%w: sizes must be positive, got B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d",
+			ErrInvalid, s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.D)
+	}
+	if s.Hq%s.Hkv != 0 {
+		return fmt.Errorf("%w: query heads (%d) must be a multiple of key/value heads (%d)", ErrInvalid, s.Hq, s.Hkv)
+	}
+	if math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) {
+		return fmt.Errorf("%w: scale is %v", ErrInvalid, p.Scale)
+	}
+	if p.Mask < NoMask || p.Mask > CausalLowerRight {
+		return fmt.Errorf("%w: unknown mask %d", ErrInvalid, int(p.Mask))
+	}
+	nq, nkv := s.B*s.Hq*s.Sq*s.D, s.B*s.Hkv*s.Sk*s.D
+	checks := []sizeCheck{{"Out", len(p.Out), nq}}
+	if p.LSE != nil {
+		checks = append(checks, sizeCheck{"LSE", len(p.LSE), s.B * s.Hq * s.Sq})
+	}
+	switch p.Precision {
+	case FP32:
+		checks = append(checks, []sizeCheck{{"Q", len(p.Q), nq}, {"K", len(p.K), nkv}, {"V", len(p.V), nkv}}...)
+	case FP8E4M3:
+		checks = append(checks, []sizeCheck{{"Q8", len(p.Q8), nq}, {"K8", len(p.K8), nkv}, {"V8", len(p.V8), nkv},
+			{"QScale", len(p.QScale), s.B * s.Hq}, {"KScale", len(p.KScale), s.B * s.Hkv},
+			{"VScale", len(p.VScale), s.B * s.Hkv}}...)
+		for _, sc := range [][]float32{p.QScale, p.KScale, p.VScale} {
+			for _, v := range sc {
+				if !(v > 0) || math.IsInf(float64(v), 0) {
+					return fmt.Errorf("%w: dequantization scale %v is not positive and finite", ErrInvalid, v)
+				}
+			}
+		}
+	default:
+		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrInvalid, c.name, c.got, c.want)
+		}
+	}
+	return nil
+}
+
+type sizeCheck struct {
+	name      string
+	got, want int
+}
+
+// Backend computes attention for validated problems.
+type Backend interface {
+	// Name is the name the backend is registered and selected by.
+	Name() string
+	// Supports returns nil if the backend can run p, or an error wrapping
+	// ErrUnsupported that says why not.
+	Supports(p *Problem) error
+	// Attention computes p.Out (and p.LSE if not nil). p has passed
+	// Validate and Supports. On error the contents of Out are unspecified;
+	// the sdpa package never hands such a buffer to its caller.
+	Attention(p *Problem) error
+}

@@ -1,0 +1,94 @@
+package backend
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// The registry is the package's only mutable state: backends register from
+// init functions and are looked up by name.
+var registry struct {
+	sync.RWMutex
+	entries []entry
+}
+
+type entry struct {
+	b        Backend
+	priority int
+}
+
+// Register adds b under b.Name(). When a caller names no backend, Select
+// tries registered backends in decreasing priority. Registering a name twice
+// panics: it is a programming error found at init time.
+func Register(b Backend, priority int) {
+	registry.Lock()
+	defer registry.Unlock()
+	for _, e := range registry.entries {
+		if e.b.Name() == b.Name() {
+			panic("backend: " + b.Name() + " registered twice")
+		}
+	}
+	registry.entries = append(registry.entries, entry{b, priority})
+	sort.SliceStable(registry.entries, func(i, j int) bool {
+		return registry.entries[i].priority > registry.entries[j].priority
+	})
+}
+
+// Names lists the registered backends, highest priority first.
+func Names() []string {
+	registry.RLock()
+	defer registry.RUnlock()
+	names := make([]string, len(registry.entries))
+	for i, e := range registry.entries {
+		names[i] = e.b.Name()
+	}
+	return names
+}
+
+// Lookup returns the backend registered under name.
+func Lookup(name string) (Backend, error) {
+	registry.RLock()
+	defer registry.RUnlock()
+	for _, e := range registry.entries {
+		if e.b.Name() == name {
+			return e.b, nil
+		}
+	}
+	return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknownBackend, name, namesLocked())
+}
+
+func namesLocked() []string {
+	names := make([]string, len(registry.entries))
+	for i, e := range registry.entries {
+		names[i] = e.b.Name()
+	}
+	return names
+}
+
+// Select returns the backend named name if it supports p, or, for name "",
+// the highest-priority registered backend that supports p.
+func Select(name string, p *Problem) (Backend, error) {
+	if name != "" {
+		b, err := Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := b.Supports(p); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	registry.RLock()
+	entries := append([]entry(nil), registry.entries...)
+	registry.RUnlock()
+	var reasons []error
+	for _, e := range entries {
+		err := e.b.Supports(p)
+		if err == nil {
+			return e.b, nil
+		}
+		reasons = append(reasons, err)
+	}
+	return nil, fmt.Errorf("%w: no registered backend runs this problem: %v", ErrUnsupported, reasons)
+}

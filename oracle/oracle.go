@@ -1,0 +1,185 @@
+// Package oracle computes attention in float64: the references every backend
+// and every GPU kernel stage is checked against.
+//
+// Naive is the textbook two-pass definition (scores, row max, exponentials,
+// normalisation). Online is the tiled online softmax of FlashAttention: one
+// pass over key blocks with a running max and sum. The two share no code
+// beyond reading the inputs, and the tests hold them to each other and to
+// hand-worked cases. For FP8E4M3 problems both compute on the dequantized
+// inputs (code value × scale), so they measure what a backend adds on top of
+// the input quantization.
+//
+// The package also registers a backend named "reference" that runs Naive.
+package oracle
+
+import (
+	"math"
+
+	"github.com/fp8attn/fp8attn/backend"
+)
+
+// Inputs returns float64 copies of p's Q, K and V, dequantized for FP8E4M3.
+func Inputs(p *backend.Problem) (q, k, v []float64) {
+	if p.Precision == backend.FP32 {
+		return widen(p.Q), widen(p.K), widen(p.V)
+	}
+	sq, skv := p.Sq*p.D, p.Sk*p.D
+	q = make([]float64, len(p.Q8))
+	for i, c := range p.Q8 {
+		q[i] = float64(c.Float32()) * float64(p.QScale[i/sq])
+	}
+	k = make([]float64, len(p.K8))
+	v = make([]float64, len(p.V8))
+	for i := range p.K8 {
+		k[i] = float64(p.K8[i].Float32()) * float64(p.KScale[i/skv])
+		v[i] = float64(p.V8[i].Float32()) * float64(p.VScale[i/skv])
+	}
+	return q, k, v
+}
+
+func widen(x []float32) []float64 {
+	y := make([]float64, len(x))
+	for i, v := range x {
+		y[i] = float64(v)
+	}
+	return y
+}
+
+// rows calls fn for every query row with the row's query vector, its head's
+// keys and values, the number of visible keys, and where its output goes.
+func rows(p *backend.Problem, q, k, v []float64, fn func(qi, kh, vh []float64, visible int, o int)) {
+	s := p.Shape
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < s.Hq; h++ {
+			kvh := b*s.Hkv + h/s.Group()
+			kh := k[kvh*s.Sk*s.D : (kvh+1)*s.Sk*s.D]
+			vh := v[kvh*s.Sk*s.D : (kvh+1)*s.Sk*s.D]
+			for i := 0; i < s.Sq; i++ {
+				o := (b*s.Hq+h)*s.Sq + i
+				fn(q[o*s.D:(o+1)*s.D], kh, vh, s.VisibleKeys(p.Mask, i), o)
+			}
+		}
+	}
+}
+
+// Naive returns the output ([B][Hq][Sq][D]) and natural log-sum-exp
+// ([B][Hq][Sq]) by the two-pass definition. A row with no visible key gets
+// zeros and LSE -Inf; NaN in its inputs makes a row NaN.
+func Naive(p *backend.Problem) (out, lse []float64) {
+	q, k, v := Inputs(p)
+	D := p.D
+	out = make([]float64, p.B*p.Hq*p.Sq*D)
+	lse = make([]float64, p.B*p.Hq*p.Sq)
+	scale := float64(p.Scale)
+	scores := make([]float64, p.Sk)
+	rows(p, q, k, v, func(qi, kh, vh []float64, n, o int) {
+		if n == 0 {
+			lse[o] = math.Inf(-1)
+			return
+		}
+		m := math.Inf(-1)
+		for j := 0; j < n; j++ {
+			var dot float64
+			for d := 0; d < D; d++ {
+				dot += qi[d] * kh[j*D+d]
+			}
+			scores[j] = dot * scale
+			m = max(m, scores[j]) // max propagates NaN
+		}
+		var l float64
+		for j := 0; j < n; j++ {
+			scores[j] = math.Exp(scores[j] - m)
+			l += scores[j]
+		}
+		oi := out[o*D : (o+1)*D]
+		for j := 0; j < n; j++ {
+			w := scores[j] / l
+			for d := 0; d < D; d++ {
+				oi[d] += w * vh[j*D+d]
+			}
+		}
+		lse[o] = m + math.Log(l)
+	})
+	return out, lse
+}
+
+// Online returns what Naive returns, computed by the online softmax over key
+// blocks of blockK keys: a running max m and sum l per row, the partial
+// output rescaled by exp(m_old - m_new) whenever the max grows.
+func Online(p *backend.Problem, blockK int) (out, lse []float64) {
+	q, k, v := Inputs(p)
+	D := p.D
+	out = make([]float64, p.B*p.Hq*p.Sq*D)
+	lse = make([]float64, p.B*p.Hq*p.Sq)
+	scale := float64(p.Scale)
+	s := make([]float64, blockK)
+	acc := make([]float64, D)
+	rows(p, q, k, v, func(qi, kh, vh []float64, n, o int) {
+		m, l := math.Inf(-1), 0.0
+		clear(acc)
+		for j0 := 0; j0 < n; j0 += blockK {
+			j1 := min(j0+blockK, n)
+			blockMax := math.Inf(-1)
+			for j := j0; j < j1; j++ {
+				var dot float64
+				for d, x := range qi {
+					dot += x * kh[j*D+d]
+				}
+				s[j-j0] = dot * scale
+				blockMax = max(blockMax, s[j-j0])
+			}
+			mNew := max(m, blockMax)
+			alpha := 0.0
+			if l != 0 || math.IsNaN(m) {
+				alpha = math.Exp(m - mNew)
+			}
+			l *= alpha
+			for d := range acc {
+				acc[d] *= alpha
+			}
+			for j := j0; j < j1; j++ {
+				e := math.Exp(s[j-j0] - mNew)
+				l += e
+				for d := range acc {
+					acc[d] += e * vh[j*D+d]
+				}
+			}
+			m = mNew
+		}
+		if n == 0 {
+			lse[o] = math.Inf(-1)
+			return
+		}
+		oi := out[o*D : (o+1)*D]
+		for d := range acc {
+			oi[d] = acc[d] / l
+		}
+		lse[o] = m + math.Log(l)
+	})
+	return out, lse
+}
+
+// Reference is the backend that runs Naive in float64 and rounds the result
+// to float32. It is slow, supports everything, and is registered as
+// "reference" with the lowest priority.
+type Reference struct{}
+
+// Name returns "reference".
+func (Reference) Name() string { return "reference" }
+
+// Supports accepts every valid problem.
+func (Reference) Supports(*backend.Problem) error { return nil }
+
+// Attention computes p.Out and p.LSE with Naive.
+func (Reference) Attention(p *backend.Problem) error {
+	out, lse := Naive(p)
+	for i, x := range out {
+		p.Out[i] = float32(x)
+	}
+	for i := range p.LSE {
+		p.LSE[i] = float32(lse[i])
+	}
+	return nil
+}
+
+func init() { backend.Register(Reference{}, -100) }

@@ -1,0 +1,120 @@
+package oracle_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/oracle"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// matrixForm computes one head's attention with gonum: S = scale·Q·Kᵀ,
+// masked entries -Inf, row softmax, O = P·V. A third formulation, written
+// as matrices rather than loops.
+func matrixForm(q, k, v *mat.Dense, scale float64, visible func(i int) int) *mat.Dense {
+	sq, _ := q.Dims()
+	sk, d := k.Dims()
+	var s mat.Dense
+	s.Mul(q, k.T())
+	s.Scale(scale, &s)
+	for i := 0; i < sq; i++ {
+		row := s.RawRowView(i)
+		n := visible(i)
+		for j := n; j < sk; j++ {
+			row[j] = math.Inf(-1)
+		}
+		if n == 0 {
+			for j := range row {
+				row[j] = 0
+			}
+			continue
+		}
+		m := math.Inf(-1)
+		for _, x := range row {
+			m = math.Max(m, x)
+		}
+		var l float64
+		for j := range row {
+			row[j] = math.Exp(row[j] - m)
+			l += row[j]
+		}
+		for j := range row {
+			row[j] /= l
+		}
+	}
+	o := mat.NewDense(sq, d, nil)
+	o.Mul(&s, v)
+	return o
+}
+
+func TestNaiveOnlineMatrixAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 9))
+	for _, c := range sdpatest.Cases() {
+		s := c.Shape
+		in := sdpatest.RandomInputs(rng, s, c.Sigma)
+		p, _, _ := sdpatest.NewProblem(s, in, float32(1/math.Sqrt(float64(s.D))), c.Mask, backend.FP32)
+		naive, nl := oracle.Naive(p)
+		for _, bk := range []int{1, 7, 64} {
+			online, ol := oracle.Online(p, bk)
+			tol := sdpatest.Tolerance{Atol: 1e-12 * (1 + c.Sigma*c.Sigma), Rtol: 1e-10}
+			if st := sdpatest.Compare(online, naive, tol); st.Beyond > 0 {
+				t.Fatalf("%s bk=%d: online differs from naive at %d (max %g)", c.Name, bk, st.Beyond, st.MaxErr)
+			}
+			if st := sdpatest.Compare(ol, nl, tol); st.Beyond > 0 {
+				t.Fatalf("%s bk=%d: online LSE differs", c.Name, bk)
+			}
+		}
+		q, k, v := oracle.Inputs(p)
+		for b := 0; b < s.B; b++ {
+			for h := 0; h < s.Hq; h++ {
+				kvh := b*s.Hkv + h/s.Group()
+				qo := (b*s.Hq + h) * s.Sq * s.D
+				ko := kvh * s.Sk * s.D
+				o := matrixForm(mat.NewDense(s.Sq, s.D, q[qo:qo+s.Sq*s.D]), mat.NewDense(s.Sk, s.D, k[ko:ko+s.Sk*s.D]),
+					mat.NewDense(s.Sk, s.D, v[ko:ko+s.Sk*s.D]), float64(p.Scale), func(i int) int { return s.VisibleKeys(c.Mask, i) })
+				tol := sdpatest.Tolerance{Atol: 1e-12 * (1 + c.Sigma*c.Sigma), Rtol: 1e-10}
+				if st := sdpatest.Compare(o.RawMatrix().Data, naive[qo:qo+s.Sq*s.D], tol); st.Beyond > 0 {
+					t.Fatalf("%s head (%d,%d): gonum form differs at %d", c.Name, b, h, st.Beyond)
+				}
+			}
+		}
+	}
+}
+
+// TestHandWorked pins cases worked out on paper.
+func TestHandWorked(t *testing.T) {
+	// One query, two keys, D=1, scale 1: scores 1·2=2 and 1·0=0.
+	// weights e²/(e²+1), 1/(e²+1); values 10 and 20.
+	e2 := math.Exp(2)
+	p := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 2, D: 1}, Scale: 1,
+		Q: []float32{1}, K: []float32{2, 0}, V: []float32{10, 20}}
+	wantOut := (10*e2 + 20) / (e2 + 1)
+	wantLSE := math.Log(e2 + 1)
+	for name, f := range map[string]func(*backend.Problem) ([]float64, []float64){
+		"naive": oracle.Naive, "online": func(p *backend.Problem) ([]float64, []float64) { return oracle.Online(p, 1) },
+	} {
+		out, lse := f(p)
+		if math.Abs(out[0]-wantOut) > 1e-12 || math.Abs(lse[0]-wantLSE) > 1e-12 {
+			t.Errorf("%s: got %v %v, want %v %v", name, out[0], lse[0], wantOut, wantLSE)
+		}
+	}
+	// Causal upper-left, Sq=Sk=2, equal scores: row 0 sees value 10 only;
+	// row 1 averages 10 and 20. LSE: 0 and log 2 (scores 0).
+	p = &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 2, Sk: 2, D: 1}, Scale: 1, Mask: backend.CausalUpperLeft,
+		Q: []float32{0, 0}, K: []float32{1, 1}, V: []float32{10, 20}}
+	out, lse := oracle.Naive(p)
+	if out[0] != 10 || out[1] != 15 || lse[0] != 0 || math.Abs(lse[1]-math.Ln2) > 1e-15 {
+		t.Errorf("causal: got %v %v", out, lse)
+	}
+	// Lower-right with Sq=3 > Sk=1: rows 0 and 1 see nothing.
+	p = &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 3, Sk: 1, D: 1}, Scale: 1, Mask: backend.CausalLowerRight,
+		Q: []float32{1, 1, 1}, K: []float32{1}, V: []float32{7}}
+	out, lse = oracle.Online(p, 4)
+	if out[0] != 0 || out[1] != 0 || out[2] != 7 || !math.IsInf(lse[0], -1) || lse[2] != 1 {
+		t.Errorf("lower-right: got %v %v", out, lse)
+	}
+}

@@ -1,0 +1,305 @@
+// Package sdpa computes scaled-dot-product attention,
+//
+//	out = softmax(scale · Q·Kᵀ + mask) · V,
+//
+// with PyTorch's scaled_dot_product_attention semantics, in float32 or with
+// FP8 E4M3 inputs, on the pure-Go CPU backend (always available) or on an
+// NVIDIA GPU (build with -tags cuda).
+//
+// Tensors are dense row-major [B][H][S][D]. The query may have more heads
+// than the key and value (grouped-query and multi-query attention): query
+// head h reads key/value head h / (q.H / k.H), as PyTorch's enable_gqa. Sq
+// may differ from Sk. A query row that sees no key (lower-right causal mask
+// with Sq > Sk) gets zeros and log-sum-exp -Inf.
+//
+// Bad input is reported as an error wrapping ErrInvalid (or
+// ErrUnsupported, ErrUnknownBackend); no function here panics on it, and no
+// output is returned with an error.
+package sdpa
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fp8attn/fp8attn/backend"
+	_ "github.com/fp8attn/fp8attn/backend/cpu" // registers "cpu"
+	"github.com/fp8attn/fp8attn/fp8"
+	_ "github.com/fp8attn/fp8attn/oracle" // registers "reference"
+)
+
+// Mask selects which keys each query sees.
+type Mask = backend.Mask
+
+// Masks.
+const (
+	// NoMask: every query sees every key.
+	NoMask = backend.NoMask
+	// CausalUpperLeft is PyTorch's is_causal=True: query i sees keys j <= i.
+	CausalUpperLeft = backend.CausalUpperLeft
+	// CausalLowerRight is PyTorch's causal_lower_right (FlashAttention's
+	// alignment): query i sees keys j <= i + Sk - Sq.
+	CausalLowerRight = backend.CausalLowerRight
+)
+
+// Precision selects the arithmetic.
+type Precision = backend.Precision
+
+// Precisions.
+const (
+	// FP32 computes in float32 on the float32 inputs.
+	FP32 = backend.FP32
+	// FP8E4M3 quantizes Q, K and V to E4M3 with one amax scale per
+	// (batch, head) and computes as the GPU kernels do: E4M3 products
+	// accumulated in float32, descales folded into the softmax scale.
+	FP8E4M3 = backend.FP8E4M3
+)
+
+// Errors, for errors.Is.
+var (
+	ErrInvalid        = backend.ErrInvalid
+	ErrUnsupported    = backend.ErrUnsupported
+	ErrUnknownBackend = backend.ErrUnknownBackend
+)
+
+// Tensor is a dense row-major [B][H][S][D] float32 tensor.
+type Tensor struct {
+	Data       []float32
+	B, H, S, D int
+}
+
+// NewTensor wraps data (not copied) as a [b][h][s][d] tensor, checking that
+// the sizes are positive and match len(data).
+func NewTensor(data []float32, b, h, s, d int) (*Tensor, error) {
+	t := &Tensor{Data: data, B: b, H: h, S: s, D: d}
+	if err := t.check("tensor"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func checkDims(what string, n, b, h, s, d int) error {
+	if b <= 0 || h <= 0 || s <= 0 || d <= 0 {
+		return fmt.Errorf("%w: %s: sizes must be positive, got [%d][%d][%d][%d]", ErrInvalid, what, b, h, s, d)
+	}
+	if b*h*s*d != n || n/(b*h*s) != d {
+		return fmt.Errorf("%w: %s: %d elements do not match shape [%d][%d][%d][%d]", ErrInvalid, what, n, b, h, s, d)
+	}
+	return nil
+}
+
+func (t *Tensor) check(what string) error {
+	if t == nil {
+		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
+	}
+	return checkDims(what, len(t.Data), t.B, t.H, t.S, t.D)
+}
+
+// QuantizedTensor is an E4M3 tensor with one dequantization scale per
+// (batch, head): element (b, h, s, d) ≈ Data[...].Float32() · Scales[b·H+h].
+// It is how already-quantized inputs (an FP8 KV cache) are passed without
+// re-quantizing them.
+type QuantizedTensor struct {
+	Data       []fp8.E4M3
+	Scales     []float32
+	B, H, S, D int
+}
+
+// NewQuantizedTensor wraps data and scales (not copied). scales holds one
+// positive, finite scale per (batch, head), or a single scale for the whole
+// tensor, which is expanded.
+func NewQuantizedTensor(data []fp8.E4M3, scales []float32, b, h, s, d int) (*QuantizedTensor, error) {
+	if len(scales) == 1 && b*h > 1 {
+		one := scales[0]
+		scales = make([]float32, b*h)
+		for i := range scales {
+			scales[i] = one
+		}
+	}
+	t := &QuantizedTensor{Data: data, Scales: scales, B: b, H: h, S: s, D: d}
+	if err := t.check("quantized tensor"); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *QuantizedTensor) check(what string) error {
+	if t == nil {
+		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
+	}
+	if err := checkDims(what, len(t.Data), t.B, t.H, t.S, t.D); err != nil {
+		return err
+	}
+	if len(t.Scales) != t.B*t.H {
+		return fmt.Errorf("%w: %s: %d scales, want one per (batch, head) = %d", ErrInvalid, what, len(t.Scales), t.B*t.H)
+	}
+	for _, s := range t.Scales {
+		if !(s > 0) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("%w: %s: scale %v is not positive and finite", ErrInvalid, what, s)
+		}
+	}
+	return nil
+}
+
+// Quantize returns t quantized to E4M3 with one amax scale per (batch, head)
+// (scale = amax/448). NaN and ±Inf elements quantize to NaN.
+func Quantize(t *Tensor) (*QuantizedTensor, error) {
+	if err := t.check("tensor"); err != nil {
+		return nil, err
+	}
+	data, scales, err := fp8.QuantizeE4M3(t.Data, t.S*t.D)
+	if err != nil {
+		return nil, err
+	}
+	return &QuantizedTensor{Data: data, Scales: scales, B: t.B, H: t.H, S: t.S, D: t.D}, nil
+}
+
+// Dequantize returns the float32 tensor t represents.
+func (t *QuantizedTensor) Dequantize() *Tensor {
+	out := &Tensor{Data: make([]float32, len(t.Data)), B: t.B, H: t.H, S: t.S, D: t.D}
+	n := t.S * t.D
+	for g, s := range t.Scales {
+		fp8.DecodeE4M3(out.Data[g*n:(g+1)*n], t.Data[g*n:(g+1)*n], s)
+	}
+	return out
+}
+
+// Options configures a call. The zero value (and a nil *Options) means:
+// scale 1/sqrt(D), no mask, FP32, the best available backend.
+type Options struct {
+	// Scale multiplies Q·Kᵀ; 0 means 1/sqrt(D). NaN and ±Inf are errors.
+	Scale float32
+	Mask  Mask
+	// Precision is FP32 or FP8E4M3. AttentionQuantized implies FP8E4M3.
+	Precision Precision
+	// Backend is "" (the best registered backend that supports the call),
+	// "cpu", "cuda" (with -tags cuda), "reference" (float64, slow), or a
+	// backend-specific name such as a CUDA kernel stage ("cuda/stage2").
+	Backend string
+}
+
+// Backends lists the registered backend names, best first.
+func Backends() []string { return backend.Names() }
+
+// Attention returns softmax(scale·Q·Kᵀ + mask)·V as a [B][q.H][q.S][D]
+// tensor. opts may be nil.
+func Attention(q, k, v *Tensor, opts *Options) (*Tensor, error) {
+	out, _, err := attention(q, k, v, opts, false)
+	return out, err
+}
+
+// AttentionLSE is Attention that also returns the natural log-sum-exp of
+// each row's scaled, masked scores, [B][q.H][q.S] (-Inf for a row that sees
+// no key).
+func AttentionLSE(q, k, v *Tensor, opts *Options) (*Tensor, []float32, error) {
+	return attention(q, k, v, opts, true)
+}
+
+// AttentionQuantized computes FP8E4M3 attention on already-quantized
+// tensors (an FP8 KV cache, a query quantized with Quantize) without
+// re-quantizing them, and returns the output and log-sum-exp.
+// opts.Precision is ignored.
+func AttentionQuantized(q, k, v *QuantizedTensor, opts *Options) (*Tensor, []float32, error) {
+	for _, c := range []struct {
+		t    *QuantizedTensor
+		name string
+	}{{q, "q"}, {k, "k"}, {v, "v"}} {
+		if err := c.t.check(c.name); err != nil {
+			return nil, nil, err
+		}
+	}
+	p, err := problem(shapeOf(q.B, q.H, q.S, q.D), shapeOf(k.B, k.H, k.S, k.D), shapeOf(v.B, v.H, v.S, v.D), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Precision = FP8E4M3
+	p.Q8, p.K8, p.V8 = q.Data, k.Data, v.Data
+	p.QScale, p.KScale, p.VScale = q.Scales, k.Scales, v.Scales
+	return run(p, opts, true)
+}
+
+type dims struct{ b, h, s, d int }
+
+func shapeOf(b, h, s, d int) dims { return dims{b, h, s, d} }
+
+// problem checks that q, k and v fit together and resolves the options.
+func problem(q, k, v dims, opts *Options) (*backend.Problem, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	switch {
+	case k != v:
+		return nil, fmt.Errorf("%w: k is [%d][%d][%d][%d] but v is [%d][%d][%d][%d]; they must match",
+			ErrInvalid, k.b, k.h, k.s, k.d, v.b, v.h, v.s, v.d)
+	case q.b != k.b:
+		return nil, fmt.Errorf("%w: batch sizes differ: q has %d, k and v have %d", ErrInvalid, q.b, k.b)
+	case q.d != k.d:
+		return nil, fmt.Errorf("%w: head dims differ: q has %d, k and v have %d", ErrInvalid, q.d, k.d)
+	case q.h%k.h != 0:
+		return nil, fmt.Errorf("%w: q has %d heads, not a multiple of k's %d heads", ErrInvalid, q.h, k.h)
+	}
+	s := opts.Scale
+	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+		return nil, fmt.Errorf("%w: scale is %v", ErrInvalid, s)
+	}
+	if s == 0 {
+		s = float32(1 / math.Sqrt(float64(q.d)))
+	}
+	if opts.Mask < NoMask || opts.Mask > CausalLowerRight {
+		return nil, fmt.Errorf("%w: unknown mask %d", ErrInvalid, int(opts.Mask))
+	}
+	return &backend.Problem{
+		Shape: backend.Shape{B: q.b, Hq: q.h, Hkv: k.h, Sq: q.s, Sk: k.s, D: q.d},
+		Scale: s, Mask: opts.Mask, Precision: opts.Precision,
+	}, nil
+}
+
+func attention(q, k, v *Tensor, opts *Options, withLSE bool) (*Tensor, []float32, error) {
+	for _, c := range []struct {
+		t    *Tensor
+		name string
+	}{{q, "q"}, {k, "k"}, {v, "v"}} {
+		if err := c.t.check(c.name); err != nil {
+			return nil, nil, err
+		}
+	}
+	p, err := problem(shapeOf(q.B, q.H, q.S, q.D), shapeOf(k.B, k.H, k.S, k.D), shapeOf(v.B, v.H, v.S, v.D), opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch p.Precision {
+	case FP32:
+		p.Q, p.K, p.V = q.Data, k.Data, v.Data
+	case FP8E4M3:
+		p.Q8, p.QScale, _ = fp8.QuantizeE4M3(q.Data, q.S*q.D)
+		p.K8, p.KScale, _ = fp8.QuantizeE4M3(k.Data, k.S*k.D)
+		p.V8, p.VScale, _ = fp8.QuantizeE4M3(v.Data, v.S*v.D)
+	default:
+		return nil, nil, fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
+	}
+	return run(p, opts, withLSE)
+}
+
+// run validates p, picks the backend, and computes into fresh buffers that
+// are returned only on success.
+func run(p *backend.Problem, opts *Options, withLSE bool) (*Tensor, []float32, error) {
+	name := ""
+	if opts != nil {
+		name = opts.Backend
+	}
+	out := make([]float32, p.B*p.Hq*p.Sq*p.D)
+	p.Out = out
+	if withLSE {
+		p.LSE = make([]float32, p.B*p.Hq*p.Sq)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, nil, err
+	}
+	be, err := backend.Select(name, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := be.Attention(p); err != nil {
+		return nil, nil, fmt.Errorf("sdpa: backend %s: %w", be.Name(), err)
+	}
+	return &Tensor{Data: out, B: p.B, H: p.Hq, S: p.Sq, D: p.D}, p.LSE, nil
+}

@@ -1,0 +1,217 @@
+// Package sdpatest is the conformance suite every backend and every GPU
+// kernel stage must pass, in the manner of gonum's blas/testblas: one table
+// of cases (random shapes with odd lengths, Sq != Sk, GQA and MQA, every mask,
+// head dims 16..256, extreme magnitudes, NaN propagation) and properties
+// (permuting keys changes nothing without a mask; GQA equals repeated heads),
+// run with fresh random inputs on every call, against the float64 oracle.
+//
+// Outputs are poisoned before the backend runs and surrounded by guard
+// regions, so an element the backend never wrote, or one it wrote out of
+// bounds, fails the case.
+package sdpatest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/exp/constraints"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/oracle"
+)
+
+// Tolerance bounds the elementwise error: |got - want| <= Atol + Rtol·|want|.
+type Tolerance struct {
+	Atol, Rtol float64
+	// Why records where the numbers come from, for reports.
+	Why string
+}
+
+// ScoreBound returns M = |scale|·max‖q_i‖·max‖k_j‖, a bound on the magnitude
+// of every score of p (on the dequantized inputs for FP8E4M3), and the largest
+// |v|. Rounding errors in a score are relative to M, and exp turns a score's
+// absolute error into a relative error of its weight.
+func ScoreBound(p *backend.Problem) (m, vmax float64) {
+	q, k, v := oracle.Inputs(p)
+	norm := func(x []float64) float64 {
+		var mx float64
+		for i := 0; i+p.D <= len(x); i += p.D {
+			var ss float64
+			for _, e := range x[i : i+p.D] {
+				if !math.IsNaN(e) {
+					ss += e * e
+				}
+			}
+			mx = max(mx, math.Sqrt(ss))
+		}
+		return mx
+	}
+	for _, e := range v {
+		if !math.IsNaN(e) {
+			vmax = max(vmax, math.Abs(e))
+		}
+	}
+	return math.Abs(float64(p.Scale)) * norm(q) * norm(k), vmax
+}
+
+// FP32Tolerance is the bound for a backend that computes in float32 on the
+// same (possibly dequantized) inputs as the oracle: each score carries an
+// absolute error of a few eps32·M, which becomes the relative error of its
+// weight; 16·eps32·(1+M), relative and times max|v| absolute, covers it.
+func FP32Tolerance(p *backend.Problem) Tolerance {
+	m, vmax := ScoreBound(p)
+	e := 16 * eps32 * (1 + m)
+	return Tolerance{Atol: e * max(vmax, 1e-30), Rtol: e, Why: fmt.Sprintf("float32: 16·eps32·(1+M), M=%.3g", m)}
+}
+
+// F16PTolerance is the bound for a kernel that also rounds the softmax
+// weights P (in [0,1]) to float16 before P·V, accumulating in float32: each
+// weight gains a relative error up to 2^-11, so 4·2^-11 is added to the
+// float32 bound.
+func F16PTolerance(p *backend.Problem) Tolerance {
+	t := FP32Tolerance(p)
+	t.Rtol += 4.0 / 2048
+	t.Atol += 4.0 / 2048 * (t.Atol / t.Rtol)
+	t.Why = "P rounded to float16: 4·2^-11 + " + t.Why
+	return t
+}
+
+const eps32 = 1.0 / (1 << 23)
+
+// Seed returns the seed for a run's random inputs: FP8ATTN_SEED if set (to
+// reproduce a failure), otherwise a fresh one from the clock.
+func Seed() uint64 {
+	if s, err := strconv.ParseUint(os.Getenv("FP8ATTN_SEED"), 10, 64); err == nil {
+		return s
+	}
+	return uint64(time.Now().UnixNano())
+}
+
+// Inputs are the float32 tensors of one case, before any quantization.
+type Inputs struct {
+	Q, K, V []float32
+}
+
+// RandomInputs draws Q, K and V with entries from N(0, sigma²).
+func RandomInputs(rng *rand.Rand, s backend.Shape, sigma float64) Inputs {
+	draw := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * sigma)
+		}
+		return x
+	}
+	return Inputs{Q: draw(s.B * s.Hq * s.Sq * s.D), K: draw(s.B * s.Hkv * s.Sk * s.D), V: draw(s.B * s.Hkv * s.Sk * s.D)}
+}
+
+// Poison is the bit pattern written into outputs before a backend runs (a
+// quiet NaN with a payload no arithmetic produces).
+const Poison = 0x7FC0BAD0
+
+// GuardLen is the number of poisoned elements on each side of an output.
+const GuardLen = 64
+
+// Guarded is an output buffer with poisoned guard regions on both sides.
+type Guarded struct {
+	buf []float32
+	n   int
+}
+
+// NewGuarded returns a poisoned buffer of n elements inside guards.
+func NewGuarded(n int) *Guarded {
+	g := &Guarded{buf: make([]float32, n+2*GuardLen), n: n}
+	p := math.Float32frombits(Poison)
+	for i := range g.buf {
+		g.buf[i] = p
+	}
+	return g
+}
+
+// Data returns the n elements between the guards.
+func (g *Guarded) Data() []float32 { return g.buf[GuardLen : GuardLen+g.n] }
+
+// Check returns an error if a guard element changed or an element of the
+// data was never written (still holds the poison pattern).
+func (g *Guarded) Check(what string) error {
+	for i, x := range g.buf {
+		inGuard := i < GuardLen || i >= GuardLen+g.n
+		poisoned := math.Float32bits(x) == Poison
+		if inGuard && !poisoned {
+			return fmt.Errorf("%s: guard element %d overwritten (out-of-bounds write)", what, i-GuardLen)
+		}
+		if !inGuard && poisoned {
+			return fmt.Errorf("%s: element %d never written", what, i-GuardLen)
+		}
+	}
+	return nil
+}
+
+// NewProblem builds a problem from in: for FP8E4M3 it quantizes Q, K and V
+// with one amax scale per (batch, head). Out and LSE are guarded, poisoned
+// buffers; the caller checks them with the returned guards.
+func NewProblem(s backend.Shape, in Inputs, scale float32, m backend.Mask, prec backend.Precision) (*backend.Problem, *Guarded, *Guarded) {
+	p := &backend.Problem{Shape: s, Scale: scale, Mask: m, Precision: prec}
+	if prec == backend.FP8E4M3 {
+		p.Q8, p.QScale, _ = fp8.QuantizeE4M3(in.Q, s.Sq*s.D)
+		p.K8, p.KScale, _ = fp8.QuantizeE4M3(in.K, s.Sk*s.D)
+		p.V8, p.VScale, _ = fp8.QuantizeE4M3(in.V, s.Sk*s.D)
+	} else {
+		p.Q, p.K, p.V = in.Q, in.K, in.V
+	}
+	out, lse := NewGuarded(s.B*s.Hq*s.Sq*s.D), NewGuarded(s.B*s.Hq*s.Sq)
+	p.Out, p.LSE = out.Data(), lse.Data()
+	return p, out, lse
+}
+
+// Stats summarises how far got is from want.
+type Stats struct {
+	MaxErr, MeanErr float64 // absolute errors over elements where both are finite
+	RelL2           float64 // ‖got - want‖₂ / ‖want‖₂
+	Beyond          int     // elements outside the tolerance (NaN mismatches included)
+	N               int
+	FirstBad        int // index of the first element beyond tolerance, or -1
+}
+
+// FracBeyond returns the fraction of elements outside the tolerance.
+func (s Stats) FracBeyond() float64 { return float64(s.Beyond) / float64(max(s.N, 1)) }
+
+// Compare measures got against want under tol. A NaN in one and not the
+// other counts as beyond tolerance, as does ±Inf unless both agree; NaN never
+// passes against a finite reference.
+func Compare[G, W constraints.Float](got []G, want []W, tol Tolerance) Stats {
+	st := Stats{N: len(want), FirstBad: -1}
+	var num, den float64
+	for i := range want {
+		g, w := float64(got[i]), float64(want[i])
+		ok := false
+		switch {
+		case math.IsNaN(w) || math.IsNaN(g):
+			ok = math.IsNaN(w) && math.IsNaN(g)
+		case math.IsInf(w, 0) || math.IsInf(g, 0):
+			ok = g == w
+		default:
+			e := math.Abs(g - w)
+			st.MaxErr = max(st.MaxErr, e)
+			st.MeanErr += e
+			num += e * e
+			den += w * w
+			ok = e <= tol.Atol+tol.Rtol*math.Abs(w)
+		}
+		if !ok {
+			st.Beyond++
+			if st.FirstBad < 0 {
+				st.FirstBad = i
+			}
+		}
+	}
+	st.MeanErr /= float64(max(st.N, 1))
+	if den > 0 {
+		st.RelL2 = math.Sqrt(num / den)
+	}
+	return st
+}

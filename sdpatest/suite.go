@@ -1,0 +1,258 @@
+package sdpatest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/oracle"
+)
+
+// Case is one row of the conformance table.
+type Case struct {
+	Name  string
+	Shape backend.Shape
+	Mask  backend.Mask
+	Sigma float64 // standard deviation of the inputs
+	Scale float32 // 0: 1/sqrt(D)
+}
+
+// Cases returns the conformance table: every shape in every mask.
+func Cases() []Case {
+	shapes := []struct {
+		name  string
+		s     backend.Shape
+		sigma float64
+	}{
+		{"tiny", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 1, D: 16}, 1},
+		{"small", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64}, 1},
+		{"odd", backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48}, 1},
+		{"sq>sk", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 5, D: 64}, 1},
+		{"sq<sk", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 5, Sk: 130, D: 128}, 1},
+		{"gqa", backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 40, Sk: 72, D: 64}, 1},
+		{"mqa", backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 65, Sk: 65, D: 128}, 1},
+		{"d16", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 17, Sk: 31, D: 16}, 1},
+		{"d32", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 70, Sk: 70, D: 32}, 1},
+		{"d80", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 19, Sk: 100, D: 80}, 1},
+		{"d96", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 64, D: 96}, 1},
+		{"d256", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 48, Sk: 96, D: 256}, 1},
+		{"long-keys", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 600, D: 64}, 1},
+		{"large-values", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 40, Sk: 50, D: 64}, 30},
+		{"tiny-values", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 40, Sk: 50, D: 64}, 1e-3},
+	}
+	var cases []Case
+	for _, sh := range shapes {
+		for _, m := range []backend.Mask{backend.NoMask, backend.CausalUpperLeft, backend.CausalLowerRight} {
+			cases = append(cases, Case{Name: fmt.Sprintf("%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma})
+		}
+	}
+	cases = append(cases, Case{Name: "scale=-0.3", Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 9, Sk: 9, D: 64}, Sigma: 1, Scale: -0.3})
+	return cases
+}
+
+// Config says how a backend is held to the suite.
+type Config struct {
+	Backend   backend.Backend
+	Precision backend.Precision
+	// Tol gives the tolerance for a problem (FP32Tolerance, F16PTolerance).
+	Tol func(p *backend.Problem) Tolerance
+}
+
+func (c Config) scale(cs Case) float32 {
+	if cs.Scale != 0 {
+		return cs.Scale
+	}
+	return float32(1 / math.Sqrt(float64(cs.Shape.D)))
+}
+
+// run builds the case's problem with fresh inputs, runs the backend, and
+// returns the problem or an error; skipped reports an unsupported case.
+func (c Config) run(cs Case, in Inputs) (p *backend.Problem, skipped bool, err error) {
+	p, out, lse := NewProblem(cs.Shape, in, c.scale(cs), cs.Mask, c.Precision)
+	if err := p.Validate(); err != nil {
+		return nil, false, err
+	}
+	if err := c.Backend.Supports(p); err != nil {
+		if !errors.Is(err, backend.ErrUnsupported) {
+			return nil, false, fmt.Errorf("Supports returned an error not wrapping ErrUnsupported: %v", err)
+		}
+		return nil, true, nil
+	}
+	if err := c.Backend.Attention(p); err != nil {
+		return nil, false, err
+	}
+	if err := out.Check("Out"); err != nil {
+		return nil, false, err
+	}
+	return p, false, lse.Check("LSE")
+}
+
+// check compares a finished problem with the float64 oracle.
+func (c Config) check(p *backend.Problem) error {
+	want, wantLSE := oracle.Naive(p)
+	tol := c.Tol(p)
+	if st := Compare(p.Out, want, tol); st.Beyond > 0 {
+		i := st.FirstBad
+		return fmt.Errorf("Out: %d of %d beyond tolerance (%s); max_err %.3g; first at %d: got %g want %g",
+			st.Beyond, st.N, tol.Why, st.MaxErr, i, p.Out[i], want[i])
+	}
+	if st := Compare(p.LSE, wantLSE, tol); st.Beyond > 0 {
+		i := st.FirstBad
+		return fmt.Errorf("LSE: %d of %d beyond tolerance; first at %d: got %g want %g", st.Beyond, st.N, i, p.LSE[i], wantLSE[i])
+	}
+	return nil
+}
+
+// Run runs the conformance table and the properties on cfg's backend, each
+// as a subtest.
+func Run(t *testing.T, cfg Config) {
+	seed := Seed()
+	t.Logf("%s %v: seed %d (set FP8ATTN_SEED to reproduce)", cfg.Backend.Name(), cfg.Precision, seed)
+	rng := rand.New(rand.NewPCG(seed, 0x5EED))
+	for _, c := range checks(cfg) {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.fn(rng)
+			if errors.Is(err, errSkip) {
+				t.Skipf("unsupported by %s", cfg.Backend.Name())
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// Failures runs every check like Run and returns the failures, for callers
+// without a *testing.T (the runner) and for testing the suite itself.
+func Failures(cfg Config, rng *rand.Rand) []error {
+	var errs []error
+	for _, c := range checks(cfg) {
+		if err := c.fn(rng); err != nil && !errors.Is(err, errSkip) {
+			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
+		}
+	}
+	return errs
+}
+
+var errSkip = errors.New("unsupported")
+
+type check struct {
+	name string
+	fn   func(rng *rand.Rand) error
+}
+
+func checks(cfg Config) []check {
+	var cs []check
+	for _, c := range Cases() {
+		c := c
+		cs = append(cs, check{c.Name, func(rng *rand.Rand) error {
+			p, skipped, err := cfg.run(c, RandomInputs(rng, c.Shape, c.Sigma))
+			if skipped {
+				return errSkip
+			}
+			if err != nil {
+				return err
+			}
+			return cfg.check(p)
+		}})
+	}
+	return append(cs,
+		check{"nan-propagation", func(rng *rand.Rand) error { return testNaN(cfg, rng) }},
+		check{"permuted-keys", func(rng *rand.Rand) error { return testPermutation(cfg, rng) }},
+		check{"gqa-equals-repeated-heads", func(rng *rand.Rand) error { return testGQA(cfg, rng) }})
+}
+
+// testNaN: a NaN in one query element makes exactly that row NaN; a NaN in
+// a key makes NaN every row that sees it and no other.
+func testNaN(cfg Config, rng *rand.Rand) error {
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 24, Sk: 24, D: 64}
+	in := RandomInputs(rng, s, 1)
+	qRow, kRow := rng.IntN(s.Sq), 5+rng.IntN(10)
+	in.Q[qRow*s.D+rng.IntN(s.D)] = float32(math.NaN()) // head 0, row qRow
+	in.K[kRow*s.D+rng.IntN(s.D)] = float32(math.NaN()) // the shared KV head, key kRow
+	p, skipped, err := cfg.run(Case{Shape: s, Mask: backend.CausalUpperLeft}, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	for h := 0; h < s.Hq; h++ {
+		for i := 0; i < s.Sq; i++ {
+			wantNaN := (h == 0 && i == qRow) || i >= kRow
+			for d := 0; d < s.D; d++ {
+				if got := p.Out[(h*s.Sq+i)*s.D+d]; math.IsNaN(float64(got)) != wantNaN {
+					return fmt.Errorf("head %d row %d: output %g, want NaN=%v", h, i, got, wantNaN)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// testPermutation: without a mask, permuting keys and values together
+// leaves the output unchanged.
+func testPermutation(cfg Config, rng *rand.Rand) error {
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 20, Sk: 67, D: 64}
+	in := RandomInputs(rng, s, 1)
+	p1, skipped, err := cfg.run(Case{Shape: s}, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	perm := rng.Perm(s.Sk)
+	pin := Inputs{Q: in.Q, K: make([]float32, len(in.K)), V: make([]float32, len(in.V))}
+	for h := 0; h < s.Hkv; h++ {
+		for j, pj := range perm {
+			dst, src := (h*s.Sk+j)*s.D, (h*s.Sk+pj)*s.D
+			copy(pin.K[dst:dst+s.D], in.K[src:src+s.D])
+			copy(pin.V[dst:dst+s.D], in.V[src:src+s.D])
+		}
+	}
+	p2, _, err := cfg.run(Case{Shape: s}, pin)
+	if err != nil {
+		return err
+	}
+	if st := Compare(p2.Out, p1.Out, cfg.Tol(p1)); st.Beyond > 0 {
+		return fmt.Errorf("permuting keys changed %d outputs (max %.3g)", st.Beyond, st.MaxErr)
+	}
+	return nil
+}
+
+// testGQA: grouped-query attention equals ordinary attention with each KV
+// head repeated for its group of query heads.
+func testGQA(cfg Config, rng *rand.Rand) error {
+	s := backend.Shape{B: 2, Hq: 6, Hkv: 2, Sq: 21, Sk: 45, D: 64}
+	in := RandomInputs(rng, s, 1)
+	p1, skipped, err := cfg.run(Case{Shape: s, Mask: backend.CausalLowerRight}, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	rs := s
+	rs.Hkv = s.Hq
+	rep := Inputs{Q: in.Q, K: make([]float32, 0, len(in.K)*3), V: make([]float32, 0, len(in.V)*3)}
+	n := s.Sk * s.D
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < s.Hq; h++ {
+			src := (b*s.Hkv + h/s.Group()) * n
+			rep.K = append(rep.K, in.K[src:src+n]...)
+			rep.V = append(rep.V, in.V[src:src+n]...)
+		}
+	}
+	p2, _, err := cfg.run(Case{Shape: rs, Mask: backend.CausalLowerRight}, rep)
+	if err != nil {
+		return err
+	}
+	if st := Compare(p2.Out, p1.Out, cfg.Tol(p1)); st.Beyond > 0 {
+		return fmt.Errorf("GQA differs from repeated heads on %d outputs (max %.3g)", st.Beyond, st.MaxErr)
+	}
+	return nil
+}
