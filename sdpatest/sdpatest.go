@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/exp/constraints"
@@ -214,4 +215,14 @@ func Compare[G, W constraints.Float](got []G, want []W, tol Tolerance) Stats {
 		st.RelL2 = math.Sqrt(num / den)
 	}
 	return st
+}
+
+// ToleranceFor returns the tolerance rule for a backend by name: CUDA kernel
+// stages round P to float16 before P·V (F16PTolerance); every other backend
+// computes in float32 or better (FP32Tolerance).
+func ToleranceFor(name string) func(*backend.Problem) Tolerance {
+	if strings.HasPrefix(name, "cuda") {
+		return F16PTolerance
+	}
+	return FP32Tolerance
 }

@@ -36,7 +36,11 @@ type Backend struct {
 	workers int
 	start   sync.Once
 	jobs    chan *call
-	calls   sync.Pool // *call, reused
+	// free holds finished calls for reuse with their scratch; unlike a
+	// sync.Pool it is not emptied by the garbage collector, so the FP8
+	// decode buffers survive between calls.
+	mu   sync.Mutex
+	free []*call
 }
 
 // New returns a CPU backend that runs on up to workers goroutines
@@ -83,16 +87,21 @@ type call struct {
 	done    sync.WaitGroup
 	// FP8: K and V decoded to their code values (unscaled), reused.
 	kDec, vDec []float32
-	scratch    sync.Pool // *scratch
+	scratch    []*scratch // one per worker, reused
+	smu        sync.Mutex
 }
 
 // Attention computes p.Out (and p.LSE).
 func (b *Backend) Attention(p *backend.Problem) error {
 	b.start.Do(b.startPool)
-	c, _ := b.calls.Get().(*call)
-	if c == nil {
+	var c *call
+	b.mu.Lock()
+	if n := len(b.free); n > 0 {
+		c, b.free = b.free[n-1], b.free[:n-1]
+	} else {
 		c = &call{}
 	}
+	b.mu.Unlock()
 	c.p = p
 	c.bq, c.bk = Tiles(p.D)
 	c.qBlocks = (p.Sq + c.bq - 1) / c.bq
@@ -112,7 +121,9 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.work()
 	c.done.Wait()
 	c.p = nil
-	b.calls.Put(c)
+	b.mu.Lock()
+	b.free = append(b.free, c)
+	b.mu.Unlock()
 	return nil
 }
 
@@ -132,10 +143,14 @@ type scratch struct {
 }
 
 func (c *call) getScratch() *scratch {
-	sc, _ := c.scratch.Get().(*scratch)
-	if sc == nil {
+	var sc *scratch
+	c.smu.Lock()
+	if n := len(c.scratch); n > 0 {
+		sc, c.scratch = c.scratch[n-1], c.scratch[:n-1]
+	} else {
 		sc = &scratch{}
 	}
+	c.smu.Unlock()
 	d := c.p.D
 	sc.q = grow(sc.q, c.bq*d)
 	sc.s = grow(sc.s, c.bq*c.bk)
@@ -154,7 +169,9 @@ func (c *call) work() {
 		}
 		c.block(sc, it)
 	}
-	c.scratch.Put(sc)
+	c.smu.Lock()
+	c.scratch = append(c.scratch, sc)
+	c.smu.Unlock()
 }
 
 // block computes query block it: head (b, h), rows [i0, i1).
@@ -183,7 +200,7 @@ func (c *call) block(sc *scratch, it int) {
 		k, v = p.K[kvOff:kvOff+p.Sk*D], p.V[kvOff:kvOff+p.Sk*D]
 	}
 
-	m, l, acc, s := sc.m[:rowsN], sc.l[:rowsN], sc.acc[:rowsN*D], sc.s
+	m, l, acc := sc.m[:rowsN], sc.l[:rowsN], sc.acc[:rowsN*D]
 	negInf := float32(math.Inf(-1))
 	for r := range m {
 		m[r], l[r] = negInf, 0
@@ -194,36 +211,28 @@ func (c *call) block(sc *scratch, it int) {
 	nmax := p.VisibleKeys(p.Mask, i1-1)
 	for j0 := 0; j0 < nmax; j0 += bk {
 		j1 := min(j0+bk, nmax)
-		for r := 0; r < rowsN; r++ {
-			jend := min(j1, p.VisibleKeys(p.Mask, i0+r))
-			if jend <= j0 {
+		kb, vb := k[j0*D:j1*D], v[j0*D:j1*D]
+		// Rows in pairs: scores and P·V share each key and value load.
+		for r := 0; r < rowsN; r += 2 {
+			n0 := min(j1, p.VisibleKeys(p.Mask, i0+r)) - j0
+			n1 := 0
+			if r+1 < rowsN {
+				n1 = min(j1, p.VisibleKeys(p.Mask, i0+r+1)) - j0
+			}
+			if n1 <= 0 { // keys visible to row r only (or to no row)
+				if n0 > 0 {
+					c.update(sc, r, n0, q[r*D:(r+1)*D], nil, kb, vb, scoreScale)
+				}
 				continue
 			}
-			n := jend - j0
-			sr := s[r*bk : r*bk+n]
-			qr := q[r*D : (r+1)*D]
-			scores(sr, qr, k[j0*D:jend*D], D, scoreScale)
-			mx := negInf
-			for _, x := range sr {
-				mx = max(mx, x) // propagates NaN
+			if n0 == n1 {
+				c.update(sc, r, n0, q[r*D:(r+1)*D], q[(r+1)*D:(r+2)*D], kb, vb, scoreScale)
+				continue
 			}
-			mNew := max(m[r], mx)
-			ar := acc[r*D : (r+1)*D]
-			if l[r] != 0 || m[r] != m[r] {
-				if alpha := exp32(m[r] - mNew); alpha != 1 {
-					l[r] *= alpha
-					scaleVec(ar, alpha)
-				}
+			if n0 > 0 {
+				c.update(sc, r, n0, q[r*D:(r+1)*D], nil, kb, vb, scoreScale)
 			}
-			m[r] = mNew
-			var sum float32
-			for j, x := range sr {
-				e := exp32(x - mNew)
-				sr[j] = e
-				sum += e
-			}
-			l[r] += sum
-			accumulate(ar, sr, v[j0*D:jend*D], D)
+			c.update(sc, r+1, n1, q[(r+1)*D:(r+2)*D], nil, kb, vb, scoreScale)
 		}
 	}
 	out := p.Out[qOff : qOff+rowsN*D]
@@ -246,69 +255,44 @@ func (c *call) block(sc *scratch, it int) {
 	}
 }
 
-func exp32(x float32) float32 { return float32(math.Exp(float64(x))) }
-
-// scores sets s[j] = scale · (q · k[j*d:(j+1)*d]) for len(s) keys, four keys
-// at a time so each q element loaded serves four independent sums.
-func scores(s, q, k []float32, d int, scale float32) {
-	n := len(s)
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		k0 := k[j*d : j*d+d]
-		k1 := k[(j+1)*d : (j+1)*d+d]
-		k2 := k[(j+2)*d : (j+2)*d+d]
-		k3 := k[(j+3)*d : (j+3)*d+d]
-		var a0, a1, a2, a3 float32
-		for i, x := range q[:d] {
-			a0 += x * k0[i]
-			a1 += x * k1[i]
-			a2 += x * k2[i]
-			a3 += x * k3[i]
-		}
-		s[j], s[j+1], s[j+2], s[j+3] = a0*scale, a1*scale, a2*scale, a3*scale
+// update runs one online-softmax step for row r (and row r+1 if q1 is not
+// nil) over the first n keys of the block kb, vb.
+func (c *call) update(sc *scratch, r, n int, q0, q1, kb, vb []float32, scale float32) {
+	D, bk := c.p.D, c.bk
+	s0 := sc.s[r*bk : r*bk+n]
+	var s1 []float32
+	if q1 != nil {
+		s1 = sc.s[(r+1)*bk : (r+1)*bk+n]
 	}
-	for ; j < n; j++ {
-		kj := k[j*d : j*d+d]
-		var a0, a1 float32
-		i := 0
-		for ; i+2 <= d; i += 2 {
-			a0 += q[i] * kj[i]
-			a1 += q[i+1] * kj[i+1]
-		}
-		if i < d {
-			a0 += q[i] * kj[i]
-		}
-		s[j] = (a0 + a1) * scale
+	scoresRows(s0, s1, q0, q1, kb, D, scale)
+	acc0 := sc.acc[r*D : (r+1)*D]
+	c.rescale(sc, r, s0, acc0)
+	var acc1 []float32
+	if q1 != nil {
+		acc1 = sc.acc[(r+1)*D : (r+2)*D]
+		c.rescale(sc, r+1, s1, acc1)
 	}
+	accumulate2(acc0, acc1, s0, s1, vb)
 }
 
-// accumulate adds Σ_j w[j]·v[j*d:(j+1)*d] to acc, four rows of v at a time.
-func accumulate(acc, w, v []float32, d int) {
-	n := len(w)
-	acc = acc[:d]
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		w0, w1, w2, w3 := w[j], w[j+1], w[j+2], w[j+3]
-		v0 := v[j*d : j*d+d]
-		v1 := v[(j+1)*d : (j+1)*d+d]
-		v2 := v[(j+2)*d : (j+2)*d+d]
-		v3 := v[(j+3)*d : (j+3)*d+d]
-		for i := range acc {
-			acc[i] += w0*v0[i] + w1*v1[i] + w2*v2[i] + w3*v3[i]
+// rescale folds the scores s into row r's running max and sum: the old sum
+// and output shrink by exp(m_old - m_new), and s becomes exp(s - m_new).
+func (c *call) rescale(sc *scratch, r int, s, acc []float32) {
+	mx := float32(math.Inf(-1))
+	for _, x := range s {
+		mx = max(mx, x) // propagates NaN
+	}
+	m, l := sc.m[r], sc.l[r]
+	mNew := max(m, mx)
+	if l != 0 || m != m {
+		if alpha := exp32(m - mNew); alpha != 1 {
+			l *= alpha
+			for i := range acc {
+				acc[i] *= alpha
+			}
 		}
 	}
-	for ; j < n; j++ {
-		wj, vj := w[j], v[j*d:j*d+d]
-		for i := range acc {
-			acc[i] += wj * vj[i]
-		}
-	}
-}
-
-func scaleVec(x []float32, a float32) {
-	for i := range x {
-		x[i] *= a
-	}
+	sc.m[r], sc.l[r] = mNew, l+expSoftmax(s, mNew)
 }
 
 // Default is the registered instance.

@@ -1,0 +1,76 @@
+package cpu_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/oracle"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+var benchShapes = []struct {
+	name string
+	s    backend.Shape
+}{
+	{"small", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64}},
+	{"mission", backend.Shape{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}},
+	{"long", backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64}},
+}
+
+func benchProblem(s backend.Shape, prec backend.Precision) *backend.Problem {
+	rng := rand.New(rand.NewPCG(1, 2))
+	p, _, _ := sdpatest.NewProblem(s, sdpatest.RandomInputs(rng, s, 1), float32(1/math.Sqrt(float64(s.D))), backend.NoMask, prec)
+	return p
+}
+
+func report(b *testing.B, s backend.Shape) {
+	b.ReportMetric(s.FLOPs(backend.NoMask)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+}
+
+// BenchmarkCPU: the CPU backend on GOMAXPROCS workers.
+func BenchmarkCPU(b *testing.B) {
+	for _, sh := range benchShapes {
+		for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+			b.Run(sh.name+"/"+prec.String(), func(b *testing.B) {
+				p := benchProblem(sh.s, prec)
+				be := cpu.New(0)
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := be.Attention(p); err != nil {
+						b.Fatal(err)
+					}
+				}
+				report(b, sh.s)
+			})
+		}
+	}
+}
+
+// BenchmarkReference: the naive float64 oracle, the baseline PERF.md
+// compares against (small and mission; long takes seconds per call).
+func BenchmarkReference(b *testing.B) {
+	for _, sh := range benchShapes[:2] {
+		b.Run(sh.name+"/fp32", func(b *testing.B) {
+			p := benchProblem(sh.s, backend.FP32)
+			for b.Loop() {
+				oracle.Naive(p)
+			}
+			report(b, sh.s)
+		})
+	}
+}
+
+// TestNoAllocs: after warm-up a call allocates nothing.
+func TestNoAllocs(t *testing.T) {
+	be := cpu.New(2)
+	for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+		p := benchProblem(benchShapes[0].s, prec)
+		be.Attention(p)
+		if n := testing.AllocsPerRun(20, func() { be.Attention(p) }); n > 0 {
+			t.Errorf("%v: %v allocations per call", prec, n)
+		}
+	}
+}

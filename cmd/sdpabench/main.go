@@ -1,0 +1,309 @@
+// Command sdpabench validates attention backends against the float64 oracle
+// and then times them: for every shape and seed it prints the error against
+// the oracle (max, mean, fraction of elements beyond the precision's
+// tolerance, PASS/FAIL), then latency percentiles and GFLOP/s.
+//
+// Usage:
+//
+//	sdpabench [flags]                 validate and benchmark
+//	sdpabench compare A.json B.json   speedups of B over A (p50), shape by shape
+//
+// With no flags: the mission shape (B2 H8 S256 D64), the best available
+// backend, FP8E4M3.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/oracle"
+	"github.com/fp8attn/fp8attn/sdpa" // registers the backends
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// namedShapes are the shapes the runner knows by name.
+var namedShapes = map[string]backend.Shape{
+	"small":   {B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64},
+	"mission": {B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64},
+	"long":    {B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64},
+	"large":   {B: 4, Hq: 32, Hkv: 32, Sq: 4096, Sk: 4096, D: 128},
+}
+
+// Result is one (shape, seed) row of a run; -json writes a list of them.
+type Result struct {
+	Shape      string  `json:"shape"`
+	Seed       uint64  `json:"seed"`
+	Backend    string  `json:"backend"`
+	Precision  string  `json:"precision"`
+	Mask       string  `json:"mask"`
+	MaxErr     float64 `json:"max_err"`
+	MeanErr    float64 `json:"mean_err"`
+	FracBeyond float64 `json:"frac_beyond_tol"`
+	Tolerance  string  `json:"tolerance"`
+	Pass       bool    `json:"pass"`
+	RelL2Exact float64 `json:"rel_l2_vs_unquantized,omitempty"`
+	P50us      float64 `json:"p50_us"`
+	P90us      float64 `json:"p90_us"`
+	GFLOPs     float64 `json:"gflops"`
+	Iters      int     `json:"iters"`
+	Date       string  `json:"date"`
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == "compare" {
+		if len(os.Args) != 4 {
+			fail(errors.New("usage: sdpabench compare A.json B.json"))
+		}
+		fail(compare(os.Stdout, os.Args[2], os.Args[3]))
+		return
+	}
+	var (
+		shapes    = flag.String("shapes", "mission", "comma-separated: small, mission, long, large, or BxHxSqxSkxD / BxHqxHkvxSqxSkxD")
+		seeds     = flag.Int("seeds", 1, "random input sets per shape (each validated, the first timed)")
+		iters     = flag.Int("iters", 0, "timed iterations (0: enough for about one second, at least 5)")
+		be        = flag.String("backend", "", "backend name (default: best available); see -list")
+		kernel    = flag.String("kernel", "", "GPU kernel stage, e.g. stage2 (selects backend cuda/STAGE)")
+		precision = flag.String("precision", "fp8", "fp8 or fp32")
+		mask      = flag.String("mask", "none", "none, causal (upper-left) or causal-lr (lower-right)")
+		jsonOut   = flag.String("json", "", "write results as JSON to this file")
+		list      = flag.Bool("list", false, "list the registered backends and exit")
+		noCheck   = flag.Bool("nocheck", false, "skip validation (timing only)")
+	)
+	flag.Parse()
+	if *list {
+		fmt.Println(strings.Join(sdpa.Backends(), "\n"))
+		return
+	}
+	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck}
+	var err error
+	if cfg.prec, err = parsePrecision(*precision); err != nil {
+		fail(err)
+	}
+	if cfg.mask, err = parseMask(*mask); err != nil {
+		fail(err)
+	}
+	cfg.backend = *be
+	if *kernel != "" {
+		cfg.backend = "cuda/" + *kernel
+	}
+	var results []Result
+	allPass := true
+	for _, name := range strings.Split(*shapes, ",") {
+		s, err := parseShape(strings.TrimSpace(name))
+		if err != nil {
+			fail(err)
+		}
+		rs, err := cfg.runShape(strings.TrimSpace(name), s)
+		if err != nil {
+			fail(err)
+		}
+		for _, r := range rs {
+			allPass = allPass && (r.Pass || !cfg.check)
+		}
+		results = append(results, rs...)
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fail(err)
+		}
+	}
+	if !allPass {
+		os.Exit(1)
+	}
+}
+
+func fail(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sdpabench:", err)
+		os.Exit(2)
+	}
+}
+
+type config struct {
+	backend string
+	prec    backend.Precision
+	mask    backend.Mask
+	iters   int
+	seeds   int
+	check   bool
+}
+
+func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
+	var out []Result
+	for seedIdx := 0; seedIdx < c.seeds; seedIdx++ {
+		seed := sdpatest.Seed() + uint64(seedIdx)
+		rng := rand.New(rand.NewPCG(seed, 0))
+		in := sdpatest.RandomInputs(rng, s, 1)
+		p, _, _ := sdpatest.NewProblem(s, in, float32(1/math.Sqrt(float64(s.D))), c.mask, c.prec)
+		if err := p.Validate(); err != nil {
+			return nil, err
+		}
+		be, err := backend.Select(c.backend, p)
+		if err != nil {
+			return nil, err
+		}
+		r := Result{Shape: name, Seed: seed, Backend: be.Name(), Precision: c.prec.String(), Mask: c.mask.String(),
+			Date: time.Now().UTC().Format(time.RFC3339)}
+		if err := be.Attention(p); err != nil {
+			return nil, err
+		}
+		if c.check {
+			fmt.Fprintf(os.Stderr, "[%s seed %d] float64 oracle...\n", name, seed)
+			want, _ := oracle.Naive(p)
+			tol := sdpatest.ToleranceFor(be.Name())(p)
+			st := sdpatest.Compare(p.Out, want, tol)
+			r.MaxErr, r.MeanErr, r.FracBeyond, r.Pass, r.Tolerance = st.MaxErr, st.MeanErr, st.FracBeyond(), st.Beyond == 0, tol.Why
+			if c.prec == backend.FP8E4M3 {
+				exact, _, _ := sdpatest.NewProblem(s, in, p.Scale, c.mask, backend.FP32)
+				w, _ := oracle.Naive(exact)
+				r.RelL2Exact = sdpatest.Compare(p.Out, w, sdpatest.Tolerance{Atol: math.Inf(1)}).RelL2
+			}
+			verdict := "PASS"
+			if !r.Pass {
+				verdict = "FAIL"
+			}
+			fmt.Printf("%-8s seed=%-20d %-10s %-4s max_err=%.3g mean_err=%.3g beyond_tol=%.2f%% %s", name, seed, be.Name(), c.prec,
+				r.MaxErr, r.MeanErr, 100*r.FracBeyond, verdict)
+			if r.RelL2Exact > 0 {
+				fmt.Printf(" (rel_l2 vs unquantized %.3g)", r.RelL2Exact)
+			}
+			fmt.Println()
+		}
+		if seedIdx == 0 {
+			c.time(&r, be, p, s)
+			fmt.Printf("%-8s %-10s %-4s %-9s p50=%s p90=%s %.2f GFLOP/s (%d iters)\n", name, be.Name(), c.prec, c.mask,
+				fmtDur(r.P50us), fmtDur(r.P90us), r.GFLOPs, r.Iters)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// time measures host end-to-end latency of the backend call, back to back.
+func (c config) time(r *Result, be backend.Backend, p *backend.Problem, s backend.Shape) {
+	n := c.iters
+	if n <= 0 {
+		t0 := time.Now()
+		be.Attention(p)
+		one := time.Since(t0)
+		n = int(time.Second / max(one, time.Microsecond))
+		n = max(5, min(n, 100000))
+	}
+	for i := 0; i < min(n/10+1, 20); i++ { // warm up
+		be.Attention(p)
+	}
+	d := make([]float64, n)
+	for i := range d {
+		t0 := time.Now()
+		be.Attention(p)
+		d[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+	}
+	sort.Float64s(d)
+	r.Iters = n
+	r.P50us, r.P90us = d[n/2], d[n*9/10]
+	r.GFLOPs = s.FLOPs(c.mask) / (r.P50us * 1e3)
+}
+
+func fmtDur(us float64) string {
+	switch {
+	case us >= 1e6:
+		return fmt.Sprintf("%.3fs", us/1e6)
+	case us >= 1e3:
+		return fmt.Sprintf("%.3fms", us/1e3)
+	}
+	return fmt.Sprintf("%.2fµs", us)
+}
+
+func parseShape(s string) (backend.Shape, error) {
+	if sh, ok := namedShapes[s]; ok {
+		return sh, nil
+	}
+	var n []int
+	for _, f := range strings.Split(s, "x") {
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 {
+			return backend.Shape{}, fmt.Errorf("shape %q: want a name (small, mission, long, large) or BxHxSqxSkxD", s)
+		}
+		n = append(n, v)
+	}
+	switch len(n) {
+	case 5:
+		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[1], Sq: n[2], Sk: n[3], D: n[4]}, nil
+	case 6:
+		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[2], Sq: n[3], Sk: n[4], D: n[5]}, nil
+	}
+	return backend.Shape{}, fmt.Errorf("shape %q: want BxHxSqxSkxD or BxHqxHkvxSqxSkxD", s)
+}
+
+func parsePrecision(s string) (backend.Precision, error) {
+	for _, p := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("precision %q: want fp8 or fp32", s)
+}
+
+func parseMask(s string) (backend.Mask, error) {
+	for _, m := range []backend.Mask{backend.NoMask, backend.CausalUpperLeft, backend.CausalLowerRight} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("mask %q: want none, causal or causal-lr", s)
+}
+
+func load(path string) ([]Result, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var rs []Result
+	return rs, json.Unmarshal(b, &rs)
+}
+
+// compare prints, for every (shape, precision, mask) in both files, the
+// p50 latencies and the speedup of B over A.
+func compare(w io.Writer, a, b string) error {
+	ra, err := load(a)
+	if err != nil {
+		return err
+	}
+	rb, err := load(b)
+	if err != nil {
+		return err
+	}
+	key := func(r Result) string { return r.Shape + " " + r.Precision + " " + r.Mask }
+	base := map[string]Result{}
+	for _, r := range ra {
+		if r.P50us > 0 {
+			base[key(r)] = r
+		}
+	}
+	fmt.Fprintf(w, "%-28s %-14s %-14s %12s %12s %8s\n", "shape precision mask", "A", "B", "A p50", "B p50", "B/A")
+	n := 0
+	for _, r := range rb {
+		x, ok := base[key(r)]
+		if !ok || r.P50us == 0 {
+			continue
+		}
+		n++
+		fmt.Fprintf(w, "%-28s %-14s %-14s %12s %12s %7.2fx\n", key(r), x.Backend, r.Backend, fmtDur(x.P50us), fmtDur(r.P50us), x.P50us/r.P50us)
+	}
+	if n == 0 {
+		return errors.New("compare: no (shape, precision, mask) in common")
+	}
+	return nil
+}
