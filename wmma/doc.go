@@ -1,0 +1,3 @@
+package wmma
+
+//go:generate go run ./gen

@@ -1,0 +1,133 @@
+package wmma
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var dumpFiles = []string{"dump_compute_89.txt", "dump_sm_90.txt"}
+
+func loadDump(t *testing.T, name string) *Dump {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "testdata", "wmma", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := ParseDump(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestCoverage(t *testing.T) {
+	for _, L := range All() {
+		copies := 1
+		if L.Elems*L.Lanes == 2*L.Rows*L.Cols {
+			copies = 2 // WMMA A/B fragments repeat elements 0..7 as 8..15
+		}
+		if err := L.Coverage(copies); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestHardwareFragments holds every layout to both hardware dumps.
+func TestHardwareFragments(t *testing.T) {
+	for _, file := range dumpFiles {
+		d := loadDump(t, file)
+		for _, L := range Fragments {
+			if err := CheckFrag(L, d.Frags[L.Name]); err != nil {
+				t.Errorf("%s: %v", file, err)
+			}
+		}
+		// The accumulator as an mma produces it (I x coded tile).
+		acc := WMMAAccF32
+		if err := CheckFrag(acc, d.Frags["wmma_m16n16k16_acc_f32_mma"]); err != nil {
+			t.Errorf("%s: after mma_sync: %v", file, err)
+		}
+		if err := CheckFrag(acc, d.Frags["wmma_m16n16k16_acc_f32_load"]); err != nil {
+			t.Errorf("%s: after load_matrix_sync: %v", file, err)
+		}
+	}
+}
+
+// TestHardwareProducts recomputes every mma.sync trial from the layouts.
+func TestHardwareProducts(t *testing.T) {
+	for _, file := range dumpFiles {
+		d := loadDump(t, file)
+		for name, ops := range map[string][3]Layout{
+			"mma_m16n8k16_f16":  {MMAF16A, MMAF16B, MMAC},
+			"mma_m16n8k32_e4m3": {MMAE4M3A, MMAE4M3B, MMAC},
+		} {
+			trials := d.Trials[name]
+			if len(trials) == 0 {
+				t.Fatalf("%s: no %s trials", file, name)
+			}
+			for k, tr := range trials {
+				if err := CheckMMA(ops[0], ops[1], ops[2], tr); err != nil {
+					t.Errorf("%s %s trial %d: %v", file, name, k, err)
+				}
+			}
+		}
+	}
+}
+
+// TestPerturbationsCaught: swapping any two slots of any verified layout
+// (a sample of pairs per layout) makes the hardware checks fail.
+func TestPerturbationsCaught(t *testing.T) {
+	d := loadDump(t, dumpFiles[1])
+	pairs := [][4]int{{0, 0, 0, 1}, {0, 1, 0, 2}, {0, 2, 0, 4}, {3, 0, 4, 0}, {0, 0, 31, 3}, {5, 1, 9, 1}}
+	for _, L := range append(Fragments, WMMAAccF32) {
+		dump := d.Frags[L.Name]
+		if L.Name == WMMAAccF32.Name {
+			dump = d.Frags[L.Name+"_mma"]
+		}
+		for _, p := range pairs {
+			P := Swapped(L, p[0], p[1], p[2], p[3])
+			if r1, c1 := L.At(p[0], p[1]); true {
+				if r2, c2 := L.At(p[2], p[3]); r1 == r2 && c1 == c2 {
+					continue // same element: not a perturbation
+				}
+			}
+			if CheckFrag(P, dump) == nil {
+				t.Errorf("%s: swap %v not caught", L.Name, p)
+			}
+		}
+	}
+	for name, ops := range map[string][3]Layout{"mma_m16n8k16_f16": {MMAF16A, MMAF16B, MMAC}, "mma_m16n8k32_e4m3": {MMAE4M3A, MMAE4M3B, MMAC}} {
+		for which := 0; which < 3; which++ {
+			for _, p := range pairs {
+				o := ops
+				o[which] = Swapped(o[which], p[0], p[1]%o[which].Elems, p[2], p[3]%o[which].Elems)
+				caught := false
+				for _, tr := range d.Trials[name] {
+					caught = caught || CheckMMA(o[0], o[1], o[2], tr) != nil
+				}
+				r1, c1 := ops[which].At(p[0], p[1]%o[which].Elems)
+				r2, c2 := ops[which].At(p[2], p[3]%o[which].Elems)
+				if !caught && (r1 != r2 || c1 != c2) {
+					t.Errorf("%s operand %d: swap %v not caught", name, which, p)
+				}
+			}
+		}
+	}
+}
+
+// TestSeedTableWrong: the earlier attempt's accumulator table for lane 0,
+// (0,0),(0,1),(0,8),(0,9),(8,0),(8,1),(8,8),(8,9), disagrees with the
+// hardware on elements 2..5.
+func TestSeedTableWrong(t *testing.T) {
+	seed := [8][2]int{{0, 0}, {0, 1}, {0, 8}, {0, 9}, {8, 0}, {8, 1}, {8, 8}, {8, 9}}
+	var wrong []int
+	for i, rc := range seed {
+		if r, c := WMMAAccF32.At(0, i); r != rc[0] || c != rc[1] {
+			wrong = append(wrong, i)
+		}
+	}
+	if len(wrong) != 4 || wrong[0] != 2 || wrong[3] != 5 {
+		t.Fatalf("seed table differs from hardware at elements %v, want [2 3 4 5]", wrong)
+	}
+}
