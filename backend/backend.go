@@ -76,6 +76,18 @@ var (
 	ErrUnknownBackend = errors.New("unknown backend")
 )
 
+// PoisonBits is the float32 bit pattern (a quiet NaN with a payload no
+// arithmetic produces) that tests and backends write into outputs before a
+// kernel runs, so that an element never written is recognisable.
+const PoisonBits = 0x7FC0BAD0
+
+// Timer is implemented by backends that can time their kernels on the
+// device (CUDA events over back-to-back launches). DeviceTimes runs p iters
+// times and returns each launch's device time in microseconds.
+type Timer interface {
+	DeviceTimes(p *Problem, iters int) ([]float64, error)
+}
+
 // Shape holds the dimensions of one attention call. Hq must be a multiple of
 // Hkv: query head h reads key/value head h / (Hq/Hkv) (grouped-query and
 // multi-query attention).

@@ -22,7 +22,8 @@ import (
 	"math"
 
 	"github.com/fp8attn/fp8attn/backend"
-	_ "github.com/fp8attn/fp8attn/backend/cpu" // registers "cpu"
+	_ "github.com/fp8attn/fp8attn/backend/cpu"  // registers "cpu"
+	_ "github.com/fp8attn/fp8attn/backend/cuda" // registers "cuda" (-tags cuda; otherwise an explanatory error)
 	"github.com/fp8attn/fp8attn/fp8"
 	_ "github.com/fp8attn/fp8attn/oracle" // registers "reference"
 )

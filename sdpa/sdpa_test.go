@@ -218,6 +218,13 @@ func TestBackends(t *testing.T) {
 	if len(names) < 2 || names[len(names)-1] != "reference" {
 		t.Fatalf("backends %v", names)
 	}
+	// Without -tags cuda, naming the GPU backend says how to get it.
+	rng := rand.New(rand.NewPCG(1, 1))
+	q := randTensor(rng, 1, 1, 4, 64)
+	_, err := sdpa.Attention(q, q, q, &sdpa.Options{Backend: "cuda", Precision: sdpa.FP8E4M3})
+	if err != nil && !strings.Contains(err.Error(), "-tags cuda") && !strings.Contains(err.Error(), "CUDA") {
+		t.Errorf("cuda backend error does not explain itself: %v", err)
+	}
 }
 
 func FuzzAttention(f *testing.F) {

@@ -7,6 +7,10 @@
 //
 //	sdpabench [flags]                 validate and benchmark
 //	sdpabench compare A.json B.json   speedups of B over A (p50), shape by shape
+//	sdpabench -kernels                the GPU kernels' ptxas resource report
+//
+// For backends that time on the device (cuda), the latency is also measured
+// with CUDA events between back-to-back launches, and GFLOP/s uses it.
 //
 // With no flags: the mission shape (B2 H8 S256 D64), the best available
 // backend, FP8E4M3.
@@ -27,6 +31,7 @@ import (
 	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa" // registers the backends
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -55,6 +60,8 @@ type Result struct {
 	RelL2Exact float64 `json:"rel_l2_vs_unquantized,omitempty"`
 	P50us      float64 `json:"p50_us"`
 	P90us      float64 `json:"p90_us"`
+	GPUP50us   float64 `json:"gpu_p50_us,omitempty"`
+	GPUP90us   float64 `json:"gpu_p90_us,omitempty"`
 	GFLOPs     float64 `json:"gflops"`
 	Iters      int     `json:"iters"`
 	Date       string  `json:"date"`
@@ -78,9 +85,14 @@ func main() {
 		mask      = flag.String("mask", "none", "none, causal (upper-left) or causal-lr (lower-right)")
 		jsonOut   = flag.String("json", "", "write results as JSON to this file")
 		list      = flag.Bool("list", false, "list the registered backends and exit")
+		showKern  = flag.Bool("kernels", false, "print the GPU kernels' ptxas resource report (registers, shared memory, spills) and exit")
 		noCheck   = flag.Bool("nocheck", false, "skip validation (timing only)")
 	)
 	flag.Parse()
+	if *showKern {
+		fmt.Print(kernels.Resources)
+		return
+	}
 	if *list {
 		fmt.Println(strings.Join(sdpa.Backends(), "\n"))
 		return
@@ -183,8 +195,18 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 		}
 		if seedIdx == 0 {
 			c.time(&r, be, p, s)
-			fmt.Printf("%-8s %-10s %-4s %-9s p50=%s p90=%s %.2f GFLOP/s (%d iters)\n", name, be.Name(), c.prec, c.mask,
-				fmtDur(r.P50us), fmtDur(r.P90us), r.GFLOPs, r.Iters)
+			fmt.Printf("%-8s %-10s %-4s %-9s host p50=%s p90=%s", name, be.Name(), c.prec, c.mask, fmtDur(r.P50us), fmtDur(r.P90us))
+			if tm, ok := be.(backend.Timer); ok {
+				times, err := tm.DeviceTimes(p, r.Iters)
+				if err != nil {
+					return nil, err
+				}
+				sort.Float64s(times)
+				r.GPUP50us, r.GPUP90us = times[len(times)/2], times[len(times)*9/10]
+				r.GFLOPs = s.FLOPs(c.mask) / (r.GPUP50us * 1e3)
+				fmt.Printf("  device p50=%s p90=%s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+			}
+			fmt.Printf("  %.2f GFLOP/s (%d iters)\n", r.GFLOPs, r.Iters)
 		}
 		out = append(out, r)
 	}
@@ -286,9 +308,15 @@ func compare(w io.Writer, a, b string) error {
 		return err
 	}
 	key := func(r Result) string { return r.Shape + " " + r.Precision + " " + r.Mask }
+	lat := func(r Result) float64 { // device time where measured, else host
+		if r.GPUP50us > 0 {
+			return r.GPUP50us
+		}
+		return r.P50us
+	}
 	base := map[string]Result{}
 	for _, r := range ra {
-		if r.P50us > 0 {
+		if lat(r) > 0 {
 			base[key(r)] = r
 		}
 	}
@@ -296,11 +324,11 @@ func compare(w io.Writer, a, b string) error {
 	n := 0
 	for _, r := range rb {
 		x, ok := base[key(r)]
-		if !ok || r.P50us == 0 {
+		if !ok || lat(r) == 0 {
 			continue
 		}
 		n++
-		fmt.Fprintf(w, "%-28s %-14s %-14s %12s %12s %7.2fx\n", key(r), x.Backend, r.Backend, fmtDur(x.P50us), fmtDur(r.P50us), x.P50us/r.P50us)
+		fmt.Fprintf(w, "%-28s %-14s %-14s %12s %12s %7.2fx\n", key(r), x.Backend, r.Backend, fmtDur(lat(x)), fmtDur(lat(r)), lat(x)/lat(r))
 	}
 	if n == 0 {
 		return errors.New("compare: no (shape, precision, mask) in common")

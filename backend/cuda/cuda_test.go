@@ -1,0 +1,195 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// tolerance: stage 1 computes in float32 throughout (FP32Tolerance); stages
+// 2-4 round P to float16 for the tensor cores (F16PTolerance). Q, K and V
+// are E4M3 values, exact in float16, so the inputs add no error.
+func tolerance(stage int) func(*backend.Problem) sdpatest.Tolerance {
+	if stage == 1 {
+		return sdpatest.FP32Tolerance
+	}
+	return sdpatest.F16PTolerance
+}
+
+// TestConformance runs the shared suite on every stage against the float64
+// oracle on the same E4M3 inputs. Unsupported head dims are skipped by the
+// suite (Supports must say ErrUnsupported).
+func TestConformance(t *testing.T) {
+	for _, st := range Stages {
+		be, err := backend.Lookup(fmt.Sprintf("cuda/stage%d", st))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Run(be.Name(), func(t *testing.T) {
+			sdpatest.Run(t, sdpatest.Config{Backend: be, Precision: backend.FP8E4M3, Tol: tolerance(st)})
+		})
+	}
+}
+
+// TestAgainstCPUFP8: every stage against the CPU backend's FP8 path (the
+// CPU oracle the kernels are defined by) on the mission shape and an odd
+// GQA shape, both causal alignments.
+func TestAgainstCPUFP8(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 3))
+	shapes := []backend.Shape{{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}, {B: 1, Hq: 6, Hkv: 2, Sq: 77, Sk: 301, D: 128}}
+	for _, s := range shapes {
+		for _, m := range []backend.Mask{backend.NoMask, backend.CausalUpperLeft, backend.CausalLowerRight} {
+			in := sdpatest.RandomInputs(rng, s, 1)
+			ref, _, _ := sdpatest.NewProblem(s, in, 0.125, m, backend.FP8E4M3)
+			if err := cpu.Default.Attention(ref); err != nil {
+				t.Fatal(err)
+			}
+			for _, st := range Stages {
+				p, out, _ := sdpatest.NewProblem(s, in, 0.125, m, backend.FP8E4M3)
+				be, _ := backend.Lookup(fmt.Sprintf("cuda/stage%d", st))
+				if err := be.Attention(p); err != nil {
+					t.Fatal(err)
+				}
+				if err := out.Check("Out"); err != nil {
+					t.Fatal(err)
+				}
+				tol := tolerance(st)(p)
+				stats := sdpatest.Compare(p.Out, ref.Out, tol)
+				t.Logf("stage %d %+v %v: max_err %.3g rel_l2 %.3g vs CPU FP8", st, s, m, stats.MaxErr, stats.RelL2)
+				if stats.Beyond > 0 {
+					t.Errorf("stage %d %+v %v: %d elements beyond %s", st, s, m, stats.Beyond, tol.Why)
+				}
+			}
+		}
+	}
+}
+
+// TestLayoutOnDevice: the accumulator formulas the kernels use equal the
+// generated, hardware-verified table, on this GPU.
+func TestLayoutOnDevice(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("device: %s (sm_%d)", d.Name, d.ComputeCapability)
+	var bad [256]int32
+	err = d.do(func() error {
+		fn, err := d.mod.Function("fp8attn_check_layout")
+		if err != nil {
+			return err
+		}
+		buf, err := cu.MemAlloc(int64(len(bad) * 4))
+		if err != nil {
+			return err
+		}
+		defer cu.MemFree(buf)
+		ptr := uint64(buf)
+		if err := fn.Launch(1, 1, 1, 32, 1, 1, 0, cu.Stream{}, []unsafe.Pointer{unsafe.Pointer(&ptr)}); err != nil {
+			return err
+		}
+		if err := lastError(); err != nil {
+			return err
+		}
+		return cu.MemcpyDtoH(unsafe.Pointer(&bad[0]), buf, int64(len(bad)*4))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range bad {
+		if b != 0 {
+			t.Errorf("lane %d element %d: mismatch code %d (1 row, 2 col, 4 hardware)", i/8, i%8, b)
+		}
+	}
+}
+
+func TestResidentReuse(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 4))
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 40, Sk: 50, D: 64}
+	p, _, _ := sdpatest.NewProblem(s, sdpatest.RandomInputs(rng, s, 1), 0.125, backend.NoMask, backend.FP8E4M3)
+	r, err := d.Upload(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Free()
+	first := make([]float32, len(p.Out))
+	for i := 0; i < 3; i++ {
+		for _, st := range Stages {
+			if err := r.Poison(); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Run(st); err != nil {
+				t.Fatal(err)
+			}
+			out := make([]float32, len(p.Out))
+			if err := r.Download(out, nil); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 && st == 1 {
+				copy(first, out)
+			}
+			if st := sdpatest.Compare(out, first, sdpatest.F16PTolerance(p)); st.Beyond > 0 {
+				t.Fatalf("run %d: %d elements differ", i, st.Beyond)
+			}
+		}
+	}
+	if err := r.Download(make([]float32, 3), nil); err == nil {
+		t.Error("download into a wrong-sized buffer accepted")
+	}
+}
+
+var benchShapes = []struct {
+	name string
+	s    backend.Shape
+}{
+	{"small", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64}},
+	{"mission", backend.Shape{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}},
+	{"long", backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64}},
+	{"large", backend.Shape{B: 4, Hq: 32, Hkv: 32, Sq: 4096, Sk: 4096, D: 128}},
+}
+
+// BenchmarkStages reports each stage's device time per call (CUDA events
+// between back-to-back launches, median) and GFLOP/s.
+func BenchmarkStages(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, sh := range benchShapes {
+		in := sdpatest.RandomInputs(rng, sh.s, 1)
+		p, _, _ := sdpatest.NewProblem(sh.s, in, 0.125, backend.NoMask, backend.FP8E4M3)
+		for _, st := range Stages {
+			b.Run(fmt.Sprintf("%s/stage%d", sh.name, st), func(b *testing.B) {
+				be, _ := backend.Lookup(fmt.Sprintf("cuda/stage%d", st))
+				times, err := be.(backend.Timer).DeviceTimes(p, max(b.N, 20))
+				if err != nil {
+					b.Fatal(err)
+				}
+				med := median(times)
+				b.ReportMetric(med, "us/call")
+				b.ReportMetric(sh.s.FLOPs(backend.NoMask)/med/1e3, "GFLOP/s")
+			})
+		}
+	}
+}
+
+func median(x []float64) float64 {
+	y := append([]float64(nil), x...)
+	for i := range y {
+		for j := i + 1; j < len(y); j++ {
+			if y[j] < y[i] {
+				y[i], y[j] = y[j], y[i]
+			}
+		}
+	}
+	return y[len(y)/2]
+}

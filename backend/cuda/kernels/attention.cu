@@ -1,0 +1,466 @@
+// attention.cu: FP8 E4M3 scaled-dot-product attention kernels, kept side by
+// side as numbered stages (each complete and validated; later stages faster).
+//
+//   stage 1  FP8 K/V tiles in shared memory through a 2-deep cp.async ring,
+//            decoded through a 256-entry table; scalar float32 math, S and P
+//            in shared memory. The GPU baseline.
+//   stage 2  stage 1 + tensor cores: WMMA m16n16k16 (f16 in, f32 out) for Q·Kᵀ
+//            and P·V. S, P and the running output O go through shared memory.
+//   stage 3  online softmax fused in registers on the accumulator fragments,
+//            using the layout verified on hardware (package wmma, docs/WMMA.md):
+//            row max and row sum through quad shuffles, O rescaled in
+//            registers, P handed to P·V register to register (the f16
+//            matrix_a fragment holds the accumulator's positions).
+//   stage 4  stage 3 with a 3-deep cp.async ring for K/V.
+//
+// Changelog
+//   v1 (2026-11-22): stages 1-4, D in {64, 128}, any Sq/Sk, GQA/MQA, both
+//                    causal alignments, LSE.
+//
+// Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
+// Params; per-(batch, head) dequantization scales; the Q and K scales and
+// log2(e) are folded into the softmax scale, the V scale into the output.
+// Scores are kept in the log2 domain (exp2); LSE is returned in natural log.
+// A row that sees no key gets zeros and LSE -Inf. NaN propagates.
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <mma.h>
+#include <stdint.h>
+using namespace nvcuda;
+
+// Params is mirrored field for field by backend/cuda/params.go.
+struct Params {
+  const uint8_t *q, *k, *v;
+  const float *q_scale, *k_scale, *v_scale;
+  float *out, *lse;  // lse may be null
+  long long q_batch_stride, q_head_stride, q_row_stride;
+  long long kv_batch_stride, kv_head_stride, kv_row_stride;
+  long long o_batch_stride, o_head_stride, o_row_stride;
+  long long b, hq, hkv, sq, sk, d, group;
+  long long mask;    // 0 none, 1 causal upper-left, 2 causal lower-right
+  float scale_log2;  // softmax scale * log2(e)
+  float pad_;
+};
+
+#define NEG_INF (-__int_as_float(0x7f800000))
+#define LN2 0.69314718055994530942f
+
+// Number of keys query row i sees: keys [0, n).
+__device__ __forceinline__ int visible_keys(const Params& p, int i) {
+  long long n = p.sk;
+  if (p.mask == 1) n = i + 1;
+  else if (p.mask == 2) n = i + 1 + p.sk - p.sq;
+  return (int)max(0LL, min(n, p.sk));
+}
+
+// cp.async of 16 bytes, zero-filling when the source row is past the end.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// Issue the cp.async copies of key/value rows [j0, j0+BN) of one head into
+// the staging buffers (BN x D bytes each), zero-filling rows >= sk.
+template <int BN, int D, int THREADS>
+__device__ __forceinline__ void load_kv_tile(const Params& p, const uint8_t* kh, const uint8_t* vh, int j0,
+                                             uint8_t* sk8, uint8_t* sv8) {
+  constexpr int CHUNKS = BN * D / 16;
+  for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
+    int r = c / (D / 16), off = (c % (D / 16)) * 16;
+    int j = j0 + r;
+    bool ok = j < p.sk;
+    long long src = (long long)(ok ? j : 0) * p.kv_row_stride + off;
+    cp_async16(sk8 + r * D + off, kh + src, ok);
+    cp_async16(sv8 + r * D + off, vh + src, ok);
+  }
+}
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t c) {
+  __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// Head offsets for grid (query block, query head, batch).
+struct Head {
+  const uint8_t *q, *k, *v;
+  float* out;
+  float* lse;
+  float score_scale, out_scale;
+};
+__device__ __forceinline__ Head head_of(const Params& p) {
+  int h = blockIdx.y, b = blockIdx.z;
+  int kvh = h / (int)p.group;
+  Head hd;
+  hd.q = p.q + b * p.q_batch_stride + h * p.q_head_stride;
+  hd.k = p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  hd.v = p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  hd.out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
+  hd.lse = p.lse ? p.lse + (b * p.hq + h) * p.sq : nullptr;
+  hd.score_scale = p.scale_log2 * p.q_scale[b * p.hq + h] * p.k_scale[b * p.hkv + kvh];
+  hd.out_scale = p.v_scale[b * p.hkv + kvh];
+  return hd;
+}
+
+// ---------------------------------------------------------------------------
+// Stage 1: scalar. 128 threads, 16 query rows per block, 8 threads per row.
+// ---------------------------------------------------------------------------
+template <int D>
+__device__ void stage1(const Params& p) {
+  constexpr int BM = 16, BN = 64, THREADS = 128, TPR = 8, DPT = D / TPR;
+  __shared__ float table[256];
+  __shared__ float sq[BM][D];
+  __shared__ __align__(16) uint8_t sk8[2][BN * D];
+  __shared__ __align__(16) uint8_t sv8[2][BN * D];
+  __shared__ float sp[BM][BN];
+  const Head hd = head_of(p);
+  const int tid = threadIdx.x, r = tid / TPR, sub = tid % TPR;
+  const int i0 = blockIdx.x * BM, i = i0 + r;
+  for (int c = tid; c < 256; c += THREADS) table[c] = e4m3_to_float((uint8_t)c);
+  __syncthreads();
+  for (int c = tid; c < BM * D; c += THREADS) {
+    int rr = c / D, dd = c % D;
+    sq[rr][dd] = (i0 + rr < p.sq) ? table[hd.q[(long long)(i0 + rr) * p.q_row_stride + dd]] : 0.f;
+  }
+  const int nmax = visible_keys(p, min((int)p.sq - 1, i0 + BM - 1));
+  const int n_row = i < p.sq ? visible_keys(p, i) : 0;
+  float m = NEG_INF, l = 0.f, o[DPT];
+  for (int k = 0; k < DPT; k++) o[k] = 0.f;
+  const int tiles = (nmax + BN - 1) / BN;
+  if (tiles > 0) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, 0, sk8[0], sv8[0]);
+  cp_async_commit();
+  for (int t = 0; t < tiles; t++) {
+    const int buf = t & 1, j0 = t * BN;
+    if (t + 1 < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, j0 + BN, sk8[buf ^ 1], sv8[buf ^ 1]);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    // Scores for keys j0 + sub + 8u.
+    float s[BN / TPR], mx = NEG_INF;
+#pragma unroll
+    for (int u = 0; u < BN / TPR; u++) {
+      int jj = sub + TPR * u;
+      float acc = 0.f;
+#pragma unroll 8
+      for (int dd = 0; dd < D; dd++) acc += sq[r][dd] * table[sk8[buf][jj * D + dd]];
+      s[u] = (j0 + jj < n_row) ? acc * hd.score_scale : NEG_INF;
+      mx = fmaxf(mx, s[u]);
+    }
+#pragma unroll
+    for (int w = 1; w < TPR; w <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, w));
+    const float m_new = fmaxf(m, mx), m_use = m_new == NEG_INF ? 0.f : m_new;
+    const float alpha = exp2f(m - m_use);
+    float sum = 0.f;
+#pragma unroll
+    for (int u = 0; u < BN / TPR; u++) {
+      float e = exp2f(s[u] - m_use);
+      sp[r][sub + TPR * u] = e;
+      sum += e;
+    }
+#pragma unroll
+    for (int w = 1; w < TPR; w <<= 1) sum += __shfl_xor_sync(0xffffffff, sum, w);
+    l = l * alpha + sum;
+    m = m_new;
+    __syncwarp();
+    for (int k = 0; k < DPT; k++) {
+      int dd = sub * DPT + k;
+      float acc = o[k] * alpha;
+      for (int jj = 0; jj < BN; jj++) acc += sp[r][jj] * table[sv8[buf][jj * D + dd]];
+      o[k] = acc;
+    }
+    __syncthreads();  // the buffer is refilled next iteration
+  }
+  if (i < p.sq) {
+    const float inv = l > 0.f || l != l ? hd.out_scale / l : 0.f;
+    for (int k = 0; k < DPT; k++) hd.out[(long long)i * p.o_row_stride + sub * DPT + k] = l > 0.f || l != l ? o[k] * inv : 0.f;
+    if (hd.lse && sub == 0) hd.lse[i] = (l > 0.f || l != l) ? (m + log2f(l)) * LN2 : NEG_INF;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Stages 2-4: WMMA. WARPS warps per block, 16 query rows per warp, BN keys
+// per tile. The staging ring holds STAGES tiles of FP8 K/V; each tile is
+// decoded to f16 for the tensor cores.
+// ---------------------------------------------------------------------------
+
+// The accumulator layout (hardware-verified, see docs/WMMA.md): element i of
+// lane l = 4g + t holds row g + 8*((i>>1)&1), column 2t + (i&1) + 8*(i>>2).
+// check_layout() below compares these with the generated header on device.
+__device__ __forceinline__ int acc_row(int lane, int i) { return (lane >> 2) + 8 * ((i >> 1) & 1); }
+__device__ __forceinline__ int acc_col(int lane, int i) { return 2 * (lane & 3) + (i & 1) + 8 * (i >> 2); }
+
+// Tile configuration; must equal Tiles() in backend/cuda/tiles.go (checked at
+// load time through the exported *_config constants). Chosen to keep static
+// shared memory under 48 KB: stage 2 also holds S, P and O there.
+template <int D, int STAGE> struct WTiles {
+  static constexpr int WARPS = D == 64 ? 2 : 1;
+  static constexpr int BN = (D == 64 && STAGE != 2) ? 64 : 32;
+};
+
+template <int D, int STAGE>
+struct WSmem {
+  static constexpr int WARPS = WTiles<D, STAGE>::WARPS, BN = WTiles<D, STAGE>::BN, BM = 16 * WARPS;
+  static constexpr int STAGES = STAGE >= 4 ? 3 : 2;
+  __align__(16) uint8_t k8[STAGES][BN * D];
+  __align__(16) uint8_t v8[STAGES][BN * D];
+  __align__(32) uint16_t k16[BN * D];  // f16 bit patterns (no constructors in __shared__)
+  __align__(32) uint16_t v16[BN * D];
+  __align__(32) uint16_t q16[BM * D];
+  // Stage 2 only: S, P and O through shared memory.
+  __align__(32) float s[STAGE == 2 ? BM * BN : 1];
+  __align__(32) uint16_t p16[STAGE == 2 ? BM * BN : 1];
+  __align__(32) float o[STAGE == 2 ? BM * D : 1];
+  float alpha[STAGE == 2 ? BM : 1];
+};
+
+// Decode one staged FP8 tile (BN x D, K and V) to f16.
+template <int BN, int D, int THREADS>
+__device__ __forceinline__ void decode_tile(const uint8_t* k8, const uint8_t* v8, uint16_t* k16, uint16_t* v16) {
+  for (int c = threadIdx.x; c < BN * D / 2; c += THREADS) {
+    __half2_raw hk = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(k8 + 2 * c), __NV_E4M3);
+    __half2_raw hv = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(v8 + 2 * c), __NV_E4M3);
+    ((__half2_raw*)k16)[c] = hk;
+    ((__half2_raw*)v16)[c] = hv;
+  }
+}
+
+template <int D, int STAGE>
+__device__ void stage_wmma(const Params& p) {
+  using Cfg = WSmem<D, STAGE>;
+  auto H = [](const uint16_t* x) { return reinterpret_cast<const half*>(x); };
+  constexpr int WARPS = Cfg::WARPS, BN = Cfg::BN, BM = Cfg::BM, STAGES = Cfg::STAGES;
+  constexpr int THREADS = 32 * WARPS, NT = BN / 16, DT = D / 16;
+  __shared__ Cfg sm;
+  const Head hd = head_of(p);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int i0 = blockIdx.x * BM, w0 = i0 + 16 * warp;  // first row of the block, of the warp
+  for (int c = tid; c < BM * D / 2; c += THREADS) {
+    int rr = (2 * c) / D, dd = (2 * c) % D;
+    __nv_fp8x2_storage_t two = 0;
+    if (i0 + rr < p.sq) two = *(const __nv_fp8x2_storage_t*)(hd.q + (long long)(i0 + rr) * p.q_row_stride + dd);
+    ((__half2_raw*)sm.q16)[c] = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
+  }
+  if constexpr (STAGE == 2) {
+    for (int c = tid; c < BM * D; c += THREADS) sm.o[c] = 0.f;
+  }
+  const int nmax = visible_keys(p, min((int)p.sq - 1, i0 + BM - 1));
+  const int tiles = (nmax + BN - 1) / BN;
+  // Prologue: fill STAGES-1 slots of the ring.
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; s++) {
+    if (s < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, s * BN, sm.k8[s], sm.v8[s]);
+    cp_async_commit();
+  }
+  __syncthreads();
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[DT];
+#pragma unroll
+  for (int kk = 0; kk < DT; kk++) wmma::load_matrix_sync(qf[kk], H(sm.q16 + 16 * warp * D + 16 * kk), D);
+
+  // Per-warp softmax state. Stage 3/4: each lane owns rows g and g+8.
+  // Stage 2: lane owns row lane/2 (two lanes per row).
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[STAGE == 2 ? 1 : DT];
+  if constexpr (STAGE != 2) {
+#pragma unroll
+    for (int n = 0; n < DT; n++) wmma::fill_fragment(of[n], 0.f);
+  }
+  int n_rows[2];
+  for (int k = 0; k < 2; k++) {
+    int row = STAGE == 2 ? w0 + lane / 2 : w0 + (lane >> 2) + 8 * k;
+    n_rows[k] = row < p.sq ? visible_keys(p, row) : 0;
+  }
+
+  for (int t = 0; t < tiles; t++) {
+    const int slot = t % STAGES, j0 = t * BN;
+    {
+      int pre = t + STAGES - 1;
+      if (pre < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, pre * BN, sm.k8[pre % STAGES], sm.v8[pre % STAGES]);
+      cp_async_commit();
+    }
+    cp_async_wait<STAGES - 1>();
+    __syncthreads();
+    decode_tile<BN, D, THREADS>(sm.k8[slot], sm.v8[slot], sm.k16, sm.v16);
+    __syncthreads();
+    // S = Q Kᵀ: B[k = d][n = key] is K row-major [key][d], i.e. col_major.
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf[NT];
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+      wmma::fill_fragment(sf[n], 0.f);
+#pragma unroll
+      for (int kk = 0; kk < DT; kk++) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> kf;
+        wmma::load_matrix_sync(kf, H(sm.k16 + n * 16 * D + kk * 16), D);
+        wmma::mma_sync(sf[n], qf[kk], kf, sf[n]);
+      }
+    }
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> pf[NT];
+    if constexpr (STAGE == 2) {
+      // S through shared memory; two lanes per row, scalar softmax.
+      float* s = sm.s + 16 * warp * BN;
+#pragma unroll
+      for (int n = 0; n < NT; n++) wmma::store_matrix_sync(s + 16 * n, sf[n], BN, wmma::mem_row_major);
+      __syncwarp();
+      const int r = lane / 2, half_ = lane % 2;
+      float mx = NEG_INF;
+      for (int c = half_; c < BN; c += 2) {
+        float v = (j0 + c < n_rows[0]) ? s[r * BN + c] * hd.score_scale : NEG_INF;
+        s[r * BN + c] = v;
+        mx = fmaxf(mx, v);
+      }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+      const float m_new = fmaxf(m[0], mx), m_use = m_new == NEG_INF ? 0.f : m_new;
+      const float alpha = exp2f(m[0] - m_use);
+      float sum = 0.f;
+      half* pp = reinterpret_cast<half*>(sm.p16 + 16 * warp * BN);
+      for (int c = half_; c < BN; c += 2) {
+        float e = exp2f(s[r * BN + c] - m_use);
+        sum += e;
+        pp[r * BN + c] = __float2half(e);
+      }
+      sum += __shfl_xor_sync(0xffffffff, sum, 1);
+      l[0] = l[0] * alpha + sum;
+      m[0] = m_new;
+      if (half_ == 0) sm.alpha[16 * warp + r] = alpha;
+      __syncwarp();
+      float* o = sm.o + 16 * warp * D;
+      for (int c = lane; c < 16 * D; c += 32) o[c] *= sm.alpha[16 * warp + c / D];
+      __syncwarp();
+#pragma unroll
+      for (int n = 0; n < NT; n++) wmma::load_matrix_sync(pf[n], pp + 16 * n, BN);
+#pragma unroll
+      for (int dt = 0; dt < DT; dt++) {
+        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+        wmma::load_matrix_sync(acc, o + 16 * dt, D, wmma::mem_row_major);
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
+          wmma::load_matrix_sync(vf, H(sm.v16 + n * 16 * D + dt * 16), D);
+          wmma::mma_sync(acc, pf[n], vf, acc);
+        }
+        wmma::store_matrix_sync(o + 16 * dt, acc, D, wmma::mem_row_major);
+      }
+    } else {
+      // Fused: softmax on the accumulator fragments in registers.
+      float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+      for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          const int k = (i >> 1) & 1, col = j0 + 16 * n + acc_col(lane, i);
+          float v = col < n_rows[k] ? sf[n].x[i] * hd.score_scale : NEG_INF;
+          sf[n].x[i] = v;
+          mx[k] = fmaxf(mx[k], v);
+        }
+      float alpha[2], m_use[2];
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffff, mx[k], 1));
+        mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffff, mx[k], 2));
+        const float m_new = fmaxf(m[k], mx[k]);
+        m_use[k] = m_new == NEG_INF ? 0.f : m_new;
+        alpha[k] = exp2f(m[k] - m_use[k]);
+        m[k] = m_new;
+      }
+      float sum[2] = {0.f, 0.f};
+#pragma unroll
+      for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+          const int k = (i >> 1) & 1;
+          const float e = exp2f(sf[n].x[i] - m_use[k]);
+          sum[k] += e;
+          // matrix_a (row-major f16) holds in elements i and i+8 the
+          // positions the accumulator holds in element i (hardware dump).
+          pf[n].x[i] = pf[n].x[i + 8] = __float2half(e);
+        }
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        sum[k] += __shfl_xor_sync(0xffffffff, sum[k], 1);
+        sum[k] += __shfl_xor_sync(0xffffffff, sum[k], 2);
+        l[k] = l[k] * alpha[k] + sum[k];
+      }
+#pragma unroll
+      for (int dt = 0; dt < DT; dt++) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) of[dt].x[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
+          wmma::load_matrix_sync(vf, H(sm.v16 + n * 16 * D + dt * 16), D);
+          wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
+        }
+      }
+    }
+    __syncthreads();  // k16/v16 and the ring slot are reused next iteration
+  }
+  cp_async_wait<0>();
+  // Epilogue: O / l, scaled by the V descale.
+  if constexpr (STAGE == 2) {
+    const int r = lane / 2, row = w0 + r;
+    const float* o = sm.o + 16 * warp * D;
+    const bool any = l[0] > 0.f || l[0] != l[0];
+    if (row < p.sq) {
+      for (int c = lane % 2; c < D; c += 2)
+        hd.out[(long long)row * p.o_row_stride + c] = any ? o[r * D + c] * (hd.out_scale / l[0]) : 0.f;
+      if (hd.lse && lane % 2 == 0) hd.lse[row] = any ? (m[0] + log2f(l[0])) * LN2 : NEG_INF;
+    }
+  } else {
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const int k = (i >> 1) & 1, row = w0 + acc_row(lane, i);
+        const bool any = l[k] > 0.f || l[k] != l[k];
+        if (row < p.sq)
+          hd.out[(long long)row * p.o_row_stride + 16 * dt + acc_col(lane, i)] = any ? of[dt].x[i] * (hd.out_scale / l[k]) : 0.f;
+      }
+    if (hd.lse && (lane & 3) == 0)
+#pragma unroll
+      for (int k = 0; k < 2; k++) {
+        const int row = w0 + (lane >> 2) + 8 * k;
+        const bool any = l[k] > 0.f || l[k] != l[k];
+        if (row < p.sq) hd.lse[row] = any ? (m[k] + log2f(l[k])) * LN2 : NEG_INF;
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Entry points: one per (stage, D). Block size and grid come from Tiles() in
+// backend/cuda/tiles.go; each kernel's configuration is also exported as a
+// device constant that the Go side checks at load time.
+// ---------------------------------------------------------------------------
+#define CONFIG(name, bm, bn, threads, stages) \
+  extern "C" __device__ const int name##_config[4] = {bm, bn, threads, stages};
+
+extern "C" __global__ void __launch_bounds__(128) fp8attn_stage1_d64(const __grid_constant__ Params p) { stage1<64>(p); }
+extern "C" __global__ void __launch_bounds__(128) fp8attn_stage1_d128(const __grid_constant__ Params p) { stage1<128>(p); }
+CONFIG(fp8attn_stage1_d64, 16, 64, 128, 2)
+CONFIG(fp8attn_stage1_d128, 16, 64, 128, 2)
+
+#define WSTAGE(S, D)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(32 * WTiles<D, S>::WARPS)                              \
+      fp8attn_stage##S##_d##D(const __grid_constant__ Params p) { stage_wmma<D, S>(p); }               \
+  extern "C" __device__ const int fp8attn_stage##S##_d##D##_config[4] = {                              \
+      WSmem<D, S>::BM, WSmem<D, S>::BN, 32 * WSmem<D, S>::WARPS, WSmem<D, S>::STAGES};
+WSTAGE(2, 64) WSTAGE(2, 128) WSTAGE(3, 64) WSTAGE(3, 128) WSTAGE(4, 64) WSTAGE(4, 128)
+
+// check_layout writes, for every lane and accumulator element, 1 where the
+// formulas the kernels use (acc_row, acc_col) disagree with the generated,
+// hardware-verified table, and also runs a WMMA load to confirm the table
+// on the device at hand. bad must hold 32*8 ints.
+#include "../../../wmma/include/fp8attn_fragments.h"
+extern "C" __global__ void fp8attn_check_layout(int* bad) {
+  __shared__ float tile[256];
+  int lane = threadIdx.x;
+  for (int c = lane; c < 256; c += 32) tile[c] = (float)c;
+  __syncwarp();
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;
+  wmma::load_matrix_sync(f, tile, 16, wmma::mem_row_major);
+  for (int i = 0; i < 8; i++) {
+    int r = FP8ATTN_WMMA_M16N16K16_ACC_F32[lane][i][0], c = FP8ATTN_WMMA_M16N16K16_ACC_F32[lane][i][1];
+    int hw = (int)f.x[i];
+    bad[lane * 8 + i] = (r != acc_row(lane, i)) + 2 * (c != acc_col(lane, i)) + 4 * (hw != 16 * r + c);
+  }
+}

@@ -1,0 +1,28 @@
+//go:build !cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/fp8attn/fp8attn/backend"
+)
+
+// unavailable stands in for the GPU backends in builds without -tags cuda,
+// so that naming them gives a clear error instead of "unknown backend".
+type unavailable struct{ name string }
+
+func (u unavailable) Name() string { return u.name }
+
+func (u unavailable) Supports(*backend.Problem) error {
+	return fmt.Errorf("%w: backend %q is not in this build: rebuild with -tags cuda (see README)", backend.ErrUnsupported, u.name)
+}
+
+func (u unavailable) Attention(p *backend.Problem) error { return u.Supports(p) }
+
+func init() {
+	backend.Register(unavailable{"cuda"}, 20)
+	for _, s := range Stages {
+		backend.Register(unavailable{fmt.Sprintf("cuda/stage%d", s)}, -1)
+	}
+}

@@ -1,0 +1,84 @@
+// Package cuda is the NVIDIA GPU backend: PTX kernels we wrote (package
+// kernels), loaded and launched through the CUDA driver API
+// (gorgonia.org/cu v0.9.6 plus a small cgo file of our own). It is built
+// only with -tags cuda; without the tag, selecting "cuda" returns an error
+// saying so.
+//
+// Backends registered: "cuda" (the fastest stage that passed validation, see
+// DefaultStage) and "cuda/stage1" .. "cuda/stage4" (one kernel stage each).
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/fp8attn/fp8attn/backend"
+)
+
+// Stages are the kernel stages, in the order they were built; later ones
+// are faster (docs/PERF.md).
+var Stages = []int{1, 2, 3, 4}
+
+// DefaultStage is the stage "cuda" runs: the fastest stage that passes the
+// conformance suite on the hardware we measured (docs/PERF.md).
+const DefaultStage = 4
+
+// HeadDims are the head dimensions the kernels are built for; other head
+// dimensions are rejected with ErrUnsupported.
+var HeadDims = []int{64, 128}
+
+// TileConfig is one kernel's launch geometry. It is the single source for
+// the launcher, the tests and the benchmarks, and must equal the constants
+// the kernel was compiled with (checked when the module loads).
+type TileConfig struct {
+	BlockM  int // query rows per block
+	BlockN  int // keys per K/V tile
+	Threads int // threads per block
+	Stages  int // depth of the cp.async K/V ring
+}
+
+// Tiles returns the configuration of stage's kernel for head dimension d.
+func Tiles(stage, d int) (TileConfig, error) {
+	if d != 64 && d != 128 {
+		return TileConfig{}, fmt.Errorf("%w: cuda kernels support head dims %v, not %d", backend.ErrUnsupported, HeadDims, d)
+	}
+	switch stage {
+	case 1:
+		return TileConfig{BlockM: 16, BlockN: 64, Threads: 128, Stages: 2}, nil
+	case 2, 3, 4:
+		warps, bn, ring := 2, 64, 2
+		if d == 128 {
+			warps, bn = 1, 32
+		}
+		if stage == 2 && d == 64 {
+			bn = 32 // S, P and O also live in shared memory
+		}
+		if stage == 4 {
+			ring = 3
+		}
+		return TileConfig{BlockM: 16 * warps, BlockN: bn, Threads: 32 * warps, Stages: ring}, nil
+	}
+	return TileConfig{}, fmt.Errorf("%w: no cuda kernel stage %d (have %v)", backend.ErrUnsupported, stage, Stages)
+}
+
+// KernelName returns the PTX entry point of stage for head dimension d.
+func KernelName(stage, d int) string { return fmt.Sprintf("fp8attn_stage%d_d%d", stage, d) }
+
+// Grid returns the launch grid for a problem: (query blocks, query heads,
+// batch).
+func (t TileConfig) Grid(s backend.Shape) (x, y, z int) {
+	return (s.Sq + t.BlockM - 1) / t.BlockM, s.Hq, s.B
+}
+
+// supports is the shape check every cuda backend shares.
+func supports(p *backend.Problem, stage int) error {
+	if p.Precision != backend.FP8E4M3 {
+		return fmt.Errorf("%w: cuda kernels take FP8E4M3 inputs, not %v", backend.ErrUnsupported, p.Precision)
+	}
+	if _, err := Tiles(stage, p.D); err != nil {
+		return err
+	}
+	if p.Hq > 65535 || p.B > 65535 {
+		return fmt.Errorf("%w: cuda grid limits: heads and batch must be <= 65535", backend.ErrUnsupported)
+	}
+	return nil
+}

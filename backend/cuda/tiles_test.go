@@ -1,0 +1,39 @@
+package cuda
+
+import (
+	"errors"
+	"testing"
+	"unsafe"
+
+	"github.com/fp8attn/fp8attn/backend"
+)
+
+func TestParamsLayout(t *testing.T) {
+	if n := unsafe.Sizeof(Params{}); n != ParamsSize {
+		t.Fatalf("Params is %d bytes, attention.cu's struct is %d", n, ParamsSize)
+	}
+	if off := unsafe.Offsetof(Params{}.ScaleLog2); off != 200 {
+		t.Fatalf("ScaleLog2 at offset %d, want 200", off)
+	}
+}
+
+func TestTiles(t *testing.T) {
+	for _, st := range Stages {
+		for _, d := range HeadDims {
+			tc, err := Tiles(st, d)
+			if err != nil || tc.BlockM%16 != 0 || tc.Threads%32 != 0 || tc.BlockN%16 != 0 {
+				t.Errorf("stage %d d %d: %+v %v", st, d, tc, err)
+			}
+		}
+	}
+	if _, err := Tiles(3, 96); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("d=96: %v", err)
+	}
+	if _, err := Tiles(9, 64); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("stage 9: %v", err)
+	}
+	tc, _ := Tiles(4, 64)
+	if x, y, z := tc.Grid(backend.Shape{B: 2, Hq: 8, Sq: 256}); x != 8 || y != 8 || z != 2 {
+		t.Errorf("grid %d %d %d", x, y, z)
+	}
+}
