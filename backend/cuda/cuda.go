@@ -198,8 +198,8 @@ func (d *Device) Close() error {
 // Resident is one problem's tensors on the device: upload once, run many
 // times, download when asked.
 type Resident struct {
-	dev    *Device
-	shape  backend.Problem // shape, scale, mask; no host data
+	dev   *Device
+	shape backend.Problem // shape, scale, mask; no host data
 	// params has an allocation of its own: it holds no Go pointers, so cgo
 	// lets the launcher pass its address to the driver.
 	params *Params
