@@ -13,10 +13,15 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" > "$out/test.log" 2>&1; echo "tests rc=$?" | tee -a "$out/test.log"
 grep -E "^(--- |FAIL|ok|PASS)|cuda_test.go" "$out/test.log" | grep -v "^    --- PASS" | head -60
 if [ -n "${SKIP_BENCH:-}" ]; then tar czf "$out/results.tgz" -C "$out" test.log gen.log gpu.txt; exit 0; fi
-for st in 1 2 3 4; do
+for st in 1 2 3 4 5; do
   bin/sdpabench -kernel stage$st -shapes small,mission,long -json "$out/stage$st.json" 2>/dev/null
   bin/sdpabench -kernel stage$st -shapes large -nocheck -iters 50 -json "$out/stage$st-large.json" 2>/dev/null
 done
 python3 bench/torch_sdpa.py "$out/torch.json" 2>&1 | grep -v Warning
+if [ -n "${NCU:-}" ]; then
+  ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats -k "regex:stage${NCU}_d64" -c 1 \
+    bin/sdpabench -kernel stage$NCU -shapes mission -nocheck -iters 5 > "$out/ncu.txt" 2>&1
+  grep -E "Duration|Throughput|Achieved|Warp Cycles Per Issued" "$out/ncu.txt"
+fi
 # One archive: the device tool brings back at most 8 files.
 tar czf "$out/results.tgz" -C "$out" $(cd "$out" && ls *.json *.log *.txt 2>/dev/null)

@@ -16,7 +16,7 @@ import (
 
 // Stages are the kernel stages, in the order they were built; later ones
 // are faster (docs/PERF.md).
-var Stages = []int{1, 2, 3, 4}
+var Stages = []int{1, 2, 3, 4, 5}
 
 // DefaultStage is the stage "cuda" runs: the fastest stage that passes the
 // conformance suite on the hardware we measured (docs/PERF.md).
@@ -56,6 +56,14 @@ func Tiles(stage, d int) (TileConfig, error) {
 			ring = 3
 		}
 		return TileConfig{BlockM: 16 * warps, BlockN: bn, Threads: 32 * warps, Stages: ring}, nil
+	case 5:
+		// 16 query rows per block; the keys split across 4 warps (D=64) or
+		// 2 (D=128), each with its own 2-slot ring of 32-key tiles.
+		splits := 4
+		if d == 128 {
+			splits = 2
+		}
+		return TileConfig{BlockM: 16, BlockN: 32, Threads: 32 * splits, Stages: 2}, nil
 	}
 	return TileConfig{}, fmt.Errorf("%w: no cuda kernel stage %d (have %v)", backend.ErrUnsupported, stage, Stages)
 }

@@ -12,10 +12,19 @@
 //            registers, P handed to P·V register to register (the f16
 //            matrix_a fragment holds the accumulator's positions).
 //   stage 4  stage 3 with a 3-deep cp.async ring for K/V.
+//   stage 5  the keys of a 16-row query tile split across KS warps of the
+//            block (each its own online softmax over every KS-th tile and its
+//            own cp.async ring, no block barrier in the loop), merged through
+//            shared memory at the end; Q, K and V fragments filled straight
+//            from the FP8 tiles through the hardware-verified matrix_a and
+//            matrix_b layouts (no f16 decode pass); masks only on the tiles
+//            that need them.
 //
 // Changelog
 //   v1 (2026-11-22): stages 1-4, D in {64, 128}, any Sq/Sk, GQA/MQA, both
 //                    causal alignments, LSE.
+//   v2 (2026-11-22): stage 5 (Nsight Compute on stage 4, mission: 2 warps per
+//                    SM, 7% compute throughput: latency-bound).
 //
 // Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
 // Params; per-(batch, head) dequantization scales; the Q and K scales and
@@ -445,6 +454,199 @@ CONFIG(fp8attn_stage1_d128, 16, 64, 128, 2)
   extern "C" __device__ const int fp8attn_stage##S##_d##D##_config[4] = {                              \
       WSmem<D, S>::BM, WSmem<D, S>::BN, 32 * WSmem<D, S>::WARPS, WSmem<D, S>::STAGES};
 WSTAGE(2, 64) WSTAGE(2, 128) WSTAGE(3, 64) WSTAGE(3, 128) WSTAGE(4, 64) WSTAGE(4, 128)
+
+// ---------------------------------------------------------------------------
+// Stage 5: split-KV warps, FP8 fragments filled directly.
+// ---------------------------------------------------------------------------
+template <int D> struct S5 {
+  static constexpr int KS = D == 64 ? 4 : 2;  // warps (key splits) per block
+  static constexpr int BN = 32;               // keys per tile
+  static constexpr int ROW = D + 16;          // padded tile row (bytes): conflict-free fragment loads
+  static constexpr int RING = 2;
+  static constexpr int TILE = BN * ROW;       // bytes of one K (or V) tile
+};
+
+// matrix_b fragment (either major; the logical positions are the same) from
+// an FP8 tile: element i of lane l holds B[k][n] with
+// k = 2t + (i&1) + 8((i>>1)&1), n = g + 8((i>>2)&1), elements 8-15 repeating
+// 0-7 (hardware dump, package wmma). at(k, n) gives the tile byte offset.
+template <typename Frag, typename At>
+__device__ __forceinline__ void fill_b(Frag& f, const uint8_t* tile, int lane, At at) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const int k = 2 * t + (i & 1) + 8 * ((i >> 1) & 1), n = g + 8 * ((i >> 2) & 1);
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)tile[at(k, n)], __NV_E4M3);
+    f.x[i] = f.x[i + 8] = __half(h);
+  }
+}
+
+template <int D>
+__device__ void stage5(const Params& p) {
+  using C = S5<D>;
+  constexpr int KS = C::KS, BN = C::BN, ROW = C::ROW, DT = D / 16, NT = BN / 16;
+  __shared__ __align__(16) uint8_t ring[KS][C::RING][2][C::TILE];  // [warp][slot][K,V]
+  __shared__ float mrow[KS][16], lrow[KS][16];
+  const Head hd = head_of(p);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+  const int i0 = blockIdx.x * 16;
+  const int nmax = visible_keys(p, min((int)p.sq - 1, i0 + 15));
+  const int nmin = visible_keys(p, i0);  // the block's first row sees the fewest keys
+  const int tiles = (nmax + BN - 1) / BN;
+
+  // Q fragments straight from global FP8 (matrix_a row-major: element i at
+  // row g + 8((i>>1)&1), column 2t + (i&1) + 8(i>>2); 8-15 repeat 0-7).
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[DT];
+#pragma unroll
+  for (int kk = 0; kk < DT; kk++)
+#pragma unroll
+    for (int i = 0; i < 8; i += 2) {
+      const int r = g + 8 * ((i >> 1) & 1), c = 16 * kk + 2 * t4 + 8 * (i >> 2);
+      __nv_fp8x2_storage_t two = 0;
+      if (i0 + r < p.sq) two = *(const __nv_fp8x2_storage_t*)(hd.q + (long long)(i0 + r) * p.q_row_stride + c);
+      __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
+      __half2 hh = __half2(h2);
+      qf[kk].x[i] = qf[kk].x[i + 8] = hh.x;
+      qf[kk].x[i + 1] = qf[kk].x[i + 9] = hh.y;
+    }
+
+  // This warp's tiles: warp, warp + KS, ...
+  auto load = [&](int tile, int slot) {
+    uint8_t* kt = ring[warp][slot][0];
+    uint8_t* vt = ring[warp][slot][1];
+    const int j0 = tile * BN;
+#pragma unroll
+    for (int c = lane; c < BN * D / 16; c += 32) {
+      const int r = c / (D / 16), off = (c % (D / 16)) * 16, j = j0 + r;
+      const bool ok = j < p.sk;
+      const long long src = (long long)(ok ? j : 0) * p.kv_row_stride + off;
+      cp_async16(kt + r * ROW + off, hd.k + src, ok);
+      cp_async16(vt + r * ROW + off, hd.v + src, ok);
+    }
+  };
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[DT];
+#pragma unroll
+  for (int n = 0; n < DT; n++) wmma::fill_fragment(of[n], 0.f);
+  int n_rows[2];
+#pragma unroll
+  for (int k = 0; k < 2; k++) {
+    const int row = i0 + g + 8 * k;
+    n_rows[k] = row < p.sq ? visible_keys(p, row) : 0;
+  }
+  if (warp < tiles) load(warp, 0);
+  cp_async_commit();
+  int slot = 0;
+  for (int tile = warp; tile < tiles; tile += KS, slot ^= 1) {
+    if (tile + KS < tiles) load(tile + KS, slot ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    const uint8_t* kt = ring[warp][slot][0];
+    const uint8_t* vt = ring[warp][slot][1];
+    const int j0 = tile * BN;
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf[NT];
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+      wmma::fill_fragment(sf[n], 0.f);
+#pragma unroll
+      for (int kk = 0; kk < DT; kk++) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> kf;
+        // B[k = d][n = key] = K[key][d]
+        fill_b(kf, kt, lane, [&](int k, int nn) { return (16 * n + nn) * ROW + 16 * kk + k; });
+        wmma::mma_sync(sf[n], qf[kk], kf, sf[n]);
+      }
+    }
+    const bool full = j0 + BN <= nmin;  // every row of the block sees the whole tile
+    float mx[2] = {NEG_INF, NEG_INF};
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const int k = (i >> 1) & 1;
+        float v = sf[n].x[i] * hd.score_scale;
+        if (!full && j0 + 16 * n + acc_col(lane, i) >= n_rows[k]) v = NEG_INF;
+        sf[n].x[i] = v;
+        mx[k] = fmaxf(mx[k], v);
+      }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffff, mx[k], 1));
+      mx[k] = fmaxf(mx[k], __shfl_xor_sync(0xffffffff, mx[k], 2));
+      const float m_new = fmaxf(m[k], mx[k]);
+      m_use[k] = m_new == NEG_INF ? 0.f : m_new;
+      alpha[k] = exp2f(m[k] - m_use[k]);
+      m[k] = m_new;
+    }
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> pf[NT];
+    float sum[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < NT; n++)
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const int k = (i >> 1) & 1;
+        const float e = exp2f(sf[n].x[i] - m_use[k]);
+        sum[k] += e;
+        pf[n].x[i] = pf[n].x[i + 8] = __float2half(e);
+      }
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+      sum[k] += __shfl_xor_sync(0xffffffff, sum[k], 1);
+      sum[k] += __shfl_xor_sync(0xffffffff, sum[k], 2);
+      l[k] = l[k] * alpha[k] + sum[k];
+    }
+#pragma unroll
+    for (int dt = 0; dt < DT; dt++) {
+#pragma unroll
+      for (int i = 0; i < 8; i++) of[dt].x[i] *= alpha[(i >> 1) & 1];
+#pragma unroll
+      for (int n = 0; n < NT; n++) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
+        // B[k = key][n = d] = V[key][d]
+        fill_b(vf, vt, lane, [&](int k, int nn) { return (16 * n + k) * ROW + 16 * dt + nn; });
+        wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
+      }
+    }
+    __syncwarp();  // this slot is refilled two tiles on
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // every warp done with its ring: reuse it for the merge
+  // Each warp's partial O (16 x D floats) into its own ring space.
+  float* opart = reinterpret_cast<float*>(ring[warp][0][0]);
+  static_assert(16 * D * sizeof(float) <= C::RING * 2 * C::TILE, "merge buffer does not fit the ring");
+#pragma unroll
+  for (int dt = 0; dt < DT; dt++) wmma::store_matrix_sync(opart + 16 * dt, of[dt], D, wmma::mem_row_major);
+  if (t4 == 0) {
+#pragma unroll
+    for (int k = 0; k < 2; k++) mrow[warp][g + 8 * k] = m[k], lrow[warp][g + 8 * k] = l[k];
+  }
+  __syncthreads();
+  // Merge: O = Σ_w 2^(m_w - m*) O_w, l = Σ_w 2^(m_w - m*) l_w.
+  for (int c = threadIdx.x; c < 16 * D; c += 32 * KS) {
+    const int r = c / D, d = c % D, row = i0 + r;
+    if (row >= p.sq) continue;
+    float ms = NEG_INF;
+#pragma unroll
+    for (int w = 0; w < KS; w++) ms = fmaxf(ms, mrow[w][r]);
+    const float mu = ms == NEG_INF ? 0.f : ms;
+    float o = 0.f, lsum = 0.f;
+#pragma unroll
+    for (int w = 0; w < KS; w++) {
+      const float f = exp2f(mrow[w][r] - mu);
+      o += f * reinterpret_cast<const float*>(ring[w][0][0])[r * D + d];
+      lsum += f * lrow[w][r];
+    }
+    const bool any = lsum > 0.f || lsum != lsum;
+    hd.out[(long long)row * p.o_row_stride + d] = any ? o * (hd.out_scale / lsum) : 0.f;
+    if (hd.lse && d == 0) hd.lse[row] = any ? (ms + log2f(lsum)) * LN2 : NEG_INF;
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * S5<64>::KS) fp8attn_stage5_d64(const __grid_constant__ Params p) { stage5<64>(p); }
+extern "C" __global__ void __launch_bounds__(32 * S5<128>::KS) fp8attn_stage5_d128(const __grid_constant__ Params p) { stage5<128>(p); }
+extern "C" __device__ const int fp8attn_stage5_d64_config[4] = {16, S5<64>::BN, 32 * S5<64>::KS, S5<64>::RING};
+extern "C" __device__ const int fp8attn_stage5_d128_config[4] = {16, S5<128>::BN, 32 * S5<128>::KS, S5<128>::RING};
 
 // check_layout writes, for every lane and accumulator element, 1 where the
 // formulas the kernels use (acc_row, acc_col) disagree with the generated,

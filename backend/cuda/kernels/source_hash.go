@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of attention.cu followed by the fragment header
 // when attention_compute_89.ptx was built from them.
-const SourceHash = "77aa0b1a98928c4b6bb55f97ef830cfb4068bcf0622bbf9e88e258ef1e0bcf4d"
+const SourceHash = "122ec8ee5d510bd42cea195b7c5b49f088f4e887f4d7d816d9150c032ba6e1ff"
