@@ -335,13 +335,18 @@ func (r *Resident) Free() {
 	r.bufs = nil
 }
 
-// Times launches stage iters times back to back, with a CUDA event between
-// consecutive launches, and returns each launch's device time in
+// Times measures stage's device time per call: batches of `batch`
+// launches are issued back to back between two CUDA events, iters/batch
+// times, and each batch's time is divided by its size (the same method as
+// PyTorch's graph replay in bench/torch_sdpa.py; an event between every
+// launch would add its own gap). It returns one figure per batch, in
 // microseconds.
 func (r *Resident) Times(stage, iters int) ([]float64, error) {
-	out := make([]float64, iters)
+	const batch = 10
+	n := max(iters/batch, 5)
+	out := make([]float64, n)
 	err := r.dev.do(func() error {
-		evs := make([]cu.Event, iters+1)
+		evs := make([]cu.Event, n+1)
 		for i := range evs {
 			ev, err := cu.MakeEvent(cu.DefaultEvent)
 			if err != nil {
@@ -358,15 +363,17 @@ func (r *Resident) Times(stage, iters int) ([]float64, error) {
 		if err := evs[0].Record(r.dev.stream); err != nil {
 			return err
 		}
-		for i := 0; i < iters; i++ {
-			if err := r.launch(stage); err != nil {
-				return err
+		for i := 0; i < n; i++ {
+			for j := 0; j < batch; j++ {
+				if err := r.launch(stage); err != nil {
+					return err
+				}
 			}
 			if err := evs[i+1].Record(r.dev.stream); err != nil {
 				return err
 			}
 		}
-		if err := evs[iters].Synchronize(); err != nil {
+		if err := evs[n].Synchronize(); err != nil {
 			return fmt.Errorf("cuda: kernel failed: %w", err)
 		}
 		for i := range out {
@@ -374,7 +381,7 @@ func (r *Resident) Times(stage, iters int) ([]float64, error) {
 			if err != nil {
 				return err
 			}
-			out[i] = ms * 1e3
+			out[i] = ms * 1e3 / batch
 		}
 		return nil
 	})
@@ -388,10 +395,18 @@ func asBytes[T ~uint8](x []T) []uint8 {
 	return unsafe.Slice((*uint8)(unsafe.Pointer(&x[0])), len(x))
 }
 
-// Backend runs one kernel stage on device 0 (the device opens on first use).
+// Backend runs one kernel stage (stage 0: BestStage for the head dim) on
+// device 0, which opens on first use.
 type Backend struct {
 	name  string
 	stage int
+}
+
+func (b *Backend) stageFor(p *backend.Problem) int {
+	if b.stage == 0 {
+		return BestStage(p.D)
+	}
+	return b.stage
 }
 
 // Name returns "cuda" or "cuda/stageN".
@@ -399,7 +414,7 @@ func (b *Backend) Name() string { return b.name }
 
 // Supports accepts FP8E4M3 problems with D in HeadDims on an sm_89+ GPU.
 func (b *Backend) Supports(p *backend.Problem) error {
-	if err := supports(p, b.stage); err != nil {
+	if err := supports(p, b.stageFor(p)); err != nil {
 		return err
 	}
 	_, err := OpenDevice(0)
@@ -421,7 +436,7 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	if err := r.Poison(); err != nil {
 		return err
 	}
-	if err := r.Run(b.stage); err != nil {
+	if err := r.Run(b.stageFor(p)); err != nil {
 		return err
 	}
 	return r.Download(p.Out, p.LSE)
@@ -438,11 +453,11 @@ func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) 
 		return nil, err
 	}
 	defer r.Free()
-	return r.Times(b.stage, iters)
+	return r.Times(b.stageFor(p), iters)
 }
 
 func init() {
-	backend.Register(&Backend{name: "cuda", stage: DefaultStage}, 20)
+	backend.Register(&Backend{name: "cuda"}, 20)
 	for _, s := range Stages {
 		backend.Register(&Backend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
 	}

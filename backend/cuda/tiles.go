@@ -5,7 +5,7 @@
 // saying so.
 //
 // Backends registered: "cuda" (the fastest stage that passed validation, see
-// DefaultStage) and "cuda/stage1" .. "cuda/stage4" (one kernel stage each).
+// BestStage) and "cuda/stage1" .. "cuda/stage7" (one kernel stage each).
 package cuda
 
 import (
@@ -16,11 +16,18 @@ import (
 
 // Stages are the kernel stages, in the order they were built; later ones
 // are faster (docs/PERF.md).
-var Stages = []int{1, 2, 3, 4, 5}
+var Stages = []int{1, 2, 3, 4, 5, 6, 7}
 
-// DefaultStage is the stage "cuda" runs: the fastest stage that passes the
-// conformance suite on the hardware we measured (docs/PERF.md).
-const DefaultStage = 4
+// BestStage is the stage "cuda" runs for head dimension d: the fastest stage
+// that passes the conformance suite, by the H200 measurements in
+// docs/PERF.md (stage 7 on every D=64 shape; stage 6 on D=128, where stage
+// 7's FP8 Q·Kᵀ came out slower on the large shape).
+func BestStage(d int) int {
+	if d == 128 {
+		return 6
+	}
+	return 7
+}
 
 // HeadDims are the head dimensions the kernels are built for; other head
 // dimensions are rejected with ErrUnsupported.
@@ -56,14 +63,18 @@ func Tiles(stage, d int) (TileConfig, error) {
 			ring = 3
 		}
 		return TileConfig{BlockM: 16 * warps, BlockN: bn, Threads: 32 * warps, Stages: ring}, nil
-	case 5:
+	case 5, 6, 7:
 		// 16 query rows per block; the keys split across 4 warps (D=64) or
-		// 2 (D=128), each with its own 2-slot ring of 32-key tiles.
-		splits := 4
+		// 2 (D=128), each with its own 2-slot ring of 32-key tiles; stage 6
+		// and 7 twice the warps with 1-slot rings.
+		splits, ring := 4, 2
 		if d == 128 {
 			splits = 2
 		}
-		return TileConfig{BlockM: 16, BlockN: 32, Threads: 32 * splits, Stages: 2}, nil
+		if stage >= 6 {
+			splits, ring = 2*splits, 1
+		}
+		return TileConfig{BlockM: 16, BlockN: 32, Threads: 32 * splits, Stages: ring}, nil
 	}
 	return TileConfig{}, fmt.Errorf("%w: no cuda kernel stage %d (have %v)", backend.ErrUnsupported, stage, Stages)
 }

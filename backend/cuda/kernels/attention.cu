@@ -19,6 +19,13 @@
 //            from the FP8 tiles through the hardware-verified matrix_a and
 //            matrix_b layouts (no f16 decode pass); masks only on the tiles
 //            that need them.
+//   stage 6  stage 5 with twice the key-split warps (8 for D=64, 4 for D=128),
+//            1-slot rings so the rings still fit 48 KB, and K read two bytes
+//            at a time.
+//   stage 7  stage 6 with Q·Kᵀ on the FP8 tensor cores (mma.sync m16n8k32
+//            e4m3, sm_89+): Q and K fragments are plain 32-bit loads of FP8
+//            bytes, no conversion; the f32 C fragments become P's f16
+//            matrix_a fragments register for register.
 //
 // Changelog
 //   v1 (2026-11-22): stages 1-4, D in {64, 128}, any Sq/Sk, GQA/MQA, both
@@ -458,18 +465,35 @@ WSTAGE(2, 64) WSTAGE(2, 128) WSTAGE(3, 64) WSTAGE(3, 128) WSTAGE(4, 64) WSTAGE(4
 // ---------------------------------------------------------------------------
 // Stage 5: split-KV warps, FP8 fragments filled directly.
 // ---------------------------------------------------------------------------
-template <int D> struct S5 {
-  static constexpr int KS = D == 64 ? 4 : 2;  // warps (key splits) per block
-  static constexpr int BN = 32;               // keys per tile
-  static constexpr int ROW = D + 16;          // padded tile row (bytes): conflict-free fragment loads
-  static constexpr int RING = 2;
-  static constexpr int TILE = BN * ROW;       // bytes of one K (or V) tile
+// Stage 5: KS = 4 (D=64) or 2 (D=128) warps, 2-slot rings. Stage 6: twice
+// the warps, 1-slot rings (the shared memory of the rings is what bounds KS).
+template <int D, int STAGE> struct S5 {
+  static constexpr int KS = (D == 64 ? 4 : 2) * (STAGE >= 6 ? 2 : 1);  // warps (key splits) per block
+  static constexpr int BN = 32;                                        // keys per tile
+  static constexpr int ROW = D + 16;  // padded tile row (bytes): conflict-free fragment loads
+  static constexpr int RING = STAGE >= 6 ? 1 : 2;
+  static constexpr int TILE = BN * ROW;  // bytes of one K (or V) tile
 };
 
 // matrix_b fragment (either major; the logical positions are the same) from
 // an FP8 tile: element i of lane l holds B[k][n] with
 // k = 2t + (i&1) + 8((i>>1)&1), n = g + 8((i>>2)&1), elements 8-15 repeating
 // 0-7 (hardware dump, package wmma). at(k, n) gives the tile byte offset.
+// fill_b_pairs is fill_b for a tile where (k, n) and (k+1, n) are adjacent
+// bytes (K as the col-major B of Q·Kᵀ): one 2-byte load and one paired
+// conversion per two elements.
+template <typename Frag, typename At>
+__device__ __forceinline__ void fill_b_pairs(Frag& f, const uint8_t* tile, int lane, At at) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 8; i += 2) {
+    const int k = 2 * t + 8 * ((i >> 1) & 1), n = g + 8 * ((i >> 2) & 1);
+    __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(tile + at(k, n)), __NV_E4M3));
+    f.x[i] = f.x[i + 8] = h.x;
+    f.x[i + 1] = f.x[i + 9] = h.y;
+  }
+}
+
 template <typename Frag, typename At>
 __device__ __forceinline__ void fill_b(Frag& f, const uint8_t* tile, int lane, At at) {
   const int g = lane >> 2, t = lane & 3;
@@ -481,9 +505,9 @@ __device__ __forceinline__ void fill_b(Frag& f, const uint8_t* tile, int lane, A
   }
 }
 
-template <int D>
+template <int D, int STAGE>
 __device__ void stage5(const Params& p) {
-  using C = S5<D>;
+  using C = S5<D, STAGE>;
   constexpr int KS = C::KS, BN = C::BN, ROW = C::ROW, DT = D / 16, NT = BN / 16;
   __shared__ __align__(16) uint8_t ring[KS][C::RING][2][C::TILE];  // [warp][slot][K,V]
   __shared__ float mrow[KS][16], lrow[KS][16];
@@ -496,7 +520,20 @@ __device__ void stage5(const Params& p) {
 
   // Q fragments straight from global FP8 (matrix_a row-major: element i at
   // row g + 8((i>>1)&1), column 2t + (i&1) + 8(i>>2); 8-15 repeat 0-7).
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[DT];
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[STAGE == 7 ? 1 : DT];
+  // Stage 7: mma.m16n8k32 e4m3 A fragments (PTX ISA; hardware products in
+  // testdata/wmma): register r holds row g + 8(r&1), columns
+  // 32kk + 16(r>>1) + 4t .. +3: four FP8 bytes, one 32-bit load.
+  uint32_t qa[D / 32][4];
+  if constexpr (STAGE == 7) {
+#pragma unroll
+    for (int kk = 0; kk < D / 32; kk++)
+#pragma unroll
+      for (int r = 0; r < 4; r++) {
+        const int row = i0 + g + 8 * (r & 1), col = 32 * kk + 16 * (r >> 1) + 4 * t4;
+        qa[kk][r] = row < p.sq ? *(const uint32_t*)(hd.q + (long long)row * p.q_row_stride + col) : 0u;
+      }
+  } else {
 #pragma unroll
   for (int kk = 0; kk < DT; kk++)
 #pragma unroll
@@ -509,6 +546,7 @@ __device__ void stage5(const Params& p) {
       qf[kk].x[i] = qf[kk].x[i + 8] = hh.x;
       qf[kk].x[i + 1] = qf[kk].x[i + 9] = hh.y;
     }
+  }
 
   // This warp's tiles: warp, warp + KS, ...
   auto load = [&](int tile, int slot) {
@@ -537,38 +575,75 @@ __device__ void stage5(const Params& p) {
   if (warp < tiles) load(warp, 0);
   cp_async_commit();
   int slot = 0;
-  for (int tile = warp; tile < tiles; tile += KS, slot ^= 1) {
-    if (tile + KS < tiles) load(tile + KS, slot ^ 1);
-    cp_async_commit();
-    cp_async_wait<1>();
+  for (int tile = warp; tile < tiles; tile += KS, slot = (slot + 1) % C::RING) {
+    if constexpr (C::RING > 1) {
+      if (tile + KS < tiles) load(tile + KS, (slot + 1) % C::RING);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
     __syncwarp();
     const uint8_t* kt = ring[warp][slot][0];
     const uint8_t* vt = ring[warp][slot][1];
     const int j0 = tile * BN;
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf[NT];
+    // S tile as accumulator elements: stage 7 in m16n8 C fragments (element
+    // j of n-tile n8: row g + 8(j>>1), key 8n8 + 2t + (j&1)), stages 5-6 in
+    // WMMA 16x16 accumulators (element i of tile n: row g + 8((i>>1)&1),
+    // key 16n + acc_col). sv/scol give each element's value and key column.
+    constexpr int NE = BN / 2;  // score elements per lane: 16 rows x BN keys / 32 lanes
+    float sv[NE];
+    if constexpr (STAGE == 7) {
 #pragma unroll
-    for (int n = 0; n < NT; n++) {
-      wmma::fill_fragment(sf[n], 0.f);
+      for (int n8 = 0; n8 < BN / 8; n8++) {
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-      for (int kk = 0; kk < DT; kk++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> kf;
-        // B[k = d][n = key] = K[key][d]
-        fill_b(kf, kt, lane, [&](int k, int nn) { return (16 * n + nn) * ROW + 16 * kk + k; });
-        wmma::mma_sync(sf[n], qf[kk], kf, sf[n]);
+        for (int kk = 0; kk < D / 32; kk++) {
+          // mma.m16n8k32 e4m3 B: register r holds k = 16r + 4t .. +3 (d), n = g (key).
+          const uint8_t* kb = kt + (8 * n8 + g) * ROW + 32 * kk + 4 * t4;
+          const uint32_t b0 = *(const uint32_t*)kb, b1 = *(const uint32_t*)(kb + 16);
+          asm(  // no side effects: let the compiler schedule it
+              "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+              : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+              : "r"(qa[kk][0]), "r"(qa[kk][1]), "r"(qa[kk][2]), "r"(qa[kk][3]), "r"(b0), "r"(b1));
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) sv[4 * n8 + j] = c[j];
+      }
+    } else {
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf[NT];
+#pragma unroll
+      for (int n = 0; n < NT; n++) {
+        wmma::fill_fragment(sf[n], 0.f);
+#pragma unroll
+        for (int kk = 0; kk < DT; kk++) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> kf;
+          // B[k = d][n = key] = K[key][d]
+          if constexpr (STAGE == 6)
+            fill_b_pairs(kf, kt, lane, [&](int k, int nn) { return (16 * n + nn) * ROW + 16 * kk + k; });
+          else
+            fill_b(kf, kt, lane, [&](int k, int nn) { return (16 * n + nn) * ROW + 16 * kk + k; });
+          wmma::mma_sync(sf[n], qf[kk], kf, sf[n]);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; i++) sv[8 * n + i] = sf[n].x[i];
       }
     }
+    // Element e's row slot and key column: for stage 7, e = 4n8 + j; for
+    // WMMA, e = 8n + i. Both give slot ((e>>1)&1).
+    auto scol = [&](int e) {
+      return STAGE == 7 ? 8 * (e >> 2) + 2 * t4 + (e & 1) : 16 * (e >> 3) + acc_col(lane, e & 7);
+    };
     const bool full = j0 + BN <= nmin;  // every row of the block sees the whole tile
     float mx[2] = {NEG_INF, NEG_INF};
 #pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        const int k = (i >> 1) & 1;
-        float v = sf[n].x[i] * hd.score_scale;
-        if (!full && j0 + 16 * n + acc_col(lane, i) >= n_rows[k]) v = NEG_INF;
-        sf[n].x[i] = v;
-        mx[k] = fmaxf(mx[k], v);
-      }
+    for (int e = 0; e < NE; e++) {
+      const int k = (e >> 1) & 1;
+      float v = sv[e] * hd.score_scale;
+      if (!full && j0 + scol(e) >= n_rows[k]) v = NEG_INF;
+      sv[e] = v;
+      mx[k] = fmaxf(mx[k], v);
+    }
     float alpha[2], m_use[2];
 #pragma unroll
     for (int k = 0; k < 2; k++) {
@@ -579,17 +654,20 @@ __device__ void stage5(const Params& p) {
       alpha[k] = exp2f(m[k] - m_use[k]);
       m[k] = m_new;
     }
+    // P as WMMA matrix_a (row-major f16): element i of 16-key tile n holds
+    // the accumulator position i, i.e. WMMA element 8n + i, or, from m16n8
+    // C fragments, element j = i&3 of 8-key tile 2n + (i>>2): the same
+    // (row, key) by the verified layouts, so registers carry over directly.
     wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> pf[NT];
     float sum[2] = {0.f, 0.f};
 #pragma unroll
-    for (int n = 0; n < NT; n++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        const int k = (i >> 1) & 1;
-        const float e = exp2f(sf[n].x[i] - m_use[k]);
-        sum[k] += e;
-        pf[n].x[i] = pf[n].x[i + 8] = __float2half(e);
-      }
+    for (int e = 0; e < NE; e++) {
+      const int k = (e >> 1) & 1;
+      const float x = exp2f(sv[e] - m_use[k]);
+      sum[k] += x;
+      const int n = e >> 3, i = STAGE == 7 ? (((e >> 2) & 1) << 2) | (e & 3) : (e & 7);
+      pf[n].x[i] = pf[n].x[i + 8] = __float2half(x);
+    }
 #pragma unroll
     for (int k = 0; k < 2; k++) {
       sum[k] += __shfl_xor_sync(0xffffffff, sum[k], 1);
@@ -608,7 +686,11 @@ __device__ void stage5(const Params& p) {
         wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
       }
     }
-    __syncwarp();  // this slot is refilled two tiles on
+    __syncwarp();  // this slot is refilled RING tiles on
+    if constexpr (C::RING == 1) {
+      if (tile + KS < tiles) load(tile + KS, 0);
+      cp_async_commit();
+    }
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp done with its ring: reuse it for the merge
@@ -643,10 +725,12 @@ __device__ void stage5(const Params& p) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(32 * S5<64>::KS) fp8attn_stage5_d64(const __grid_constant__ Params p) { stage5<64>(p); }
-extern "C" __global__ void __launch_bounds__(32 * S5<128>::KS) fp8attn_stage5_d128(const __grid_constant__ Params p) { stage5<128>(p); }
-extern "C" __device__ const int fp8attn_stage5_d64_config[4] = {16, S5<64>::BN, 32 * S5<64>::KS, S5<64>::RING};
-extern "C" __device__ const int fp8attn_stage5_d128_config[4] = {16, S5<128>::BN, 32 * S5<128>::KS, S5<128>::RING};
+#define SPLIT(S, D)                                                                                    \
+  extern "C" __global__ void __launch_bounds__(32 * S5<D, S>::KS)                                      \
+      fp8attn_stage##S##_d##D(const __grid_constant__ Params p) { stage5<D, S>(p); }                   \
+  extern "C" __device__ const int fp8attn_stage##S##_d##D##_config[4] = {16, S5<D, S>::BN, 32 * S5<D, S>::KS, \
+                                                                          S5<D, S>::RING};
+SPLIT(5, 64) SPLIT(5, 128) SPLIT(6, 64) SPLIT(6, 128) SPLIT(7, 64) SPLIT(7, 128)
 
 // check_layout writes, for every lane and accumulator element, 1 where the
 // formulas the kernels use (acc_row, acc_col) disagree with the generated,

@@ -21,7 +21,7 @@ func TestPTXFresh(t *testing.T) {
 	if got := fmt.Sprintf("%x", sha256.Sum256(src)); got != SourceHash {
 		t.Fatalf("attention.cu or the fragment header changed since the PTX was built (hash %s, PTX built from %s): run go generate ./backend/cuda/kernels on a machine with nvcc", got, SourceHash)
 	}
-	for _, stage := range []string{"1", "2", "3", "4", "5"} {
+	for _, stage := range []string{"1", "2", "3", "4", "5", "6", "7"} {
 		for _, d := range []string{"64", "128"} {
 			name := "fp8attn_stage" + stage + "_d" + d
 			if !strings.Contains(PTX, ".entry "+name+"(") {

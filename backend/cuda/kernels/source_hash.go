@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of attention.cu followed by the fragment header
 // when attention_compute_89.ptx was built from them.
-const SourceHash = "122ec8ee5d510bd42cea195b7c5b49f088f4e887f4d7d816d9150c032ba6e1ff"
+const SourceHash = "2f7edbb1e26f495f7eded46f1e5b0373a07ecb73baf325bc03c9e4a558b13a97"
