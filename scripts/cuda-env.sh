@@ -35,8 +35,8 @@ if [ ! -f "$cache/usr/include/cuda.h" ] || [ ! -f "$cache/usr/lib/x86_64-linux-g
   opts=(-o "Dir::Etc::SourceList=$cache/apt/sources.list" -o "Dir::Etc::SourceParts=-"
         -o "Dir::State::Lists=$cache/apt/lists" -o "Dir::Cache::Archives=$cache/apt/archives"
         -o "Dir::State::Status=/var/lib/dpkg/status" -o "Debug::NoLocking=1")
-  apt-get "${opts[@]}" -qq update >&2
-  (cd "$cache/deb" && apt-get "${opts[@]}" -qq download nvidia-cuda-dev >&2)
+  apt-get "${opts[@]}" -o APT::Sandbox::User=root -qq update >&2
+  (cd "$cache/deb" && apt-get "${opts[@]}" -o APT::Sandbox::User=root -qq download nvidia-cuda-dev >&2)
   dpkg-deb -x "$cache"/deb/nvidia-cuda-dev_*.deb "$cache/full" >&2
   mkdir -p "$cache/usr/include" "$cache/usr/lib/x86_64-linux-gnu/stubs"
   cp "$cache/full/usr/include/cuda.h" "$cache/usr/include/"
