@@ -200,13 +200,8 @@ func AttentionLSE(q, k, v *Tensor, opts *Options) (*Tensor, []float32, error) {
 // re-quantizing them, and returns the output and log-sum-exp.
 // opts.Precision is ignored.
 func AttentionQuantized(q, k, v *QuantizedTensor, opts *Options) (*Tensor, []float32, error) {
-	for _, c := range []struct {
-		t    *QuantizedTensor
-		name string
-	}{{q, "q"}, {k, "k"}, {v, "v"}} {
-		if err := c.t.check(c.name); err != nil {
-			return nil, nil, err
-		}
+	if err := checkAll(q.check, k.check, v.check, nilQuant(q), nilQuant(k), nilQuant(v)); err != nil {
+		return nil, nil, err
 	}
 	p, err := problem(shapeOf(q.B, q.H, q.S, q.D), shapeOf(k.B, k.H, k.S, k.D), shapeOf(v.B, v.H, v.S, v.D), opts)
 	if err != nil {
@@ -217,6 +212,26 @@ func AttentionQuantized(q, k, v *QuantizedTensor, opts *Options) (*Tensor, []flo
 	p.QScale, p.KScale, p.VScale = q.Scales, k.Scales, v.Scales
 	return run(p, opts, true)
 }
+
+// checkAll checks q, k and v in order, naming each; a nil tensor is
+// reported without calling its method.
+func checkAll(q, k, v func(string) error, qNil, kNil, vNil bool) error {
+	for i, c := range []struct {
+		check func(string) error
+		isNil bool
+	}{{q, qNil}, {k, kNil}, {v, vNil}} {
+		name := [...]string{"q", "k", "v"}[i]
+		if c.isNil {
+			return fmt.Errorf("%w: %s is nil", ErrInvalid, name)
+		}
+		if err := c.check(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func nilQuant(t *QuantizedTensor) bool { return t == nil }
 
 type dims struct{ b, h, s, d int }
 
@@ -255,13 +270,8 @@ func problem(q, k, v dims, opts *Options) (*backend.Problem, error) {
 }
 
 func attention(q, k, v *Tensor, opts *Options, withLSE bool) (*Tensor, []float32, error) {
-	for _, c := range []struct {
-		t    *Tensor
-		name string
-	}{{q, "q"}, {k, "k"}, {v, "v"}} {
-		if err := c.t.check(c.name); err != nil {
-			return nil, nil, err
-		}
+	if err := checkAll(q.check, k.check, v.check, q == nil, k == nil, v == nil); err != nil {
+		return nil, nil, err
 	}
 	p, err := problem(shapeOf(q.B, q.H, q.S, q.D), shapeOf(k.B, k.H, k.S, k.D), shapeOf(v.B, v.H, v.S, v.D), opts)
 	if err != nil {

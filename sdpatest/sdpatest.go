@@ -86,6 +86,16 @@ func F16PTolerance(p *backend.Problem) Tolerance {
 
 const eps32 = 1.0 / (1 << 23)
 
+// NamedShapes are the benchmark shapes every runner and benchmark uses:
+// small, mission (the shape the project's targets are set on), long, and
+// large. Heads are not grouped (Hq = Hkv).
+var NamedShapes = map[string]backend.Shape{
+	"small":   {B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64},
+	"mission": {B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64},
+	"long":    {B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64},
+	"large":   {B: 4, Hq: 32, Hkv: 32, Sq: 4096, Sk: 4096, D: 128},
+}
+
 // Seed returns the seed for a run's random inputs: FP8ATTN_SEED if set (to
 // reproduce a failure), otherwise a fresh one from the clock.
 func Seed() uint64 {

@@ -15,9 +15,9 @@ var benchShapes = []struct {
 	name string
 	s    backend.Shape
 }{
-	{"small", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64}},
-	{"mission", backend.Shape{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}},
-	{"long", backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64}},
+	{"small", sdpatest.NamedShapes["small"]},
+	{"mission", sdpatest.NamedShapes["mission"]},
+	{"long", sdpatest.NamedShapes["long"]},
 }
 
 func benchProblem(s backend.Shape, prec backend.Precision) *backend.Problem {

@@ -154,10 +154,10 @@ var benchShapes = []struct {
 	name string
 	s    backend.Shape
 }{
-	{"small", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64}},
-	{"mission", backend.Shape{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}},
-	{"long", backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64}},
-	{"large", backend.Shape{B: 4, Hq: 32, Hkv: 32, Sq: 4096, Sk: 4096, D: 128}},
+	{"small", sdpatest.NamedShapes["small"]},
+	{"mission", sdpatest.NamedShapes["mission"]},
+	{"long", sdpatest.NamedShapes["long"]},
+	{"large", sdpatest.NamedShapes["large"]},
 }
 
 // BenchmarkStages reports each stage's device time per call (CUDA events

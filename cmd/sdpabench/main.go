@@ -37,14 +37,6 @@ import (
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// namedShapes are the shapes the runner knows by name.
-var namedShapes = map[string]backend.Shape{
-	"small":   {B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 64, D: 64},
-	"mission": {B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64},
-	"long":    {B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64},
-	"large":   {B: 4, Hq: 32, Hkv: 32, Sq: 4096, Sk: 4096, D: 128},
-}
-
 // Result is one (shape, seed) row of a run; -json writes a list of them.
 type Result struct {
 	Shape      string  `json:"shape"`
@@ -249,7 +241,7 @@ func fmtDur(us float64) string {
 }
 
 func parseShape(s string) (backend.Shape, error) {
-	if sh, ok := namedShapes[s]; ok {
+	if sh, ok := sdpatest.NamedShapes[s]; ok {
 		return sh, nil
 	}
 	var n []int
