@@ -36,11 +36,9 @@ type Backend struct {
 	workers int
 	start   sync.Once
 	jobs    chan *call
-	// free holds finished calls for reuse with their scratch; unlike a
-	// sync.Pool it is not emptied by the garbage collector, so the FP8
-	// decode buffers survive between calls.
-	mu   sync.Mutex
-	free []*call
+	// calls holds finished calls for reuse with their scratch and FP8
+	// decode buffers.
+	calls freeList[call]
 }
 
 // New returns a CPU backend that runs on up to workers goroutines
@@ -87,21 +85,13 @@ type call struct {
 	done    sync.WaitGroup
 	// FP8: K and V decoded to their code values (unscaled), reused.
 	kDec, vDec []float32
-	scratch    []*scratch // one per worker, reused
-	smu        sync.Mutex
+	scratch    freeList[scratch] // one per worker, reused
 }
 
 // Attention computes p.Out (and p.LSE).
 func (b *Backend) Attention(p *backend.Problem) error {
 	b.start.Do(b.startPool)
-	var c *call
-	b.mu.Lock()
-	if n := len(b.free); n > 0 {
-		c, b.free = b.free[n-1], b.free[:n-1]
-	} else {
-		c = &call{}
-	}
-	b.mu.Unlock()
+	c := b.calls.get()
 	c.p = p
 	c.bq, c.bk = Tiles(p.D)
 	c.qBlocks = (p.Sq + c.bq - 1) / c.bq
@@ -121,10 +111,35 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.work()
 	c.done.Wait()
 	c.p = nil
-	b.mu.Lock()
-	b.free = append(b.free, c)
-	b.mu.Unlock()
+	b.calls.put(c)
 	return nil
+}
+
+// freeList keeps released objects for reuse. Unlike a sync.Pool it is not
+// emptied by the garbage collector, so scratch and decode buffers survive
+// between calls and a warm call allocates nothing.
+type freeList[T any] struct {
+	mu    sync.Mutex
+	items []*T
+}
+
+// get returns a released object, or a new zero one.
+func (f *freeList[T]) get() *T {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.items); n > 0 {
+		x := f.items[n-1]
+		f.items = f.items[:n-1]
+		return x
+	}
+	return new(T)
+}
+
+// put releases x for reuse.
+func (f *freeList[T]) put(x *T) {
+	f.mu.Lock()
+	f.items = append(f.items, x)
+	f.mu.Unlock()
 }
 
 func grow(s []float32, n int) []float32 {
@@ -143,14 +158,7 @@ type scratch struct {
 }
 
 func (c *call) getScratch() *scratch {
-	var sc *scratch
-	c.smu.Lock()
-	if n := len(c.scratch); n > 0 {
-		sc, c.scratch = c.scratch[n-1], c.scratch[:n-1]
-	} else {
-		sc = &scratch{}
-	}
-	c.smu.Unlock()
+	sc := c.scratch.get()
 	d := c.p.D
 	sc.q = grow(sc.q, c.bq*d)
 	sc.s = grow(sc.s, c.bq*c.bk)
@@ -169,9 +177,7 @@ func (c *call) work() {
 		}
 		c.block(sc, it)
 	}
-	c.smu.Lock()
-	c.scratch = append(c.scratch, sc)
-	c.smu.Unlock()
+	c.scratch.put(sc)
 }
 
 // block computes query block it: head (b, h), rows [i0, i1).
