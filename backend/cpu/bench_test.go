@@ -30,21 +30,27 @@ func report(b *testing.B, s backend.Shape) {
 	b.ReportMetric(s.FLOPs(backend.NoMask)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 }
 
-// BenchmarkCPU: the CPU backend on GOMAXPROCS workers.
+// BenchmarkCPU: the CPU backend on GOMAXPROCS workers, with each kernel set
+// this CPU runs.
 func BenchmarkCPU(b *testing.B) {
 	for _, sh := range benchShapes {
 		for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
-			b.Run(sh.name+"/"+prec.String(), func(b *testing.B) {
-				p := benchProblem(sh.s, prec)
-				be := cpu.New(0)
-				b.ReportAllocs()
-				for b.Loop() {
-					if err := be.Attention(p); err != nil {
+			for _, isa := range cpu.ISAs() {
+				b.Run(sh.name+"/"+prec.String()+"/"+isa, func(b *testing.B) {
+					p := benchProblem(sh.s, prec)
+					be, err := cpu.NewISA(0, isa)
+					if err != nil {
 						b.Fatal(err)
 					}
-				}
-				report(b, sh.s)
-			})
+					b.ReportAllocs()
+					for b.Loop() {
+						if err := be.Attention(p); err != nil {
+							b.Fatal(err)
+						}
+					}
+					report(b, sh.s)
+				})
+			}
 		}
 	}
 }

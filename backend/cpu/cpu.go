@@ -1,14 +1,20 @@
-// Package cpu is the pure-Go attention backend: float32 tiled online softmax
+// Package cpu is the CPU attention backend: float32 tiled online softmax
 // (the FlashAttention algorithm), parallel over (batch, head, query block) on
 // a persistent pool of GOMAXPROCS workers, with scratch reused across calls so
 // that a call allocates nothing.
 //
+// The work is done by micro-kernels (kernels.go): four query rows against a
+// transposed panel of 64 keys, the softmax step on each score row, and four
+// rows of P·V. They come in sets: portable Go, and on amd64 AVX2+FMA and
+// AVX-512 assembly picked by CPU features (ISAs); the purego build tag
+// leaves only the Go set.
+//
 // FP8E4M3 problems are computed as the GPU kernels compute them: E4M3 codes
-// decoded through a table to their exact values, products accumulated in
+// decoded to their exact values, products accumulated in
 // float32, the Q and K dequantization scales folded into the softmax scale and
 // the V scale applied to the output.
 //
-// It registers itself as backend "cpu".
+// It registers itself as backend "cpu", and each kernel set as "cpu/ISA".
 package cpu
 
 import (
@@ -22,33 +28,50 @@ import (
 	"github.com/fp8attn/fp8attn/fp8"
 )
 
-// Tiles returns the query-block and key-block sizes for head dimension d:
-// the S block (bq×bk) and a key and value block (bk×d each) stay in L1/L2.
-func Tiles(d int) (bq, bk int) {
-	if d > 128 {
-		return 16, 32
-	}
-	return 16, 64
-}
-
 // Backend is the CPU backend. The zero value is not usable; use New.
 type Backend struct {
+	name    string
+	ks      *kernelSet
 	workers int
 	start   sync.Once
 	jobs    chan *call
-	// calls holds finished calls for reuse with their scratch and FP8
-	// decode buffers.
+	// calls holds finished calls for reuse with their scratch, key panels
+	// and FP8 decode buffers.
 	calls freeList[call]
 }
 
-// New returns a CPU backend that runs on up to workers goroutines
-// (workers <= 0: GOMAXPROCS at first use).
+// New returns a CPU backend with the fastest kernels this CPU runs (ISAs()[0])
+// on up to workers goroutines (workers <= 0: GOMAXPROCS at first use).
 func New(workers int) *Backend {
-	return &Backend{workers: workers}
+	return &Backend{name: "cpu", ks: kernelSets[0], workers: workers}
 }
 
-// Name returns "cpu".
-func (*Backend) Name() string { return "cpu" }
+// NewISA returns a CPU backend that uses the kernels for isa, one of ISAs().
+func NewISA(workers int, isa string) (*Backend, error) {
+	for _, ks := range kernelSets {
+		if ks.name == isa {
+			return &Backend{name: "cpu/" + isa, ks: ks, workers: workers}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: cpu kernels %q (this CPU runs %v)", backend.ErrUnsupported, isa, ISAs())
+}
+
+// ISAs lists the kernel sets this build runs on this CPU, fastest first:
+// "avx512" and "avx2" on amd64 CPUs that have them (not with the purego
+// build tag), and always "go", the portable kernels.
+func ISAs() []string {
+	names := make([]string, len(kernelSets))
+	for i, ks := range kernelSets {
+		names[i] = ks.name
+	}
+	return names
+}
+
+// Name returns "cpu", or "cpu/ISA" for a backend made by NewISA.
+func (b *Backend) Name() string { return b.name }
+
+// ISA returns the name of the kernel set b uses.
+func (b *Backend) ISA() string { return b.ks.name }
 
 // Supports accepts every valid problem: any shape, head dimension, mask and
 // precision.
@@ -74,36 +97,57 @@ func (b *Backend) startPool() {
 	}
 }
 
-// call is one Attention call's shared state; workers claim query blocks
-// from next until none is left.
+// QueryBlock returns the number of query rows one work item computes: 64
+// (each key panel then serves 64 rows from cache), halved down to 16 while
+// that leaves fewer than four items per worker.
+func QueryBlock(s backend.Shape, workers int) int {
+	bq := 64
+	for bq > 16 && s.B*s.Hq*((s.Sq+bq-1)/bq) < 4*workers {
+		bq /= 2
+	}
+	return bq
+}
+
+// call is one Attention call's shared state. A call runs in two phases on
+// every participating worker: first the key panels (K transposed, and for
+// FP8 K and V decoded) are built, one (KV head, key block) per claim; then,
+// after all panels are done, query blocks are claimed until none is left.
 type call struct {
 	p       *backend.Problem
-	bq, bk  int
+	ks      *kernelSet
+	bq      int
 	qBlocks int // query blocks per head
 	items   int
-	next    atomic.Int64
-	done    sync.WaitGroup
-	// FP8: K and V decoded to their code values (unscaled), reused.
-	kDec, vDec []float32
-	scratch    freeList[scratch] // one per worker, reused
+	panels  int // key panels per KV head
+	// prep claims panels, next claims query blocks.
+	prep, next atomic.Int64
+	prepDone   sync.WaitGroup
+	done       sync.WaitGroup
+	// kt holds every key panel, transposed: panel (kvh, kb) at
+	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
+	kt, vDec []float32
+	scratch  freeList[scratch] // one per worker, reused
 }
 
 // Attention computes p.Out (and p.LSE).
 func (b *Backend) Attention(p *backend.Problem) error {
 	b.start.Do(b.startPool)
+	workers := b.Workers()
 	c := b.calls.get()
-	c.p = p
-	c.bq, c.bk = Tiles(p.D)
+	c.p, c.ks = p, b.ks
+	c.bq = QueryBlock(p.Shape, workers)
 	c.qBlocks = (p.Sq + c.bq - 1) / c.bq
 	c.items = p.B * p.Hq * c.qBlocks
-	c.next.Store(0)
+	c.panels = (p.Sk + panel - 1) / panel
+	prepItems := p.B * p.Hkv * c.panels
+	c.kt = grow(c.kt, prepItems*p.D*panel)
 	if p.Precision == backend.FP8E4M3 {
-		c.kDec = grow(c.kDec, len(p.K8))
 		c.vDec = grow(c.vDec, len(p.V8))
-		fp8.DecodeE4M3(c.kDec, p.K8, 1)
-		fp8.DecodeE4M3(c.vDec, p.V8, 1)
 	}
-	helpers := min(b.Workers(), c.items) - 1
+	c.prep.Store(0)
+	c.next.Store(0)
+	c.prepDone.Add(prepItems)
+	helpers := min(workers, max(c.items, prepItems)) - 1
 	c.done.Add(helpers)
 	for i := 0; i < helpers; i++ {
 		b.jobs <- c
@@ -151,25 +195,39 @@ func grow(s []float32, n int) []float32 {
 
 // scratch is one worker's tile memory.
 type scratch struct {
-	q    []float32 // bq×D (FP8: decoded query rows)
-	s    []float32 // bq×bk scores, then weights
-	acc  []float32 // bq×D running output
-	m, l []float32 // bq running max and sum
+	q    []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
+	k    []float32 // FP8: one key panel decoded, before transposing
+	s    []float32 // 4×panel scores, then weights
+	acc  []float32 // query rows × D running output
+	m, l []float32 // running max and sum per query row
+	// alpha: the rescale factors of one group of four rows (here, not on
+	// the stack: the kernels take its address through a function value).
+	alpha [4]float32
 }
 
 func (c *call) getScratch() *scratch {
 	sc := c.scratch.get()
-	d := c.p.D
-	sc.q = grow(sc.q, c.bq*d)
-	sc.s = grow(sc.s, c.bq*c.bk)
-	sc.acc = grow(sc.acc, c.bq*d)
-	sc.m = grow(sc.m, c.bq)
-	sc.l = grow(sc.l, c.bq)
+	d, rows := c.p.D, (c.bq+3)&^3
+	sc.q = grow(sc.q, rows*d)
+	sc.k = grow(sc.k, panel*d)
+	sc.s = grow(sc.s, 4*panel)
+	sc.acc = grow(sc.acc, rows*d)
+	sc.m = grow(sc.m, rows)
+	sc.l = grow(sc.l, rows)
 	return sc
 }
 
 func (c *call) work() {
 	sc := c.getScratch()
+	for {
+		it := int(c.prep.Add(1)) - 1
+		if it >= c.p.B*c.p.Hkv*c.panels {
+			break
+		}
+		c.buildPanel(sc, it)
+		c.prepDone.Done()
+	}
+	c.prepDone.Wait()
 	for {
 		it := int(c.next.Add(1)) - 1
 		if it >= c.items {
@@ -180,65 +238,116 @@ func (c *call) work() {
 	c.scratch.put(sc)
 }
 
+// buildPanel transposes key block kb of KV head kvh (it = kvh*panels+kb)
+// into its panel and, for FP8, decodes the block's keys and values.
+func (c *call) buildPanel(sc *scratch, it int) {
+	p := c.p
+	D := p.D
+	kvh, kb := it/c.panels, it%c.panels
+	j0 := kb * panel
+	n := min(panel, p.Sk-j0)
+	off := (kvh*p.Sk + j0) * D
+	kt := c.kt[it*D*panel : (it+1)*D*panel]
+	if p.Precision == backend.FP8E4M3 {
+		k := sc.k[:n*D]
+		fp8.DecodeE4M3(k, p.K8[off:off+n*D], 1)
+		fp8.DecodeE4M3(c.vDec[off:off+n*D], p.V8[off:off+n*D], 1)
+		transposePanel(kt, k, D, n)
+		return
+	}
+	transposePanel(kt, p.K[off:off+n*D], D, n)
+}
+
 // block computes query block it: head (b, h), rows [i0, i1).
 func (c *call) block(sc *scratch, it int) {
-	p := c.p
-	D, bk := p.D, c.bk
+	p, ks := c.p, c.ks
+	D := p.D
 	bh, qb := it/c.qBlocks, it%c.qBlocks
 	b, h := bh/p.Hq, bh%p.Hq
 	kvh := b*p.Hkv + h/p.Group()
 	i0 := qb * c.bq
 	i1 := min(i0+c.bq, p.Sq)
 	rowsN := i1 - i0
+	rows := (rowsN + 3) &^ 3 // computed in groups of four
 
 	qOff := (bh*p.Sq + i0) * D
-	kvOff := kvh * p.Sk * D
-	var q, k, v []float32
+	vOff := kvh * p.Sk * D
+	var q, v []float32
 	scoreScale, outScale := p.Scale, float32(1)
-	if p.Precision == backend.FP8E4M3 {
-		q = sc.q[:rowsN*D]
+	switch {
+	case p.Precision == backend.FP8E4M3:
+		q = sc.q[:rows*D]
 		fp8.DecodeE4M3(q, p.Q8[qOff:qOff+rowsN*D], 1)
-		k, v = c.kDec[kvOff:kvOff+p.Sk*D], c.vDec[kvOff:kvOff+p.Sk*D]
+		clear(q[rowsN*D:])
+		v = c.vDec[vOff : vOff+p.Sk*D]
 		scoreScale *= p.QScale[bh] * p.KScale[kvh]
 		outScale = p.VScale[kvh]
-	} else {
+	case rows == rowsN:
 		q = p.Q[qOff : qOff+rowsN*D]
-		k, v = p.K[kvOff:kvOff+p.Sk*D], p.V[kvOff:kvOff+p.Sk*D]
+		v = p.V[vOff : vOff+p.Sk*D]
+	default:
+		q = sc.q[:rows*D]
+		copy(q, p.Q[qOff:qOff+rowsN*D])
+		clear(q[rowsN*D:])
+		v = p.V[vOff : vOff+p.Sk*D]
 	}
 
-	m, l, acc := sc.m[:rowsN], sc.l[:rowsN], sc.acc[:rowsN*D]
+	m, l, acc := sc.m[:rows], sc.l[:rows], sc.acc[:rows*D]
 	negInf := float32(math.Inf(-1))
 	for r := range m {
 		m[r], l[r] = negInf, 0
 	}
 	clear(acc)
+	s := sc.s[:4*panel]
 	// Rows see keys [0, visible(i)); visible grows with i, so the last row
 	// bounds the block's key range.
 	nmax := p.VisibleKeys(p.Mask, i1-1)
-	for j0 := 0; j0 < nmax; j0 += bk {
-		j1 := min(j0+bk, nmax)
-		kb, vb := k[j0*D:j1*D], v[j0*D:j1*D]
-		// Rows in pairs: scores and P·V share each key and value load.
-		for r := 0; r < rowsN; r += 2 {
-			n0 := min(j1, p.VisibleKeys(p.Mask, i0+r)) - j0
-			n1 := 0
-			if r+1 < rowsN {
-				n1 = min(j1, p.VisibleKeys(p.Mask, i0+r+1)) - j0
-			}
-			if n1 <= 0 { // keys visible to row r only (or to no row)
-				if n0 > 0 {
-					c.update(sc, r, n0, q[r*D:(r+1)*D], nil, kb, vb, scoreScale)
+	for kb := 0; kb*panel < nmax; kb++ {
+		j0 := kb * panel
+		n := min(panel, nmax-j0)
+		pi := kvh*c.panels + kb
+		kt := c.kt[pi*D*panel : (pi+1)*D*panel]
+		vb := v[j0*D : (j0+n)*D]
+		for g := 0; g < rowsN; g += 4 {
+			ks.scores4(s, q[g*D:(g+4)*D], kt, D, scoreScale)
+			// Each row's softmax step over its own visible keys nr[r].
+			var nr [4]int
+			alpha := &sc.alpha
+			*alpha = [4]float32{1, 1, 1, 1}
+			common := n
+			for r := range 4 {
+				i := g + r
+				if i >= rowsN { // padding: its output is never written
+					continue
 				}
-				continue
+				nr[r] = max(0, min(n, p.VisibleKeys(p.Mask, i0+i)-j0))
+				common = min(common, nr[r])
+				if nr[r] == 0 {
+					continue
+				}
+				row := s[r*panel : r*panel+nr[r]]
+				mOld := m[i]
+				mNew := max(mOld, ks.rowMax(row))
+				if l[i] != 0 || mOld != mOld {
+					alpha[r] = exp32(mOld - mNew)
+				}
+				m[i], l[i] = mNew, l[i]*alpha[r]+ks.expSum(row, mNew)
 			}
-			if n0 == n1 {
-				c.update(sc, r, n0, q[r*D:(r+1)*D], q[(r+1)*D:(r+2)*D], kb, vb, scoreScale)
-				continue
+			// Keys every row sees go through pv4; a causal diagonal
+			// leaves each row a few more (or, with no common key, all).
+			if common > 0 {
+				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, common, alpha)
 			}
-			if n0 > 0 {
-				c.update(sc, r, n0, q[r*D:(r+1)*D], nil, kb, vb, scoreScale)
+			for r := range 4 {
+				if g+r >= rowsN || nr[r] <= common {
+					continue
+				}
+				a := float32(1)
+				if common == 0 {
+					a = alpha[r]
+				}
+				ks.pv1(acc[(g+r)*D:(g+r+1)*D], s[r*panel+common:r*panel+nr[r]], vb[common*D:], D, nr[r]-common, a)
 			}
-			c.update(sc, r+1, n1, q[(r+1)*D:(r+2)*D], nil, kb, vb, scoreScale)
 		}
 	}
 	out := p.Out[qOff : qOff+rowsN*D]
@@ -261,50 +370,20 @@ func (c *call) block(sc *scratch, it int) {
 	}
 }
 
-// update runs one online-softmax step for row r (and row r+1 if q1 is not
-// nil) over the first n keys of the block kb, vb.
-func (c *call) update(sc *scratch, r, n int, q0, q1, kb, vb []float32, scale float32) {
-	D, bk := c.p.D, c.bk
-	s0 := sc.s[r*bk : r*bk+n]
-	var s1 []float32
-	if q1 != nil {
-		s1 = sc.s[(r+1)*bk : (r+1)*bk+n]
-	}
-	scoresRows(s0, s1, q0, q1, kb, D, scale)
-	acc0 := sc.acc[r*D : (r+1)*D]
-	c.rescale(sc, r, s0, acc0)
-	var acc1 []float32
-	if q1 != nil {
-		acc1 = sc.acc[(r+1)*D : (r+2)*D]
-		c.rescale(sc, r+1, s1, acc1)
-	}
-	accumulate2(acc0, acc1, s0, s1, vb)
-}
-
-// rescale folds the scores s into row r's running max and sum: the old sum
-// and output shrink by exp(m_old - m_new), and s becomes exp(s - m_new).
-func (c *call) rescale(sc *scratch, r int, s, acc []float32) {
-	mx := float32(math.Inf(-1))
-	for _, x := range s {
-		mx = max(mx, x) // propagates NaN
-	}
-	m, l := sc.m[r], sc.l[r]
-	mNew := max(m, mx)
-	if l != 0 || m != m {
-		if alpha := exp32(m - mNew); alpha != 1 {
-			l *= alpha
-			for i := range acc {
-				acc[i] *= alpha
-			}
-		}
-	}
-	sc.m[r], sc.l[r] = mNew, l+expSoftmax(s, mNew)
-}
-
-// Default is the registered instance.
+// Default is the registered instance "cpu". The kernel sets are registered
+// too, as "cpu/ISA" (see ISAs), for side-by-side runs; they are never picked
+// automatically.
 var Default = New(0)
 
-func init() { backend.Register(Default, 10) }
+func init() {
+	backend.Register(Default, 10)
+	for _, isa := range ISAs() {
+		b, _ := NewISA(0, isa)
+		backend.Register(b, -1)
+	}
+}
 
 // String describes the backend for reports.
-func (b *Backend) String() string { return fmt.Sprintf("cpu(workers=%d)", b.Workers()) }
+func (b *Backend) String() string {
+	return fmt.Sprintf("%s(isa=%s, workers=%d)", b.name, b.ks.name, b.Workers())
+}

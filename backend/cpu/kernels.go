@@ -2,146 +2,121 @@ package cpu
 
 import "math"
 
-// The micro-kernels of the CPU backend. Each is the reference for any
-// assembly version that replaces it: the assembly must equal these loops.
+// The micro-kernels of the CPU backend, in pure Go. Each is the reference for
+// the assembly versions that replace it (kernels_amd64.s). The assembly
+// computes the same sums in the same order, but fuses each multiply-add into
+// one rounding, so it equals these loops within the bound of that difference
+// (rowMax: exactly; expSum: within the documented error of its vectorized
+// exponential). TestKernels holds every kernel set to these loops.
 
-// dot2x4 returns the eight dot products of query rows q0, q1 with key rows
-// k0..k3 (all of length len(q0)): a[r][c] = Σ_i q_r[i]·k_c[i]. Loading each
-// element once for four (keys) or two (queries) products halves the loads
-// per multiply-add of a plain dot product.
-func dot2x4(q0, q1, k0, k1, k2, k3 []float32) (a [2][4]float32) {
-	n := len(q0)
-	q1, k0, k1, k2, k3 = q1[:n], k0[:n], k1[:n], k2[:n], k3[:n]
-	var a00, a01, a02, a03, a10, a11, a12, a13 float32
-	for i := 0; i < n; i++ {
-		x0, x1 := q0[i], q1[i]
-		y0, y1, y2, y3 := k0[i], k1[i], k2[i], k3[i]
-		a00 += x0 * y0
-		a01 += x0 * y1
-		a02 += x0 * y2
-		a03 += x0 * y3
-		a10 += x1 * y0
-		a11 += x1 * y1
-		a12 += x1 * y2
-		a13 += x1 * y3
-	}
-	return [2][4]float32{{a00, a01, a02, a03}, {a10, a11, a12, a13}}
+// panel is the number of keys in one key block: the width of a transposed
+// key panel and of a score row.
+const panel = 64
+
+// kernelSet is one implementation of the micro-kernels.
+type kernelSet struct {
+	// name: "go", "avx2" or "avx512".
+	name string
+	// scores4 sets s[r*panel+j] = scale·Σ_{i<d} q[r*d+i]·kt[i*panel+j] for
+	// rows r < 4 and keys j < panel: four query rows against one key
+	// panel stored transposed (kt: d rows of panel keys).
+	scores4 func(s, q, kt []float32, d int, scale float32)
+	// pv4 sets acc[r*d+c] = alpha[r]·acc[r*d+c] + Σ_{j<n} p[r*panel+j]·v[j*d+c]
+	// for rows r < 4 and c < d: four output rows rescaled and then
+	// accumulated over n value rows.
+	pv4 func(acc, p, v []float32, d, n int, alpha *[4]float32)
+	// pv1 is pv4 for one row: acc[c] = alpha·acc[c] + Σ_{j<n} p[j]·v[j*d+c].
+	pv1 func(acc, p, v []float32, d, n int, alpha float32)
+	// rowMax returns the largest element of s (-Inf for none), or NaN if
+	// s holds a NaN.
+	rowMax func(s []float32) float32
+	// expSum sets s[j] = e^(s[j]-m) and returns the sum of the new s. It
+	// requires s[j] <= m or NaN (the softmax domain, m the row maximum).
+	expSum func(s []float32, m float32) float32
 }
 
-// dot1x4 returns the dot products of q with k0..k3.
-func dot1x4(q, k0, k1, k2, k3 []float32) (a0, a1, a2, a3 float32) {
-	n := len(q)
-	k0, k1, k2, k3 = k0[:n], k1[:n], k2[:n], k3[:n]
-	for i, x := range q {
-		a0 += x * k0[i]
-		a1 += x * k1[i]
-		a2 += x * k2[i]
-		a3 += x * k3[i]
-	}
-	return
+// goKernels are the portable kernels, always built.
+var goKernels = kernelSet{
+	name:    "go",
+	scores4: scores4Go,
+	pv4:     pv4Go,
+	pv1:     pv1Go,
+	rowMax:  rowMaxGo,
+	expSum:  expSumGo,
 }
 
-// dot returns Σ q[i]·k[i] (len(k) >= len(q)).
-func dot(q, k []float32) float32 {
-	k = k[:len(q)]
-	var a0, a1 float32
-	i := 0
-	for ; i+2 <= len(q); i += 2 {
-		a0 += q[i] * k[i]
-		a1 += q[i+1] * k[i+1]
-	}
-	if i < len(q) {
-		a0 += q[i] * k[i]
-	}
-	return a0 + a1
-}
-
-// scoresRows sets s0[j] = scale·(q0·k_j) and, if q1 is not nil,
-// s1[j] = scale·(q1·k_j), for the len(s0) keys stored row by row in k.
-func scoresRows(s0, s1, q0, q1, k []float32, d int, scale float32) {
-	n := len(s0)
-	j := 0
-	if q1 != nil {
-		s1 = s1[:n]
-		for ; j+4 <= n; j += 4 {
-			a := dot2x4(q0, q1, k[j*d:], k[(j+1)*d:], k[(j+2)*d:], k[(j+3)*d:])
-			s0[j], s0[j+1], s0[j+2], s0[j+3] = a[0][0]*scale, a[0][1]*scale, a[0][2]*scale, a[0][3]*scale
-			s1[j], s1[j+1], s1[j+2], s1[j+3] = a[1][0]*scale, a[1][1]*scale, a[1][2]*scale, a[1][3]*scale
-		}
-		for ; j < n; j++ {
-			s0[j] = dot(q0, k[j*d:]) * scale
-			s1[j] = dot(q1, k[j*d:]) * scale
-		}
-		return
-	}
-	for ; j+4 <= n; j += 4 {
-		a0, a1, a2, a3 := dot1x4(q0, k[j*d:], k[(j+1)*d:], k[(j+2)*d:], k[(j+3)*d:])
-		s0[j], s0[j+1], s0[j+2], s0[j+3] = a0*scale, a1*scale, a2*scale, a3*scale
-	}
-	for ; j < n; j++ {
-		s0[j] = dot(q0, k[j*d:]) * scale
-	}
-}
-
-// accumulate2 adds Σ_j w0[j]·v_j to acc0 and Σ_j w1[j]·v_j to acc1, for
-// the len(w0) value rows v_j of length len(acc0) stored row by row in v.
-// If acc1 is nil only the first row is updated.
-func accumulate2(acc0, acc1, w0, w1, v []float32) {
-	d := len(acc0)
-	n := len(w0)
-	if acc1 == nil {
-		accumulate(acc0, w0, v)
-		return
-	}
-	acc1, w1 = acc1[:d], w1[:n]
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		a0, a1, a2, a3 := w0[j], w0[j+1], w0[j+2], w0[j+3]
-		b0, b1, b2, b3 := w1[j], w1[j+1], w1[j+2], w1[j+3]
-		v0 := v[j*d : j*d+d]
-		v1 := v[(j+1)*d : (j+1)*d+d]
-		v2 := v[(j+2)*d : (j+2)*d+d]
-		v3 := v[(j+3)*d : (j+3)*d+d]
-		for i := range acc0 {
-			x0, x1, x2, x3 := v0[i], v1[i], v2[i], v3[i]
-			acc0[i] += a0*x0 + a1*x1 + a2*x2 + a3*x3
-			acc1[i] += b0*x0 + b1*x1 + b2*x2 + b3*x3
-		}
-	}
-	for ; j < n; j++ {
-		a, b, vj := w0[j], w1[j], v[j*d:j*d+d]
-		for i, x := range vj {
-			acc0[i] += a * x
-			acc1[i] += b * x
+// scores4Go is scores4 in Go, blocked 2 rows × 4 keys so that each q and kt
+// load feeds several multiply-adds.
+func scores4Go(s, q, kt []float32, d int, scale float32) {
+	s, q, kt = s[:4*panel], q[:4*d], kt[:d*panel]
+	for r := 0; r < 4; r += 2 {
+		q0, q1 := q[r*d:(r+1)*d], q[(r+1)*d:(r+2)*d]
+		for j := 0; j < panel; j += 4 {
+			var a00, a01, a02, a03, a10, a11, a12, a13 float32
+			for i, x0 := range q0 {
+				x1 := q1[i]
+				k := kt[i*panel+j : i*panel+j+4]
+				a00 += x0 * k[0]
+				a01 += x0 * k[1]
+				a02 += x0 * k[2]
+				a03 += x0 * k[3]
+				a10 += x1 * k[0]
+				a11 += x1 * k[1]
+				a12 += x1 * k[2]
+				a13 += x1 * k[3]
+			}
+			s0, s1 := s[r*panel+j:r*panel+j+4], s[(r+1)*panel+j:(r+1)*panel+j+4]
+			s0[0], s0[1], s0[2], s0[3] = a00*scale, a01*scale, a02*scale, a03*scale
+			s1[0], s1[1], s1[2], s1[3] = a10*scale, a11*scale, a12*scale, a13*scale
 		}
 	}
 }
 
-// accumulate adds Σ_j w[j]·v_j to acc (one row).
-func accumulate(acc, w, v []float32) {
-	d := len(acc)
-	n := len(w)
-	j := 0
-	for ; j+4 <= n; j += 4 {
-		w0, w1, w2, w3 := w[j], w[j+1], w[j+2], w[j+3]
-		v0 := v[j*d : j*d+d]
-		v1 := v[(j+1)*d : (j+1)*d+d]
-		v2 := v[(j+2)*d : (j+2)*d+d]
-		v3 := v[(j+3)*d : (j+3)*d+d]
-		for i := range acc {
-			acc[i] += w0*v0[i] + w1*v1[i] + w2*v2[i] + w3*v3[i]
+// pv4Go is pv4 in Go: two rows at a time share each value load.
+func pv4Go(acc, p, v []float32, d, n int, alpha *[4]float32) {
+	acc, p, v = acc[:4*d], p[:3*panel+n], v[:n*d]
+	for r := 0; r < 4; r += 2 {
+		a0, a1 := acc[r*d:(r+1)*d], acc[(r+1)*d:(r+2)*d]
+		w0, w1 := p[r*panel:r*panel+n], p[(r+1)*panel:(r+1)*panel+n]
+		al0, al1 := alpha[r], alpha[r+1]
+		for c := range a0 {
+			a0[c] *= al0
+			a1[c] *= al1
 		}
-	}
-	for ; j < n; j++ {
-		wj, vj := w[j], v[j*d:j*d+d]
-		for i, x := range vj {
-			acc[i] += wj * x
+		for j := range n {
+			x, y, vj := w0[j], w1[j], v[j*d:(j+1)*d]
+			for c, vc := range vj {
+				a0[c] += x * vc
+				a1[c] += y * vc
+			}
 		}
 	}
 }
 
-// expSoftmax sets s[j] = exp(s[j] - m) and returns their sum.
-func expSoftmax(s []float32, m float32) float32 {
+// pv1Go is pv1 in Go.
+func pv1Go(acc, p, v []float32, d, n int, alpha float32) {
+	acc, p, v = acc[:d], p[:n], v[:n*d]
+	for c := range acc {
+		acc[c] *= alpha
+	}
+	for j, x := range p {
+		for c, vc := range v[j*d : (j+1)*d] {
+			acc[c] += x * vc
+		}
+	}
+}
+
+// rowMaxGo is rowMax in Go (the max builtin propagates NaN).
+func rowMaxGo(s []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, x := range s {
+		m = max(m, x)
+	}
+	return m
+}
+
+// expSumGo is expSum in Go, through exp32.
+func expSumGo(s []float32, m float32) float32 {
 	var sum float32
 	for j, x := range s {
 		e := exp32(x - m)
@@ -149,6 +124,22 @@ func expSoftmax(s []float32, m float32) float32 {
 		sum += e
 	}
 	return sum
+}
+
+// transposePanel sets kt[i*panel+j] = k[j*d+i] for the n <= panel key rows
+// of k (row length d) and zeroes the columns n <= j < panel.
+func transposePanel(kt, k []float32, d, n int) {
+	kt, k = kt[:d*panel], k[:n*d]
+	for j := range n {
+		for i, x := range k[j*d : (j+1)*d] {
+			kt[i*panel+j] = x
+		}
+	}
+	if n < panel {
+		for i := range d {
+			clear(kt[i*panel+n : (i+1)*panel])
+		}
+	}
 }
 
 // exp32 returns e^x in float32 arithmetic: x = n·ln2 + r with |r| <= ln2/2

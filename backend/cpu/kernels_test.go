@@ -1,8 +1,12 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"testing"
+
+	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
 // TestExp32 measures exp32 against math.Exp on every 101st float32 in
@@ -15,9 +19,7 @@ func TestExp32(t *testing.T) {
 		step = 1009
 	}
 	check := func(x float32) {
-		got, want := float64(exp32(x)), math.Exp(float64(x))
-		ulp := float64(math.Nextafter32(float32(want), float32(math.Inf(1))) - float32(want))
-		worst = max(worst, math.Abs(got-want)/ulp)
+		worst = max(worst, ulpError(exp32(x), math.Exp(float64(x))))
 	}
 	for b := math.Float32bits(0); b < math.Float32bits(88.72); b += step {
 		check(math.Float32frombits(b))
@@ -33,4 +35,220 @@ func TestExp32(t *testing.T) {
 	if exp32(-inf) != 0 || exp32(inf) != inf || !math.IsNaN(float64(exp32(float32(math.NaN())))) || exp32(0) != 1 || exp32(-100) != 0 {
 		t.Error("special cases")
 	}
+}
+
+// ulpError is |got-want| in float32 ulps of want.
+func ulpError(got float32, want float64) float64 {
+	w := float32(want)
+	ulp := float64(math.Nextafter32(w, float32(math.Inf(1))) - w)
+	return math.Abs(float64(got)-want) / ulp
+}
+
+// TestExpSumError measures every kernel set's expSum, as an exponential,
+// against math.Exp on every 37th float32 of [-87.3, 0] (-short: every
+// 1009th), the softmax domain, and checks its zero and NaN cases.
+func TestExpSumError(t *testing.T) {
+	step := uint32(37)
+	if testing.Short() {
+		step = 1009
+	}
+	var xs []float32
+	for b := math.Float32bits(0); b < math.Float32bits(87.33); b += step {
+		xs = append(xs, -math.Float32frombits(b))
+	}
+	xs = xs[:len(xs)&^63]
+	for _, ks := range kernelSets {
+		var worst float64
+		s := make([]float32, 64)
+		for i := 0; i < len(xs); i += 64 {
+			copy(s, xs[i:i+64])
+			ks.expSum(s, 0)
+			for j, e := range s {
+				worst = max(worst, ulpError(e, math.Exp(float64(xs[i+j]))))
+			}
+		}
+		t.Logf("%s: expSum max error %.2f ulp over %d points", ks.name, worst, len(xs))
+		if worst > 4 {
+			t.Errorf("%s: expSum error %.2f ulp exceeds 4", ks.name, worst)
+		}
+		nan := float32(math.NaN())
+		inf := float32(math.Inf(1))
+		s = []float32{-inf, nan, -87.4, -100, 0, -1e30, 1.5, 2, 2, 2, 2, 2, 2, 2, 2, 2}
+		ks.expSum(s, 2)
+		want := []float32{0, nan, 0, 0, exp32(-2), 0, exp32(-0.5), 1}
+		for j, w := range want {
+			if !(s[j] == w || w != w && s[j] != s[j]) && ulpError(s[j], float64(w)) > 4 {
+				t.Errorf("%s: expSum special case %d: got %v, want %v", ks.name, j, s[j], w)
+			}
+		}
+	}
+}
+
+// guarded returns a slice of n elements at a random misalignment inside a
+// larger buffer whose other elements are a poison value, and a check that
+// the poison is intact.
+func guarded(rng *rand.Rand, n int, fill func(i int) float32) ([]float32, func() error) {
+	const guard = 37
+	off := rng.IntN(8)
+	buf := make([]float32, off+n+guard+guard)
+	poison := float32(math.Float32frombits(0x7fa5a5a5)) // a signalling NaN pattern
+	for i := range buf {
+		buf[i] = poison
+	}
+	s := buf[guard+off : guard+off+n : guard+off+n]
+	for i := range s {
+		s[i] = fill(i)
+	}
+	return s, func() error {
+		for i, x := range buf {
+			if (i < guard+off || i >= guard+off+n) && math.Float32bits(x) != 0x7fa5a5a5 {
+				return fmt.Errorf("guard element %d overwritten (slice at [%d, %d))", i, guard+off, guard+off+n)
+			}
+		}
+		return nil
+	}
+}
+
+// close reports whether got is within a multiple of float32 rounding of
+// want, for a sum of n terms whose magnitudes add up to mag.
+func close(got, want float32, n int, mag float64) bool {
+	if got != got || want != want {
+		return got != got && want != want
+	}
+	return math.Abs(float64(got)-float64(want)) <= 2*float64(n+2)*0x1p-24*mag+1e-30
+}
+
+// TestKernels holds every kernel set's kernels to the Go loops on random
+// sizes, misaligned slices with guard regions, and for pv4/pv1 random
+// alphas (including 1 and 0).
+func TestKernels(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 5))
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	dims := []int{1, 3, 8, 15, 16, 24, 40, 64, 72, 96, 128, 136, 256}
+	for _, ks := range kernelSets {
+		t.Run(ks.name, func(t *testing.T) {
+			for trial := 0; trial < 200; trial++ {
+				d := dims[rng.IntN(len(dims))]
+				n := rng.IntN(panel + 1)
+				if trial%10 == 0 {
+					n = panel
+				}
+				// scores4
+				q, qok := guarded(rng, 4*d, normal)
+				kt, ktok := guarded(rng, d*panel, normal)
+				s, sok := guarded(rng, 4*panel, normal)
+				scale := float32(rng.Float64() + 0.1)
+				want := make([]float32, 4*panel)
+				scores4Go(want, q, kt, d, scale)
+				ks.scores4(s, q, kt, d, scale)
+				for r := range 4 {
+					for j := range panel {
+						var mag float64
+						for i := range d {
+							mag += math.Abs(float64(q[r*d+i]) * float64(kt[i*panel+j]))
+						}
+						if !close(s[r*panel+j], want[r*panel+j], d, mag*float64(scale)) {
+							t.Fatalf("scores4 d=%d: s[%d][%d] = %v, want %v", d, r, j, s[r*panel+j], want[r*panel+j])
+						}
+					}
+				}
+				for _, ok := range []func() error{qok, ktok, sok} {
+					if err := ok(); err != nil {
+						t.Fatalf("scores4 d=%d: %v", d, err)
+					}
+				}
+
+				// pv4 and pv1
+				p, pok := guarded(rng, 3*panel+n, func(int) float32 { return float32(rng.Float64()) })
+				v, vok := guarded(rng, n*d, normal)
+				acc, accok := guarded(rng, 4*d, normal)
+				alpha := [4]float32{float32(rng.Float64()), 1, 0, float32(rng.Float64())}
+				wantAcc := append([]float32(nil), acc...)
+				pv4Go(wantAcc, p, v, d, n, &alpha)
+				old := append([]float32(nil), acc...)
+				ks.pv4(acc, p, v, d, n, &alpha)
+				for r := range 4 {
+					for c := range d {
+						mag := math.Abs(float64(alpha[r] * old[r*d+c]))
+						for j := range n {
+							mag += math.Abs(float64(p[r*panel+j]) * float64(v[j*d+c]))
+						}
+						if !close(acc[r*d+c], wantAcc[r*d+c], n, mag) {
+							t.Fatalf("pv4 d=%d n=%d: acc[%d][%d] = %v, want %v", d, n, r, c, acc[r*d+c], wantAcc[r*d+c])
+						}
+					}
+				}
+				one := acc[:d]
+				old1 := append([]float32(nil), one...)
+				want1 := append([]float32(nil), one...)
+				pv1Go(want1, p[:n], v, d, n, alpha[0])
+				ks.pv1(one, p[:n], v, d, n, alpha[0])
+				for c := range d {
+					mag := math.Abs(float64(alpha[0] * old1[c]))
+					for j := range n {
+						mag += math.Abs(float64(p[j]) * float64(v[j*d+c]))
+					}
+					if !close(one[c], want1[c], n, mag) {
+						t.Fatalf("pv1 d=%d n=%d: acc[%d] = %v, want %v", d, n, c, one[c], want1[c])
+					}
+				}
+				for _, ok := range []func() error{pok, vok, accok} {
+					if err := ok(); err != nil {
+						t.Fatalf("pv d=%d n=%d: %v", d, n, err)
+					}
+				}
+
+				// rowMax and expSum on a row of n scores, sometimes with
+				// -Inf (masked) or NaN elements.
+				row, rowok := guarded(rng, n, func(int) float32 { return float32(8 * rng.NormFloat64()) })
+				if n > 0 && trial%7 == 1 {
+					row[rng.IntN(n)] = float32(math.Inf(-1))
+				}
+				if n > 0 && trial%13 == 2 {
+					row[rng.IntN(n)] = float32(math.NaN())
+				}
+				m, wantM := ks.rowMax(row), rowMaxGo(row)
+				if !(m == wantM || m != m && wantM != wantM) {
+					t.Fatalf("rowMax n=%d: %v, want %v", n, m, wantM)
+				}
+				if wantM != wantM || n == 0 {
+					continue
+				}
+				wantRow := append([]float32(nil), row...)
+				wantSum := expSumGo(wantRow, m)
+				sum := ks.expSum(row, m)
+				for j := range row {
+					if row[j] != wantRow[j] && ulpError(row[j], float64(wantRow[j])) > 4 {
+						t.Fatalf("expSum n=%d: e[%d] = %v, want %v", n, j, row[j], wantRow[j])
+					}
+				}
+				if !close(sum, wantSum, n, float64(wantSum)*4) {
+					t.Fatalf("expSum n=%d: sum %v, want %v", n, sum, wantSum)
+				}
+				if err := rowok(); err != nil {
+					t.Fatalf("row n=%d: %v", n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestISAs: every kernel set is selectable and "go" is always there.
+func TestISAs(t *testing.T) {
+	isas := ISAs()
+	if isas[len(isas)-1] != "go" {
+		t.Fatalf("ISAs() = %v: want go last", isas)
+	}
+	for _, isa := range isas {
+		b, err := NewISA(1, isa)
+		if err != nil || b.ISA() != isa {
+			t.Fatalf("NewISA(%q) = %v, %v", isa, b, err)
+		}
+	}
+	if _, err := NewISA(1, "sse9"); err == nil {
+		t.Fatal("NewISA(sse9) succeeded")
+	}
+	t.Logf("this CPU runs %v", isas)
 }

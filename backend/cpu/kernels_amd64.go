@@ -1,0 +1,194 @@
+//go:build !purego
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// kernelSets lists the kernel sets this CPU runs, fastest first.
+var kernelSets = amd64KernelSets()
+
+func amd64KernelSets() []*kernelSet {
+	var sets []*kernelSet
+	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	if avx2 && cpu.X86.HasAVX512F {
+		sets = append(sets, &avx512Kernels)
+	}
+	if avx2 {
+		sets = append(sets, &avx2Kernels)
+	}
+	return append(sets, &goKernels)
+}
+
+// avx2Kernels: 8-wide AVX2 with FMA.
+var avx2Kernels = kernelSet{
+	name:    "avx2",
+	scores4: scores4AVX2,
+	pv4:     pv4AVX2,
+	pv1:     pv1AVX2,
+	rowMax:  rowMaxAVX2,
+	expSum:  expSumAVX2,
+}
+
+// avx512Kernels: the two products 16-wide in AVX-512F; the row operations
+// are the AVX2 ones (a row is 64 floats, eight AVX2 vectors).
+var avx512Kernels = kernelSet{
+	name:    "avx512",
+	scores4: scores4AVX512,
+	pv4:     pv4AVX512,
+	pv1:     pv1AVX512,
+	rowMax:  rowMaxAVX2,
+	expSum:  expSumAVX2,
+}
+
+// The wrappers check every slice bound the assembly relies on, so that a
+// wrong call panics in Go instead of reading or writing out of bounds.
+
+func scores4AVX2(s, q, kt []float32, d int, scale float32) {
+	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
+	scores4x64AVX2(&s[0], &q[0], &kt[0], d, scale)
+}
+
+func scores4AVX512(s, q, kt []float32, d int, scale float32) {
+	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
+	scores4x64AVX512(&s[0], &q[0], &kt[0], d, scale)
+}
+
+// pv4AVX2 runs the assembly on the columns that fill whole vectors and Go
+// on the rest (d not a multiple of 8).
+func pv4AVX2(acc, p, v []float32, d, n int, alpha *[4]float32) {
+	pv4Split(acc, p, v, d, n, alpha, 8, pv4x8AVX2)
+}
+
+func pv4AVX512(acc, p, v []float32, d, n int, alpha *[4]float32) {
+	pv4Split(acc, p, v, d, n, alpha, 16, pv4x16AVX512)
+}
+
+func pv4Split(acc, p, v []float32, d, n int, alpha *[4]float32, width int, asm func(acc, p, v *float32, d, n, cols int, alpha *[4]float32)) {
+	_, _ = acc[4*d-1], p[3*panel+n-1]
+	if n > 0 {
+		_ = v[n*d-1]
+	}
+	cols := d &^ (width - 1)
+	if cols > 0 {
+		var vp *float32
+		if n > 0 {
+			vp = &v[0]
+		}
+		asm(&acc[0], &p[0], vp, d, n, cols, alpha)
+	}
+	if cols == d {
+		return
+	}
+	// The remaining columns, as pv4Go computes them.
+	for r := range 4 {
+		a := acc[r*d : (r+1)*d]
+		for c := cols; c < d; c++ {
+			a[c] *= alpha[r]
+		}
+		for j := range n {
+			x := p[r*panel+j]
+			for c := cols; c < d; c++ {
+				a[c] += x * v[j*d+c]
+			}
+		}
+	}
+}
+
+func pv1AVX2(acc, p, v []float32, d, n int, alpha float32) {
+	pv1Split(acc, p, v, d, n, alpha, 8, pv1x8AVX2)
+}
+
+func pv1AVX512(acc, p, v []float32, d, n int, alpha float32) {
+	pv1Split(acc, p, v, d, n, alpha, 16, pv1x16AVX512)
+}
+
+func pv1Split(acc, p, v []float32, d, n int, alpha float32, width int, asm func(acc, p, v *float32, d, n, cols int, alpha float32)) {
+	_ = acc[d-1]
+	if n > 0 {
+		_, _ = p[n-1], v[n*d-1]
+	}
+	cols := d &^ (width - 1)
+	if cols > 0 {
+		var pp, vp *float32
+		if n > 0 {
+			pp, vp = &p[0], &v[0]
+		}
+		asm(&acc[0], pp, vp, d, n, cols, alpha)
+	}
+	for c := cols; c < d; c++ {
+		acc[c] *= alpha
+	}
+	for j := range n {
+		for c := cols; c < d; c++ {
+			acc[c] += p[j] * v[j*d+c]
+		}
+	}
+}
+
+// rowMaxAVX2 takes the maximum of whole vectors in assembly and of the
+// remaining elements in Go.
+func rowMaxAVX2(s []float32) float32 {
+	n8 := len(s) &^ 7
+	m := rowMaxGo(s[n8:])
+	if n8 > 0 {
+		vm, nan := max8AVX2(&s[0], n8)
+		if nan {
+			return vm // NaN
+		}
+		m = max(m, vm)
+	}
+	return m
+}
+
+// expSumAVX2 exponentiates whole vectors in assembly and the remaining
+// elements through exp32.
+func expSumAVX2(s []float32, m float32) float32 {
+	n8 := len(s) &^ 7
+	sum := expSumGo(s[n8:], m)
+	if n8 > 0 {
+		sum += expSum8AVX2(&s[0], n8, m)
+	}
+	return sum
+}
+
+// Assembly (kernels_amd64.s). Each equals the Go loop named in its comment
+// on the arguments the wrappers above pass.
+
+// scores4x64AVX2 and scores4x64AVX512 are scores4Go.
+//
+//go:noescape
+func scores4x64AVX2(s, q, kt *float32, d int, scale float32)
+
+//go:noescape
+func scores4x64AVX512(s, q, kt *float32, d int, scale float32)
+
+// pv4x8AVX2 and pv4x16AVX512 are pv4Go on columns [0, cols), cols a
+// multiple of 8 (16); the rows of acc and v are d apart, of p panel apart.
+//
+//go:noescape
+func pv4x8AVX2(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
+
+//go:noescape
+func pv4x16AVX512(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
+
+// pv1x8AVX2 and pv1x16AVX512 are pv1Go on columns [0, cols).
+//
+//go:noescape
+func pv1x8AVX2(acc, p, v *float32, d, n, cols int, alpha float32)
+
+//go:noescape
+func pv1x16AVX512(acc, p, v *float32, d, n, cols int, alpha float32)
+
+// max8AVX2 is rowMaxGo on s[:n], n a positive multiple of 8, except that it
+// reports a NaN through nan (m is then NaN too).
+//
+//go:noescape
+func max8AVX2(s *float32, n int) (m float32, nan bool)
+
+// expSum8AVX2 is expSumGo on s[:n], n a positive multiple of 8, with the
+// exponential computed 8 lanes at a time by the algorithm of exp32 (one
+// factor 2^k suffices on the domain x <= 0) and multiply-adds fused, and the
+// sum taken in 8 lanes and then across them.
+//
+//go:noescape
+func expSum8AVX2(s *float32, n int, m float32) float32
