@@ -200,9 +200,10 @@ type scratch struct {
 	s    []float32 // 4×panel scores, then weights
 	acc  []float32 // query rows × D running output
 	m, l []float32 // running max and sum per query row
-	// alpha: the rescale factors of one group of four rows (here, not on
-	// the stack: the kernels take its address through a function value).
-	alpha [4]float32
+	// alpha: the rescale factors of one group of four rows, padded to one
+	// AVX2 vector (here, not on the stack: the kernels take its address
+	// through a function value).
+	alpha [8]float32
 }
 
 func (c *call) getScratch() *scratch {
@@ -310,10 +311,13 @@ func (c *call) block(sc *scratch, it int) {
 		vb := v[j0*D : (j0+n)*D]
 		for g := 0; g < rowsN; g += 4 {
 			ks.scores4(s, q[g*D:(g+4)*D], kt, D, scoreScale)
-			// Each row's softmax step over its own visible keys nr[r].
+			// Each row's softmax step over its own visible keys nr[r]:
+			// new maxima first, then the four rescale factors
+			// alpha = e^(m_old-m_new) in one vector exponential (e^0 = 1
+			// exactly where a row has no old sum), then the rows.
 			var nr [4]int
 			alpha := &sc.alpha
-			*alpha = [4]float32{1, 1, 1, 1}
+			*alpha = [8]float32{}
 			common := n
 			for r := range 4 {
 				i := g + r
@@ -325,18 +329,23 @@ func (c *call) block(sc *scratch, it int) {
 				if nr[r] == 0 {
 					continue
 				}
-				row := s[r*panel : r*panel+nr[r]]
 				mOld := m[i]
-				mNew := max(mOld, ks.rowMax(row))
+				mNew := max(mOld, ks.rowMax(s[r*panel:r*panel+nr[r]]))
 				if l[i] != 0 || mOld != mOld {
-					alpha[r] = exp32(mOld - mNew)
+					alpha[r] = mOld - mNew
 				}
-				m[i], l[i] = mNew, l[i]*alpha[r]+ks.expSum(row, mNew)
+				m[i] = mNew
+			}
+			ks.expSum(alpha[:], 0)
+			for r := range 4 {
+				if i := g + r; i < rowsN && nr[r] > 0 {
+					l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel:r*panel+nr[r]], m[i])
+				}
 			}
 			// Keys every row sees go through pv4; a causal diagonal
 			// leaves each row a few more (or, with no common key, all).
 			if common > 0 {
-				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, common, alpha)
+				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, common, (*[4]float32)(alpha[:4]))
 			}
 			for r := range 4 {
 				if g+r >= rowsN || nr[r] <= common {

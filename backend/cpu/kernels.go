@@ -163,7 +163,15 @@ func exp32(x float32) float32 {
 	if x < -87.33654 { // result below the smallest normal float32
 		return 0
 	}
-	n := float32(math.Floor(float64(x*log2e + 0.5)))
+	// n = x·log2e rounded to nearest (halves away from zero), by
+	// truncation: cheaper than math.Floor, and |x·log2e| < 129 fits.
+	t := x * log2e
+	if t < 0 {
+		t -= 0.5
+	} else {
+		t += 0.5
+	}
+	n := float32(int32(t))
 	r := x - n*ln2hi - n*ln2lo
 	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720))))))
 	// 2^n in two factors: n spans [-126, 128], one factor would not.

@@ -2,7 +2,11 @@
 
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // kernelSets lists the kernel sets this CPU runs, fastest first.
 var kernelSets = amd64KernelSets()
@@ -29,15 +33,14 @@ var avx2Kernels = kernelSet{
 	expSum:  expSumAVX2,
 }
 
-// avx512Kernels: the two products 16-wide in AVX-512F; the row operations
-// are the AVX2 ones (a row is 64 floats, eight AVX2 vectors).
+// avx512Kernels: 16-wide AVX-512F, with masks for partial rows.
 var avx512Kernels = kernelSet{
 	name:    "avx512",
 	scores4: scores4AVX512,
 	pv4:     pv4AVX512,
 	pv1:     pv1AVX512,
-	rowMax:  rowMaxAVX2,
-	expSum:  expSumAVX2,
+	rowMax:  rowMaxAVX512,
+	expSum:  expSumAVX512,
 }
 
 // The wrappers check every slice bound the assembly relies on, so that a
@@ -151,6 +154,20 @@ func expSumAVX2(s []float32, m float32) float32 {
 	return sum
 }
 
+func rowMaxAVX512(s []float32) float32 {
+	if len(s) == 0 {
+		return float32(math.Inf(-1))
+	}
+	return max16AVX512(&s[0], len(s))
+}
+
+func expSumAVX512(s []float32, m float32) float32 {
+	if len(s) == 0 {
+		return 0
+	}
+	return expSum16AVX512(&s[0], len(s), m)
+}
+
 // Assembly (kernels_amd64.s). Each equals the Go loop named in its comment
 // on the arguments the wrappers above pass.
 
@@ -192,3 +209,14 @@ func max8AVX2(s *float32, n int) (m float32, nan bool)
 //
 //go:noescape
 func expSum8AVX2(s *float32, n int, m float32) float32
+
+// max16AVX512 is rowMaxGo on s[:n], n > 0.
+//
+//go:noescape
+func max16AVX512(s *float32, n int) float32
+
+// expSum16AVX512 is expSumGo on s[:n], n > 0, 16 lanes at a time, with the
+// exponential of expSum8AVX2 except that 2^k is applied by VSCALEFPS.
+//
+//go:noescape
+func expSum16AVX512(s *float32, n int, m float32) float32

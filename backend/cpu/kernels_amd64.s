@@ -726,3 +726,158 @@ expsum8avx2_loop:
 	VMOVSS X4, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func max16AVX512(s *float32, n int) float32
+// Equals rowMaxGo on s[:n], any n >= 0: a running maximum in 16 lanes (the
+// last partial vector loaded under a mask, its other lanes keeping the
+// running maximum), then across them; NaN is tracked in a mask register,
+// since VMAXPS alone would drop it.
+TEXT ·max16AVX512(SB), NOSPLIT, $0-20
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0xff800000, AX
+	VPBROADCASTD AX, Z0
+	KXORW K2, K2, K2
+
+max16_loop:
+	CMPQ CX, $16
+	JLT max16_tail
+	VMOVUPS (SI), Z1
+	VMAXPS Z1, Z0, Z0
+	VCMPPS $3, Z1, Z1, K1
+	KORW K1, K2, K2
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP max16_loop
+
+max16_tail:
+	TESTQ CX, CX
+	JZ max16_reduce
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVAPS Z0, Z1
+	VMOVUPS (SI), K1, Z1
+	VMAXPS Z1, Z0, Z0
+	VCMPPS $3, Z1, Z1, K3
+	KORW K3, K2, K2
+
+max16_reduce:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	KORTESTW K2, K2
+	JEQ max16_store
+	MOVL $0x7fc00000, AX
+	VMOVD AX, X0
+
+max16_store:
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func expSum16AVX512(s *float32, n int, m float32) float32
+// Equals expSumGo on s[:n], any n >= 0, 16 lanes at a time (the last
+// partial vector under a mask): x = s-m; k = round(x*log2e);
+// r = x - k*ln2hi - k*ln2lo; e^r by exp32's degree-6 polynomial in Horner
+// form with fused multiply-adds; times 2^k by VSCALEFPS; lanes with
+// x < -87.33654 (below the normal range, or -Inf) become 0, NaN stays NaN.
+// The sum is taken in 16 lanes and then across them.
+TEXT ·expSum16AVX512(SB), NOSPLIT, $0-28
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m+16(FP), Z31
+	MOVL $0x3fb8aa3b, AX // log2e
+	VPBROADCASTD AX, Z30
+	MOVL $0x3f318000, AX // ln2 high part
+	VPBROADCASTD AX, Z29
+	MOVL $0xb95e8083, AX // ln2 low part
+	VPBROADCASTD AX, Z28
+	MOVL $0x3ab60b61, AX // 1/720
+	VPBROADCASTD AX, Z27
+	MOVL $0x3c088889, AX // 1/120
+	VPBROADCASTD AX, Z26
+	MOVL $0x3d2aaaab, AX // 1/24
+	VPBROADCASTD AX, Z25
+	MOVL $0x3e2aaaab, AX // 1/6
+	VPBROADCASTD AX, Z24
+	MOVL $0x3f000000, AX // 1/2
+	VPBROADCASTD AX, Z23
+	MOVL $0x3f800000, AX // 1
+	VPBROADCASTD AX, Z22
+	MOVL $0xc2aeac4f, AX // -87.33654
+	VPBROADCASTD AX, Z21
+	VPXORD Z20, Z20, Z20
+
+expsum16_loop:
+	CMPQ CX, $16
+	JLT expsum16_tail
+	VMOVUPS (SI), Z0
+	VSUBPS Z31, Z0, Z0
+	VCMPPS $5, Z21, Z0, K2
+	VMULPS Z30, Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1
+	VMOVAPS Z0, Z2
+	VFNMADD231PS Z29, Z1, Z2
+	VFNMADD231PS Z28, Z1, Z2
+	VMOVAPS Z27, Z3
+	VFMADD213PS Z26, Z2, Z3
+	VFMADD213PS Z25, Z2, Z3
+	VFMADD213PS Z24, Z2, Z3
+	VFMADD213PS Z23, Z2, Z3
+	VFMADD213PS Z22, Z2, Z3
+	VFMADD213PS Z22, Z2, Z3
+	VSCALEFPS Z1, Z3, Z0
+	VMOVAPS.Z Z0, K2, Z0
+	VMOVUPS Z0, (SI)
+	VADDPS Z0, Z20, Z20
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JMP expsum16_loop
+
+expsum16_tail:
+	TESTQ CX, CX
+	JZ expsum16_reduce
+	MOVL $1, AX
+	SHLL CX, AX
+	DECL AX
+	KMOVW AX, K1
+	VMOVUPS.Z (SI), K1, Z0
+	VSUBPS Z31, Z0, Z0
+	VCMPPS $5, Z21, Z0, K2
+	VMULPS Z30, Z0, Z1
+	VRNDSCALEPS $0, Z1, Z1
+	VMOVAPS Z0, Z2
+	VFNMADD231PS Z29, Z1, Z2
+	VFNMADD231PS Z28, Z1, Z2
+	VMOVAPS Z27, Z3
+	VFMADD213PS Z26, Z2, Z3
+	VFMADD213PS Z25, Z2, Z3
+	VFMADD213PS Z24, Z2, Z3
+	VFMADD213PS Z23, Z2, Z3
+	VFMADD213PS Z22, Z2, Z3
+	VFMADD213PS Z22, Z2, Z3
+	VSCALEFPS Z1, Z3, Z0
+	VMOVAPS.Z Z0, K2, Z0
+	VMOVUPS Z0, K1, (SI)
+	VADDPS Z0, Z20, K1, Z20
+
+expsum16_reduce:
+	VMOVAPS Z20, Z4
+	VEXTRACTF64X4 $1, Z4, Y0
+	VADDPS Y0, Y4, Y4
+	VEXTRACTF128 $1, Y4, X0
+	VADDPS X0, X4, X4
+	VPERMILPS $0x4e, X4, X0
+	VADDPS X0, X4, X4
+	VPERMILPS $0xb1, X4, X0
+	VADDPS X0, X4, X4
+	VMOVSS X4, ret+24(FP)
+	VZEROUPPER
+	RET

@@ -10,3 +10,6 @@ nvcc -O2 -gencode arch=compute_89,code=compute_89 "$here/fragdump.cu" -o /tmp/fd
 nvcc -O2 -gencode arch=compute_90,code=sm_90 "$here/fragdump.cu" -o /tmp/fd90
 /tmp/fd89 > "$out/dump_compute_89.txt"
 /tmp/fd90 > "$out/dump_sm_90.txt"
+# Hopper only: the wgmma accumulator (sm_90a).
+nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmadump.cu" -o /tmp/wgd
+/tmp/wgd > "$out/dump_wgmma_sm_90a.txt"
