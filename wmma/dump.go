@@ -93,8 +93,10 @@ func ParseDump(r io.Reader) (*Dump, error) {
 }
 
 // CheckFrag compares a layout with a fragment dump whose values encode
-// row·16 + col.
+// row·w + col, w = max(16, L.Cols): row·16 + col for the 16x16 tiles,
+// row·64 + col for the wgmma m64n64 accumulator.
 func CheckFrag(L Layout, lanes [][]float64) error {
+	w := max(16, L.Cols)
 	if len(lanes) != L.Lanes {
 		return fmt.Errorf("%s: dump has %d lanes, model %d", L.Name, len(lanes), L.Lanes)
 	}
@@ -104,9 +106,9 @@ func CheckFrag(L Layout, lanes [][]float64) error {
 		}
 		for i, v := range elems {
 			r, c := L.At(l, i)
-			if want := float64(r*16 + c); v != want {
+			if want := float64(r*w + c); v != want {
 				return fmt.Errorf("%s: lane %d element %d holds (%d,%d) on the GPU, model says (%d,%d)",
-					L.Name, l, i, int(v)/16, int(v)%16, r, c)
+					L.Name, l, i, int(v)/w, int(v)%w, r, c)
 			}
 		}
 	}

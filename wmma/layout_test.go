@@ -131,3 +131,41 @@ func TestSeedTableWrong(t *testing.T) {
 		t.Fatalf("seed table differs from hardware at elements %v, want [2 3 4 5]", wrong)
 	}
 }
+
+// rowMajor is the trivial layout of a matrix dumped row by row: "lane" r
+// holds row r. It places the wgmma trials' shared-memory operands.
+func rowMajor(rows, cols int) Layout {
+	return Layout{Name: "row-major", Rows: rows, Cols: cols, Lanes: rows, Elems: cols,
+		At: func(l, i int) (int, int) { return l, i }}
+}
+
+// TestHardwareWGMMA holds WGMMAAcc(64) to the Hopper dump: the coded
+// product D[r][c] = 64r+c, and random e4m3 products recomputed on the CPU
+// with A and B as the program stored them (K-major, no swizzle). A swapped
+// slot must fail both.
+func TestHardwareWGMMA(t *testing.T) {
+	d := loadDump(t, "dump_wgmma_sm_90a.txt")
+	L := WGMMAAcc(64)
+	if err := CheckFrag(L, d.Frags[L.Name]); err != nil {
+		t.Error(err)
+	}
+	trials := d.Trials["wgmma_m64n64k32_e4m3"]
+	if len(trials) == 0 {
+		t.Fatal("no wgmma trials in the dump")
+	}
+	a, b := rowMajor(64, 32), rowMajor(32, 64)
+	for k, tr := range trials {
+		if err := CheckMMA(a, b, L, tr); err != nil {
+			t.Errorf("trial %d: %v", k, err)
+		}
+	}
+	for _, p := range [][4]int{{0, 0, 0, 1}, {0, 1, 0, 2}, {0, 3, 0, 4}, {0, 0, 32, 0}, {1, 5, 127, 31}, {64, 2, 96, 2}} {
+		P := Swapped(L, p[0], p[1], p[2], p[3])
+		if CheckFrag(P, d.Frags[L.Name]) == nil {
+			t.Errorf("swap %v not caught by the coded dump", p)
+		}
+		if CheckMMA(a, b, P, trials[0]) == nil {
+			t.Errorf("swap %v not caught by the products", p)
+		}
+	}
+}
