@@ -119,10 +119,10 @@ type call struct {
 	qBlocks int // query blocks per head
 	items   int
 	panels  int // key panels per KV head
-	// prep claims panels, next claims query blocks.
-	prep, next atomic.Int64
-	prepDone   sync.WaitGroup
-	done       sync.WaitGroup
+	// prep claims panels, prepLeft counts those not yet built, next
+	// claims query blocks.
+	prep, prepLeft, next atomic.Int64
+	done                 sync.WaitGroup
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
@@ -145,8 +145,8 @@ func (b *Backend) Attention(p *backend.Problem) error {
 		c.vDec = grow(c.vDec, len(p.V8))
 	}
 	c.prep.Store(0)
+	c.prepLeft.Store(int64(prepItems))
 	c.next.Store(0)
-	c.prepDone.Add(prepItems)
 	helpers := min(workers, max(c.items, prepItems)) - 1
 	c.done.Add(helpers)
 	for i := 0; i < helpers; i++ {
@@ -226,9 +226,14 @@ func (c *call) work() {
 			break
 		}
 		c.buildPanel(sc, it)
-		c.prepDone.Done()
+		c.prepLeft.Add(-1)
 	}
-	c.prepDone.Wait()
+	// Wait for the panels other workers are still building: a few
+	// microseconds, so yield instead of parking (parking and waking every
+	// worker costs more than the wait).
+	for c.prepLeft.Load() > 0 {
+		runtime.Gosched()
+	}
 	for {
 		it := int(c.next.Add(1)) - 1
 		if it >= c.items {

@@ -130,7 +130,16 @@ func expSumGo(s []float32, m float32) float32 {
 // of k (row length d) and zeroes the columns n <= j < panel.
 func transposePanel(kt, k []float32, d, n int) {
 	kt, k = kt[:d*panel], k[:n*d]
-	for j := range n {
+	// Four keys at a time: four row reads, then four adjacent writes per i.
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		k0, k1, k2, k3 := k[j*d:(j+1)*d], k[(j+1)*d:(j+2)*d], k[(j+2)*d:(j+3)*d], k[(j+3)*d:(j+4)*d]
+		for i, x := range k0 {
+			t := kt[i*panel+j : i*panel+j+4]
+			t[0], t[1], t[2], t[3] = x, k1[i], k2[i], k3[i]
+		}
+	}
+	for ; j < n; j++ {
 		for i, x := range k[j*d : (j+1)*d] {
 			kt[i*panel+j] = x
 		}
