@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of attention.cu followed by the fragment header
 // when attention_compute_89.ptx was built from them.
-const SourceHash = "2f7edbb1e26f495f7eded46f1e5b0373a07ecb73baf325bc03c9e4a558b13a97"
+const SourceHash = "7fd7d44946ad2b42711e5e46380a879e3b1666f683ef78331eeb3b6c386a642d"
