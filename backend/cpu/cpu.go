@@ -258,10 +258,10 @@ func (c *call) buildPanel(sc *scratch, it int) {
 		k := sc.k[:n*D]
 		fp8.DecodeE4M3(k, p.K8[off:off+n*D], 1)
 		fp8.DecodeE4M3(c.vDec[off:off+n*D], p.V8[off:off+n*D], 1)
-		transposePanel(kt, k, D, n)
+		c.ks.transpose(kt, k, D, n)
 		return
 	}
-	transposePanel(kt, p.K[off:off+n*D], D, n)
+	c.ks.transpose(kt, p.K[off:off+n*D], D, n)
 }
 
 // block computes query block it: head (b, h), rows [i0, i1).
@@ -322,6 +322,12 @@ func (c *call) block(sc *scratch, it int) {
 			// exactly where a row has no old sum), then the rows.
 			var nr [4]int
 			alpha := &sc.alpha
+			if ks.softmax4 != nil && n == panel && g+4 <= rowsN && p.VisibleKeys(p.Mask, i0+g) >= j0+panel {
+				// Four full rows (visible keys only grow with the row).
+				ks.softmax4(s, m[g:g+4], l[g:g+4], alpha)
+				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
+				continue
+			}
 			*alpha = [8]float32{}
 			common := n
 			for r := range 4 {

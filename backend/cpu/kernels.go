@@ -33,16 +33,43 @@ type kernelSet struct {
 	// expSum sets s[j] = e^(s[j]-m) and returns the sum of the new s. It
 	// requires s[j] <= m or NaN (the softmax domain, m the row maximum).
 	expSum func(s []float32, m float32) float32
+	// softmax4, if not nil, runs the online-softmax step on four full
+	// score rows (panel scores each) at once: for each row r, with
+	// mNew = max(m[r], rowMax(row r)), alpha[r] = e^(m[r]-mNew) where
+	// l[r] != 0 or m[r] is NaN (else 1); row r = e^(row r - mNew);
+	// l[r] = l[r]·alpha[r] + its sum; m[r] = mNew. alpha[4:8] is scratch.
+	// block() does the same with rowMax and expSum when it is nil.
+	softmax4 func(s, m, l []float32, alpha *[8]float32)
+	// transpose sets kt[i*panel+j] = k[j*d+i] for the n <= panel key rows
+	// of k (row length d) and zeroes the columns n <= j < panel.
+	transpose func(kt, k []float32, d, n int)
 }
 
 // goKernels are the portable kernels, always built.
 var goKernels = kernelSet{
-	name:    "go",
-	scores4: scores4Go,
-	pv4:     pv4Go,
-	pv1:     pv1Go,
-	rowMax:  rowMaxGo,
-	expSum:  expSumGo,
+	name:      "go",
+	scores4:   scores4Go,
+	pv4:       pv4Go,
+	pv1:       pv1Go,
+	rowMax:    rowMaxGo,
+	expSum:    expSumGo,
+	transpose: transposePanel,
+}
+
+// softmax4Go is softmax4 through rowMaxGo and expSumGo: the reference for
+// the fused assembly.
+func softmax4Go(s, m, l []float32, alpha *[8]float32) {
+	for r := range 4 {
+		row := s[r*panel : (r+1)*panel]
+		mNew := max(m[r], rowMaxGo(row))
+		a := float32(1)
+		if l[r] != 0 || m[r] != m[r] {
+			a = exp32(m[r] - mNew)
+		}
+		alpha[r] = a
+		l[r] = l[r]*a + expSumGo(row, mNew)
+		m[r] = mNew
+	}
 }
 
 // scores4Go is scores4 in Go, blocked 2 rows × 4 keys so that each q and kt
@@ -126,21 +153,26 @@ func expSumGo(s []float32, m float32) float32 {
 	return sum
 }
 
-// transposePanel sets kt[i*panel+j] = k[j*d+i] for the n <= panel key rows
-// of k (row length d) and zeroes the columns n <= j < panel.
-func transposePanel(kt, k []float32, d, n int) {
-	kt, k = kt[:d*panel], k[:n*d]
+// transposePanel is transposePanelGo over all n keys.
+func transposePanel(kt, k []float32, d, n int) { transposePanelGo(kt, k, d, n, 0) }
+
+// transposePanelGo sets kt[i*panel+j] = k[(j-j0)*d+i] for keys j0 <= j < n
+// (k holds the rows of keys j0..n-1, of length d) and zeroes the columns
+// n <= j < panel.
+func transposePanelGo(kt, k []float32, d, n, j0 int) {
+	kt, k = kt[:d*panel], k[:(n-j0)*d]
 	// Four keys at a time: four row reads, then four adjacent writes per i.
-	j := 0
+	j := j0
 	for ; j+4 <= n; j += 4 {
-		k0, k1, k2, k3 := k[j*d:(j+1)*d], k[(j+1)*d:(j+2)*d], k[(j+2)*d:(j+3)*d], k[(j+3)*d:(j+4)*d]
+		r := (j - j0) * d
+		k0, k1, k2, k3 := k[r:r+d], k[r+d:r+2*d], k[r+2*d:r+3*d], k[r+3*d:r+4*d]
 		for i, x := range k0 {
 			t := kt[i*panel+j : i*panel+j+4]
 			t[0], t[1], t[2], t[3] = x, k1[i], k2[i], k3[i]
 		}
 	}
 	for ; j < n; j++ {
-		for i, x := range k[j*d : (j+1)*d] {
+		for i, x := range k[(j-j0)*d : (j-j0+1)*d] {
 			kt[i*panel+j] = x
 		}
 	}

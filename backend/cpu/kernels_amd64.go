@@ -25,22 +25,30 @@ func amd64KernelSets() []*kernelSet {
 
 // avx2Kernels: 8-wide AVX2 with FMA.
 var avx2Kernels = kernelSet{
-	name:    "avx2",
-	scores4: scores4AVX2,
-	pv4:     pv4AVX2,
-	pv1:     pv1AVX2,
-	rowMax:  rowMaxAVX2,
-	expSum:  expSumAVX2,
+	name:      "avx2",
+	scores4:   scores4AVX2,
+	pv4:       pv4AVX2,
+	pv1:       pv1AVX2,
+	rowMax:    rowMaxAVX2,
+	expSum:    expSumAVX2,
+	transpose: transposePanelAVX2,
 }
 
 // avx512Kernels: 16-wide AVX-512F, with masks for partial rows.
 var avx512Kernels = kernelSet{
-	name:    "avx512",
-	scores4: scores4AVX512,
-	pv4:     pv4AVX512,
-	pv1:     pv1AVX512,
-	rowMax:  rowMaxAVX512,
-	expSum:  expSumAVX512,
+	name:      "avx512",
+	scores4:   scores4AVX512,
+	pv4:       pv4AVX512,
+	pv1:       pv1AVX512,
+	rowMax:    rowMaxAVX512,
+	expSum:    expSumAVX512,
+	softmax4:  softmax4AVX512,
+	transpose: transposePanelAVX2,
+}
+
+func softmax4AVX512(s, m, l []float32, alpha *[8]float32) {
+	_, _, _ = s[4*panel-1], m[3], l[3]
+	softmax4x64AVX512(&s[0], &m[0], &l[0], &alpha[0], &alpha[4])
 }
 
 // The wrappers check every slice bound the assembly relies on, so that a
@@ -220,3 +228,34 @@ func max16AVX512(s *float32, n int) float32
 //
 //go:noescape
 func expSum16AVX512(s *float32, n int, m float32) float32
+
+// softmax4x64AVX512 is the softmax step of block() (rowMax, the rescale
+// factors, expSum) on four full rows of 64 scores at once.
+//
+//go:noescape
+func softmax4x64AVX512(s, m, l, alpha, tmp *float32)
+
+// transpose8x8AVX2 is one 8x8 block of transposePanelGo: dst[i*ldDst+j] =
+// src[j*ldSrc+i] for i, j < 8.
+//
+//go:noescape
+func transpose8x8AVX2(dst *float32, ldDst int, src *float32, ldSrc int)
+
+// transposePanelAVX2 is transposePanelGo with the whole 8x8 blocks in
+// assembly.
+func transposePanelAVX2(kt, k []float32, d, n int) {
+	kt, k = kt[:d*panel], k[:n*d]
+	n8, d8 := n&^7, d&^7
+	for j := 0; j < n8; j += 8 {
+		for i := 0; i < d8; i += 8 {
+			_, _ = k[(j+7)*d+i+7], kt[(i+7)*panel+j+7]
+			transpose8x8AVX2(&kt[i*panel+j], panel, &k[j*d+i], d)
+		}
+		for i := d8; i < d; i++ {
+			for jj := j; jj < j+8; jj++ {
+				kt[i*panel+jj] = k[jj*d+i]
+			}
+		}
+	}
+	transposePanelGo(kt[:], k[n8*d:], d, n, n8)
+}

@@ -160,6 +160,23 @@ func TestKernels(t *testing.T) {
 					}
 				}
 
+				// transpose
+				kr, krok := guarded(rng, n*d, normal)
+				ktGot, ktok2 := guarded(rng, d*panel, normal)
+				ktWant := make([]float32, d*panel)
+				transposePanel(ktWant, kr, d, n)
+				ks.transpose(ktGot, kr, d, n)
+				for i, x := range ktWant {
+					if ktGot[i] != x {
+						t.Fatalf("transpose d=%d n=%d: kt[%d] = %v, want %v", d, n, i, ktGot[i], x)
+					}
+				}
+				for _, ok := range []func() error{krok, ktok2} {
+					if err := ok(); err != nil {
+						t.Fatalf("transpose d=%d n=%d: %v", d, n, err)
+					}
+				}
+
 				// pv4 and pv1
 				p, pok := guarded(rng, 3*panel+n, func(int) float32 { return float32(rng.Float64()) })
 				v, vok := guarded(rng, n*d, normal)
@@ -232,6 +249,69 @@ func TestKernels(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSoftmax4 holds every fused softmax4 to softmax4Go: random rows, some
+// with -Inf or NaN scores; running maxima finite, -Inf or NaN; sums zero or
+// not.
+func TestSoftmax4(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 6))
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	same := func(a, b float32) bool { return a == b || a != a && b != b || ulpError(a, float64(b)) <= 4 }
+	for _, ks := range kernelSets {
+		if ks.softmax4 == nil {
+			continue
+		}
+		for trial := 0; trial < 500; trial++ {
+			s, sok := guarded(rng, 4*panel, func(int) float32 { return float32(6 * rng.NormFloat64()) })
+			m := make([]float32, 4)
+			l := make([]float32, 4)
+			for r := range 4 {
+				switch rng.IntN(6) {
+				case 0:
+					m[r], l[r] = -inf, 0
+				case 1:
+					m[r], l[r] = float32(20*rng.Float64()), float32(rng.Float64()*50) // old max above the row's
+				default:
+					m[r], l[r] = float32(4*rng.NormFloat64()), float32(rng.Float64()*50)
+				}
+				if rng.IntN(40) == 0 {
+					s[r*panel+rng.IntN(panel)] = nan
+				}
+				if rng.IntN(10) == 0 {
+					s[r*panel+rng.IntN(panel)] = -inf
+				}
+			}
+			if trial%50 == 7 {
+				m[rng.IntN(4)] = nan
+			}
+			ws, wm, wl := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...)
+			var wa, a [8]float32
+			softmax4Go(ws, wm, wl, &wa)
+			ks.softmax4(s, m, l, &a)
+			for r := range 4 {
+				if !(m[r] == wm[r] || m[r] != m[r] && wm[r] != wm[r]) {
+					t.Fatalf("%s: m[%d] = %v, want %v", ks.name, r, m[r], wm[r])
+				}
+				if !same(a[r], wa[r]) {
+					t.Fatalf("%s: alpha[%d] = %v, want %v", ks.name, r, a[r], wa[r])
+				}
+				if !(close(l[r], wl[r], panel, float64(wl[r])*4) || l[r] != l[r] && wl[r] != wl[r]) {
+					t.Fatalf("%s: l[%d] = %v, want %v", ks.name, r, l[r], wl[r])
+				}
+			}
+			for j := range s {
+				if !same(s[j], ws[j]) {
+					t.Fatalf("%s: e[%d] = %v, want %v", ks.name, j, s[j], ws[j])
+				}
+			}
+			if err := sok(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
