@@ -97,12 +97,14 @@ func (b *Backend) startPool() {
 	}
 }
 
-// QueryBlock returns the number of query rows one work item computes: 64
-// (each key panel then serves 64 rows from cache), halved down to 16 while
-// that leaves fewer than four items per worker.
+// QueryBlock returns the number of query rows one work item computes: 64,
+// halved down to 16 while that leaves fewer than eight items per worker (so
+// that a worker that starts late or runs slow leaves little tail; the key
+// panels are built once per call, so smaller blocks cost only their own
+// bookkeeping).
 func QueryBlock(s backend.Shape, workers int) int {
 	bq := 64
-	for bq > 16 && s.B*s.Hq*((s.Sq+bq-1)/bq) < 4*workers {
+	for bq > 16 && s.B*s.Hq*((s.Sq+bq-1)/bq) < 8*workers {
 		bq /= 2
 	}
 	return bq

@@ -34,9 +34,10 @@ func TestQueryBlock(t *testing.T) {
 		workers int
 		want    int
 	}{
-		{sdpatest.NamedShapes["mission"], 2, 64},
-		{sdpatest.NamedShapes["mission"], 16, 64},
-		{sdpatest.NamedShapes["mission"], 32, 32},
+		{sdpatest.NamedShapes["mission"], 1, 64},
+		{sdpatest.NamedShapes["mission"], 8, 64},
+		{sdpatest.NamedShapes["mission"], 16, 32},
+		{sdpatest.NamedShapes["mission"], 32, 16},
 		{sdpatest.NamedShapes["long"], 16, 64},
 		{sdpatest.NamedShapes["small"], 2, 16},
 		{sdpatest.NamedShapes["small"], 16, 16},
