@@ -51,13 +51,14 @@ func Tiles(stage, d int) (TileConfig, error) {
 	switch stage {
 	case 1:
 		return TileConfig{BlockM: 16, BlockN: 64, Threads: 128, Stages: 2}, nil
-	case 2, 3, 4:
+	case 2:
+		// Four warps share each 32-key tile of a 16-row block; S, P and O
+		// live in shared memory too.
+		return TileConfig{BlockM: 16, BlockN: 32, Threads: 128, Stages: 2}, nil
+	case 3, 4:
 		warps, bn, ring := 2, 64, 2
 		if d == 128 {
 			warps, bn = 1, 32
-		}
-		if stage == 2 && d == 64 {
-			bn = 32 // S, P and O also live in shared memory
 		}
 		if stage == 4 {
 			ring = 3

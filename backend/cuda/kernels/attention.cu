@@ -5,7 +5,9 @@
 //            decoded through a 256-entry table; scalar float32 math, S and P
 //            in shared memory. The GPU baseline.
 //   stage 2  stage 1 + tensor cores: WMMA m16n16k16 (f16 in, f32 out) for Q·Kᵀ
-//            and P·V. S, P and the running output O go through shared memory.
+//            and P·V. S, P and the running output O go through shared memory;
+//            four warps share every step of a 16-row block (S tiles, the
+//            softmax 8 threads per row, O tiles).
 //   stage 3  online softmax fused in registers on the accumulator fragments,
 //            using the layout verified on hardware (package wmma, docs/WMMA.md):
 //            row max and row sum through quad shuffles, O rescaled in
@@ -32,6 +34,10 @@
 //                    causal alignments, LSE.
 //   v2 (2026-11-22): stage 5 (Nsight Compute on stage 4, mission: 2 warps per
 //                    SM, 7% compute throughput: latency-bound).
+//   v4 (2026-11-22): stage 2 on four warps per 16-row block (it ran on one or
+//                    two warps: 40.6 us on mission, bound by the warps' own
+//                    instruction streams; 64-key tiles on one warp measured
+//                    the same). Four warps on 32 rows: 24.2 us.
 //
 // Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
 // Params; per-(batch, head) dequantization scales; the Q and K scales and
@@ -195,9 +201,175 @@ __device__ void stage1(const Params& p) {
   }
 }
 
+// Decode one staged FP8 tile (BN x D, K and V) to f16.
+template <int BN, int D, int THREADS>
+__device__ __forceinline__ void decode_tile(const uint8_t* k8, const uint8_t* v8, uint16_t* k16, uint16_t* v16) {
+  for (int c = threadIdx.x; c < BN * D / 2; c += THREADS) {
+    __half2_raw hk = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(k8 + 2 * c), __NV_E4M3);
+    __half2_raw hv = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(v8 + 2 * c), __NV_E4M3);
+    ((__half2_raw*)k16)[c] = hk;
+    ((__half2_raw*)v16)[c] = hv;
+  }
+}
+
 // ---------------------------------------------------------------------------
-// Stages 2-4: WMMA. WARPS warps per block, 16 query rows per warp, BN keys
-// per tile. The staging ring holds STAGES tiles of FP8 K/V; each tile is
+// Stage 2: WMMA with S, P and O through shared memory. Four warps per block
+// of BM query rows share every step of a BN-key tile: decoding it to f16,
+// a 16x16 S tile each for two of them (Q·Kᵀ), the softmax with 8 threads
+// per row on S in shared memory, and one (D=64) or two (D=128) 16x16 O tiles
+// each, rescaled in shared memory and then accumulated (P·V). Shared
+// memory: 26 KB (D=64), 47 KB (D=128).
+// ---------------------------------------------------------------------------
+template <int D> struct S2 {
+  static constexpr int BM = 16, BN = 32, THREADS = 128, STAGES = 2;
+  static constexpr int TPR = THREADS / BM;  // softmax threads per row
+  static constexpr int CPT = BN / TPR;      // columns per softmax thread
+  static constexpr int SLD = BN + TPR;      // S row stride: thread (r, sub) reads
+                                            // columns sub + TPR k, conflict-free
+};
+
+template <int D>
+struct S2Smem {
+  using C = S2<D>;
+  __align__(16) uint8_t k8[C::STAGES][C::BN * D];
+  __align__(16) uint8_t v8[C::STAGES][C::BN * D];
+  __align__(32) uint16_t k16[C::BN * D];  // f16 bit patterns (no constructors in __shared__)
+  __align__(32) uint16_t v16[C::BN * D];
+  __align__(32) uint16_t q16[C::BM * D];
+  __align__(32) float s[C::BM * C::SLD];
+  __align__(32) uint16_t p16[C::BM * C::BN];
+  __align__(32) float o[C::BM * D];
+  float alpha[C::BM];
+};
+
+template <int D>
+__device__ void stage2(const Params& p) {
+  using C = S2<D>;
+  constexpr int BM = C::BM, BN = C::BN, THREADS = C::THREADS, STAGES = C::STAGES, TPR = C::TPR, CPT = C::CPT;
+  constexpr int SLD = C::SLD;
+  constexpr int DT = D / 16, RT = BM / 16, NT = BN / 16;
+  static_assert(RT * NT <= THREADS / 32, "one S tile per warp");
+  auto H = [](const uint16_t* x) { return reinterpret_cast<const half*>(x); };
+  __shared__ S2Smem<D> sm;
+  const Head hd = head_of(p);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int i0 = blockIdx.x * BM;
+  for (int c = tid; c < BM * D / 2; c += THREADS) {
+    int rr = (2 * c) / D, dd = (2 * c) % D;
+    __nv_fp8x2_storage_t two = 0;
+    if (i0 + rr < p.sq) two = *(const __nv_fp8x2_storage_t*)(hd.q + (long long)(i0 + rr) * p.q_row_stride + dd);
+    ((__half2_raw*)sm.q16)[c] = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
+  }
+  for (int c = tid; c < BM * D; c += THREADS) sm.o[c] = 0.f;
+  // Softmax ownership: thread tid holds row r's state, columns sub*CPT.. of S.
+  const int r = tid / TPR, sub = tid % TPR, row = i0 + r;
+  const int n_row = row < p.sq ? visible_keys(p, row) : 0;
+  float m = NEG_INF, l = 0.f;
+  const int nmax = visible_keys(p, min((int)p.sq - 1, i0 + BM - 1));
+  const int tiles = (nmax + BN - 1) / BN;
+#pragma unroll
+  for (int st = 0; st < STAGES - 1; st++) {
+    if (st < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, st * BN, sm.k8[st], sm.v8[st]);
+    cp_async_commit();
+  }
+  __syncthreads();
+  // This warp's S tile: row tile srt, key tile snt; its Q fragments once.
+  const int srt = warp / NT, snt = warp % NT;
+  const bool has_s = warp < RT * NT;
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[DT];
+  if (has_s) {
+#pragma unroll
+    for (int kk = 0; kk < DT; kk++) wmma::load_matrix_sync(qf[kk], H(sm.q16 + 16 * srt * D + 16 * kk), D);
+  }
+  for (int t = 0; t < tiles; t++) {
+    const int slot = t % STAGES, j0 = t * BN;
+    {
+      int pre = t + STAGES - 1;
+      if (pre < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, pre * BN, sm.k8[pre % STAGES], sm.v8[pre % STAGES]);
+      cp_async_commit();
+    }
+    cp_async_wait<STAGES - 1>();
+    __syncthreads();
+    decode_tile<BN, D, THREADS>(sm.k8[slot], sm.v8[slot], sm.k16, sm.v16);
+    __syncthreads();
+    if (has_s) {  // S tile = Q Kᵀ; B[k = d][n = key] = K[key][d] is col_major
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> sf;
+      wmma::fill_fragment(sf, 0.f);
+#pragma unroll
+      for (int kk = 0; kk < DT; kk++) {
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::col_major> kf;
+        wmma::load_matrix_sync(kf, H(sm.k16 + snt * 16 * D + kk * 16), D);
+        wmma::mma_sync(sf, qf[kk], kf, sf);
+      }
+      wmma::store_matrix_sync(sm.s + 16 * srt * SLD + 16 * snt, sf, SLD, wmma::mem_row_major);
+    }
+    __syncthreads();
+    {  // softmax step of row r over this tile: columns sub + TPR k
+      const float* srow = sm.s + r * SLD;
+      float v[CPT], mx = NEG_INF;
+#pragma unroll
+      for (int k = 0; k < CPT; k++) {
+        const int c = sub + TPR * k;
+        v[k] = j0 + c < n_row ? srow[c] * hd.score_scale : NEG_INF;
+        mx = fmaxf(mx, v[k]);
+      }
+#pragma unroll
+      for (int off = 1; off < TPR; off <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, off));
+      const float m_new = fmaxf(m, mx), m_use = m_new == NEG_INF ? 0.f : m_new;
+      const float alpha = exp2f(m - m_use);
+      half* prow = reinterpret_cast<half*>(sm.p16) + r * BN;
+      float sum = 0.f;
+#pragma unroll
+      for (int k = 0; k < CPT; k++) {
+        const float e = exp2f(v[k] - m_use);
+        sum += e;
+        prow[sub + TPR * k] = __float2half(e);
+      }
+#pragma unroll
+      for (int off = 1; off < TPR; off <<= 1) sum += __shfl_xor_sync(0xffffffff, sum, off);
+      l = l * alpha + sum;
+      m = m_new;
+      if (sub == 0) sm.alpha[r] = alpha;
+    }
+    __syncthreads();
+    for (int ot = warp; ot < RT * DT; ot += THREADS / 32) {  // O tile (row tile ort, columns 16 dt) += P V
+      const int ort = ot / DT, dt = ot % DT;
+      // This warp's O tile rescaled in shared memory first (lane: one
+      // column, every other row).
+      float* ot_rows = sm.o + 16 * ort * D + 16 * dt;
+#pragma unroll
+      for (int i = 0; i < 8; i++) {
+        const int rr = lane / 16 + 2 * i;
+        ot_rows[rr * D + lane % 16] *= sm.alpha[16 * ort + rr];
+      }
+      __syncwarp();
+      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+      wmma::load_matrix_sync(acc, sm.o + 16 * ort * D + 16 * dt, D, wmma::mem_row_major);
+#pragma unroll
+      for (int n = 0; n < NT; n++) {
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> pf;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
+        wmma::load_matrix_sync(pf, H(sm.p16 + 16 * ort * BN + 16 * n), BN);
+        wmma::load_matrix_sync(vf, H(sm.v16 + n * 16 * D + dt * 16), D);
+        wmma::mma_sync(acc, pf, vf, acc);
+      }
+      wmma::store_matrix_sync(sm.o + 16 * ort * D + 16 * dt, acc, D, wmma::mem_row_major);
+    }
+    __syncthreads();  // O, k16/v16 and the ring slot are reused next tile
+  }
+  cp_async_wait<0>();
+  // Epilogue: O / l, scaled by the V descale; row r's TPR threads share it.
+  const bool any = l > 0.f || l != l;
+  if (row < p.sq) {
+    for (int c = sub; c < D; c += TPR)
+      hd.out[(long long)row * p.o_row_stride + c] = any ? sm.o[r * D + c] * (hd.out_scale / l) : 0.f;
+    if (hd.lse && sub == 0) hd.lse[row] = any ? (m + log2f(l)) * LN2 : NEG_INF;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Stages 3-4: WMMA, fused softmax. WARPS warps per block, 16 query rows per
+// warp, BN keys per tile. The staging ring holds STAGES tiles of FP8 K/V; each tile is
 // decoded to f16 for the tensor cores.
 // ---------------------------------------------------------------------------
 
@@ -209,10 +381,11 @@ __device__ __forceinline__ int acc_col(int lane, int i) { return 2 * (lane & 3) 
 
 // Tile configuration; must equal Tiles() in backend/cuda/tiles.go (checked at
 // load time through the exported *_config constants). Chosen to keep static
-// shared memory under 48 KB: stage 2 also holds S, P and O there.
+// shared memory under 48 KB.
 template <int D, int STAGE> struct WTiles {
+  static_assert(STAGE == 3 || STAGE == 4, "stage_wmma runs stages 3 and 4");
   static constexpr int WARPS = D == 64 ? 2 : 1;
-  static constexpr int BN = (D == 64 && STAGE != 2) ? 64 : 32;
+  static constexpr int BN = D == 64 ? 64 : 32;
 };
 
 template <int D, int STAGE>
@@ -224,23 +397,7 @@ struct WSmem {
   __align__(32) uint16_t k16[BN * D];  // f16 bit patterns (no constructors in __shared__)
   __align__(32) uint16_t v16[BN * D];
   __align__(32) uint16_t q16[BM * D];
-  // Stage 2 only: S, P and O through shared memory.
-  __align__(32) float s[STAGE == 2 ? BM * BN : 1];
-  __align__(32) uint16_t p16[STAGE == 2 ? BM * BN : 1];
-  __align__(32) float o[STAGE == 2 ? BM * D : 1];
-  float alpha[STAGE == 2 ? BM : 1];
 };
-
-// Decode one staged FP8 tile (BN x D, K and V) to f16.
-template <int BN, int D, int THREADS>
-__device__ __forceinline__ void decode_tile(const uint8_t* k8, const uint8_t* v8, uint16_t* k16, uint16_t* v16) {
-  for (int c = threadIdx.x; c < BN * D / 2; c += THREADS) {
-    __half2_raw hk = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(k8 + 2 * c), __NV_E4M3);
-    __half2_raw hv = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(v8 + 2 * c), __NV_E4M3);
-    ((__half2_raw*)k16)[c] = hk;
-    ((__half2_raw*)v16)[c] = hv;
-  }
-}
 
 template <int D, int STAGE>
 __device__ void stage_wmma(const Params& p) {
@@ -258,9 +415,6 @@ __device__ void stage_wmma(const Params& p) {
     if (i0 + rr < p.sq) two = *(const __nv_fp8x2_storage_t*)(hd.q + (long long)(i0 + rr) * p.q_row_stride + dd);
     ((__half2_raw*)sm.q16)[c] = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
   }
-  if constexpr (STAGE == 2) {
-    for (int c = tid; c < BM * D; c += THREADS) sm.o[c] = 0.f;
-  }
   const int nmax = visible_keys(p, min((int)p.sq - 1, i0 + BM - 1));
   const int tiles = (nmax + BN - 1) / BN;
   // Prologue: fill STAGES-1 slots of the ring.
@@ -274,17 +428,14 @@ __device__ void stage_wmma(const Params& p) {
 #pragma unroll
   for (int kk = 0; kk < DT; kk++) wmma::load_matrix_sync(qf[kk], H(sm.q16 + 16 * warp * D + 16 * kk), D);
 
-  // Per-warp softmax state. Stage 3/4: each lane owns rows g and g+8.
-  // Stage 2: lane owns row lane/2 (two lanes per row).
+  // Per-warp softmax state: each lane owns rows g and g+8.
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[STAGE == 2 ? 1 : DT];
-  if constexpr (STAGE != 2) {
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[DT];
 #pragma unroll
-    for (int n = 0; n < DT; n++) wmma::fill_fragment(of[n], 0.f);
-  }
+  for (int n = 0; n < DT; n++) wmma::fill_fragment(of[n], 0.f);
   int n_rows[2];
   for (int k = 0; k < 2; k++) {
-    int row = STAGE == 2 ? w0 + lane / 2 : w0 + (lane >> 2) + 8 * k;
+    int row = w0 + (lane >> 2) + 8 * k;
     n_rows[k] = row < p.sq ? visible_keys(p, row) : 0;
   }
 
@@ -312,52 +463,7 @@ __device__ void stage_wmma(const Params& p) {
       }
     }
     wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> pf[NT];
-    if constexpr (STAGE == 2) {
-      // S through shared memory; two lanes per row, scalar softmax.
-      float* s = sm.s + 16 * warp * BN;
-#pragma unroll
-      for (int n = 0; n < NT; n++) wmma::store_matrix_sync(s + 16 * n, sf[n], BN, wmma::mem_row_major);
-      __syncwarp();
-      const int r = lane / 2, half_ = lane % 2;
-      float mx = NEG_INF;
-      for (int c = half_; c < BN; c += 2) {
-        float v = (j0 + c < n_rows[0]) ? s[r * BN + c] * hd.score_scale : NEG_INF;
-        s[r * BN + c] = v;
-        mx = fmaxf(mx, v);
-      }
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-      const float m_new = fmaxf(m[0], mx), m_use = m_new == NEG_INF ? 0.f : m_new;
-      const float alpha = exp2f(m[0] - m_use);
-      float sum = 0.f;
-      half* pp = reinterpret_cast<half*>(sm.p16 + 16 * warp * BN);
-      for (int c = half_; c < BN; c += 2) {
-        float e = exp2f(s[r * BN + c] - m_use);
-        sum += e;
-        pp[r * BN + c] = __float2half(e);
-      }
-      sum += __shfl_xor_sync(0xffffffff, sum, 1);
-      l[0] = l[0] * alpha + sum;
-      m[0] = m_new;
-      if (half_ == 0) sm.alpha[16 * warp + r] = alpha;
-      __syncwarp();
-      float* o = sm.o + 16 * warp * D;
-      for (int c = lane; c < 16 * D; c += 32) o[c] *= sm.alpha[16 * warp + c / D];
-      __syncwarp();
-#pragma unroll
-      for (int n = 0; n < NT; n++) wmma::load_matrix_sync(pf[n], pp + 16 * n, BN);
-#pragma unroll
-      for (int dt = 0; dt < DT; dt++) {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-        wmma::load_matrix_sync(acc, o + 16 * dt, D, wmma::mem_row_major);
-#pragma unroll
-        for (int n = 0; n < NT; n++) {
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
-          wmma::load_matrix_sync(vf, H(sm.v16 + n * 16 * D + dt * 16), D);
-          wmma::mma_sync(acc, pf[n], vf, acc);
-        }
-        wmma::store_matrix_sync(o + 16 * dt, acc, D, wmma::mem_row_major);
-      }
-    } else {
+    {
       // Fused: softmax on the accumulator fragments in registers.
       float mx[2] = {NEG_INF, NEG_INF};
 #pragma unroll
@@ -413,33 +519,22 @@ __device__ void stage_wmma(const Params& p) {
   }
   cp_async_wait<0>();
   // Epilogue: O / l, scaled by the V descale.
-  if constexpr (STAGE == 2) {
-    const int r = lane / 2, row = w0 + r;
-    const float* o = sm.o + 16 * warp * D;
-    const bool any = l[0] > 0.f || l[0] != l[0];
-    if (row < p.sq) {
-      for (int c = lane % 2; c < D; c += 2)
-        hd.out[(long long)row * p.o_row_stride + c] = any ? o[r * D + c] * (hd.out_scale / l[0]) : 0.f;
-      if (hd.lse && lane % 2 == 0) hd.lse[row] = any ? (m[0] + log2f(l[0])) * LN2 : NEG_INF;
+#pragma unroll
+  for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+      const int k = (i >> 1) & 1, row = w0 + acc_row(lane, i);
+      const bool any = l[k] > 0.f || l[k] != l[k];
+      if (row < p.sq)
+        hd.out[(long long)row * p.o_row_stride + 16 * dt + acc_col(lane, i)] = any ? of[dt].x[i] * (hd.out_scale / l[k]) : 0.f;
     }
-  } else {
+  if (hd.lse && (lane & 3) == 0)
 #pragma unroll
-    for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-      for (int i = 0; i < 8; i++) {
-        const int k = (i >> 1) & 1, row = w0 + acc_row(lane, i);
-        const bool any = l[k] > 0.f || l[k] != l[k];
-        if (row < p.sq)
-          hd.out[(long long)row * p.o_row_stride + 16 * dt + acc_col(lane, i)] = any ? of[dt].x[i] * (hd.out_scale / l[k]) : 0.f;
-      }
-    if (hd.lse && (lane & 3) == 0)
-#pragma unroll
-      for (int k = 0; k < 2; k++) {
-        const int row = w0 + (lane >> 2) + 8 * k;
-        const bool any = l[k] > 0.f || l[k] != l[k];
-        if (row < p.sq) hd.lse[row] = any ? (m[k] + log2f(l[k])) * LN2 : NEG_INF;
-      }
-  }
+    for (int k = 0; k < 2; k++) {
+      const int row = w0 + (lane >> 2) + 8 * k;
+      const bool any = l[k] > 0.f || l[k] != l[k];
+      if (row < p.sq) hd.lse[row] = any ? (m[k] + log2f(l[k])) * LN2 : NEG_INF;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -455,12 +550,19 @@ extern "C" __global__ void __launch_bounds__(128) fp8attn_stage1_d128(const __gr
 CONFIG(fp8attn_stage1_d64, 16, 64, 128, 2)
 CONFIG(fp8attn_stage1_d128, 16, 64, 128, 2)
 
+#define S2STAGE(D)                                                                                     \
+  extern "C" __global__ void __launch_bounds__(S2<D>::THREADS) fp8attn_stage2_d##D(const __grid_constant__ Params p) { \
+    stage2<D>(p);                                                                                      \
+  }                                                                                                    \
+  extern "C" __device__ const int fp8attn_stage2_d##D##_config[4] = {S2<D>::BM, S2<D>::BN, S2<D>::THREADS, S2<D>::STAGES};
+S2STAGE(64) S2STAGE(128)
+
 #define WSTAGE(S, D)                                                                                   \
   extern "C" __global__ void __launch_bounds__(32 * WTiles<D, S>::WARPS)                              \
       fp8attn_stage##S##_d##D(const __grid_constant__ Params p) { stage_wmma<D, S>(p); }               \
   extern "C" __device__ const int fp8attn_stage##S##_d##D##_config[4] = {                              \
       WSmem<D, S>::BM, WSmem<D, S>::BN, 32 * WSmem<D, S>::WARPS, WSmem<D, S>::STAGES};
-WSTAGE(2, 64) WSTAGE(2, 128) WSTAGE(3, 64) WSTAGE(3, 128) WSTAGE(4, 64) WSTAGE(4, 128)
+WSTAGE(3, 64) WSTAGE(3, 128) WSTAGE(4, 64) WSTAGE(4, 128)
 
 // ---------------------------------------------------------------------------
 // Stage 5: split-KV warps, FP8 fragments filled directly.

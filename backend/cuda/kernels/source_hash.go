@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of attention.cu followed by the fragment header
 // when attention_compute_89.ptx was built from them.
-const SourceHash = "7fd7d44946ad2b42711e5e46380a879e3b1666f683ef78331eeb3b6c386a642d"
+const SourceHash = "f8268b20d47661d7fc45e20ef1361d97dfcacb67082de7fef204909f36f708b0"
