@@ -34,10 +34,15 @@
 //                    causal alignments, LSE.
 //   v2 (2026-11-22): stage 5 (Nsight Compute on stage 4, mission: 2 warps per
 //                    SM, 7% compute throughput: latency-bound).
+//   v3 (2026-11-22): stage 6 (twice the key-split warps) and stage 7 (Q·Kᵀ
+//                    on the FP8 tensor cores).
 //   v4 (2026-11-22): stage 2 on four warps per 16-row block (it ran on one or
 //                    two warps: 40.6 us on mission, bound by the warps' own
 //                    instruction streams; 64-key tiles on one warp measured
-//                    the same). Four warps on 32 rows: 24.2 us.
+//                    the same). Four warps on 32 rows: 24.2 us; on 16: 19.3.
+//   v5 (2026-11-22): stages 5-7: V fragments filled a pair at a time (two
+//                    byte loads, one paired conversion); the merge computes
+//                    each row's factors once.
 //
 // Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
 // Params; per-(batch, head) dequantization scales; the Q and K scales and
@@ -596,6 +601,22 @@ __device__ __forceinline__ void fill_b_pairs(Frag& f, const uint8_t* tile, int l
   }
 }
 
+// fill_b_kpairs is fill_b for a tile where (k, n) and (k+1, n) are in
+// consecutive rows (V as the row-major B of P·V): two byte loads joined into
+// one pair and one paired conversion per two elements.
+template <typename Frag, typename At>
+__device__ __forceinline__ void fill_b_kpairs(Frag& f, const uint8_t* tile, int lane, At at) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int i = 0; i < 8; i += 2) {
+    const int k = 2 * t + 8 * ((i >> 1) & 1), n = g + 8 * ((i >> 2) & 1);
+    const unsigned lo = tile[at(k, n)], hi = tile[at(k + 1, n)];
+    __half2 h = __half2(__nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(lo | (hi << 8)), __NV_E4M3));
+    f.x[i] = f.x[i + 8] = h.x;
+    f.x[i + 1] = f.x[i + 9] = h.y;
+  }
+}
+
 template <typename Frag, typename At>
 __device__ __forceinline__ void fill_b(Frag& f, const uint8_t* tile, int lane, At at) {
   const int g = lane >> 2, t = lane & 3;
@@ -784,7 +805,7 @@ __device__ void stage5(const Params& p) {
       for (int n = 0; n < NT; n++) {
         wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
         // B[k = key][n = d] = V[key][d]
-        fill_b(vf, vt, lane, [&](int k, int nn) { return (16 * n + k) * ROW + 16 * dt + nn; });
+        fill_b_kpairs(vf, vt, lane, [&](int k, int nn) { return (16 * n + k) * ROW + 16 * dt + nn; });
         wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
       }
     }
@@ -806,24 +827,34 @@ __device__ void stage5(const Params& p) {
     for (int k = 0; k < 2; k++) mrow[warp][g + 8 * k] = m[k], lrow[warp][g + 8 * k] = l[k];
   }
   __syncthreads();
-  // Merge: O = Σ_w 2^(m_w - m*) O_w, l = Σ_w 2^(m_w - m*) l_w.
-  for (int c = threadIdx.x; c < 16 * D; c += 32 * KS) {
-    const int r = c / D, d = c % D, row = i0 + r;
-    if (row >= p.sq) continue;
+  // Merge: O = Σ_w 2^(m_w - m*) O_w, l = Σ_w 2^(m_w - m*) l_w. The factors
+  // (divided by l) once per (warp, row), then every output element.
+  if (threadIdx.x < 16) {
+    const int r = threadIdx.x;
     float ms = NEG_INF;
 #pragma unroll
     for (int w = 0; w < KS; w++) ms = fmaxf(ms, mrow[w][r]);
     const float mu = ms == NEG_INF ? 0.f : ms;
-    float o = 0.f, lsum = 0.f;
+    float f[KS], lsum = 0.f;
 #pragma unroll
     for (int w = 0; w < KS; w++) {
-      const float f = exp2f(mrow[w][r] - mu);
-      o += f * reinterpret_cast<const float*>(ring[w][0][0])[r * D + d];
-      lsum += f * lrow[w][r];
+      f[w] = exp2f(mrow[w][r] - mu);
+      lsum += f[w] * lrow[w][r];
     }
     const bool any = lsum > 0.f || lsum != lsum;
-    hd.out[(long long)row * p.o_row_stride + d] = any ? o * (hd.out_scale / lsum) : 0.f;
-    if (hd.lse && d == 0) hd.lse[row] = any ? (ms + log2f(lsum)) * LN2 : NEG_INF;
+    const float norm = any ? hd.out_scale / lsum : 0.f;
+#pragma unroll
+    for (int w = 0; w < KS; w++) mrow[w][r] = f[w] * norm;  // m_w is no longer needed
+    if (hd.lse && i0 + r < p.sq) hd.lse[i0 + r] = any ? (ms + log2f(lsum)) * LN2 : NEG_INF;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < 16 * D; c += 32 * KS) {
+    const int r = c / D, d = c % D, row = i0 + r;
+    if (row >= p.sq) continue;
+    float o = 0.f;
+#pragma unroll
+    for (int w = 0; w < KS; w++) o += mrow[w][r] * reinterpret_cast<const float*>(ring[w][0][0])[r * D + d];
+    hd.out[(long long)row * p.o_row_stride + d] = o;
   }
 }
 

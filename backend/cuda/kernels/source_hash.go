@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of attention.cu followed by the fragment header
 // when attention_compute_89.ptx was built from them.
-const SourceHash = "f8268b20d47661d7fc45e20ef1361d97dfcacb67082de7fef204909f36f708b0"
+const SourceHash = "3c726dc58007dce9b2e405b681a882d0c4c5be21b674a40739be46f4132f0863"
