@@ -52,3 +52,46 @@ loop:
 	JNZ loop
 	VZEROUPPER
 	RET
+
+// func decodeE4M3AVX512(dst *float32, src *E4M3, n int, scale float32)
+// decodeE4M3AVX2 16 codes at a time (n a positive multiple of 16), with
+// mask registers for the subnormal and NaN cases.
+TEXT ·decodeE4M3AVX512(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z15
+	MOVL $0x7f, AX
+	VPBROADCASTD AX, Z14
+	MOVL $0x3c000000, AX
+	VPBROADCASTD AX, Z13
+	MOVL $8, AX
+	VPBROADCASTD AX, Z12
+	MOVL $0x00800000, AX
+	VPBROADCASTD AX, Z11
+	MOVL $0x3c800000, AX
+	VPBROADCASTD AX, Z10
+	MOVL $0x7fc00000, AX
+	VPBROADCASTD AX, Z9
+
+loop512:
+	VPMOVZXBD (SI), Z0
+	VPANDD Z14, Z0, Z1      // m = c & 0x7f
+	VPXORD Z1, Z0, Z2       // the sign bit, at bit 7
+	VPSLLD $24, Z2, Z2      // ... at bit 31
+	VPSLLD $20, Z1, Z3
+	VPADDD Z13, Z3, Z3      // normal value
+	VPCMPUD $1, Z12, Z1, K1 // m < 8: subnormal
+	VPADDD Z11, Z3, K1, Z3  // 2^-6 + m*2^-9
+	VSUBPS Z10, Z3, K1, Z3  // m*2^-9, exactly
+	VPCMPEQD Z14, Z1, K2    // m = 0x7f: NaN
+	VMOVDQA32 Z9, K2, Z3
+	VPORD Z2, Z3, Z3
+	VMULPS Z15, Z3, Z3
+	VMOVUPS Z3, (DI)
+	ADDQ $16, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ loop512
+	VZEROUPPER
+	RET
