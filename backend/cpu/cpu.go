@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
@@ -34,7 +35,10 @@ type Backend struct {
 	ks      *kernelSet
 	workers int
 	start   sync.Once
-	jobs    chan *call
+	// jobs hands a call to parked helpers; posted offers its open helper
+	// slots to helpers still spinning after their last call.
+	jobs   chan *call
+	posted atomic.Pointer[call]
 	// calls holds finished calls for reuse with their scratch, key panels
 	// and FP8 decode buffers.
 	calls freeList[call]
@@ -85,15 +89,55 @@ func (b *Backend) Workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
+// spin is how long an idle helper keeps polling for the next call before it
+// parks. Back-to-back calls then start on every worker at once, as OpenMP
+// runtimes do with their block time; waking parked goroutines instead
+// brings the workers up one after another, which at 16 workers costs about
+// as much as a mission-shape call.
+const spin = 100 * time.Microsecond
+
 func (b *Backend) startPool() {
 	b.jobs = make(chan *call)
 	for i := 1; i < b.Workers(); i++ {
 		go func() {
 			for c := range b.jobs {
-				c.work()
-				c.done.Done()
+				for c != nil {
+					c.work()
+					c.done.Done()
+					c = b.await()
+				}
 			}
 		}()
+	}
+}
+
+// await polls for up to spin for a posted call with an open helper slot
+// and returns it with the slot taken, or nil.
+func (b *Backend) await() *call {
+	deadline := time.Now().Add(spin)
+	for i := 1; ; i++ {
+		if c := b.posted.Load(); c != nil && c.claim() {
+			return c
+		}
+		if i%64 == 0 {
+			if time.Now().After(deadline) {
+				return nil
+			}
+			runtime.Gosched()
+		}
+	}
+}
+
+// claim takes one of c's open helper slots, if any.
+func (c *call) claim() bool {
+	for {
+		n := c.slots.Load()
+		if n <= 0 {
+			return false
+		}
+		if c.slots.CompareAndSwap(n, n-1) {
+			return true
+		}
 	}
 }
 
@@ -122,9 +166,9 @@ type call struct {
 	items   int
 	panels  int // key panels per KV head
 	// prep claims panels, prepLeft counts those not yet built, next
-	// claims query blocks.
-	prep, prepLeft, next atomic.Int64
-	done                 sync.WaitGroup
+	// claims query blocks, slots counts the helpers that may still join.
+	prep, prepLeft, next, slots atomic.Int64
+	done                        sync.WaitGroup
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
@@ -149,13 +193,26 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.prep.Store(0)
 	c.prepLeft.Store(int64(prepItems))
 	c.next.Store(0)
+	// Helper slots: spinning helpers take them from posted; parked ones
+	// are handed one each while some are waiting. Slots nobody took by the
+	// time this goroutine has done its share are withdrawn.
 	helpers := min(workers, max(c.items, prepItems)) - 1
 	c.done.Add(helpers)
-	for i := 0; i < helpers; i++ {
-		b.jobs <- c
+	c.slots.Store(int64(helpers))
+	b.posted.Store(c)
+	for c.claim() {
+		select {
+		case b.jobs <- c:
+			continue
+		default:
+			c.slots.Add(1) // no parked helper: leave the slot to spinners
+		}
+		break
 	}
 	c.work()
+	c.done.Add(-int(c.slots.Swap(0)))
 	c.done.Wait()
+	b.posted.CompareAndSwap(c, nil)
 	c.p = nil
 	b.calls.put(c)
 	return nil
