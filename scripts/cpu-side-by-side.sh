@@ -3,9 +3,9 @@
 # machine with PyTorch and no Go (the GPU machine's CPU), with bin/sdpabench
 # cross-compiled here (go build -o bin/sdpabench ./cmd/sdpabench; the cuda
 # build works too). For 1 thread and all threads, ROUNDS times (default 3),
-# it alternates: ours FP32, ours FP8, PyTorch FP32, so that drifts in the
-# machine's speed hit both sides alike; round 1 also validates ours against
-# the oracle. Writes JSON per run and summary.txt (per-round ratios and
+# it alternates ours (FP32, FP8) and PyTorch (FP32), in reversed order every
+# other round, so that drifts in the machine's speed hit both sides alike;
+# round 1 also validates ours against the oracle. Writes JSON per run and summary.txt (per-round ratios and
 # their medians) under OUT (default ./out).
 # Usage: OUT=dir ROUNDS=3 scripts/cpu-side-by-side.sh [SHAPES]
 set -uo pipefail
@@ -20,12 +20,15 @@ for t in 1 "$all"; do
   for r in $(seq 1 "$rounds"); do
     check=-nocheck
     [ "$r" = 1 ] && check=
-    for prec in fp32 fp8; do
-      GOMAXPROCS=$t bin/sdpabench -backend cpu -precision $prec -shapes "$shapes" $check \
-        -json "$out/go-$prec-t$t-r$r.json" > "$out/go-$prec-t$t-r$r.log" 2>&1
-      grep -E "FAIL" "$out/go-$prec-t$t-r$r.log"
-    done
-    python3 bench/torch_cpu_sdpa.py "$out/torch-t$t-r$r.json" "$t" "$shapes" > "$out/torch-t$t-r$r.log" 2>&1
+    ours() {
+      for prec in "$@"; do
+        GOMAXPROCS=$t bin/sdpabench -backend cpu -precision $prec -shapes "$shapes" $check \
+          -json "$out/go-$prec-t$t-r$r.json" > "$out/go-$prec-t$t-r$r.log" 2>&1
+        grep -E "FAIL" "$out/go-$prec-t$t-r$r.log"
+      done
+    }
+    theirs() { python3 bench/torch_cpu_sdpa.py "$out/torch-t$t-r$r.json" "$t" "$shapes" > "$out/torch-t$t-r$r.log" 2>&1; }
+    if [ $((r % 2)) = 1 ]; then ours fp32 fp8; theirs; else theirs; ours fp8 fp32; fi
   done
 done
 python3 - "$out" "$rounds" "$all" <<'PY' | tee "$out/summary.txt"
