@@ -119,11 +119,13 @@ func (b *Backend) await() *call {
 		if c := b.posted.Load(); c != nil && c.claim() {
 			return c
 		}
-		if i%64 == 0 {
+		if i%256 == 0 {
 			if time.Now().After(deadline) {
 				return nil
 			}
-			runtime.Gosched()
+			if i%4096 == 0 {
+				runtime.Gosched() // let an oversubscribed P's goroutines run
+			}
 		}
 	}
 }
@@ -154,10 +156,13 @@ func QueryBlock(s backend.Shape, workers int) int {
 	return bq
 }
 
-// call is one Attention call's shared state. A call runs in two phases on
-// every participating worker: first the key panels (K transposed, and for
-// FP8 K and V decoded) are built, one (KV head, key block) per claim; then,
-// after all panels are done, query blocks are claimed until none is left.
+// call is one Attention call's shared state. Workers claim query blocks
+// until none is left; the key panels a block needs (K transposed, and for
+// FP8 K and V decoded) are built by the first worker that needs each one,
+// while any other worker that needs it meanwhile waits for it. Blocks are
+// claimed head by head across heads (the first claims all fall on different
+// heads, so panels are built in parallel), and for causal masks the longest
+// query blocks first.
 type call struct {
 	p       *backend.Problem
 	ks      *kernelSet
@@ -165,10 +170,11 @@ type call struct {
 	qBlocks int // query blocks per head
 	items   int
 	panels  int // key panels per KV head
-	// prep claims panels, prepLeft counts those not yet built, next
-	// claims query blocks, slots counts the helpers that may still join.
-	prep, prepLeft, next, slots atomic.Int64
-	done                        sync.WaitGroup
+	// next claims query blocks, slots counts the helpers that may still
+	// join; panelState[i] is 0 (not built), 1 (being built) or 2 (ready).
+	next, slots atomic.Int64
+	panelState  []atomic.Int32
+	done        sync.WaitGroup
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
@@ -185,18 +191,23 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.qBlocks = (p.Sq + c.bq - 1) / c.bq
 	c.items = p.B * p.Hq * c.qBlocks
 	c.panels = (p.Sk + panel - 1) / panel
-	prepItems := p.B * p.Hkv * c.panels
-	c.kt = grow(c.kt, prepItems*p.D*panel)
+	panels := p.B * p.Hkv * c.panels
+	c.kt = grow(c.kt, panels*p.D*panel)
 	if p.Precision == backend.FP8E4M3 {
 		c.vDec = grow(c.vDec, len(p.V8))
 	}
-	c.prep.Store(0)
-	c.prepLeft.Store(int64(prepItems))
+	if cap(c.panelState) < panels {
+		c.panelState = make([]atomic.Int32, panels)
+	}
+	c.panelState = c.panelState[:panels]
+	for i := range c.panelState {
+		c.panelState[i].Store(0)
+	}
 	c.next.Store(0)
 	// Helper slots: spinning helpers take them from posted; parked ones
 	// are handed one each while some are waiting. Slots nobody took by the
 	// time this goroutine has done its share are withdrawn.
-	helpers := min(workers, max(c.items, prepItems)) - 1
+	helpers := min(workers, c.items) - 1
 	c.done.Add(helpers)
 	c.slots.Store(int64(helpers))
 	b.posted.Store(c)
@@ -280,20 +291,6 @@ func (c *call) getScratch() *scratch {
 func (c *call) work() {
 	sc := c.getScratch()
 	for {
-		it := int(c.prep.Add(1)) - 1
-		if it >= c.p.B*c.p.Hkv*c.panels {
-			break
-		}
-		c.buildPanel(sc, it)
-		c.prepLeft.Add(-1)
-	}
-	// Wait for the panels other workers are still building: a few
-	// microseconds, so yield instead of parking (parking and waking every
-	// worker costs more than the wait).
-	for c.prepLeft.Load() > 0 {
-		runtime.Gosched()
-	}
-	for {
 		it := int(c.next.Add(1)) - 1
 		if it >= c.items {
 			break
@@ -301,6 +298,26 @@ func (c *call) work() {
 		c.block(sc, it)
 	}
 	c.scratch.put(sc)
+}
+
+// panelReady makes sure panel it is built: it builds it if no worker has
+// started to, or else waits (a few microseconds at most) for the worker
+// that has.
+func (c *call) panelReady(sc *scratch, it int) {
+	st := &c.panelState[it]
+	if st.Load() == 2 {
+		return
+	}
+	if st.CompareAndSwap(0, 1) {
+		c.buildPanel(sc, it)
+		st.Store(2)
+		return
+	}
+	for i := 1; st.Load() != 2; i++ {
+		if i%1024 == 0 {
+			runtime.Gosched() // the builder may be waiting for a thread
+		}
+	}
 }
 
 // buildPanel transposes key block kb of KV head kvh (it = kvh*panels+kb)
@@ -327,7 +344,11 @@ func (c *call) buildPanel(sc *scratch, it int) {
 func (c *call) block(sc *scratch, it int) {
 	p, ks := c.p, c.ks
 	D := p.D
-	bh, qb := it/c.qBlocks, it%c.qBlocks
+	heads := p.B * p.Hq
+	bh, qb := it%heads, it/heads
+	if p.Mask != backend.NoMask {
+		qb = c.qBlocks - 1 - qb // causal: the blocks that see the most keys first
+	}
 	b, h := bh/p.Hq, bh%p.Hq
 	kvh := b*p.Hkv + h/p.Group()
 	i0 := qb * c.bq
@@ -371,6 +392,7 @@ func (c *call) block(sc *scratch, it int) {
 		j0 := kb * panel
 		n := min(panel, nmax-j0)
 		pi := kvh*c.panels + kb
+		c.panelReady(sc, pi)
 		kt := c.kt[pi*D*panel : (pi+1)*D*panel]
 		vb := v[j0*D : (j0+n)*D]
 		for g := 0; g < rowsN; g += 4 {
