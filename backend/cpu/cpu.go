@@ -156,13 +156,14 @@ func QueryBlock(s backend.Shape, workers int) int {
 	return bq
 }
 
-// call is one Attention call's shared state. Workers claim query blocks
-// until none is left; the key panels a block needs (K transposed, and for
-// FP8 K and V decoded) are built by the first worker that needs each one,
-// while any other worker that needs it meanwhile waits for it. Blocks are
-// claimed head by head across heads (the first claims all fall on different
-// heads, so panels are built in parallel), and for causal masks the longest
-// query blocks first.
+// call is one Attention call's shared state. The query blocks, in head-major
+// order, are split into one contiguous range per worker; each worker works
+// through its own range and then takes blocks from the others' (so a worker
+// that starts late or runs slow delays no one). Contiguous blocks share a
+// head, so a worker mostly reads key panels it built itself: the key panels
+// a block needs (K transposed, and for FP8 K and V decoded) are built by the
+// first worker that needs each one, while any other worker that needs it
+// meanwhile waits for it. Causal heads run their longest blocks first.
 type call struct {
 	p       *backend.Problem
 	ks      *kernelSet
@@ -172,9 +173,10 @@ type call struct {
 	panels  int // key panels per KV head
 	// next claims query blocks, slots counts the helpers that may still
 	// join; panelState[i] is 0 (not built), 1 (being built) or 2 (ready).
-	next, slots atomic.Int64
-	panelState  []atomic.Int32
-	done        sync.WaitGroup
+	joined, slots atomic.Int64
+	ranges        []blockRange
+	panelState    []atomic.Int32
+	done          sync.WaitGroup
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
@@ -203,7 +205,14 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	for i := range c.panelState {
 		c.panelState[i].Store(0)
 	}
-	c.next.Store(0)
+	if len(c.ranges) != workers {
+		c.ranges = make([]blockRange, workers)
+	}
+	for r := range c.ranges {
+		c.ranges[r].next.Store(int64(r * c.items / workers))
+		c.ranges[r].end = int64((r + 1) * c.items / workers)
+	}
+	c.joined.Store(0)
 	// Helper slots: spinning helpers take them from posted; parked ones
 	// are handed one each while some are waiting. Slots nobody took by the
 	// time this goroutine has done its share are withdrawn.
@@ -288,14 +297,26 @@ func (c *call) getScratch() *scratch {
 	return sc
 }
 
+// blockRange is one worker's contiguous range of query blocks [next, end),
+// padded to a cache line of its own.
+type blockRange struct {
+	next atomic.Int64
+	end  int64
+	_    [48]byte
+}
+
 func (c *call) work() {
 	sc := c.getScratch()
-	for {
-		it := int(c.next.Add(1)) - 1
-		if it >= c.items {
-			break
+	own := int(c.joined.Add(1)-1) % len(c.ranges)
+	for k := range c.ranges {
+		r := &c.ranges[(own+k)%len(c.ranges)]
+		for {
+			it := r.next.Add(1) - 1
+			if it >= r.end {
+				break
+			}
+			c.block(sc, int(it))
 		}
-		c.block(sc, it)
 	}
 	c.scratch.put(sc)
 }
@@ -344,8 +365,7 @@ func (c *call) buildPanel(sc *scratch, it int) {
 func (c *call) block(sc *scratch, it int) {
 	p, ks := c.p, c.ks
 	D := p.D
-	heads := p.B * p.Hq
-	bh, qb := it%heads, it/heads
+	bh, qb := it/c.qBlocks, it%c.qBlocks
 	if p.Mask != backend.NoMask {
 		qb = c.qBlocks - 1 - qb // causal: the blocks that see the most keys first
 	}
