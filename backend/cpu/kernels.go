@@ -17,9 +17,10 @@ const panel = 64
 type kernelSet struct {
 	// name: "go", "avx2" or "avx512".
 	name string
-	// scores4 sets s[r*panel+j] = scale·Σ_{i<d} q[r*d+i]·kt[i*panel+j] for
-	// rows r < 4 and keys j < panel: four query rows against one key
-	// panel stored transposed (kt: d rows of panel keys).
+	// scores4 sets s[r*panel+j] = scale·(q row r · key j) for rows r < 4
+	// and keys j < panel: four query rows against one key panel as the
+	// set's transpose stored it (in the assembly sets transposed,
+	// kt[i*panel+j] = key j's element i: scores4Go).
 	scores4 func(s, q, kt []float32, d int, scale float32)
 	// pv4 sets acc[r*d+c] = alpha[r]·acc[r*d+c] + Σ_{j<n} p[r*panel+j]·v[j*d+c]
 	// for rows r < 4 and c < d: four output rows rescaled and then
@@ -40,20 +41,23 @@ type kernelSet struct {
 	// l[r] = l[r]·alpha[r] + its sum; m[r] = mNew. alpha[4:8] is scratch.
 	// block() does the same with rowMax and expSum when it is nil.
 	softmax4 func(s, m, l []float32, alpha *[8]float32)
-	// transpose sets kt[i*panel+j] = k[j*d+i] for the n <= panel key rows
-	// of k (row length d) and zeroes the columns n <= j < panel.
+	// transpose builds a key panel from the n <= panel key rows of k (row
+	// length d), keys n <= j < panel zero: transposed (kt[i*panel+j] =
+	// k[j*d+i], transposePanel), or, where rowPanels is set, as rows.
 	transpose func(kt, k []float32, d, n int)
+	rowPanels bool
 }
 
 // goKernels are the portable kernels, always built.
 var goKernels = kernelSet{
 	name:      "go",
-	scores4:   scores4Go,
+	scores4:   scores4Rows,
 	pv4:       pv4Go,
 	pv1:       pv1Go,
 	rowMax:    rowMaxGo,
 	expSum:    expSumGo,
-	transpose: transposePanel,
+	transpose: rowPanel,
+	rowPanels: true,
 }
 
 // softmax4Go is softmax4 through rowMaxGo and expSumGo: the reference for
@@ -72,8 +76,45 @@ func softmax4Go(s, m, l []float32, alpha *[8]float32) {
 	}
 }
 
-// scores4Go is scores4 in Go, blocked 2 rows × 4 keys so that each q and kt
-// load feeds several multiply-adds.
+// rowPanel is the Go set's panel: the n key rows as they are, then zero
+// rows up to panel keys. Scalar code reads rows faster than columns.
+func rowPanel(kp, k []float32, d, n int) {
+	kp = kp[:d*panel]
+	copy(kp, k[:n*d])
+	clear(kp[n*d:])
+}
+
+// scores4Rows is scores4 on a row panel (rowPanel): two query rows against
+// four keys at a time, eight dot products sharing every load.
+func scores4Rows(s, q, kp []float32, d int, scale float32) {
+	s, q, kp = s[:4*panel], q[:4*d], kp[:d*panel]
+	for r := 0; r < 4; r += 2 {
+		q0, q1 := q[r*d:(r+1)*d], q[(r+1)*d:(r+2)*d]
+		s0, s1 := s[r*panel:(r+1)*panel], s[(r+1)*panel:(r+2)*panel]
+		for j := 0; j < panel; j += 4 {
+			k0, k1, k2, k3 := kp[j*d:(j+1)*d], kp[(j+1)*d:(j+2)*d], kp[(j+2)*d:(j+3)*d], kp[(j+3)*d:(j+4)*d]
+			var a00, a01, a02, a03, a10, a11, a12, a13 float32
+			for i, x0 := range q0 {
+				x1 := q1[i]
+				y0, y1, y2, y3 := k0[i], k1[i], k2[i], k3[i]
+				a00 += x0 * y0
+				a01 += x0 * y1
+				a02 += x0 * y2
+				a03 += x0 * y3
+				a10 += x1 * y0
+				a11 += x1 * y1
+				a12 += x1 * y2
+				a13 += x1 * y3
+			}
+			s0[j], s0[j+1], s0[j+2], s0[j+3] = a00*scale, a01*scale, a02*scale, a03*scale
+			s1[j], s1[j+1], s1[j+2], s1[j+3] = a10*scale, a11*scale, a12*scale, a13*scale
+		}
+	}
+}
+
+// scores4Go is scores4 in Go on a transposed panel, the reference for the
+// assembly kernels, blocked 2 rows × 4 keys so that each q and kt load
+// feeds several multiply-adds.
 func scores4Go(s, q, kt []float32, d int, scale float32) {
 	s, q, kt = s[:4*panel], q[:4*d], kt[:d*panel]
 	for r := 0; r < 4; r += 2 {
@@ -99,7 +140,8 @@ func scores4Go(s, q, kt []float32, d int, scale float32) {
 	}
 }
 
-// pv4Go is pv4 in Go: two rows at a time share each value load.
+// pv4Go is pv4 in Go: two rows at a time share each value load, and four
+// keys at a time share each accumulator load and store.
 func pv4Go(acc, p, v []float32, d, n int, alpha *[4]float32) {
 	acc, p, v = acc[:4*d], p[:3*panel+n], v[:n*d]
 	for r := 0; r < 4; r += 2 {
@@ -110,7 +152,18 @@ func pv4Go(acc, p, v []float32, d, n int, alpha *[4]float32) {
 			a0[c] *= al0
 			a1[c] *= al1
 		}
-		for j := range n {
+		j := 0
+		for ; j+4 <= n; j += 4 {
+			x0, x1, x2, x3 := w0[j], w0[j+1], w0[j+2], w0[j+3]
+			y0, y1, y2, y3 := w1[j], w1[j+1], w1[j+2], w1[j+3]
+			v0, v1, v2, v3 := v[j*d:(j+1)*d], v[(j+1)*d:(j+2)*d], v[(j+2)*d:(j+3)*d], v[(j+3)*d:(j+4)*d]
+			for c, e0 := range v0 {
+				e1, e2, e3 := v1[c], v2[c], v3[c]
+				a0[c] += x0*e0 + x1*e1 + x2*e2 + x3*e3
+				a1[c] += y0*e0 + y1*e1 + y2*e2 + y3*e3
+			}
+		}
+		for ; j < n; j++ {
 			x, y, vj := w0[j], w1[j], v[j*d:(j+1)*d]
 			for c, vc := range vj {
 				a0[c] += x * vc

@@ -135,45 +135,41 @@ func TestKernels(t *testing.T) {
 				if trial%10 == 0 {
 					n = panel
 				}
-				// scores4
+				// transpose, then scores4 on the set's own panel, against
+				// transposePanel and scores4Go; n < panel keys leave zero
+				// keys whose scores must be 0.
 				q, qok := guarded(rng, 4*d, normal)
+				kr, krok := guarded(rng, n*d, normal)
 				kt, ktok := guarded(rng, d*panel, normal)
 				s, sok := guarded(rng, 4*panel, normal)
 				scale := float32(rng.Float64() + 0.1)
+				ktWant := make([]float32, d*panel)
+				transposePanel(ktWant, kr, d, n)
 				want := make([]float32, 4*panel)
-				scores4Go(want, q, kt, d, scale)
+				scores4Go(want, q, ktWant, d, scale)
+				ks.transpose(kt, kr, d, n)
+				if !ks.rowPanels {
+					for i, x := range ktWant {
+						if kt[i] != x {
+							t.Fatalf("transpose d=%d n=%d: kt[%d] = %v, want %v", d, n, i, kt[i], x)
+						}
+					}
+				}
 				ks.scores4(s, q, kt, d, scale)
 				for r := range 4 {
 					for j := range panel {
 						var mag float64
 						for i := range d {
-							mag += math.Abs(float64(q[r*d+i]) * float64(kt[i*panel+j]))
+							mag += math.Abs(float64(q[r*d+i]) * float64(ktWant[i*panel+j]))
 						}
 						if !close(s[r*panel+j], want[r*panel+j], d, mag*float64(scale)) {
-							t.Fatalf("scores4 d=%d: s[%d][%d] = %v, want %v", d, r, j, s[r*panel+j], want[r*panel+j])
+							t.Fatalf("scores4 d=%d n=%d: s[%d][%d] = %v, want %v", d, n, r, j, s[r*panel+j], want[r*panel+j])
 						}
 					}
 				}
-				for _, ok := range []func() error{qok, ktok, sok} {
+				for _, ok := range []func() error{qok, krok, ktok, sok} {
 					if err := ok(); err != nil {
-						t.Fatalf("scores4 d=%d: %v", d, err)
-					}
-				}
-
-				// transpose
-				kr, krok := guarded(rng, n*d, normal)
-				ktGot, ktok2 := guarded(rng, d*panel, normal)
-				ktWant := make([]float32, d*panel)
-				transposePanel(ktWant, kr, d, n)
-				ks.transpose(ktGot, kr, d, n)
-				for i, x := range ktWant {
-					if ktGot[i] != x {
-						t.Fatalf("transpose d=%d n=%d: kt[%d] = %v, want %v", d, n, i, ktGot[i], x)
-					}
-				}
-				for _, ok := range []func() error{krok, ktok2} {
-					if err := ok(); err != nil {
-						t.Fatalf("transpose d=%d n=%d: %v", d, n, err)
+						t.Fatalf("scores4 d=%d n=%d: %v", d, n, err)
 					}
 				}
 
