@@ -13,7 +13,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,
 bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" > "$out/test.log" 2>&1; echo "tests rc=$?" | tee -a "$out/test.log"
 grep -E "^(--- |FAIL|ok|PASS)|cuda_test.go" "$out/test.log" | grep -v "^    --- PASS" | head -60
 if [ -n "${SKIP_BENCH:-}" ]; then tar czf "$out/results.tgz" -C "$out" test.log gen.log gpu.txt; exit 0; fi
-for st in ${STAGES:-1 2 3 4 5 6 7}; do
+for st in ${STAGES:-1 2 3 4 5 6 7 8}; do
   bin/sdpabench -kernel stage$st -shapes small,mission,long -json "$out/stage$st.json" 2>/dev/null
   bin/sdpabench -kernel stage$st -shapes large -nocheck -iters 50 -json "$out/stage$st-large.json" 2>/dev/null
 done

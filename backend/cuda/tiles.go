@@ -5,7 +5,7 @@
 // saying so.
 //
 // Backends registered: "cuda" (the fastest stage that passed validation, see
-// BestStage) and "cuda/stage1" .. "cuda/stage7" (one kernel stage each).
+// BestStage) and "cuda/stage1" .. "cuda/stage8" (one kernel stage each).
 package cuda
 
 import (
@@ -16,7 +16,7 @@ import (
 
 // Stages are the kernel stages, in the order they were built; later ones
 // are faster (docs/PERF.md).
-var Stages = []int{1, 2, 3, 4, 5, 6, 7}
+var Stages = []int{1, 2, 3, 4, 5, 6, 7, 8}
 
 // BestStage is the stage "cuda" runs for head dimension d: the fastest stage
 // that passes the conformance suite, by the H200 measurements in
@@ -64,10 +64,10 @@ func Tiles(stage, d int) (TileConfig, error) {
 			ring = 3
 		}
 		return TileConfig{BlockM: 16 * warps, BlockN: bn, Threads: 32 * warps, Stages: ring}, nil
-	case 5, 6, 7:
+	case 5, 6, 7, 8:
 		// 16 query rows per block; the keys split across 4 warps (D=64) or
-		// 2 (D=128), each with its own 2-slot ring of 32-key tiles; stage 6
-		// and 7 twice the warps with 1-slot rings.
+		// 2 (D=128), each with its own 2-slot ring of 32-key tiles; stages
+		// 6-8 twice the warps with 1-slot rings.
 		splits, ring := 4, 2
 		if d == 128 {
 			splits = 2

@@ -28,6 +28,9 @@
 //            e4m3, sm_89+): Q and K fragments are plain 32-bit loads of FP8
 //            bytes, no conversion; the f32 C fragments become P's f16
 //            matrix_a fragments register for register.
+//   stage 8  stage 7 with V decoded to f16 per 16-key half tile (into the
+//            warp's K slot, free after Q·Kᵀ) and its B fragments loaded by
+//            ldmatrix.x4.trans instead of byte-wise fills.
 //
 // Changelog
 //   v1 (2026-11-22): stages 1-4, D in {64, 128}, any Sq/Sk, GQA/MQA, both
@@ -43,6 +46,8 @@
 //   v5 (2026-11-22): stages 5-7: V fragments filled a pair at a time (two
 //                    byte loads, one paired conversion); the merge computes
 //                    each row's factors once.
+//   v6 (2026-11-22): stage 8; stages 5-8 merge four outputs per thread with
+//                    16-byte loads and stores.
 //
 // Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
 // Params; per-(batch, head) dequantization scales; the Q and K scales and
@@ -643,12 +648,12 @@ __device__ void stage5(const Params& p) {
 
   // Q fragments straight from global FP8 (matrix_a row-major: element i at
   // row g + 8((i>>1)&1), column 2t + (i&1) + 8(i>>2); 8-15 repeat 0-7).
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[STAGE == 7 ? 1 : DT];
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, half, wmma::row_major> qf[STAGE >= 7 ? 1 : DT];
   // Stage 7: mma.m16n8k32 e4m3 A fragments (PTX ISA; hardware products in
   // testdata/wmma): register r holds row g + 8(r&1), columns
   // 32kk + 16(r>>1) + 4t .. +3: four FP8 bytes, one 32-bit load.
   uint32_t qa[D / 32][4];
-  if constexpr (STAGE == 7) {
+  if constexpr (STAGE >= 7) {
 #pragma unroll
     for (int kk = 0; kk < D / 32; kk++)
 #pragma unroll
@@ -716,7 +721,7 @@ __device__ void stage5(const Params& p) {
     // key 16n + acc_col). sv/scol give each element's value and key column.
     constexpr int NE = BN / 2;  // score elements per lane: 16 rows x BN keys / 32 lanes
     float sv[NE];
-    if constexpr (STAGE == 7) {
+    if constexpr (STAGE >= 7) {
 #pragma unroll
       for (int n8 = 0; n8 < BN / 8; n8++) {
         float c[4] = {0.f, 0.f, 0.f, 0.f};
@@ -755,7 +760,7 @@ __device__ void stage5(const Params& p) {
     // Element e's row slot and key column: for stage 7, e = 4n8 + j; for
     // WMMA, e = 8n + i. Both give slot ((e>>1)&1).
     auto scol = [&](int e) {
-      return STAGE == 7 ? 8 * (e >> 2) + 2 * t4 + (e & 1) : 16 * (e >> 3) + acc_col(lane, e & 7);
+      return STAGE >= 7 ? 8 * (e >> 2) + 2 * t4 + (e & 1) : 16 * (e >> 3) + acc_col(lane, e & 7);
     };
     const bool full = j0 + BN <= nmin;  // every row of the block sees the whole tile
     float mx[2] = {NEG_INF, NEG_INF};
@@ -788,7 +793,7 @@ __device__ void stage5(const Params& p) {
       const int k = (e >> 1) & 1;
       const float x = exp2f(sv[e] - m_use[k]);
       sum[k] += x;
-      const int n = e >> 3, i = STAGE == 7 ? (((e >> 2) & 1) << 2) | (e & 3) : (e & 7);
+      const int n = e >> 3, i = STAGE >= 7 ? (((e >> 2) & 1) << 2) | (e & 3) : (e & 7);
       pf[n].x[i] = pf[n].x[i + 8] = __float2half(x);
     }
 #pragma unroll
@@ -798,16 +803,70 @@ __device__ void stage5(const Params& p) {
       l[k] = l[k] * alpha[k] + sum[k];
     }
 #pragma unroll
-    for (int dt = 0; dt < DT; dt++) {
+    for (int dt = 0; dt < DT; dt++)
 #pragma unroll
       for (int i = 0; i < 8; i++) of[dt].x[i] *= alpha[(i >> 1) & 1];
+    if constexpr (STAGE == 8) {
+      // V through f16: each 16-key half of the tile is decoded into this
+      // warp's K slot (free once Q·Kᵀ is done), rows ROWH halves apart, and
+      // every B fragment is one ldmatrix.x4.trans. With .trans, lane 4g+t
+      // gets rows 2t, 2t+1 of column g of each 8x8 matrix: B[k][n] at
+      // k = 2t, 2t+1 and n = g, i.e. fragment registers 0-3 (keys +0/+8 x
+      // d +0/+8, the hardware-verified matrix_b layout), 4-7 repeating them.
+      constexpr int ROWH = D + 8;  // 16-byte rows 4 banks apart: conflict-free ldmatrix
+      static_assert(16 * ROWH * 2 <= C::TILE, "half a V tile in f16 must fit the K slot");
+      uint16_t* v16 = reinterpret_cast<uint16_t*>(ring[warp][slot][0]);
 #pragma unroll
       for (int n = 0; n < NT; n++) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
-        // B[k = key][n = d] = V[key][d]
-        fill_b_kpairs(vf, vt, lane, [&](int k, int nn) { return (16 * n + k) * ROW + 16 * dt + nn; });
-        wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
+        __syncwarp();  // the K slot's previous readers (Q·Kᵀ, or the last half's ldmatrix) are done
+        {
+          const int r = lane >> 1, h = lane & 1;  // key 16n + r, bytes [h D/2, (h+1) D/2)
+          const uint4* src = reinterpret_cast<const uint4*>(vt + (16 * n + r) * ROW + h * (D / 2));
+          uint4* dst = reinterpret_cast<uint4*>(v16 + r * ROWH + h * (D / 2));
+#pragma unroll
+          for (int c = 0; c < D / 32; c++) {  // 16 FP8 bytes in, 32 bytes of f16 out
+            const uint4 w = src[c];
+            const uint32_t in[4] = {w.x, w.y, w.z, w.w};
+            uint32_t out[8];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+              const __half2_raw lo = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(in[j] & 0xffff), __NV_E4M3);
+              const __half2_raw hi = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(in[j] >> 16), __NV_E4M3);
+              out[2 * j] = lo.x | ((uint32_t)lo.y << 16);
+              out[2 * j + 1] = hi.x | ((uint32_t)hi.y << 16);
+            }
+            dst[2 * c] = make_uint4(out[0], out[1], out[2], out[3]);
+            dst[2 * c + 1] = make_uint4(out[4], out[5], out[6], out[7]);
+          }
+        }
+        __syncwarp();
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
+          const int q = lane >> 3;  // the 8x8 matrix this lane addresses a row of
+          const unsigned addr = (unsigned)__cvta_generic_to_shared(v16 + (8 * (q & 1) + (lane & 7)) * ROWH + 16 * dt + 8 * (q >> 1));
+          uint32_t r0, r1, r2, r3;
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                       : "r"(addr));
+          uint32_t* x = reinterpret_cast<uint32_t*>(vf.x);
+          x[0] = x[4] = r0;
+          x[1] = x[5] = r1;
+          x[2] = x[6] = r2;
+          x[3] = x[7] = r3;
+          wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
+        }
       }
+    } else {
+#pragma unroll
+      for (int dt = 0; dt < DT; dt++)
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+          wmma::fragment<wmma::matrix_b, 16, 16, 16, half, wmma::row_major> vf;
+          // B[k = key][n = d] = V[key][d]
+          fill_b_kpairs(vf, vt, lane, [&](int k, int nn) { return (16 * n + k) * ROW + 16 * dt + nn; });
+          wmma::mma_sync(of[dt], pf[n], vf, of[dt]);
+        }
     }
     __syncwarp();  // this slot is refilled RING tiles on
     if constexpr (C::RING == 1) {
@@ -848,13 +907,24 @@ __device__ void stage5(const Params& p) {
     if (hd.lse && i0 + r < p.sq) hd.lse[i0 + r] = any ? (ms + log2f(lsum)) * LN2 : NEG_INF;
   }
   __syncthreads();
-  for (int c = threadIdx.x; c < 16 * D; c += 32 * KS) {
-    const int r = c / D, d = c % D, row = i0 + r;
+  // Four adjacent outputs of one row per thread: one factor load per warp,
+  // 16-byte loads of the partials, one 16-byte store.
+  for (int c = threadIdx.x; c < 16 * D / 4; c += 32 * KS) {
+    const int r = (4 * c) / D, d = (4 * c) % D, row = i0 + r;
     if (row >= p.sq) continue;
-    float o = 0.f;
+    float4 o = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < KS; w++) o += mrow[w][r] * reinterpret_cast<const float*>(ring[w][0][0])[r * D + d];
-    hd.out[(long long)row * p.o_row_stride + d] = o;
+    for (int w = 0; w < KS; w++) {
+      const float f = mrow[w][r];
+      const float4 part = *reinterpret_cast<const float4*>(reinterpret_cast<const float*>(ring[w][0][0]) + r * D + d);
+      o.x += f * part.x, o.y += f * part.y, o.z += f * part.z, o.w += f * part.w;
+    }
+    float* dst = hd.out + (long long)row * p.o_row_stride + d;
+    if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+      *reinterpret_cast<float4*>(dst) = o;
+    } else {
+      dst[0] = o.x, dst[1] = o.y, dst[2] = o.z, dst[3] = o.w;
+    }
   }
 }
 
@@ -863,7 +933,7 @@ __device__ void stage5(const Params& p) {
       fp8attn_stage##S##_d##D(const __grid_constant__ Params p) { stage5<D, S>(p); }                   \
   extern "C" __device__ const int fp8attn_stage##S##_d##D##_config[4] = {16, S5<D, S>::BN, 32 * S5<D, S>::KS, \
                                                                           S5<D, S>::RING};
-SPLIT(5, 64) SPLIT(5, 128) SPLIT(6, 64) SPLIT(6, 128) SPLIT(7, 64) SPLIT(7, 128)
+SPLIT(5, 64) SPLIT(5, 128) SPLIT(6, 64) SPLIT(6, 128) SPLIT(7, 64) SPLIT(7, 128) SPLIT(8, 64) SPLIT(8, 128)
 
 // check_layout writes, for every lane and accumulator element, 1 where the
 // formulas the kernels use (acc_row, acc_col) disagree with the generated,

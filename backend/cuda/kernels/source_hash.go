@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of attention.cu followed by the fragment header
 // when attention_compute_89.ptx was built from them.
-const SourceHash = "3c726dc58007dce9b2e405b681a882d0c4c5be21b674a40739be46f4132f0863"
+const SourceHash = "f6d1ddefc9a84153342d8a9684371842f6552c6790bb7392e41e82f6fea83e24"
