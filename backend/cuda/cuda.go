@@ -395,7 +395,7 @@ func asBytes[T ~uint8](x []T) []uint8 {
 	return unsafe.Slice((*uint8)(unsafe.Pointer(&x[0])), len(x))
 }
 
-// Backend runs one kernel stage (stage 0: BestStage for the head dim) on
+// Backend runs one kernel stage (stage 0: BestStage for the problem's shape) on
 // device 0, which opens on first use.
 type Backend struct {
 	name  string
@@ -404,7 +404,7 @@ type Backend struct {
 
 func (b *Backend) stageFor(p *backend.Problem) int {
 	if b.stage == 0 {
-		return BestStage(p.D)
+		return BestStage(p.Shape)
 	}
 	return b.stage
 }

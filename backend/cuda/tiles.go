@@ -14,17 +14,23 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 )
 
-// Stages are the kernel stages, in the order they were built; later ones
-// are faster (docs/PERF.md).
+// Stages are the kernel stages, in the order they were built. Each is
+// complete and validated; docs/PERF.md records where each one is fastest
+// (not always the latest: BestStage).
 var Stages = []int{1, 2, 3, 4, 5, 6, 7, 8}
 
-// BestStage is the stage "cuda" runs for head dimension d: the fastest stage
-// that passes the conformance suite, by the H200 measurements in
-// docs/PERF.md (stage 7 on every D=64 shape; stage 6 on D=128, where stage
-// 7's FP8 Q·Kᵀ came out slower on the large shape).
-func BestStage(d int) int {
-	if d == 128 {
+// BestStage is the stage "cuda" runs for a problem of shape s: the fastest
+// stage that passes the conformance suite, by the H200 run recorded in
+// docs/PERF.md (commit 1ef45cc): stage 6 for D=128 (large); for D=64, stage 5
+// up to 512 keys (small 4.50 µs, mission 7.96 µs, where the later stages'
+// extra warps only add merge work) and stage 7 beyond (long 80.1 µs against
+// stage 5's 81.9).
+func BestStage(s backend.Shape) int {
+	switch {
+	case s.D == 128:
 		return 6
+	case s.Sk <= 512:
+		return 5
 	}
 	return 7
 }

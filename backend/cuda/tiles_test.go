@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
 func TestParamsLayout(t *testing.T) {
@@ -35,5 +36,26 @@ func TestTiles(t *testing.T) {
 	tc, _ := Tiles(4, 64)
 	if x, y, z := tc.Grid(backend.Shape{B: 2, Hq: 8, Sq: 256}); x != 8 || y != 8 || z != 2 {
 		t.Errorf("grid %d %d %d", x, y, z)
+	}
+}
+
+// TestBestStage: the shape-based choice recorded in docs/PERF.md.
+func TestBestStage(t *testing.T) {
+	for _, tc := range []struct {
+		s    backend.Shape
+		want int
+	}{
+		{sdpatest.NamedShapes["small"], 5},
+		{sdpatest.NamedShapes["mission"], 5},
+		{sdpatest.NamedShapes["long"], 7},
+		{sdpatest.NamedShapes["large"], 6},
+		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 513, D: 64}, 7},
+	} {
+		if got := BestStage(tc.s); got != tc.want {
+			t.Errorf("BestStage(%v) = %d, want %d", tc.s, got, tc.want)
+		}
+		if _, err := Tiles(BestStage(tc.s), tc.s.D); err != nil {
+			t.Errorf("BestStage(%v): %v", tc.s, err)
+		}
 	}
 }
