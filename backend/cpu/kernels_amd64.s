@@ -2,6 +2,44 @@
 
 #include "textflag.h"
 
+// The AVX-512 exponential of exp32, shared by expSum16AVX512 and
+// softmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
+// Z30 log2e, Z29/Z28 ln2 in two parts, Z27..Z23 the Taylor coefficients
+// 1/720..1/2, Z22 one, Z21 -87.33654 (the smallest x with a normal e^x).
+#define EXP16_CONSTANTS \
+	MOVL $0x3fb8aa3b, AX; VPBROADCASTD AX, Z30; \
+	MOVL $0x3f318000, AX; VPBROADCASTD AX, Z29; \
+	MOVL $0xb95e8083, AX; VPBROADCASTD AX, Z28; \
+	MOVL $0x3ab60b61, AX; VPBROADCASTD AX, Z27; \
+	MOVL $0x3c088889, AX; VPBROADCASTD AX, Z26; \
+	MOVL $0x3d2aaaab, AX; VPBROADCASTD AX, Z25; \
+	MOVL $0x3e2aaaab, AX; VPBROADCASTD AX, Z24; \
+	MOVL $0x3f000000, AX; VPBROADCASTD AX, Z23; \
+	MOVL $0x3f800000, AX; VPBROADCASTD AX, Z22; \
+	MOVL $0xc2aeac4f, AX; VPBROADCASTD AX, Z21
+
+// EXP16(x, t1, t2, t3, k) sets x = e^x in 16 lanes (x <= 0 or NaN; the
+// softmax domain): k = round(x*log2e); r = x - k*ln2hi - k*ln2lo; e^r by
+// the degree-6 polynomial in Horner form with fused multiply-adds; times
+// 2^k by VSCALEFPS; lanes with x < -87.33654 (or -Inf) become 0, NaN stays
+// NaN. t1-t3 and the mask register k are clobbered.
+#define EXP16(x, t1, t2, t3, k) \
+	VCMPPS $5, Z21, x, k; \
+	VMULPS Z30, x, t1; \
+	VRNDSCALEPS $0, t1, t1; \
+	VMOVAPS x, t2; \
+	VFNMADD231PS Z29, t1, t2; \
+	VFNMADD231PS Z28, t1, t2; \
+	VMOVAPS Z27, t3; \
+	VFMADD213PS Z26, t2, t3; \
+	VFMADD213PS Z25, t2, t3; \
+	VFMADD213PS Z24, t2, t3; \
+	VFMADD213PS Z23, t2, t3; \
+	VFMADD213PS Z22, t2, t3; \
+	VFMADD213PS Z22, t2, t3; \
+	VSCALEFPS t1, t3, x; \
+	VMOVAPS.Z x, k, x
+
 // The CPU backend's micro-kernels for amd64. Each routine equals the Go loop
 // named in its comment (kernels.go), with multiply-adds fused; the Go
 // wrappers in kernels_amd64.go check the bounds first.
@@ -784,35 +822,13 @@ max16_store:
 
 // func expSum16AVX512(s *float32, n int, m float32) float32
 // Equals expSumGo on s[:n], any n >= 0, 16 lanes at a time (the last
-// partial vector under a mask): x = s-m; k = round(x*log2e);
-// r = x - k*ln2hi - k*ln2lo; e^r by exp32's degree-6 polynomial in Horner
-// form with fused multiply-adds; times 2^k by VSCALEFPS; lanes with
-// x < -87.33654 (below the normal range, or -Inf) become 0, NaN stays NaN.
-// The sum is taken in 16 lanes and then across them.
+// partial vector under a mask): EXP16 of x = s-m. The sum is taken in 16
+// lanes and then across them.
 TEXT ·expSum16AVX512(SB), NOSPLIT, $0-28
 	MOVQ s+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Z31
-	MOVL $0x3fb8aa3b, AX // log2e
-	VPBROADCASTD AX, Z30
-	MOVL $0x3f318000, AX // ln2 high part
-	VPBROADCASTD AX, Z29
-	MOVL $0xb95e8083, AX // ln2 low part
-	VPBROADCASTD AX, Z28
-	MOVL $0x3ab60b61, AX // 1/720
-	VPBROADCASTD AX, Z27
-	MOVL $0x3c088889, AX // 1/120
-	VPBROADCASTD AX, Z26
-	MOVL $0x3d2aaaab, AX // 1/24
-	VPBROADCASTD AX, Z25
-	MOVL $0x3e2aaaab, AX // 1/6
-	VPBROADCASTD AX, Z24
-	MOVL $0x3f000000, AX // 1/2
-	VPBROADCASTD AX, Z23
-	MOVL $0x3f800000, AX // 1
-	VPBROADCASTD AX, Z22
-	MOVL $0xc2aeac4f, AX // -87.33654
-	VPBROADCASTD AX, Z21
+	EXP16_CONSTANTS
 	VPXORD Z20, Z20, Z20
 
 expsum16_loop:
@@ -820,21 +836,7 @@ expsum16_loop:
 	JLT expsum16_tail
 	VMOVUPS (SI), Z0
 	VSUBPS Z31, Z0, Z0
-	VCMPPS $5, Z21, Z0, K2
-	VMULPS Z30, Z0, Z1
-	VRNDSCALEPS $0, Z1, Z1
-	VMOVAPS Z0, Z2
-	VFNMADD231PS Z29, Z1, Z2
-	VFNMADD231PS Z28, Z1, Z2
-	VMOVAPS Z27, Z3
-	VFMADD213PS Z26, Z2, Z3
-	VFMADD213PS Z25, Z2, Z3
-	VFMADD213PS Z24, Z2, Z3
-	VFMADD213PS Z23, Z2, Z3
-	VFMADD213PS Z22, Z2, Z3
-	VFMADD213PS Z22, Z2, Z3
-	VSCALEFPS Z1, Z3, Z0
-	VMOVAPS.Z Z0, K2, Z0
+	EXP16(Z0, Z1, Z2, Z3, K2)
 	VMOVUPS Z0, (SI)
 	VADDPS Z0, Z20, Z20
 	ADDQ $64, SI
@@ -850,21 +852,7 @@ expsum16_tail:
 	KMOVW AX, K1
 	VMOVUPS.Z (SI), K1, Z0
 	VSUBPS Z31, Z0, Z0
-	VCMPPS $5, Z21, Z0, K2
-	VMULPS Z30, Z0, Z1
-	VRNDSCALEPS $0, Z1, Z1
-	VMOVAPS Z0, Z2
-	VFNMADD231PS Z29, Z1, Z2
-	VFNMADD231PS Z28, Z1, Z2
-	VMOVAPS Z27, Z3
-	VFMADD213PS Z26, Z2, Z3
-	VFMADD213PS Z25, Z2, Z3
-	VFMADD213PS Z24, Z2, Z3
-	VFMADD213PS Z23, Z2, Z3
-	VFMADD213PS Z22, Z2, Z3
-	VFMADD213PS Z22, Z2, Z3
-	VSCALEFPS Z1, Z3, Z0
-	VMOVAPS.Z Z0, K2, Z0
+	EXP16(Z0, Z1, Z2, Z3, K2)
 	VMOVUPS Z0, K1, (SI)
 	VADDPS Z0, Z20, K1, Z20
 
@@ -895,26 +883,7 @@ TEXT ·softmax4x64AVX512(SB), NOSPLIT, $0-40
 	MOVQ l+16(FP), DX
 	MOVQ alpha+24(FP), R8
 	MOVQ tmp+32(FP), R9
-	MOVL $0x3fb8aa3b, AX // log2e
-	VPBROADCASTD AX, Z30
-	MOVL $0x3f318000, AX // ln2 high part
-	VPBROADCASTD AX, Z29
-	MOVL $0xb95e8083, AX // ln2 low part
-	VPBROADCASTD AX, Z28
-	MOVL $0x3ab60b61, AX // 1/720
-	VPBROADCASTD AX, Z27
-	MOVL $0x3c088889, AX // 1/120
-	VPBROADCASTD AX, Z26
-	MOVL $0x3d2aaaab, AX // 1/24
-	VPBROADCASTD AX, Z25
-	MOVL $0x3e2aaaab, AX // 1/6
-	VPBROADCASTD AX, Z24
-	MOVL $0x3f000000, AX // 1/2
-	VPBROADCASTD AX, Z23
-	MOVL $0x3f800000, AX // 1
-	VPBROADCASTD AX, Z22
-	MOVL $0xc2aeac4f, AX // -87.33654
-	VPBROADCASTD AX, Z21
+	EXP16_CONSTANTS
 
 	// Row maxima into tmp[0:4] (NaN where a row holds one).
 	XORQ BX, BX
@@ -964,21 +933,7 @@ sm4_store_max:
 	VSUBPS X9, X7, X13        // m - mNew
 	VANDPS X12, X13, X13      // 0 where no rescale is due: e^0 = 1
 	VMOVUPS X9, (DI)
-	VCMPPS $5, Z21, Z13, K1
-	VMULPS Z30, Z13, Z4
-	VRNDSCALEPS $0, Z4, Z4
-	VMOVAPS Z13, Z5
-	VFNMADD231PS Z29, Z4, Z5
-	VFNMADD231PS Z28, Z4, Z5
-	VMOVAPS Z27, Z6
-	VFMADD213PS Z26, Z5, Z6
-	VFMADD213PS Z25, Z5, Z6
-	VFMADD213PS Z24, Z5, Z6
-	VFMADD213PS Z23, Z5, Z6
-	VFMADD213PS Z22, Z5, Z6
-	VFMADD213PS Z22, Z5, Z6
-	VSCALEFPS Z4, Z6, Z13
-	VMOVAPS.Z Z13, K1, Z13
+	EXP16(Z13, Z4, Z5, Z6, K1)
 	VMOVUPS X13, (R8)
 
 	// Each row: s = e^(s-mNew), its sum into tmp[r].
@@ -994,66 +949,10 @@ sm4_row:
 	VSUBPS Z31, Z2, Z2
 	VMOVUPS 192(SI), Z3
 	VSUBPS Z31, Z3, Z3
-	VCMPPS $5, Z21, Z0, K1
-	VMULPS Z30, Z0, Z4
-	VRNDSCALEPS $0, Z4, Z4
-	VMOVAPS Z0, Z5
-	VFNMADD231PS Z29, Z4, Z5
-	VFNMADD231PS Z28, Z4, Z5
-	VMOVAPS Z27, Z6
-	VFMADD213PS Z26, Z5, Z6
-	VFMADD213PS Z25, Z5, Z6
-	VFMADD213PS Z24, Z5, Z6
-	VFMADD213PS Z23, Z5, Z6
-	VFMADD213PS Z22, Z5, Z6
-	VFMADD213PS Z22, Z5, Z6
-	VSCALEFPS Z4, Z6, Z0
-	VMOVAPS.Z Z0, K1, Z0
-	VCMPPS $5, Z21, Z1, K2
-	VMULPS Z30, Z1, Z7
-	VRNDSCALEPS $0, Z7, Z7
-	VMOVAPS Z1, Z8
-	VFNMADD231PS Z29, Z7, Z8
-	VFNMADD231PS Z28, Z7, Z8
-	VMOVAPS Z27, Z9
-	VFMADD213PS Z26, Z8, Z9
-	VFMADD213PS Z25, Z8, Z9
-	VFMADD213PS Z24, Z8, Z9
-	VFMADD213PS Z23, Z8, Z9
-	VFMADD213PS Z22, Z8, Z9
-	VFMADD213PS Z22, Z8, Z9
-	VSCALEFPS Z7, Z9, Z1
-	VMOVAPS.Z Z1, K2, Z1
-	VCMPPS $5, Z21, Z2, K3
-	VMULPS Z30, Z2, Z10
-	VRNDSCALEPS $0, Z10, Z10
-	VMOVAPS Z2, Z11
-	VFNMADD231PS Z29, Z10, Z11
-	VFNMADD231PS Z28, Z10, Z11
-	VMOVAPS Z27, Z12
-	VFMADD213PS Z26, Z11, Z12
-	VFMADD213PS Z25, Z11, Z12
-	VFMADD213PS Z24, Z11, Z12
-	VFMADD213PS Z23, Z11, Z12
-	VFMADD213PS Z22, Z11, Z12
-	VFMADD213PS Z22, Z11, Z12
-	VSCALEFPS Z10, Z12, Z2
-	VMOVAPS.Z Z2, K3, Z2
-	VCMPPS $5, Z21, Z3, K4
-	VMULPS Z30, Z3, Z13
-	VRNDSCALEPS $0, Z13, Z13
-	VMOVAPS Z3, Z14
-	VFNMADD231PS Z29, Z13, Z14
-	VFNMADD231PS Z28, Z13, Z14
-	VMOVAPS Z27, Z15
-	VFMADD213PS Z26, Z14, Z15
-	VFMADD213PS Z25, Z14, Z15
-	VFMADD213PS Z24, Z14, Z15
-	VFMADD213PS Z23, Z14, Z15
-	VFMADD213PS Z22, Z14, Z15
-	VFMADD213PS Z22, Z14, Z15
-	VSCALEFPS Z13, Z15, Z3
-	VMOVAPS.Z Z3, K4, Z3
+	EXP16(Z0, Z4, Z5, Z6, K1)
+	EXP16(Z1, Z7, Z8, Z9, K2)
+	EXP16(Z2, Z10, Z11, Z12, K3)
+	EXP16(Z3, Z13, Z14, Z15, K4)
 	VMOVUPS Z0, 0(SI)
 	VMOVUPS Z1, 64(SI)
 	VMOVUPS Z2, 128(SI)
