@@ -328,3 +328,28 @@ func TestISAs(t *testing.T) {
 	}
 	t.Logf("this CPU runs %v", isas)
 }
+
+// BenchmarkKernels: the two product micro-kernels of every set on one
+// 64-key panel with D = 64 (4 rows x 64 keys x 64, two flops per
+// multiply-add).
+func BenchmarkKernels(b *testing.B) {
+	const d = 64
+	s, q, kt := make([]float32, 4*panel), make([]float32, 4*d), make([]float32, d*panel)
+	acc, v := make([]float32, 4*d), make([]float32, panel*d)
+	alpha := [4]float32{1, 1, 1, 1}
+	flops := float64(2 * 4 * panel * d)
+	for _, ks := range kernelSets {
+		b.Run("scores4/"+ks.name, func(b *testing.B) {
+			for b.Loop() {
+				ks.scores4(s, q, kt, d, 1)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+		b.Run("pv4/"+ks.name, func(b *testing.B) {
+			for b.Loop() {
+				ks.pv4(acc, s, v, d, panel, &alpha)
+			}
+			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+}
