@@ -13,6 +13,7 @@ import (
 	"math"
 
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/checked"
 )
 
 // Mask selects which keys each query sees.
@@ -149,7 +150,8 @@ type Problem struct {
 }
 
 // Validate checks the problem's shape and buffers once, so that backends can
-// index without checks of their own. Errors wrap ErrInvalid.
+// index without checks of their own. Every size product is checked for
+// overflow before it is used. Errors wrap ErrInvalid.
 func (p *Problem) Validate() error {
 	s := p.Shape
 	if s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.Sq <= 0 || s.Sk <= 0 || s.D <= 0 {
@@ -165,7 +167,11 @@ func (p *Problem) Validate() error {
 	if p.Mask < NoMask || p.Mask > CausalLowerRight {
 		return fmt.Errorf("%w: unknown mask %d", ErrInvalid, int(p.Mask))
 	}
-	nq, nkv := s.B*s.Hq*s.Sq*s.D, s.B*s.Hkv*s.Sk*s.D
+	nq, ok1 := checked.Mul(s.B, s.Hq, s.Sq, s.D)
+	nkv, ok2 := checked.Mul(s.B, s.Hkv, s.Sk, s.D)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("%w: shape B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d overflows int", ErrInvalid, s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.D)
+	}
 	checks := []sizeCheck{{"Out", len(p.Out), nq}}
 	if p.LSE != nil {
 		checks = append(checks, sizeCheck{"LSE", len(p.LSE), s.B * s.Hq * s.Sq})
@@ -177,19 +183,56 @@ func (p *Problem) Validate() error {
 		checks = append(checks, []sizeCheck{{"Q8", len(p.Q8), nq}, {"K8", len(p.K8), nkv}, {"V8", len(p.V8), nkv},
 			{"QScale", len(p.QScale), s.B * s.Hq}, {"KScale", len(p.KScale), s.B * s.Hkv},
 			{"VScale", len(p.VScale), s.B * s.Hkv}}...)
-		for _, sc := range [][]float32{p.QScale, p.KScale, p.VScale} {
-			for _, v := range sc {
-				if !(v > 0) || math.IsInf(float64(v), 0) {
-					return fmt.Errorf("%w: dequantization scale %v is not positive and finite", ErrInvalid, v)
-				}
-			}
-		}
 	default:
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
 	}
 	for _, c := range checks {
 		if c.got != c.want {
 			return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrInvalid, c.name, c.got, c.want)
+		}
+	}
+	if p.Precision == FP8E4M3 {
+		return p.checkScales()
+	}
+	return nil
+}
+
+// MaxScoreFactor bounds ScoreFactor: with it, the largest score an E4M3
+// problem can produce, |factor|·448²·D, times log2(e) (the kernels work in
+// the log2 domain), stays a finite float32. A larger factor is rejected by
+// Validate rather than turned into ±Inf scores, and so NaN outputs, where
+// the exact attention is finite.
+func MaxScoreFactor(d int) float64 {
+	return math.MaxFloat32 / (math.Log2E * fp8.MaxE4M3 * fp8.MaxE4M3 * float64(d))
+}
+
+// ScoreFactor returns the factor that turns the E4M3 code dot product of
+// query row q·k into a score for query head bh = b·Hq+h: Scale ·
+// QScale[bh] · KScale[b·Hkv + h/Group()], multiplied in float64, so that no
+// intermediate product overflows or underflows before the final rounding.
+// Every backend computes its score scale with it (the GPU kernels do the
+// same product in double precision).
+func (p *Problem) ScoreFactor(bh int) float64 {
+	b, h := bh/p.Hq, bh%p.Hq
+	return float64(p.Scale) * float64(p.QScale[bh]) * float64(p.KScale[b*p.Hkv+h/p.Group()])
+}
+
+// checkScales checks the dequantization scales and that every head's score
+// factor is within MaxScoreFactor.
+func (p *Problem) checkScales() error {
+	for i, sc := range [][]float32{p.QScale, p.KScale, p.VScale} {
+		for _, v := range sc {
+			if !(v > 0) || math.IsInf(float64(v), 0) {
+				return fmt.Errorf("%w: %s dequantization scale %v is not positive and finite", ErrInvalid, [...]string{"Q", "K", "V"}[i], v)
+			}
+		}
+	}
+	limit := MaxScoreFactor(p.D)
+	for bh := range p.QScale {
+		if f := math.Abs(p.ScoreFactor(bh)); f > limit {
+			b, h := bh/p.Hq, bh%p.Hq
+			return fmt.Errorf("%w: head (%d, %d): scale %g × Q descale %g × K descale %g = %g can make scores overflow float32 (limit %g for D=%d)",
+				ErrInvalid, b, h, p.Scale, p.QScale[bh], p.KScale[b*p.Hkv+h/p.Group()], f, limit, p.D)
 		}
 	}
 	return nil

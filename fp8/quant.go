@@ -38,20 +38,40 @@ func ScaleForAmax(amax float32) float32 {
 // per (batch, head)). Non-finite inputs become NaN (NoSat mode), so they
 // propagate as they would in float32. It returns the codes and the per-group
 // dequantization scales: x[i] ≈ data[i].Float32() * scales[i/groupLen].
+// groupLen must be positive and divide len(x).
 func QuantizeE4M3(x []float32, groupLen int) (data []E4M3, scales []float32, err error) {
-	if groupLen <= 0 || len(x)%groupLen != 0 {
-		return nil, nil, fmt.Errorf("fp8: group length %d does not divide %d elements", groupLen, len(x))
+	if err := checkGroups(len(x), groupLen); err != nil {
+		return nil, nil, err
 	}
 	data = make([]E4M3, len(x))
 	scales = make([]float32, len(x)/groupLen)
-	QuantizeE4M3Into(data, scales, x, groupLen)
+	quantizeE4M3(data, scales, x, groupLen)
 	return data, scales, nil
 }
 
-// QuantizeE4M3Into is QuantizeE4M3 writing into caller-provided slices, which
-// must hold len(x) codes and len(x)/groupLen scales; groupLen must divide
-// len(x). It allocates nothing.
-func QuantizeE4M3Into(data []E4M3, scales []float32, x []float32, groupLen int) {
+// QuantizeE4M3Into is QuantizeE4M3 writing into caller-provided slices: data
+// must hold exactly len(x) codes and scales exactly len(x)/groupLen scales.
+// It allocates nothing, and on error writes nothing.
+func QuantizeE4M3Into(data []E4M3, scales []float32, x []float32, groupLen int) error {
+	if err := checkGroups(len(x), groupLen); err != nil {
+		return err
+	}
+	if len(data) != len(x) || len(scales) != len(x)/groupLen {
+		return fmt.Errorf("fp8: QuantizeE4M3Into: %d codes and %d scales for %d elements in groups of %d (want %d and %d)",
+			len(data), len(scales), len(x), groupLen, len(x), len(x)/groupLen)
+	}
+	quantizeE4M3(data, scales, x, groupLen)
+	return nil
+}
+
+func checkGroups(n, groupLen int) error {
+	if groupLen <= 0 || n%groupLen != 0 {
+		return fmt.Errorf("fp8: group length %d does not divide %d elements", groupLen, n)
+	}
+	return nil
+}
+
+func quantizeE4M3(data []E4M3, scales []float32, x []float32, groupLen int) {
 	for g := range scales {
 		chunk := x[g*groupLen : (g+1)*groupLen]
 		s := ScaleForAmax(Amax(chunk))

@@ -25,6 +25,7 @@ import (
 	_ "github.com/fp8attn/fp8attn/backend/cpu"  // registers "cpu"
 	_ "github.com/fp8attn/fp8attn/backend/cuda" // registers "cuda" (-tags cuda; otherwise an explanatory error)
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/checked"
 	_ "github.com/fp8attn/fp8attn/oracle" // registers "reference"
 )
 
@@ -69,7 +70,8 @@ type Tensor struct {
 }
 
 // NewTensor wraps data (not copied) as a [b][h][s][d] tensor, checking that
-// the sizes are positive and match len(data).
+// the sizes are positive, that their product fits in an int, and that it
+// equals len(data).
 func NewTensor(data []float32, b, h, s, d int) (*Tensor, error) {
 	t := &Tensor{Data: data, B: b, H: h, S: s, D: d}
 	if err := t.check("tensor"); err != nil {
@@ -78,11 +80,16 @@ func NewTensor(data []float32, b, h, s, d int) (*Tensor, error) {
 	return t, nil
 }
 
+// checkDims checks a shape against an element count without overflowing.
 func checkDims(what string, n, b, h, s, d int) error {
 	if b <= 0 || h <= 0 || s <= 0 || d <= 0 {
 		return fmt.Errorf("%w: %s: sizes must be positive, got [%d][%d][%d][%d]", ErrInvalid, what, b, h, s, d)
 	}
-	if b*h*s*d != n || n/(b*h*s) != d {
+	size, ok := checked.Mul(b, h, s, d)
+	if !ok {
+		return fmt.Errorf("%w: %s: shape [%d][%d][%d][%d] overflows int", ErrInvalid, what, b, h, s, d)
+	}
+	if size != n {
 		return fmt.Errorf("%w: %s: %d elements do not match shape [%d][%d][%d][%d]", ErrInvalid, what, n, b, h, s, d)
 	}
 	return nil
@@ -107,9 +114,14 @@ type QuantizedTensor struct {
 
 // NewQuantizedTensor wraps data and scales (not copied). scales holds one
 // positive, finite scale per (batch, head), or a single scale for the whole
-// tensor, which is expanded.
+// tensor, which is expanded (into a new slice) once the shape has been
+// checked.
 func NewQuantizedTensor(data []fp8.E4M3, scales []float32, b, h, s, d int) (*QuantizedTensor, error) {
-	if len(scales) == 1 && b*h > 1 {
+	const what = "quantized tensor"
+	if err := checkDims(what, len(data), b, h, s, d); err != nil {
+		return nil, err
+	}
+	if len(scales) == 1 && b*h > 1 { // b*h <= b*h*s*d, which fits
 		one := scales[0]
 		scales = make([]float32, b*h)
 		for i := range scales {
@@ -117,7 +129,7 @@ func NewQuantizedTensor(data []fp8.E4M3, scales []float32, b, h, s, d int) (*Qua
 		}
 	}
 	t := &QuantizedTensor{Data: data, Scales: scales, B: b, H: h, S: s, D: d}
-	if err := t.check("quantized tensor"); err != nil {
+	if err := t.check(what); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -154,14 +166,19 @@ func Quantize(t *Tensor) (*QuantizedTensor, error) {
 	return &QuantizedTensor{Data: data, Scales: scales, B: t.B, H: t.H, S: t.S, D: t.D}, nil
 }
 
-// Dequantize returns the float32 tensor t represents.
-func (t *QuantizedTensor) Dequantize() *Tensor {
+// Dequantize returns the float32 tensor t represents, or an error wrapping
+// ErrInvalid if t is inconsistent (nil, data or scales not matching the
+// shape, a scale that is not positive and finite).
+func (t *QuantizedTensor) Dequantize() (*Tensor, error) {
+	if err := t.check("quantized tensor"); err != nil {
+		return nil, err
+	}
 	out := &Tensor{Data: make([]float32, len(t.Data)), B: t.B, H: t.H, S: t.S, D: t.D}
 	n := t.S * t.D
 	for g, s := range t.Scales {
 		fp8.DecodeE4M3(out.Data[g*n:(g+1)*n], t.Data[g*n:(g+1)*n], s)
 	}
-	return out
+	return out, nil
 }
 
 // Options configures a call. The zero value (and a nil *Options) means:

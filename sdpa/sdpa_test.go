@@ -143,8 +143,15 @@ func TestFP8Accuracy(t *testing.T) {
 		// then exact (float64) attention on the dequantized values.
 		perTensor := func(x *sdpa.Tensor) *sdpa.Tensor {
 			c, s, _ := fp8.QuantizeE4M3(x.Data, len(x.Data))
-			qt, _ := sdpa.NewQuantizedTensor(c, s, x.B, x.H, x.S, x.D)
-			return qt.Dequantize()
+			qt, err := sdpa.NewQuantizedTensor(c, s, x.B, x.H, x.S, x.D)
+			if err != nil {
+				t.Fatal(err)
+			}
+			deq, err := qt.Dequantize()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return deq
 		}
 		quantOnly, err := sdpa.Attention(perTensor(q), perTensor(k), perTensor(v), &sdpa.Options{Mask: m, Backend: "reference"})
 		if err != nil {

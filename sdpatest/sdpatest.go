@@ -7,22 +7,37 @@
 //
 // Outputs are poisoned before the backend runs and surrounded by guard
 // regions, so an element the backend never wrote, or one it wrote out of
-// bounds, fails the case.
+// bounds, fails the case. A run in which every case was skipped as
+// unsupported fails: nothing was tested.
+//
+// # NaN rule
+//
+// Every backend keeps this rule, and the nan-propagation case checks it
+// element by element:
+//
+//   - NaN in Q row i makes row i of that head NaN, and nothing else;
+//   - NaN in K at key j makes NaN every row that sees key j (its score is
+//     NaN), and nothing else: masked scores are replaced, not multiplied;
+//   - NaN in V at key j, column d, makes column d NaN in every row that sees
+//     key j. A backend whose P·V multiplies the weights of masked keys
+//     (exactly 0) by V, as a dense product does (the GPU kernels, on the key
+//     tiles they load; PyTorch's math backend, on all keys), also makes
+//     column d NaN in the other rows of that (batch, KV head) that multiply
+//     key j; Config.LoadedKeys states which, and the suite holds the backend
+//     to exactly that set. The CPU backend and the reference multiply only
+//     the keys a row sees. Rows that see no key stay 0; other columns and
+//     other heads are never touched.
 package sdpatest
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"strings"
-	"time"
-
-	"golang.org/x/exp/constraints"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/seed"
 	"github.com/fp8attn/fp8attn/oracle"
 )
 
@@ -84,6 +99,20 @@ func F16PTolerance(p *backend.Problem) Tolerance {
 	return t
 }
 
+// LSETolerance is the bound for the log-sum-exp of a backend that computes
+// the scores and the row sums in float32 (every backend and kernel stage:
+// rounding P to float16 or E4M3 for P·V does not touch the sum). LSE is
+// 1-Lipschitz in each score, so the scores' absolute error of 16·eps32·(1+M)
+// (FP32Tolerance) carries over one to one; the row sum l is a float32 sum of
+// at most Sk positive terms, added at most 64 at a time and then over at most
+// Sk/16 partial sums, whose relative error (64+Sk/16)·eps32 becomes an
+// absolute error of log(l); the final rounding adds 2·eps32 relative.
+func LSETolerance(p *backend.Problem) Tolerance {
+	m, _ := ScoreBound(p)
+	a := 16*eps32*(1+m) + (64+float64(p.Sk)/16)*eps32
+	return Tolerance{Atol: a, Rtol: 2 * eps32, Why: fmt.Sprintf("LSE: 16·eps32·(1+M) + (64+Sk/16)·eps32, M=%.3g", m)}
+}
+
 const eps32 = 1.0 / (1 << 23)
 
 // NamedShapes are the benchmark shapes every runner and benchmark uses:
@@ -97,13 +126,8 @@ var NamedShapes = map[string]backend.Shape{
 }
 
 // Seed returns the seed for a run's random inputs: FP8ATTN_SEED if set (to
-// reproduce a failure), otherwise a fresh one from the clock.
-func Seed() uint64 {
-	if s, err := strconv.ParseUint(os.Getenv("FP8ATTN_SEED"), 10, 64); err == nil {
-		return s
-	}
-	return uint64(time.Now().UnixNano())
-}
+// reproduce a failure), otherwise a fresh one from the clock. Callers log it.
+func Seed() uint64 { return seed.Get() }
 
 // Inputs are the float32 tensors of one case, before any quantization.
 type Inputs struct {
@@ -181,6 +205,9 @@ func NewProblem(s backend.Shape, in Inputs, scale float32, m backend.Mask, prec 
 	return p, out, lse
 }
 
+// float is the element type Compare reads.
+type float interface{ ~float32 | ~float64 }
+
 // Stats summarises how far got is from want.
 type Stats struct {
 	MaxErr, MeanErr float64 // absolute errors over elements where both are finite
@@ -196,7 +223,7 @@ func (s Stats) FracBeyond() float64 { return float64(s.Beyond) / float64(max(s.N
 // Compare measures got against want under tol. A NaN in one and not the
 // other counts as beyond tolerance, as does ±Inf unless both agree; NaN never
 // passes against a finite reference.
-func Compare[G, W constraints.Float](got []G, want []W, tol Tolerance) Stats {
+func Compare[G, W float](got []G, want []W, tol Tolerance) Stats {
 	st := Stats{N: len(want), FirstBad: -1}
 	var num, den float64
 	for i := range want {

@@ -49,7 +49,14 @@ func Cases() []Case {
 			cases = append(cases, Case{Name: fmt.Sprintf("%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma})
 		}
 	}
-	cases = append(cases, Case{Name: "scale=-0.3", Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 9, Sk: 9, D: 64}, Sigma: 1, Scale: -0.3})
+	one := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 9, Sk: 40, D: 64}
+	cases = append(cases,
+		Case{Name: "scale=-0.3", Shape: one, Sigma: 1, Scale: -0.3},
+		// scale·log2(e) overflows float32 on its own; the inputs keep the
+		// scores (and, for FP8E4M3, scale times the Q and K descales) small.
+		Case{Name: "scale=3e38", Shape: one, Mask: backend.CausalLowerRight, Sigma: 2e-19, Scale: 3e38},
+		Case{Name: "scale=1e-30", Shape: one, Sigma: 1, Scale: 1e-30},
+		Case{Name: "scale=1e-30,large-values", Shape: one, Sigma: 1e15, Scale: 1e-30})
 	return cases
 }
 
@@ -57,8 +64,21 @@ func Cases() []Case {
 type Config struct {
 	Backend   backend.Backend
 	Precision backend.Precision
-	// Tol gives the tolerance for a problem (FP32Tolerance, F16PTolerance).
+	// Tol gives the output tolerance for a problem (FP32Tolerance,
+	// F16PTolerance). LSE is always held to LSETolerance.
 	Tol func(p *backend.Problem) Tolerance
+	// LoadedKeys states the backend's rule for NaN in V (package doc): the
+	// number of keys 0..n-1 whose V rows are multiplied into query row i's
+	// output, masked keys with weight exactly 0 included. nil means the
+	// exact rule, VisibleKeys: only the keys a row sees.
+	LoadedKeys func(s backend.Shape, m backend.Mask, i int) int
+}
+
+func (c Config) loaded(s backend.Shape, m backend.Mask, i int) int {
+	if c.LoadedKeys != nil {
+		return c.LoadedKeys(s, m, i)
+	}
+	return s.VisibleKeys(m, i)
 }
 
 func (c Config) scale(cs Case) float32 {
@@ -99,40 +119,61 @@ func (c Config) check(p *backend.Problem) error {
 		return fmt.Errorf("Out: %d of %d beyond tolerance (%s); max_err %.3g; first at %d: got %g want %g",
 			st.Beyond, st.N, tol.Why, st.MaxErr, i, p.Out[i], want[i])
 	}
-	if st := Compare(p.LSE, wantLSE, tol); st.Beyond > 0 {
+	ltol := LSETolerance(p)
+	if st := Compare(p.LSE, wantLSE, ltol); st.Beyond > 0 {
 		i := st.FirstBad
-		return fmt.Errorf("LSE: %d of %d beyond tolerance; first at %d: got %g want %g", st.Beyond, st.N, i, p.LSE[i], wantLSE[i])
+		return fmt.Errorf("LSE: %d of %d beyond tolerance (%s); first at %d: got %g want %g", st.Beyond, st.N, ltol.Why, i, p.LSE[i], wantLSE[i])
 	}
 	return nil
 }
 
 // Run runs the conformance table and the properties on cfg's backend, each
-// as a subtest.
+// as a subtest, logs how many ran, and fails if none did (a backend that
+// reports every case unsupported has not been tested).
 func Run(t *testing.T, cfg Config) {
 	seed := Seed()
 	t.Logf("%s %v: seed %d (set FP8ATTN_SEED to reproduce)", cfg.Backend.Name(), cfg.Precision, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x5EED))
-	for _, c := range checks(cfg) {
+	all, ran := checks(cfg), 0
+	for _, c := range all {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.fn(rng)
 			if errors.Is(err, errSkip) {
 				t.Skipf("unsupported by %s", cfg.Backend.Name())
 			}
+			ran++
 			if err != nil {
 				t.Fatal(err)
 			}
 		})
 	}
+	t.Logf("%s %v: %d of %d checks ran", cfg.Backend.Name(), cfg.Precision, ran, len(all))
+	if ran == 0 {
+		t.Fatalf("%s %v: every check was skipped as unsupported: nothing was tested", cfg.Backend.Name(), cfg.Precision)
+	}
 }
 
-// Failures runs every check like Run and returns the failures, for callers
-// without a *testing.T (the runner) and for testing the suite itself.
+// ErrNothingRan is returned by Failures when every check was skipped.
+var ErrNothingRan = errors.New("every check was skipped as unsupported: nothing was tested")
+
+// Failures runs every check like Run and returns the failures (ErrNothingRan
+// if every check was skipped), for callers without a *testing.T and for
+// testing the suite itself.
 func Failures(cfg Config, rng *rand.Rand) []error {
 	var errs []error
+	ran := 0
 	for _, c := range checks(cfg) {
-		if err := c.fn(rng); err != nil && !errors.Is(err, errSkip) {
+		err := c.fn(rng)
+		if errors.Is(err, errSkip) {
+			continue
+		}
+		ran++
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.name, err))
 		}
+	}
+	if ran == 0 {
+		errs = append(errs, fmt.Errorf("%s: %w", cfg.Backend.Name(), ErrNothingRan))
 	}
 	return errs
 }
@@ -165,15 +206,19 @@ func checks(cfg Config) []check {
 		check{"gqa-equals-repeated-heads", func(rng *rand.Rand) error { return testGQA(cfg, rng) }})
 }
 
-// testNaN: a NaN in one query element makes exactly that row NaN; a NaN in
-// a key makes NaN every row that sees it and no other.
+// testNaN checks the NaN rule (package doc): NaN in one Q element of head 0, in one K element
+// of KV head 0 (read by query heads 0 and 1) and in one V element of KV
+// head 1 (query heads 2 and 3), under the upper-left causal mask.
 func testNaN(cfg Config, rng *rand.Rand) error {
-	s := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 24, Sk: 24, D: 64}
+	s := backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 100, D: 64}
+	const m = backend.CausalUpperLeft
 	in := RandomInputs(rng, s, 1)
-	qRow, kRow := rng.IntN(s.Sq), 5+rng.IntN(10)
-	in.Q[qRow*s.D+rng.IntN(s.D)] = float32(math.NaN()) // head 0, row qRow
-	in.K[kRow*s.D+rng.IntN(s.D)] = float32(math.NaN()) // the shared KV head, key kRow
-	p, skipped, err := cfg.run(Case{Shape: s, Mask: backend.CausalUpperLeft}, in)
+	nan := float32(math.NaN())
+	qRow, kRow, vRow, vCol := rng.IntN(s.Sq), 10+rng.IntN(80), 10+rng.IntN(80), rng.IntN(s.D)
+	in.Q[qRow*s.D+rng.IntN(s.D)] = nan // query head 0, row qRow
+	in.K[kRow*s.D+rng.IntN(s.D)] = nan // KV head 0, key kRow
+	in.V[(s.Sk+vRow)*s.D+vCol] = nan   // KV head 1, key vRow, column vCol
+	p, skipped, err := cfg.run(Case{Shape: s, Mask: m}, in)
 	if skipped {
 		return errSkip
 	}
@@ -182,10 +227,13 @@ func testNaN(cfg Config, rng *rand.Rand) error {
 	}
 	for h := 0; h < s.Hq; h++ {
 		for i := 0; i < s.Sq; i++ {
-			wantNaN := (h == 0 && i == qRow) || i >= kRow
+			rowNaN := h == 0 && i == qRow || h < 2 && s.VisibleKeys(m, i) > kRow
+			colNaN := h >= 2 && s.VisibleKeys(m, i) > 0 && cfg.loaded(s, m, i) > vRow
 			for d := 0; d < s.D; d++ {
-				if got := p.Out[(h*s.Sq+i)*s.D+d]; math.IsNaN(float64(got)) != wantNaN {
-					return fmt.Errorf("head %d row %d: output %g, want NaN=%v", h, i, got, wantNaN)
+				want := rowNaN || colNaN && d == vCol
+				if got := p.Out[(h*s.Sq+i)*s.D+d]; math.IsNaN(float64(got)) != want {
+					return fmt.Errorf("head %d row %d column %d: output %g, want NaN=%v (NaN at Q row %d, K key %d, V key %d column %d)",
+						h, i, d, got, want, qRow, kRow, vRow, vCol)
 				}
 			}
 		}

@@ -1,6 +1,9 @@
 package sdpatest_test
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -74,6 +77,43 @@ func TestSuiteCatchesBugs(t *testing.T) {
 			return nil
 		}},
 	}
+	mutants = append(mutants,
+		mutant{"lse-0.3%-high", func(p *backend.Problem) error {
+			err := ref.Attention(p)
+			for i := range p.LSE {
+				p.LSE[i] *= 1.003
+			}
+			return err
+		}},
+		mutant{"score-scale-in-float32", func(p *backend.Problem) error {
+			// scale·log2(e) rounded to float32 before the descales are
+			// applied, as the GPU kernels did: Inf for scale 3e38.
+			c := *p
+			c.Scale = float32(float64(float32(float64(p.Scale)*math.Log2E)) / math.Log2E)
+			return ref.Attention(&c)
+		}},
+		mutant{"v-nan-dense", func(p *backend.Problem) error {
+			// P·V over every key of the head, as a dense product: a NaN in
+			// V spreads to every row of the head that sees any key.
+			err := ref.Attention(p)
+			for bh := 0; bh < p.B*p.Hq; bh++ {
+				kvh := bh/p.Hq*p.Hkv + bh%p.Hq/p.Group()
+				for d := 0; d < p.D; d++ {
+					nan := false
+					for j := 0; j < p.Sk; j++ {
+						x := p.V[(kvh*p.Sk+j)*p.D+d]
+						nan = nan || x != x
+					}
+					for i := 0; nan && i < p.Sq; i++ {
+						if p.VisibleKeys(p.Mask, i) > 0 {
+							p.Out[(bh*p.Sq+i)*p.D+d] = float32(math.NaN())
+						}
+					}
+				}
+			}
+			return err
+		}},
+	)
 	for _, m := range mutants {
 		cfg := sdpatest.Config{Backend: m, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance}
 		failed := sdpatest.Failures(cfg, rand.New(rand.NewPCG(sdpatest.Seed(), 1)))
@@ -87,4 +127,27 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		rand.New(rand.NewPCG(sdpatest.Seed(), 2))); len(f) != 0 {
 		t.Errorf("suite fails the reference itself: %v", f)
 	}
+	// A backend that declines every case has not been tested.
+	f := sdpatest.Failures(sdpatest.Config{Backend: declines{}, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance},
+		rand.New(rand.NewPCG(sdpatest.Seed(), 3)))
+	if len(f) != 1 || !errors.Is(f[0], sdpatest.ErrNothingRan) {
+		t.Errorf("suite passed a backend that skips everything: %v", f)
+	}
+	// The dense-P·V mutant passes when its rule is declared: LoadedKeys
+	// states which keys each row multiplies (here all of them).
+	dense := mutants[len(mutants)-1]
+	cfg := sdpatest.Config{Backend: dense, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance,
+		LoadedKeys: func(s backend.Shape, _ backend.Mask, _ int) int { return s.Sk }}
+	if f := sdpatest.Failures(cfg, rand.New(rand.NewPCG(sdpatest.Seed(), 4))); len(f) != 0 {
+		t.Errorf("declared dense rule: %v", f)
+	}
 }
+
+// declines is a backend that supports nothing.
+type declines struct{}
+
+func (declines) Name() string { return "declines" }
+func (declines) Supports(*backend.Problem) error {
+	return fmt.Errorf("%w: nothing", backend.ErrUnsupported)
+}
+func (declines) Attention(*backend.Problem) error { return nil }

@@ -386,7 +386,7 @@ func (c *call) block(sc *scratch, it int) {
 		fp8.DecodeE4M3(q, p.Q8[qOff:qOff+rowsN*D], 1)
 		clear(q[rowsN*D:])
 		v = c.vDec[vOff : vOff+p.Sk*D]
-		scoreScale *= p.QScale[bh] * p.KScale[kvh]
+		scoreScale = float32(p.ScoreFactor(bh))
 		outScale = p.VScale[kvh]
 	case rows == rowsN:
 		q = p.Q[qOff : qOff+rowsN*D]

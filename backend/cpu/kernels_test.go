@@ -37,11 +37,60 @@ func TestExp32(t *testing.T) {
 	}
 }
 
-// ulpError is |got-want| in float32 ulps of want.
+// ulpError is |got-want| in float32 ulps of want: 0 when both are NaN or
+// equal (infinities included), +Inf when only one is NaN or infinite, so
+// that a comparison "ulpError > limit" can never pass a NaN.
 func ulpError(got float32, want float64) float64 {
+	gn, wn := got != got, want != want
+	switch {
+	case gn && wn, float64(got) == want:
+		return 0
+	case gn || wn || math.IsInf(want, 0) || math.IsInf(float64(got), 0):
+		return math.Inf(1)
+	}
 	w := float32(want)
 	ulp := float64(math.Nextafter32(w, float32(math.Inf(1))) - w)
 	return math.Abs(float64(got)-want) / ulp
+}
+
+// firstMismatch returns the first index where got and want differ by more
+// than ulps (NaN only matches NaN), or -1. Every lane is compared; lengths
+// that differ are a mismatch at 0.
+func firstMismatch(got, want []float32, ulps float64) int {
+	if len(got) != len(want) {
+		return 0
+	}
+	for i := range want {
+		if !(ulpError(got[i], float64(want[i])) <= ulps) {
+			return i
+		}
+	}
+	return -1
+}
+
+// TestMismatchCatchesBadLanes: the lane comparison the kernel tests use
+// reports a NaN lane, a wrong last lane of 16, an Inf for a finite, a
+// finite for a NaN and a short result.
+func TestMismatchCatchesBadLanes(t *testing.T) {
+	base := make([]float32, 16)
+	for i := range base {
+		base[i] = float32(i) + 0.5
+	}
+	for name, bad := range map[string]func(got, want []float32) []float32{
+		"NaN in lane 3":  func(g, _ []float32) []float32 { g[3] = float32(math.NaN()); return g },
+		"lane 15 wrong":  func(g, _ []float32) []float32 { g[15] *= 1.01; return g },
+		"+Inf in lane 9": func(g, _ []float32) []float32 { g[9] = float32(math.Inf(1)); return g },
+		"NaN wanted":     func(g, w []float32) []float32 { w[0] = float32(math.NaN()); return g },
+		"one lane short": func(g, _ []float32) []float32 { return g[:15] },
+	} {
+		got, want := append([]float32(nil), base...), append([]float32(nil), base...)
+		if firstMismatch(bad(got, want), want, 4) < 0 {
+			t.Errorf("%s: not reported", name)
+		}
+	}
+	if i := firstMismatch(base, append([]float32(nil), base...), 4); i >= 0 {
+		t.Errorf("equal lanes reported at %d", i)
+	}
 }
 
 // TestExpSumError measures every kernel set's expSum, as an exponential,
@@ -73,13 +122,19 @@ func TestExpSumError(t *testing.T) {
 		}
 		nan := float32(math.NaN())
 		inf := float32(math.Inf(1))
-		s = []float32{-inf, nan, -87.4, -100, 0, -1e30, 1.5, 2, 2, 2, 2, 2, 2, 2, 2, 2}
-		ks.expSum(s, 2)
-		want := []float32{0, nan, 0, 0, exp32(-2), 0, exp32(-0.5), 1}
-		for j, w := range want {
-			if !(s[j] == w || w != w && s[j] != s[j]) && ulpError(s[j], float64(w)) > 4 {
-				t.Errorf("%s: expSum special case %d: got %v, want %v", ks.name, j, s[j], w)
+		// Sixteen lanes (a full AVX-512 vector), every one compared; below
+		// exp's normal range (-87.3) the kernels flush to 0.
+		s = []float32{-inf, nan, -87.4, -100, 0, -1e30, 1.5, 2, 2.25, -3, 1, 0.5, -inf, -20, 1.75, -40}
+		want := make([]float32, len(s))
+		for j, x := range s {
+			if x-2 > -87.3 {
+				want[j] = float32(math.Exp(float64(x) - 2))
 			}
+		}
+		want[1] = nan
+		ks.expSum(s, 2)
+		if j := firstMismatch(s, want, 4); j >= 0 {
+			t.Errorf("%s: expSum special case %d: got %v, want %v", ks.name, j, s[j], want[j])
 		}
 	}
 }
@@ -232,10 +287,8 @@ func TestKernels(t *testing.T) {
 				wantRow := append([]float32(nil), row...)
 				wantSum := expSumGo(wantRow, m)
 				sum := ks.expSum(row, m)
-				for j := range row {
-					if row[j] != wantRow[j] && ulpError(row[j], float64(wantRow[j])) > 4 {
-						t.Fatalf("expSum n=%d: e[%d] = %v, want %v", n, j, row[j], wantRow[j])
-					}
+				if j := firstMismatch(row, wantRow, 4); j >= 0 {
+					t.Fatalf("expSum n=%d: e[%d] = %v, want %v", n, j, row[j], wantRow[j])
 				}
 				if !close(sum, wantSum, n, float64(wantSum)*4) {
 					t.Fatalf("expSum n=%d: sum %v, want %v", n, sum, wantSum)
@@ -256,7 +309,7 @@ func TestSoftmax4(t *testing.T) {
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 6))
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
-	same := func(a, b float32) bool { return a == b || a != a && b != b || ulpError(a, float64(b)) <= 4 }
+	same := func(a, b float32) bool { return ulpError(a, float64(b)) <= 4 }
 	for _, ks := range kernelSets {
 		if ks.softmax4 == nil {
 			continue
@@ -299,10 +352,8 @@ func TestSoftmax4(t *testing.T) {
 					t.Fatalf("%s: l[%d] = %v, want %v", ks.name, r, l[r], wl[r])
 				}
 			}
-			for j := range s {
-				if !same(s[j], ws[j]) {
-					t.Fatalf("%s: e[%d] = %v, want %v", ks.name, j, s[j], ws[j])
-				}
+			if j := firstMismatch(s, ws, 4); j >= 0 {
+				t.Fatalf("%s: e[%d] = %v, want %v", ks.name, j, s[j], ws[j])
 			}
 			if err := sok(); err != nil {
 				t.Fatal(err)
