@@ -3,7 +3,6 @@ module github.com/fp8attn/fp8attn
 go 1.26.8
 
 require (
-	golang.org/x/exp v0.0.0-20261014143641-f0251eb4aa3e
 	golang.org/x/sys v0.49.0
 	gonum.org/v1/gonum v0.17.0
 	gorgonia.org/cu v0.9.6

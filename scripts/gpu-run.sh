@@ -1,27 +1,89 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (nvcc, PyTorch, no Go) from the repository root, with
 # bin/cuda.test and bin/sdpabench cross-compiled here (README: "GPU tests").
-# Builds the PTX, runs the GPU tests, benchmarks every stage and PyTorch in
-# one run, and leaves everything under OUT (default ./out).
+# Builds the PTX, runs the GPU tests, optionally the sanitizers, benchmarks
+# every stage and PyTorch in one run, and leaves everything under OUT
+# (default ./out), stderr included. Exits non-zero if the kernel build, any
+# test, any validation or any sanitizer fails; the last lines say which.
+#
+# Environment: TESTS (test regexp, default all), SKIP (tests to skip),
+# SANITIZE=1 (memcheck, racecheck, synccheck on SANITIZE_TESTS), SKIP_BENCH=1,
+# BASELINE=path of an older cuda.test binary (its embedded PTX) to time
+# against this build, ROUNDS rounds alternating which goes first (default 2),
+# NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
+status=0
+failed() { echo "gpu-run: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+pack() { tar czf "$out/results.tgz" -C "$out" $(cd "$out" && ls *.json *.log *.txt 2>/dev/null); }
 export FP8ATTN_PTX=$PWD/backend/cuda/kernels/attention_compute_89.ptx
-(cd backend/cuda/kernels && ./gen.sh) 2>&1 | tee "$out/gen.log" || exit 1
+if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
+  cat "$out/gen.log"; failed "kernel build (gen.log)"; pack; exit 1
+fi
 tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx resources.txt source_hash.go
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" > "$out/test.log" 2>&1; echo "tests rc=$?" | tee -a "$out/test.log"
-grep -E "^(--- |FAIL|ok|PASS)|cuda_test.go" "$out/test.log" | grep -v "^    --- PASS" | head -60
-if [ -n "${SKIP_BENCH:-}" ]; then tar czf "$out/results.tgz" -C "$out" test.log gen.log gpu.txt; exit 0; fi
-for st in ${STAGES:-1 2 3 4 5 6 7 8}; do
-  bin/sdpabench -kernel stage$st -shapes small,mission,long -json "$out/stage$st.json" 2>/dev/null
-  bin/sdpabench -kernel stage$st -shapes large -nocheck -iters 50 -json "$out/stage$st-large.json" 2>/dev/null
-done
-python3 bench/torch_sdpa.py "$out/torch.json" 2>&1 | grep -v Warning
+bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
+grep -E "^(--- FAIL|FAIL|ok|PASS)|checks ran|cuda_test.go.*(FAIL|differ)" "$out/test.log" | head -40
+if [ -n "${SANITIZE:-}" ]; then
+  for tool in memcheck racecheck synccheck; do
+    compute-sanitizer --tool $tool --error-exitcode 9 bin/cuda.test -test.count=1 \
+      -test.run "${SANITIZE_TESTS:-TestConcurrentCalls|TestResidentReuse}" > "$out/$tool.log" 2>&1 || failed "$tool ($tool.log)"
+    echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|No (errors|hazards)" "$out/$tool.log" | tail -1)"
+  done
+fi
+if [ -z "${SKIP_BENCH:-}" ]; then
+  for st in $(bin/sdpabench -stages); do
+    bin/sdpabench -kernel stage$st -shapes small,mission,long -json "$out/stage$st.json" > "$out/stage$st.log" 2>&1 || failed "stage $st validation or run (stage$st.log)"
+    bin/sdpabench -kernel stage$st -shapes large -nocheck -iters 50 -json "$out/stage$st-large.json" >> "$out/stage$st.log" 2>&1 || failed "stage $st large (stage$st.log)"
+    grep -E "PASS|FAIL|device" "$out/stage$st.log"
+  done
+  if [ "${TORCH:-1}" != 0 ]; then
+    python3 bench/torch_sdpa.py "$out/torch.json" > "$out/torch.log" 2>&1 || failed "PyTorch (torch.log)"
+    grep -v Warning "$out/torch.log"
+  fi
+fi
+if [ -n "${BASELINE:-}" ]; then
+  # Same method both sides: BenchmarkStages (CUDA events around batches of
+  # back-to-back launches), rounds alternating which binary goes first.
+  for r in $(seq 1 "${ROUNDS:-2}"); do
+    # Many launches for the microsecond shapes, few for large (stage 1 takes
+    # a quarter of a second there).
+    bench() {
+      "$@" -test.run '^$' -test.bench 'Stages/(small|mission|long)/' -test.benchtime 500x &&
+        "$@" -test.run '^$' -test.bench 'Stages/large/' -test.benchtime 30x
+    }
+    new() { bench bin/cuda.test > "$out/bench-new-r$r.txt" 2>&1 || failed "bench new r$r"; }
+    old() { bench env -u FP8ATTN_PTX "$BASELINE" > "$out/bench-old-r$r.txt" 2>&1 || failed "bench old r$r"; }
+    if [ $((r % 2)) = 1 ]; then new; old; else old; new; fi
+  done
+  python3 - "$out" <<'PY' | tee "$out/ab.txt"
+import glob, re, statistics, sys
+out = sys.argv[1]
+def load(side):
+    runs = {}
+    for f in sorted(glob.glob(f"{out}/bench-{side}-r*.txt")):
+        for m in re.finditer(r"BenchmarkStages/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) us/call", open(f).read()):
+            runs.setdefault(m.group(1), []).append(float(m.group(2)))
+    return {k: statistics.median(v) for k, v in runs.items()}
+old, new = load("old"), load("new")
+print(f"{'shape/stage':22s} {'old us':>10s} {'new us':>10s} {'new/old':>8s}")
+worst = 0
+for k in sorted(new, key=lambda k: (k.split('/')[0], int(k.split('stage')[1]))):
+    if k in old:
+        r = new[k] / old[k]
+        worst = max(worst, r)
+        print(f"{k:22s} {old[k]:10.2f} {new[k]:10.2f} {r:8.3f}")
+print(f"worst new/old: {worst:.3f}")
+PY
+fi
 if [ -n "${NCU:-}" ]; then
   ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats -k "regex:stage${NCU}_d64" -c 1 \
-    bin/sdpabench -kernel stage$NCU -shapes mission -nocheck -iters 5 > "$out/ncu.txt" 2>&1
+    bin/sdpabench -kernel stage$NCU -shapes mission -nocheck -iters 5 > "$out/ncu.txt" 2>&1 || failed "ncu (ncu.txt)"
   grep -E "Duration|Throughput|Achieved|Warp Cycles Per Issued" "$out/ncu.txt"
 fi
 # One archive: the device tool brings back at most 8 files.
-tar czf "$out/results.tgz" -C "$out" $(cd "$out" && ls *.json *.log *.txt 2>/dev/null)
+pack
+[ -s "$out/failures.txt" ] && cat "$out/failures.txt"
+echo "gpu-run: exit $status"
+exit $status

@@ -17,26 +17,40 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
 // Device is one GPU with its primary context, a stream, the loaded kernels
 // and a pool of device memory. It is safe for use from many goroutines:
 // calls take the device's lock and bind its context to the calling OS
 // thread for their duration, with no goroutine hops.
+//
+// All device work of a Device is ordered on its one stream: uploads, the
+// kernels, downloads (copies and memsets are asynchronous on it). A freed
+// buffer goes back to the pool only once an event recorded after its last
+// use on the stream has completed.
 type Device struct {
 	Ordinal int
 	Name    string
 	// ComputeCapability is major*10 + minor (89 for an L4, 90 for an H200).
 	ComputeCapability int
 
-	mu     sync.Mutex
-	ctx    C.CUcontext
-	stream cu.Stream
-	mod    cu.Module
-	fns    map[[2]int]C.CUfunction // (stage, d)
-	pool   map[int64][]cu.DevicePtr
-	owned  []cu.DevicePtr
-	closed bool
+	mu      sync.Mutex
+	ctx     C.CUcontext
+	stream  cu.Stream
+	mod     cu.Module
+	fns     map[[2]int]C.CUfunction // (stage, d)
+	pool    map[int64][]cu.DevicePtr
+	pending []pendingFree // freed, waiting for their event
+	events  []cu.Event    // completed events, for reuse
+	owned   []cu.DevicePtr
+	closed  bool
+}
+
+// pendingFree is a set of buffers whose last use on the stream precedes ev.
+type pendingFree struct {
+	ev   cu.Event
+	bufs []pooled
 }
 
 var (
@@ -108,9 +122,12 @@ func (d *Device) init() error {
 	if d.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("cuda: stream: %w", err)
 	}
+	if err := d.checkParamsLayout(); err != nil {
+		return err
+	}
 	for _, st := range Stages {
 		for _, hd := range HeadDims {
-			name := KernelName(st, hd)
+			name := tiles.KernelName(st, hd)
 			fn, err := d.mod.Function(name)
 			if err != nil {
 				return fmt.Errorf("cuda: kernel %s: %w", name, err)
@@ -124,20 +141,44 @@ func (d *Device) init() error {
 	return nil
 }
 
-// checkConfig compares a kernel's compiled tile constants with Tiles.
-func (d *Device) checkConfig(stage, hd int) error {
-	name := KernelName(stage, hd) + "_config"
+// global reads the int32 array a module exports under name.
+func (d *Device) global(name string, n int) ([]int32, error) {
 	ptr, size, err := d.mod.Global(name)
-	if err != nil || size != 16 {
-		return fmt.Errorf("cuda: %s missing from the PTX: %v", name, err)
+	if err != nil || size != int64(4*n) {
+		return nil, fmt.Errorf("cuda: %s (%d ints) missing from the module (size %d): %v", name, n, size, err)
 	}
-	var got [4]int32
-	if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), ptr, 16); err != nil {
-		return fmt.Errorf("cuda: reading %s: %w", name, err)
+	got := make([]int32, n)
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), ptr, size); err != nil {
+		return nil, fmt.Errorf("cuda: reading %s: %w", name, err)
 	}
-	want, _ := Tiles(stage, hd)
-	if int(got[0]) != want.BlockM || int(got[1]) != want.BlockN || int(got[2]) != want.Threads || int(got[3]) != want.Stages {
-		return fmt.Errorf("cuda: %s compiled with tiles %v, Tiles() says %+v", KernelName(stage, hd), got, want)
+	return got, nil
+}
+
+// checkParamsLayout compares the Go params struct with the kernels' Params
+// as the kernel compiler laid it out (sizeof, then every field's offset).
+func (d *Device) checkParamsLayout() error {
+	want := paramsLayout()
+	got, err := d.global("fp8attn_params_layout", len(want))
+	if err != nil {
+		return err
+	}
+	for i := range want {
+		if int(got[i]) != want[i] {
+			return fmt.Errorf("cuda: Params layout: the kernels have %v (sizeof, offsets), Go has %v", got, want)
+		}
+	}
+	return nil
+}
+
+// checkConfig compares a kernel's compiled tile constants with internal/tiles.
+func (d *Device) checkConfig(stage, hd int) error {
+	got, err := d.global(tiles.KernelName(stage, hd)+"_config", 4)
+	if err != nil {
+		return err
+	}
+	want, _ := tiles.Get(stage, hd)
+	if int(got[0]) != want.BlockM || int(got[1]) != want.BlockN || int(got[2]) != want.Threads || int(got[3]) != want.Ring {
+		return fmt.Errorf("cuda: %s compiled with tiles %v, internal/tiles says %+v", tiles.KernelName(stage, hd), got, want)
 	}
 	return nil
 }
@@ -158,12 +199,14 @@ func (d *Device) do(fn func() error) error {
 }
 
 // alloc takes a buffer of at least n bytes from the pool (sizes rounded to
-// powers of two) or from cuMemAlloc. Never managed memory.
+// powers of two) or from cuMemAlloc. Never managed memory. The caller holds
+// d.mu with the context current.
 func (d *Device) alloc(n int64) (cu.DevicePtr, int64, error) {
 	size := int64(256)
 	for size < n {
 		size <<= 1
 	}
+	d.reap()
 	if free := d.pool[size]; len(free) > 0 {
 		p := free[len(free)-1]
 		d.pool[size] = free[:len(free)-1]
@@ -177,11 +220,56 @@ func (d *Device) alloc(n int64) (cu.DevicePtr, int64, error) {
 	return p, size, nil
 }
 
-// Close frees the device's memory and releases its context. Residents must
-// not be used afterwards.
+// reap returns to the pool the freed buffers whose event has completed.
+// The caller holds d.mu with the context current.
+func (d *Device) reap() {
+	kept := d.pending[:0]
+	for _, pf := range d.pending {
+		if pf.ev.Query() != nil { // CUDA_ERROR_NOT_READY: the stream has not got there
+			kept = append(kept, pf)
+			continue
+		}
+		for _, b := range pf.bufs {
+			d.pool[b.size] = append(d.pool[b.size], b.p)
+		}
+		d.events = append(d.events, pf.ev)
+	}
+	clear(d.pending[len(kept):])
+	d.pending = kept
+}
+
+// release queues bufs for the pool behind an event recorded now on the
+// stream, after every use of them issued so far. The caller holds d.mu with
+// the context current.
+func (d *Device) release(bufs []pooled) error {
+	var ev cu.Event
+	if n := len(d.events); n > 0 {
+		ev, d.events = d.events[n-1], d.events[:n-1]
+	} else {
+		var err error
+		if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			return fmt.Errorf("cuda: event: %w", err)
+		}
+	}
+	if err := ev.Record(d.stream); err != nil {
+		return fmt.Errorf("cuda: event record: %w", err)
+	}
+	d.pending = append(d.pending, pendingFree{ev, bufs})
+	return nil
+}
+
+// Close waits for the device's stream, frees its memory and events, and
+// releases its context. Residents must not be used afterwards.
 func (d *Device) Close() error {
 	err := d.do(func() error {
-		var errs []error
+		errs := []error{d.stream.Synchronize()}
+		for _, pf := range d.pending {
+			errs = append(errs, cu.DestroyEvent(&pf.ev))
+		}
+		for i := range d.events {
+			errs = append(errs, cu.DestroyEvent(&d.events[i]))
+		}
+		d.pending, d.events = nil, nil
 		for _, p := range d.owned {
 			errs = append(errs, cu.MemFree(p))
 		}
@@ -202,7 +290,7 @@ type Resident struct {
 	shape backend.Problem // shape, scale, mask; no host data
 	// params has an allocation of its own: it holds no Go pointers, so cgo
 	// lets the launcher pass its address to the driver.
-	params *Params
+	params *params
 	bufs   []pooled
 	outN   int64
 	lse    bool
@@ -213,14 +301,18 @@ type pooled struct {
 	size int64
 }
 
-// Upload copies p's FP8 inputs and scales to the device and reserves its
-// output (and LSE, if p.LSE is not nil). p must be a validated FP8E4M3
-// problem.
+// Upload copies p's FP8 inputs and scales to the device, on the device's
+// stream, and reserves its output (and LSE, if p.LSE is not nil). p must be
+// a validated FP8E4M3 problem. The host slices may be reused once Upload
+// returns: copies from pageable memory have consumed their source by then.
 func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if err := supports(p, 1); err != nil {
 		return nil, err
 	}
-	r := &Resident{dev: d, shape: *p, params: new(Params), outN: int64(len(p.Out)), lse: p.LSE != nil}
+	r := &Resident{dev: d, shape: *p, params: new(params), outN: int64(len(p.Out)), lse: p.LSE != nil}
 	r.shape.Q8, r.shape.K8, r.shape.V8, r.shape.Out, r.shape.LSE = nil, nil, nil, nil, nil
 	err := d.do(func() error {
 		put := func(src unsafe.Pointer, n int64) (uint64, error) {
@@ -230,13 +322,13 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 			}
 			r.bufs = append(r.bufs, pooled{ptr, size})
 			if src != nil {
-				if err := cu.MemcpyHtoD(ptr, src, n); err != nil {
+				if err := cu.MemcpyHtoDAsync(ptr, src, n, d.stream); err != nil {
 					return 0, fmt.Errorf("cuda: upload: %w", err)
 				}
 			}
 			return uint64(ptr), nil
 		}
-		var b DeviceBuffers
+		var b deviceBuffers
 		var err error
 		u8 := func(x []uint8) unsafe.Pointer { return unsafe.Pointer(&x[0]) }
 		f32 := func(x []float32) unsafe.Pointer { return unsafe.Pointer(&x[0]) }
@@ -266,7 +358,7 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 				return err
 			}
 		}
-		*r.params = NewParams(p, b)
+		*r.params = newParams(p, b)
 		return nil
 	})
 	if err != nil {
@@ -276,13 +368,14 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 	return r, nil
 }
 
-// Poison fills the device output (and LSE) with backend.PoisonBits, so that
-// an element a kernel never writes is recognisable after Download.
+// Poison fills the device output (and LSE) with backend.PoisonBits, on the
+// stream, so that an element a kernel never writes is recognisable after
+// Download. Tests use it; production calls do not.
 func (r *Resident) Poison() error {
 	return r.dev.do(func() error {
-		err := cu.MemsetD32(cu.DevicePtr(r.params.Out), backend.PoisonBits, r.outN)
+		err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), backend.PoisonBits, r.outN, r.dev.stream)
 		if err == nil && r.lse {
-			err = cu.MemsetD32(cu.DevicePtr(r.params.LSE), backend.PoisonBits, int64(r.shape.B*r.shape.Hq*r.shape.Sq))
+			err = cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), backend.PoisonBits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
 		}
 		return err
 	})
@@ -294,45 +387,60 @@ func (r *Resident) Run(stage int) error {
 }
 
 func (r *Resident) launch(stage int) error {
-	tc, err := Tiles(stage, r.shape.D)
+	tc, err := geometry(stage, r.shape.D)
 	if err != nil {
 		return err
 	}
+	if len(r.bufs) == 0 {
+		return errors.New("cuda: resident used after Free")
+	}
 	fn := r.dev.fns[[2]int{stage, r.shape.D}]
-	gx, gy, gz := tc.Grid(r.shape.Shape)
+	gx, gy, gz := tc.Grid(r.shape.B, r.shape.Hq, r.shape.Sq)
 	return launch(fn, gx, gy, gz, tc.Threads, r.dev.stream, r.params)
 }
 
-// Download waits for the launched work, checks its error, and copies the
-// output (and LSE) to the host.
+// Download copies the output (and LSE, when lse is not nil and the problem
+// has one) to the host behind the launched work on the stream, waits for it,
+// and reports a kernel's failure.
 func (r *Resident) Download(out, lse []float32) error {
 	if int64(len(out)) != r.outN {
 		return fmt.Errorf("%w: download into %d elements, output has %d", backend.ErrInvalid, len(out), r.outN)
 	}
+	nlse := r.shape.B * r.shape.Hq * r.shape.Sq
+	if lse != nil && r.lse && len(lse) != nlse {
+		return fmt.Errorf("%w: download LSE into %d elements, LSE has %d", backend.ErrInvalid, len(lse), nlse)
+	}
 	return r.dev.do(func() error {
-		if err := r.dev.stream.Synchronize(); err != nil {
-			return fmt.Errorf("cuda: kernel failed: %w", err)
+		if len(r.bufs) == 0 {
+			return errors.New("cuda: resident used after Free")
 		}
-		if err := cu.MemcpyDtoH(unsafe.Pointer(&out[0]), cu.DevicePtr(r.params.Out), 4*r.outN); err != nil {
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&out[0]), cu.DevicePtr(r.params.Out), 4*r.outN, r.dev.stream); err != nil {
 			return fmt.Errorf("cuda: download: %w", err)
 		}
 		if lse != nil && r.lse {
-			if err := cu.MemcpyDtoH(unsafe.Pointer(&lse[0]), cu.DevicePtr(r.params.LSE), 4*int64(len(lse))); err != nil {
+			if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&lse[0]), cu.DevicePtr(r.params.LSE), 4*int64(nlse), r.dev.stream); err != nil {
 				return fmt.Errorf("cuda: download: %w", err)
 			}
+		}
+		if err := r.dev.stream.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: kernel failed: %w", err)
 		}
 		return nil
 	})
 }
 
-// Free returns the resident's buffers to the device's pool.
-func (r *Resident) Free() {
-	r.dev.mu.Lock()
-	defer r.dev.mu.Unlock()
-	for _, b := range r.bufs {
-		r.dev.pool[b.size] = append(r.dev.pool[b.size], b.p)
-	}
-	r.bufs = nil
+// Free hands the resident's buffers back: they return to the device's pool
+// once the work issued on them so far has completed on the stream. A
+// resident must not be used after Free; a second Free does nothing.
+func (r *Resident) Free() error {
+	return r.dev.do(func() error {
+		if len(r.bufs) == 0 {
+			return nil
+		}
+		bufs := r.bufs
+		r.bufs = nil
+		return r.dev.release(bufs)
+	})
 }
 
 // Times measures stage's device time per call: batches of `batch`
@@ -400,6 +508,11 @@ func asBytes[T ~uint8](x []T) []uint8 {
 type Backend struct {
 	name  string
 	stage int
+	// poison makes every call fill the device outputs with
+	// backend.PoisonBits before the kernel runs, so that an element the
+	// kernel never writes cannot pass a test (pooled buffers hold earlier
+	// results). Tests set it; the registered backends do not.
+	poison bool
 }
 
 func (b *Backend) stageFor(p *backend.Problem) int {
@@ -421,9 +534,8 @@ func (b *Backend) Supports(p *backend.Problem) error {
 	return err
 }
 
-// Attention uploads p, runs the stage, and downloads the result. Outputs
-// are poisoned on the device first, so an unwritten element cannot pass.
-func (b *Backend) Attention(p *backend.Problem) error {
+// Attention uploads p, runs the stage, and downloads the result.
+func (b *Backend) Attention(p *backend.Problem) (err error) {
 	d, err := OpenDevice(0)
 	if err != nil {
 		return err
@@ -432,9 +544,11 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	if err != nil {
 		return err
 	}
-	defer r.Free()
-	if err := r.Poison(); err != nil {
-		return err
+	defer func() { err = errors.Join(err, r.Free()) }()
+	if b.poison {
+		if err := r.Poison(); err != nil {
+			return err
+		}
 	}
 	if err := r.Run(b.stageFor(p)); err != nil {
 		return err
@@ -452,8 +566,8 @@ func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer r.Free()
-	return r.Times(b.stageFor(p), iters)
+	times, err := r.Times(b.stageFor(p), iters)
+	return times, errors.Join(err, r.Free())
 }
 
 func init() {

@@ -3,8 +3,10 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"unsafe"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
@@ -25,18 +28,92 @@ func tolerance(stage int) func(*backend.Problem) sdpatest.Tolerance {
 	return sdpatest.F16PTolerance
 }
 
+// testBackend is stage's backend with device outputs poisoned before every
+// call (stage 0: BestStage), so that an element a kernel never writes
+// cannot pass on an old result left in a pooled buffer.
+func testBackend(stage int) *Backend {
+	name := "cuda"
+	if stage != 0 {
+		name = fmt.Sprintf("cuda/stage%d", stage)
+	}
+	return &Backend{name: name, stage: stage, poison: true}
+}
+
+// loadedKeys is the GPU stages' NaN-in-V rule (sdpatest's package doc): a
+// block of BlockM query rows multiplies its rows' weights, exactly 0 for
+// masked keys, by every V row of the BlockN-key tiles it loads: those up to
+// the keys its last row sees, rounded up to whole tiles.
+func loadedKeys(stage int) func(s backend.Shape, m backend.Mask, i int) int {
+	return func(s backend.Shape, m backend.Mask, i int) int {
+		tc, err := tiles.Get(stage, s.D)
+		if err != nil {
+			panic(err) // the suite runs only shapes the stage supports
+		}
+		last := min(s.Sq-1, (i/tc.BlockM+1)*tc.BlockM-1)
+		n := s.VisibleKeys(m, last)
+		return min(s.Sk, (n+tc.BlockN-1)/tc.BlockN*tc.BlockN)
+	}
+}
+
 // TestConformance runs the shared suite on every stage against the float64
 // oracle on the same E4M3 inputs. Unsupported head dims are skipped by the
-// suite (Supports must say ErrUnsupported).
+// suite (Supports must say ErrUnsupported); a stage that ran nothing fails.
 func TestConformance(t *testing.T) {
 	for _, st := range Stages {
-		be, err := backend.Lookup(fmt.Sprintf("cuda/stage%d", st))
-		if err != nil {
-			t.Fatal(err)
-		}
+		be := testBackend(st)
 		t.Run(be.Name(), func(t *testing.T) {
-			sdpatest.Run(t, sdpatest.Config{Backend: be, Precision: backend.FP8E4M3, Tol: tolerance(st)})
+			sdpatest.Run(t, sdpatest.Config{Backend: be, Precision: backend.FP8E4M3, Tol: tolerance(st), LoadedKeys: loadedKeys(st)})
 		})
+	}
+}
+
+// TestConcurrentCalls: many goroutines share device 0 through the cuda
+// backend, each with its own shape and inputs; every result is checked
+// against the CPU backend's FP8 path. Run it under compute-sanitizer
+// (memcheck, racecheck, synccheck) too: scripts/gpu-run.sh does.
+func TestConcurrentCalls(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	const goroutines, calls = 8, 6
+	errs := make(chan error, goroutines*calls)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(100+g)))
+			for c := range calls {
+				hkv := 1 + rng.IntN(3)
+				s := backend.Shape{B: 1 + rng.IntN(2), Hq: hkv * (1 + rng.IntN(3)), Hkv: hkv,
+					Sq: 1 + rng.IntN(150), Sk: 1 + rng.IntN(300), D: HeadDims[rng.IntN(len(HeadDims))]}
+				m := backend.Mask(rng.IntN(3))
+				st := Stages[rng.IntN(len(Stages))]
+				in := sdpatest.RandomInputs(rng, s, 1)
+				ref, _, _ := sdpatest.NewProblem(s, in, 0.1, m, backend.FP8E4M3)
+				if err := cpu.Default.Attention(ref); err != nil {
+					errs <- err
+					return
+				}
+				p, out, lse := sdpatest.NewProblem(s, in, 0.1, m, backend.FP8E4M3)
+				if err := testBackend(st).Attention(p); err != nil {
+					errs <- fmt.Errorf("goroutine %d call %d stage %d %+v: %w", g, c, st, s, err)
+					return
+				}
+				if err := errors.Join(out.Check("Out"), lse.Check("LSE")); err != nil {
+					errs <- fmt.Errorf("goroutine %d call %d stage %d %+v: %w", g, c, st, s, err)
+					return
+				}
+				if cmp := sdpatest.Compare(p.Out, ref.Out, tolerance(st)(p)); cmp.Beyond > 0 {
+					errs <- fmt.Errorf("goroutine %d call %d stage %d %+v %v: %d elements differ from the CPU (max %.3g)", g, c, st, s, m, cmp.Beyond, cmp.MaxErr)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
 
@@ -55,8 +132,7 @@ func TestAgainstCPUFP8(t *testing.T) {
 			}
 			for _, st := range Stages {
 				p, out, _ := sdpatest.NewProblem(s, in, 0.125, m, backend.FP8E4M3)
-				be, _ := backend.Lookup(fmt.Sprintf("cuda/stage%d", st))
-				if err := be.Attention(p); err != nil {
+				if err := testBackend(st).Attention(p); err != nil {
 					t.Fatal(err)
 				}
 				if err := out.Check("Out"); err != nil {
@@ -123,7 +199,6 @@ func TestResidentReuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Free()
 	first := make([]float32, len(p.Out))
 	for i := 0; i < 3; i++ {
 		for _, st := range Stages {
@@ -148,6 +223,15 @@ func TestResidentReuse(t *testing.T) {
 	if err := r.Download(make([]float32, 3), nil); err == nil {
 		t.Error("download into a wrong-sized buffer accepted")
 	}
+	if err := r.Free(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Run(1); err == nil {
+		t.Error("Run after Free accepted")
+	}
+	if err := r.Free(); err != nil {
+		t.Errorf("second Free: %v", err)
+	}
 }
 
 var benchShapes = []struct {
@@ -161,7 +245,7 @@ var benchShapes = []struct {
 }
 
 // BenchmarkStages reports each stage's device time per call (CUDA events
-// between back-to-back launches, median) and GFLOP/s.
+// around batches of back-to-back launches, median) and GFLOP/s.
 func BenchmarkStages(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for _, sh := range benchShapes {
@@ -169,8 +253,7 @@ func BenchmarkStages(b *testing.B) {
 		p, _, _ := sdpatest.NewProblem(sh.s, in, 0.125, backend.NoMask, backend.FP8E4M3)
 		for _, st := range Stages {
 			b.Run(fmt.Sprintf("%s/stage%d", sh.name, st), func(b *testing.B) {
-				be, _ := backend.Lookup(fmt.Sprintf("cuda/stage%d", st))
-				times, err := be.(backend.Timer).DeviceTimes(p, max(b.N, 20))
+				times, err := testBackend(st).DeviceTimes(p, max(b.N, 20))
 				if err != nil {
 					b.Fatal(err)
 				}

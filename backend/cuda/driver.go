@@ -71,7 +71,7 @@ func setCurrent(ctx C.CUcontext) error { return check("cuCtxSetCurrent", C.cuCtx
 func cFunction(f cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&f)) }
 func cStream(s cu.Stream) C.CUstream       { return *(*C.CUstream)(unsafe.Pointer(&s)) }
 
-func launch(fn C.CUfunction, gx, gy, gz, threads int, s cu.Stream, p *Params) error {
+func launch(fn C.CUfunction, gx, gy, gz, threads int, s cu.Stream, p *params) error {
 	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), cStream(s), unsafe.Pointer(p)))
 }
 

@@ -1,11 +1,19 @@
 package cuda
 
-import "github.com/fp8attn/fp8attn/backend"
+import (
+	"math"
+	"reflect"
 
-// Params mirrors struct Params in kernels/attention.cu field for field; the
+	"github.com/fp8attn/fp8attn/backend"
+)
+
+// params mirrors struct Params in kernels/common.cuh field for field; the
 // kernels receive it by value (one __grid_constant__ parameter). Pointers
-// are device addresses.
-type Params struct {
+// are device addresses. Its layout is checked against the kernel's
+// (fp8attn_params_layout) when the module loads, and against the PTX's copy
+// of that array by a CPU test (offsets catch any change of a field's size or
+// type; the order of two fields of one size is this comment's to keep).
+type params struct {
 	Q, K, V                                  uint64
 	QScale, KScale, VScale                   uint64
 	Out, LSE                                 uint64 // LSE may be 0
@@ -14,24 +22,34 @@ type Params struct {
 	OBatchStride, OHeadStride, ORowStride    int64
 	B, Hq, Hkv, Sq, Sk, D, Group             int64
 	Mask                                     int64
-	ScaleLog2                                float32
-	pad                                      float32
+	// ScaleLog2 is the softmax scale times log2(e), in float64: for a finite
+	// float32 scale it can exceed float32's range; the kernels multiply it
+	// by the descales in double.
+	ScaleLog2 float64
 }
 
-// ParamsSize is sizeof(Params) in attention.cu.
-const ParamsSize = 208
+// paramsLayout returns sizeof(params) followed by the offset of every field
+// in declaration order: the form of the kernels' fp8attn_params_layout.
+func paramsLayout() []int {
+	t := reflect.TypeFor[params]()
+	out := []int{int(t.Size())}
+	for i := range t.NumField() {
+		out = append(out, int(t.Field(i).Offset))
+	}
+	return out
+}
 
-// DeviceBuffers are the device addresses of one problem's tensors.
-type DeviceBuffers struct {
+// deviceBuffers are the device addresses of one problem's tensors.
+type deviceBuffers struct {
 	Q, K, V, QScale, KScale, VScale, Out, LSE uint64
 }
 
-// NewParams fills the parameter block for a validated problem whose tensors
+// newParams fills the parameter block for a validated problem whose tensors
 // sit, densely packed [B][H][S][D], at the given device addresses.
-func NewParams(p *backend.Problem, buf DeviceBuffers) Params {
+func newParams(p *backend.Problem, buf deviceBuffers) params {
 	s := p.Shape
 	d := int64(s.D)
-	return Params{
+	return params{
 		Q: buf.Q, K: buf.K, V: buf.V, QScale: buf.QScale, KScale: buf.KScale, VScale: buf.VScale,
 		Out: buf.Out, LSE: buf.LSE,
 		QBatchStride: int64(s.Hq*s.Sq) * d, QHeadStride: int64(s.Sq) * d, QRowStride: d,
@@ -39,6 +57,6 @@ func NewParams(p *backend.Problem, buf DeviceBuffers) Params {
 		OBatchStride: int64(s.Hq*s.Sq) * d, OHeadStride: int64(s.Sq) * d, ORowStride: d,
 		B: int64(s.B), Hq: int64(s.Hq), Hkv: int64(s.Hkv), Sq: int64(s.Sq), Sk: int64(s.Sk), D: d,
 		Group: int64(s.Group()), Mask: int64(p.Mask),
-		ScaleLog2: p.Scale * 1.4426950408889634,
+		ScaleLog2: float64(p.Scale) * math.Log2E,
 	}
 }

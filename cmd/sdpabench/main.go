@@ -32,6 +32,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa" // registers the backends
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -78,11 +79,16 @@ func main() {
 		jsonOut   = flag.String("json", "", "write results as JSON to this file")
 		list      = flag.Bool("list", false, "list the registered backends and exit")
 		showKern  = flag.Bool("kernels", false, "print the GPU kernels' ptxas resource report (registers, shared memory, spills) and exit")
+		stages    = flag.Bool("stages", false, "print the GPU kernel stage numbers (for scripts) and exit")
 		noCheck   = flag.Bool("nocheck", false, "skip validation (timing only)")
 	)
 	flag.Parse()
 	if *showKern {
 		fmt.Print(kernels.Resources)
+		return
+	}
+	if *stages {
+		fmt.Println(strings.Trim(fmt.Sprint(tiles.Stages), "[]"))
 		return
 	}
 	if *list {

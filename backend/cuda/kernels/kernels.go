@@ -3,14 +3,19 @@
 // so that `go build -tags cuda` needs no CUDA toolkit. The package has no
 // cgo and builds everywhere; TestPTXFresh fails when the sources changed
 // without the PTX being rebuilt.
+//
+// Sources: attention.cu (the stage table, changelog and entry points)
+// includes common.cuh (what every stage shares), one file per stage family
+// (stage1.cuh, stage2.cuh, stage3_4.cuh, stage5_8.cuh) and tiles.h, the
+// geometry generated from internal/tiles.
 package kernels
 
 //go:generate ./gen.sh
 
 import _ "embed"
 
-// PTX is attention_compute_89.ptx: stages 1-4 for compute capability 8.9 and
-// newer (the driver JIT-compiles it for the GPU at hand).
+// PTX is attention_compute_89.ptx: every stage for compute capability 8.9
+// and newer (the driver JIT-compiles it for the GPU at hand).
 //
 //go:embed attention_compute_89.ptx
 var PTX string

@@ -1,0 +1,146 @@
+// common.cuh: what every kernel stage shares: the parameter block, the
+// mask, the cp.async tile loop, FP8 decoding, the per-head offsets and score
+// scale, the accumulator layout, the warp reductions, the online-softmax step
+// and the empty-row epilogue. Included once, by attention.cu.
+#pragma once
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <mma.h>
+#include <stdint.h>
+using namespace nvcuda;
+#include <stddef.h>
+
+#include "tiles.h"  // generated from internal/tiles: the geometry of every stage
+
+// Params is mirrored field for field by backend/cuda/params.go; attention.cu
+// exports its size and field offsets (fp8attn_params_layout), which the Go
+// side checks when the module loads.
+struct Params {
+  const uint8_t *q, *k, *v;
+  const float *q_scale, *k_scale, *v_scale;
+  float *out, *lse;  // lse may be null
+  long long q_batch_stride, q_head_stride, q_row_stride;
+  long long kv_batch_stride, kv_head_stride, kv_row_stride;
+  long long o_batch_stride, o_head_stride, o_row_stride;
+  long long b, hq, hkv, sq, sk, d, group;
+  long long mask;     // 0 none, 1 causal upper-left, 2 causal lower-right
+  double scale_log2;  // softmax scale * log2(e), in double: it may exceed float's range
+};
+
+#define NEG_INF (-__int_as_float(0x7f800000))
+#define LN2 0.69314718055994530942f
+
+// Number of keys query row i sees: keys [0, n).
+__device__ __forceinline__ int visible_keys(const Params& p, int i) {
+  long long n = p.sk;
+  if (p.mask == 1) n = i + 1;
+  else if (p.mask == 2) n = i + 1 + p.sk - p.sq;
+  return (int)max(0LL, min(n, p.sk));
+}
+
+// cp.async of 16 bytes, zero-filling when the source row is past the end.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+
+// Issue the cp.async copies of key/value rows [j0, j0+BN) of one head into
+// the staging buffers (BN x D bytes each), zero-filling rows >= sk.
+template <int BN, int D, int THREADS>
+__device__ __forceinline__ void load_kv_tile(const Params& p, const uint8_t* kh, const uint8_t* vh, int j0,
+                                             uint8_t* sk8, uint8_t* sv8) {
+  constexpr int CHUNKS = BN * D / 16;
+  for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
+    int r = c / (D / 16), off = (c % (D / 16)) * 16;
+    int j = j0 + r;
+    bool ok = j < p.sk;
+    long long src = (long long)(ok ? j : 0) * p.kv_row_stride + off;
+    cp_async16(sk8 + r * D + off, kh + src, ok);
+    cp_async16(sv8 + r * D + off, vh + src, ok);
+  }
+}
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t c) {
+  __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+// Head offsets for grid (query block, query head, batch), and the head's
+// score scale: scale·log2(e)·Q descale·K descale multiplied in double, so
+// that no intermediate product overflows (the host bounds the result).
+struct Head {
+  const uint8_t *q, *k, *v;
+  float* out;
+  float* lse;
+  float score_scale, out_scale;
+};
+__device__ __forceinline__ Head head_of(const Params& p) {
+  int h = blockIdx.y, b = blockIdx.z;
+  int kvh = h / (int)p.group;
+  Head hd;
+  hd.q = p.q + b * p.q_batch_stride + h * p.q_head_stride;
+  hd.k = p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  hd.v = p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  hd.out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
+  hd.lse = p.lse ? p.lse + (b * p.hq + h) * p.sq : nullptr;
+  hd.score_scale = (float)(p.scale_log2 * (double)p.q_scale[b * p.hq + h] * (double)p.k_scale[b * p.hkv + kvh]);
+  hd.out_scale = p.v_scale[b * p.hkv + kvh];
+  return hd;
+}
+
+// The accumulator layout (hardware-verified, see docs/WMMA.md): element i of
+// lane l = 4g + t holds row g + 8*((i>>1)&1), column 2t + (i&1) + 8*(i>>2).
+// fp8attn_check_layout compares these with the generated header on device.
+__device__ __forceinline__ int acc_row(int lane, int i) { return (lane >> 2) + 8 * ((i >> 1) & 1); }
+__device__ __forceinline__ int acc_col(int lane, int i) { return 2 * (lane & 3) + (i & 1) + 8 * (i >> 2); }
+
+// Decode one staged FP8 tile (BN x D, K and V) to f16.
+template <int BN, int D, int THREADS>
+__device__ __forceinline__ void decode_tile(const uint8_t* k8, const uint8_t* v8, uint16_t* k16, uint16_t* v16) {
+  for (int c = threadIdx.x; c < BN * D / 2; c += THREADS) {
+    __half2_raw hk = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(k8 + 2 * c), __NV_E4M3);
+    __half2_raw hv = __nv_cvt_fp8x2_to_halfraw2(*(const __nv_fp8x2_storage_t*)(v8 + 2 * c), __NV_E4M3);
+    ((__half2_raw*)k16)[c] = hk;
+    ((__half2_raw*)v16)[c] = hv;
+  }
+}
+
+// Reductions over W adjacent lanes (W a power of two): the 4 lanes of a quad
+// hold one accumulator row; stages 1-2 give a row TPR threads.
+template <int W> __device__ __forceinline__ float group_max(float x) {
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffff, x, o));
+  return x;
+}
+template <int W> __device__ __forceinline__ float group_sum(float x) {
+#pragma unroll
+  for (int o = 1; o < W; o <<= 1) x += __shfl_xor_sync(0xffffffff, x, o);
+  return x;
+}
+
+// One online-softmax step of a row whose running maximum is m (log2 domain)
+// and whose new tile has maximum tile_max: m becomes the new maximum; alpha
+// rescales the old sum and output; m_use is what the tile's scores subtract
+// (0 while the row has seen only masked keys, so that exp2(-inf - 0) = 0).
+struct OnlineStep {
+  float alpha, m_use;
+};
+__device__ __forceinline__ OnlineStep online_step(float& m, float tile_max) {
+  const float m_new = fmaxf(m, tile_max);
+  OnlineStep s;
+  s.m_use = m_new == NEG_INF ? 0.f : m_new;
+  s.alpha = exp2f(m - s.m_use);
+  m = m_new;
+  return s;
+}
+
+// The epilogue of a row with running sum l and maximum m: a row that saw no
+// key (l == 0) gets zeros, selected rather than multiplied so that a NaN the
+// masked weights met in V stays out, and LSE -Inf; otherwise the output
+// factor is the V descale over l and LSE is (m + log2 l)·ln 2. A NaN sum
+// (NaN in Q or K) propagates.
+__device__ __forceinline__ bool row_has_keys(float l) { return l > 0.f || l != l; }
+__device__ __forceinline__ float row_lse(float m, float l) { return row_has_keys(l) ? (m + log2f(l)) * LN2 : NEG_INF; }

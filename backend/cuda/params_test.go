@@ -1,0 +1,78 @@
+package cuda
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+)
+
+// ptxIntArray reads the initializer of a global int array from PTX, as
+// .b32/.u32 words or as .b8 bytes (little-endian words). nvcc leaves out
+// trailing zero elements; they are restored up to the declared length.
+func ptxIntArray(ptx, name string) ([]int, error) {
+	re := regexp.MustCompile(`\.global\s+(?:\.align\s+\d+\s+)?\.(b8|b32|u32|s32)\s+` + regexp.QuoteMeta(name) + `\[(\d+)\]\s*=\s*\{([^}]*)\}`)
+	m := re.FindStringSubmatch(ptx)
+	if m == nil {
+		return nil, fmt.Errorf("no initialized array %s in the PTX", name)
+	}
+	n, _ := strconv.Atoi(m[2])
+	var vals []int
+	for _, f := range strings.Split(m[3], ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v", name, err)
+		}
+		vals = append(vals, v)
+	}
+	if len(vals) > n {
+		return nil, fmt.Errorf("%s: %d elements in an array of %d", name, len(vals), n)
+	}
+	vals = append(vals, make([]int, n-len(vals))...)
+	if m[1] != "b8" {
+		return vals, nil
+	}
+	if len(vals)%4 != 0 {
+		return nil, fmt.Errorf("%s: %d bytes", name, len(vals))
+	}
+	words := make([]int, len(vals)/4)
+	for i := range words {
+		words[i] = vals[4*i] | vals[4*i+1]<<8 | vals[4*i+2]<<16 | vals[4*i+3]<<24
+	}
+	return words, nil
+}
+
+// TestParamsLayoutMatchesPTX: the Go params struct has the size and field
+// offsets the kernel compiler gave struct Params (common.cuh), as the
+// committed PTX's fp8attn_params_layout records them. The module load
+// repeats the check on the device with whatever PTX it loads.
+func TestParamsLayoutMatchesPTX(t *testing.T) {
+	got, err := ptxIntArray(kernels.PTX, "fp8attn_params_layout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := paramsLayout()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("PTX Params layout (sizeof, offsets) %v, Go params %v", got, want)
+	}
+}
+
+// TestPTXArrayParser: both forms nvcc writes arrays in.
+func TestPTXArrayParser(t *testing.T) {
+	for _, ptx := range []string{
+		".visible .global .align 4 .b32 x[3] = {208, 0, 8};",
+		".visible .global .align 4 .b8 x[12] = {208, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0};",
+		".global .align 4 .b8 x[12] = {208, 0, 0, 0, 0, 0, 0, 0, 8};", // trailing zeros left out
+	} {
+		got, err := ptxIntArray(ptx, "x")
+		if err != nil || fmt.Sprint(got) != "[208 0 8]" {
+			t.Errorf("%q: %v %v", ptx, got, err)
+		}
+	}
+	if _, err := ptxIntArray(".global .b32 y[1] = {1};", "x"); err == nil {
+		t.Error("missing array accepted")
+	}
+}

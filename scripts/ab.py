@@ -1,0 +1,30 @@
+#!/usr/bin/env python3
+"""Compares BenchmarkStages outputs of two builds (scripts/gpu-run.sh writes
+bench-old-rN.txt and bench-new-rN.txt, rounds alternating which ran first):
+the median us/call of each (shape, stage) over the rounds, and new/old."""
+import glob, re, statistics, sys
+
+out = sys.argv[1] if len(sys.argv) > 1 else "out"
+pat = re.compile(r"BenchmarkStages/(\S+?)-\d+\s.*?([\d.]+) us/call")
+
+def load(side):
+    runs = {}
+    for f in sorted(glob.glob(f"{out}/bench-{side}-r*.txt")):
+        for line in open(f):
+            m = pat.search(line)
+            if m:
+                runs.setdefault(m.group(1), []).append(float(m.group(2)))
+    return {k: (statistics.median(v), len(v)) for k, v in runs.items()}
+
+old, new = load("old"), load("new")
+order = {"small": 0, "mission": 1, "long": 2, "large": 3}
+print(f"{'shape/stage':18s} {'old us':>10s} {'new us':>10s} {'new/old':>8s}  (median of rounds)")
+worst = 0.0
+for k in sorted(new, key=lambda k: (order.get(k.split('/')[0], 9), int(k.split('stage')[1]))):
+    if k in old:
+        r = new[k][0] / old[k][0]
+        worst = max(worst, r)
+        print(f"{k:18s} {old[k][0]:10.2f} {new[k][0]:10.2f} {r:8.3f}  n={new[k][1]}")
+if not worst:
+    sys.exit("ab.py: no benchmark in common")
+print(f"worst new/old: {worst:.3f}")
