@@ -15,7 +15,8 @@
 // Every backend keeps this rule, and the nan-propagation case checks it
 // element by element:
 //
-//   - NaN in Q row i makes row i of that head NaN, and nothing else;
+//   - NaN in Q row i makes row i of that head NaN if it sees any key, and
+//     nothing else;
 //   - NaN in K at key j makes NaN every row that sees key j (its score is
 //     NaN), and nothing else: masked scores are replaced, not multiplied;
 //   - NaN in V at key j, column d, makes column d NaN in every row that sees

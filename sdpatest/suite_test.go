@@ -114,6 +114,23 @@ func TestSuiteCatchesBugs(t *testing.T) {
 			return err
 		}},
 	)
+	mutants = append(mutants, mutant{"v-nan-into-empty-rows", func(p *backend.Problem) error {
+		// A row that sees no key multiplies its zero weights by V.
+		err := ref.Attention(p)
+		for bh := 0; bh < p.B*p.Hq; bh++ {
+			kvh := bh/p.Hq*p.Hkv + bh%p.Hq/p.Group()
+			for j := 0; j < p.Sk*p.D; j++ {
+				if x := p.V[kvh*p.Sk*p.D+j]; x != x {
+					for i := 0; i < p.Sq; i++ {
+						if p.VisibleKeys(p.Mask, i) == 0 {
+							p.Out[(bh*p.Sq+i)*p.D+j%p.D] = x
+						}
+					}
+				}
+			}
+		}
+		return err
+	}})
 	for _, m := range mutants {
 		cfg := sdpatest.Config{Backend: m, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance}
 		failed := sdpatest.Failures(cfg, rand.New(rand.NewPCG(sdpatest.Seed(), 1)))
@@ -135,7 +152,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 	}
 	// The dense-P·V mutant passes when its rule is declared: LoadedKeys
 	// states which keys each row multiplies (here all of them).
-	dense := mutants[len(mutants)-1]
+	dense := mutants[len(mutants)-2]
 	cfg := sdpatest.Config{Backend: dense, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance,
 		LoadedKeys: func(s backend.Shape, _ backend.Mask, _ int) int { return s.Sk }}
 	if f := sdpatest.Failures(cfg, rand.New(rand.NewPCG(sdpatest.Seed(), 4))); len(f) != 0 {

@@ -60,22 +60,6 @@ var goKernels = kernelSet{
 	rowPanels: true,
 }
 
-// softmax4Go is softmax4 through rowMaxGo and expSumGo: the reference for
-// the fused assembly.
-func softmax4Go(s, m, l []float32, alpha *[8]float32) {
-	for r := range 4 {
-		row := s[r*panel : (r+1)*panel]
-		mNew := max(m[r], rowMaxGo(row))
-		a := float32(1)
-		if l[r] != 0 || m[r] != m[r] {
-			a = exp32(m[r] - mNew)
-		}
-		alpha[r] = a
-		l[r] = l[r]*a + expSumGo(row, mNew)
-		m[r] = mNew
-	}
-}
-
 // rowPanel is the Go set's panel: the n key rows as they are, then zero
 // rows up to panel keys. Scalar code reads rows faster than columns.
 func rowPanel(kp, k []float32, d, n int) {
@@ -108,34 +92,6 @@ func scores4Rows(s, q, kp []float32, d int, scale float32) {
 			}
 			s0[j], s0[j+1], s0[j+2], s0[j+3] = a00*scale, a01*scale, a02*scale, a03*scale
 			s1[j], s1[j+1], s1[j+2], s1[j+3] = a10*scale, a11*scale, a12*scale, a13*scale
-		}
-	}
-}
-
-// scores4Go is scores4 in Go on a transposed panel, the reference for the
-// assembly kernels, blocked 2 rows × 4 keys so that each q and kt load
-// feeds several multiply-adds.
-func scores4Go(s, q, kt []float32, d int, scale float32) {
-	s, q, kt = s[:4*panel], q[:4*d], kt[:d*panel]
-	for r := 0; r < 4; r += 2 {
-		q0, q1 := q[r*d:(r+1)*d], q[(r+1)*d:(r+2)*d]
-		for j := 0; j < panel; j += 4 {
-			var a00, a01, a02, a03, a10, a11, a12, a13 float32
-			for i, x0 := range q0 {
-				x1 := q1[i]
-				k := kt[i*panel+j : i*panel+j+4]
-				a00 += x0 * k[0]
-				a01 += x0 * k[1]
-				a02 += x0 * k[2]
-				a03 += x0 * k[3]
-				a10 += x1 * k[0]
-				a11 += x1 * k[1]
-				a12 += x1 * k[2]
-				a13 += x1 * k[3]
-			}
-			s0, s1 := s[r*panel+j:r*panel+j+4], s[(r+1)*panel+j:(r+1)*panel+j+4]
-			s0[0], s0[1], s0[2], s0[3] = a00*scale, a01*scale, a02*scale, a03*scale
-			s1[0], s1[1], s1[2], s1[3] = a10*scale, a11*scale, a12*scale, a13*scale
 		}
 	}
 }
@@ -205,9 +161,6 @@ func expSumGo(s []float32, m float32) float32 {
 	}
 	return sum
 }
-
-// transposePanel is transposePanelGo over all n keys.
-func transposePanel(kt, k []float32, d, n int) { transposePanelGo(kt, k, d, n, 0) }
 
 // transposePanelGo sets kt[i*panel+j] = k[(j-j0)*d+i] for keys j0 <= j < n
 // (k holds the rows of keys j0..n-1, of length d) and zeroes the columns

@@ -172,7 +172,7 @@ func TestLayoutOnDevice(t *testing.T) {
 		if err := fn.Launch(1, 1, 1, 32, 1, 1, 0, cu.Stream{}, []unsafe.Pointer{unsafe.Pointer(&ptr)}); err != nil {
 			return err
 		}
-		if err := lastError(); err != nil {
+		if err := cu.Synchronize(); err != nil { // the kernel's error, if any
 			return err
 		}
 		return cu.MemcpyDtoH(unsafe.Pointer(&bad[0]), buf, int64(len(bad)*4))

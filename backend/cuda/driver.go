@@ -74,5 +74,3 @@ func cStream(s cu.Stream) C.CUstream       { return *(*C.CUstream)(unsafe.Pointe
 func launch(fn C.CUfunction, gx, gy, gz, threads int, s cu.Stream, p *params) error {
 	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), cStream(s), unsafe.Pointer(p)))
 }
-
-func lastError() error { return check("kernel", C.cuCtxSynchronize()) }
