@@ -243,6 +243,13 @@ type sizeCheck struct {
 	got, want int
 }
 
+// Availability is implemented by a backend that is registered in every
+// build but may be unusable in this one (the cuda backends without -tags
+// cuda): Available returns nil, or why it cannot run anything.
+type Availability interface {
+	Available() error
+}
+
 // Backend computes attention for validated problems.
 type Backend interface {
 	// Name is the name the backend is registered and selected by.

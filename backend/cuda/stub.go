@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -19,6 +20,11 @@ func (u unavailable) Supports(*backend.Problem) error {
 }
 
 func (u unavailable) Attention(p *backend.Problem) error { return u.Supports(p) }
+
+// Available says that this build has no GPU backend.
+func (u unavailable) Available() error {
+	return errors.New("not in this build: rebuild with -tags cuda (see README)")
+}
 
 func init() {
 	backend.Register(unavailable{"cuda"}, 20)
