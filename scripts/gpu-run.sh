@@ -7,27 +7,38 @@
 # test, any validation or any sanitizer fails; the last lines say which.
 #
 # Environment: TESTS (test regexp, default all), SKIP (tests to skip),
-# SANITIZE=1 (memcheck, racecheck, synccheck on SANITIZE_TESTS), SKIP_BENCH=1,
+# SKIP_TESTS=1, SANITIZE=1 (memcheck, racecheck, synccheck on SANITIZE_TESTS,
+# each within SANITIZE_TIMEOUT seconds), SKIP_BENCH=1,
 # BASELINE=path of an older cuda.test binary (its embedded PTX) to time
-# against this build, ROUNDS rounds alternating which goes first (default 2),
+# against this build (scripts/ab.py prints the table), ROUNDS rounds
+# alternating which goes first (default 2), PACK_ONLY=1 (leave only the two
+# archives in OUT),
 # NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
 status=0
 failed() { echo "gpu-run: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
-pack() { tar czf "$out/results.tgz" -C "$out" $(cd "$out" && ls *.json *.log *.txt 2>/dev/null); }
+# Everything but the kernels goes into results.tgz; with PACK_ONLY=1 the loose
+# files are then removed (the device tool brings back at most 8 files).
+pack() {
+  tar czf "$out/results.tgz" -C "$out" $(cd "$out" && ls *.json *.log *.txt 2>/dev/null)
+  [ -n "${PACK_ONLY:-}" ] && find "$out" -maxdepth 1 -type f ! -name '*.tgz' -delete
+  return 0
+}
 export FP8ATTN_PTX=$PWD/backend/cuda/kernels/attention_compute_89.ptx
 if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
   cat "$out/gen.log"; failed "kernel build (gen.log)"; pack; exit 1
 fi
 tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx resources.txt source_hash.go
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
-bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
-grep -E "^(--- FAIL|FAIL|ok|PASS)|checks ran|cuda_test.go.*(FAIL|differ)" "$out/test.log" | head -40
+if [ -z "${SKIP_TESTS:-}" ]; then
+  bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
+  grep -E "^(--- FAIL|FAIL|ok|PASS)|checks ran|cuda_test.go.*(FAIL|differ)" "$out/test.log" | head -40
+fi
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do
-    compute-sanitizer --tool $tool --error-exitcode 9 bin/cuda.test -test.count=1 \
+    timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 bin/cuda.test -test.count=1 \
       -test.run "${SANITIZE_TESTS:-TestConcurrentCalls|TestResidentReuse}" > "$out/$tool.log" 2>&1 || failed "$tool ($tool.log)"
     echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|No (errors|hazards)" "$out/$tool.log" | tail -1)"
   done
@@ -57,33 +68,14 @@ if [ -n "${BASELINE:-}" ]; then
     old() { bench env -u FP8ATTN_PTX "$BASELINE" > "$out/bench-old-r$r.txt" 2>&1 || failed "bench old r$r"; }
     if [ $((r % 2)) = 1 ]; then new; old; else old; new; fi
   done
-  python3 - "$out" <<'PY' | tee "$out/ab.txt"
-import glob, re, statistics, sys
-out = sys.argv[1]
-def load(side):
-    runs = {}
-    for f in sorted(glob.glob(f"{out}/bench-{side}-r*.txt")):
-        for m in re.finditer(r"BenchmarkStages/(\S+?)(?:-\d+)?\s+\d+\s+([\d.]+) us/call", open(f).read()):
-            runs.setdefault(m.group(1), []).append(float(m.group(2)))
-    return {k: statistics.median(v) for k, v in runs.items()}
-old, new = load("old"), load("new")
-print(f"{'shape/stage':22s} {'old us':>10s} {'new us':>10s} {'new/old':>8s}")
-worst = 0
-for k in sorted(new, key=lambda k: (k.split('/')[0], int(k.split('stage')[1]))):
-    if k in old:
-        r = new[k] / old[k]
-        worst = max(worst, r)
-        print(f"{k:22s} {old[k]:10.2f} {new[k]:10.2f} {r:8.3f}")
-print(f"worst new/old: {worst:.3f}")
-PY
+  python3 scripts/ab.py "$out" | tee "$out/ab.txt"
 fi
 if [ -n "${NCU:-}" ]; then
   ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats -k "regex:stage${NCU}_d64" -c 1 \
     bin/sdpabench -kernel stage$NCU -shapes mission -nocheck -iters 5 > "$out/ncu.txt" 2>&1 || failed "ncu (ncu.txt)"
   grep -E "Duration|Throughput|Achieved|Warp Cycles Per Issued" "$out/ncu.txt"
 fi
-# One archive: the device tool brings back at most 8 files.
-pack
 [ -s "$out/failures.txt" ] && cat "$out/failures.txt"
+pack
 echo "gpu-run: exit $status"
 exit $status

@@ -4,8 +4,8 @@
 // that a call allocates nothing.
 //
 // The work is done by micro-kernels (kernels.go): four query rows against a
-// transposed panel of 64 keys, the softmax step on each score row, and four
-// rows of P·V. They come in sets: portable Go, and on amd64 AVX2+FMA and
+// panel of 64 keys (transposed for the assembly sets, kept as rows for the
+// Go set), the softmax step on each score row, and four rows of P·V. They come in sets: portable Go, and on amd64 AVX2+FMA and
 // AVX-512 assembly picked by CPU features (ISAs); the purego build tag
 // leaves only the Go set.
 //

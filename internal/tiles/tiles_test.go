@@ -2,6 +2,7 @@ package tiles
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -13,8 +14,10 @@ func TestGet(t *testing.T) {
 			if err != nil || c.BlockM%16 != 0 || c.Threads%32 != 0 || c.BlockN%16 != 0 || c.Ring < 1 {
 				t.Errorf("stage %d d %d: %+v %v", st, d, c, err)
 			}
-			if !strings.Contains(Header(), KernelName(st, d)[len("fp8attn_stage"):len("fp8attn_stage")+1]) {
-				t.Errorf("header lacks stage %d", st)
+			spec := fmt.Sprintf("struct Tiles<%d, %d> { static constexpr int BM = %d, BN = %d, THREADS = %d, RING = %d; };",
+				st, d, c.BlockM, c.BlockN, c.Threads, c.Ring)
+			if !strings.Contains(Header(), spec) {
+				t.Errorf("header lacks %s", spec)
 			}
 		}
 	}

@@ -50,7 +50,8 @@
 //                    16-byte loads and stores.
 //   v7 (2026-11-22): the house reorganized, each stage's instructions kept:
 //                    common.cuh holds what every stage shares (the cp.async
-//                    tile loop, warp reductions, the online-softmax step, the
+//                    tile loop, now also stage 5's, the f16 Q load of stages
+//                    2-4, warp reductions, the online-softmax step, the
 //                    empty-row epilogue); each stage family has a file of its
 //                    own; every geometry constant comes from tiles.h,
 //                    generated from internal/tiles. The score scale is

@@ -47,19 +47,34 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
 
-// Issue the cp.async copies of key/value rows [j0, j0+BN) of one head into
-// the staging buffers (BN x D bytes each), zero-filling rows >= sk.
-template <int BN, int D, int THREADS>
+// The cp.async tile loop every stage uses: issue the copies of key/value rows
+// [j0, j0+BN) of one head into staging tiles whose rows are PITCH bytes
+// apart, zero-filling rows >= sk. Thread t of NT copies the 16-byte chunks
+// t, t+NT, ...: the whole block (t = threadIdx.x), or one warp of the
+// split-KV stages (t = lane, NT = 32, rows padded against bank conflicts).
+template <int BN, int D, int NT, int PITCH = D>
 __device__ __forceinline__ void load_kv_tile(const Params& p, const uint8_t* kh, const uint8_t* vh, int j0,
-                                             uint8_t* sk8, uint8_t* sv8) {
+                                             uint8_t* sk8, uint8_t* sv8, int t) {
   constexpr int CHUNKS = BN * D / 16;
-  for (int c = threadIdx.x; c < CHUNKS; c += THREADS) {
-    int r = c / (D / 16), off = (c % (D / 16)) * 16;
-    int j = j0 + r;
-    bool ok = j < p.sk;
-    long long src = (long long)(ok ? j : 0) * p.kv_row_stride + off;
-    cp_async16(sk8 + r * D + off, kh + src, ok);
-    cp_async16(sv8 + r * D + off, vh + src, ok);
+#pragma unroll
+  for (int c = t; c < CHUNKS; c += NT) {
+    const int r = c / (D / 16), off = (c % (D / 16)) * 16, j = j0 + r;
+    const bool ok = j < p.sk;
+    const long long src = (long long)(ok ? j : 0) * p.kv_row_stride + off;
+    cp_async16(sk8 + r * PITCH + off, kh + src, ok);
+    cp_async16(sv8 + r * PITCH + off, vh + src, ok);
+  }
+}
+
+// The f16 query load of the WMMA stages (2-4): a block's BM query rows from
+// q into shared memory as f16, two codes per conversion, zeros past sq.
+template <int BM, int D, int THREADS>
+__device__ __forceinline__ void load_q_f16(const Params& p, const uint8_t* q, int i0, uint16_t* q16) {
+  for (int c = threadIdx.x; c < BM * D / 2; c += THREADS) {
+    int rr = (2 * c) / D, dd = (2 * c) % D;
+    __nv_fp8x2_storage_t two = 0;
+    if (i0 + rr < p.sq) two = *(const __nv_fp8x2_storage_t*)(q + (long long)(i0 + rr) * p.q_row_stride + dd);
+    ((__half2_raw*)q16)[c] = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
   }
 }
 

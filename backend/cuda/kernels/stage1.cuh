@@ -28,11 +28,11 @@ __device__ void stage1(const Params& p) {
   float m = NEG_INF, l = 0.f, o[DPT];
   for (int k = 0; k < DPT; k++) o[k] = 0.f;
   const int tiles = (nmax + BN - 1) / BN;
-  if (tiles > 0) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, 0, sk8[0], sv8[0]);
+  if (tiles > 0) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, 0, sk8[0], sv8[0], tid);
   cp_async_commit();
   for (int t = 0; t < tiles; t++) {
     const int buf = t & 1, j0 = t * BN;
-    if (t + 1 < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, j0 + BN, sk8[buf ^ 1], sv8[buf ^ 1]);
+    if (t + 1 < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, j0 + BN, sk8[buf ^ 1], sv8[buf ^ 1], tid);
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();

@@ -43,12 +43,7 @@ __device__ void stage2(const Params& p) {
   const Head hd = head_of(p);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int i0 = blockIdx.x * BM;
-  for (int c = tid; c < BM * D / 2; c += THREADS) {
-    int rr = (2 * c) / D, dd = (2 * c) % D;
-    __nv_fp8x2_storage_t two = 0;
-    if (i0 + rr < p.sq) two = *(const __nv_fp8x2_storage_t*)(hd.q + (long long)(i0 + rr) * p.q_row_stride + dd);
-    ((__half2_raw*)sm.q16)[c] = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
-  }
+  load_q_f16<BM, D, THREADS>(p, hd.q, i0, sm.q16);
   for (int c = tid; c < BM * D; c += THREADS) sm.o[c] = 0.f;
   // Softmax ownership: thread tid holds row r's state, columns sub*CPT.. of S.
   const int r = tid / TPR, sub = tid % TPR, row = i0 + r;
@@ -58,7 +53,7 @@ __device__ void stage2(const Params& p) {
   const int tiles = (nmax + BN - 1) / BN;
 #pragma unroll
   for (int st = 0; st < STAGES - 1; st++) {
-    if (st < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, st * BN, sm.k8[st], sm.v8[st]);
+    if (st < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, st * BN, sm.k8[st], sm.v8[st], tid);
     cp_async_commit();
   }
   __syncthreads();
@@ -74,7 +69,7 @@ __device__ void stage2(const Params& p) {
     const int slot = t % STAGES, j0 = t * BN;
     {
       int pre = t + STAGES - 1;
-      if (pre < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, pre * BN, sm.k8[pre % STAGES], sm.v8[pre % STAGES]);
+      if (pre < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, pre * BN, sm.k8[pre % STAGES], sm.v8[pre % STAGES], tid);
       cp_async_commit();
     }
     cp_async_wait<STAGES - 1>();

@@ -37,18 +37,13 @@ __device__ void stage_wmma(const Params& p) {
   const Head hd = head_of(p);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int i0 = blockIdx.x * BM, w0 = i0 + 16 * warp;  // first row of the block, of the warp
-  for (int c = tid; c < BM * D / 2; c += THREADS) {
-    int rr = (2 * c) / D, dd = (2 * c) % D;
-    __nv_fp8x2_storage_t two = 0;
-    if (i0 + rr < p.sq) two = *(const __nv_fp8x2_storage_t*)(hd.q + (long long)(i0 + rr) * p.q_row_stride + dd);
-    ((__half2_raw*)sm.q16)[c] = __nv_cvt_fp8x2_to_halfraw2(two, __NV_E4M3);
-  }
+  load_q_f16<BM, D, THREADS>(p, hd.q, i0, sm.q16);
   const int nmax = visible_keys(p, min((int)p.sq - 1, i0 + BM - 1));
   const int tiles = (nmax + BN - 1) / BN;
   // Prologue: fill STAGES-1 slots of the ring.
 #pragma unroll
   for (int s = 0; s < STAGES - 1; s++) {
-    if (s < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, s * BN, sm.k8[s], sm.v8[s]);
+    if (s < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, s * BN, sm.k8[s], sm.v8[s], tid);
     cp_async_commit();
   }
   __syncthreads();
@@ -71,7 +66,7 @@ __device__ void stage_wmma(const Params& p) {
     const int slot = t % STAGES, j0 = t * BN;
     {
       int pre = t + STAGES - 1;
-      if (pre < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, pre * BN, sm.k8[pre % STAGES], sm.v8[pre % STAGES]);
+      if (pre < tiles) load_kv_tile<BN, D, THREADS>(p, hd.k, hd.v, pre * BN, sm.k8[pre % STAGES], sm.v8[pre % STAGES], tid);
       cp_async_commit();
     }
     cp_async_wait<STAGES - 1>();

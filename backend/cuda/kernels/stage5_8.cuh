@@ -106,17 +106,7 @@ __device__ void stage5(const Params& p) {
 
   // This warp's tiles: warp, warp + KS, ...
   auto load = [&](int tile, int slot) {
-    uint8_t* kt = ring[warp][slot][0];
-    uint8_t* vt = ring[warp][slot][1];
-    const int j0 = tile * BN;
-#pragma unroll
-    for (int c = lane; c < BN * D / 16; c += 32) {
-      const int r = c / (D / 16), off = (c % (D / 16)) * 16, j = j0 + r;
-      const bool ok = j < p.sk;
-      const long long src = (long long)(ok ? j : 0) * p.kv_row_stride + off;
-      cp_async16(kt + r * ROW + off, hd.k + src, ok);
-      cp_async16(vt + r * ROW + off, hd.v + src, ok);
-    }
+    load_kv_tile<BN, D, 32, ROW>(p, hd.k, hd.v, tile * BN, ring[warp][slot][0], ring[warp][slot][1], lane);
   };
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> of[DT];
