@@ -39,8 +39,8 @@ fi
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do
     timeout "${SANITIZE_TIMEOUT:-300}" compute-sanitizer --tool $tool --error-exitcode 9 bin/cuda.test -test.count=1 \
-      -test.run "${SANITIZE_TESTS:-TestConcurrentCalls|TestResidentReuse}" > "$out/$tool.log" 2>&1 || failed "$tool ($tool.log)"
-    echo "$tool: $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY|No (errors|hazards)" "$out/$tool.log" | tail -1)"
+      -test.v -test.run "${SANITIZE_TESTS:-TestConcurrentCalls|TestResidentReuse}" > "$out/$tool.log" 2>&1 || failed "$tool ($tool.log)"
+    echo "$tool: $(grep -c -- '--- PASS' "$out/$tool.log") tests and subtests passed; $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$tool.log" | tail -1)"
   done
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "06fce2d3c00cd3f75d9e95ad6ce0286a7d49bf710d6a8726a4ba52ef86cfe490"
+const SourceHash = "96ed64156d77c22f83cd4b525948e6ede620bac69440e2b051c40a257fc0deed"
