@@ -313,6 +313,7 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 		return nil, err
 	}
 	r := &Resident{dev: d, shape: *p, params: new(params), outN: int64(len(p.Out)), lse: p.LSE != nil}
+	scores := scoreScales(p)
 	r.shape.Q8, r.shape.K8, r.shape.V8, r.shape.Out, r.shape.LSE = nil, nil, nil, nil, nil
 	err := d.do(func() error {
 		put := func(src unsafe.Pointer, n int64) (uint64, error) {
@@ -348,6 +349,9 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 			return err
 		}
 		if b.VScale, err = put(f32(p.VScale), 4*int64(len(p.VScale))); err != nil {
+			return err
+		}
+		if b.ScoreScale, err = put(f32(scores), 4*int64(len(scores))); err != nil {
 			return err
 		}
 		if b.Out, err = put(nil, 4*r.outN); err != nil {
@@ -387,9 +391,9 @@ func (r *Resident) Run(stage int) error {
 }
 
 func (r *Resident) launch(stage int) error {
-	tc, err := geometry(stage, r.shape.D)
+	tc, err := tiles.Get(stage, r.shape.D)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
 	}
 	if len(r.bufs) == 0 {
 		return errors.New("cuda: resident used after Free")

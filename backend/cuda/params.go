@@ -22,10 +22,9 @@ type params struct {
 	OBatchStride, OHeadStride, ORowStride    int64
 	B, Hq, Hkv, Sq, Sk, D, Group             int64
 	Mask                                     int64
-	// ScaleLog2 is the softmax scale times log2(e), in float64: for a finite
-	// float32 scale it can exceed float32's range; the kernels multiply it
-	// by the descales in double.
-	ScaleLog2 float64
+	// ScoreScale points to B·Hq floats: each query head's score factor in
+	// the log2 domain (scoreScales).
+	ScoreScale uint64
 }
 
 // paramsLayout returns sizeof(params) followed by the offset of every field
@@ -41,7 +40,19 @@ func paramsLayout() []int {
 
 // deviceBuffers are the device addresses of one problem's tensors.
 type deviceBuffers struct {
-	Q, K, V, QScale, KScale, VScale, Out, LSE uint64
+	Q, K, V, QScale, KScale, VScale, Out, LSE, ScoreScale uint64
+}
+
+// scoreScales returns, per (batch, query head), the factor the kernels
+// multiply a code dot product by: backend.Problem.ScoreFactor (scale · Q
+// descale · K descale in float64, the CPU backend's factor) times log2(e),
+// rounded once to float32. Validate bounds it, so it is finite.
+func scoreScales(p *backend.Problem) []float32 {
+	out := make([]float32, p.B*p.Hq)
+	for bh := range out {
+		out[bh] = float32(p.ScoreFactor(bh) * math.Log2E)
+	}
+	return out
 }
 
 // newParams fills the parameter block for a validated problem whose tensors
@@ -57,6 +68,6 @@ func newParams(p *backend.Problem, buf deviceBuffers) params {
 		OBatchStride: int64(s.Hq*s.Sq) * d, OHeadStride: int64(s.Sq) * d, ORowStride: d,
 		B: int64(s.B), Hq: int64(s.Hq), Hkv: int64(s.Hkv), Sq: int64(s.Sq), Sk: int64(s.Sk), D: d,
 		Group: int64(s.Group()), Mask: int64(p.Mask),
-		ScaleLog2: float64(p.Scale) * math.Log2E,
+		ScoreScale: buf.ScoreScale,
 	}
 }

@@ -2,11 +2,13 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
 )
 
@@ -74,5 +76,22 @@ func TestPTXArrayParser(t *testing.T) {
 	}
 	if _, err := ptxIntArray(".global .b32 y[1] = {1};", "x"); err == nil {
 		t.Error("missing array accepted")
+	}
+}
+
+// TestScoreScales: each head's factor is the float64 product of the scale,
+// its Q descale, its KV head's K descale and log2(e), rounded once, also
+// where scale·log2(e) alone overflows float32.
+func TestScoreScales(t *testing.T) {
+	p := &backend.Problem{Shape: backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 1, Sk: 1, D: 64}, Scale: 3e38,
+		QScale: []float32{1e-20, 2e-20, 3e-20, 4e-20, 5e-20, 6e-20, 7e-20, 8e-20},
+		KScale: []float32{1e-21, 2e-21, 3e-21, 4e-21}}
+	got := scoreScales(p)
+	for bh, g := range got {
+		b, h := bh/p.Hq, bh%p.Hq
+		want := float32(3e38 * float64(p.QScale[bh]) * float64(p.KScale[b*p.Hkv+h/2]) * math.Log2E)
+		if g != want || math.IsInf(float64(g), 0) {
+			t.Errorf("head %d: %g, want %g", bh, g, want)
+		}
 	}
 }

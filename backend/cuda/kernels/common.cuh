@@ -23,8 +23,12 @@ struct Params {
   long long kv_batch_stride, kv_head_stride, kv_row_stride;
   long long o_batch_stride, o_head_stride, o_row_stride;
   long long b, hq, hkv, sq, sk, d, group;
-  long long mask;     // 0 none, 1 causal upper-left, 2 causal lower-right
-  double scale_log2;  // softmax scale * log2(e), in double: it may exceed float's range
+  long long mask;  // 0 none, 1 causal upper-left, 2 causal lower-right
+  // Per (batch, query head): softmax scale · log2(e) · Q descale · K descale,
+  // multiplied on the host in float64 (backend.Problem.ScoreFactor, the CPU
+  // backend's factor too): no intermediate product can overflow, and the
+  // host bounds the result.
+  const float* score_scale;
 };
 
 #define NEG_INF (-__int_as_float(0x7f800000))
@@ -84,8 +88,7 @@ __device__ __forceinline__ float e4m3_to_float(uint8_t c) {
 }
 
 // Head offsets for grid (query block, query head, batch), and the head's
-// score scale: scale·log2(e)·Q descale·K descale multiplied in double, so
-// that no intermediate product overflows (the host bounds the result).
+// score scale (computed on the host) and V descale.
 struct Head {
   const uint8_t *q, *k, *v;
   float* out;
@@ -101,7 +104,7 @@ __device__ __forceinline__ Head head_of(const Params& p) {
   hd.v = p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
   hd.out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
   hd.lse = p.lse ? p.lse + (b * p.hq + h) * p.sq : nullptr;
-  hd.score_scale = (float)(p.scale_log2 * (double)p.q_scale[b * p.hq + h] * (double)p.k_scale[b * p.hkv + kvh]);
+  hd.score_scale = p.score_scale[b * p.hq + h];
   hd.out_scale = p.v_scale[b * p.hkv + kvh];
   return hd;
 }
