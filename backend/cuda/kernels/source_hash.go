@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "96ed64156d77c22f83cd4b525948e6ede620bac69440e2b051c40a257fc0deed"
+const SourceHash = "4436727d5c19302a6c8381d0558e38f26d43e2e65f34551615399928390d595d"
