@@ -5,9 +5,19 @@ import (
 	"math"
 )
 
+func float32frombits(b uint32) float32 { return math.Float32frombits(b) }
+
 // Amax returns the largest finite magnitude in x, ignoring NaN and ±Inf
 // (they cannot be represented by a scale and are quantized to NaN instead).
+// On amd64 CPUs with AVX2 or AVX-512 it runs in assembly (quant_amd64.s),
+// equal to amaxGo; the purego build tag turns that off.
 func Amax(x []float32) float32 {
+	m, n := amaxVector(x)
+	return max(m, amaxGo(x[n:]))
+}
+
+// amaxGo is Amax's loop: the reference for the assembly.
+func amaxGo(x []float32) float32 {
 	var m float32
 	for _, v := range x {
 		a := float32(math.Abs(float64(v)))

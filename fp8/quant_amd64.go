@@ -1,0 +1,88 @@
+//go:build !purego
+
+package fp8
+
+// amaxVector returns the largest finite magnitude of the longest prefix of
+// x whose length is a multiple of 16 (AVX-512) or 8 (AVX2), if the CPU has
+// either, and that prefix's length.
+func amaxVector(x []float32) (float32, int) {
+	switch {
+	case hasAVX512:
+		return amaxPrefix(x, 16, amaxAVX512)
+	case hasAVX2:
+		return amaxPrefix(x, 8, amaxAVX2)
+	}
+	return 0, 0
+}
+
+func amaxPrefix(x []float32, width int, asm func(*float32, int) uint32) (float32, int) {
+	n := len(x) &^ (width - 1)
+	if n == 0 {
+		return 0, 0
+	}
+	return float32frombits(asm(&x[0], n)), n
+}
+
+// encodeE4M3Vector converts, in assembly, the longest prefix of src whose
+// length is a multiple of 16 (AVX-512) or 8 (AVX2), if the CPU has either,
+// and returns its length. len(dst) >= len(src).
+func encodeE4M3Vector(dst []E4M3, src []float32, scale float32, m Mode) int {
+	ovf, nanSign := uint32(e4m3Format.overflow), uint32(0)
+	switch m {
+	case SatFinite:
+		ovf = uint32(e4m3Format.maxFinite)
+	case Torch:
+		nanSign = 0x80
+	case NoSat:
+	default:
+		return 0 // the scalar path decides what an unknown mode means
+	}
+	var width int
+	var asm func(*E4M3, *float32, int, float32, uint32, uint32)
+	switch {
+	case hasAVX512:
+		width, asm = 16, encodeE4M3AVX512
+	case hasAVX2:
+		width, asm = 8, encodeE4M3AVX2
+	default:
+		return 0
+	}
+	n := len(src) &^ (width - 1)
+	if n == 0 {
+		return 0
+	}
+	_ = dst[n-1]
+	asm(&dst[0], &src[0], n, scale, ovf, nanSign)
+	return n
+}
+
+// encodeE4M3AVX512 sets dst[i] = ToE4M3(src[i]/scale, mode) for i < n (n a
+// positive multiple of 16), where ovf is the magnitude code of an overflow
+// (0x7f for NoSat and Torch, 0x7e for SatFinite) and nanSign is 0x80 for
+// Torch (a NaN keeps its sign) and 0 otherwise. It is e4m3Format.convert on
+// 16 lanes: the quotient is the same IEEE division; a normal magnitude a
+// (a >= 2^-6) rounds to nearest even as (a + 0x7ffff + (a>>20)&1) >> 20,
+// rebiased by 120<<3; a subnormal one is a·2^9 (exact) converted to an
+// integer with round-to-nearest-even, 0 to 8; a >= 464+ulp overflows; then
+// the sign; then NaN.
+//
+//go:noescape
+func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
+
+// encodeE4M3AVX2 is encodeE4M3AVX512 8 elements at a time (n a positive
+// multiple of 8).
+//
+//go:noescape
+func encodeE4M3AVX2(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
+
+// amaxAVX512 returns the bits of the largest finite |x[i]|, i < n (n a
+// positive multiple of 16), or 0 if there is none: Amax's loop, on the
+// magnitude bits, which order as unsigned integers for finite floats.
+//
+//go:noescape
+func amaxAVX512(x *float32, n int) uint32
+
+// amaxAVX2 is amaxAVX512 8 elements at a time (n a positive multiple of 8).
+//
+//go:noescape
+func amaxAVX2(x *float32, n int) uint32

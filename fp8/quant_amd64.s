@@ -1,0 +1,209 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Constants the AVX2 encoder reads from memory (it has too few registers to
+// hold them all): each 8 copies of one dword.
+#define DWORDS8(name, v) \
+	DATA name<>+0(SB)/4, $v; DATA name<>+4(SB)/4, $v; DATA name<>+8(SB)/4, $v; DATA name<>+12(SB)/4, $v; \
+	DATA name<>+16(SB)/4, $v; DATA name<>+20(SB)/4, $v; DATA name<>+24(SB)/4, $v; DATA name<>+28(SB)/4, $v; \
+	GLOBL name<>(SB), RODATA|NOPTR, $32
+
+DWORDS8(lastInRange, 0x43e80000) // the largest magnitude that does not overflow E4M3 (464, ties to 448)
+DWORDS8(infBits, 0x7f800000)     // +Inf: larger magnitude bits are NaN
+DWORDS8(signByte, 0x80)
+DWORDS8(nanCode, 0x7f)
+
+// func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
+// Equals e4m3Format.convert(src[i]/scale, mode) for i < n, n a positive
+// multiple of 16; see the declaration in quant_amd64.go.
+TEXT ·encodeE4M3AVX512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z15
+	MOVL ovf+28(FP), AX
+	VPBROADCASTD AX, Z14     // the overflow magnitude code: 0x7f (NaN) or 0x7e (448)
+	MOVL nanSign+32(FP), AX
+	VPBROADCASTD AX, Z13     // 0x80 where a NaN keeps its sign (Torch), else 0
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z12     // magnitude mask
+	MOVL $0x7ffff, AX
+	VPBROADCASTD AX, Z11     // half an E4M3 ulp less one, at mantissa shift 20
+	MOVL $1, AX
+	VPBROADCASTD AX, Z10
+	MOVL $0x3c0, AX
+	VPBROADCASTD AX, Z9      // 120<<3: exponent bias 127 -> 7
+	MOVL $0x3c800000, AX
+	VPBROADCASTD AX, Z8      // 2^-6, the smallest normal E4M3
+	MOVL $0x44000000, AX
+	VPBROADCASTD AX, Z7      // 512.0 = 2^9, one over the E4M3 subnormal quantum
+	MOVL $0x43e80001, AX
+	VPBROADCASTD AX, Z6      // the first magnitude that overflows
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z5
+	MOVL $0x80, AX
+	VPBROADCASTD AX, Z4
+	MOVL $0x7f, AX
+	VPBROADCASTD AX, Z3
+
+loop512:
+	VMOVUPS (SI), Z0
+	VDIVPS Z15, Z0, Z0          // x/scale
+	VPANDD Z12, Z0, Z1          // a = magnitude bits
+	VPSRLD $20, Z1, Z2
+	VPANDD Z10, Z2, Z2          // the bit that decides a tie (round half to even)
+	VPADDD Z11, Z1, Z16
+	VPADDD Z2, Z16, Z16
+	VPSRLD $20, Z16, Z16
+	VPSUBD Z9, Z16, Z16         // normal code: exponent and 3 mantissa bits, rounded
+	VMULPS Z7, Z1, Z17          // a·2^9, exact
+	VCVTPS2DQ Z17, Z17          // rounded to nearest even: the subnormal code 0..8
+	VPCMPUD $1, Z8, Z1, K1      // a < 2^-6: subnormal
+	VMOVDQA32 Z17, K1, Z16
+	VPCMPUD $5, Z6, Z1, K2      // a >= first overflow (±Inf included)
+	VMOVDQA32 Z14, K2, Z16
+	VPSRLD $24, Z0, Z18
+	VPANDD Z4, Z18, Z18         // the sign, at bit 7
+	VPORD Z18, Z16, Z16
+	VPCMPUD $6, Z5, Z1, K3      // a > Inf bits: NaN
+	VPANDD Z13, Z18, Z19
+	VPORD Z3, Z19, Z19          // 0x7f, with the sign for Torch
+	VMOVDQA32 Z19, K3, Z16
+	VPMOVDB Z16, (DI)
+	ADDQ $64, SI
+	ADDQ $16, DI
+	SUBQ $16, CX
+	JNZ loop512
+	VZEROUPPER
+	RET
+
+// func encodeE4M3AVX2(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
+// encodeE4M3AVX512 8 elements at a time (n a positive multiple of 8), with
+// blends for the masks and a pack for the narrowing store.
+TEXT ·encodeE4M3AVX2(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Y15
+	MOVL ovf+28(FP), AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL nanSign+32(FP), AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x7ffff, AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $1, AX
+	VMOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL $0x3c0, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, Y9
+	MOVL $0x3c800000, AX
+	VMOVD AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL $0x44000000, AX
+	VMOVD AX, X7
+	VPBROADCASTD X7, Y7
+
+loop:
+	VMOVUPS (SI), Y0
+	VDIVPS Y15, Y0, Y0
+	VPAND Y12, Y0, Y1                // a (non-negative as a signed dword)
+	VPSRLD $20, Y1, Y2
+	VPAND Y10, Y2, Y2
+	VPADDD Y11, Y1, Y3
+	VPADDD Y2, Y3, Y3
+	VPSRLD $20, Y3, Y3
+	VPSUBD Y9, Y3, Y3                // normal code
+	VMULPS Y7, Y1, Y4
+	VCVTPS2DQ Y4, Y4                 // subnormal code
+	VPCMPGTD Y1, Y8, Y5              // 2^-6 > a
+	VPBLENDVB Y5, Y4, Y3, Y3
+	VPCMPGTD lastInRange<>(SB), Y1, Y5 // a > 464: overflow
+	VPBLENDVB Y5, Y14, Y3, Y3
+	VPSRLD $24, Y0, Y6
+	VPAND signByte<>(SB), Y6, Y6
+	VPOR Y6, Y3, Y3
+	VPCMPGTD infBits<>(SB), Y1, Y5   // NaN
+	VPAND Y13, Y6, Y6
+	VPOR nanCode<>(SB), Y6, Y6
+	VPBLENDVB Y5, Y6, Y3, Y3
+	VEXTRACTI128 $1, Y3, X4
+	VPACKUSDW X4, X3, X3             // eight words, lanes in order
+	VPACKUSWB X3, X3, X3             // eight bytes
+	MOVQ X3, (DI)
+	ADDQ $32, SI
+	ADDQ $8, DI
+	SUBQ $8, CX
+	JNZ loop
+	VZEROUPPER
+	RET
+
+// func amaxAVX512(x *float32, n int) uint32
+// The bits of the largest finite |x[i]|, i < n (n a positive multiple of
+// 16), or 0: magnitudes of finite floats order as unsigned integers.
+TEXT ·amaxAVX512(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z12
+	MOVL $0x7f7fffff, AX
+	VPBROADCASTD AX, Z11     // the largest finite magnitude
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+
+loopmax512:
+	VPANDD (SI), Z12, Z2
+	VPCMPUD $2, Z11, Z2, K1  // finite: a <= max finite
+	VPMAXUD Z2, Z0, K1, Z0
+	ADDQ $64, SI
+	SUBQ $16, CX
+	JNZ loopmax512
+	VEXTRACTI64X4 $1, Z0, Y1
+	VPMAXUD Y1, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func amaxAVX2(x *float32, n int) uint32
+// amaxAVX512 8 elements at a time (n a positive multiple of 8).
+TEXT ·amaxAVX2(SB), NOSPLIT, $0-20
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	VMOVDQU infBits<>(SB), Y11
+	VPXOR Y0, Y0, Y0
+
+loopmax:
+	VPAND (SI), Y12, Y2
+	VPCMPGTD Y2, Y11, Y3   // Inf > a: finite
+	VPAND Y3, Y2, Y2       // non-finite lanes to 0
+	VPMAXUD Y2, Y0, Y0
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ loopmax
+	VEXTRACTI128 $1, Y0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0x4e, X0, X1
+	VPMAXUD X1, X0, X0
+	VPSHUFD $0xb1, X0, X1
+	VPMAXUD X1, X0, X0
+	VMOVD X0, AX
+	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
