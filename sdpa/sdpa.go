@@ -20,6 +20,9 @@ package sdpa
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/fp8attn/fp8attn/backend"
 	_ "github.com/fp8attn/fp8attn/backend/cpu"  // registers "cpu"
@@ -298,13 +301,88 @@ func attention(q, k, v *Tensor, opts *Options, withLSE bool) (*Tensor, []float32
 	case FP32:
 		p.Q, p.K, p.V = q.Data, k.Data, v.Data
 	case FP8E4M3:
-		p.Q8, p.QScale, _ = fp8.QuantizeE4M3(q.Data, q.S*q.D)
-		p.K8, p.KScale, _ = fp8.QuantizeE4M3(k.Data, k.S*k.D)
-		p.V8, p.VScale, _ = fp8.QuantizeE4M3(v.Data, v.S*v.D)
+		buf := quantBufs.Get().(*quantBuffers)
+		defer quantBufs.Put(buf)
+		buf.quantize(p, q, k, v)
 	default:
 		return nil, nil, fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
 	}
 	return run(p, opts, withLSE)
+}
+
+// quantBuffers holds one call's E4M3 copies of Q, K and V and their scales,
+// reused across calls (the backend reads them only during the call).
+type quantBuffers struct {
+	q8, k8, v8 []fp8.E4M3
+	qs, ks, vs []float32
+}
+
+var quantBufs = sync.Pool{New: func() any { return new(quantBuffers) }}
+
+// parallelQuantizeMin is the element count from which quantization is split
+// across goroutines; below it a goroutine costs more than it saves.
+const parallelQuantizeMin = 1 << 16
+
+// quantize fills p's FP8 inputs from q, k and v: one amax scale per (batch,
+// head), fp8.QuantizeE4M3's arithmetic, with the (batch, head) groups of all
+// three tensors shared among up to GOMAXPROCS goroutines.
+func (b *quantBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
+	b.q8, b.qs = growCodes(b.q8, len(q.Data)), growScales(b.qs, q.B*q.H)
+	b.k8, b.ks = growCodes(b.k8, len(k.Data)), growScales(b.ks, k.B*k.H)
+	b.v8, b.vs = growCodes(b.v8, len(v.Data)), growScales(b.vs, v.B*v.H)
+	type group struct {
+		codes []fp8.E4M3
+		scale []float32
+		x     []float32
+	}
+	var groups []group
+	for _, t := range []struct {
+		codes  []fp8.E4M3
+		scales []float32
+		x      *Tensor
+	}{{b.q8, b.qs, q}, {b.k8, b.ks, k}, {b.v8, b.vs, v}} {
+		n := t.x.S * t.x.D
+		for g := range t.scales {
+			groups = append(groups, group{t.codes[g*n : (g+1)*n], t.scales[g : g+1], t.x.Data[g*n : (g+1)*n]})
+		}
+	}
+	do := func(g group) { _ = fp8.QuantizeE4M3Into(g.codes, g.scale, g.x, len(g.x)) }
+	workers := min(runtime.GOMAXPROCS(0), len(groups), (len(q.Data)+2*len(k.Data))/parallelQuantizeMin)
+	if workers <= 1 {
+		for _, g := range groups {
+			do(g)
+		}
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := next.Add(1) - 1; i < int64(len(groups)); i = next.Add(1) - 1 {
+					do(groups[i])
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	p.Q8, p.QScale = b.q8, b.qs
+	p.K8, p.KScale = b.k8, b.ks
+	p.V8, p.VScale = b.v8, b.vs
+}
+
+func growCodes(s []fp8.E4M3, n int) []fp8.E4M3 {
+	if cap(s) < n {
+		return make([]fp8.E4M3, n)
+	}
+	return s[:n]
+}
+
+func growScales(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
 }
 
 // run validates p, picks the backend, and computes into fresh buffers that
