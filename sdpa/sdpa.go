@@ -196,6 +196,22 @@ type Options struct {
 	// "cpu", "cuda" (with -tags cuda), "reference" (float64, slow), or a
 	// backend-specific name such as a CUDA kernel stage ("cuda/stage2").
 	Backend string
+
+	// SmoothK subtracts, before quantization, each (batch, KV head)'s mean
+	// key from its keys (K smoothing). Every query's scores shift by one
+	// constant, which the softmax cancels, so the output is unchanged in
+	// exact arithmetic, and the returned LSE is corrected for the shift.
+	// With FP8E4M3 it removes what a channel offset costs quantization:
+	// keys whose outlier channels carry a common offset lose far less
+	// (docs/ACCURACY.md). Attention and AttentionLSE only.
+	SmoothK bool
+	// Hadamard multiplies Q and K, before quantization, by a random-sign
+	// block Walsh-Hadamard matrix (blocks of HadamardBlock(D)), one per
+	// (batch, KV head), fixed across calls (incoherent processing). It is
+	// orthogonal, so Q·Kᵀ is unchanged in exact arithmetic; it spreads
+	// outlier channels over all channels before quantization.
+	// Attention and AttentionLSE only.
+	Hadamard bool
 }
 
 // Backends lists the registered backend names, best first.
@@ -222,6 +238,9 @@ func AttentionLSE(q, k, v *Tensor, opts *Options) (*Tensor, []float32, error) {
 func AttentionQuantized(q, k, v *QuantizedTensor, opts *Options) (*Tensor, []float32, error) {
 	if err := checkAll(q.check, k.check, v.check, nilQuant(q), nilQuant(k), nilQuant(v)); err != nil {
 		return nil, nil, err
+	}
+	if opts != nil && (opts.SmoothK || opts.Hadamard) {
+		return nil, nil, fmt.Errorf("%w: SmoothK and Hadamard transform float32 inputs before quantization; AttentionQuantized takes quantized ones", ErrInvalid)
 	}
 	p, err := problem(shapeOf(q.B, q.H, q.S, q.D), shapeOf(k.B, k.H, k.S, k.D), shapeOf(v.B, v.H, v.S, v.D), opts)
 	if err != nil {
@@ -297,27 +316,37 @@ func attention(q, k, v *Tensor, opts *Options, withLSE bool) (*Tensor, []float32
 	if err != nil {
 		return nil, nil, err
 	}
-	switch p.Precision {
-	case FP32:
-		p.Q, p.K, p.V = q.Data, k.Data, v.Data
-	case FP8E4M3:
-		buf := quantBufs.Get().(*quantBuffers)
-		defer quantBufs.Put(buf)
-		buf.quantize(p, q, k, v)
-	default:
+	if p.Precision != FP32 && p.Precision != FP8E4M3 {
 		return nil, nil, fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
 	}
-	return run(p, opts, withLSE)
+	buf := callBufs.Get().(*callBuffers)
+	defer callBufs.Put(buf)
+	tq, tk, means := buf.conditioned(q, k, opts)
+	if p.Precision == FP32 {
+		p.Q, p.K, p.V = tq.Data, tk.Data, v.Data
+	} else {
+		buf.quantize(p, tq, tk, v)
+	}
+	out, lse, err := run(p, opts, withLSE)
+	if err == nil && lse != nil && means != nil {
+		correctLSE(lse, q, k.H, means, p.Scale)
+	}
+	return out, lse, err
 }
 
-// quantBuffers holds one call's E4M3 copies of Q, K and V and their scales,
-// reused across calls (the backend reads them only during the call).
-type quantBuffers struct {
+// callBuffers holds one call's scratch, reused across calls (the backend
+// reads it only during the call): the transformed float32 copies of Q and K
+// and the key means (accuracy options), and the E4M3 copies of Q, K and V
+// with their scales.
+type callBuffers struct {
+	tq, tk     []float32
+	means      []float64
+	signs      []float32
 	q8, k8, v8 []fp8.E4M3
 	qs, ks, vs []float32
 }
 
-var quantBufs = sync.Pool{New: func() any { return new(quantBuffers) }}
+var callBufs = sync.Pool{New: func() any { return new(callBuffers) }}
 
 // parallelQuantizeMin is the element count from which quantization is split
 // across goroutines; below it a goroutine costs more than it saves.
@@ -326,7 +355,7 @@ const parallelQuantizeMin = 1 << 16
 // quantize fills p's FP8 inputs from q, k and v: one amax scale per (batch,
 // head), fp8.QuantizeE4M3's arithmetic, with the (batch, head) groups of all
 // three tensors shared among up to GOMAXPROCS goroutines.
-func (b *quantBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
+func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
 	b.q8, b.qs = growCodes(b.q8, len(q.Data)), growScales(b.qs, q.B*q.H)
 	b.k8, b.ks = growCodes(b.k8, len(k.Data)), growScales(b.ks, k.B*k.H)
 	b.v8, b.vs = growCodes(b.v8, len(v.Data)), growScales(b.vs, v.B*v.H)

@@ -1,0 +1,7 @@
+package sdpa
+
+// The transforms' internals, for the external tests' broken variants.
+var (
+	SmoothKForTest    = smoothK
+	RotateRowsForTest = rotateRows
+)
