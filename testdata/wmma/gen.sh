@@ -13,3 +13,6 @@ nvcc -O2 -gencode arch=compute_90,code=sm_90 "$here/fragdump.cu" -o /tmp/fd90
 # Hopper only: the wgmma accumulator (sm_90a).
 nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmadump.cu" -o /tmp/wgd
 /tmp/wgd > "$out/dump_wgmma_sm_90a.txt"
+# Hopper only: the swizzled operand layouts (exits 1 if a product or the control is wrong).
+nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmaswizzle.cu" -o /tmp/wgs
+/tmp/wgs > "$out/dump_wgmma_swizzle_sm_90a.txt"
