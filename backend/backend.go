@@ -172,17 +172,25 @@ func (p *Problem) Validate() error {
 	if !ok1 || !ok2 {
 		return fmt.Errorf("%w: shape B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d overflows int", ErrInvalid, s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.D)
 	}
-	checks := []sizeCheck{{"Out", len(p.Out), nq}}
+	var arr [8]sizeCheck // no allocation: Validate runs on every call
+	checks := append(arr[:0], sizeCheck{"Out", len(p.Out), nq})
 	if p.LSE != nil {
 		checks = append(checks, sizeCheck{"LSE", len(p.LSE), s.B * s.Hq * s.Sq})
 	}
 	switch p.Precision {
 	case FP32:
-		checks = append(checks, []sizeCheck{{"Q", len(p.Q), nq}, {"K", len(p.K), nkv}, {"V", len(p.V), nkv}}...)
+		checks = append(checks, sizeCheck{"Q", len(p.Q), nq}, sizeCheck{"K", len(p.K), nkv}, sizeCheck{"V", len(p.V), nkv})
 	case FP8E4M3:
-		checks = append(checks, []sizeCheck{{"Q8", len(p.Q8), nq}, {"K8", len(p.K8), nkv}, {"V8", len(p.V8), nkv},
-			{"QScale", len(p.QScale), s.B * s.Hq}, {"KScale", len(p.KScale), s.B * s.Hkv},
-			{"VScale", len(p.VScale), s.B * s.Hkv}}...)
+		checks = append(checks, sizeCheck{"Q8", len(p.Q8), nq}, sizeCheck{"K8", len(p.K8), nkv}, sizeCheck{"V8", len(p.V8), nkv})
+		for i, sc := range [][]float32{p.QScale, p.KScale, p.VScale} {
+			want := s.B * s.Hkv
+			if i == 0 {
+				want = s.B * s.Hq
+			}
+			if len(sc) != want {
+				return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrInvalid, [...]string{"QScale", "KScale", "VScale"}[i], len(sc), want)
+			}
+		}
 	default:
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
 	}

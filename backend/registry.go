@@ -79,16 +79,18 @@ func Select(name string, p *Problem) (Backend, error) {
 		}
 		return b, nil
 	}
+	// Under the read lock, without copying the entries: Select runs on every
+	// call and allocates nothing unless no backend fits.
 	registry.RLock()
-	entries := append([]entry(nil), registry.entries...)
-	registry.RUnlock()
-	var reasons []error
-	for _, e := range entries {
-		err := e.b.Supports(p)
-		if err == nil {
+	defer registry.RUnlock()
+	for _, e := range registry.entries {
+		if e.b.Supports(p) == nil {
 			return e.b, nil
 		}
-		reasons = append(reasons, err)
+	}
+	var reasons []error
+	for _, e := range registry.entries {
+		reasons = append(reasons, e.b.Supports(p))
 	}
 	return nil, fmt.Errorf("%w: no registered backend runs this problem: %v", ErrUnsupported, reasons)
 }

@@ -20,8 +20,9 @@ func (b *callBuffers) conditioned(q, k *Tensor, opts *Options) (*Tensor, *Tensor
 	}
 	b.tq = append(b.tq[:0], q.Data...)
 	b.tk = append(b.tk[:0], k.Data...)
-	tq := &Tensor{Data: b.tq, B: q.B, H: q.H, S: q.S, D: q.D}
-	tk := &Tensor{Data: b.tk, B: k.B, H: k.H, S: k.S, D: k.D}
+	b.tqT = Tensor{Data: b.tq, B: q.B, H: q.H, S: q.S, D: q.D}
+	b.tkT = Tensor{Data: b.tk, B: k.B, H: k.H, S: k.S, D: k.D}
+	tq, tk := &b.tqT, &b.tkT
 	var means []float64
 	if opts.SmoothK {
 		b.means = growFloat64(b.means, k.B*k.H*k.D)
@@ -80,9 +81,15 @@ func hadamardQK(q, k *Tensor, b *callBuffers) {
 	b.signs = growFloat32(b.signs, d)
 	for bb := range k.B {
 		for kvh := range k.H {
-			rng := rand.New(rand.NewPCG(hadamardSeed, uint64(bb*k.H+kvh)))
+			var pcg rand.PCG // a value: no allocation per head
+			pcg.Seed(hadamardSeed, uint64(bb*k.H+kvh))
+			var bitsLeft uint64
 			for c := range b.signs {
-				b.signs[c] = float32(1 - 2*int(rng.Uint32()&1))
+				if c%64 == 0 {
+					bitsLeft = pcg.Uint64()
+				}
+				b.signs[c] = float32(1 - 2*int(bitsLeft&1))
+				bitsLeft >>= 1
 			}
 			g := bb*k.H + kvh
 			rotateRows(k.Data[g*k.S*d:(g+1)*k.S*d], b.signs, n)

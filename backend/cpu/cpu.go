@@ -27,6 +27,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/freelist"
 )
 
 // Backend is the CPU backend. The zero value is not usable; use New.
@@ -41,7 +42,7 @@ type Backend struct {
 	posted atomic.Pointer[call]
 	// calls holds finished calls for reuse with their scratch, key panels
 	// and FP8 decode buffers.
-	calls freeList[call]
+	calls freelist.List[call]
 }
 
 // New returns a CPU backend with the fastest kernels this CPU runs (ISAs()[0])
@@ -180,14 +181,14 @@ type call struct {
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
-	scratch  freeList[scratch] // one per worker, reused
+	scratch  freelist.List[scratch] // one per worker, reused
 }
 
 // Attention computes p.Out (and p.LSE).
 func (b *Backend) Attention(p *backend.Problem) error {
 	b.start.Do(b.startPool)
 	workers := b.Workers()
-	c := b.calls.get()
+	c := b.calls.Get()
 	c.p, c.ks = p, b.ks
 	c.bq = QueryBlock(p.Shape, workers)
 	c.qBlocks = (p.Sq + c.bq - 1) / c.bq
@@ -234,35 +235,8 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.done.Wait()
 	b.posted.CompareAndSwap(c, nil)
 	c.p = nil
-	b.calls.put(c)
+	b.calls.Put(c)
 	return nil
-}
-
-// freeList keeps released objects for reuse. Unlike a sync.Pool it is not
-// emptied by the garbage collector, so scratch and decode buffers survive
-// between calls and a warm call allocates nothing.
-type freeList[T any] struct {
-	mu    sync.Mutex
-	items []*T
-}
-
-// get returns a released object, or a new zero one.
-func (f *freeList[T]) get() *T {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if n := len(f.items); n > 0 {
-		x := f.items[n-1]
-		f.items = f.items[:n-1]
-		return x
-	}
-	return new(T)
-}
-
-// put releases x for reuse.
-func (f *freeList[T]) put(x *T) {
-	f.mu.Lock()
-	f.items = append(f.items, x)
-	f.mu.Unlock()
 }
 
 func grow(s []float32, n int) []float32 {
@@ -286,7 +260,7 @@ type scratch struct {
 }
 
 func (c *call) getScratch() *scratch {
-	sc := c.scratch.get()
+	sc := c.scratch.Get()
 	d, rows := c.p.D, (c.bq+3)&^3
 	sc.q = grow(sc.q, rows*d)
 	sc.k = grow(sc.k, panel*d)
@@ -318,7 +292,7 @@ func (c *call) work() {
 			c.block(sc, int(it))
 		}
 	}
-	c.scratch.put(sc)
+	c.scratch.Put(sc)
 }
 
 // panelReady makes sure panel it is built: it builds it if no worker has
