@@ -19,20 +19,33 @@ type entry struct {
 }
 
 // Register adds b under b.Name(). When a caller names no backend, Select
-// tries registered backends in decreasing priority. Registering a name twice
-// panics: it is a programming error found at init time.
-func Register(b Backend, priority int) {
+// tries registered backends in decreasing priority (negative: only by
+// name). A nil backend, an empty name or a name already registered is an
+// error wrapping ErrInvalid. It is safe to call at any time.
+func Register(b Backend, priority int) error {
+	if b == nil || b.Name() == "" {
+		return fmt.Errorf("%w: registering a nil or unnamed backend", ErrInvalid)
+	}
 	registry.Lock()
 	defer registry.Unlock()
 	for _, e := range registry.entries {
 		if e.b.Name() == b.Name() {
-			panic("backend: " + b.Name() + " registered twice")
+			return fmt.Errorf("%w: backend %q is already registered", ErrInvalid, b.Name())
 		}
 	}
 	registry.entries = append(registry.entries, entry{b, priority})
 	sort.SliceStable(registry.entries, func(i, j int) bool {
 		return registry.entries[i].priority > registry.entries[j].priority
 	})
+	return nil
+}
+
+// MustRegister is Register for a package's own backends at init time, where
+// a failure is a bug in that package: it panics on error.
+func MustRegister(b Backend, priority int) {
+	if err := Register(b, priority); err != nil {
+		panic(err)
+	}
 }
 
 // Names lists the registered backends, highest priority first.

@@ -182,4 +182,4 @@ func (Reference) Attention(p *backend.Problem) error {
 	return nil
 }
 
-func init() { backend.Register(Reference{}, -100) }
+func init() { backend.MustRegister(Reference{}, -100) }

@@ -35,6 +35,7 @@ type Backend struct {
 	name    string
 	ks      *kernelSet
 	workers int
+	spin    time.Duration // <= 0: park at once
 	start   sync.Once
 	// jobs hands a call to parked helpers; posted offers its open helper
 	// slots to helpers still spinning after their last call.
@@ -48,17 +49,55 @@ type Backend struct {
 // New returns a CPU backend with the fastest kernels this CPU runs (ISAs()[0])
 // on up to workers goroutines (workers <= 0: GOMAXPROCS at first use).
 func New(workers int) *Backend {
-	return &Backend{name: "cpu", ks: kernelSets[0], workers: workers}
+	return &Backend{name: "cpu", ks: kernelSets[0], workers: workers, spin: DefaultSpin}
 }
 
 // NewISA returns a CPU backend that uses the kernels for isa, one of ISAs().
 func NewISA(workers int, isa string) (*Backend, error) {
-	for _, ks := range kernelSets {
-		if ks.name == isa {
-			return &Backend{name: "cpu/" + isa, ks: ks, workers: workers}, nil
+	return NewConfig("cpu/"+isa, Config{Workers: workers, ISA: isa})
+}
+
+// Config sets up a CPU backend for serving.
+type Config struct {
+	// Workers bounds the goroutines one call uses, the caller's included;
+	// <= 0 means GOMAXPROCS when the backend first runs.
+	Workers int
+	// Spin is how long an idle helper goroutine keeps polling for the next
+	// call before it parks: 0 means DefaultSpin; a negative value parks at
+	// once, which burns no CPU between calls but starts back-to-back calls
+	// on one goroutine while the helpers wake up.
+	Spin time.Duration
+	// ISA selects a kernel set, one of ISAs(); "" means the fastest.
+	ISA string
+}
+
+// DefaultSpin is the helpers' polling time when Config.Spin is 0.
+const DefaultSpin = 100 * time.Microsecond
+
+// NewConfig returns a CPU backend named name with the given configuration.
+// Register it (backend.Register) to select it by name from package sdpa.
+// Concurrent calls on one backend share its helpers and are safe.
+func NewConfig(name string, c Config) (*Backend, error) {
+	if name == "" {
+		return nil, fmt.Errorf("%w: cpu backend needs a name", backend.ErrInvalid)
+	}
+	ks := kernelSets[0]
+	if c.ISA != "" {
+		ks = nil
+		for _, k := range kernelSets {
+			if k.name == c.ISA {
+				ks = k
+			}
+		}
+		if ks == nil {
+			return nil, fmt.Errorf("%w: cpu kernels %q (this CPU runs %v)", backend.ErrUnsupported, c.ISA, ISAs())
 		}
 	}
-	return nil, fmt.Errorf("%w: cpu kernels %q (this CPU runs %v)", backend.ErrUnsupported, isa, ISAs())
+	spin := c.Spin
+	if spin == 0 {
+		spin = DefaultSpin
+	}
+	return &Backend{name: name, ks: ks, workers: c.Workers, spin: spin}, nil
 }
 
 // ISAs lists the kernel sets this build runs on this CPU, fastest first:
@@ -90,12 +129,11 @@ func (b *Backend) Workers() int {
 	return runtime.GOMAXPROCS(0)
 }
 
-// spin is how long an idle helper keeps polling for the next call before it
-// parks. Back-to-back calls then start on every worker at once, as OpenMP
-// runtimes do with their block time; waking parked goroutines instead
-// brings the workers up one after another, which at 16 workers costs about
-// as much as a mission-shape call.
-const spin = 100 * time.Microsecond
+// Idle helpers keep polling for the next call for the backend's spin time
+// before they park. Back-to-back calls then start on every worker at once,
+// as OpenMP runtimes do with their block time; waking parked goroutines
+// instead brings the workers up one after another, which at 16 workers
+// costs about as much as a mission-shape call.
 
 func (b *Backend) startPool() {
 	b.jobs = make(chan *call)
@@ -112,10 +150,13 @@ func (b *Backend) startPool() {
 	}
 }
 
-// await polls for up to spin for a posted call with an open helper slot
-// and returns it with the slot taken, or nil.
+// await polls for up to the backend's spin time for a posted call with an
+// open helper slot and returns it with the slot taken, or nil.
 func (b *Backend) await() *call {
-	deadline := time.Now().Add(spin)
+	if b.spin <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(b.spin)
 	for i := 1; ; i++ {
 		if c := b.posted.Load(); c != nil && c.claim() {
 			return c
@@ -471,10 +512,10 @@ func (c *call) block(sc *scratch, it int) {
 var Default = New(0)
 
 func init() {
-	backend.Register(Default, 10)
+	backend.MustRegister(Default, 10)
 	for _, isa := range ISAs() {
 		b, _ := NewISA(0, isa)
-		backend.Register(b, -1)
+		backend.MustRegister(b, -1)
 	}
 }
 

@@ -575,8 +575,8 @@ func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) 
 }
 
 func init() {
-	backend.Register(&Backend{name: "cuda"}, 20)
+	backend.MustRegister(&Backend{name: "cuda"}, 20)
 	for _, s := range Stages {
-		backend.Register(&Backend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
+		backend.MustRegister(&Backend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
 	}
 }

@@ -27,8 +27,8 @@ func (u unavailable) Available() error {
 }
 
 func init() {
-	backend.Register(unavailable{"cuda"}, 20)
+	backend.MustRegister(unavailable{"cuda"}, 20)
 	for _, s := range Stages {
-		backend.Register(unavailable{fmt.Sprintf("cuda/stage%d", s)}, -1)
+		backend.MustRegister(unavailable{fmt.Sprintf("cuda/stage%d", s)}, -1)
 	}
 }
