@@ -65,6 +65,45 @@ func (p Precision) String() string {
 	return fmt.Sprintf("Precision(%d)", int(p))
 }
 
+// Layout is the memory order of the four-dimensional tensors of a problem:
+// Q, K, V and Out share it (LSE is always [B][Hq][Sq]).
+type Layout int
+
+const (
+	// BHSD is [B][H][S][D]: each head's rows contiguous.
+	BHSD Layout = iota
+	// BSHD is [B][S][H][D]: each position's heads contiguous, the order a
+	// projection's [S][H·D] output has.
+	BSHD
+)
+
+// String returns the layout's name.
+func (l Layout) String() string {
+	switch l {
+	case BHSD:
+		return "bhsd"
+	case BSHD:
+		return "bshd"
+	}
+	return fmt.Sprintf("Layout(%d)", int(l))
+}
+
+// Strides returns the element strides between batches, heads and rows of a
+// tensor with h heads, s rows and head dimension d stored in layout l.
+func (l Layout) Strides(h, s, d int) (batch, head, row int) {
+	if l == BSHD {
+		return s * h * d, d, h * d
+	}
+	return h * s * d, s * d, d
+}
+
+// Offset returns the index of row (b, hd, i) (its first element) of a tensor
+// with h heads, s rows and head dimension d stored in layout l.
+func (l Layout) Offset(b, hd, i, h, s, d int) int {
+	bs, hs, rs := l.Strides(h, s, d)
+	return b*bs + hd*hs + i*rs
+}
+
 // Errors a backend or the registry returns; callers test them with errors.Is.
 var (
 	// ErrInvalid marks a Problem that no backend could run: bad shapes,
@@ -134,15 +173,18 @@ type Problem struct {
 	Scale     float32
 	Mask      Mask
 	Precision Precision
+	// Layout is the memory order of Q, K, V and Out (zero: BHSD).
+	Layout Layout
 
-	// FP32 inputs: Q is [B][Hq][Sq][D], K and V are [B][Hkv][Sk][D].
+	// FP32 inputs: Q is [B][Hq][Sq][D], K and V are [B][Hkv][Sk][D], in
+	// memory order Layout.
 	Q, K, V []float32
 	// FP8E4M3 inputs, same layouts, with dequantization scales per
 	// (batch, head): value ≈ code.Float32() * scale.
 	Q8, K8, V8             []fp8.E4M3
 	QScale, KScale, VScale []float32
 
-	// Out is [B][Hq][Sq][D]. LSE, if not nil, is [B][Hq][Sq]: the natural
+	// Out is [B][Hq][Sq][D] in Layout. LSE, if not nil, is [B][Hq][Sq]: the natural
 	// log-sum-exp of the scaled, masked scores (-Inf for a row with no
 	// visible key).
 	Out []float32
@@ -166,6 +208,9 @@ func (p *Problem) Validate() error {
 	}
 	if p.Mask < NoMask || p.Mask > CausalLowerRight {
 		return fmt.Errorf("%w: unknown mask %d", ErrInvalid, int(p.Mask))
+	}
+	if p.Layout != BHSD && p.Layout != BSHD {
+		return fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(p.Layout))
 	}
 	nq, ok1 := checked.Mul(s.B, s.Hq, s.Sq, s.D)
 	nkv, ok2 := checked.Mul(s.B, s.Hkv, s.Sk, s.D)

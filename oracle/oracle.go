@@ -16,25 +16,56 @@ import (
 	"math"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
 )
 
-// Inputs returns float64 copies of p's Q, K and V, dequantized for FP8E4M3.
+// Inputs returns float64 copies of p's Q, K and V in [B][H][S][D] order,
+// whatever p's layout, dequantized (code value × scale) for FP8E4M3.
 func Inputs(p *backend.Problem) (q, k, v []float64) {
-	if p.Precision == backend.FP32 {
-		return widen(p.Q), widen(p.K), widen(p.V)
+	return canonical(p, p.Hq, p.Sq, p.Q, p.Q8, p.QScale),
+		canonical(p, p.Hkv, p.Sk, p.K, p.K8, p.KScale),
+		canonical(p, p.Hkv, p.Sk, p.V, p.V8, p.VScale)
+}
+
+// canonical copies one tensor of h heads and s rows to float64 [B][H][S][D].
+func canonical(p *backend.Problem, h, s int, x []float32, x8 []fp8.E4M3, scales []float32) []float64 {
+	d := p.D
+	out := make([]float64, p.B*h*s*d)
+	for b := 0; b < p.B; b++ {
+		for hd := 0; hd < h; hd++ {
+			for i := 0; i < s; i++ {
+				src, dst := p.Layout.Offset(b, hd, i, h, s, d), ((b*h+hd)*s+i)*d
+				if p.Precision == backend.FP32 {
+					for c := 0; c < d; c++ {
+						out[dst+c] = float64(x[src+c])
+					}
+					continue
+				}
+				sc := float64(scales[b*h+hd])
+				for c := 0; c < d; c++ {
+					out[dst+c] = float64(x8[src+c].Float32()) * sc
+				}
+			}
+		}
 	}
-	sq, skv := p.Sq*p.D, p.Sk*p.D
-	q = make([]float64, len(p.Q8))
-	for i, c := range p.Q8 {
-		q[i] = float64(c.Float32()) * float64(p.QScale[i/sq])
+	return out
+}
+
+// inLayout returns out, computed in [B][Hq][Sq][D] order, in p's layout.
+func inLayout(p *backend.Problem, out []float64) []float64 {
+	if p.Layout == backend.BHSD {
+		return out
 	}
-	k = make([]float64, len(p.K8))
-	v = make([]float64, len(p.V8))
-	for i := range p.K8 {
-		k[i] = float64(p.K8[i].Float32()) * float64(p.KScale[i/skv])
-		v[i] = float64(p.V8[i].Float32()) * float64(p.VScale[i/skv])
+	r := make([]float64, len(out))
+	for b := 0; b < p.B; b++ {
+		for h := 0; h < p.Hq; h++ {
+			for i := 0; i < p.Sq; i++ {
+				src, dst := ((b*p.Hq+h)*p.Sq+i)*p.D, p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)
+				copy(r[dst:dst+p.D], out[src:src+p.D])
+			}
+		}
 	}
-	return q, k, v
+	return r
 }
 
 func widen(x []float32) []float64 {
@@ -62,8 +93,8 @@ func rows(p *backend.Problem, q, k, v []float64, fn func(qi, kh, vh []float64, v
 	}
 }
 
-// Naive returns the output ([B][Hq][Sq][D]) and natural log-sum-exp
-// ([B][Hq][Sq]) by the two-pass definition. A row with no visible key gets
+// Naive returns the output ([B][Hq][Sq][D] in p's layout) and natural
+// log-sum-exp ([B][Hq][Sq]) by the two-pass definition. A row with no visible key gets
 // zeros and LSE -Inf; NaN in its inputs makes a row NaN.
 func Naive(p *backend.Problem) (out, lse []float64) {
 	q, k, v := Inputs(p)
@@ -100,7 +131,7 @@ func Naive(p *backend.Problem) (out, lse []float64) {
 		}
 		lse[o] = m + math.Log(l)
 	})
-	return out, lse
+	return inLayout(p, out), lse
 }
 
 // Online returns what Naive returns, computed by the online softmax over key
@@ -156,7 +187,7 @@ func Online(p *backend.Problem, blockK int) (out, lse []float64) {
 		}
 		lse[o] = m + math.Log(l)
 	})
-	return out, lse
+	return inLayout(p, out), lse
 }
 
 // Reference is the backend that runs Naive in float64 and rounds the result

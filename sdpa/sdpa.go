@@ -67,10 +67,32 @@ var (
 	ErrUnknownBackend = backend.ErrUnknownBackend
 )
 
-// Tensor is a dense row-major [B][H][S][D] float32 tensor.
+// Layout is the memory order of a tensor.
+type Layout = backend.Layout
+
+// Layouts.
+const (
+	// BHSD is [B][H][S][D]: each head's rows contiguous.
+	BHSD = backend.BHSD
+	// BSHD is [B][S][H][D]: each position's heads contiguous.
+	BSHD = backend.BSHD
+)
+
+// Tensor is a dense float32 tensor of shape [B][H][S][D], stored in Layout
+// order.
 type Tensor struct {
 	Data       []float32
 	B, H, S, D int
+	// Layout is the memory order of Data: BHSD ([B][H][S][D], the zero
+	// value) or BSHD ([B][S][H][D], a projection's output as it is). Q, K,
+	// V and an AttentionInto output must share it; results come in it.
+	Layout Layout
+}
+
+// row returns row (b, h, i) of t.
+func (t *Tensor) row(b, h, i int) []float32 {
+	o := t.Layout.Offset(b, h, i, t.H, t.S, t.D)
+	return t.Data[o : o+t.D]
 }
 
 // NewTensor wraps data (not copied) as a [b][h][s][d] tensor, checking that
@@ -103,6 +125,9 @@ func (t *Tensor) check(what string) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
 	}
+	if t.Layout != BHSD && t.Layout != BSHD {
+		return fmt.Errorf("%w: %s: unknown layout %d", ErrInvalid, what, int(t.Layout))
+	}
 	return checkDims(what, len(t.Data), t.B, t.H, t.S, t.D)
 }
 
@@ -114,6 +139,7 @@ type QuantizedTensor struct {
 	Data       []fp8.E4M3
 	Scales     []float32
 	B, H, S, D int
+	Layout     Layout // as Tensor.Layout
 }
 
 // NewQuantizedTensor wraps data and scales (not copied). scales holds one
@@ -143,6 +169,9 @@ func (t *QuantizedTensor) check(what string) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
 	}
+	if t.Layout != BHSD && t.Layout != BSHD {
+		return fmt.Errorf("%w: %s: unknown layout %d", ErrInvalid, what, int(t.Layout))
+	}
 	if err := checkDims(what, len(t.Data), t.B, t.H, t.S, t.D); err != nil {
 		return err
 	}
@@ -163,11 +192,11 @@ func Quantize(t *Tensor) (*QuantizedTensor, error) {
 	if err := t.check("tensor"); err != nil {
 		return nil, err
 	}
-	data, scales, err := fp8.QuantizeE4M3(t.Data, t.S*t.D)
-	if err != nil {
-		return nil, err
+	q := &QuantizedTensor{Data: make([]fp8.E4M3, len(t.Data)), Scales: make([]float32, t.B*t.H), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
+	for bh := range q.Scales {
+		quantGroup{codes: q.Data, scale: q.Scales[bh : bh+1], t: t, bh: bh}.run()
 	}
-	return &QuantizedTensor{Data: data, Scales: scales, B: t.B, H: t.H, S: t.S, D: t.D}, nil
+	return q, nil
 }
 
 // Dequantize returns the float32 tensor t represents, or an error wrapping
@@ -177,10 +206,17 @@ func (t *QuantizedTensor) Dequantize() (*Tensor, error) {
 	if err := t.check("quantized tensor"); err != nil {
 		return nil, err
 	}
-	out := &Tensor{Data: make([]float32, len(t.Data)), B: t.B, H: t.H, S: t.S, D: t.D}
+	out := &Tensor{Data: make([]float32, len(t.Data)), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
 	n := t.S * t.D
 	for g, s := range t.Scales {
-		fp8.DecodeE4M3(out.Data[g*n:(g+1)*n], t.Data[g*n:(g+1)*n], s)
+		if t.Layout == BHSD {
+			fp8.DecodeE4M3(out.Data[g*n:(g+1)*n], t.Data[g*n:(g+1)*n], s)
+			continue
+		}
+		for i := range t.S {
+			o := t.Layout.Offset(g/t.H, g%t.H, i, t.H, t.S, t.D)
+			fp8.DecodeE4M3(out.Data[o:o+t.D], t.Data[o:o+t.D], s)
+		}
 	}
 	return out, nil
 }
@@ -253,7 +289,7 @@ func AttentionQuantized(q, k, v *QuantizedTensor, opts *Options) (*Tensor, []flo
 	if err := checkQuantized(q, k, v, opts); err != nil {
 		return nil, nil, err
 	}
-	out, lse := allocOutputs(q.B, q.H, q.S, q.D, true)
+	out, lse := allocOutputs(q.B, q.H, q.S, q.D, q.Layout, true)
 	if err := AttentionQuantizedInto(out, lse, q, k, v, opts); err != nil {
 		return nil, nil, err
 	}
@@ -273,6 +309,10 @@ func AttentionQuantizedInto(out *Tensor, lse []float32, q, k, v *QuantizedTensor
 		return err
 	}
 	p.Precision = FP8E4M3
+	if k.Layout != q.Layout || v.Layout != q.Layout {
+		return fmt.Errorf("%w: q, k and v are in layouts %v, %v, %v; they must share one", ErrInvalid, q.Layout, k.Layout, v.Layout)
+	}
+	p.Layout = q.Layout
 	p.Q8, p.K8, p.V8 = q.Data, k.Data, v.Data
 	p.QScale, p.KScale, p.VScale = q.Scales, k.Scales, v.Scales
 	return runInto(p, out, lse, opts)
@@ -288,9 +328,10 @@ func checkQuantized(q, k, v *QuantizedTensor, opts *Options) error {
 	return nil
 }
 
-// allocOutputs returns a fresh output tensor and, if withLSE, LSE buffer.
-func allocOutputs(b, h, s, d int, withLSE bool) (*Tensor, []float32) {
-	out := &Tensor{Data: make([]float32, b*h*s*d), B: b, H: h, S: s, D: d}
+// allocOutputs returns a fresh output tensor in layout l and, if withLSE,
+// an LSE buffer.
+func allocOutputs(b, h, s, d int, l Layout, withLSE bool) (*Tensor, []float32) {
+	out := &Tensor{Data: make([]float32, b*h*s*d), B: b, H: h, S: s, D: d, Layout: l}
 	if !withLSE {
 		return out, nil
 	}
@@ -303,7 +344,7 @@ func attentionAlloc(q, k, v *Tensor, opts *Options, withLSE bool) (*Tensor, []fl
 	if err := checkAll(q.check, k.check, v.check, q == nil, k == nil, v == nil); err != nil {
 		return nil, nil, err
 	}
-	out, lse := allocOutputs(q.B, q.H, q.S, q.D, withLSE)
+	out, lse := allocOutputs(q.B, q.H, q.S, q.D, q.Layout, withLSE)
 	if err := attentionInto(out, lse, q, k, v, opts); err != nil {
 		return nil, nil, err
 	}
@@ -383,6 +424,10 @@ func attentionInto(out *Tensor, lse []float32, q, k, v *Tensor, opts *Options) e
 	if p.Precision != FP32 && p.Precision != FP8E4M3 {
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
 	}
+	if k.Layout != q.Layout || v.Layout != q.Layout {
+		return fmt.Errorf("%w: q, k and v are in layouts %v, %v, %v; they must share one", ErrInvalid, q.Layout, k.Layout, v.Layout)
+	}
+	p.Layout = q.Layout
 	if err := checkOutputs(p, out, lse); err != nil {
 		return err
 	}
@@ -411,6 +456,9 @@ func checkOutputs(p *backend.Problem, out *Tensor, lse []float32) error {
 	}
 	if out.B != p.B || out.H != p.Hq || out.S != p.Sq || out.D != p.D {
 		return fmt.Errorf("%w: out is [%d][%d][%d][%d], the result is [%d][%d][%d][%d]", ErrInvalid, out.B, out.H, out.S, out.D, p.B, p.Hq, p.Sq, p.D)
+	}
+	if out.Layout != p.Layout {
+		return fmt.Errorf("%w: out is in layout %v, the inputs in %v", ErrInvalid, out.Layout, p.Layout)
 	}
 	if lse != nil && len(lse) != p.B*p.Hq*p.Sq {
 		return fmt.Errorf("%w: lse has %d elements, the result has %d rows", ErrInvalid, len(lse), p.B*p.Hq*p.Sq)
@@ -450,11 +498,35 @@ func (b *callBuffers) release() {
 	callBufs.Put(b)
 }
 
-// quantGroup is one (batch, head) of one tensor to quantize.
+// quantGroup is one (batch, head) bh of tensor t to quantize into codes
+// (all of t's codes, in t's layout) with its scale in scale[0]:
+// fp8.QuantizeE4M3's arithmetic, on the head's rows wherever the layout
+// puts them.
 type quantGroup struct {
 	codes []fp8.E4M3
 	scale []float32
-	x     []float32
+	t     *Tensor
+	bh    int
+}
+
+func (g quantGroup) run() {
+	t := g.t
+	b, h := g.bh/t.H, g.bh%t.H
+	if t.Layout == BHSD {
+		n := t.S * t.D
+		_ = fp8.QuantizeE4M3Into(g.codes[g.bh*n:(g.bh+1)*n], g.scale, t.Data[g.bh*n:(g.bh+1)*n], n)
+		return
+	}
+	var amax float32
+	for i := range t.S {
+		amax = max(amax, fp8.Amax(t.row(b, h, i)))
+	}
+	s := fp8.ScaleForAmax(amax)
+	g.scale[0] = s
+	for i := range t.S {
+		o := t.Layout.Offset(b, h, i, t.H, t.S, t.D)
+		fp8.EncodeE4M3(g.codes[o:o+t.D], t.Data[o:o+t.D], s, fp8.NoSat)
+	}
 }
 
 // quantJob is a list of groups that the caller and the helpers of
@@ -467,8 +539,7 @@ type quantJob struct {
 
 func (j *quantJob) work() {
 	for i := j.next.Add(1) - 1; i < int64(len(j.groups)); i = j.next.Add(1) - 1 {
-		g := j.groups[i]
-		_ = fp8.QuantizeE4M3Into(g.codes, g.scale, g.x, len(g.x))
+		j.groups[i].run()
 	}
 }
 
@@ -512,9 +583,8 @@ func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
 		scales []float32
 		x      *Tensor
 	}{{b.q8, b.qs, q}, {b.k8, b.ks, k}, {b.v8, b.vs, v}} {
-		n := t.x.S * t.x.D
 		for g := range t.scales {
-			j.groups = append(j.groups, quantGroup{t.codes[g*n : (g+1)*n], t.scales[g : g+1], t.x.Data[g*n : (g+1)*n]})
+			j.groups = append(j.groups, quantGroup{codes: t.codes, scale: t.scales[g : g+1], t: t.x, bh: g})
 		}
 	}
 	j.next.Store(0)

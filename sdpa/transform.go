@@ -20,8 +20,8 @@ func (b *callBuffers) conditioned(q, k *Tensor, opts *Options) (*Tensor, *Tensor
 	}
 	b.tq = append(b.tq[:0], q.Data...)
 	b.tk = append(b.tk[:0], k.Data...)
-	b.tqT = Tensor{Data: b.tq, B: q.B, H: q.H, S: q.S, D: q.D}
-	b.tkT = Tensor{Data: b.tk, B: k.B, H: k.H, S: k.S, D: k.D}
+	b.tqT = Tensor{Data: b.tq, B: q.B, H: q.H, S: q.S, D: q.D, Layout: q.Layout}
+	b.tkT = Tensor{Data: b.tk, B: k.B, H: k.H, S: k.S, D: k.D, Layout: k.Layout}
 	tq, tk := &b.tqT, &b.tkT
 	var means []float64
 	if opts.SmoothK {
@@ -42,19 +42,19 @@ func (b *callBuffers) conditioned(q, k *Tensor, opts *Options) (*Tensor, *Tensor
 func smoothK(k *Tensor, means []float64) {
 	d := k.D
 	for g := range k.B * k.H {
+		b, h := g/k.H, g%k.H
 		m := means[g*d : (g+1)*d]
 		clear(m)
-		rows := k.Data[g*k.S*d : (g+1)*k.S*d]
-		for j := 0; j < len(rows); j += d {
-			for c, x := range rows[j : j+d] {
+		for j := range k.S {
+			for c, x := range k.row(b, h, j) {
 				m[c] += float64(x)
 			}
 		}
 		for c := range m {
 			m[c] /= float64(k.S)
 		}
-		for j := 0; j < len(rows); j += d {
-			row := rows[j : j+d]
+		for j := range k.S {
+			row := k.row(b, h, j)
 			for c := range row {
 				row[c] = float32(float64(row[c]) - m[c])
 			}
@@ -91,11 +91,13 @@ func hadamardQK(q, k *Tensor, b *callBuffers) {
 				b.signs[c] = float32(1 - 2*int(bitsLeft&1))
 				bitsLeft >>= 1
 			}
-			g := bb*k.H + kvh
-			rotateRows(k.Data[g*k.S*d:(g+1)*k.S*d], b.signs, n)
+			for j := range k.S {
+				rotateRows(k.row(bb, kvh, j), b.signs, n)
+			}
 			for h := kvh * group; h < (kvh+1)*group; h++ {
-				qg := bb*q.H + h
-				rotateRows(q.Data[qg*q.S*d:(qg+1)*q.S*d], b.signs, n)
+				for i := range q.S {
+					rotateRows(q.row(bb, h, i), b.signs, n)
+				}
 			}
 		}
 	}
@@ -142,7 +144,7 @@ func correctLSE(lse []float32, q *Tensor, kvHeads int, means []float64, scale fl
 				continue
 			}
 			var dot float64
-			for c, x := range q.Data[(bh*q.S+i)*d : (bh*q.S+i+1)*d] {
+			for c, x := range q.row(b, h, i) {
 				dot += float64(x) * m[c]
 			}
 			*l = float32(float64(*l) + float64(scale)*dot)

@@ -193,6 +193,41 @@ func (g *Guarded) Check(what string) error {
 // with one amax scale per (batch, head). Out and LSE are guarded, poisoned
 // buffers; the caller checks them with the returned guards.
 func NewProblem(s backend.Shape, in Inputs, scale float32, m backend.Mask, prec backend.Precision) (*backend.Problem, *Guarded, *Guarded) {
+	return NewProblemLayout(s, in, scale, m, prec, backend.BHSD)
+}
+
+// NewProblemLayout is NewProblem with Q, K, V and Out in layout l; in is
+// [B][H][S][D] and is permuted (after quantization: the codes and scales
+// are the same as NewProblem's).
+func NewProblemLayout(s backend.Shape, in Inputs, scale float32, m backend.Mask, prec backend.Precision, l backend.Layout) (*backend.Problem, *Guarded, *Guarded) {
+	p, out, lse := newProblemBHSD(s, in, scale, m, prec)
+	if l == backend.BHSD {
+		return p, out, lse
+	}
+	p.Layout = l
+	p.Q, p.K, p.V = Permute(p.Q, s.B, s.Hq, s.Sq, s.D, l), Permute(p.K, s.B, s.Hkv, s.Sk, s.D, l), Permute(p.V, s.B, s.Hkv, s.Sk, s.D, l)
+	p.Q8, p.K8, p.V8 = Permute(p.Q8, s.B, s.Hq, s.Sq, s.D, l), Permute(p.K8, s.B, s.Hkv, s.Sk, s.D, l), Permute(p.V8, s.B, s.Hkv, s.Sk, s.D, l)
+	return p, out, lse
+}
+
+// Permute returns x, a [B][H][S][D] tensor, in layout l (nil stays nil).
+func Permute[T any](x []T, b, h, s, d int, l backend.Layout) []T {
+	if x == nil {
+		return nil
+	}
+	y := make([]T, len(x))
+	for bb := 0; bb < b; bb++ {
+		for hh := 0; hh < h; hh++ {
+			for i := 0; i < s; i++ {
+				src, dst := ((bb*h+hh)*s+i)*d, l.Offset(bb, hh, i, h, s, d)
+				copy(y[dst:dst+d], x[src:src+d])
+			}
+		}
+	}
+	return y
+}
+
+func newProblemBHSD(s backend.Shape, in Inputs, scale float32, m backend.Mask, prec backend.Precision) (*backend.Problem, *Guarded, *Guarded) {
 	p := &backend.Problem{Shape: s, Scale: scale, Mask: m, Precision: prec}
 	if prec == backend.FP8E4M3 {
 		p.Q8, p.QScale, _ = fp8.QuantizeE4M3(in.Q, s.Sq*s.D)

@@ -12,11 +12,12 @@ import (
 
 // Case is one row of the conformance table.
 type Case struct {
-	Name  string
-	Shape backend.Shape
-	Mask  backend.Mask
-	Sigma float64 // standard deviation of the inputs
-	Scale float32 // 0: 1/sqrt(D)
+	Name   string
+	Shape  backend.Shape
+	Mask   backend.Mask
+	Sigma  float64 // standard deviation of the inputs
+	Scale  float32 // 0: 1/sqrt(D)
+	Layout backend.Layout
 }
 
 // Cases returns the conformance table: every shape in every mask.
@@ -46,6 +47,13 @@ func Cases() []Case {
 	for _, sh := range shapes {
 		for _, m := range []backend.Mask{backend.NoMask, backend.CausalUpperLeft, backend.CausalLowerRight} {
 			cases = append(cases, Case{Name: fmt.Sprintf("%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma})
+		}
+	}
+	for _, sh := range shapes {
+		if sh.name == "odd" || sh.name == "gqa" || sh.name == "sq>sk" || sh.name == "mqa" {
+			for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
+				cases = append(cases, Case{Name: fmt.Sprintf("bshd/%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma, Layout: backend.BSHD})
+			}
 		}
 	}
 	one := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 9, Sk: 40, D: 64}
@@ -90,7 +98,7 @@ func (c Config) scale(cs Case) float32 {
 // run builds the case's problem with fresh inputs, runs the backend, and
 // returns the problem or an error; skipped reports an unsupported case.
 func (c Config) run(cs Case, in Inputs) (p *backend.Problem, skipped bool, err error) {
-	p, out, lse := NewProblem(cs.Shape, in, c.scale(cs), cs.Mask, c.Precision)
+	p, out, lse := NewProblemLayout(cs.Shape, in, c.scale(cs), cs.Mask, c.Precision, cs.Layout)
 	if err := p.Validate(); err != nil {
 		return nil, false, err
 	}
@@ -214,7 +222,8 @@ func checks(cfg Config) []check {
 	return append(cs,
 		check{"nan-propagation", func(rng *rand.Rand) error { return testNaN(cfg, rng) }},
 		check{"permuted-keys", func(rng *rand.Rand) error { return testPermutation(cfg, rng) }},
-		check{"gqa-equals-repeated-heads", func(rng *rand.Rand) error { return testGQA(cfg, rng) }})
+		check{"gqa-equals-repeated-heads", func(rng *rand.Rand) error { return testGQA(cfg, rng) }},
+		check{"layouts-agree", func(rng *rand.Rand) error { return testLayouts(cfg, rng) }})
 }
 
 // testNaN checks the NaN rule (package doc): NaN in one Q element of head
@@ -314,6 +323,37 @@ func testGQA(cfg Config, rng *rand.Rand) error {
 	}
 	if st := Compare(p2.Out, p1.Out, cfg.Tol(p1)); st.Beyond > 0 {
 		return fmt.Errorf("GQA differs from repeated heads on %d outputs (max %.3g)", st.Beyond, st.MaxErr)
+	}
+	return nil
+}
+
+// testLayouts: the same inputs in [B][H][S][D] and in [B][S][H][D] give the
+// same output (in the other order) and the same LSE.
+func testLayouts(cfg Config, rng *rand.Rand) error {
+	s := backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 21, Sk: 45, D: 64}
+	in := RandomInputs(rng, s, 1)
+	c := Case{Shape: s, Mask: backend.CausalLowerRight}
+	p1, skipped, err := cfg.run(c, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	c.Layout = backend.BSHD
+	p2, skipped, err := cfg.run(c, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	tol := cfg.Tol(p1)
+	if st := Compare(p2.Out, Permute(p1.Out, s.B, s.Hq, s.Sq, s.D, backend.BSHD), tol); st.Beyond > 0 {
+		return fmt.Errorf("bshd output differs from bhsd on %d elements (max %.3g)", st.Beyond, st.MaxErr)
+	}
+	if st := Compare(p2.LSE, p1.LSE, LSETolerance(p1)); st.Beyond > 0 {
+		return fmt.Errorf("bshd LSE differs from bhsd on %d rows", st.Beyond)
 	}
 	return nil
 }

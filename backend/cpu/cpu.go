@@ -237,8 +237,8 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.panels = (p.Sk + panel - 1) / panel
 	panels := p.B * p.Hkv * c.panels
 	c.kt = grow(c.kt, panels*p.D*panel)
-	if p.Precision == backend.FP8E4M3 {
-		c.vDec = grow(c.vDec, len(p.V8))
+	if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
+		c.vDec = grow(c.vDec, p.B*p.Hkv*p.Sk*p.D) // V decoded or gathered, [B][Hkv][Sk][D]
 	}
 	if cap(c.panelState) < panels {
 		c.panelState = make([]atomic.Int32, panels)
@@ -366,14 +366,32 @@ func (c *call) buildPanel(sc *scratch, it int) {
 	n := min(panel, p.Sk-j0)
 	off := (kvh*p.Sk + j0) * D
 	kt := c.kt[it*D*panel : (it+1)*D*panel]
-	if p.Precision == backend.FP8E4M3 {
+	switch {
+	case p.Layout != backend.BHSD:
+		// Gather the panel's key and value rows (decoded for FP8) from
+		// their strided places; V lands in vDec, [B][Hkv][Sk][D].
+		k := sc.k[:n*D]
+		b, h := kvh/p.Hkv, kvh%p.Hkv
+		for r := 0; r < n; r++ {
+			src := p.Layout.Offset(b, h, j0+r, p.Hkv, p.Sk, D)
+			kr, vr := k[r*D:(r+1)*D], c.vDec[off+r*D:off+(r+1)*D]
+			if p.Precision == backend.FP8E4M3 {
+				fp8.DecodeE4M3(kr, p.K8[src:src+D], 1)
+				fp8.DecodeE4M3(vr, p.V8[src:src+D], 1)
+			} else {
+				copy(kr, p.K[src:src+D])
+				copy(vr, p.V[src:src+D])
+			}
+		}
+		c.ks.transpose(kt, k, D, n)
+	case p.Precision == backend.FP8E4M3:
 		k := sc.k[:n*D]
 		fp8.DecodeE4M3(k, p.K8[off:off+n*D], 1)
 		fp8.DecodeE4M3(c.vDec[off:off+n*D], p.V8[off:off+n*D], 1)
 		c.ks.transpose(kt, k, D, n)
-		return
+	default:
+		c.ks.transpose(kt, p.K[off:off+n*D], D, n)
 	}
-	c.ks.transpose(kt, p.K[off:off+n*D], D, n)
 }
 
 // block computes query block it: head (b, h), rows [i0, i1).
@@ -395,14 +413,30 @@ func (c *call) block(sc *scratch, it int) {
 	vOff := kvh * p.Sk * D
 	var q, v []float32
 	scoreScale, outScale := p.Scale, float32(1)
+	if p.Precision == backend.FP8E4M3 {
+		scoreScale = float32(p.ScoreFactor(bh))
+		outScale = p.VScale[kvh]
+	}
 	switch {
+	case p.Layout != backend.BHSD:
+		// Gather the block's query rows (decoded for FP8); V was gathered
+		// with the key panels.
+		q = sc.q[:rows*D]
+		for r := 0; r < rowsN; r++ {
+			src := p.Layout.Offset(b, h, i0+r, p.Hq, p.Sq, D)
+			if p.Precision == backend.FP8E4M3 {
+				fp8.DecodeE4M3(q[r*D:(r+1)*D], p.Q8[src:src+D], 1)
+			} else {
+				copy(q[r*D:(r+1)*D], p.Q[src:src+D])
+			}
+		}
+		clear(q[rowsN*D:])
+		v = c.vDec[vOff : vOff+p.Sk*D]
 	case p.Precision == backend.FP8E4M3:
 		q = sc.q[:rows*D]
 		fp8.DecodeE4M3(q, p.Q8[qOff:qOff+rowsN*D], 1)
 		clear(q[rowsN*D:])
 		v = c.vDec[vOff : vOff+p.Sk*D]
-		scoreScale = float32(p.ScoreFactor(bh))
-		outScale = p.VScale[kvh]
 	case rows == rowsN:
 		q = p.Q[qOff : qOff+rowsN*D]
 		v = p.V[vOff : vOff+p.Sk*D]
@@ -486,9 +520,12 @@ func (c *call) block(sc *scratch, it int) {
 			}
 		}
 	}
-	out := p.Out[qOff : qOff+rowsN*D]
 	for r := 0; r < rowsN; r++ {
-		or, ar := out[r*D:(r+1)*D], acc[r*D:(r+1)*D]
+		o := qOff + r*D
+		if p.Layout != backend.BHSD {
+			o = p.Layout.Offset(b, h, i0+r, p.Hq, p.Sq, D)
+		}
+		or, ar := p.Out[o:o+D], acc[r*D:(r+1)*D]
 		if p.VisibleKeys(p.Mask, i0+r) == 0 {
 			clear(or)
 			if p.LSE != nil {

@@ -56,16 +56,19 @@ func scoreScales(p *backend.Problem) []float32 {
 }
 
 // newParams fills the parameter block for a validated problem whose tensors
-// sit, densely packed [B][H][S][D], at the given device addresses.
+// sit, densely packed in p.Layout, at the given device addresses: the
+// kernels index every row through the batch, head and row strides.
 func newParams(p *backend.Problem, buf deviceBuffers) params {
 	s := p.Shape
 	d := int64(s.D)
+	qb, qh, qr := p.Layout.Strides(s.Hq, s.Sq, s.D)
+	kb, kh, kr := p.Layout.Strides(s.Hkv, s.Sk, s.D)
 	return params{
 		Q: buf.Q, K: buf.K, V: buf.V, QScale: buf.QScale, KScale: buf.KScale, VScale: buf.VScale,
 		Out: buf.Out, LSE: buf.LSE,
-		QBatchStride: int64(s.Hq*s.Sq) * d, QHeadStride: int64(s.Sq) * d, QRowStride: d,
-		KVBatchStride: int64(s.Hkv*s.Sk) * d, KVHeadStride: int64(s.Sk) * d, KVRowStride: d,
-		OBatchStride: int64(s.Hq*s.Sq) * d, OHeadStride: int64(s.Sq) * d, ORowStride: d,
+		QBatchStride: int64(qb), QHeadStride: int64(qh), QRowStride: int64(qr),
+		KVBatchStride: int64(kb), KVHeadStride: int64(kh), KVRowStride: int64(kr),
+		OBatchStride: int64(qb), OHeadStride: int64(qh), ORowStride: int64(qr),
 		B: int64(s.B), Hq: int64(s.Hq), Hkv: int64(s.Hkv), Sq: int64(s.Sq), Sk: int64(s.Sk), D: d,
 		Group: int64(s.Group()), Mask: int64(p.Mask),
 		ScoreScale: buf.ScoreScale,

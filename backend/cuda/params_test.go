@@ -95,3 +95,25 @@ func TestScoreScales(t *testing.T) {
 		}
 	}
 }
+
+// TestParamsStrides: the strides the kernels index rows by, in both layouts.
+func TestParamsStrides(t *testing.T) {
+	p := &backend.Problem{Shape: backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 5, Sk: 7, D: 64}}
+	bh := newParams(p, deviceBuffers{})
+	p.Layout = backend.BSHD
+	bs := newParams(p, deviceBuffers{})
+	for _, c := range []struct {
+		name      string
+		got, want [3]int64
+	}{
+		{"bhsd q", [3]int64{bh.QBatchStride, bh.QHeadStride, bh.QRowStride}, [3]int64{4 * 5 * 64, 5 * 64, 64}},
+		{"bhsd kv", [3]int64{bh.KVBatchStride, bh.KVHeadStride, bh.KVRowStride}, [3]int64{2 * 7 * 64, 7 * 64, 64}},
+		{"bshd q", [3]int64{bs.QBatchStride, bs.QHeadStride, bs.QRowStride}, [3]int64{5 * 4 * 64, 64, 4 * 64}},
+		{"bshd kv", [3]int64{bs.KVBatchStride, bs.KVHeadStride, bs.KVRowStride}, [3]int64{7 * 2 * 64, 64, 2 * 64}},
+		{"bshd out", [3]int64{bs.OBatchStride, bs.OHeadStride, bs.ORowStride}, [3]int64{5 * 4 * 64, 64, 4 * 64}},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: strides %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
