@@ -486,6 +486,9 @@ type callBuffers struct {
 // ever in flight at once.
 var callBufs freelist.List[callBuffers]
 
+// varlenBufs holds the varlen calls' views and LSE scratch.
+var varlenBufs freelist.List[varlenBuffers]
+
 func getCallBuffers() *callBuffers { return callBufs.Get() }
 
 // release drops the references to the caller's data and returns b to the

@@ -1,0 +1,110 @@
+package sdpa
+
+import (
+	"fmt"
+	"math"
+)
+
+// AttentionVarlenInto computes attention for a batch of sequences of
+// different lengths packed one after another, as FlashAttention's varlen
+// functions take them (cu_seqlens). q is [1][Hq][totalQ][D] and k, v are
+// [1][Hkv][totalK][D], all in layout BSHD, so that each sequence's rows
+// are contiguous ([total][H][D]); sequence i has the query rows
+// cuSeqQ[i] .. cuSeqQ[i+1]-1 and the keys cuSeqK[i] .. cuSeqK[i+1]-1. The
+// offsets start at 0, never decrease, and end at totalQ and totalK; both
+// lists have one entry per sequence plus one. out has q's shape and layout;
+// lse, if not nil, is [Hq][totalQ], FlashAttention's order. The mask and
+// the FP8 scales (one per sequence and head) apply to each sequence on its
+// own: with CausalLowerRight, each sequence's last query sees all of its
+// keys (a chunk of new tokens against a sequence's history). A sequence
+// with queries and no keys gets zeros and LSE -Inf. Each sequence is one
+// call of the backend, on views of the packed tensors (no copies).
+func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cuSeqK []int, opts *Options) error {
+	if err := checkAll(q.check, k.check, v.check, q == nil, k == nil, v == nil); err != nil {
+		return err
+	}
+	if out == nil {
+		return fmt.Errorf("%w: out is nil", ErrInvalid)
+	}
+	if err := out.check("out"); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		name string
+		t    *Tensor
+	}{{"q", q}, {"k", k}, {"v", v}, {"out", out}} {
+		if t.t.Layout != BSHD || t.t.B != 1 {
+			return fmt.Errorf("%w: varlen %s must be [1][H][total][D] in layout BSHD, got B=%d layout %v", ErrInvalid, t.name, t.t.B, t.t.Layout)
+		}
+	}
+	if out.H != q.H || out.S != q.S || out.D != q.D {
+		return fmt.Errorf("%w: out is [1][%d][%d][%d], q is [1][%d][%d][%d]", ErrInvalid, out.H, out.S, out.D, q.H, q.S, q.D)
+	}
+	if k.H != v.H || k.S != v.S || k.D != v.D || q.D != k.D {
+		return fmt.Errorf("%w: varlen k [1][%d][%d][%d] and v [1][%d][%d][%d] must match, with q's head dim %d", ErrInvalid, k.H, k.S, k.D, v.H, v.S, v.D, q.D)
+	}
+	if len(cuSeqQ) != len(cuSeqK) || len(cuSeqQ) < 2 {
+		return fmt.Errorf("%w: %d query offsets and %d key offsets: want one per sequence plus one, for at least one sequence", ErrInvalid, len(cuSeqQ), len(cuSeqK))
+	}
+	for _, c := range []struct {
+		name  string
+		cu    []int
+		total int
+	}{{"cuSeqQ", cuSeqQ, q.S}, {"cuSeqK", cuSeqK, k.S}} {
+		if c.cu[0] != 0 || c.cu[len(c.cu)-1] != c.total {
+			return fmt.Errorf("%w: %s runs from %d to %d, want 0 to %d", ErrInvalid, c.name, c.cu[0], c.cu[len(c.cu)-1], c.total)
+		}
+		for i := 1; i < len(c.cu); i++ {
+			if c.cu[i] < c.cu[i-1] {
+				return fmt.Errorf("%w: %s decreases at %d (%d after %d)", ErrInvalid, c.name, i, c.cu[i], c.cu[i-1])
+			}
+		}
+	}
+	if lse != nil && len(lse) != q.H*q.S {
+		return fmt.Errorf("%w: lse has %d elements, want Hq·totalQ = %d", ErrInvalid, len(lse), q.H*q.S)
+	}
+	buf := varlenBufs.Get()
+	defer varlenBufs.Put(buf)
+	hq, hkv, d := q.H, k.H, q.D
+	for i := 0; i+1 < len(cuSeqQ); i++ {
+		q0, q1, k0, k1 := cuSeqQ[i], cuSeqQ[i+1], cuSeqK[i], cuSeqK[i+1]
+		if q1 == q0 {
+			continue
+		}
+		if k1 == k0 { // queries with no keys: zeros and -Inf
+			clear(out.Data[q0*hq*d : q1*hq*d])
+			for h := range hq {
+				for j := q0; j < q1; j++ {
+					if lse != nil {
+						lse[h*q.S+j] = float32(math.Inf(-1))
+					}
+				}
+			}
+			continue
+		}
+		view := func(t *Tensor, s0, s1, h int, dst *Tensor) *Tensor {
+			*dst = Tensor{Data: t.Data[s0*h*d : s1*h*d], B: 1, H: h, S: s1 - s0, D: d, Layout: BSHD}
+			return dst
+		}
+		var seqLSE []float32
+		if lse != nil {
+			buf.lse = growFloat32(buf.lse, hq*(q1-q0))
+			seqLSE = buf.lse
+		}
+		err := attentionInto(view(out, q0, q1, hq, &buf.out), seqLSE,
+			view(q, q0, q1, hq, &buf.q), view(k, k0, k1, hkv, &buf.k), view(v, k0, k1, hkv, &buf.v), opts)
+		if err != nil {
+			return fmt.Errorf("sequence %d: %w", i, err)
+		}
+		for h := 0; lse != nil && h < hq; h++ {
+			copy(lse[h*q.S+q0:h*q.S+q1], seqLSE[h*(q1-q0):(h+1)*(q1-q0)])
+		}
+	}
+	return nil
+}
+
+// varlenBuffers are one varlen call's views and LSE scratch, reused.
+type varlenBuffers struct {
+	q, k, v, out Tensor
+	lse          []float32
+}
