@@ -12,7 +12,8 @@ import (
 // are contiguous ([total][H][D]); sequence i has the query rows
 // cuSeqQ[i] .. cuSeqQ[i+1]-1 and the keys cuSeqK[i] .. cuSeqK[i+1]-1. The
 // offsets start at 0, never decrease, and end at totalQ and totalK; both
-// lists have one entry per sequence plus one. out has q's shape and layout;
+// lists have one entry per sequence plus one; like every tensor, the packed
+// ones hold at least one row (a sequence may be empty). out has q's shape and layout;
 // lse, if not nil, is [Hq][totalQ], FlashAttention's order. The mask and
 // the FP8 scales (one per sequence and head) apply to each sequence on its
 // own: with CausalLowerRight, each sequence's last query sees all of its
