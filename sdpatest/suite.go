@@ -33,6 +33,8 @@ func Cases() []Case {
 		{"sq>sk", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 5, D: 64}, 1},
 		{"sq<sk", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 5, Sk: 130, D: 128}, 1},
 		{"gqa", backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 40, Sk: 72, D: 64}, 1},
+		{"gqa-decode", backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 1, Sk: 77, D: 64}, 1},
+		{"gqa-chunk", backend.Shape{B: 1, Hq: 6, Hkv: 2, Sq: 7, Sk: 150, D: 128}, 1},
 		{"mqa", backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 65, Sk: 65, D: 128}, 1},
 		{"d16", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 17, Sk: 31, D: 16}, 1},
 		{"d32", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 70, Sk: 70, D: 32}, 1},

@@ -210,9 +210,13 @@ type call struct {
 	p       *backend.Problem
 	ks      *kernelSet
 	bq      int
-	qBlocks int // query blocks per head
+	qBlocks int // query blocks per head (per KV head when packed)
 	items   int
-	panels  int // key panels per KV head
+	// pack is the GQA group size when the query heads of each KV head are
+	// packed as the rows of its blocks (packed row r is query head
+	// kvh·pack + r%pack at position r/pack), else 1.
+	pack   int
+	panels int // key panels per KV head
 	// next claims query blocks, slots counts the helpers that may still
 	// join; panelState[i] is 0 (not built), 1 (being built) or 2 (ready).
 	joined, slots atomic.Int64
@@ -231,9 +235,15 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	workers := b.Workers()
 	c := b.calls.Get()
 	c.p, c.ks = p, b.ks
-	c.bq = QueryBlock(p.Shape, workers)
-	c.qBlocks = (p.Sq + c.bq - 1) / c.bq
-	c.items = p.B * p.Hq * c.qBlocks
+	c.pack = 1
+	rowShape := p.Shape // the rows the blocks cover, per (batch, head) item
+	if g := p.Group(); g > 1 && p.Sq < packBelow {
+		c.pack = g
+		rowShape.Hq, rowShape.Sq = p.Hkv, g*p.Sq
+	}
+	c.bq = QueryBlock(rowShape, workers)
+	c.qBlocks = (rowShape.Sq + c.bq - 1) / c.bq
+	c.items = p.B * rowShape.Hq * c.qBlocks
 	c.panels = (p.Sk + panel - 1) / panel
 	panels := p.B * p.Hkv * c.panels
 	c.kt = grow(c.kt, panels*p.D*panel)
@@ -396,7 +406,11 @@ func (c *call) buildPanel(sc *scratch, it int) {
 
 // block computes query block it: head (b, h), rows [i0, i1).
 func (c *call) block(sc *scratch, it int) {
-	p, ks := c.p, c.ks
+	p := c.p
+	if c.pack > 1 {
+		c.packedBlock(sc, it)
+		return
+	}
 	D := p.D
 	bh, qb := it/c.qBlocks, it%c.qBlocks
 	if p.Mask != backend.NoMask {
@@ -447,6 +461,32 @@ func (c *call) block(sc *scratch, it int) {
 		v = p.V[vOff : vOff+p.Sk*D]
 	}
 
+	c.attendRows(sc, q, v, kvh, rowsN, scoreScale, outScale, blockRows{
+		visible: func(r int) int { return p.VisibleKeys(p.Mask, i0+r) },
+		out: func(r int) int {
+			if p.Layout != backend.BHSD {
+				return p.Layout.Offset(b, h, i0+r, p.Hq, p.Sq, D)
+			}
+			return qOff + r*D
+		},
+		lse: func(r int) int { return bh*p.Sq + i0 + r },
+	})
+}
+
+// blockRows says, for row r of a block, how many keys it sees and where its
+// output and log-sum-exp go.
+type blockRows struct {
+	visible  func(r int) int
+	out, lse func(r int) int
+}
+
+// attendRows runs the online softmax of a block's rowsN query rows q
+// (rounded up to four, zero rows after rowsN) against KV head kvh's key
+// panels and values v, and writes each row's output and log-sum-exp.
+func (c *call) attendRows(sc *scratch, q, v []float32, kvh, rowsN int, scoreScale, outScale float32, br blockRows) {
+	p, ks := c.p, c.ks
+	D := p.D
+	rows := (rowsN + 3) &^ 3
 	m, l, acc := sc.m[:rows], sc.l[:rows], sc.acc[:rows*D]
 	negInf := float32(math.Inf(-1))
 	for r := range m {
@@ -456,7 +496,7 @@ func (c *call) block(sc *scratch, it int) {
 	s := sc.s[:4*panel]
 	// Rows see keys [0, visible(i)); visible grows with i, so the last row
 	// bounds the block's key range.
-	nmax := p.VisibleKeys(p.Mask, i1-1)
+	nmax := br.visible(rowsN - 1)
 	for kb := 0; kb*panel < nmax; kb++ {
 		j0 := kb * panel
 		n := min(panel, nmax-j0)
@@ -472,7 +512,7 @@ func (c *call) block(sc *scratch, it int) {
 			// exactly where a row has no old sum), then the rows.
 			var nr [4]int
 			alpha := &sc.alpha
-			if ks.softmax4 != nil && n == panel && g+4 <= rowsN && p.VisibleKeys(p.Mask, i0+g) >= j0+panel {
+			if ks.softmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
 				// Four full rows (visible keys only grow with the row).
 				ks.softmax4(s, m[g:g+4], l[g:g+4], alpha)
 				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
@@ -485,7 +525,7 @@ func (c *call) block(sc *scratch, it int) {
 				if i >= rowsN { // padding: its output is never written
 					continue
 				}
-				nr[r] = max(0, min(n, p.VisibleKeys(p.Mask, i0+i)-j0))
+				nr[r] = max(0, min(n, br.visible(i)-j0))
 				common = min(common, nr[r])
 				if nr[r] == 0 {
 					continue
@@ -521,15 +561,12 @@ func (c *call) block(sc *scratch, it int) {
 		}
 	}
 	for r := 0; r < rowsN; r++ {
-		o := qOff + r*D
-		if p.Layout != backend.BHSD {
-			o = p.Layout.Offset(b, h, i0+r, p.Hq, p.Sq, D)
-		}
+		o := br.out(r)
 		or, ar := p.Out[o:o+D], acc[r*D:(r+1)*D]
-		if p.VisibleKeys(p.Mask, i0+r) == 0 {
+		if br.visible(r) == 0 {
 			clear(or)
 			if p.LSE != nil {
-				p.LSE[bh*p.Sq+i0+r] = negInf
+				p.LSE[br.lse(r)] = negInf
 			}
 			continue
 		}
@@ -538,9 +575,65 @@ func (c *call) block(sc *scratch, it int) {
 			or[d] = ar[d] * inv
 		}
 		if p.LSE != nil {
-			p.LSE[bh*p.Sq+i0+r] = m[r] + float32(math.Log(float64(l[r])))
+			p.LSE[br.lse(r)] = m[r] + float32(math.Log(float64(l[r])))
 		}
 	}
+}
+
+// packBelow: the query heads of a KV head are packed into one block's rows
+// (GQA packing) when Sq is below it, so that decode steps and short chunks
+// read each key and value once per KV head and compute no padding rows.
+const packBelow = 64
+
+// packedBlock computes item it of a packed call: rows [i0, i1) of KV head
+// (b, kvh), row r being query head kvh·pack + r%pack at position r/pack
+// (positions never decrease along the rows, as the causal masks need). FP8
+// query rows are decoded with their own head's scale, so that one score
+// factor, scale·K descale, serves the whole block.
+func (c *call) packedBlock(sc *scratch, it int) {
+	p, g := c.p, c.pack
+	D := p.D
+	bk, qb := it/c.qBlocks, it%c.qBlocks
+	if p.Mask != backend.NoMask {
+		qb = c.qBlocks - 1 - qb
+	}
+	b, kh := bk/p.Hkv, bk%p.Hkv
+	kvh := b*p.Hkv + kh
+	i0 := qb * c.bq
+	i1 := min(i0+c.bq, g*p.Sq)
+	rowsN := i1 - i0
+	rows := (rowsN + 3) &^ 3
+	head := func(r int) (h, i int) { return kh*g + (i0+r)%g, (i0 + r) / g }
+	q := sc.q[:rows*D]
+	for r := 0; r < rowsN; r++ {
+		h, i := head(r)
+		src := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+		if p.Precision == backend.FP8E4M3 {
+			fp8.DecodeE4M3(q[r*D:(r+1)*D], p.Q8[src:src+D], p.QScale[b*p.Hq+h])
+		} else {
+			copy(q[r*D:(r+1)*D], p.Q[src:src+D])
+		}
+	}
+	clear(q[rowsN*D:])
+	scoreScale, outScale := p.Scale, float32(1)
+	var v []float32
+	if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
+		v = c.vDec[kvh*p.Sk*D : (kvh+1)*p.Sk*D]
+	} else {
+		v = p.V[kvh*p.Sk*D : (kvh+1)*p.Sk*D]
+	}
+	if p.Precision == backend.FP8E4M3 {
+		scoreScale = float32(float64(p.Scale) * float64(p.KScale[kvh]))
+		outScale = p.VScale[kvh]
+	}
+	c.attendRows(sc, q, v, kvh, rowsN, scoreScale, outScale, blockRows{
+		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(p.Mask, i) },
+		out: func(r int) int {
+			h, i := head(r)
+			return p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+		},
+		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
+	})
 }
 
 // Default is the registered instance "cpu". The kernel sets are registered
