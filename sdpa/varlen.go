@@ -3,6 +3,8 @@ package sdpa
 import (
 	"fmt"
 	"math"
+
+	"github.com/fp8attn/fp8attn/backend"
 )
 
 // AttentionVarlenInto computes attention for a batch of sequences of
@@ -66,6 +68,15 @@ func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cu
 	}
 	buf := varlenBufs.Get()
 	defer varlenBufs.Put(buf)
+	// What every sequence's call would check (heads, options) is checked
+	// once here, before anything is written: a sequence with no keys is
+	// written directly, and would otherwise precede the error.
+	if err := problem(&buf.p, shapeOf(1, q.H, q.S, q.D), shapeOf(1, k.H, k.S, k.D), shapeOf(1, v.H, v.S, v.D), opts); err != nil {
+		return err
+	}
+	if buf.p.Precision != FP32 && buf.p.Precision != FP8E4M3 {
+		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(buf.p.Precision))
+	}
 	hq, hkv, d := q.H, k.H, q.D
 	for i := 0; i+1 < len(cuSeqQ); i++ {
 		q0, q1, k0, k1 := cuSeqQ[i], cuSeqQ[i+1], cuSeqK[i], cuSeqK[i+1]
@@ -108,4 +119,5 @@ func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cu
 type varlenBuffers struct {
 	q, k, v, out Tensor
 	lse          []float32
+	p            backend.Problem // for the up-front checks
 }

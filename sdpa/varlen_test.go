@@ -127,10 +127,18 @@ func TestVarlenErrors(t *testing.T) {
 		{"one offset", q, []int{0}, []int{0}, nil, "offsets"},
 		{"bhsd", bhsd, []int{0, 10}, []int{0, 12}, nil, "BSHD"},
 		{"short lse", q, []int{0, 10}, []int{0, 12}, make([]float32, 3), "lse"},
+		// The first sequence has no keys (written directly): the head
+		// ratio's error must still come before it.
+		{"heads not a multiple", packed(rng, 3, 10, 16), []int{0, 4, 10}, []int{0, 0, 12}, nil, "multiple"},
+		{"unknown mask after a keyless sequence", q, []int{0, 4, 10}, []int{0, 0, 12}, nil, "mask"},
 	} {
-		out := packed(rng, 2, 10, 16)
+		out := packed(rng, c.q.H, 10, 16)
 		keep := append([]float32(nil), out.Data...)
-		err := sdpa.AttentionVarlenInto(out, c.lse, c.q, k, k, c.cuQ, c.cuK, nil)
+		var opts *sdpa.Options
+		if strings.HasPrefix(c.name, "unknown mask") {
+			opts = &sdpa.Options{Mask: 9}
+		}
+		err := sdpa.AttentionVarlenInto(out, c.lse, c.q, k, k, c.cuQ, c.cuK, opts)
 		if !errors.Is(err, sdpa.ErrInvalid) || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.mentionErr)) {
 			t.Errorf("%s: %v", c.name, err)
 		}
