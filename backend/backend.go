@@ -104,6 +104,24 @@ func (l Layout) Offset(b, hd, i, h, s, d int) int {
 	return b*bs + hd*hs + i*rs
 }
 
+// Permute returns a copy of x, a [b][h][s][d] tensor in BHSD order, in
+// layout l (nil stays nil).
+func Permute[T any](x []T, b, h, s, d int, l Layout) []T {
+	if x == nil {
+		return nil
+	}
+	y := make([]T, len(x))
+	for bb := 0; bb < b; bb++ {
+		for hh := 0; hh < h; hh++ {
+			for i := 0; i < s; i++ {
+				src, dst := ((bb*h+hh)*s+i)*d, l.Offset(bb, hh, i, h, s, d)
+				copy(y[dst:dst+d], x[src:src+d])
+			}
+		}
+	}
+	return y
+}
+
 // Errors a backend or the registry returns; callers test them with errors.Is.
 var (
 	// ErrInvalid marks a Problem that no backend could run: bad shapes,

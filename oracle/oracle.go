@@ -56,16 +56,7 @@ func inLayout(p *backend.Problem, out []float64) []float64 {
 	if p.Layout == backend.BHSD {
 		return out
 	}
-	r := make([]float64, len(out))
-	for b := 0; b < p.B; b++ {
-		for h := 0; h < p.Hq; h++ {
-			for i := 0; i < p.Sq; i++ {
-				src, dst := ((b*p.Hq+h)*p.Sq+i)*p.D, p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)
-				copy(r[dst:dst+p.D], out[src:src+p.D])
-			}
-		}
-	}
-	return r
+	return backend.Permute(out, p.B, p.Hq, p.Sq, p.D, p.Layout)
 }
 
 func widen(x []float32) []float64 {

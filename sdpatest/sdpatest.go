@@ -205,26 +205,11 @@ func NewProblemLayout(s backend.Shape, in Inputs, scale float32, m backend.Mask,
 		return p, out, lse
 	}
 	p.Layout = l
-	p.Q, p.K, p.V = Permute(p.Q, s.B, s.Hq, s.Sq, s.D, l), Permute(p.K, s.B, s.Hkv, s.Sk, s.D, l), Permute(p.V, s.B, s.Hkv, s.Sk, s.D, l)
-	p.Q8, p.K8, p.V8 = Permute(p.Q8, s.B, s.Hq, s.Sq, s.D, l), Permute(p.K8, s.B, s.Hkv, s.Sk, s.D, l), Permute(p.V8, s.B, s.Hkv, s.Sk, s.D, l)
+	perm := func(x []float32, h, n int) []float32 { return backend.Permute(x, s.B, h, n, s.D, l) }
+	perm8 := func(x []fp8.E4M3, h, n int) []fp8.E4M3 { return backend.Permute(x, s.B, h, n, s.D, l) }
+	p.Q, p.K, p.V = perm(p.Q, s.Hq, s.Sq), perm(p.K, s.Hkv, s.Sk), perm(p.V, s.Hkv, s.Sk)
+	p.Q8, p.K8, p.V8 = perm8(p.Q8, s.Hq, s.Sq), perm8(p.K8, s.Hkv, s.Sk), perm8(p.V8, s.Hkv, s.Sk)
 	return p, out, lse
-}
-
-// Permute returns x, a [B][H][S][D] tensor, in layout l (nil stays nil).
-func Permute[T any](x []T, b, h, s, d int, l backend.Layout) []T {
-	if x == nil {
-		return nil
-	}
-	y := make([]T, len(x))
-	for bb := 0; bb < b; bb++ {
-		for hh := 0; hh < h; hh++ {
-			for i := 0; i < s; i++ {
-				src, dst := ((bb*h+hh)*s+i)*d, l.Offset(bb, hh, i, h, s, d)
-				copy(y[dst:dst+d], x[src:src+d])
-			}
-		}
-	}
-	return y
 }
 
 func newProblemBHSD(s backend.Shape, in Inputs, scale float32, m backend.Mask, prec backend.Precision) (*backend.Problem, *Guarded, *Guarded) {

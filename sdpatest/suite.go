@@ -351,7 +351,7 @@ func testLayouts(cfg Config, rng *rand.Rand) error {
 		return err
 	}
 	tol := cfg.Tol(p1)
-	if st := Compare(p2.Out, Permute(p1.Out, s.B, s.Hq, s.Sq, s.D, backend.BSHD), tol); st.Beyond > 0 {
+	if st := Compare(p2.Out, backend.Permute(p1.Out, s.B, s.Hq, s.Sq, s.D, backend.BSHD), tol); st.Beyond > 0 {
 		return fmt.Errorf("bshd output differs from bhsd on %d elements (max %.3g)", st.Beyond, st.MaxErr)
 	}
 	if st := Compare(p2.LSE, p1.LSE, LSETolerance(p1)); st.Beyond > 0 {
