@@ -576,9 +576,9 @@ const parallelQuantizeMin = 1 << 16
 // head), fp8.QuantizeE4M3's arithmetic, with the (batch, head) groups of all
 // three tensors shared with idle helpers of quantWorkers.
 func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
-	b.q8, b.qs = growCodes(b.q8, len(q.Data)), growScales(b.qs, q.B*q.H)
-	b.k8, b.ks = growCodes(b.k8, len(k.Data)), growScales(b.ks, k.B*k.H)
-	b.v8, b.vs = growCodes(b.v8, len(v.Data)), growScales(b.vs, v.B*v.H)
+	b.q8, b.qs = freelist.Grow(b.q8, len(q.Data)), freelist.Grow(b.qs, q.B*q.H)
+	b.k8, b.ks = freelist.Grow(b.k8, len(k.Data)), freelist.Grow(b.ks, k.B*k.H)
+	b.v8, b.vs = freelist.Grow(b.v8, len(v.Data)), freelist.Grow(b.vs, v.B*v.H)
 	j := &b.job
 	j.groups = j.groups[:0]
 	for _, t := range [3]struct {
@@ -608,20 +608,6 @@ func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
 	p.Q8, p.QScale = b.q8, b.qs
 	p.K8, p.KScale = b.k8, b.ks
 	p.V8, p.VScale = b.v8, b.vs
-}
-
-func growCodes(s []fp8.E4M3, n int) []fp8.E4M3 {
-	if cap(s) < n {
-		return make([]fp8.E4M3, n)
-	}
-	return s[:n]
-}
-
-func growScales(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
-	}
-	return s[:n]
 }
 
 // runInto validates p with out and lse as its outputs, picks the backend and

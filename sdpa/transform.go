@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+
+	"github.com/fp8attn/fp8attn/internal/freelist"
 )
 
 // The accuracy options (Options.SmoothK, Options.Hadamard) transform Q and K
@@ -25,7 +27,7 @@ func (b *callBuffers) conditioned(q, k *Tensor, opts *Options) (*Tensor, *Tensor
 	tq, tk := &b.tqT, &b.tkT
 	var means []float64
 	if opts.SmoothK {
-		b.means = growFloat64(b.means, k.B*k.H*k.D)
+		b.means = freelist.Grow(b.means, k.B*k.H*k.D)
 		means = b.means
 		smoothK(tk, means)
 	}
@@ -78,7 +80,7 @@ const hadamardSeed = 0x4841444D
 func hadamardQK(q, k *Tensor, b *callBuffers) {
 	d, group := k.D, q.H/k.H
 	n := HadamardBlock(d)
-	b.signs = growFloat32(b.signs, d)
+	b.signs = freelist.Grow(b.signs, d)
 	for bb := range k.B {
 		for kvh := range k.H {
 			var pcg rand.PCG // a value: no allocation per head
@@ -150,18 +152,4 @@ func correctLSE(lse []float32, q *Tensor, kvHeads int, means []float64, scale fl
 			*l = float32(float64(*l) + float64(scale)*dot)
 		}
 	}
-}
-
-func growFloat32(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
-	}
-	return s[:n]
-}
-
-func growFloat64(s []float64, n int) []float64 {
-	if cap(s) < n {
-		return make([]float64, n)
-	}
-	return s[:n]
 }

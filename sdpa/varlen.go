@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/freelist"
 )
 
 // AttentionVarlenInto computes attention for a batch of sequences of
@@ -100,7 +101,7 @@ func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cu
 		}
 		var seqLSE []float32
 		if lse != nil {
-			buf.lse = growFloat32(buf.lse, hq*(q1-q0))
+			buf.lse = freelist.Grow(buf.lse, hq*(q1-q0))
 			seqLSE = buf.lse
 		}
 		err := attentionInto(view(out, q0, q1, hq, &buf.out), seqLSE,

@@ -246,9 +246,9 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.items = p.B * rowShape.Hq * c.qBlocks
 	c.panels = (p.Sk + panel - 1) / panel
 	panels := p.B * p.Hkv * c.panels
-	c.kt = grow(c.kt, panels*p.D*panel)
+	c.kt = freelist.Grow(c.kt, panels*p.D*panel)
 	if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
-		c.vDec = grow(c.vDec, p.B*p.Hkv*p.Sk*p.D) // V decoded or gathered, [B][Hkv][Sk][D]
+		c.vDec = freelist.Grow(c.vDec, p.B*p.Hkv*p.Sk*p.D) // V decoded or gathered, [B][Hkv][Sk][D]
 	}
 	if cap(c.panelState) < panels {
 		c.panelState = make([]atomic.Int32, panels)
@@ -290,13 +290,6 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	return nil
 }
 
-func grow(s []float32, n int) []float32 {
-	if cap(s) < n {
-		return make([]float32, n)
-	}
-	return s[:n]
-}
-
 // scratch is one worker's tile memory.
 type scratch struct {
 	q    []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
@@ -313,12 +306,12 @@ type scratch struct {
 func (c *call) getScratch() *scratch {
 	sc := c.scratch.Get()
 	d, rows := c.p.D, (c.bq+3)&^3
-	sc.q = grow(sc.q, rows*d)
-	sc.k = grow(sc.k, panel*d)
-	sc.s = grow(sc.s, 4*panel)
-	sc.acc = grow(sc.acc, rows*d)
-	sc.m = grow(sc.m, rows)
-	sc.l = grow(sc.l, rows)
+	sc.q = freelist.Grow(sc.q, rows*d)
+	sc.k = freelist.Grow(sc.k, panel*d)
+	sc.s = freelist.Grow(sc.s, 4*panel)
+	sc.acc = freelist.Grow(sc.acc, rows*d)
+	sc.m = freelist.Grow(sc.m, rows)
+	sc.l = freelist.Grow(sc.l, rows)
 	return sc
 }
 

@@ -391,9 +391,9 @@ func (r *Resident) Run(stage int) error {
 }
 
 func (r *Resident) launch(stage int) error {
-	tc, err := tiles.Get(stage, r.shape.D)
+	tc, err := geometry(stage, r.shape.D)
 	if err != nil {
-		return fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
+		return err
 	}
 	if len(r.bufs) == 0 {
 		return errors.New("cuda: resident used after Free")

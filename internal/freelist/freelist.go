@@ -33,3 +33,12 @@ func (f *List[T]) Put(x *T) {
 	f.items = append(f.items, x)
 	f.mu.Unlock()
 }
+
+// Grow returns s resized to n elements, reallocating only when its capacity
+// is short: scratch that only ever grows to the largest call seen.
+func Grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
