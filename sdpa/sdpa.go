@@ -207,6 +207,12 @@ func (t *QuantizedTensor) Dequantize() (*Tensor, error) {
 		return nil, err
 	}
 	out := &Tensor{Data: make([]float32, len(t.Data)), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
+	return out, t.dequantizeInto(out)
+}
+
+// dequantizeInto decodes a checked t into out, a tensor of its shape and
+// layout.
+func (t *QuantizedTensor) dequantizeInto(out *Tensor) error {
 	n := t.S * t.D
 	for g, s := range t.Scales {
 		if t.Layout == BHSD {
@@ -218,7 +224,7 @@ func (t *QuantizedTensor) Dequantize() (*Tensor, error) {
 			fp8.DecodeE4M3(out.Data[o:o+t.D], t.Data[o:o+t.D], s)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Options configures a call. The zero value (and a nil *Options) means:
@@ -392,12 +398,9 @@ func problem(p *backend.Problem, q, k, v dims, opts *Options) error {
 	case q.h%k.h != 0:
 		return fmt.Errorf("%w: q has %d heads, not a multiple of k's %d heads", ErrInvalid, q.h, k.h)
 	}
-	s := opts.Scale
-	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
-		return fmt.Errorf("%w: scale is %v", ErrInvalid, s)
-	}
-	if s == 0 {
-		s = float32(1 / math.Sqrt(float64(q.d)))
+	s, err := resolveScale(opts.Scale, q.d)
+	if err != nil {
+		return err
 	}
 	if opts.Mask < NoMask || opts.Mask > CausalLowerRight {
 		return fmt.Errorf("%w: unknown mask %d", ErrInvalid, int(opts.Mask))
@@ -410,6 +413,18 @@ func problem(p *backend.Problem, q, k, v dims, opts *Options) error {
 }
 
 var defaultOptions Options
+
+// resolveScale returns the score scale of Options.Scale s for head
+// dimension d: s, or 1/sqrt(d) for 0; NaN and ±Inf are errors.
+func resolveScale(s float32, d int) (float32, error) {
+	if math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+		return 0, fmt.Errorf("%w: scale is %v", ErrInvalid, s)
+	}
+	if s == 0 {
+		s = float32(1 / math.Sqrt(float64(d)))
+	}
+	return s, nil
+}
 
 // attentionInto computes into out and lse for checked q, k and v, with the
 // call's scratch (transformed inputs, FP8 copies, the parameter block) from

@@ -208,7 +208,10 @@ func QueryBlock(s backend.Shape, workers int) int {
 // meanwhile waits for it. Causal heads run their longest blocks first.
 type call struct {
 	p       *backend.Problem
+	pg      *pagedCall // a paged call, instead of p: &paged
+	paged   pagedCall
 	ks      *kernelSet
+	d       int // head dimension
 	bq      int
 	qBlocks int // query blocks per head (per KV head when packed)
 	items   int
@@ -234,7 +237,7 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	b.start.Do(b.startPool)
 	workers := b.Workers()
 	c := b.calls.Get()
-	c.p, c.ks = p, b.ks
+	c.p, c.ks, c.d = p, b.ks, p.D
 	c.pack = 1
 	rowShape := p.Shape // the rows the blocks cover, per (batch, head) item
 	if g := p.Group(); g > 1 && p.Sq < packBelow {
@@ -257,6 +260,15 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	for i := range c.panelState {
 		c.panelState[i].Store(0)
 	}
+	b.run(c, workers)
+	c.p = nil
+	b.calls.Put(c)
+	return nil
+}
+
+// run works through c's items on up to workers goroutines, the caller's
+// included, and returns when all are done.
+func (b *Backend) run(c *call, workers int) {
 	if len(c.ranges) != workers {
 		c.ranges = make([]blockRange, workers)
 	}
@@ -285,15 +297,13 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.done.Add(-int(c.slots.Swap(0)))
 	c.done.Wait()
 	b.posted.CompareAndSwap(c, nil)
-	c.p = nil
-	b.calls.Put(c)
-	return nil
 }
 
 // scratch is one worker's tile memory.
 type scratch struct {
 	q    []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
-	k    []float32 // FP8: one key panel decoded, before transposing
+	k    []float32 // FP8: one key panel decoded, before transposing (paged: the panel)
+	v    []float32 // paged: one panel of values, decoded
 	s    []float32 // 4×panel scores, then weights
 	acc  []float32 // query rows × D running output
 	m, l []float32 // running max and sum per query row
@@ -305,9 +315,12 @@ type scratch struct {
 
 func (c *call) getScratch() *scratch {
 	sc := c.scratch.Get()
-	d, rows := c.p.D, (c.bq+3)&^3
+	d, rows := c.d, (c.bq+3)&^3
 	sc.q = freelist.Grow(sc.q, rows*d)
 	sc.k = freelist.Grow(sc.k, panel*d)
+	if c.pg != nil {
+		sc.v = freelist.Grow(sc.v, panel*d)
+	}
 	sc.s = freelist.Grow(sc.s, 4*panel)
 	sc.acc = freelist.Grow(sc.acc, rows*d)
 	sc.m = freelist.Grow(sc.m, rows)
@@ -399,6 +412,10 @@ func (c *call) buildPanel(sc *scratch, it int) {
 
 // block computes query block it: head (b, h), rows [i0, i1).
 func (c *call) block(sc *scratch, it int) {
+	if c.pg != nil {
+		c.pagedBlock(sc, it)
+		return
+	}
 	p := c.p
 	if c.pack > 1 {
 		c.packedBlock(sc, it)
@@ -454,7 +471,8 @@ func (c *call) block(sc *scratch, it int) {
 		v = p.V[vOff : vOff+p.Sk*D]
 	}
 
-	c.attendRows(sc, q, v, kvh, rowsN, scoreScale, outScale, blockRows{
+	c.attendRows(sc, q, rowsN, scoreScale, outScale, blockRows{
+		outBuf: p.Out, lseBuf: p.LSE,
 		visible: func(r int) int { return p.VisibleKeys(p.Mask, i0+r) },
 		out: func(r int) int {
 			if p.Layout != backend.BHSD {
@@ -463,22 +481,33 @@ func (c *call) block(sc *scratch, it int) {
 			return qOff + r*D
 		},
 		lse: func(r int) int { return bh*p.Sq + i0 + r },
-	})
+	}, c.densePanels(sc, kvh, v))
 }
 
 // blockRows says, for row r of a block, how many keys it sees and where its
-// output and log-sum-exp go.
+// output and log-sum-exp go: outBuf[out(r):][:D] and lseBuf[lse(r)] (no
+// log-sum-exp where lseBuf is nil).
 type blockRows struct {
-	visible  func(r int) int
-	out, lse func(r int) int
+	visible        func(r int) int
+	out, lse       func(r int) int
+	outBuf, lseBuf []float32
+}
+
+// keyPanels is the range of key panels [kb0, kb1) a block runs over, and
+// how to get panel kb: its keys as the kernel set's transpose lays them out
+// and its value rows (n×D floats, n the panel's keys).
+type keyPanels struct {
+	kb0, kb1 int
+	get      func(kb int) (kt, v []float32)
 }
 
 // attendRows runs the online softmax of a block's rowsN query rows q
-// (rounded up to four, zero rows after rowsN) against KV head kvh's key
-// panels and values v, and writes each row's output and log-sum-exp.
-func (c *call) attendRows(sc *scratch, q, v []float32, kvh, rowsN int, scoreScale, outScale float32, br blockRows) {
-	p, ks := c.p, c.ks
-	D := p.D
+// (rounded up to four, zero rows after rowsN) against the key panels kp
+// (keys kp.kb0·panel .. kp.kb1·panel-1, those a row sees) and writes each
+// row's output (scaled by outScale) and log-sum-exp; a row that sees no key
+// of the range gets zeros and -Inf.
+func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, br blockRows, kp keyPanels) {
+	ks, D := c.ks, c.d
 	rows := (rowsN + 3) &^ 3
 	m, l, acc := sc.m[:rows], sc.l[:rows], sc.acc[:rows*D]
 	negInf := float32(math.Inf(-1))
@@ -489,14 +518,12 @@ func (c *call) attendRows(sc *scratch, q, v []float32, kvh, rowsN int, scoreScal
 	s := sc.s[:4*panel]
 	// Rows see keys [0, visible(i)); visible grows with i, so the last row
 	// bounds the block's key range.
-	nmax := br.visible(rowsN - 1)
-	for kb := 0; kb*panel < nmax; kb++ {
+	nmax := min(br.visible(rowsN-1), kp.kb1*panel)
+	for kb := kp.kb0; kb*panel < nmax; kb++ {
 		j0 := kb * panel
 		n := min(panel, nmax-j0)
-		pi := kvh*c.panels + kb
-		c.panelReady(sc, pi)
-		kt := c.kt[pi*D*panel : (pi+1)*D*panel]
-		vb := v[j0*D : (j0+n)*D]
+		kt, vb := kp.get(kb)
+		vb = vb[:n*D]
 		for g := 0; g < rowsN; g += 4 {
 			ks.scores4(s, q[g*D:(g+4)*D], kt, D, scoreScale)
 			// Each row's softmax step over its own visible keys nr[r]:
@@ -555,11 +582,11 @@ func (c *call) attendRows(sc *scratch, q, v []float32, kvh, rowsN int, scoreScal
 	}
 	for r := 0; r < rowsN; r++ {
 		o := br.out(r)
-		or, ar := p.Out[o:o+D], acc[r*D:(r+1)*D]
-		if br.visible(r) == 0 {
+		or, ar := br.outBuf[o:o+D], acc[r*D:(r+1)*D]
+		if br.visible(r) <= kp.kb0*panel {
 			clear(or)
-			if p.LSE != nil {
-				p.LSE[br.lse(r)] = negInf
+			if br.lseBuf != nil {
+				br.lseBuf[br.lse(r)] = negInf
 			}
 			continue
 		}
@@ -567,10 +594,21 @@ func (c *call) attendRows(sc *scratch, q, v []float32, kvh, rowsN int, scoreScal
 		for d := range or {
 			or[d] = ar[d] * inv
 		}
-		if p.LSE != nil {
-			p.LSE[br.lse(r)] = m[r] + float32(math.Log(float64(l[r])))
+		if br.lseBuf != nil {
+			br.lseBuf[br.lse(r)] = m[r] + float32(math.Log(float64(l[r])))
 		}
 	}
+}
+
+// densePanels is the key panels of KV head kvh of a dense problem, built
+// on first use (panelReady), with its value rows v.
+func (c *call) densePanels(sc *scratch, kvh int, v []float32) keyPanels {
+	D := c.d
+	return keyPanels{kb0: 0, kb1: c.panels, get: func(kb int) ([]float32, []float32) {
+		pi := kvh*c.panels + kb
+		c.panelReady(sc, pi)
+		return c.kt[pi*D*panel : (pi+1)*D*panel], v[kb*panel*D:]
+	}}
 }
 
 // packBelow: the query heads of a KV head are packed into one block's rows
@@ -619,14 +657,15 @@ func (c *call) packedBlock(sc *scratch, it int) {
 		scoreScale = float32(float64(p.Scale) * float64(p.KScale[kvh]))
 		outScale = p.VScale[kvh]
 	}
-	c.attendRows(sc, q, v, kvh, rowsN, scoreScale, outScale, blockRows{
+	c.attendRows(sc, q, rowsN, scoreScale, outScale, blockRows{
+		outBuf: p.Out, lseBuf: p.LSE,
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(p.Mask, i) },
 		out: func(r int) int {
 			h, i := head(r)
 			return p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
 		},
 		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
-	})
+	}, c.densePanels(sc, kvh, v))
 }
 
 // Default is the registered instance "cpu". The kernel sets are registered

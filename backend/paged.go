@@ -1,0 +1,240 @@
+package backend
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/fp8attn/fp8attn/internal/checked"
+)
+
+// A paged key/value cache holds the keys and values of many sequences as
+// FP8 E4M3 codes in fixed-size pages, as paged-attention servers do: a
+// sequence owns a list of pages (its block table), grows by appending tokens
+// into its last page, and returns its pages to the pool when it is dropped.
+// The bookkeeping (which pages a sequence owns, how long it is) is the
+// caller's (package sdpa); the storage, its memory layout and the arithmetic
+// belong to the backend, through PagedKV.
+//
+// Scale policy. Every (page, KV head) has its own dequantization scale for K
+// and for V, a power of two chosen when the page receives its first token
+// with a nonzero value: the smallest power of two s with amax ≤ s·PageHeadroom
+// (so that later tokens up to 448/PageHeadroom times larger still fit). A
+// token that would not fit (its amax above s·448) makes the backend
+// re-quantize that page and head with the larger power of two: since both
+// scales are powers of two, re-encoding a code is exact unless the value falls
+// to the subnormal range, so growing a page's range costs one pass over one
+// page (PageSize·D codes), never a silent saturation, and no work that grows
+// with the cache length. Values are never saturated: appending a non-finite
+// value is an error and writes nothing.
+
+// PageHeadroom is the value the first amax of a page is mapped below (a
+// power of two at most this far below E4M3's largest finite value 448, so a
+// page has room for values up to 448/PageHeadroom = 7 to 14 times larger than
+// its first token's before it must be re-quantized).
+const PageHeadroom = 64
+
+// PageScale returns the dequantization scale a page gets for values of
+// largest magnitude amax > 0: the smallest power of two s with amax <=
+// s·PageHeadroom (at least the smallest float32).
+func PageScale(amax float32) float32 {
+	frac, exp := math.Frexp(float64(amax) / PageHeadroom)
+	if frac == 0.5 {
+		exp--
+	}
+	return float32(math.Ldexp(1, max(exp, -149)))
+}
+
+// PagedConfig describes a paged cache's storage.
+type PagedConfig struct {
+	// KVHeads and HeadDim: each token has KVHeads key rows and value rows
+	// of HeadDim elements.
+	KVHeads, HeadDim int
+	// PageSize is the number of tokens in a page; Pages the number of pages
+	// in the pool (the cache's capacity is Pages·PageSize tokens, shared by
+	// all sequences).
+	PageSize, Pages int
+}
+
+// Validate checks the configuration's sizes (positive, no overflow of the
+// storage size). Errors wrap ErrInvalid.
+func (c PagedConfig) Validate() error {
+	if c.KVHeads <= 0 || c.HeadDim <= 0 || c.PageSize <= 0 || c.Pages <= 0 {
+		return fmt.Errorf("%w: paged cache sizes must be positive, got KVHeads=%d HeadDim=%d PageSize=%d Pages=%d",
+			ErrInvalid, c.KVHeads, c.HeadDim, c.PageSize, c.Pages)
+	}
+	if _, ok := checked.Mul(c.Pages, c.PageSize, c.KVHeads, c.HeadDim); !ok || c.Pages > math.MaxInt32 {
+		return fmt.Errorf("%w: paged cache of %d pages of %d tokens × %d heads × %d overflows", ErrInvalid, c.Pages, c.PageSize, c.KVHeads, c.HeadDim)
+	}
+	return nil
+}
+
+// PagedBackend is implemented by backends that hold paged FP8 key/value
+// caches.
+type PagedBackend interface {
+	// NewPagedKV allocates the storage of a cache (all pages, zeroed), or
+	// returns an error wrapping ErrUnsupported for a configuration the
+	// backend cannot hold (a page size its kernels do not take).
+	NewPagedKV(c PagedConfig) (PagedKV, error)
+}
+
+// PagedKV is the storage of one paged cache. Its methods are not safe for
+// concurrent use with each other, except Attention with Attention (the
+// caller serializes appends against attention).
+type PagedKV interface {
+	// Config returns the storage's configuration.
+	Config() PagedConfig
+	// Append quantizes a.K and a.V into the slots a names (see PagedAppend).
+	// It checks everything before it writes anything.
+	Append(a *PagedAppend) error
+	// Attention computes p.Out (and p.LSE) for new queries against the
+	// cached keys and values. p has passed Validate against Config.
+	Attention(p *PagedProblem) error
+	// Bytes returns the memory the storage holds.
+	Bytes() int64
+	// Close releases the storage; the cache is unusable after it.
+	Close() error
+}
+
+// PagedAppend is a batch of new tokens: for each of B sequences, N tokens,
+// whose key and value rows are K and V, float32 [B][Hkv][N][D] in Layout
+// (BSHD: [B][N][Hkv][D], a projection's output). Token t of sequence b goes
+// to slot Slot[b*N+t] of page Page[b*N+t]. A token
+// written to slot 0 starts its page: the page's old contents and scales are
+// discarded (pages come back from dropped sequences).
+type PagedAppend struct {
+	B, N   int
+	Layout Layout
+	K, V   []float32
+	// Page and Slot have B·N entries.
+	Page, Slot []int32
+}
+
+// Validate checks a against the cache configuration c: sizes, that every
+// page and slot is in range, that no slot is named twice among a page's
+// worth of neighbouring tokens (a sequence's run), and that K and V
+// are finite (a non-finite value in a cache would poison every later call
+// that reads it). Errors wrap ErrInvalid.
+func (a *PagedAppend) Validate(c PagedConfig) error {
+	if a.B <= 0 || a.N <= 0 {
+		return fmt.Errorf("%w: append of B=%d sequences of N=%d tokens", ErrInvalid, a.B, a.N)
+	}
+	if a.Layout != BHSD && a.Layout != BSHD {
+		return fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(a.Layout))
+	}
+	tokens, ok := checked.Mul(a.B, a.N)
+	n, ok2 := checked.Mul(tokens, c.KVHeads, c.HeadDim)
+	if !ok || !ok2 {
+		return fmt.Errorf("%w: append of %d×%d tokens overflows", ErrInvalid, a.B, a.N)
+	}
+	if len(a.K) != n || len(a.V) != n {
+		return fmt.Errorf("%w: K has %d and V %d elements, %d tokens × %d heads × %d need %d", ErrInvalid, len(a.K), len(a.V), tokens, c.KVHeads, c.HeadDim, n)
+	}
+	if len(a.Page) != tokens || len(a.Slot) != tokens {
+		return fmt.Errorf("%w: %d pages and %d slots for %d tokens", ErrInvalid, len(a.Page), len(a.Slot), tokens)
+	}
+	for t := range tokens {
+		if a.Page[t] < 0 || int(a.Page[t]) >= c.Pages || a.Slot[t] < 0 || int(a.Slot[t]) >= c.PageSize {
+			return fmt.Errorf("%w: token %d goes to page %d slot %d (pool of %d pages of %d)", ErrInvalid, t, a.Page[t], a.Slot[t], c.Pages, c.PageSize)
+		}
+		for u := t + 1; u < tokens && u < t+c.PageSize; u++ { // a sequence's tokens are adjacent
+			if a.Page[u] == a.Page[t] && a.Slot[u] == a.Slot[t] {
+				return fmt.Errorf("%w: tokens %d and %d both go to page %d slot %d", ErrInvalid, t, u, a.Page[t], a.Slot[t])
+			}
+		}
+	}
+	for i, x := range [][]float32{a.K, a.V} {
+		for j, e := range x {
+			if math.IsNaN(float64(e)) || math.IsInf(float64(e), 0) {
+				return fmt.Errorf("%w: %s element %d is %v; the cache holds finite values only", ErrInvalid, [...]string{"K", "V"}[i], j, e)
+			}
+		}
+	}
+	return nil
+}
+
+// PagedProblem is attention of new queries against a paged cache: B
+// sequences, each with Sq new queries (Q, [B][Hq][Sq][D] in Layout), each
+// seeing the first SeqLens[b] tokens of its cache, stored in the pages
+// BlockTable[b*PagesPerSeq : ...] in order. Query i of sequence b is at
+// position SeqLens[b]-Sq+i: with CausalLowerRight it sees keys
+// 0..SeqLens[b]-Sq+i (the alignment of a chunk of new tokens already
+// appended to the cache); with NoMask all SeqLens[b]. Out is [B][Hq][Sq][D]
+// in Layout; LSE, if not nil, [B][Hq][Sq].
+type PagedProblem struct {
+	B, Hq, Hkv, Sq, D int
+	Scale             float32
+	Mask              Mask
+	Layout            Layout
+	Q                 []float32
+	SeqLens           []int32
+	BlockTable        []int32
+	PagesPerSeq       int
+	Out, LSE          []float32
+}
+
+// Shape returns the problem's shape with Sk the longest sequence.
+func (p *PagedProblem) Shape() Shape {
+	sk := 0
+	for _, n := range p.SeqLens {
+		sk = max(sk, int(n))
+	}
+	return Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: sk, D: p.D}
+}
+
+// VisibleKeys returns the number of cached keys query i of sequence b sees.
+func (p *PagedProblem) VisibleKeys(b, i int) int {
+	n := int(p.SeqLens[b])
+	if p.Mask == CausalLowerRight {
+		return max(0, min(n, n-p.Sq+i+1))
+	}
+	return n
+}
+
+// Validate checks p against the cache configuration c. Errors wrap
+// ErrInvalid.
+func (p *PagedProblem) Validate(c PagedConfig) error {
+	if p.B <= 0 || p.Hq <= 0 || p.Sq <= 0 || p.PagesPerSeq <= 0 {
+		return fmt.Errorf("%w: paged attention sizes must be positive, got B=%d Hq=%d Sq=%d PagesPerSeq=%d", ErrInvalid, p.B, p.Hq, p.Sq, p.PagesPerSeq)
+	}
+	if p.Hkv != c.KVHeads || p.D != c.HeadDim {
+		return fmt.Errorf("%w: problem has %d KV heads of dim %d, the cache %d of dim %d", ErrInvalid, p.Hkv, p.D, c.KVHeads, c.HeadDim)
+	}
+	if p.Hq%p.Hkv != 0 {
+		return fmt.Errorf("%w: query heads (%d) must be a multiple of key/value heads (%d)", ErrInvalid, p.Hq, p.Hkv)
+	}
+	if math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) {
+		return fmt.Errorf("%w: scale is %v", ErrInvalid, p.Scale)
+	}
+	if p.Mask != NoMask && p.Mask != CausalLowerRight {
+		return fmt.Errorf("%w: a cache takes NoMask or CausalLowerRight, not %v", ErrInvalid, p.Mask)
+	}
+	if p.Layout != BHSD && p.Layout != BSHD {
+		return fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(p.Layout))
+	}
+	nq, ok := checked.Mul(p.B, p.Hq, p.Sq, p.D)
+	nt, ok2 := checked.Mul(p.B, p.PagesPerSeq)
+	if !ok || !ok2 {
+		return fmt.Errorf("%w: paged problem B=%d Hq=%d Sq=%d D=%d PagesPerSeq=%d overflows", ErrInvalid, p.B, p.Hq, p.Sq, p.D, p.PagesPerSeq)
+	}
+	if len(p.Q) != nq || len(p.Out) != nq {
+		return fmt.Errorf("%w: Q has %d and Out %d elements, shape needs %d", ErrInvalid, len(p.Q), len(p.Out), nq)
+	}
+	if p.LSE != nil && len(p.LSE) != p.B*p.Hq*p.Sq {
+		return fmt.Errorf("%w: LSE has %d elements, shape needs %d", ErrInvalid, len(p.LSE), p.B*p.Hq*p.Sq)
+	}
+	if len(p.SeqLens) != p.B || len(p.BlockTable) != nt {
+		return fmt.Errorf("%w: %d sequence lengths and %d block-table entries for %d sequences of %d pages", ErrInvalid, len(p.SeqLens), len(p.BlockTable), p.B, p.PagesPerSeq)
+	}
+	for b, n := range p.SeqLens {
+		if n < 0 || int64(n) > int64(p.PagesPerSeq)*int64(c.PageSize) {
+			return fmt.Errorf("%w: sequence %d has %d tokens, its %d pages hold %d", ErrInvalid, b, n, p.PagesPerSeq, p.PagesPerSeq*c.PageSize)
+		}
+		used := (int(n) + c.PageSize - 1) / c.PageSize
+		for _, pg := range p.BlockTable[b*p.PagesPerSeq : b*p.PagesPerSeq+used] {
+			if pg < 0 || int(pg) >= c.Pages {
+				return fmt.Errorf("%w: sequence %d names page %d of a pool of %d", ErrInvalid, b, pg, c.Pages)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,285 @@
+package sdpa
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/checked"
+)
+
+// Device is a backend together with the memory its tensors live in, opened
+// by backend name, so that one program runs unchanged on a laptop ("cpu")
+// and on a GPU host ("cuda"): upload inputs once, quantize them, run
+// attention and key/value caches on the device, download the results.
+//
+// Where the tensors live: every backend today keeps device tensors in host
+// memory. For "cpu" that is its memory; a "cuda" device copies them to the
+// GPU for each call, as Attention does (GPU-resident tensors and caches are
+// the cuda backend's next step). The API does not change when they move.
+//
+// A Device and its tensors are safe for concurrent use: calls that write a
+// tensor (CopyFrom, an output of Attention, Free) must not overlap other
+// calls that use the same tensor, as with any Go value.
+type Device struct {
+	name string
+	be   backend.Backend
+}
+
+// Open returns the device of the backend registered as name (Backends lists
+// them); "" opens the highest-priority backend that is available in this
+// build. Errors wrap ErrUnknownBackend, or ErrUnsupported for a backend
+// this build or machine cannot run (cuda without -tags cuda, or no GPU).
+func Open(name string) (*Device, error) {
+	if name == "" {
+		var errs []error
+		for _, n := range backend.Names() {
+			d, err := Open(n)
+			if err == nil {
+				return d, nil
+			}
+			errs = append(errs, err)
+		}
+		return nil, fmt.Errorf("%w: no backend is available: %w", ErrUnsupported, errors.Join(errs...))
+	}
+	be, err := backend.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if a, ok := be.(backend.Availability); ok {
+		if err := a.Available(); err != nil {
+			return nil, err
+		}
+	}
+	return &Device{name: name, be: be}, nil
+}
+
+// Name returns the backend name the device was opened with.
+func (d *Device) Name() string { return d.name }
+
+// DeviceTensor is a tensor in a device's memory: float32 ([B][H][S][D] in
+// its layout) or E4M3 codes with one dequantization scale per (batch,
+// head), as QuantizedTensor.
+type DeviceTensor struct {
+	dev *Device
+	mu  sync.Mutex // guards freed against concurrent Free
+	f   *Tensor
+	q   *QuantizedTensor
+	// freed: the tensor was freed and may not be used.
+	freed bool
+}
+
+// Dims returns the tensor's shape [B][H][S][D].
+func (t *DeviceTensor) Dims() (b, h, s, d int) {
+	if t.q != nil {
+		return t.q.B, t.q.H, t.q.S, t.q.D
+	}
+	return t.f.B, t.f.H, t.f.S, t.f.D
+}
+
+// Layout returns the tensor's memory order.
+func (t *DeviceTensor) Layout() Layout {
+	if t.q != nil {
+		return t.q.Layout
+	}
+	return t.f.Layout
+}
+
+// Precision returns FP32 for a float32 tensor, FP8E4M3 for a quantized one.
+func (t *DeviceTensor) Precision() Precision {
+	if t.q != nil {
+		return FP8E4M3
+	}
+	return FP32
+}
+
+// use checks that t is a live tensor of device d.
+func (t *DeviceTensor) use(d *Device, what string) error {
+	if t == nil {
+		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
+	}
+	if t.dev != d {
+		return fmt.Errorf("%w: %s belongs to device %q, not %q", ErrInvalid, what, t.dev.name, d.name)
+	}
+	t.mu.Lock()
+	freed := t.freed
+	t.mu.Unlock()
+	if freed {
+		return fmt.Errorf("%w: %s was freed", ErrInvalid, what)
+	}
+	return nil
+}
+
+// Upload copies t into a new float32 device tensor of t's shape and layout.
+func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: uploading a nil tensor", ErrInvalid)
+	}
+	if err := t.check("t"); err != nil {
+		return nil, err
+	}
+	c := &Tensor{Data: append([]float32(nil), t.Data...), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
+	return &DeviceTensor{dev: d, f: c}, nil
+}
+
+// UploadQuantized copies t into a new FP8 device tensor.
+func (d *Device) UploadQuantized(t *QuantizedTensor) (*DeviceTensor, error) {
+	if t == nil {
+		return nil, fmt.Errorf("%w: uploading a nil tensor", ErrInvalid)
+	}
+	if err := t.check("t"); err != nil {
+		return nil, err
+	}
+	c := *t
+	c.Data = append(c.Data[:0:0], t.Data...)
+	c.Scales = append([]float32(nil), t.Scales...)
+	return &DeviceTensor{dev: d, q: &c}, nil
+}
+
+// NewTensor returns a float32 device tensor of zeros, [b][h][s][dim] in
+// layout l (an output for Attention).
+func (d *Device) NewTensor(b, h, s, dim int, l Layout) (*DeviceTensor, error) {
+	n, ok := checked.Mul(b, h, s, dim)
+	if !ok || b <= 0 || h <= 0 || s <= 0 || dim <= 0 {
+		return nil, fmt.Errorf("%w: device tensor [%d][%d][%d][%d]: sizes must be positive and their product fit an int", ErrInvalid, b, h, s, dim)
+	}
+	if l != BHSD && l != BSHD {
+		return nil, fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(l))
+	}
+	return &DeviceTensor{dev: d, f: &Tensor{Data: make([]float32, n), B: b, H: h, S: s, D: dim, Layout: l}}, nil
+}
+
+// CopyFrom overwrites a float32 device tensor with src, which must have its
+// shape and layout. It allocates nothing.
+func (t *DeviceTensor) CopyFrom(src *Tensor) error {
+	if t == nil || src == nil {
+		return fmt.Errorf("%w: CopyFrom with a nil tensor", ErrInvalid)
+	}
+	if err := t.use(t.dev, "the destination"); err != nil {
+		return err
+	}
+	if err := src.check("src"); err != nil {
+		return err
+	}
+	if t.f == nil {
+		return fmt.Errorf("%w: CopyFrom into an FP8 tensor (upload float32 and Quantize)", ErrInvalid)
+	}
+	if src.B != t.f.B || src.H != t.f.H || src.S != t.f.S || src.D != t.f.D || src.Layout != t.f.Layout {
+		return fmt.Errorf("%w: src is [%d][%d][%d][%d] %v, the tensor [%d][%d][%d][%d] %v", ErrInvalid,
+			src.B, src.H, src.S, src.D, src.Layout, t.f.B, t.f.H, t.f.S, t.f.D, t.f.Layout)
+	}
+	copy(t.f.Data, src.Data)
+	return nil
+}
+
+// Download copies the tensor's values (an FP8 tensor's dequantized) into
+// dst, which must have its shape and layout. It allocates nothing.
+func (t *DeviceTensor) Download(dst *Tensor) error {
+	if t == nil || dst == nil {
+		return fmt.Errorf("%w: Download with a nil tensor", ErrInvalid)
+	}
+	if err := t.use(t.dev, "the tensor"); err != nil {
+		return err
+	}
+	if err := dst.check("dst"); err != nil {
+		return err
+	}
+	b, h, s, d := t.Dims()
+	if dst.B != b || dst.H != h || dst.S != s || dst.D != d || dst.Layout != t.Layout() {
+		return fmt.Errorf("%w: dst is [%d][%d][%d][%d] %v, the tensor [%d][%d][%d][%d] %v", ErrInvalid,
+			dst.B, dst.H, dst.S, dst.D, dst.Layout, b, h, s, d, t.Layout())
+	}
+	if t.f != nil {
+		copy(dst.Data, t.f.Data)
+		return nil
+	}
+	return t.q.dequantizeInto(dst)
+}
+
+// Free releases the tensor's memory; using it afterwards is an error.
+// Freeing twice is an error.
+func (t *DeviceTensor) Free() error {
+	if t == nil {
+		return fmt.Errorf("%w: freeing a nil tensor", ErrInvalid)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.freed {
+		return fmt.Errorf("%w: tensor freed twice", ErrInvalid)
+	}
+	t.freed, t.f, t.q = true, nil, nil
+	return nil
+}
+
+// Quantize returns a new FP8 device tensor holding t (float32) quantized
+// with one amax scale per (batch, head), as Quantize does on the host.
+func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
+	if err := t.use(d, "t"); err != nil {
+		return nil, err
+	}
+	if t.f == nil {
+		return nil, fmt.Errorf("%w: the tensor is already FP8", ErrInvalid)
+	}
+	q, err := Quantize(t.f)
+	if err != nil {
+		return nil, err
+	}
+	return &DeviceTensor{dev: d, q: q}, nil
+}
+
+// Attention computes attention on device tensors into out (float32,
+// [B][q.H][q.S][D] in q's layout) and, if lse is not nil, the log-sum-exp
+// into lse (float32, [B][q.H][q.S][1]). q, k and v are all float32
+// (opts.Precision says whether the call quantizes them) or all FP8 (the
+// FP8 path, no re-quantization). opts.Backend must be "" or the device's.
+// After the first call of a shape it allocates nothing on the cpu device.
+func (d *Device) Attention(out, lse, q, k, v *DeviceTensor, opts *Options) error {
+	for _, c := range []struct {
+		t    *DeviceTensor
+		name string
+	}{{out, "out"}, {q, "q"}, {k, "k"}, {v, "v"}} {
+		if err := c.t.use(d, c.name); err != nil {
+			return err
+		}
+	}
+	if out.f == nil {
+		return fmt.Errorf("%w: out must be a float32 tensor", ErrInvalid)
+	}
+	var lseData []float32
+	if lse != nil {
+		if err := lse.use(d, "lse"); err != nil {
+			return err
+		}
+		b, h, s, one := lse.Dims()
+		qb, qh, qs, _ := q.Dims()
+		if lse.f == nil || one != 1 || b != qb || h != qh || s != qs {
+			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, qb, qh, qs)
+		}
+		lseData = lse.f.Data
+	}
+	o, err := d.options(opts)
+	if err != nil {
+		return err
+	}
+	switch {
+	case q.f != nil && k.f != nil && v.f != nil:
+		return AttentionInto(out.f, lseData, q.f, k.f, v.f, &o)
+	case q.q != nil && k.q != nil && v.q != nil:
+		return AttentionQuantizedInto(out.f, lseData, q.q, k.q, v.q, &o)
+	}
+	return fmt.Errorf("%w: q, k and v are %v, %v, %v; they must all be float32 or all FP8", ErrInvalid, q.Precision(), k.Precision(), v.Precision())
+}
+
+// options returns opts (or the defaults) with the device's backend.
+func (d *Device) options(opts *Options) (Options, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Backend != "" && o.Backend != d.name {
+		return o, fmt.Errorf("%w: options name backend %q on device %q", ErrInvalid, o.Backend, d.name)
+	}
+	o.Backend = d.name
+	return o, nil
+}

@@ -1,0 +1,377 @@
+package sdpa
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/freelist"
+)
+
+// ErrCacheFull is returned (wrapped) by KVCache.Append when the cache's
+// pool has too few free pages for the new tokens; nothing is written.
+var ErrCacheFull = errors.New("kv cache is full")
+
+// KVCacheConfig sizes a key/value cache.
+type KVCacheConfig struct {
+	// KVHeads and HeadDim: each token has KVHeads key and value rows of
+	// HeadDim elements.
+	KVHeads, HeadDim int
+	// PageSize is the number of tokens per page; 0 means DefaultPageSize.
+	// The cpu device takes multiples of 64.
+	PageSize int
+	// MaxTokens is the capacity, shared by all sequences, rounded up to
+	// whole pages. Each sequence uses whole pages, so the tokens that fit
+	// are fewer by up to PageSize-1 per sequence.
+	MaxTokens int
+}
+
+// DefaultPageSize is the page size of a KVCacheConfig that leaves it 0.
+const DefaultPageSize = 64
+
+// SeqID names a sequence of a KVCache.
+type SeqID int64
+
+// KVCache is an FP8 E4M3 key/value cache on a device, holding many
+// sequences of different lengths in fixed-size pages (as paged-attention
+// servers do): AddSequence starts one, Append quantizes new tokens' keys and
+// values into its pages once, Attention runs new queries against what the
+// sequences hold, and Drop returns a sequence's pages for reuse (continuous
+// batching). Appending a token costs the same at any cache length.
+//
+// Scales: each page has its own power-of-two scale per KV head for keys and
+// for values, set by the first token and grown (re-encoding that one page,
+// exactly for values in E4M3's normal range) when a later token would not
+// fit; no value is ever saturated, and non-finite values are refused
+// (package backend, "Scale policy"). Queries stay float32: scores are float32
+// queries times decoded E4M3 keys, as FlashInfer's FP8-KV path does with
+// 16-bit queries.
+//
+// A KVCache is safe for concurrent use: Attention calls run concurrently
+// with each other; AddSequence, Append, Drop and Close wait for them.
+type KVCache struct {
+	dev  *Device
+	mu   sync.RWMutex
+	kv   backend.PagedKV
+	cfg  backend.PagedConfig
+	free []int32 // free pages, a stack
+	seqs map[SeqID]*kvSeq
+	next SeqID
+	// Append's scratch, under mu: each new token's page and slot.
+	page, slot []int32
+	seqBuf     []*kvSeq
+	app        backend.PagedAppend
+	calls      freelist.List[cacheCall]
+}
+
+type kvSeq struct {
+	pages []int32
+	n     int
+}
+
+// cacheCall is one Attention call's scratch.
+type cacheCall struct {
+	p     backend.PagedProblem
+	lens  []int32
+	table []int32
+	seqs  []*kvSeq
+}
+
+// NewKVCache allocates a cache on the device. Devices whose backend has no
+// paged cache report ErrUnsupported.
+func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
+	pb, ok := d.be.(backend.PagedBackend)
+	if !ok {
+		return nil, fmt.Errorf("%w: backend %q has no paged FP8 cache", ErrUnsupported, d.name)
+	}
+	if c.PageSize == 0 {
+		c.PageSize = DefaultPageSize
+	}
+	if c.PageSize < 0 || c.MaxTokens <= 0 {
+		return nil, fmt.Errorf("%w: cache of %d tokens in pages of %d", ErrInvalid, c.MaxTokens, c.PageSize)
+	}
+	pages := c.MaxTokens/c.PageSize + min(1, c.MaxTokens%c.PageSize)
+	cfg := backend.PagedConfig{KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: c.PageSize, Pages: pages}
+	kv, err := pb.NewPagedKV(cfg)
+	if err != nil {
+		return nil, err
+	}
+	free := make([]int32, pages)
+	for i := range free {
+		free[i] = int32(pages - 1 - i) // page 0 on top
+	}
+	return &KVCache{dev: d, kv: kv, cfg: cfg, free: free, seqs: map[SeqID]*kvSeq{}}, nil
+}
+
+// KVCacheUsage describes a cache's occupancy.
+type KVCacheUsage struct {
+	Sequences, Tokens   int
+	Pages, FreePages    int
+	PageSize            int
+	Bytes               int64 // memory the cache holds on its device
+	TokensPerPageFilled float64
+}
+
+// Usage returns the cache's occupancy.
+func (c *KVCache) Usage() KVCacheUsage {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	u := KVCacheUsage{Sequences: len(c.seqs), Pages: c.cfg.Pages, FreePages: len(c.free), PageSize: c.cfg.PageSize}
+	if c.kv != nil {
+		u.Bytes = c.kv.Bytes()
+	}
+	for _, s := range c.seqs {
+		u.Tokens += s.n
+	}
+	if used := u.Pages - u.FreePages; used > 0 {
+		u.TokensPerPageFilled = float64(u.Tokens) / float64(used)
+	}
+	return u
+}
+
+func (c *KVCache) errClosed() error {
+	if c.kv == nil {
+		return fmt.Errorf("%w: the kv cache is closed", ErrInvalid)
+	}
+	return nil
+}
+
+// AddSequence starts an empty sequence and returns its ID.
+func (c *KVCache) AddSequence() (SeqID, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.errClosed(); err != nil {
+		return 0, err
+	}
+	id := c.next
+	c.next++
+	c.seqs[id] = &kvSeq{}
+	return id, nil
+}
+
+// Len returns the number of tokens sequence id holds.
+func (c *KVCache) Len(id SeqID) (int, error) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s, ok := c.seqs[id]
+	if !ok {
+		return 0, fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
+	}
+	return s.n, nil
+}
+
+// Drop removes sequence id and returns its pages to the pool.
+func (c *KVCache) Drop(id SeqID) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.seqs[id]
+	if !ok {
+		return fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
+	}
+	for i := len(s.pages) - 1; i >= 0; i-- {
+		c.free = append(c.free, s.pages[i])
+	}
+	delete(c.seqs, id)
+	return nil
+}
+
+// Close releases the cache's memory; every later call is an error.
+func (c *KVCache) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.errClosed(); err != nil {
+		return err
+	}
+	err := c.kv.Close()
+	c.kv, c.seqs, c.free = nil, map[SeqID]*kvSeq{}, nil
+	return err
+}
+
+// lookup returns the distinct live sequences ids name, into dst.
+func (c *KVCache) lookup(ids []SeqID, dst []*kvSeq) ([]*kvSeq, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("%w: no sequences", ErrInvalid)
+	}
+	dst = dst[:0]
+	for i, id := range ids {
+		s, ok := c.seqs[id]
+		if !ok {
+			return nil, fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
+		}
+		for _, prev := range ids[:i] {
+			if prev == id {
+				return nil, fmt.Errorf("%w: sequence %d named twice", ErrInvalid, id)
+			}
+		}
+		dst = append(dst, s)
+	}
+	return dst, nil
+}
+
+// Append adds n new tokens to each of the sequences ids: k and v are float32
+// device tensors [len(ids)][KVHeads][n][HeadDim] in either layout (BSHD:
+// [len(ids)][n][KVHeads][HeadDim], a projection's output), row i of batch
+// entry b going to sequence ids[b]. The rows are quantized into the
+// sequences' pages (see the scale policy on KVCache). Everything is checked,
+// and free pages counted, before anything is written: on error (a
+// non-finite value, a full cache: ErrCacheFull) the cache is unchanged.
+func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
+	if err := k.use(c.dev, "k"); err != nil {
+		return err
+	}
+	if err := v.use(c.dev, "v"); err != nil {
+		return err
+	}
+	if k.f == nil || v.f == nil {
+		return fmt.Errorf("%w: append takes float32 keys and values (the cache quantizes them)", ErrInvalid)
+	}
+	kb, kh, kn, kd := k.Dims()
+	vb, vh, vn, vd := v.Dims()
+	if kb != vb || kh != vh || kn != vn || kd != vd || k.Layout() != v.Layout() {
+		return fmt.Errorf("%w: k [%d][%d][%d][%d] %v and v [%d][%d][%d][%d] %v must match", ErrInvalid, kb, kh, kn, kd, k.Layout(), vb, vh, vn, vd, v.Layout())
+	}
+	if kb != len(ids) || kh != c.cfg.KVHeads || kd != c.cfg.HeadDim {
+		return fmt.Errorf("%w: k and v are [%d][%d][%d][%d]; %d sequences of a cache of %d heads of dim %d need [%d][%d][n][%d]",
+			ErrInvalid, kb, kh, kn, kd, len(ids), c.cfg.KVHeads, c.cfg.HeadDim, len(ids), c.cfg.KVHeads, c.cfg.HeadDim)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.errClosed(); err != nil {
+		return err
+	}
+	seqs, err := c.lookup(ids, c.seqBuf)
+	if err != nil {
+		return err
+	}
+	c.seqBuf = seqs
+	P := c.cfg.PageSize
+	need := 0
+	if kn > c.cfg.Pages*P { // (then no sum below overflows)
+		return fmt.Errorf("%w: %d new tokens, the cache holds %d", ErrCacheFull, kn, c.cfg.Pages*P)
+	}
+	for _, s := range seqs {
+		need += (s.n+kn+P-1)/P - (s.n+P-1)/P
+	}
+	if need > len(c.free) {
+		return fmt.Errorf("%w: %d new pages needed, %d free of %d", ErrCacheFull, need, len(c.free), c.cfg.Pages)
+	}
+	c.page = freelist.Grow(c.page, kb*kn)
+	c.slot = freelist.Grow(c.slot, kb*kn)
+	top := len(c.free) // pages are taken from free[:top] downwards
+	for b, s := range seqs {
+		owned := len(s.pages)
+		for t := range kn {
+			pos := s.n + t
+			pi := pos / P
+			var pg int32
+			if pi < owned {
+				pg = s.pages[pi]
+			} else { // a new page: the next free one, for this and the page's later tokens
+				pg = c.free[top-1-(pi-owned)]
+			}
+			c.page[b*kn+t], c.slot[b*kn+t] = pg, int32(pos%P)
+		}
+		top -= (s.n+kn+P-1)/P - owned
+	}
+	c.app = backend.PagedAppend{B: kb, N: kn, Layout: k.Layout(), K: k.f.Data, V: v.f.Data, Page: c.page, Slot: c.slot}
+	err = c.kv.Append(&c.app)
+	c.app = backend.PagedAppend{}
+	if err != nil {
+		return err
+	}
+	top = len(c.free)
+	for _, s := range seqs {
+		add := (s.n+kn+P-1)/P - len(s.pages)
+		for i := range add {
+			s.pages = append(s.pages, c.free[top-1-i])
+		}
+		top -= add
+		s.n += kn
+	}
+	c.free = c.free[:top]
+	return nil
+}
+
+// Attention computes attention of new queries against the sequences ids:
+// q is a float32 device tensor [len(ids)][Hq][Sq][HeadDim] (Hq a multiple
+// of KVHeads, either layout), the queries of batch entry b being the last Sq
+// positions of sequence ids[b] (append their keys and values first); out is
+// float32 of q's shape and layout, lse nil or float32 [len(ids)][Hq][Sq][1].
+// opts.Mask is NoMask (every query sees all of its sequence) or
+// CausalLowerRight (query i sees positions up to its own, Len-Sq+i, as a
+// chunk of new tokens or speculative drafts must); opts.Scale as for
+// Attention; opts.Precision is ignored (the cache is FP8, the queries
+// float32); SmoothK and Hadamard are not supported. A sequence with no
+// tokens gives zeros and LSE -Inf. After the first call of a shape it
+// allocates nothing on the cpu device.
+func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
+	if err := q.use(c.dev, "q"); err != nil {
+		return err
+	}
+	if err := out.use(c.dev, "out"); err != nil {
+		return err
+	}
+	if q.f == nil || out.f == nil {
+		return fmt.Errorf("%w: q and out must be float32 tensors", ErrInvalid)
+	}
+	b, hq, sq, d := q.Dims()
+	if ob, oh, os, od := out.Dims(); ob != b || oh != hq || os != sq || od != d || out.Layout() != q.Layout() {
+		return fmt.Errorf("%w: out [%d][%d][%d][%d] %v must match q [%d][%d][%d][%d] %v", ErrInvalid, ob, oh, os, od, out.Layout(), b, hq, sq, d, q.Layout())
+	}
+	var lseData []float32
+	if lse != nil {
+		if err := lse.use(c.dev, "lse"); err != nil {
+			return err
+		}
+		lb, lh, ls, one := lse.Dims()
+		if lse.f == nil || lb != b || lh != hq || ls != sq || one != 1 {
+			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, b, hq, sq)
+		}
+		lseData = lse.f.Data
+	}
+	o, err := c.dev.options(opts)
+	if err != nil {
+		return err
+	}
+	if o.SmoothK || o.Hadamard {
+		return fmt.Errorf("%w: SmoothK and Hadamard on a kv cache", ErrUnsupported)
+	}
+	scale, err := resolveScale(o.Scale, d)
+	if err != nil {
+		return err
+	}
+	if b != len(ids) {
+		return fmt.Errorf("%w: q has %d batch entries for %d sequences", ErrInvalid, b, len(ids))
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if err := c.errClosed(); err != nil {
+		return err
+	}
+	cc := c.calls.Get()
+	defer c.calls.Put(cc)
+	seqs, err := c.lookup(ids, cc.seqs)
+	if err != nil {
+		return err
+	}
+	cc.seqs = seqs
+	per := 1
+	for _, s := range seqs {
+		per = max(per, len(s.pages))
+	}
+	cc.lens = freelist.Grow(cc.lens, b)
+	cc.table = freelist.Grow(cc.table, b*per)
+	for i, s := range seqs {
+		cc.lens[i] = int32(s.n)
+		row := cc.table[i*per : (i+1)*per]
+		clear(row[copy(row, s.pages):])
+	}
+	cc.p = backend.PagedProblem{
+		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: o.Mask, Layout: q.Layout(),
+		Q: q.f.Data, SeqLens: cc.lens, BlockTable: cc.table, PagesPerSeq: per, Out: out.f.Data, LSE: lseData,
+	}
+	err = c.kv.Attention(&cc.p)
+	cc.p = backend.PagedProblem{}
+	return err
+}
