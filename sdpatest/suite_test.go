@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cpu"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -168,3 +170,73 @@ func (declines) Supports(*backend.Problem) error {
 	return fmt.Errorf("%w: nothing", backend.ErrUnsupported)
 }
 func (declines) Attention(*backend.Problem) error { return nil }
+
+// pagedMutant wraps the cpu backend's paged cache with one deliberate bug.
+type pagedMutant struct {
+	attend func(kv backend.PagedKV, p *backend.PagedProblem) error
+	app    func(kv backend.PagedKV, a *backend.PagedAppend) error
+}
+
+func (m pagedMutant) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
+	kv, err := cpu.New(2).NewPagedKV(c)
+	return mutantKV{kv, m}, err
+}
+
+type mutantKV struct {
+	backend.PagedKV
+	m pagedMutant
+}
+
+func (k mutantKV) Attention(p *backend.PagedProblem) error {
+	if k.m.attend != nil {
+		return k.m.attend(k.PagedKV, p)
+	}
+	return k.PagedKV.Attention(p)
+}
+
+func (k mutantKV) Append(a *backend.PagedAppend) error {
+	if k.m.app != nil {
+		return k.m.app(k.PagedKV, a)
+	}
+	return k.PagedKV.Append(a)
+}
+
+// TestPagedSuiteCatchesBugs: the paged table must fail each of these
+// broken caches, and pass the cache they break.
+func TestPagedSuiteCatchesBugs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 77))
+	if errs := sdpatest.PagedFailures(pagedMutant{}, rng); len(errs) > 0 {
+		t.Fatalf("the unbroken cache fails: %v", errs)
+	}
+	for name, m := range map[string]pagedMutant{
+		"reads-another-sequence's-page": {attend: func(kv backend.PagedKV, p *backend.PagedProblem) error {
+			if p.B > 1 && p.SeqLens[0] > 0 && p.SeqLens[1] > 0 {
+				p.BlockTable[0] = p.BlockTable[p.PagesPerSeq]
+			}
+			return kv.Attention(p)
+		}},
+		"drops-the-last-token": {attend: func(kv backend.PagedKV, p *backend.PagedProblem) error {
+			if p.SeqLens[0] > 1 {
+				p.SeqLens[0]--
+				defer func() { p.SeqLens[0]++ }()
+			}
+			return kv.Attention(p)
+		}},
+		"saturates-instead-of-growing": {app: func(kv backend.PagedKV, a *backend.PagedAppend) error {
+			c := *a
+			c.K, c.V = slices.Clone(a.K), slices.Clone(a.V)
+			for _, x := range [][]float32{c.K, c.V} {
+				for i := range x {
+					x[i] = max(-8, min(8, x[i]))
+				}
+			}
+			return kv.Append(&c)
+		}},
+	} {
+		if errs := sdpatest.PagedFailures(m, rng); len(errs) == 0 {
+			t.Errorf("%s passed the paged table", name)
+		} else {
+			t.Logf("%s: %d cases fail, first: %v", name, len(errs), errs[0])
+		}
+	}
+}

@@ -1,0 +1,355 @@
+package sdpatest
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/oracle"
+)
+
+// The paged-cache part of the suite. A backend's cache is held to a model of
+// what the cache must contain under the scale policy of package backend,
+// kept here as values (not codes) and written independently of any backend:
+// per (page, head) a power-of-two scale s, the smallest with amax <=
+// s·PageHeadroom, set by the first nonzero token; when a token's amax
+// exceeds 448·s, the scale grows the same way and every stored value is
+// rounded again to E4M3 at the new scale. Attention is then checked against
+// the float64 oracle on the model's values with the float32 tolerances,
+// since a backend computes in float32 on exactly those values.
+
+// pagedModel is the expected contents of a cache: k and v values per
+// (page, head), [PageSize][D] rows, and their scales.
+type pagedModel struct {
+	cfg    backend.PagedConfig
+	k, v   [][]float32
+	ks, vs []float64
+}
+
+func newPagedModel(cfg backend.PagedConfig) *pagedModel {
+	m := &pagedModel{cfg: cfg, ks: make([]float64, cfg.Pages*cfg.KVHeads), vs: make([]float64, cfg.Pages*cfg.KVHeads)}
+	for range cfg.Pages * cfg.KVHeads {
+		m.k = append(m.k, make([]float32, cfg.PageSize*cfg.HeadDim))
+		m.v = append(m.v, make([]float32, cfg.PageSize*cfg.HeadDim))
+	}
+	return m
+}
+
+// pow2Scale is the smallest power of two s with amax <= s·PageHeadroom, at
+// least 2^-149.
+func pow2Scale(amax float64) float64 {
+	s := 1.0
+	for s*backend.PageHeadroom < amax {
+		s *= 2
+	}
+	for s > math.Ldexp(1, -149) && s/2*backend.PageHeadroom >= amax {
+		s /= 2
+	}
+	return s
+}
+
+func roundE4M3(x float32, s float64) float32 {
+	return fp8.ToE4M3(x/float32(s), fp8.SatFinite).Float32() * float32(s)
+}
+
+func (m *pagedModel) put(vals []float32, scale *float64, row []float32, slot int) {
+	D := m.cfg.HeadDim
+	var amax float64
+	for _, x := range row {
+		amax = max(amax, math.Abs(float64(x)))
+	}
+	if amax > 0 && *scale == 0 {
+		*scale = pow2Scale(amax)
+	} else if amax > fp8.MaxE4M3**scale {
+		*scale = pow2Scale(amax)
+		for i, x := range vals {
+			vals[i] = roundE4M3(x, *scale)
+		}
+	}
+	for i, x := range row {
+		if *scale == 0 {
+			vals[slot*D+i] = 0
+		} else {
+			vals[slot*D+i] = roundE4M3(x, *scale)
+		}
+	}
+}
+
+func (m *pagedModel) append(a *backend.PagedAppend) {
+	H, D := m.cfg.KVHeads, m.cfg.HeadDim
+	for b := range a.B {
+		for t := range a.N {
+			pg, slot := int(a.Page[b*a.N+t]), int(a.Slot[b*a.N+t])
+			for h := range H {
+				i := pg*H + h
+				if slot == 0 {
+					clear(m.k[i])
+					clear(m.v[i])
+					m.ks[i], m.vs[i] = 0, 0
+				}
+				src := a.Layout.Offset(b, h, t, H, a.N, D)
+				m.put(m.k[i], &m.ks[i], a.K[src:src+D], slot)
+				m.put(m.v[i], &m.vs[i], a.V[src:src+D], slot)
+			}
+		}
+	}
+}
+
+// PagedCase is one row of the paged-cache table: sequences of the given
+// lengths (0: empty) filled in random chunks into shuffled pages, then new
+// queries (Sq per sequence) against them. Magnitudes, if not nil, scales
+// the tokens of every sequence in turn by these factors, so that pages must
+// grow their scales.
+type PagedCase struct {
+	Name               string
+	KVHeads, Group, D  int
+	PageSize, Sq       int
+	Lens               []int
+	Mask               backend.Mask
+	Layout             backend.Layout
+	Magnitudes         []float64
+	FirstAppendBatched bool
+}
+
+// PagedCases returns the paged-cache table.
+func PagedCases() []PagedCase {
+	return []PagedCase{
+		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true},
+		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false},
+		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true},
+		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true},
+		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false},
+		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false},
+		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true},
+		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false},
+	}
+}
+
+// pagedRun is one case's cache, its model, and the problem over it.
+type pagedRun struct {
+	c     PagedCase
+	kv    backend.PagedKV
+	model *pagedModel
+	pages [][]int32
+	p     *backend.PagedProblem
+	out   *Guarded
+	lse   *Guarded
+}
+
+// errPagedSkip: the backend does not hold this case's page size.
+var errPagedSkip = errors.New("page size unsupported")
+
+func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRun, error) {
+	P := c.PageSize
+	total := 0
+	for _, n := range c.Lens {
+		total += (n + P - 1) / P
+	}
+	cfg := backend.PagedConfig{KVHeads: c.KVHeads, HeadDim: c.D, PageSize: P, Pages: total + 3}
+	kv, err := nb.NewPagedKV(cfg)
+	if errors.Is(err, backend.ErrUnsupported) {
+		return nil, errPagedSkip
+	}
+	if err != nil {
+		return nil, err
+	}
+	r := &pagedRun{c: c, kv: kv, model: newPagedModel(cfg)}
+	perm := rng.Perm(cfg.Pages)
+	for _, n := range c.Lens {
+		var pg []int32
+		for range (n + P - 1) / P {
+			pg = append(pg, int32(perm[0]))
+			perm = perm[1:]
+		}
+		r.pages = append(r.pages, pg)
+	}
+	tok := 0
+	randRows := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
+	appendTokens := func(seqs []int, from, n int) error {
+		a := &backend.PagedAppend{B: len(seqs), N: n, Layout: c.Layout,
+			K: randRows(len(seqs) * n * c.KVHeads * c.D), V: randRows(len(seqs) * n * c.KVHeads * c.D)}
+		if c.Magnitudes != nil { // each row of D elements gets the next factor
+			for i := range a.K {
+				f := float32(c.Magnitudes[(tok+i/c.D)%len(c.Magnitudes)])
+				a.K[i] *= f
+				a.V[i] *= f
+			}
+			tok += len(a.K) / c.D
+		}
+		for _, s := range seqs {
+			for t := from; t < from+n; t++ {
+				a.Page = append(a.Page, r.pages[s][t/P])
+				a.Slot = append(a.Slot, int32(t%P))
+			}
+		}
+		if err := kv.Append(a); err != nil {
+			return fmt.Errorf("append: %w", err)
+		}
+		r.model.append(a)
+		return nil
+	}
+	done := make([]int, len(c.Lens))
+	if c.FirstAppendBatched && len(c.Lens) >= 2 {
+		if n := min(c.Lens[0], c.Lens[1], 5); n > 0 {
+			if err := appendTokens([]int{0, 1}, 0, n); err != nil {
+				return nil, err
+			}
+			done[0], done[1] = n, n
+		}
+	}
+	for s, n := range c.Lens {
+		for done[s] < n {
+			step := min(n-done[s], 1+rng.IntN(90))
+			if err := appendTokens([]int{s}, done[s], step); err != nil {
+				return nil, err
+			}
+			done[s] += step
+		}
+	}
+	per := 1
+	for _, pg := range r.pages {
+		per = max(per, len(pg))
+	}
+	B, hq := len(c.Lens), c.KVHeads*c.Group
+	p := &backend.PagedProblem{B: B, Hq: hq, Hkv: c.KVHeads, Sq: c.Sq, D: c.D,
+		Scale: float32(1 / math.Sqrt(float64(c.D))), Mask: c.Mask, Layout: c.Layout,
+		Q: randRows(B * hq * c.Sq * c.D), PagesPerSeq: per}
+	for s, n := range c.Lens {
+		p.SeqLens = append(p.SeqLens, int32(n))
+		row := make([]int32, per)
+		copy(row, r.pages[s])
+		p.BlockTable = append(p.BlockTable, row...)
+	}
+	r.out, r.lse = NewGuarded(len(p.Q)), NewGuarded(B*hq*c.Sq)
+	p.Out, p.LSE = r.out.Data(), r.lse.Data()
+	r.p = p
+	return r, nil
+}
+
+// check holds the finished problem to the oracle, sequence by sequence, on
+// the model's values.
+func (r *pagedRun) check() error {
+	if err := r.out.Check("Out"); err != nil {
+		return err
+	}
+	if err := r.lse.Check("LSE"); err != nil {
+		return err
+	}
+	c, p := r.c, r.p
+	D, P := c.D, c.PageSize
+	for s, n := range c.Lens {
+		rowOf := func(h, i int) int { return c.Layout.Offset(s, h, i, p.Hq, p.Sq, D) }
+		if n == 0 {
+			for h := range p.Hq {
+				for i := range p.Sq {
+					for _, x := range p.Out[rowOf(h, i) : rowOf(h, i)+D] {
+						if x != 0 {
+							return fmt.Errorf("sequence %d is empty, output %v", s, x)
+						}
+					}
+					if l := p.LSE[(s*p.Hq+h)*p.Sq+i]; !math.IsInf(float64(l), -1) {
+						return fmt.Errorf("sequence %d is empty, LSE %v", s, l)
+					}
+				}
+			}
+			continue
+		}
+		dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: c.KVHeads, Sq: p.Sq, Sk: n, D: D},
+			Scale: p.Scale, Mask: c.Mask, Precision: backend.FP32,
+			Q: make([]float32, p.Hq*p.Sq*D), K: make([]float32, c.KVHeads*n*D), V: make([]float32, c.KVHeads*n*D),
+			Out: make([]float32, p.Hq*p.Sq*D)}
+		got := make([]float32, len(dp.Out))
+		gotLSE := make([]float32, p.Hq*p.Sq)
+		for h := range p.Hq {
+			for i := range p.Sq {
+				copy(dp.Q[(h*p.Sq+i)*D:], p.Q[rowOf(h, i):rowOf(h, i)+D])
+				copy(got[(h*p.Sq+i)*D:], p.Out[rowOf(h, i):rowOf(h, i)+D])
+				gotLSE[h*p.Sq+i] = p.LSE[(s*p.Hq+h)*p.Sq+i]
+			}
+		}
+		for h := range c.KVHeads {
+			for pi, pg := range r.pages[s] {
+				m := min(P, n-pi*P)
+				i := int(pg)*c.KVHeads + h
+				copy(dp.K[(h*n+pi*P)*D:], r.model.k[i][:m*D])
+				copy(dp.V[(h*n+pi*P)*D:], r.model.v[i][:m*D])
+			}
+		}
+		want, wantLSE := oracle.Naive(dp)
+		if st := Compare(got, want, FP32Tolerance(dp)); st.Beyond > 0 {
+			return fmt.Errorf("sequence %d (%d tokens): Out: %d of %d beyond tolerance, max error %.3g, first at %d: got %g want %g",
+				s, n, st.Beyond, st.N, st.MaxErr, st.FirstBad, got[st.FirstBad], want[st.FirstBad])
+		}
+		if st := Compare(gotLSE, wantLSE, LSETolerance(dp)); st.Beyond > 0 {
+			return fmt.Errorf("sequence %d (%d tokens): LSE: %d of %d beyond tolerance, first at %d: got %g want %g",
+				s, n, st.Beyond, st.N, st.FirstBad, gotLSE[st.FirstBad], wantLSE[st.FirstBad])
+		}
+	}
+	return nil
+}
+
+// PagedFailures runs the paged table on nb with inputs from rng and returns
+// the failures (ErrNothingRan if the backend took no case's page size).
+func PagedFailures(nb backend.PagedBackend, rng *rand.Rand) []error {
+	var errs []error
+	ran := 0
+	for _, c := range PagedCases() {
+		if err := runPaged(nb, c, rng); errors.Is(err, errPagedSkip) {
+			continue
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
+		}
+		ran++
+	}
+	if ran == 0 {
+		errs = append(errs, ErrNothingRan)
+	}
+	return errs
+}
+
+func runPaged(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) error {
+	r, err := newPagedRun(nb, c, rng)
+	if err != nil {
+		return err
+	}
+	defer r.kv.Close()
+	if err := r.p.Validate(r.kv.Config()); err != nil {
+		return err
+	}
+	if err := r.kv.Attention(r.p); err != nil {
+		return err
+	}
+	return r.check()
+}
+
+// RunPaged runs the paged table on nb, each case as a subtest.
+func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
+	seed := Seed()
+	t.Logf("paged cache: seed %d (set FP8ATTN_SEED to reproduce)", seed)
+	rng := rand.New(rand.NewPCG(seed, 0xCAC4E))
+	ran := 0
+	for _, c := range PagedCases() {
+		t.Run(c.Name, func(t T) {
+			err := runPaged(nb, c, rng)
+			if errors.Is(err, errPagedSkip) {
+				t.Skipf("page size %d unsupported", c.PageSize)
+			}
+			ran++
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if ran == 0 {
+		t.Fatalf("paged cache: %v", ErrNothingRan)
+	}
+}
