@@ -49,7 +49,10 @@ func Open(name string) (*Device, error) {
 	}
 	if a, ok := be.(backend.Availability); ok {
 		if err := a.Available(); err != nil {
-			return nil, err
+			if errors.Is(err, ErrUnsupported) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: backend %q: %w", ErrUnsupported, name, err)
 		}
 	}
 	return &Device{name: name, be: be}, nil

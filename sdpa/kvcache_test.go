@@ -525,3 +525,26 @@ func ExampleKVCache() {
 	// tokens 2: out [0.7311 1.0000]
 	// tokens 3: out [1.5752 1.0000]
 }
+
+// TestOpenUnavailable: a backend this build cannot run is ErrUnsupported at
+// Open (cuda without -tags cuda), and a device without a paged cache says so.
+func TestOpenUnavailable(t *testing.T) {
+	names := sdpa.Backends()
+	for _, n := range names {
+		if n != "cuda" {
+			continue
+		}
+		dev, err := sdpa.Open(n)
+		if err != nil {
+			if !errors.Is(err, sdpa.ErrUnsupported) {
+				t.Errorf("Open(cuda): %v, want ErrUnsupported", err)
+			}
+			return
+		}
+		if _, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: 1, HeadDim: 64, MaxTokens: 64}); !errors.Is(err, sdpa.ErrUnsupported) {
+			t.Errorf("cuda NewKVCache: %v, want ErrUnsupported", err)
+		}
+		return
+	}
+	t.Skipf("no cuda backend registered (backends %v)", names)
+}
