@@ -7,26 +7,6 @@ import (
 	"github.com/fp8attn/fp8attn/internal/checked"
 )
 
-// A paged key/value cache holds the keys and values of many sequences as
-// FP8 E4M3 codes in fixed-size pages, as paged-attention servers do: a
-// sequence owns a list of pages (its block table), grows by appending tokens
-// into its last page, and returns its pages to the pool when it is dropped.
-// The bookkeeping (which pages a sequence owns, how long it is) is the
-// caller's (package sdpa); the storage, its memory layout and the arithmetic
-// belong to the backend, through PagedKV.
-//
-// Scale policy. Every (page, KV head) has its own dequantization scale for K
-// and for V, a power of two chosen when the page receives its first token
-// with a nonzero value: the smallest power of two s with amax ≤ s·PageHeadroom
-// (so that later tokens up to 448/PageHeadroom times larger still fit). A
-// token that would not fit (its amax above s·448) makes the backend
-// re-quantize that page and head with the larger power of two: since both
-// scales are powers of two, re-encoding a code is exact unless the value falls
-// to the subnormal range, so growing a page's range costs one pass over one
-// page (PageSize·D codes), never a silent saturation, and no work that grows
-// with the cache length. Values are never saturated: appending a non-finite
-// value is an error and writes nothing.
-
 // PageHeadroom is the value the first amax of a page is mapped below (a
 // power of two at most this far below E4M3's largest finite value 448, so a
 // page has room for values up to 448/PageHeadroom = 7 to 14 times larger than
@@ -77,7 +57,27 @@ type PagedBackend interface {
 	NewPagedKV(c PagedConfig) (PagedKV, error)
 }
 
-// PagedKV is the storage of one paged cache. Its methods are not safe for
+// PagedKV is the storage of one paged cache. A paged key/value cache holds the keys and values of many sequences as
+// FP8 E4M3 codes in fixed-size pages, as paged-attention servers do: a
+// sequence owns a list of pages (its block table), grows by appending tokens
+// into its last page, and returns its pages to the pool when it is dropped.
+// The bookkeeping (which pages a sequence owns, how long it is) is the
+// caller's (package sdpa); the storage, its memory layout and the arithmetic
+// belong to the backend, through PagedKV.
+//
+// Scale policy. Every (page, KV head) has its own dequantization scale for K
+// and for V, a power of two chosen when the page receives its first token
+// with a nonzero value: the smallest power of two s with amax ≤ s·PageHeadroom
+// (so that later tokens up to 448/PageHeadroom times larger still fit). A
+// token that would not fit (its amax above s·448) makes the backend
+// re-quantize that page and head with the larger power of two: since both
+// scales are powers of two, re-encoding a code is exact unless the value falls
+// to the subnormal range, so growing a page's range costs one pass over one
+// page (PageSize·D codes), never a silent saturation, and no work that grows
+// with the cache length. Values are never saturated: appending a non-finite
+// value is an error and writes nothing.
+//
+// PagedKV's methods are not safe for
 // concurrent use with each other, except Attention with Attention (the
 // caller serializes appends against attention).
 type PagedKV interface {

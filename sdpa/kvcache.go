@@ -106,10 +106,16 @@ func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
 
 // KVCacheUsage describes a cache's occupancy.
 type KVCacheUsage struct {
-	Sequences, Tokens   int
-	Pages, FreePages    int
-	PageSize            int
-	Bytes               int64 // memory the cache holds on its device
+	// Sequences and Tokens: the live sequences and the tokens they hold.
+	Sequences, Tokens int
+	// Pages is the pool's size, FreePages the pages no sequence holds.
+	Pages, FreePages int
+	PageSize         int
+	// Bytes is the memory the whole pool holds on its device.
+	Bytes int64
+	// TokensPerPageFilled is Tokens over the pages in use (PageSize when
+	// every used page is full; lower means memory lost to partly filled
+	// last pages).
 	TokensPerPageFilled float64
 }
 
