@@ -44,7 +44,7 @@ type SeqID int64
 // for values, set by the first token and grown (re-encoding that one page,
 // exactly for values in E4M3's normal range) when a later token would not
 // fit; no value is ever saturated, and non-finite values are refused
-// (package backend, "Scale policy"). Queries stay float32: scores are float32
+// ("Scale policy" at backend.PagedKV). Queries stay float32: scores are float32
 // queries times decoded E4M3 keys, as FlashInfer's FP8-KV path does with
 // 16-bit queries.
 //
