@@ -73,25 +73,34 @@ type DeviceTensor struct {
 	freed bool
 }
 
-// Dims returns the tensor's shape [B][H][S][D].
+// Dims returns the tensor's shape [B][H][S][D] (zeros for a freed tensor
+// or one not made by a Device).
 func (t *DeviceTensor) Dims() (b, h, s, d int) {
-	if t.q != nil {
+	switch {
+	case t == nil:
+	case t.q != nil:
 		return t.q.B, t.q.H, t.q.S, t.q.D
+	case t.f != nil:
+		return t.f.B, t.f.H, t.f.S, t.f.D
 	}
-	return t.f.B, t.f.H, t.f.S, t.f.D
+	return 0, 0, 0, 0
 }
 
 // Layout returns the tensor's memory order.
 func (t *DeviceTensor) Layout() Layout {
-	if t.q != nil {
+	switch {
+	case t == nil:
+	case t.q != nil:
 		return t.q.Layout
+	case t.f != nil:
+		return t.f.Layout
 	}
-	return t.f.Layout
+	return BHSD
 }
 
 // Precision returns FP32 for a float32 tensor, FP8E4M3 for a quantized one.
 func (t *DeviceTensor) Precision() Precision {
-	if t.q != nil {
+	if t != nil && t.q != nil {
 		return FP8E4M3
 	}
 	return FP32
@@ -101,6 +110,12 @@ func (t *DeviceTensor) Precision() Precision {
 func (t *DeviceTensor) use(d *Device, what string) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
+	}
+	if t.dev == nil || t.f == nil && t.q == nil && !t.freed {
+		return fmt.Errorf("%w: %s was not made by a Device", ErrInvalid, what)
+	}
+	if d == nil {
+		return fmt.Errorf("%w: %s is used with a cache or device not made by Open", ErrInvalid, what)
 	}
 	if t.dev != d {
 		return fmt.Errorf("%w: %s belongs to device %q, not %q", ErrInvalid, what, t.dev.name, d.name)

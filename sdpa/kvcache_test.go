@@ -482,6 +482,10 @@ func TestDevice(t *testing.T) {
 		{"bad dims", func() error { _, err := dev.NewTensor(1, 0, 1, 1, sdpa.BHSD); return err }},
 		{"double free", func() error { x, _ := dev.Upload(q); x.Free(); return x.Free() }},
 		{"use after free", func() error { x, _ := dev.Upload(q); x.Free(); return x.Download(back) }},
+		{"zero tensor download", func() error { return (&sdpa.DeviceTensor{}).Download(back) }},
+		{"zero tensor copy", func() error { return (&sdpa.DeviceTensor{}).CopyFrom(q) }},
+		{"zero tensor attention", func() error { return dev.Attention(out, nil, &sdpa.DeviceTensor{}, kd, vd, nil) }},
+		{"zero cache", func() error { return (&sdpa.KVCache{}).Append([]sdpa.SeqID{0}, kd, vd) }},
 	} {
 		if err := tc.call(); !errors.Is(err, sdpa.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", tc.name, err)
