@@ -140,10 +140,18 @@ var (
 const PoisonBits = 0x7FC0BAD0
 
 // Timer is implemented by backends that can time their kernels on the
-// device (CUDA events over back-to-back launches). DeviceTimes runs p iters
-// times and returns each launch's device time in microseconds.
+// device. DeviceTimes runs p about iters times and returns per-call device
+// times in microseconds, from CUDA-graph replay (launch overhead out, as
+// the PyTorch and Triton scripts in bench/ measure).
 type Timer interface {
 	DeviceTimes(p *Problem, iters int) ([]float64, error)
+}
+
+// LaunchTimer is implemented by backends that can also time launches
+// issued back to back from the host (launch overhead in, where a kernel is
+// shorter than a launch). Same units as Timer.
+type LaunchTimer interface {
+	LaunchTimes(p *Problem, iters int) ([]float64, error)
 }
 
 // Shape holds the dimensions of one attention call. Hq must be a multiple of

@@ -13,7 +13,9 @@
 # against this build (scripts/ab.py prints the table), ROUNDS rounds
 # alternating which goes first (default 2), PACK_ONLY=1 (leave only the two
 # archives in OUT),
-# NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch).
+# NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch),
+# WMMA=1 (rebuild and check the fragment dumps of testdata/wmma: wmma.tgz),
+# TEST_TIMEOUT seconds for the test binary (default 1200).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
@@ -27,13 +29,23 @@ pack() {
   return 0
 }
 export FP8ATTN_PTX=$PWD/backend/cuda/kernels/attention_compute_89.ptx
+export FP8ATTN_CUBIN=$PWD/backend/cuda/kernels/attention_sm_90a.cubin
 if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
   cat "$out/gen.log"; failed "kernel build (gen.log)"; pack; exit 1
 fi
-tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx resources.txt source_hash.go
+tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
+  resources.txt source_hash.go
+grep -E "QGMMA=" backend/cuda/kernels/resources.txt | grep stage9   # the Hopper kernels' SASS
+grep -E "[1-9][0-9]* bytes spill" backend/cuda/kernels/resources.txt | head -5  # any spills
+if [ -n "${WMMA:-}" ]; then
+  mkdir -p "$out/wmma"
+  testdata/wmma/gen.sh "$out/wmma" > "$out/wmma.log" 2>&1 || failed "fragment dumps (wmma.log)"
+  tar czf "$out/wmma.tgz" -C "$out/wmma" . && rm -rf "$out/wmma"
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 if [ -z "${SKIP_TESTS:-}" ]; then
-  bin/cuda.test -test.v -test.count=1 -test.run "${TESTS:-.}" -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
+  timeout "${TEST_TIMEOUT:-1200}" bin/cuda.test -test.v -test.count=1 -test.timeout "${TEST_TIMEOUT:-1200}s" -test.run "${TESTS:-.}" \
+    -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
   grep -E "^(--- FAIL|FAIL|ok|PASS)|checks ran|cuda_test.go.*(FAIL|differ)" "$out/test.log" | head -40
 fi
 if [ -n "${SANITIZE:-}" ]; then

@@ -176,6 +176,20 @@ func WGMMAAcc(n int) Layout {
 		}, Doc: "PTX ISA, wgmma .m64nNk32 matrix D; verified for N=64 on an H200 (sm_90a dump)"}
 }
 
+// WGMMAE4M3A is wgmma.mma_async .m64nNk32 (e4m3) matrix A from registers,
+// 64x32, for a warpgroup: thread T = 32w + l holds four 32-bit registers of
+// four codes each; element e (register e/4, byte e%4, lowest byte first)
+// is at row 16w + g + 8·((e/4)%2), column 4t + e%4 + 16·(e/8). Each warp's
+// 16 rows are the mma.m16n8k32 A fragment (MMAE4M3A). From the PTX ISA;
+// verified on an H200 (testdata/wmma/wgmmars.cu, TestHardwareWGMMARS). The
+// Hopper kernel hands P to P·V in this layout.
+var WGMMAE4M3A = Layout{Name: "wgmma_m64nNk32_e4m3_a", Rows: 64, Cols: 32, Elems: 16, Lanes: 128,
+	At: func(T, e int) (int, int) {
+		w, l := T/32, T%32
+		g, t := gt(l)
+		return 16*w + g + 8*((e>>2)&1), 4*t + e&3 + 16*(e>>3)
+	}, Doc: "PTX ISA, wgmma .m64nNk32 matrix A in registers (.e4m3); hardware products (sm_90a dump)"}
+
 // Fragments lists the layouts whose dumps are coded tiles, by dump name
 // (the accumulator's two dumps, after load and after mma, are checked
 // separately).

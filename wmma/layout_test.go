@@ -169,3 +169,35 @@ func TestHardwareWGMMA(t *testing.T) {
 		}
 	}
 }
+
+// TestHardwareWGMMARS holds WGMMAE4M3A to the Hopper dump: every thread's
+// A registers, filled with random codes without any layout in mind, placed
+// by the model and multiplied by B must give the accumulators the H200
+// returned (through the verified WGMMAAcc(64)). A swapped slot must fail.
+func TestHardwareWGMMARS(t *testing.T) {
+	d := loadDump(t, "dump_wgmma_rs_sm_90a.txt")
+	trials := d.Trials["wgmma_m64n64k32_e4m3_rs"]
+	if len(trials) == 0 {
+		t.Fatal("no wgmma trials in the dump")
+	}
+	if err := WGMMAE4M3A.Coverage(1); err != nil {
+		t.Fatal(err)
+	}
+	b, c := rowMajor(32, 64), WGMMAAcc(64)
+	for k, tr := range trials {
+		if err := CheckMMA(WGMMAE4M3A, b, c, tr); err != nil {
+			t.Errorf("trial %d: %v", k, err)
+		}
+	}
+	// A swap of two slots holding equal values cannot change a product, so
+	// a swap needs to be caught by one of the trials, not each.
+	for _, p := range [][4]int{{0, 0, 0, 1}, {0, 4, 0, 8}, {0, 0, 1, 0}, {5, 3, 37, 3}, {0, 15, 127, 15}} {
+		caught := false
+		for _, tr := range trials {
+			caught = caught || CheckMMA(Swapped(WGMMAE4M3A, p[0], p[1], p[2], p[3]), b, c, tr) != nil
+		}
+		if !caught {
+			t.Errorf("swap %v not caught by the products", p)
+		}
+	}
+}

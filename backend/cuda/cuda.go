@@ -35,16 +35,27 @@ type Device struct {
 	// ComputeCapability is major*10 + minor (89 for an L4, 90 for an H200).
 	ComputeCapability int
 
-	mu      sync.Mutex
-	ctx     C.CUcontext
-	stream  cu.Stream
-	mod     cu.Module
-	fns     map[[2]int]C.CUfunction // (stage, d)
-	pool    map[int64][]cu.DevicePtr
-	pending []pendingFree // freed, waiting for their event
-	events  []cu.Event    // completed events, for reuse
-	owned   []cu.DevicePtr
-	closed  bool
+	mu     sync.Mutex
+	ctx    C.CUcontext
+	stream cu.Stream
+	mod    cu.Module
+	fns    map[[2]int]C.CUfunction // (stage, d)
+	// The Hopper module (stage 9), loaded on compute capability 9.0; where
+	// it is not, hopperErr says why (wrapping ErrUnsupported).
+	hmod      cu.Module
+	hopper    map[int]hopperKernels // by head dim
+	hopperErr error
+	pool      map[int64][]cu.DevicePtr
+	pending   []pendingFree // freed, waiting for their event
+	events    []cu.Event    // completed events, for reuse
+	owned     []cu.DevicePtr
+	closed    bool
+}
+
+// hopperKernels are the Hopper module's kernels for one head dim.
+type hopperKernels struct {
+	cfg                       tiles.HopperConfig
+	attn, packQ, packK, packV C.CUfunction
 }
 
 // pendingFree is a set of buffers whose last use on the stream precedes ev.
@@ -75,7 +86,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("%w: no CUDA device %d (%d present)", backend.ErrUnsupported, ordinal, n)
 	}
-	d := &Device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}}
+	d := &Device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}, hopper: map[int]hopperKernels{}}
 	if err := d.init(); err != nil {
 		return nil, err
 	}
@@ -122,10 +133,10 @@ func (d *Device) init() error {
 	if d.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("cuda: stream: %w", err)
 	}
-	if err := d.checkParamsLayout(); err != nil {
+	if err := d.checkParamsLayout(d.mod); err != nil {
 		return err
 	}
-	for _, st := range Stages {
+	for _, st := range tiles.Stages {
 		for _, hd := range HeadDims {
 			name := tiles.KernelName(st, hd)
 			fn, err := d.mod.Function(name)
@@ -138,12 +149,85 @@ func (d *Device) init() error {
 			d.fns[[2]int{st, hd}] = cFunction(fn)
 		}
 	}
+	if d.ComputeCapability == 90 {
+		// A module that does not load on the GPU it was built for is a
+		// failure, not a fallback.
+		return d.loadHopper()
+	}
+	d.hopperErr = fmt.Errorf("%w: the Hopper kernel (stage %d) needs compute capability 9.0; %s is %d", backend.ErrUnsupported,
+		tiles.HopperStage, d.Name, d.ComputeCapability)
 	return nil
 }
 
-// global reads the int32 array a module exports under name.
-func (d *Device) global(name string, n int) ([]int32, error) {
-	ptr, size, err := d.mod.Global(name)
+// loadHopper loads the sm_90a module (the embedded cubin, or the file
+// FP8ATTN_CUBIN names; its PTX if the driver refuses the cubin), checks its
+// Params layout and every kernel's geometry against internal/tiles, and
+// raises each attention kernel's dynamic shared-memory limit.
+func (d *Device) loadHopper() error {
+	image := kernels.HopperCubin
+	if f := os.Getenv("FP8ATTN_CUBIN"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("cuda: FP8ATTN_CUBIN: %w", err)
+		}
+		image = b
+	}
+	if len(image) == 0 {
+		return errors.New("cuda: no sm_90a cubin embedded (run go generate ./backend/cuda/kernels on a machine with nvcc)")
+	}
+	// cu.LoadData copies the image with C.CString, which copies every byte
+	// (NULs included) and appends one.
+	var err error
+	if d.hmod, err = cu.LoadData(string(image)); err != nil {
+		var perr error
+		if d.hmod, perr = cu.LoadData(kernels.HopperPTX); perr != nil {
+			return fmt.Errorf("cuda: loading the sm_90a module: cubin: %v; PTX: %w", err, perr)
+		}
+	}
+	if err := d.checkParamsLayout(d.hmod); err != nil {
+		return err
+	}
+	for _, hd := range HopperHeadDims {
+		cfg, _ := tiles.Hopper(hd)
+		var k hopperKernels
+		k.cfg = cfg
+		for _, f := range []struct {
+			name string
+			fn   *C.CUfunction
+		}{
+			{tiles.KernelName(tiles.HopperStage, hd), &k.attn},
+			{fmt.Sprintf("fp8attn_pack9q_d%d", hd), &k.packQ},
+			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
+			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
+		} {
+			fn, err := d.hmod.Function(f.name)
+			if err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+			}
+			*f.fn = cFunction(fn)
+		}
+		name := tiles.KernelName(tiles.HopperStage, hd) + "_config"
+		got, err := d.global(d.hmod, name, 7)
+		if err != nil {
+			return err
+		}
+		want := []int{cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()}
+		for i := range want {
+			if int(got[i]) != want[i] {
+				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
+			}
+		}
+		if err := setMaxSharedMemory(k.attn, cfg.SharedBytes()); err != nil {
+			return err
+		}
+		d.hopper[hd] = k
+	}
+	return nil
+}
+
+// global reads the int32 array module mod exports under name.
+func (d *Device) global(mod cu.Module, name string, n int) ([]int32, error) {
+	ptr, size, err := mod.Global(name)
 	if err != nil || size != int64(4*n) {
 		return nil, fmt.Errorf("cuda: %s (%d ints) missing from the module (size %d): %v", name, n, size, err)
 	}
@@ -156,9 +240,9 @@ func (d *Device) global(name string, n int) ([]int32, error) {
 
 // checkParamsLayout compares the Go params struct with the kernels' Params
 // as the kernel compiler laid it out (sizeof, then every field's offset).
-func (d *Device) checkParamsLayout() error {
+func (d *Device) checkParamsLayout(mod cu.Module) error {
 	want := paramsLayout()
-	got, err := d.global("fp8attn_params_layout", len(want))
+	got, err := d.global(mod, "fp8attn_params_layout", len(want))
 	if err != nil {
 		return err
 	}
@@ -172,7 +256,7 @@ func (d *Device) checkParamsLayout() error {
 
 // checkConfig compares a kernel's compiled tile constants with internal/tiles.
 func (d *Device) checkConfig(stage, hd int) error {
-	got, err := d.global(tiles.KernelName(stage, hd)+"_config", 4)
+	got, err := d.global(d.mod, tiles.KernelName(stage, hd)+"_config", 4)
 	if err != nil {
 		return err
 	}
@@ -309,7 +393,7 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if err := supports(p, 1); err != nil {
+	if err := supportsInputs(p); err != nil {
 		return nil, err
 	}
 	r := &Resident{dev: d, shape: *p, params: new(params), outN: int64(len(p.Out)), lse: p.LSE != nil}
@@ -398,9 +482,48 @@ func (r *Resident) launch(stage int) error {
 	if len(r.bufs) == 0 {
 		return errors.New("cuda: resident used after Free")
 	}
-	fn := r.dev.fns[[2]int{stage, r.shape.D}]
 	gx, gy, gz := tc.Grid(r.shape.B, r.shape.Hq, r.shape.Sq)
-	return launch(fn, gx, gy, gz, tc.Threads, r.dev.stream, r.params)
+	if stage == tiles.HopperStage {
+		if r.dev.hopperErr != nil {
+			return r.dev.hopperErr
+		}
+		k := r.dev.hopper[r.shape.D]
+		if err := r.pack(k); err != nil {
+			return err
+		}
+		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+	}
+	return launch(r.dev.fns[[2]int{stage, r.shape.D}], gx, gy, gz, tc.Threads, 0, r.dev.stream, r.params)
+}
+
+// pack lays the resident's Q, K and V out for the Hopper kernel, once, on
+// the device (the pack kernels, on the stream): the images stay with the
+// resident until Free. The caller holds d.mu with the context current.
+func (r *Resident) pack(k hopperKernels) error {
+	if r.params.QImage != 0 {
+		return nil
+	}
+	s, c := r.shape, k.cfg
+	b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
+	sizes := [3]int64{b * hq * int64(c.QImageBytes(s.Sq)), b * hkv * int64(c.KImageBytes(s.Sk)), b * hkv * int64(c.VImageBytes(s.Sk))}
+	var ptrs [3]uint64
+	for i, n := range sizes {
+		p, size, err := r.dev.alloc(n)
+		if err != nil {
+			return err
+		}
+		r.bufs = append(r.bufs, pooled{p, size})
+		ptrs[i] = uint64(p)
+	}
+	r.params.QImage, r.params.KImage, r.params.VImage = ptrs[0], ptrs[1], ptrs[2]
+	// One thread per 16 image bytes, 256 a block.
+	for i, fn := range []C.CUfunction{k.packQ, k.packK, k.packV} {
+		if err := launch(fn, int((sizes[i]/16+255)/256), 1, 1, 256, 0, r.dev.stream, r.params); err != nil {
+			r.params.QImage = 0
+			return err
+		}
+	}
+	return nil
 }
 
 // Download copies the output (and LSE, when lse is not nil and the problem
@@ -447,13 +570,14 @@ func (r *Resident) Free() error {
 	})
 }
 
-// Times measures stage's device time per call: batches of `batch`
-// launches are issued back to back between two CUDA events, iters/batch
-// times, and each batch's time is divided by its size (the same method as
-// PyTorch's graph replay in bench/torch_sdpa.py; an event between every
-// launch would add its own gap). It returns one figure per batch, in
-// microseconds.
-func (r *Resident) Times(stage, iters int) ([]float64, error) {
+// Times measures stage's device time per call, in microseconds, one figure
+// per batch of calls. With graphed, a batch of launches is captured once in
+// a CUDA graph and the graph is replayed between CUDA events, so that host
+// launch overhead stays out (the method of the PyTorch and Triton scripts in
+// bench/). Without, the batch is launched back to back between events
+// (launch overhead included where the kernel is shorter than a launch).
+// Warm-up launches (which also pack the Hopper kernel's inputs) come first.
+func (r *Resident) Times(stage, iters int, graphed bool) ([]float64, error) {
 	const batch = 10
 	n := max(iters/batch, 5)
 	out := make([]float64, n)
@@ -472,14 +596,31 @@ func (r *Resident) Times(stage, iters int) ([]float64, error) {
 				return err
 			}
 		}
-		if err := evs[0].Record(r.dev.stream); err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
+		issue := func() error {
 			for j := 0; j < batch; j++ {
 				if err := r.launch(stage); err != nil {
 					return err
 				}
+			}
+			return nil
+		}
+		if graphed {
+			g, err := capture(r.dev.stream, issue)
+			if err != nil {
+				return err
+			}
+			defer g.destroy()
+			issue = func() error { return g.launch(r.dev.stream) }
+			if err := issue(); err != nil { // the graph's first replay uploads it
+				return err
+			}
+		}
+		if err := evs[0].Record(r.dev.stream); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := issue(); err != nil {
+				return err
 			}
 			if err := evs[i+1].Record(r.dev.stream); err != nil {
 				return err
@@ -519,28 +660,45 @@ type Backend struct {
 	poison bool
 }
 
-func (b *Backend) stageFor(p *backend.Problem) int {
-	if b.stage == 0 {
-		return BestStage(p.Shape)
+// stageFor opens device 0 and returns the stage to run p with.
+func (b *Backend) stageFor(p *backend.Problem) (*Device, int, error) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		return nil, 0, err
 	}
-	return b.stage
+	if b.stage == 0 {
+		return d, BestStage(p.Shape, d.ComputeCapability), nil
+	}
+	return d, b.stage, nil
 }
 
 // Name returns "cuda" or "cuda/stageN".
 func (b *Backend) Name() string { return b.name }
 
-// Supports accepts FP8E4M3 problems with D in HeadDims on an sm_89+ GPU.
+// Supports accepts FP8E4M3 problems whose head dim the stage has (HeadDims;
+// HopperHeadDims for stage 9) on a GPU that loads the stage.
 func (b *Backend) Supports(p *backend.Problem) error {
-	if err := supports(p, b.stageFor(p)); err != nil {
+	if b.stage != 0 { // shape errors first, without touching the GPU
+		if err := supports(p, b.stage); err != nil {
+			return err
+		}
+	}
+	d, st, err := b.stageFor(p)
+	if err != nil {
 		return err
 	}
-	_, err := OpenDevice(0)
-	return err
+	if err := supports(p, st); err != nil {
+		return err
+	}
+	if st == tiles.HopperStage {
+		return d.hopperErr
+	}
+	return nil
 }
 
 // Attention uploads p, runs the stage, and downloads the result.
 func (b *Backend) Attention(p *backend.Problem) (err error) {
-	d, err := OpenDevice(0)
+	d, st, err := b.stageFor(p)
 	if err != nil {
 		return err
 	}
@@ -554,15 +712,26 @@ func (b *Backend) Attention(p *backend.Problem) (err error) {
 			return err
 		}
 	}
-	if err := r.Run(b.stageFor(p)); err != nil {
+	if err := r.Run(st); err != nil {
 		return err
 	}
 	return r.Download(p.Out, p.LSE)
 }
 
-// DeviceTimes implements backend.Timer.
+// DeviceTimes implements backend.Timer: per-call device time in CUDA-graph
+// replay.
 func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) {
-	d, err := OpenDevice(0)
+	return b.times(p, iters, true)
+}
+
+// LaunchTimes implements backend.LaunchTimer: per-call device time of
+// launches issued back to back.
+func (b *Backend) LaunchTimes(p *backend.Problem, iters int) ([]float64, error) {
+	return b.times(p, iters, false)
+}
+
+func (b *Backend) times(p *backend.Problem, iters int, graphed bool) ([]float64, error) {
+	d, st, err := b.stageFor(p)
 	if err != nil {
 		return nil, err
 	}
@@ -570,7 +739,7 @@ func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) 
 	if err != nil {
 		return nil, err
 	}
-	times, err := r.Times(b.stageFor(p), iters)
+	times, err := r.Times(st, iters, graphed)
 	return times, errors.Join(err, r.Free())
 }
 

@@ -8,11 +8,29 @@ package cuda
 
 // One kernel parameter: the Params block, passed by value. cuLaunchKernel
 // copies its bytes before returning, so params may point to Go memory (it
-// holds no Go pointers).
+// holds no Go pointers). smem is the dynamic shared memory in bytes.
 static CUresult fp8attn_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                               CUstream s, void* params) {
+                               unsigned smem, CUstream s, void* params) {
 	void* args[1] = {params};
-	return cuLaunchKernel(f, gx, gy, gz, bx, 1, 1, 0, s, args, NULL);
+	return cuLaunchKernel(f, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+}
+
+// Lets f use up to bytes of dynamic shared memory (past the default 48 KB).
+static CUresult fp8attn_set_max_smem(CUfunction f, int bytes) {
+	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
+}
+
+// CUDA graphs: capture the work a thread issues on s, instantiate it, replay.
+static CUresult fp8attn_capture_begin(CUstream s) {
+	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+}
+static CUresult fp8attn_capture_end(CUstream s, CUgraphExec* exec) {
+	CUgraph g;
+	CUresult r = cuStreamEndCapture(s, &g);
+	if (r != CUDA_SUCCESS) return r;
+	r = cuGraphInstantiateWithFlags(exec, g, 0);
+	CUresult r2 = cuGraphDestroy(g);
+	return r != CUDA_SUCCESS ? r : r2;
 }
 
 static CUresult fp8attn_primary_ctx(int ordinal, CUcontext* ctx) {
@@ -44,9 +62,10 @@ import (
 	"gorgonia.org/cu"
 )
 
-// The driver calls gorgonia.org/cu v0.9.6 lacks: the primary context and a
-// launch that passes one struct by value (cu.Function.Launch copies every
-// parameter as 8 bytes and mallocs per launch).
+// The driver calls gorgonia.org/cu v0.9.6 lacks: the primary context, a
+// launch that passes one struct by value with dynamic shared memory
+// (cu.Function.Launch copies every parameter as 8 bytes and mallocs per
+// launch), cuFuncSetAttribute, and CUDA graphs.
 
 func check(what string, r C.CUresult) error {
 	if r != C.CUDA_SUCCESS {
@@ -71,6 +90,37 @@ func setCurrent(ctx C.CUcontext) error { return check("cuCtxSetCurrent", C.cuCtx
 func cFunction(f cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Pointer(&f)) }
 func cStream(s cu.Stream) C.CUstream       { return *(*C.CUstream)(unsafe.Pointer(&s)) }
 
-func launch(fn C.CUfunction, gx, gy, gz, threads int, s cu.Stream, p *params) error {
-	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), cStream(s), unsafe.Pointer(p)))
+func launch(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, p *params) error {
+	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), C.uint(smem), cStream(s), unsafe.Pointer(p)))
 }
+
+func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
+	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))
+}
+
+// graph is an instantiated CUDA graph.
+type graph struct{ exec C.CUgraphExec }
+
+// capture records the work issue puts on stream s (from this OS thread,
+// which the caller has locked) into a graph. Nothing runs during capture.
+func capture(s cu.Stream, issue func() error) (graph, error) {
+	var g graph
+	if err := check("cuStreamBeginCapture", C.fp8attn_capture_begin(cStream(s))); err != nil {
+		return g, err
+	}
+	ierr := issue()
+	err := check("cuStreamEndCapture", C.fp8attn_capture_end(cStream(s), &g.exec))
+	if ierr != nil {
+		if err == nil {
+			g.destroy()
+		}
+		return graph{}, ierr
+	}
+	return g, err
+}
+
+func (g graph) launch(s cu.Stream) error {
+	return check("cuGraphLaunch", C.cuGraphLaunch(g.exec, cStream(s)))
+}
+
+func (g graph) destroy() error { return check("cuGraphExecDestroy", C.cuGraphExecDestroy(g.exec)) }

@@ -25,6 +25,9 @@ type params struct {
 	// ScoreScale points to B·Hq floats: each query head's score factor in
 	// the log2 domain (scoreScales).
 	ScoreScale uint64
+	// QImage, KImage and VImage are the Hopper kernel's packed tiles (set
+	// once the pack kernels have run; 0 before, and for stages 1-8).
+	QImage, KImage, VImage uint64
 }
 
 // paramsLayout returns sizeof(params) followed by the offset of every field

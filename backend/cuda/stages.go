@@ -17,24 +17,35 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// Stages are the kernel stages, in the order they were built. Each is
-// complete and validated; docs/PERF.md records where each one is fastest
-// (not always the latest: BestStage). The list and every stage's geometry
-// are defined once, in internal/tiles.
-var Stages = append([]int(nil), tiles.Stages...)
+// Stages are the kernel stages, in the order they were built: the
+// compute_89 family (tiles.Stages, loaded on every sm_89+ GPU) and the
+// Hopper kernel, tiles.HopperStage (sm_90a, loaded on compute capability
+// 9.0 only). Each is complete and validated; docs/PERF.md records where
+// each one is fastest (BestStage). Every stage's geometry is defined once,
+// in internal/tiles.
+var Stages = append(append([]int(nil), tiles.Stages...), tiles.HopperStage)
 
-// HeadDims are the head dimensions the kernels are built for; other head
-// dimensions are rejected with ErrUnsupported.
+// HeadDims are the head dimensions the compute_89 stages are built for.
 var HeadDims = append([]int(nil), tiles.HeadDims...)
 
-// BestStage is the stage "cuda" runs for a problem of shape s: the fastest
-// stage that passes the conformance suite, by the H200 run recorded in
-// docs/PERF.md (commit 1ef45cc): stage 6 for D=128 (large); for D=64, stage 5
-// up to 512 keys (small 4.50 µs, mission 7.96 µs, where the later stages'
-// extra warps only add merge work) and stage 7 beyond (long 80.1 µs against
-// stage 5's 81.9).
-func BestStage(s backend.Shape) int {
+// HopperHeadDims are the head dimensions of the Hopper kernel (stage 9).
+var HopperHeadDims = append([]int(nil), tiles.HopperHeadDims...)
+
+// BestStage is the stage "cuda" runs for a problem of shape s on a GPU of
+// compute capability cc (major*10 + minor): the fastest stage that passes
+// the conformance suite, by the H200 runs recorded in docs/PERF.md.
+//   - On compute capability 9.0, the Hopper kernel (stage 9) for every head
+//     dim it has.
+//   - Otherwise, from the compute_89 family (commit 1ef45cc, H200): stage 6
+//     for D=128; for D=64, stage 5 up to 512 keys (small 4.50 µs, mission
+//     7.96 µs, where the later stages' extra warps only add merge work) and
+//     stage 7 beyond (long 80.1 µs against stage 5's 81.9). Those were timed
+//     on the H200, where FP8 mma.sync is not native; on an L4 they are
+//     unmeasured.
+func BestStage(s backend.Shape, cc int) int {
 	switch {
+	case cc == 90 && hopperHas(s.D):
+		return tiles.HopperStage
 	case s.D == 128:
 		return 6
 	case s.Sk <= 512:
@@ -43,9 +54,21 @@ func BestStage(s backend.Shape) int {
 	return 7
 }
 
+func hopperHas(d int) bool {
+	_, err := tiles.Hopper(d)
+	return err == nil
+}
+
 // geometry returns stage's tile geometry for head dimension d, or an error
 // wrapping ErrUnsupported.
 func geometry(stage, d int) (tiles.Config, error) {
+	if stage == tiles.HopperStage {
+		h, err := tiles.Hopper(d)
+		if err != nil {
+			return tiles.Config{}, fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
+		}
+		return tiles.Config{BlockM: h.BlockM, BlockN: h.BlockN, Threads: h.Threads, Ring: h.Ring}, nil
+	}
 	c, err := tiles.Get(stage, d)
 	if errors.Is(err, tiles.ErrNoKernel) {
 		return c, fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
@@ -53,16 +76,23 @@ func geometry(stage, d int) (tiles.Config, error) {
 	return c, err
 }
 
-// supports is the shape check every cuda backend shares.
-func supports(p *backend.Problem, stage int) error {
+// supportsInputs is the check every upload makes: FP8 inputs within the
+// grid's limits.
+func supportsInputs(p *backend.Problem) error {
 	if p.Precision != backend.FP8E4M3 {
 		return fmt.Errorf("%w: cuda kernels take FP8E4M3 inputs, not %v", backend.ErrUnsupported, p.Precision)
-	}
-	if _, err := geometry(stage, p.D); err != nil {
-		return err
 	}
 	if p.Hq > 65535 || p.B > 65535 {
 		return fmt.Errorf("%w: cuda grid limits: heads and batch must be <= 65535", backend.ErrUnsupported)
 	}
 	return nil
+}
+
+// supports is the shape check of one stage (device capabilities aside).
+func supports(p *backend.Problem, stage int) error {
+	if err := supportsInputs(p); err != nil {
+		return err
+	}
+	_, err := geometry(stage, p.D)
+	return err
 }

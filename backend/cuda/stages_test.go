@@ -9,23 +9,28 @@ import (
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// TestBestStage: the shape-based choice recorded in docs/PERF.md.
+// TestBestStage: the choice recorded in docs/PERF.md, by shape and compute
+// capability.
 func TestBestStage(t *testing.T) {
 	for _, tc := range []struct {
-		s    backend.Shape
-		want int
+		s        backend.Shape
+		cc, want int
 	}{
-		{sdpatest.NamedShapes["small"], 5},
-		{sdpatest.NamedShapes["mission"], 5},
-		{sdpatest.NamedShapes["long"], 7},
-		{sdpatest.NamedShapes["large"], 6},
-		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 513, D: 64}, 7},
+		{sdpatest.NamedShapes["small"], 89, 5},
+		{sdpatest.NamedShapes["mission"], 89, 5},
+		{sdpatest.NamedShapes["long"], 89, 7},
+		{sdpatest.NamedShapes["large"], 89, 6},
+		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 513, D: 64}, 89, 7},
+		{sdpatest.NamedShapes["mission"], 90, 9},
+		{sdpatest.NamedShapes["large"], 90, 9},
+		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 8, Sk: 8, D: 192}, 90, 9},
 	} {
-		if got := BestStage(tc.s); got != tc.want {
-			t.Errorf("BestStage(%v) = %d, want %d", tc.s, got, tc.want)
+		got := BestStage(tc.s, tc.cc)
+		if got != tc.want {
+			t.Errorf("BestStage(%v, %d) = %d, want %d", tc.s, tc.cc, got, tc.want)
 		}
-		if _, err := tiles.Get(BestStage(tc.s), tc.s.D); err != nil {
-			t.Errorf("BestStage(%v): %v", tc.s, err)
+		if _, err := geometry(got, tc.s.D); err != nil {
+			t.Errorf("BestStage(%v, %d): %v", tc.s, tc.cc, err)
 		}
 	}
 }
@@ -40,6 +45,17 @@ func TestSupports(t *testing.T) {
 	if err := supports(p, len(Stages)+1); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("stage past the list: %v", err)
 	}
+	for _, d := range []int{64, 96, 128, 192, 256} {
+		p.D = d
+		if err := supports(p, tiles.HopperStage); err != nil {
+			t.Errorf("stage 9 d=%d: %v", d, err)
+		}
+	}
+	p.D = 80
+	if err := supports(p, tiles.HopperStage); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("stage 9 d=80: %v", err)
+	}
+	p.D = 64
 	p.Precision = backend.FP32
 	if err := supports(p, 1); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("fp32: %v", err)

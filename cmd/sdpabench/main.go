@@ -46,24 +46,25 @@ import (
 
 // Result is one (shape, seed) row of a run; -json writes a list of them.
 type Result struct {
-	Shape      string  `json:"shape"`
-	Seed       uint64  `json:"seed"`
-	Backend    string  `json:"backend"`
-	Precision  string  `json:"precision"`
-	Mask       string  `json:"mask"`
-	MaxErr     float64 `json:"max_err"`
-	MeanErr    float64 `json:"mean_err"`
-	FracBeyond float64 `json:"frac_beyond_tol"`
-	Tolerance  string  `json:"tolerance"`
-	Pass       bool    `json:"pass"`
-	RelL2Exact float64 `json:"rel_l2_vs_unquantized,omitempty"`
-	P50us      float64 `json:"p50_us"`
-	P90us      float64 `json:"p90_us"`
-	GPUP50us   float64 `json:"gpu_p50_us,omitempty"`
-	GPUP90us   float64 `json:"gpu_p90_us,omitempty"`
-	GFLOPs     float64 `json:"gflops"`
-	Iters      int     `json:"iters"`
-	Date       string  `json:"date"`
+	Shape       string  `json:"shape"`
+	Seed        uint64  `json:"seed"`
+	Backend     string  `json:"backend"`
+	Precision   string  `json:"precision"`
+	Mask        string  `json:"mask"`
+	MaxErr      float64 `json:"max_err"`
+	MeanErr     float64 `json:"mean_err"`
+	FracBeyond  float64 `json:"frac_beyond_tol"`
+	Tolerance   string  `json:"tolerance"`
+	Pass        bool    `json:"pass"`
+	RelL2Exact  float64 `json:"rel_l2_vs_unquantized,omitempty"`
+	P50us       float64 `json:"p50_us"`
+	P90us       float64 `json:"p90_us"`
+	GPUP50us    float64 `json:"gpu_p50_us,omitempty"`        // CUDA-graph replay
+	LaunchP50us float64 `json:"gpu_launch_p50_us,omitempty"` // back-to-back launches
+	GPUP90us    float64 `json:"gpu_p90_us,omitempty"`
+	GFLOPs      float64 `json:"gflops"`
+	Iters       int     `json:"iters"`
+	Date        string  `json:"date"`
 }
 
 const usage = `sdpabench: validate attention backends against a float64 oracle, then time them.
@@ -240,7 +241,16 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 				sort.Float64s(times)
 				r.GPUP50us, r.GPUP90us = times[len(times)/2], times[len(times)*9/10]
 				r.GFLOPs = s.FLOPs(c.mask) / (r.GPUP50us * 1e3)
-				fmt.Printf("  device p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+				fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+			}
+			if tm, ok := be.(backend.LaunchTimer); ok {
+				times, err := tm.LaunchTimes(p, r.Iters)
+				if err != nil {
+					return nil, err
+				}
+				sort.Float64s(times)
+				r.LaunchP50us = times[len(times)/2]
+				fmt.Printf("  back-to-back launches p50 %s", fmtDur(r.LaunchP50us))
 			}
 			fmt.Printf("  %.2f GFLOP/s (%d iters)\n", r.GFLOPs, r.Iters)
 		}

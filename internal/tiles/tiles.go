@@ -67,6 +67,70 @@ func Get(stage, d int) (Config, error) {
 	return Config{}, fmt.Errorf("%w: no kernel stage %d (have %v)", ErrNoKernel, stage, Stages)
 }
 
+// HopperStage is the stage number of the sm_90a kernel family (Hopper:
+// TMA bulk copies, wgmma for both GEMMs, warp specialization). It is not in
+// Stages, the compute_89 family every sm_89+ GPU loads: it is built into a
+// module of its own that only compute capability 9.0 loads.
+const HopperStage = 9
+
+// HopperHeadDims are the head dimensions the Hopper kernel is built for.
+var HopperHeadDims = []int{64, 96, 128, 192, 256}
+
+// HopperConfig is the geometry of the Hopper kernel for one head dimension.
+//
+// A block is one producer warpgroup (TMA bulk copies) and two consumer
+// warpgroups of 64 query rows each. Q·Kᵀ runs over DK, the head dimension
+// rounded up to a whole swizzle row (64 bytes, or a multiple of 128): the
+// images the device packs pad Q and K with zero columns; P·V produces the D
+// true columns.
+type HopperConfig struct {
+	D       int // head dimension
+	DK      int // Q·Kᵀ depth: D padded to 64 or a multiple of 128 bytes
+	BlockM  int // query rows per block (two consumer warpgroups of 64)
+	BlockN  int // keys per K/V tile
+	Threads int // three warpgroups
+	Ring    int // K/V tiles in flight
+}
+
+// Hopper returns the Hopper kernel's geometry for head dimension d.
+func Hopper(d int) (HopperConfig, error) {
+	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 2}
+	switch d {
+	case 64:
+		c.DK = 64
+	case 96, 128:
+		c.DK = 128
+	case 192, 256:
+		// The output accumulator takes d/2 registers a thread: halve the
+		// score tile to stay under the consumers' 240.
+		c.DK, c.BlockN = 256, 64
+	default:
+		return HopperConfig{}, fmt.Errorf("%w: the Hopper kernel supports head dims %v, not %d", ErrNoKernel, HopperHeadDims, d)
+	}
+	return c, nil
+}
+
+// Pad returns n rounded up to a multiple of m.
+func Pad(n, m int) int { return (n + m - 1) / m * m }
+
+// QImageBytes, KImageBytes and VImageBytes are the sizes of one head's
+// packed tiles (the device layout the Hopper kernel loads with bulk copies):
+// Q in blocks of BlockM rows by DK bytes, K in tiles of BlockN keys by DK
+// bytes, V transposed in tiles of D rows by BlockN keys.
+func (c HopperConfig) QImageBytes(sq int) int { return Pad(sq, c.BlockM) * c.DK }
+
+// KImageBytes: see QImageBytes.
+func (c HopperConfig) KImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.DK }
+
+// VImageBytes: see QImageBytes.
+func (c HopperConfig) VImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.D }
+
+// SharedBytes is the dynamic shared memory a block uses: Q, the K/V ring
+// and its barriers, plus 1 KB to align the tiles to the swizzle repeat.
+func (c HopperConfig) SharedBytes() int {
+	return c.BlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024
+}
+
 // KernelName returns the entry point of stage for head dimension d.
 func KernelName(stage, d int) string { return fmt.Sprintf("fp8attn_stage%d_d%d", stage, d) }
 
@@ -101,6 +165,13 @@ func Header() string {
 			fmt.Fprintf(&b, "template <> struct Tiles<%d, %d> { static constexpr int BM = %d, BN = %d, THREADS = %d, RING = %d; };\n",
 				s, d, c.BlockM, c.BlockN, c.Threads, c.Ring)
 		}
+	}
+	b.WriteString("\n// The Hopper kernel (stage 9, sm_90a): see internal/tiles.HopperConfig.\n")
+	b.WriteString("template <int D> struct HopperTiles;\n")
+	for _, d := range HopperHeadDims {
+		c, _ := Hopper(d)
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes())
 	}
 	return b.String()
 }

@@ -16,3 +16,6 @@ nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmadump.cu" -o /tmp/wgd
 # Hopper only: the swizzled operand layouts (exits 1 if a product or the control is wrong).
 nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmaswizzle.cu" -o /tmp/wgs
 /tmp/wgs > "$out/dump_wgmma_swizzle_sm_90a.txt"
+# Hopper only: wgmma's A operand from registers, e4m3 (exits 1 if the model or the control is wrong).
+nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmars.cu" -o /tmp/wgr
+/tmp/wgr > "$out/dump_wgmma_rs_sm_90a.txt"

@@ -65,7 +65,8 @@
 // Files: common.cuh (shared helpers, Params), stage1.cuh, stage2.cuh,
 // stage3_4.cuh, stage5_8.cuh; tiles.h is generated (go run
 // ./internal/tiles/gen). New kernel families (Ada FP8, Hopper) get files of
-// their own.
+// their own: the Hopper kernel (stage 9) is hopper.cuh, built from
+// attention_sm90a.cu into a module of its own.
 //
 // Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
 // Params; per-(batch, head) dequantization scales; the Q and K scales and
@@ -101,16 +102,8 @@ ENTRY(7, 64, (stage5<64, 7>(p))) ENTRY(7, 128, (stage5<128, 7>(p)))
 ENTRY(8, 64, (stage5<64, 8>(p))) ENTRY(8, 128, (stage5<128, 8>(p)))
 static_assert(FP8ATTN_NUM_STAGES == 8, "tiles.h lists stages without entry points here");
 
-// The layout of Params as this compiler lays it out: its size, then the
-// offset of every field in declaration order. The Go side compares it with
-// its own struct when the module loads (and a CPU test with the PTX's copy).
-#define OFF(f) (int)offsetof(Params, f)
-extern "C" __device__ const int fp8attn_params_layout[] = {
-    (int)sizeof(Params), OFF(q), OFF(k), OFF(v), OFF(q_scale), OFF(k_scale), OFF(v_scale), OFF(out), OFF(lse),
-    OFF(q_batch_stride), OFF(q_head_stride), OFF(q_row_stride), OFF(kv_batch_stride), OFF(kv_head_stride),
-    OFF(kv_row_stride), OFF(o_batch_stride), OFF(o_head_stride), OFF(o_row_stride), OFF(b), OFF(hq), OFF(hkv),
-    OFF(sq), OFF(sk), OFF(d), OFF(group), OFF(mask), OFF(score_scale)};
-#undef OFF
+// The layout of Params as this compiler lays it out (common.cuh).
+FP8ATTN_EXPORT_PARAMS_LAYOUT
 
 // check_layout writes, for every lane and accumulator element, 1 where the
 // formulas the kernels use (acc_row, acc_col) disagree with the generated,

@@ -29,7 +29,30 @@ struct Params {
   // backend's factor too): no intermediate product can overflow, and the
   // host bounds the result.
   const float* score_scale;
+  // The packed tiles of the Hopper kernel (stage 9): Q, K and V rearranged
+  // on the device by its pack kernels into the swizzled layout its bulk
+  // copies load (see hopper.cuh). Unused, and null, for stages 1-8.
+  uint8_t *qi, *ki, *vi;
 };
+
+// FP8ATTN_EXPORT_PARAMS_LAYOUT defines fp8attn_params_layout: the layout
+// of Params as this compiler lays it out, its size, then the offset of
+// every field in declaration order. The Go side compares it with its own
+// struct when a module loads (and a CPU test with the PTX's copy). Each
+// module (.cu file) expands it once.
+#define FP8ATTN_PARAMS_OFF(f) (int)offsetof(Params, f)
+#define FP8ATTN_EXPORT_PARAMS_LAYOUT                                                                          \
+  extern "C" __device__ const int fp8attn_params_layout[] = {                                                 \
+      (int)sizeof(Params),                    FP8ATTN_PARAMS_OFF(q),              FP8ATTN_PARAMS_OFF(k),      \
+      FP8ATTN_PARAMS_OFF(v),                  FP8ATTN_PARAMS_OFF(q_scale),        FP8ATTN_PARAMS_OFF(k_scale), \
+      FP8ATTN_PARAMS_OFF(v_scale),            FP8ATTN_PARAMS_OFF(out),            FP8ATTN_PARAMS_OFF(lse),    \
+      FP8ATTN_PARAMS_OFF(q_batch_stride),     FP8ATTN_PARAMS_OFF(q_head_stride),  FP8ATTN_PARAMS_OFF(q_row_stride), \
+      FP8ATTN_PARAMS_OFF(kv_batch_stride),    FP8ATTN_PARAMS_OFF(kv_head_stride), FP8ATTN_PARAMS_OFF(kv_row_stride), \
+      FP8ATTN_PARAMS_OFF(o_batch_stride),     FP8ATTN_PARAMS_OFF(o_head_stride),  FP8ATTN_PARAMS_OFF(o_row_stride), \
+      FP8ATTN_PARAMS_OFF(b),                  FP8ATTN_PARAMS_OFF(hq),             FP8ATTN_PARAMS_OFF(hkv),    \
+      FP8ATTN_PARAMS_OFF(sq),                 FP8ATTN_PARAMS_OFF(sk),             FP8ATTN_PARAMS_OFF(d),      \
+      FP8ATTN_PARAMS_OFF(group),              FP8ATTN_PARAMS_OFF(mask),           FP8ATTN_PARAMS_OFF(score_scale), \
+      FP8ATTN_PARAMS_OFF(qi),                 FP8ATTN_PARAMS_OFF(ki),             FP8ATTN_PARAMS_OFF(vi)};
 
 #define NEG_INF (-__int_as_float(0x7f800000))
 #define LN2 0.69314718055994530942f

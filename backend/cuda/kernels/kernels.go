@@ -7,7 +7,8 @@
 // Sources: attention.cu (the stage table, changelog and entry points)
 // includes common.cuh (what every stage shares), one file per stage family
 // (stage1.cuh, stage2.cuh, stage3_4.cuh, stage5_8.cuh) and tiles.h, the
-// geometry generated from internal/tiles.
+// geometry generated from internal/tiles. attention_sm90a.cu is the Hopper
+// module (hopper.cuh), built for sm_90a.
 package kernels
 
 //go:generate ./gen.sh
@@ -25,3 +26,15 @@ var PTX string
 //
 //go:embed resources.txt
 var Resources string
+
+// HopperCubin is attention_sm_90a.cubin: the Hopper module (stage 9 and its
+// pack kernels) as sm_90a machine code, loaded on compute capability 9.0.
+//
+//go:embed attention_sm_90a.cubin
+var HopperCubin []byte
+
+// HopperPTX is the same module as compute_90a PTX, for a driver that
+// cannot load the cubin.
+//
+//go:embed attention_compute_90a.ptx
+var HopperPTX string

@@ -13,7 +13,8 @@ import (
 )
 
 // sourceFiles are the files SourceHash covers, in gen.sh's order: every
-// *.cu, *.cuh and *.h here in byte order of name, then the fragment header.
+// *.cu, *.cuh and *.h here in byte order of name, then the fragment and
+// wgmma headers.
 func sourceFiles(t *testing.T) []string {
 	var files []string
 	for _, pat := range []string{"*.cu", "*.cuh", "*.h"} {
@@ -24,7 +25,7 @@ func sourceFiles(t *testing.T) []string {
 		files = append(files, m...)
 	}
 	sort.Strings(files)
-	return append(files, "../../../wmma/include/fp8attn_fragments.h")
+	return append(files, "../../../wmma/include/fp8attn_fragments.h", "../../../wmma/include/fp8attn_wgmma.h")
 }
 
 // TestPTXFresh: the embedded PTX was built from the current sources, and has

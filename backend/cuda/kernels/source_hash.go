@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "4436727d5c19302a6c8381d0558e38f26d43e2e65f34551615399928390d595d"
+const SourceHash = "9ed9d94c9e110a84849774c3aaf0b1bb044ec0790312fedbf35d09909a5229ab"

@@ -1,0 +1,45 @@
+// attention_sm90a.cu: the Hopper module (sm_90a), built by gen.sh into
+// attention_sm_90a.cubin (and its PTX), which the cuda backend loads on
+// compute capability 9.0 only.
+//
+//   stage 9  warp-specialized: a producer warpgroup moves pre-packed,
+//            swizzled K/V tiles into a shared-memory ring with bulk copies
+//            (the tensor-memory accelerator), two consumer warpgroups of 64
+//            query rows run Q·Kᵀ and P·V on wgmma e4m3 (QGMMA), P from
+//            registers, online softmax in between. The pack kernels lay Q, K
+//            and V out for it on the device. See hopper.cuh.
+//
+// Changelog
+//   v1 (2026-11-22): stage 9: D in {64, 96, 128, 192, 256}, any Sq/Sk,
+//                    GQA/MQA, both causal alignments, LSE; 2-deep ring; no
+//                    intra-warpgroup overlap or ping-pong yet.
+#include "common.cuh"
+#include "hopper.cuh"
+
+// Entry points per head dim: the attention kernel, its geometry exported as
+// fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
+// (checked against internal/tiles when the module loads), and the three
+// pack kernels.
+#define HOPPER_ENTRY(HD)                                                                                       \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9_d##HD(const __grid_constant__ Params p) { \
+    hopper::stage9<HD>(p);                                                                                       \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9q_d##HD(const __grid_constant__ Params p) {     \
+    hopper::pack_qk<HD, true>(p);                                                                                \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9k_d##HD(const __grid_constant__ Params p) {     \
+    hopper::pack_qk<HD, false>(p);                                                                               \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9v_d##HD(const __grid_constant__ Params p) {     \
+    hopper::pack_v<HD>(p);                                                                                       \
+  }                                                                                                             \
+  extern "C" __device__ const int fp8attn_stage9_d##HD##_config[7] = {                                           \
+      HopperTiles<HD>::D,       HopperTiles<HD>::DK,   HopperTiles<HD>::BM,  HopperTiles<HD>::BN,                   \
+      HopperTiles<HD>::THREADS, HopperTiles<HD>::RING, HopperTiles<HD>::SMEM};
+HOPPER_ENTRY(64)
+HOPPER_ENTRY(96)
+HOPPER_ENTRY(128)
+HOPPER_ENTRY(192)
+HOPPER_ENTRY(256)
+
+FP8ATTN_EXPORT_PARAMS_LAYOUT

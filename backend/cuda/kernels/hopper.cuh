@@ -1,0 +1,340 @@
+// hopper.cuh: stage 9, the Hopper kernel (sm_90a), and the pack kernels that
+// lay its inputs out on the device. Included by attention_sm90a.cu only.
+//
+// Design (FlashAttention-3's, reduced to what this library needs):
+//
+//   * Layout owned by the device copy. The pack kernels rewrite Q, K and V
+//     once per upload into "images": tiles stored contiguously, each byte
+//     already where the wgmma operand layout wants it in shared memory
+//     (K-major, swizzled; wmma.KMajorOffset, verified on the H200). One
+//     bulk copy (cp.async.bulk, the tensor-memory accelerator's 1-D mode)
+//     then moves a whole tile into shared memory, completing on an mbarrier:
+//     no tensor map, so nothing from the CUDA 12 headers the pinned
+//     gorgonia.org/cu build lacks.
+//       Q, K: rows of DK bytes (D padded with zero columns to 64 or a
+//             multiple of 128), in blocks of R rows (R = 64 for Q: one
+//             consumer warpgroup; R = BN for K), each block split into
+//             panels of WK = min(DK, 128) bytes, each panel R x WK swizzled.
+//       V:    transposed: per tile of BN keys, D rows (one per head-dim
+//             column) of BN bytes, swizzled with rows of BN bytes, and the
+//             keys of every 16-key group permuted by sigma (below), so that
+//             P goes from the Q·Kᵀ accumulator registers to wgmma's A
+//             registers with conversions only, no shuffles.
+//   * Warp specialization: warpgroup 0 is the producer (one thread issues
+//     the bulk copies into a RING-deep ring of K and V tiles; the others
+//     give their registers away with setmaxnreg), warpgroups 1 and 2 are
+//     consumers of 64 query rows each (setmaxnreg 240).
+//   * Q·Kᵀ: wgmma m64nBNk32 e4m3, A (Q) and B (K) from shared memory.
+//   * Online softmax on the accumulator registers (layout wmma.WGMMAAcc):
+//     row max over a quad, exp2 in the log2 domain with the score factor
+//     from the host, P scaled by 2^8 before its E4M3 cast so that its range
+//     is used (P <= 1 becomes <= 256 < 448), the row sum in float32.
+//   * P·V: wgmma m64nDk32 e4m3 with A (P) from registers, B (Vᵀ) from shared
+//     memory, into the output accumulator, rescaled in registers per tile.
+//
+// sigma: the accumulator gives thread t of a quad, in each 16-key group,
+// keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions
+// 4t..4t+3 (wmma.WGMMAE4M3A). The image's position 4t+i holds key
+// sigma(4t+i) = 2t + (i&1) + 8(i>>1), so the thread's four keys, packed in
+// that order, are exactly its A bytes. P·V sums over keys, so permuting
+// keys consistently in P and V changes nothing.
+#pragma once
+#include "../../../wmma/include/fp8attn_wgmma.h"
+
+namespace hopper {
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+// mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk).
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+
+// wgmma ordering.
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// fence_regs keeps the compiler from moving accesses of accumulator
+// registers across the asynchronous wgmma that owns them.
+template <int R> __device__ __forceinline__ void fence_regs(float (&d)[R]) {
+#pragma unroll
+  for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// desc is the wgmma shared-memory descriptor of a K-major operand whose
+// rows are W bytes, swizzled (W = 64 or 128; the tile base aligned to 1024
+// bytes): stride byte offset 8·W between 8-row groups, leading byte offset
+// unused (one k32 step stays inside a swizzle row). wmma.WGMMADescriptor
+// encodes the same, and testdata/wmma/wgmmaswizzle.cu verified it.
+template <int W> __device__ __forceinline__ uint64_t desc(uint32_t addr) {
+  static_assert(W == 64 || W == 128, "swizzle width");
+  constexpr uint64_t mode = W == 128 ? 1 : 2;
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(8 * W >> 4) << 32) | (mode << 62);
+}
+
+// swizzle is wmma.KMajorOffset for an offset o inside a tile of W-byte
+// rows: the 16-byte chunk XORed with address bits 7 and up. It is its own
+// inverse.
+template <int W> __host__ __device__ __forceinline__ int swizzle(int o) { return o ^ (((o >> 7) & (W / 16 - 1)) << 4); }
+
+// sigma: the key at position q (0-15) of a 16-key group of the V image.
+__host__ __device__ __forceinline__ int sigma(int q) { return 2 * (q >> 2) + (q & 1) + 8 * ((q >> 1) & 1); }
+
+// pack4 converts four probabilities to E4M3 (round to nearest, finite
+// values saturated, NaN kept) as one register, a in the lowest byte.
+__device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d) {
+  uint16_t lo, hi;
+  uint32_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(lo) : "f"(a), "f"(b));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(hi) : "f"(c), "f"(d));
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(lo), "h"(hi));
+  return r;
+}
+
+template <int D> struct Geometry {
+  using T = HopperTiles<D>;
+  static constexpr int DK = T::DK, BM = T::BM, BN = T::BN, RING = T::RING;
+  static constexpr int WK = DK < 128 ? DK : 128;  // Q and K panel width (swizzle row)
+  static constexpr int WV = BN;                   // V image row width
+  static constexpr int QB = 64 * DK;              // one consumer's Q block, bytes
+  static constexpr int KT = BN * DK, VT = D * BN; // K and V tiles, bytes
+  static_assert(T::THREADS == 384 && BM == 128, "one producer and two consumer warpgroups of 64 rows");
+  static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
+};
+
+// The image of one head's Q (R = 64) or K (R = BN) rows: byte (row, col)
+// sits at (row / R)·R·DK + (col / WK)·R·WK + swizzle(row % R · WK + col % WK).
+template <int D, int R> __device__ __forceinline__ long long qk_image_offset(int row, int col) {
+  using G = Geometry<D>;
+  return (long long)(row / R) * R * G::DK + (col / G::WK) * R * G::WK +
+         swizzle<G::WK>((row % R) * G::WK + col % G::WK);
+}
+
+// pack_qk writes the Q (IS_Q) or K image of every head: one thread per 16
+// bytes of the image, zeros past the rows and the head dimension.
+template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params& p) {
+  using G = Geometry<D>;
+  constexpr int R = IS_Q ? 64 : G::BN, PAD = IS_Q ? G::BM : G::BN, CH = G::DK / 16;
+  const int heads = (int)(IS_Q ? p.b * p.hq : p.b * p.hkv), h_per_b = (int)(IS_Q ? p.hq : p.hkv);
+  const int rows = (int)(IS_Q ? p.sq : p.sk), rows_p = (rows + PAD - 1) / PAD * PAD;
+  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= (long long)heads * rows_p * CH) return;
+  const int c = (int)(idx % CH), row = (int)(idx / CH % rows_p), head = (int)(idx / CH / rows_p);
+  const int b = head / h_per_b, h = head % h_per_b, col = 16 * c;
+  uint4 v = make_uint4(0, 0, 0, 0);
+  if (row < rows && col < D) {
+    const uint8_t* src = IS_Q ? p.q + b * p.q_batch_stride + h * p.q_head_stride + row * p.q_row_stride
+                              : p.k + b * p.kv_batch_stride + h * p.kv_head_stride + row * p.kv_row_stride;
+    v = *(const uint4*)(src + col);
+  }
+  uint8_t* dst = (IS_Q ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
+  *(uint4*)(dst + qk_image_offset<D, R>(row, col)) = v;
+}
+
+// pack_v writes the V image: per tile of BN keys, D rows of BN bytes (row
+// d holds column d of the tile's keys, in sigma order within 16-key groups),
+// swizzled. One thread per 16 image bytes; the threads of a warp take
+// consecutive columns d, so that each of their 16 byte loads reads
+// consecutive bytes of one V row.
+template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
+  using G = Geometry<D>;
+  constexpr int BN = G::BN, CH = BN / 16;
+  const int sk = (int)p.sk, tiles = (sk + BN - 1) / BN;
+  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= p.b * p.hkv * tiles * CH * D) return;
+  const int d = (int)(idx % D), c = (int)(idx / D % CH), tile = (int)(idx / D / CH % tiles),
+            head = (int)(idx / D / CH / tiles);
+  const int b = head / (int)p.hkv, h = head % (int)p.hkv;
+  const uint8_t* src = p.v + b * p.kv_batch_stride + h * p.kv_head_stride + d;
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < 16; q++) {
+    const int key = tile * BN + 16 * c + sigma(q);
+    const uint32_t byte = key < sk ? src[(long long)key * p.kv_row_stride] : 0u;
+    w[q / 4] |= byte << (8 * (q % 4));
+  }
+  uint8_t* dst = p.vi + ((long long)head * tiles + tile) * G::VT;
+  *(uint4*)(dst + swizzle<BN>(d * BN + 16 * c)) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// stage9 is the attention kernel. Grid (query blocks of BM rows, query
+// heads, batch); causal masks run the blocks with the most keys first.
+template <int D> __device__ __forceinline__ void stage9(const Params& p) {
+  using G = Geometry<D>;
+  constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  uint8_t* s_q = smem;
+  uint8_t* s_k = s_q + BM * DK;
+  uint8_t* s_v = s_k + RING * G::KT;
+  uint64_t* bars = (uint64_t*)(s_v + RING * G::VT);
+  uint64_t* q_full = bars;
+  uint64_t* k_full = bars + 1;
+  uint64_t* v_full = bars + 1 + RING;
+  uint64_t* empty = bars + 1 + 2 * RING;
+
+  const int qb = p.mask ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  const int h = blockIdx.y, b = blockIdx.z, kvh = h / (int)p.group;
+  const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * BM;
+  // The keys the block's last row sees bound the tiles it loads.
+  const int ntiles = (visible_keys(p, min(i0 + BM, sq) - 1) + BN - 1) / BN;
+  const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < RING; s++) {
+      mbar_init(&k_full[s], 1);
+      mbar_init(&v_full[s], 1);
+      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {  // producer warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if (threadIdx.x == 0 && ntiles > 0) {
+      const uint8_t* qimg = p.qi + ((long long)b * p.hq + h) * sq_p * DK + (long long)i0 * DK;
+      const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK;
+      const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * sk_p * D;
+      mbar_expect_tx(q_full, BM * DK);
+      bulk_load(s_q, qimg, BM * DK, q_full);
+      for (int t = 0; t < ntiles; t++) {
+        const int s = t % RING;
+        if (t >= RING) mbar_wait(&empty[s], (t / RING - 1) & 1);
+        mbar_expect_tx(&k_full[s], G::KT);
+        bulk_load(s_k + s * G::KT, kimg + (long long)t * G::KT, G::KT, &k_full[s]);
+        mbar_expect_tx(&v_full[s], G::VT);
+        bulk_load(s_v + s * G::VT, vimg + (long long)t * G::VT, G::VT, &v_full[s]);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+
+  // Consumer warpgroup cw: rows i0 + 64cw .. +63; this thread rows r0, r0+8.
+  const int cw = threadIdx.x / 128 - 1, tid = threadIdx.x % 128;
+  const int warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
+  const int wg_row = i0 + 64 * cw, r0 = wg_row + 16 * warp + g;
+  const int vis0 = visible_keys(p, r0), vis1 = visible_keys(p, r0 + 8);
+  const int vis_min = visible_keys(p, min(wg_row, sq - 1));
+  const float c = p.score_scale[b * p.hq + h];
+  const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
+
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+  float s[BN / 2];
+
+  if (ntiles > 0) mbar_wait(q_full, 0);
+  for (int t = 0; t < ntiles; t++) {
+    const int st = t % RING, ph = (t / RING) & 1;
+    mbar_wait(&k_full[st], ph);
+    const uint32_t k_addr = smem_u32(s_k + st * G::KT);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < DK / 32; kk++) {
+      const int panel = 32 * kk / WK, off = 32 * kk % WK;
+      WGMMA<BN>::ss(s, desc<WK>(q_addr + panel * 64 * WK + off), desc<WK>(k_addr + panel * BN * WK + off), kk);
+    }
+    wg_commit();
+    wg_wait0();
+    fence_regs(s);
+
+    // Scores in the log2 domain; masked keys (and keys past sk, zero in
+    // the image) become -Inf.
+    const bool masked = (t + 1) * BN > vis_min;
+    float mx0 = NEG_INF, mx1 = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+      float x = s[i] * c;
+      if (masked) {
+        const int key = t * BN + 8 * (i / 4) + 2 * tq + (i & 1);
+        if (key >= ((i & 2) ? vis1 : vis0)) x = NEG_INF;
+      }
+      s[i] = x;
+      if (i & 2) mx1 = fmaxf(mx1, x);
+      else mx0 = fmaxf(mx0, x);
+    }
+    mx0 = group_max<4>(mx0);
+    mx1 = group_max<4>(mx1);
+    const OnlineStep st0 = online_step(m[0], mx0), st1 = online_step(m[1], mx1);
+    // P·2^8: exp2(x - m + 8), so that E4M3 holds P in [2^-17, 256].
+    const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
+    l[0] *= st0.alpha;
+    l[1] *= st1.alpha;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+      s[i] = exp2f(s[i] + ((i & 2) ? off1 : off0));
+      l[(i >> 1) & 1] += s[i];
+    }
+    uint32_t pa[BN / 32][4];
+#pragma unroll
+    for (int k = 0; k < BN / 32; k++) {
+      const int j = 16 * k;
+      pa[k][0] = pack4(s[j + 0], s[j + 1], s[j + 4], s[j + 5]);
+      pa[k][1] = pack4(s[j + 2], s[j + 3], s[j + 6], s[j + 7]);
+      pa[k][2] = pack4(s[j + 8], s[j + 9], s[j + 12], s[j + 13]);
+      pa[k][3] = pack4(s[j + 10], s[j + 11], s[j + 14], s[j + 15]);
+    }
+#pragma unroll
+    for (int i = 0; i < D / 2; i++) o[i] *= (i & 2) ? st1.alpha : st0.alpha;
+
+    mbar_wait(&v_full[st], ph);
+    const uint32_t v_addr = smem_u32(s_v + st * G::VT);
+    fence_regs(o);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < BN / 32; k++) WGMMA<D>::rs(o, pa[k], desc<WV>(v_addr + 32 * k), 1);
+    wg_commit();
+    wg_wait0();
+    fence_regs(o);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);
+  }
+
+  // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
+  const float l0 = group_sum<4>(l[0]), l1 = group_sum<4>(l[1]);
+  const float vs = p.v_scale[b * p.hkv + kvh];
+  float* out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
+#pragma unroll
+  for (int half = 0; half < 2; half++) {
+    const int row = r0 + 8 * half;
+    if (row >= sq) continue;
+    const float lh = half ? l1 : l0;
+    const bool keys = row_has_keys(lh);
+    const float f = vs / lh;
+    float* orow = out + row * p.o_row_stride;
+#pragma unroll
+    for (int i = 2 * half; i < D / 2; i += 4) {
+      const int col = 8 * (i / 4) + 2 * tq;
+      const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
+      *(float2*)(orow + col) = v;
+    }
+    if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
+  }
+}
+
+}  // namespace hopper

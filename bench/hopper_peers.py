@@ -1,0 +1,187 @@
+"""The peers of the Hopper kernel (stage 9), timed the way sdpabench times ours.
+
+For each shape of issue #10 (sdpabench shape strings, optional ":causal"):
+  torch-cudnn, torch-flash  PyTorch SDPA, fp16 inputs (bf16 where fp16 is
+                            refused), cuDNN and FlashAttention backends;
+  triton-fp8                a Triton flash-attention forward with E4M3 Q, K, V
+                            (per-tensor scales folded into the score factor),
+                            both GEMMs on FP8 tensor cores, P cast to E4M3;
+                            V passed transposed (keys contiguous), as FP8 wgmma
+                            wants it. Validated against PyTorch on the
+                            dequantized inputs before it is timed.
+Per-call device time: a CUDA graph of GRAPH calls is replayed between CUDA
+events and each replay's time is divided by GRAPH (launch overhead out); p50
+and p90 over the replays. TFLOP/s = 4·B·H·Sq·Sk·D / t, causal counted as half.
+Writes JSON in sdpabench's format. Usage: python3 bench/hopper_peers.py OUT.json [SHAPE ...]
+"""
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+DEFAULT_SHAPES = ["2x8x256x256x64", "1x8x2048x2048x64", "4x32x4096x4096x64", "4x32x4096x4096x96",
+                  "4x32x4096x4096x128", "4x32x4096x4096x128:causal", "4x32x4096x4096x256",
+                  "2x16x16384x16384x128"]
+
+
+def _configs():
+    out = []
+    for bn in (64, 128):
+        for stages in (2, 3, 4):
+            out.append(triton.Config({"BLOCK_M": 128, "BLOCK_N": bn}, num_warps=8, num_stages=stages))
+    return out
+
+
+@triton.autotune(configs=_configs(), key=["HEAD_DIM", "N_K", "CAUSAL"])
+@triton.jit
+def _attn_fwd(Q, K, VT, O, qk_scale, N_Q, N_K, H,
+              s_qb, s_qh, s_qm, s_kb, s_kh, s_kn, s_vb, s_vh, s_vd, s_ob, s_oh, s_om,
+              HEAD_DIM: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    pid_m = tl.program_id(0)
+    bh = tl.program_id(1)
+    b = bh // H
+    h = bh % H
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + b * s_qb + h * s_qh + offs_m[:, None] * s_qm + offs_d[None, :], mask=offs_m[:, None] < N_Q, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    k_base = K + b * s_kb + h * s_kh
+    v_base = VT + b * s_vb + h * s_vh
+    hi = N_K
+    if CAUSAL:  # upper-left alignment, N_Q == N_K in the shapes timed
+        hi = tl.minimum(N_K, (pid_m + 1) * BLOCK_M)
+    for start_n in range(0, hi, BLOCK_N):
+        keys = start_n + offs_n
+        kt = tl.load(k_base + keys[None, :] * s_kn + offs_d[:, None], mask=keys[None, :] < N_K, other=0.0)
+        qk = tl.dot(q, kt) * qk_scale
+        valid = keys[None, :] < N_K
+        if CAUSAL:
+            valid = valid & (offs_m[:, None] >= keys[None, :])
+        qk = tl.where(valid, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_new[:, None])
+        alpha = tl.math.exp2(m_i - m_new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(v_base + offs_d[None, :] * s_vd + keys[:, None], mask=keys[:, None] < N_K, other=0.0)
+        acc = tl.dot(p.to(tl.float8e4nv), v, acc)
+        m_i = m_new
+    acc = acc / l_i[:, None]
+    tl.store(O + b * s_ob + h * s_oh + offs_m[:, None] * s_om + offs_d[None, :], acc.to(tl.float16), mask=offs_m[:, None] < N_Q)
+
+
+def quantize(x):
+    s = x.abs().amax().float().clamp(min=1e-12) / 448.0
+    return (x.float() / s).to(torch.float8_e4m3fn), s
+
+
+def triton_fp8(q8, k8, vt8, qk_scale, causal, out):
+    B, H, S, D = q8.shape
+    grid = lambda meta: (triton.cdiv(S, meta["BLOCK_M"]), B * H)
+    _attn_fwd[grid](q8, k8, vt8, out, qk_scale, S, k8.shape[2], H,
+                    q8.stride(0), q8.stride(1), q8.stride(2), k8.stride(0), k8.stride(1), k8.stride(2),
+                    vt8.stride(0), vt8.stride(1), vt8.stride(2), out.stride(0), out.stride(1), out.stride(2),
+                    HEAD_DIM=D, CAUSAL=causal)
+    return out
+
+
+def graph_time(fn, flops):
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    graph_n = 20 if flops < 1e11 else 2
+    n = 200 if flops < 1e11 else 20
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(graph_n):
+            fn()
+    for _ in range(3):
+        g.replay()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
+    ev[0].record()
+    for i in range(n):
+        g.replay()
+        ev[i + 1].record()
+    torch.cuda.synchronize()
+    return sorted(ev[i].elapsed_time(ev[i + 1]) * 1e3 / graph_n for i in range(n))
+
+
+def main():
+    out_path = sys.argv[1]
+    shapes = sys.argv[2:] or DEFAULT_SHAPES
+    torch.manual_seed(0)
+    results = []
+    for spec in shapes:
+        dims, _, mask = spec.partition(":")
+        causal = mask == "causal"
+        b, h, sq, sk, d = map(int, dims.split("x"))
+        flops = 4 * b * h * sq * sk * d / (2 if causal else 1)
+        q = torch.randn(b, h, sq, d, device="cuda")
+        k = torch.randn(b, h, sk, d, device="cuda")
+        v = torch.randn(b, h, sk, d, device="cuda")
+        runs = []
+        for label, be in (("torch-cudnn", SDPBackend.CUDNN_ATTENTION), ("torch-flash", SDPBackend.FLASH_ATTENTION)):
+            for dt in (torch.float16, torch.bfloat16):
+                qh, kh, vh = q.to(dt), k.to(dt), v.to(dt)
+                try:
+                    with sdpa_kernel([be]):
+                        F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal)
+                        t = graph_time(lambda: F.scaled_dot_product_attention(qh, kh, vh, is_causal=causal), flops)
+                    runs.append((f"{label}-{'fp16' if dt == torch.float16 else 'bf16'}", t, None))
+                    break
+                except Exception as e:  # a backend may refuse a shape or a dtype
+                    err = str(e).splitlines()[0][:120]
+            else:
+                print(f"{spec:28s} {label:18s} unavailable: {err}")
+        # Triton FP8: validate on the dequantized inputs, then time.
+        q8, sq8 = quantize(q)
+        k8, sk8 = quantize(k)
+        v8, sv8 = quantize(v)
+        vt8 = v8.transpose(2, 3).contiguous()
+        qk_scale = float(sq8 * sk8) / math.sqrt(d) * 1.4426950408889634
+        o = torch.empty(b, h, sq, d, device="cuda", dtype=torch.float16)
+        try:
+            triton_fp8(q8, k8, vt8, qk_scale, causal, o)
+            torch.cuda.synchronize()
+            ref = F.scaled_dot_product_attention(q8.float() * sq8, k8.float() * sk8, v8.float(), is_causal=causal)
+            rel = ((o.float() * 1 - ref).norm() / ref.norm()).item()
+            status = "ok" if rel < 0.05 else "FAILED"
+            t = graph_time(lambda: triton_fp8(q8, k8, vt8, qk_scale, causal, o), flops)
+            runs.append(("triton-fp8", t, rel))
+            print(f"{spec:28s} triton-fp8 validation: rel L2 {rel:.4f} vs PyTorch fp32 on the dequantized inputs ({status}); "
+                  f"config {_attn_fwd.best_config}")
+            if status != "ok":
+                runs.pop()
+        except Exception as e:
+            print(f"{spec:28s} triton-fp8         unavailable: {str(e).splitlines()[0][:160]}")
+        for label, t, rel in runs:
+            p50, p90 = t[len(t) // 2], t[len(t) * 9 // 10]
+            results.append({"shape": spec, "backend": label, "precision": "fp8" if "fp8" in label else label.split("-")[-1],
+                            "mask": "causal" if causal else "none", "gpu_p50_us": p50, "gpu_p90_us": p90,
+                            "gflops": flops / p50 / 1e3, "iters": len(t),
+                            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            print(f"{spec:28s} {label:18s} device p50 {p50:9.2f} us  p90 {p90:9.2f} us  {flops / p50 / 1e6:7.1f} TFLOP/s")
+        del q, k, v
+        torch.cuda.empty_cache()
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=1)
+    print("torch", torch.__version__, "triton", triton.__version__, torch.cuda.get_device_name())
+
+
+if __name__ == "__main__":
+    main()
