@@ -7,7 +7,8 @@
 # bench/hopper_peers.py (cuDNN, flash, Triton FP8; graph replay).
 # Validates against the float64 oracle where that is affordable on the CPU
 # (the mission and long shapes); the conformance suite covers the rest.
-# Writes OUT/hopper-*.json and logs; prints a table last.
+# Writes OUT/hopper-bench.tgz (JSON and logs). Environment: KERNELS (default
+# stage9), PEERS=0 (ours only), SDPABENCH (the binary, default bin/sdpabench).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
@@ -21,7 +22,7 @@ for spec in $shapes; do
   case $dims in 2x8x256x256x64|1x8x2048x2048x64) check=; iters=2000 ;; esac
   for kernel in ${KERNELS:-stage9}; do
     name=$(echo "$spec" | tr ':' '-')
-    bin/sdpabench -kernel $kernel -shapes $dims -mask $mask $check -iters $iters -json "$out/hopper-$kernel-$name.json" \
+    ${SDPABENCH:-bin/sdpabench} -kernel $kernel -shapes $dims -mask $mask $check -iters $iters -json "$out/hopper-$kernel-$name.json" \
       > "$out/hopper-$kernel-$name.log" 2>&1 || { echo "FAILED: $kernel $spec"; status=1; }
     grep -E "check|device" "$out/hopper-$kernel-$name.log" | sed "s|^|$kernel $spec: |"
   done

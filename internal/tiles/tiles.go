@@ -94,7 +94,9 @@ type HopperConfig struct {
 
 // Hopper returns the Hopper kernel's geometry for head dimension d.
 func Hopper(d int) (HopperConfig, error) {
-	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 2}
+	// A 3-deep ring (v2): with 2, a slot is refilled only after both
+	// consumers' P·V on it, leaving one tile of prefetch.
+	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3}
 	switch d {
 	case 64:
 		c.DK = 64

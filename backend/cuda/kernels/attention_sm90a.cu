@@ -13,6 +13,9 @@
 //   v1 (2026-11-22): stage 9: D in {64, 96, 128, 192, 256}, any Sq/Sk,
 //                    GQA/MQA, both causal alignments, LSE; 2-deep ring; no
 //                    intra-warpgroup overlap or ping-pong yet.
+//   v2 (2026-11-22): 3-deep ring; softmax on raw scores with one FFMA and
+//                    one EX2 (ex2.approx.ftz) a weight; a negative score
+//                    factor folded into Q's codes by the pack.
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -101,6 +101,15 @@ template <int W> __host__ __device__ __forceinline__ int swizzle(int o) { return
 // sigma: the key at position q (0-15) of a 16-key group of the V image.
 __host__ __device__ __forceinline__ int sigma(int q) { return 2 * (q >> 2) + (q & 1) + 8 * ((q >> 1) & 1); }
 
+// ex2 is 2^x on the special-function unit, subnormal results flushed to
+// zero (weights below 2^-126 of the row's largest are far under what E4M3
+// keeps after the 2^8 scaling, and under float32's share of the row sum).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // pack4 converts four probabilities to E4M3 (round to nearest, finite
 // values saturated, NaN kept) as one register, a in the lowest byte.
 __device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d) {
@@ -147,6 +156,15 @@ template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params
     const uint8_t* src = IS_Q ? p.q + b * p.q_batch_stride + h * p.q_head_stride + row * p.q_row_stride
                               : p.k + b * p.kv_batch_stride + h * p.kv_head_stride + row * p.kv_row_stride;
     v = *(const uint4*)(src + col);
+    // A negative score factor (a negative softmax scale) is folded into Q:
+    // flipping the sign bit of every code is exact, so that the kernel
+    // works with a positive factor and can take row maxima on raw scores.
+    if (IS_Q && p.score_scale[b * p.hq + h] < 0.f) {
+      v.x ^= 0x80808080u;
+      v.y ^= 0x80808080u;
+      v.z ^= 0x80808080u;
+      v.w ^= 0x80808080u;
+    }
   }
   uint8_t* dst = (IS_Q ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
   *(uint4*)(dst + qk_image_offset<D, R>(row, col)) = v;
@@ -239,7 +257,9 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   const int wg_row = i0 + 64 * cw, r0 = wg_row + 16 * warp + g;
   const int vis0 = visible_keys(p, r0), vis1 = visible_keys(p, r0 + 8);
   const int vis_min = visible_keys(p, min(wg_row, sq - 1));
-  const float c = p.score_scale[b * p.hq + h];
+  // The score factor, positive (the pack negated Q where it is not) and
+  // at least the smallest normal float, so that -Inf·c stays -Inf.
+  const float c = fmaxf(fabsf(p.score_scale[b * p.hq + h]), 1.17549435e-38f);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
@@ -263,31 +283,28 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
     wg_wait0();
     fence_regs(s);
 
-    // Scores in the log2 domain; masked keys (and keys past sk, zero in
-    // the image) become -Inf.
+    // Masked keys (and keys past sk, zero in the image) become -Inf; row
+    // maxima on the raw scores (c > 0), then in the log2 domain.
     const bool masked = (t + 1) * BN > vis_min;
     float mx0 = NEG_INF, mx1 = NEG_INF;
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) {
-      float x = s[i] * c;
       if (masked) {
         const int key = t * BN + 8 * (i / 4) + 2 * tq + (i & 1);
-        if (key >= ((i & 2) ? vis1 : vis0)) x = NEG_INF;
+        if (key >= ((i & 2) ? vis1 : vis0)) s[i] = NEG_INF;
       }
-      s[i] = x;
-      if (i & 2) mx1 = fmaxf(mx1, x);
-      else mx0 = fmaxf(mx0, x);
+      if (i & 2) mx1 = fmaxf(mx1, s[i]);
+      else mx0 = fmaxf(mx0, s[i]);
     }
-    mx0 = group_max<4>(mx0);
-    mx1 = group_max<4>(mx1);
-    const OnlineStep st0 = online_step(m[0], mx0), st1 = online_step(m[1], mx1);
-    // P·2^8: exp2(x - m + 8), so that E4M3 holds P in [2^-17, 256].
+    const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c), st1 = online_step(m[1], group_max<4>(mx1) * c);
+    // P·2^8 = exp2(s·c - m + 8), one FFMA and one EX2 a weight: E4M3 then
+    // holds P in [2^-17, 256].
     const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
     l[0] *= st0.alpha;
     l[1] *= st1.alpha;
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) {
-      s[i] = exp2f(s[i] + ((i & 2) ? off1 : off0));
+      s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
       l[(i >> 1) & 1] += s[i];
     }
     uint32_t pa[BN / 32][4];

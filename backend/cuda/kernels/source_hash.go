@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "9ed9d94c9e110a84849774c3aaf0b1bb044ec0790312fedbf35d09909a5229ab"
+const SourceHash = "b5f6543d0cf3441b90eebb699559f335d8490ae04e5ba301ab838d2d791e0082"

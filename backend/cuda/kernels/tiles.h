@@ -29,8 +29,8 @@ template <> struct Tiles<8, 128> { static constexpr int BM = 16, BN = 32, THREAD
 
 // The Hopper kernel (stage 9, sm_90a): see internal/tiles.HopperConfig.
 template <int D> struct HopperTiles;
-template <> struct HopperTiles<64> { static constexpr int D = 64, DK = 64, BM = 128, BN = 128, THREADS = 384, RING = 2, SMEM = 43008; };
-template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 2, SMEM = 75776; };
-template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 2, SMEM = 83968; };
-template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 2, SMEM = 92160; };
-template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 2, SMEM = 100352; };
+template <> struct HopperTiles<64> { static constexpr int D = 64, DK = 64, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 59392; };
+template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 104448; };
+template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 116736; };
+template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 120832; };
+template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 133120; };
