@@ -13,8 +13,10 @@
 //	sdpabench -stages                 the GPU kernel stage numbers (for scripts)
 //
 // For backends that time on the device (cuda), the latency is also measured
-// with CUDA events around batches of back-to-back launches, and GFLOP/s uses
-// it.
+// per call in CUDA-graph replay (a batch of calls captured once, the graph
+// replayed between CUDA events: launch overhead out, as the peers' scripts
+// in bench/ measure), which GFLOP/s uses, and with batches of back-to-back
+// launches (launch overhead in), labelled.
 //
 // With no flags: the mission shape (B2 H8 S256 D64), the best available
 // backend, FP8E4M3. Inputs are N(0,1) from a fresh seed, printed; set
