@@ -9,9 +9,8 @@ For each shape of issue #10 (sdpabench shape strings, optional ":causal"):
                             V passed transposed (keys contiguous), as FP8 wgmma
                             wants it. Validated against PyTorch on the
                             dequantized inputs before it is timed.
-Per-call device time: a CUDA graph of GRAPH calls is replayed between CUDA
-events and each replay's time is divided by GRAPH (launch overhead out); p50
-and p90 over the replays. TFLOP/s = 4·B·H·Sq·Sk·D / t, causal counted as half.
+Per-call device time: CUDA-graph replay (graphtime.py, launch overhead out);
+p50 and p90 over the replays. TFLOP/s = 4·B·H·Sq·Sk·D / t, causal counted as half.
 Writes JSON in sdpabench's format. Usage: python3 bench/hopper_peers.py OUT.json [SHAPE ...]
 """
 import json
@@ -24,6 +23,8 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from graphtime import graph_time
 
 DEFAULT_SHAPES = ["2x8x256x256x64", "1x8x2048x2048x64", "4x32x4096x4096x64", "4x32x4096x4096x96",
                   "4x32x4096x4096x128", "4x32x4096x4096x128:causal", "4x32x4096x4096x256",
@@ -92,33 +93,6 @@ def triton_fp8(q8, k8, vt8, qk_scale, causal, out):
                     vt8.stride(0), vt8.stride(1), vt8.stride(2), out.stride(0), out.stride(1), out.stride(2),
                     HEAD_DIM=D, CAUSAL=causal)
     return out
-
-
-def graph_time(fn, flops):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    graph_n = 20 if flops < 1e11 else 2
-    n = 200 if flops < 1e11 else 20
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(graph_n):
-            fn()
-    for _ in range(3):
-        g.replay()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-    ev[0].record()
-    for i in range(n):
-        g.replay()
-        ev[i + 1].record()
-    torch.cuda.synchronize()
-    return sorted(ev[i].elapsed_time(ev[i + 1]) * 1e3 / graph_n for i in range(n))
 
 
 def main():

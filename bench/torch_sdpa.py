@@ -1,7 +1,6 @@
 """PyTorch SDPA on the GPU beside sdpabench's numbers for our kernels.
 
-Per-call device time (p50, p90): a CUDA graph of GRAPH back-to-back calls is
-replayed between CUDA events, and each replay's time is divided by GRAPH, so
+Per-call device time (p50, p90) from CUDA-graph replay (graphtime.py), so
 Python's launch overhead (about 20 us a call, far above the kernels) stays
 out. Also host end-to-end time of one synchronized call. fp16 inputs, the
 cuDNN and flash backends, the shapes sdpabench names.
@@ -15,6 +14,8 @@ import time
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from graphtime import graph_time
 
 SHAPES = {
     "small": (1, 2, 64, 64, 64),
@@ -34,30 +35,8 @@ for name, (b, h, sq, sk, d) in SHAPES.items():
     for label, be in (("torch-cudnn-fp16", SDPBackend.CUDNN_ATTENTION), ("torch-flash-fp16", SDPBackend.FLASH_ATTENTION)):
         try:
             with sdpa_kernel([be]):
-                for _ in range(10):
-                    F.scaled_dot_product_attention(q, k, v)
-                torch.cuda.synchronize()
-                GRAPH = 20 if flops < 1e11 else 2
-                n = iters if flops < 1e11 else 20
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    for _ in range(3):
-                        F.scaled_dot_product_attention(q, k, v)
-                torch.cuda.current_stream().wait_stream(s)
-                g = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(g):
-                    for _ in range(GRAPH):
-                        F.scaled_dot_product_attention(q, k, v)
-                for _ in range(3):
-                    g.replay()
-                ev = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
-                ev[0].record()
-                for i in range(n):
-                    g.replay()
-                    ev[i + 1].record()
-                torch.cuda.synchronize()
-                t = sorted(ev[i].elapsed_time(ev[i + 1]) * 1e3 / GRAPH for i in range(n))
+                t = graph_time(lambda: F.scaled_dot_product_attention(q, k, v), flops, iters)
+                n = len(t)
                 # Host end-to-end, synchronizing each call.
                 h_t = []
                 for i in range(min(n, 50)):

@@ -678,7 +678,7 @@ func (b *Backend) Name() string { return b.name }
 // Supports accepts FP8E4M3 problems whose head dim the stage has (HeadDims;
 // HopperHeadDims for stage 9) on a GPU that loads the stage.
 func (b *Backend) Supports(p *backend.Problem) error {
-	if b.stage != 0 { // shape errors first, without touching the GPU
+	if b.stage != 0 { // a fixed stage: shape errors without touching the GPU
 		if err := supports(p, b.stage); err != nil {
 			return err
 		}
@@ -687,8 +687,10 @@ func (b *Backend) Supports(p *backend.Problem) error {
 	if err != nil {
 		return err
 	}
-	if err := supports(p, st); err != nil {
-		return err
+	if b.stage == 0 { // the stage BestStage chose for this GPU
+		if err := supports(p, st); err != nil {
+			return err
+		}
 	}
 	if st == tiles.HopperStage {
 		return d.hopperErr

@@ -28,8 +28,8 @@ func sourceFiles(t *testing.T) []string {
 	return append(files, "../../../wmma/include/fp8attn_fragments.h", "../../../wmma/include/fp8attn_wgmma.h")
 }
 
-// TestPTXFresh: the embedded PTX was built from the current sources, and has
-// every kernel of the stage list in internal/tiles.
+// TestPTXFresh: the embedded PTX and cubin were built from the current
+// sources, and have every kernel of internal/tiles' stage lists.
 func TestPTXFresh(t *testing.T) {
 	var src []byte
 	for _, f := range sourceFiles(t) {
@@ -52,7 +52,21 @@ func TestPTXFresh(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") {
+	// The Hopper module: every head dim's attention and pack kernels and
+	// geometry, in the PTX, and a cubin (an ELF image) beside it.
+	for _, d := range tiles.HopperHeadDims {
+		for _, sym := range []string{".entry " + tiles.KernelName(tiles.HopperStage, d) + "(",
+			tiles.KernelName(tiles.HopperStage, d) + "_config[", fmt.Sprintf(".entry fp8attn_pack9q_d%d(", d),
+			fmt.Sprintf(".entry fp8attn_pack9k_d%d(", d), fmt.Sprintf(".entry fp8attn_pack9v_d%d(", d)} {
+			if !strings.Contains(HopperPTX, sym) {
+				t.Errorf("Hopper PTX lacks %s", sym)
+			}
+		}
+	}
+	if len(HopperCubin) < 4 || string(HopperCubin[:4]) != "\x7fELF" {
+		t.Error("the sm_90a cubin is missing or not an ELF image")
+	}
+	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") || !strings.Contains(Resources, "QGMMA=") {
 		t.Error("resource report incomplete")
 	}
 }
