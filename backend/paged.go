@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/checked"
 )
 
@@ -93,6 +94,23 @@ type PagedKV interface {
 	Bytes() int64
 	// Close releases the storage; the cache is unusable after it.
 	Close() error
+}
+
+// PagedReader is implemented by paged storages that copy one (page, KV
+// head) block out, for tests and inspection: its keys and values as E4M3
+// codes, [PageSize][HeadDim] rows each (k and v must have that length), and
+// their dequantization scales (0 for a block that has held only zeros). Two
+// backends that quantize alike give the same codes and scales.
+type PagedReader interface {
+	ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale float32, err error)
+}
+
+// PagedTimer is implemented by paged storages on devices that time their
+// attention kernels: per-call device time in microseconds, one figure per
+// batch of calls, in CUDA-graph replay (as Timer). p is staged on the
+// device once; its Out and LSE are not written.
+type PagedTimer interface {
+	PagedTimes(p *PagedProblem, iters int) ([]float64, error)
 }
 
 // PagedAppend is a batch of new tokens: for each of B sequences, N tokens,

@@ -15,7 +15,8 @@
 # archives in OUT),
 # NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch),
 # WMMA=1 (rebuild and check the fragment dumps of testdata/wmma: wmma.tgz),
-# TEST_TIMEOUT seconds for the test binary (default 1200).
+# TEST_TIMEOUT seconds for the test binary (default 1200), DECODE=1 (the paged
+# decode benchmark beside bench/decode_peers.py).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
@@ -30,11 +31,12 @@ pack() {
 }
 export FP8ATTN_PTX=$PWD/backend/cuda/kernels/attention_compute_89.ptx
 export FP8ATTN_CUBIN=$PWD/backend/cuda/kernels/attention_sm_90a.cubin
+export FP8ATTN_PAGED_PTX=$PWD/backend/cuda/kernels/paged_compute_89.ptx
 if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
   cat "$out/gen.log"; failed "kernel build (gen.log)"; pack; exit 1
 fi
 tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
-  resources.txt source_hash.go
+  paged_compute_89.ptx resources.txt source_hash.go
 grep -E "QGMMA=" backend/cuda/kernels/resources.txt | grep stage9   # the Hopper kernels' SASS
 grep -E "[1-9][0-9]* bytes spill" backend/cuda/kernels/resources.txt | head -5  # any spills
 if [ -n "${WMMA:-}" ]; then
@@ -65,6 +67,13 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     python3 bench/torch_sdpa.py "$out/torch.json" > "$out/torch.log" 2>&1 || failed "PyTorch (torch.log)"
     grep -v Warning "$out/torch.log"
   fi
+fi
+if [ -n "${DECODE:-}" ]; then
+  # The paged FP8 decode kernel and its peers, in one run (issue #12).
+  bin/cuda.test -test.run '^$' -test.bench PagedDecode -test.benchtime 200x > "$out/decode.txt" 2>&1 || failed "decode benchmark (decode.txt)"
+  grep -E "^Benchmark" "$out/decode.txt"
+  python3 bench/decode_peers.py "$out/decode_peers.json" > "$out/decode_peers.log" 2>&1 || failed "decode peers (decode_peers.log)"
+  grep -v Warning "$out/decode_peers.log"
 fi
 if [ -n "${BASELINE:-}" ]; then
   # Same method both sides: BenchmarkStages (CUDA events around batches of

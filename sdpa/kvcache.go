@@ -19,7 +19,8 @@ type KVCacheConfig struct {
 	// HeadDim elements.
 	KVHeads, HeadDim int
 	// PageSize is the number of tokens per page; 0 means DefaultPageSize.
-	// The cpu device takes multiples of 64.
+	// The cpu device takes multiples of 64, the cuda device multiples of
+	// 32.
 	PageSize int
 	// MaxTokens is the capacity, shared by all sequences, rounded up to
 	// whole pages. Each sequence uses whole pages, so the tokens that fit

@@ -74,6 +74,26 @@ func (s *pagedKV) block(pg, h int) int {
 	return (pg*s.cfg.KVHeads + h) * s.cfg.HeadDim * s.cfg.PageSize
 }
 
+// ReadPage implements backend.PagedReader.
+func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale float32, err error) {
+	if err := s.errClosed(); err != nil {
+		return 0, 0, err
+	}
+	c := s.cfg
+	if page < 0 || page >= c.Pages || head < 0 || head >= c.KVHeads || len(k) != c.PageSize*c.HeadDim || len(v) != len(k) {
+		return 0, 0, fmt.Errorf("%w: ReadPage(%d, %d) into %d and %d codes (pool of %d pages, %d heads, %d×%d a block)",
+			backend.ErrInvalid, page, head, len(k), len(v), c.Pages, c.KVHeads, c.PageSize, c.HeadDim)
+	}
+	blk, D, P := s.block(page, head), c.HeadDim, c.PageSize
+	for i := range D { // keys are stored [D][P]
+		for j := range P {
+			k[j*D+i] = s.k[blk+i*P+j]
+		}
+	}
+	copy(v, s.v[blk:blk+D*P])
+	return s.kScale[page*c.KVHeads+head], s.vScale[page*c.KVHeads+head], nil
+}
+
 // Append quantizes the new tokens into their slots, token after token (a
 // page's scale may grow on any token; see the scale policy in package
 // backend).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
@@ -155,6 +156,60 @@ func TestPagedValidate(t *testing.T) {
 		mutate(p)
 		if err := kv.Attention(p); !errors.Is(err, backend.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+// TestPagedReadPage: ReadPage returns a block as rows of codes, each the
+// E4M3 rounding of the appended row over the block's scale (the smallest
+// power of two with amax <= 64·scale, set by the first token), and refuses
+// out-of-range pages, heads and buffers.
+func TestPagedReadPage(t *testing.T) {
+	c := backend.PagedConfig{KVHeads: 2, HeadDim: 64, PageSize: 64, Pages: 3}
+	kv, err := cpu.New(1).NewPagedKV(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 7))
+	a := &backend.PagedAppend{B: 1, N: 5, Layout: backend.BSHD, K: make([]float32, 5*2*64), V: make([]float32, 5*2*64)}
+	for i := range a.K {
+		a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(3*rng.NormFloat64())
+	}
+	for s := range 5 {
+		a.Page, a.Slot = append(a.Page, 2), append(a.Slot, int32(s))
+	}
+	if err := kv.Append(a); err != nil {
+		t.Fatal(err)
+	}
+	r := kv.(backend.PagedReader)
+	k, v := make([]fp8.E4M3, 64*64), make([]fp8.E4M3, 64*64)
+	for h := range 2 {
+		ks, vs, err := r.ReadPage(2, h, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, x := range []struct {
+			codes []fp8.E4M3
+			src   []float32
+			scale float32
+		}{{k, a.K, ks}, {v, a.V, vs}} {
+			first := x.src[h*64 : h*64+64] // token 0, head h (BSHD)
+			if want := backend.PageScale(fp8.Amax(first)); x.scale != want {
+				t.Fatalf("head %d %s: scale %g, want %g", h, [...]string{"K", "V"}[i], x.scale, want)
+			}
+			for s := range 5 {
+				for d := range 64 {
+					want := fp8.ToE4M3(x.src[(s*2+h)*64+d]/x.scale, fp8.SatFinite)
+					if got := x.codes[s*64+d]; got != want {
+						t.Fatalf("head %d %s slot %d dim %d: code %#x, want %#x", h, [...]string{"K", "V"}[i], s, d, got, want)
+					}
+				}
+			}
+		}
+	}
+	for _, bad := range []struct{ page, head, n int }{{3, 0, 4096}, {-1, 0, 4096}, {0, 2, 4096}, {0, 0, 4095}} {
+		if _, _, err := r.ReadPage(bad.page, bad.head, make([]fp8.E4M3, bad.n), make([]fp8.E4M3, bad.n)); !errors.Is(err, backend.ErrInvalid) {
+			t.Errorf("ReadPage(%d, %d) into %d codes: %v, want ErrInvalid", bad.page, bad.head, bad.n, err)
 		}
 	}
 }

@@ -45,11 +45,17 @@ type Device struct {
 	hmod      cu.Module
 	hopper    map[int]hopperKernels // by head dim
 	hopperErr error
-	pool      map[int64][]cu.DevicePtr
-	pending   []pendingFree // freed, waiting for their event
-	events    []cu.Event    // completed events, for reuse
-	owned     []cu.DevicePtr
-	closed    bool
+	// The paged-cache module (paged.cu).
+	pmod  cu.Module
+	paged pagedKernels
+	// SMs and SharedPerSM: the multiprocessors and the shared memory each
+	// has, for the launchers' grids.
+	SMs, SharedPerSM int
+	pool             map[int64][]cu.DevicePtr
+	pending          []pendingFree // freed, waiting for their event
+	events           []cu.Event    // completed events, for reuse
+	owned            []cu.DevicePtr
+	closed           bool
 }
 
 // hopperKernels are the Hopper module's kernels for one head dim.
@@ -116,6 +122,12 @@ func (d *Device) init() error {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	d.ComputeCapability = 10*major + minor
+	sms, err1 := dev.Attribute(cu.MultiprocessorCount)
+	shm, err2 := dev.Attribute(cu.MaxSharedMemoryPerMultiprocessor)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("cuda: %w", err)
+	}
+	d.SMs, d.SharedPerSM = sms, shm
 	if d.ComputeCapability < 89 {
 		return fmt.Errorf("%w: %s is sm_%d; the FP8 kernels need sm_89 or newer", backend.ErrUnsupported, d.Name, d.ComputeCapability)
 	}
@@ -148,6 +160,9 @@ func (d *Device) init() error {
 			}
 			d.fns[[2]int{st, hd}] = cFunction(fn)
 		}
+	}
+	if err := d.loadPaged(); err != nil {
+		return err
 	}
 	if d.ComputeCapability == 90 {
 		// A module that does not load on the GPU it was built for is a
@@ -571,74 +586,85 @@ func (r *Resident) Free() error {
 }
 
 // Times measures stage's device time per call, in microseconds, one figure
-// per batch of calls. With graphed, a batch of launches is captured once in
-// a CUDA graph and the graph is replayed between CUDA events, so that host
-// launch overhead stays out (the method of the PyTorch and Triton scripts in
-// bench/). Without, the batch is launched back to back between events
-// (launch overhead included where the kernel is shorter than a launch).
-// Warm-up launches (which also pack the Hopper kernel's inputs) come first.
+// per batch of calls (see Device.timeCalls); warm-up launches (which also
+// pack the Hopper kernel's inputs) come first.
 func (r *Resident) Times(stage, iters int, graphed bool) ([]float64, error) {
+	var out []float64
+	err := r.dev.do(func() error {
+		var err error
+		out, err = r.dev.timeCalls(iters, graphed, func() error { return r.launch(stage) })
+		return err
+	})
+	return out, err
+}
+
+// timeCalls measures the device time of one call (the work call issues on
+// the stream), in microseconds, one figure per batch of 10 calls, after 10
+// warm-up calls. With graphed, a batch is captured once in a CUDA graph and
+// the graph is replayed between CUDA events, so that host launch overhead
+// stays out (the method of the PyTorch and Triton scripts in bench/).
+// Without, the batch is launched back to back between events (launch
+// overhead included where the kernel is shorter than a launch). The caller
+// holds d.mu with the context current (inside do).
+func (d *Device) timeCalls(iters int, graphed bool, call func() error) ([]float64, error) {
 	const batch = 10
 	n := max(iters/batch, 5)
 	out := make([]float64, n)
-	err := r.dev.do(func() error {
-		evs := make([]cu.Event, n+1)
-		for i := range evs {
-			ev, err := cu.MakeEvent(cu.DefaultEvent)
-			if err != nil {
+	evs := make([]cu.Event, n+1)
+	for i := range evs {
+		ev, err := cu.MakeEvent(cu.DefaultEvent)
+		if err != nil {
+			return nil, err
+		}
+		evs[i] = ev
+		defer cu.DestroyEvent(&evs[i])
+	}
+	for i := 0; i < 10; i++ { // warm up
+		if err := call(); err != nil {
+			return nil, err
+		}
+	}
+	issue := func() error {
+		for j := 0; j < batch; j++ {
+			if err := call(); err != nil {
 				return err
 			}
-			evs[i] = ev
-			defer cu.DestroyEvent(&evs[i])
-		}
-		for i := 0; i < 10; i++ { // warm up
-			if err := r.launch(stage); err != nil {
-				return err
-			}
-		}
-		issue := func() error {
-			for j := 0; j < batch; j++ {
-				if err := r.launch(stage); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		if graphed {
-			g, err := capture(r.dev.stream, issue)
-			if err != nil {
-				return err
-			}
-			defer g.destroy()
-			issue = func() error { return g.launch(r.dev.stream) }
-			if err := issue(); err != nil { // the graph's first replay uploads it
-				return err
-			}
-		}
-		if err := evs[0].Record(r.dev.stream); err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			if err := issue(); err != nil {
-				return err
-			}
-			if err := evs[i+1].Record(r.dev.stream); err != nil {
-				return err
-			}
-		}
-		if err := evs[n].Synchronize(); err != nil {
-			return fmt.Errorf("cuda: kernel failed: %w", err)
-		}
-		for i := range out {
-			ms, err := evs[i].Elapsed(evs[i+1])
-			if err != nil {
-				return err
-			}
-			out[i] = ms * 1e3 / batch
 		}
 		return nil
-	})
-	return out, err
+	}
+	if graphed {
+		g, err := capture(d.stream, issue)
+		if err != nil {
+			return nil, err
+		}
+		defer g.destroy()
+		issue = func() error { return g.launch(d.stream) }
+		if err := issue(); err != nil { // the graph's first replay uploads it
+			return nil, err
+		}
+	}
+	if err := evs[0].Record(d.stream); err != nil {
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		if err := issue(); err != nil {
+			return nil, err
+		}
+		if err := evs[i+1].Record(d.stream); err != nil {
+			return nil, err
+		}
+	}
+	if err := evs[n].Synchronize(); err != nil {
+		return nil, fmt.Errorf("cuda: kernel failed: %w", err)
+	}
+	for i := range out {
+		ms, err := evs[i].Elapsed(evs[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ms * 1e3 / batch
+	}
+	return out, nil
 }
 
 func asBytes[T ~uint8](x []T) []uint8 {

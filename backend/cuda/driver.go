@@ -91,7 +91,13 @@ func cFunction(f cu.Function) C.CUfunction { return *(*C.CUfunction)(unsafe.Poin
 func cStream(s cu.Stream) C.CUstream       { return *(*C.CUstream)(unsafe.Pointer(&s)) }
 
 func launch(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, p *params) error {
-	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), C.uint(smem), cStream(s), unsafe.Pointer(p)))
+	return launchStruct(fn, gx, gy, gz, threads, smem, s, unsafe.Pointer(p))
+}
+
+// launchStruct launches fn with one parameter, the struct at args (Go
+// memory holding no Go pointers; the driver copies it before returning).
+func launchStruct(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, args unsafe.Pointer) error {
+	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), C.uint(smem), cStream(s), args))
 }
 
 func setMaxSharedMemory(fn C.CUfunction, bytes int) error {

@@ -32,8 +32,11 @@ type params struct {
 
 // paramsLayout returns sizeof(params) followed by the offset of every field
 // in declaration order: the form of the kernels' fp8attn_params_layout.
-func paramsLayout() []int {
-	t := reflect.TypeFor[params]()
+func paramsLayout() []int { return structLayout[params]() }
+
+// structLayout returns sizeof(T) followed by the offset of every field.
+func structLayout[T any]() []int {
+	t := reflect.TypeFor[T]()
 	out := []int{int(t.Size())}
 	for i := range t.NumField() {
 		out = append(out, int(t.Field(i).Offset))
@@ -76,4 +79,30 @@ func newParams(p *backend.Problem, buf deviceBuffers) params {
 		Group: int64(s.Group()), Mask: int64(p.Mask),
 		ScoreScale: buf.ScoreScale,
 	}
+}
+
+// pagedParams mirrors struct PagedParams in kernels/paged.cu, and
+// appendParams struct AppendParams, as params does Params (checked against
+// fp8attn_paged_params_layout and fp8attn_append_params_layout).
+type pagedParams struct {
+	K, V                                     uint64 // the pool's codes
+	KScale, VScale                           uint64 // per (page, KV head)
+	Q                                        uint64
+	Out, LSE                                 uint64 // LSE may be 0
+	PartOut, PartLSE                         uint64 // the splits' partial rows
+	SeqLens, BlockTable                      uint64
+	BatchStride, HeadStride, RowStride       int64 // of Q and Out
+	B, Hq, Hkv, Sq, D, PageSize, PagesPerSeq int32
+	Mask                                     int32 // 0 none, 2 causal lower-right
+	RowBlocks, Splits, TilesPerSplit         int32
+	ScoreScale                               float32 // scale·log2(e), rounded once from float64
+}
+
+type appendParams struct {
+	K, V                               uint64
+	KScale, VScale                     uint64
+	SrcK, SrcV                         uint64
+	Runs                               uint64 // [n][5] int32: batch entry, first token, tokens, page, first slot
+	BatchStride, HeadStride, RowStride int64  // of SrcK and SrcV
+	Hkv, D, PageSize, NRuns            int32
 }

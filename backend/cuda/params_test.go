@@ -62,6 +62,26 @@ func TestParamsLayoutMatchesPTX(t *testing.T) {
 	}
 }
 
+// TestPagedParamsLayoutMatchesPTX: the same for the paged-cache module's
+// two parameter structs.
+func TestPagedParamsLayoutMatchesPTX(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want []int
+	}{
+		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
+		{"fp8attn_append_params_layout", structLayout[appendParams]()},
+	} {
+		got, err := ptxIntArray(kernels.PagedPTX, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: PTX %v, Go %v", c.name, got, c.want)
+		}
+	}
+}
+
 // TestPTXArrayParser: both forms nvcc writes arrays in.
 func TestPTXArrayParser(t *testing.T) {
 	for _, ptx := range []string{

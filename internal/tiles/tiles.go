@@ -175,5 +175,76 @@ func Header() string {
 		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d; };\n",
 			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes())
 	}
+	b.WriteString("\n// The paged-cache kernels (paged.cu): see internal/tiles.PagedConfig.\n")
+	fmt.Fprintf(&b, "#define FP8ATTN_PAGED_HEAD_DIMS %s\n", joinInts(PagedHeadDims))
+	b.WriteString("template <int D> struct PagedTiles;\n")
+	for _, d := range PagedHeadDims {
+		c, _ := Paged(d)
+		fmt.Fprintf(&b, "template <> struct PagedTiles<%d> { static constexpr int ROWS = %d, KEYS = %d, WARPS = %d, RING = %d, KPITCH = %d, TILE = %d, SMEM = %d; };\n",
+			d, c.Rows, c.Keys, c.Warps, c.Ring, c.KPitch(), c.TileBytes(), c.SharedBytes())
+	}
 	return b.String()
+}
+
+// PagedHeadDims are the head dimensions of the paged-cache kernels (decode
+// and chunked attention against an FP8 KV cache, and its append).
+var PagedHeadDims = []int{32, 64, 80, 96, 128, 160, 192, 256}
+
+// PagedConfig is the geometry of the paged-cache attention kernel for one
+// head dimension. A block serves Rows query rows (the query heads of one KV
+// head times the new positions, packed) against one split of a sequence's
+// keys; each of its Warps walks its own 32-key tiles (one page holds whole
+// tiles) through its own cp.async ring of Ring tiles, and the warps merge at
+// the end. The Rows rows fill the upper half of an m16n8k16 tile; the lower
+// half carries the low-order part of the same rows (see paged.cu).
+type PagedConfig struct {
+	D     int // head dimension
+	Rows  int // query rows per block
+	Keys  int // keys per tile
+	Warps int // warps per block, each with its own tiles
+	Ring  int // tiles in flight per warp
+}
+
+// Paged returns the paged-cache kernel's geometry for head dimension d.
+func Paged(d int) (PagedConfig, error) {
+	ok := false
+	for _, h := range PagedHeadDims {
+		ok = ok || h == d
+	}
+	if !ok {
+		return PagedConfig{}, fmt.Errorf("%w: the paged-cache kernels support head dims %v, not %d", ErrNoKernel, PagedHeadDims, d)
+	}
+	c := PagedConfig{D: d, Rows: 8, Keys: 32, Warps: 4, Ring: 2}
+	if d > 128 {
+		c.Warps = 2 // two warps' rings fit the L4's 99 KB of shared memory
+	}
+	return c, nil
+}
+
+// KPitch is the shared-memory pitch of a key row: D bytes rounded up to an
+// odd number of 16-byte chunks, so that ldmatrix's eight rows fall in eight
+// different bank groups.
+func (c PagedConfig) KPitch() int { return 16 * ((c.D / 16) | 1) }
+
+// TileBytes is one ring slot: Keys key rows at KPitch, then the values
+// transposed, D rows of Keys bytes.
+func (c PagedConfig) TileBytes() int { return c.Keys*c.KPitch() + c.D*c.Keys }
+
+// SharedBytes is the dynamic shared memory of a block: every warp's ring
+// (reused at the end for the warps' merge, which needs less).
+func (c PagedConfig) SharedBytes() int { return c.Warps * c.Ring * c.TileBytes() }
+
+// Threads is the block size.
+func (c PagedConfig) Threads() int { return 32 * c.Warps }
+
+// PagedPageMultiple: a paged cache's page size must be a multiple of it (a
+// tile never straddles two pages).
+const PagedPageMultiple = 32
+
+func joinInts(x []int) string {
+	s := make([]string, len(x))
+	for i, v := range x {
+		s[i] = fmt.Sprint(v)
+	}
+	return strings.Join(s, ", ")
 }

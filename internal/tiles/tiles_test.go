@@ -32,3 +32,33 @@ func TestGet(t *testing.T) {
 		t.Errorf("grid %d %d %d", x, y, z)
 	}
 }
+
+// TestPaged: every paged-cache head dim has a geometry whose shared memory
+// fits an L4's 99 KB per block (the compute_89 module loads there) and whose
+// key pitch is an odd number of 16-byte chunks (conflict-free ldmatrix);
+// other head dims are refused.
+func TestPaged(t *testing.T) {
+	for _, d := range PagedHeadDims {
+		c, err := Paged(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SharedBytes() > 99*1024 {
+			t.Errorf("D=%d: %d bytes of shared memory, above the L4's 99 KB", d, c.SharedBytes())
+		}
+		if c.KPitch()%32 != 16 || c.KPitch() < d {
+			t.Errorf("D=%d: key pitch %d is not an odd number of 16-byte chunks covering the row", d, c.KPitch())
+		}
+		if c.Rows != 8 || c.Keys != 32 || d%16 != 0 {
+			t.Errorf("D=%d: %+v: the kernel's fragment walk needs 8 rows, 32 keys and D a multiple of 16", d, c)
+		}
+		if c.SharedBytes() < c.Warps*8*d*4 {
+			t.Errorf("D=%d: the warps' merge (%d bytes) does not fit the rings (%d)", d, c.Warps*8*d*4, c.SharedBytes())
+		}
+	}
+	for _, d := range []int{0, 16, 72, 100, 512} {
+		if _, err := Paged(d); err == nil {
+			t.Errorf("Paged(%d) accepted", d)
+		}
+	}
+}

@@ -8,11 +8,14 @@
 # cubin and its compute_90a PTX; the script fails if ptxas ignores setmaxnreg
 # (warning C7508), and records registers, spills and per kernel how many QGMMA
 # (FP8 wgmma) instructions the SASS holds.
-# Writes attention_compute_89.ptx, attention_sm_90a.cubin,
+# The paged-cache kernels (paged.cu) are compute_89 PTX too, a module of
+# their own.
+# Writes attention_compute_89.ptx, paged_compute_89.ptx, attention_sm_90a.cubin,
 # attention_compute_90a.ptx, resources.txt and source_hash.go.
 set -euo pipefail
 cd "$(dirname "$0")"
 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o attention_compute_89.ptx attention.cu
+nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o paged_compute_89.ptx paged.cu
 hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
 nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu 2> sm90a_build.log || { cat sm90a_build.log; exit 1; }
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
@@ -23,6 +26,10 @@ if grep -q C7508 sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C
   for arch in sm_89 sm_90; do
     echo "## $arch"
     ptxas -v -arch=$arch -o /dev/null attention_compute_89.ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack" | sed 's/^ptxas info    : //'
+  done
+  for arch in sm_89 sm_90; do
+    echo "## $arch paged_compute_89.ptx"
+    ptxas -v -arch=$arch -o /dev/null paged_compute_89.ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack" | sed 's/^ptxas info    : //'
   done
   echo "## sm_90a (attention_sm_90a.cubin)"
   grep -E "Compiling entry|Used|spill|stack" sm90a_build.log | sed 's/^ptxas info    : //'

@@ -8,7 +8,7 @@
 // includes common.cuh (what every stage shares), one file per stage family
 // (stage1.cuh, stage2.cuh, stage3_4.cuh, stage5_8.cuh) and tiles.h, the
 // geometry generated from internal/tiles. attention_sm90a.cu is the Hopper
-// module (hopper.cuh), built for sm_90a.
+// module (hopper.cuh), built for sm_90a; paged.cu the paged KV cache's.
 package kernels
 
 //go:generate ./gen.sh
@@ -26,6 +26,12 @@ var PTX string
 //
 //go:embed resources.txt
 var Resources string
+
+// PagedPTX is paged_compute_89.ptx: the paged FP8 KV cache's kernels
+// (append, split-KV attention, merge) for compute capability 8.9 and newer.
+//
+//go:embed paged_compute_89.ptx
+var PagedPTX string
 
 // HopperCubin is attention_sm_90a.cubin: the Hopper module (stage 9 and its
 // pack kernels) as sm_90a machine code, loaded on compute capability 9.0.

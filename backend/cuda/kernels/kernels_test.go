@@ -63,10 +63,22 @@ func TestPTXFresh(t *testing.T) {
 			}
 		}
 	}
+	// The paged-cache module: append, merge, and every head dim's attention
+	// with its geometry.
+	paged := []string{".entry fp8attn_paged_append(", ".entry fp8attn_paged_merge(", "fp8attn_paged_params_layout[", "fp8attn_append_params_layout["}
+	for _, d := range tiles.PagedHeadDims {
+		paged = append(paged, fmt.Sprintf(".entry fp8attn_paged_d%d(", d), fmt.Sprintf("fp8attn_paged_d%d_config[", d))
+	}
+	for _, sym := range paged {
+		if !strings.Contains(PagedPTX, sym) {
+			t.Errorf("paged PTX lacks %s", sym)
+		}
+	}
 	if len(HopperCubin) < 4 || string(HopperCubin[:4]) != "\x7fELF" {
 		t.Error("the sm_90a cubin is missing or not an ELF image")
 	}
-	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") || !strings.Contains(Resources, "QGMMA=") {
+	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") || !strings.Contains(Resources, "QGMMA=") ||
+		!strings.Contains(Resources, "fp8attn_paged_d128") {
 		t.Error("resource report incomplete")
 	}
 }

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "b5f6543d0cf3441b90eebb699559f335d8490ae04e5ba301ab838d2d791e0082"
+const SourceHash = "d1504a8226912e19b5bd8250a11ae19ea168f70ff2f4644db179eb492190d2eb"

@@ -34,3 +34,15 @@ template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM =
 template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 116736; };
 template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 120832; };
 template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 133120; };
+
+// The paged-cache kernels (paged.cu): see internal/tiles.PagedConfig.
+#define FP8ATTN_PAGED_HEAD_DIMS 32, 64, 80, 96, 128, 160, 192, 256
+template <int D> struct PagedTiles;
+template <> struct PagedTiles<32> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 48, TILE = 2560, SMEM = 20480; };
+template <> struct PagedTiles<64> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 80, TILE = 4608, SMEM = 36864; };
+template <> struct PagedTiles<80> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 80, TILE = 5120, SMEM = 40960; };
+template <> struct PagedTiles<96> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 112, TILE = 6656, SMEM = 53248; };
+template <> struct PagedTiles<128> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 144, TILE = 8704, SMEM = 69632; };
+template <> struct PagedTiles<160> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 176, TILE = 10752, SMEM = 43008; };
+template <> struct PagedTiles<192> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 208, TILE = 12800, SMEM = 51200; };
+template <> struct PagedTiles<256> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 272, TILE = 16896, SMEM = 67584; };

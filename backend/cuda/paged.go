@@ -1,0 +1,531 @@
+//go:build cuda
+
+package cuda
+
+// #include <cuda.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/freelist"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+)
+
+// The paged FP8 KV cache on the GPU (kernels/paged.cu): the pool of pages
+// lives in device memory; Append quantizes new tokens into it on the device
+// (bit for bit as the cpu backend does); Attention runs the split-KV kernel
+// over the block table and merges the splits.
+
+// pagedKernels are the paged module's kernels.
+type pagedKernels struct {
+	append, merge C.CUfunction
+	attn          map[int]C.CUfunction // by head dim
+}
+
+// loadPaged loads the paged module (the embedded PTX, or the file
+// FP8ATTN_PAGED_PTX names), checks its parameter layouts and every attention
+// kernel's geometry against internal/tiles, and raises the kernels' dynamic
+// shared-memory limits. The caller holds the context current.
+func (d *Device) loadPaged() error {
+	ptx := kernels.PagedPTX
+	if f := os.Getenv("FP8ATTN_PAGED_PTX"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("cuda: FP8ATTN_PAGED_PTX: %w", err)
+		}
+		ptx = string(b)
+	}
+	var err error
+	if d.pmod, err = cu.LoadData(ptx); err != nil {
+		return fmt.Errorf("cuda: loading the paged-cache PTX: %w", err)
+	}
+	for _, c := range []struct {
+		name string
+		want []int
+	}{
+		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
+		{"fp8attn_append_params_layout", structLayout[appendParams]()},
+	} {
+		got, err := d.global(d.pmod, c.name, len(c.want))
+		if err != nil {
+			return err
+		}
+		for i := range c.want {
+			if int(got[i]) != c.want[i] {
+				return fmt.Errorf("cuda: %s: the kernels have %v (sizeof, offsets), Go has %v", c.name, got, c.want)
+			}
+		}
+	}
+	fn := func(name string) (C.CUfunction, error) {
+		f, err := d.pmod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		return cFunction(f), nil
+	}
+	k := pagedKernels{attn: map[int]C.CUfunction{}}
+	if k.append, err = fn("fp8attn_paged_append"); err != nil {
+		return err
+	}
+	if k.merge, err = fn("fp8attn_paged_merge"); err != nil {
+		return err
+	}
+	for _, hd := range tiles.PagedHeadDims {
+		name := fmt.Sprintf("fp8attn_paged_d%d", hd)
+		f, err := fn(name)
+		if err != nil {
+			return err
+		}
+		cfg, _ := tiles.Paged(hd)
+		got, err := d.global(d.pmod, name+"_config", 5)
+		if err != nil {
+			return err
+		}
+		want := []int{cfg.Rows, cfg.Keys, cfg.Warps, cfg.Ring, cfg.SharedBytes()}
+		for i := range want {
+			if int(got[i]) != want[i] {
+				return fmt.Errorf("cuda: %s_config is %v, internal/tiles says %v", name, got, want)
+			}
+		}
+		if err := setMaxSharedMemory(f, cfg.SharedBytes()); err != nil {
+			return err
+		}
+		k.attn[hd] = f
+	}
+	d.paged = k
+	return nil
+}
+
+// NewPagedKV implements backend.PagedBackend: a paged cache in the memory of
+// device 0. Head dims are tiles.PagedHeadDims and page sizes multiples of
+// tiles.PagedPageMultiple; others get ErrUnsupported.
+func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	tc, err := tiles.Paged(c.HeadDim)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", backend.ErrUnsupported, err)
+	}
+	if c.PageSize%tiles.PagedPageMultiple != 0 {
+		return nil, fmt.Errorf("%w: the cuda backend's pages hold a multiple of %d tokens, not %d", backend.ErrUnsupported, tiles.PagedPageMultiple, c.PageSize)
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		return nil, err
+	}
+	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison}
+	codes := int64(c.Pages) * int64(c.PageSize) * int64(c.KVHeads) * int64(c.HeadDim)
+	scales := 4 * int64(c.Pages) * int64(c.KVHeads)
+	err = d.do(func() error {
+		for _, a := range []struct {
+			p *cu.DevicePtr
+			n int64
+		}{{&s.k, codes}, {&s.v, codes}, {&s.ks, scales}, {&s.vs, scales}} {
+			p, err := cu.MemAlloc(a.n)
+			if err != nil {
+				return fmt.Errorf("cuda: paged cache of %d bytes: %w", 2*codes+2*scales, err)
+			}
+			*a.p = p
+			s.owned = append(s.owned, p)
+		}
+		// Every block starts as zeros with scale 0, as a fresh cpu cache
+		// (a page is cleared again when its first token arrives).
+		return errors.Join(cu.MemsetD8Async(s.k, 0, codes, d.stream), cu.MemsetD8Async(s.v, 0, codes, d.stream),
+			cu.MemsetD32Async(s.ks, 0, scales/4, d.stream), cu.MemsetD32Async(s.vs, 0, scales/4, d.stream))
+	})
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.bytes = 2*codes + 2*scales
+	return s, nil
+}
+
+// pagedKV is one cache's storage on the device. Per (page, KV head): keys
+// [P][D] codes, values [P/32][D][32] codes, scales in ks and vs. Every call runs
+// under the device's lock, so the staging buffers are shared by calls.
+type pagedKV struct {
+	dev          *Device
+	cfg          backend.PagedConfig
+	tc           tiles.PagedConfig
+	k, v, ks, vs cu.DevicePtr
+	owned        []cu.DevicePtr
+	bytes        int64
+	closed       bool
+	poison       bool              // fill the outputs with backend.PoisonBits before each call (tests)
+	stage        map[string]pooled // device staging buffers by use, grown on demand
+	runs         []int32           // Append's runs, host side
+	waves        []int             // Append: the first run of each wave, and len(runs)
+	lastWave     map[int32]int
+	runsW        []int32
+	params       *pagedParams
+	aparams      *appendParams
+	readV        []fp8.E4M3
+}
+
+func (s *pagedKV) Config() backend.PagedConfig { return s.cfg }
+
+// Bytes is the pool's device memory (codes and scales; staging buffers for
+// calls come from the device's pool and are not counted).
+func (s *pagedKV) Bytes() int64 { return s.bytes }
+
+// Close frees the pool's device memory once the work issued on it so far has
+// completed, and returns the staging buffers to the device's pool.
+func (s *pagedKV) Close() error {
+	if s.closed {
+		return fmt.Errorf("%w: the paged cache is closed", backend.ErrInvalid)
+	}
+	s.closed = true
+	return s.dev.do(func() error {
+		errs := []error{s.dev.stream.Synchronize()}
+		for _, p := range s.owned {
+			errs = append(errs, cu.MemFree(p))
+		}
+		var bufs []pooled
+		for _, b := range s.stage {
+			bufs = append(bufs, b)
+		}
+		if len(bufs) > 0 {
+			errs = append(errs, s.dev.release(bufs))
+		}
+		s.owned, s.stage = nil, nil
+		return errors.Join(errs...)
+	})
+}
+
+func (s *pagedKV) errClosed() error {
+	if s.closed {
+		return fmt.Errorf("%w: the paged cache is closed", backend.ErrInvalid)
+	}
+	return nil
+}
+
+// buf returns the staging buffer for use, of at least n bytes, and copies
+// src (if not nil) into it on the stream. The caller is inside do.
+func (s *pagedKV) buf(use string, n int64, src unsafe.Pointer) (uint64, error) {
+	if s.stage == nil {
+		s.stage = map[string]pooled{}
+	}
+	n = max(n, 4)
+	b, ok := s.stage[use]
+	if !ok || b.size < n {
+		if ok {
+			if err := s.dev.release([]pooled{b}); err != nil {
+				return 0, err
+			}
+		}
+		p, size, err := s.dev.alloc(n)
+		if err != nil {
+			return 0, err
+		}
+		b = pooled{p, size}
+		s.stage[use] = b
+	}
+	if src != nil {
+		if err := cu.MemcpyHtoDAsync(b.p, src, n, s.dev.stream); err != nil {
+			return 0, fmt.Errorf("cuda: upload %s: %w", use, err)
+		}
+	}
+	return uint64(b.p), nil
+}
+
+// Append implements backend.PagedKV: the tokens' rows go to the device, and
+// the append kernel quantizes each run of consecutive slots of one page in
+// order (runs that share a page go in successive launches, in order).
+func (s *pagedKV) Append(a *backend.PagedAppend) error {
+	if err := s.errClosed(); err != nil {
+		return err
+	}
+	if err := a.Validate(s.cfg); err != nil {
+		return err
+	}
+	s.planRuns(a)
+	H, D := s.cfg.KVHeads, s.cfg.HeadDim
+	bs, hs, rs := a.Layout.Strides(H, a.N, D)
+	return s.dev.do(func() error {
+		n := 4 * int64(len(a.K))
+		srcK, err := s.buf("srcK", n, unsafe.Pointer(&a.K[0]))
+		if err != nil {
+			return err
+		}
+		srcV, err := s.buf("srcV", n, unsafe.Pointer(&a.V[0]))
+		if err != nil {
+			return err
+		}
+		runs, err := s.buf("runs", 4*int64(len(s.runsW)), unsafe.Pointer(&s.runsW[0]))
+		if err != nil {
+			return err
+		}
+		if s.aparams == nil {
+			s.aparams = new(appendParams)
+		}
+		for w := 0; w+1 < len(s.waves); w++ {
+			first, end := s.waves[w], s.waves[w+1]
+			*s.aparams = appendParams{K: uint64(s.k), V: uint64(s.v), KScale: uint64(s.ks), VScale: uint64(s.vs),
+				SrcK: srcK, SrcV: srcV, Runs: runs + uint64(20*first),
+				BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs),
+				Hkv: int32(H), D: int32(D), PageSize: int32(s.cfg.PageSize), NRuns: int32(end - first)}
+			if err := launchStruct(s.dev.paged.append, end-first, H, 2, 128, 0, s.dev.stream, unsafe.Pointer(s.aparams)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// planRuns splits a's tokens into runs (consecutive tokens of one batch
+// entry going to consecutive slots of one page), orders them into waves in
+// which no two runs share a page (a run goes one wave after the last run
+// before it on its page), and writes them, wave after wave, to s.runsW with
+// the wave boundaries in s.waves.
+func (s *pagedKV) planRuns(a *backend.PagedAppend) {
+	s.runs = s.runs[:0]
+	for b := range a.B {
+		for t := range a.N {
+			pg, sl := a.Page[b*a.N+t], a.Slot[b*a.N+t]
+			if n := len(s.runs); t > 0 && s.runs[n-2] == pg && s.runs[n-1]+s.runs[n-3] == sl {
+				s.runs[n-3]++
+				continue
+			}
+			s.runs = append(s.runs, int32(b), int32(t), 1, pg, sl)
+		}
+	}
+	nr := len(s.runs) / 5
+	if s.lastWave == nil {
+		s.lastWave = map[int32]int{}
+	}
+	clear(s.lastWave)
+	wave := make([]int, nr) // small: one entry per run
+	waves := 1
+	for r := range nr {
+		pg := s.runs[5*r+3]
+		if w, ok := s.lastWave[pg]; ok {
+			wave[r] = w + 1
+		}
+		s.lastWave[pg] = wave[r]
+		waves = max(waves, wave[r]+1)
+	}
+	s.runsW = freelist.Grow(s.runsW, len(s.runs))[:0]
+	s.waves = s.waves[:0]
+	for w := range waves {
+		s.waves = append(s.waves, len(s.runsW)/5)
+		for r := range nr {
+			if wave[r] == w {
+				s.runsW = append(s.runsW, s.runs[5*r:5*r+5]...)
+			}
+		}
+	}
+	s.waves = append(s.waves, nr)
+}
+
+// plan fills s.params for p (everything but the device addresses of the
+// call's staging buffers) and returns the grid.
+func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
+	g := p.Hq / p.Hkv
+	rowBlocks := (g*p.Sq + s.tc.Rows - 1) / s.tc.Rows
+	keys := s.tc.Keys
+	maxTiles := 1
+	for b := range p.B {
+		maxTiles = max(maxTiles, (int(p.SeqLens[b])+keys-1)/keys)
+	}
+	splits, perSplit := s.splitKeys(p.B*p.Hkv*rowBlocks, maxTiles)
+	bs, hs, rs := p.Layout.Strides(p.Hq, p.Sq, p.D)
+	mask := int32(0)
+	if p.Mask == backend.CausalLowerRight {
+		mask = 2
+	}
+	if s.params == nil {
+		s.params = new(pagedParams)
+	}
+	*s.params = pagedParams{K: uint64(s.k), V: uint64(s.v), KScale: uint64(s.ks), VScale: uint64(s.vs),
+		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs),
+		B: int32(p.B), Hq: int32(p.Hq), Hkv: int32(p.Hkv), Sq: int32(p.Sq), D: int32(p.D),
+		PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq), Mask: mask,
+		RowBlocks: int32(rowBlocks), Splits: int32(splits), TilesPerSplit: int32(perSplit),
+		ScoreScale: float32(float64(p.Scale) * math.Log2E)}
+	return splits, p.Hkv * rowBlocks, p.B
+}
+
+// maxSplits bounds the key splits of a call (the merge keeps 8 weights a
+// split in shared memory).
+const maxSplits = 256
+
+// splitKeys chooses how many blocks share the tiles of one of items (a
+// sequence's KV head and row block) of up to maxTiles tiles: the count that
+// minimizes a cost in tile-times, waves·(tiles a block + 2) for the blocks
+// (the 2: a block's fixed work, its query load and its warps' merge), plus,
+// with splits, the merge's traffic (its partial rows, written and read, in
+// tiles' worth of bytes) and its launch. A wave is every block the GPU holds
+// at once: the SMs times the blocks one SM's shared memory takes. Each warp
+// gets at least two tiles.
+func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
+	perSM := max(1, min(4, s.dev.SharedPerSM/(s.tc.SharedBytes()+1024)))
+	slots := perSM * s.dev.SMs
+	best := math.Inf(1)
+	for n := 1; n <= min(maxTiles, maxSplits); n++ {
+		per := (maxTiles + n - 1) / n
+		if n > 1 && per < 2*s.tc.Warps {
+			break
+		}
+		blocks := items * n
+		cost := float64((blocks+slots-1)/slots) * float64(per+2)
+		if n > 1 {
+			cost += float64(blocks)/float64(slots) + 2
+		}
+		if cost < best {
+			best, splits, perSplit = cost, n, per
+		}
+	}
+	return splits, perSplit
+}
+
+// stageInputs uploads p's queries, lengths and block table and reserves the
+// output, LSE and partial buffers. The caller is inside do, after plan.
+func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
+	pp := s.params
+	var err error
+	if pp.Q, err = s.buf("q", 4*int64(len(p.Q)), unsafe.Pointer(&p.Q[0])); err != nil {
+		return err
+	}
+	if pp.SeqLens, err = s.buf("lens", 4*int64(len(p.SeqLens)), unsafe.Pointer(&p.SeqLens[0])); err != nil {
+		return err
+	}
+	if pp.BlockTable, err = s.buf("table", 4*int64(len(p.BlockTable)), unsafe.Pointer(&p.BlockTable[0])); err != nil {
+		return err
+	}
+	if pp.Out, err = s.buf("out", 4*int64(len(p.Q)), nil); err != nil {
+		return err
+	}
+	if pp.LSE, err = s.buf("lse", 4*int64(p.B*p.Hq*p.Sq), nil); err != nil {
+		return err
+	}
+	if pp.Splits > 1 {
+		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
+		if pp.PartOut, err = s.buf("partOut", 4*parts*int64(p.D), nil); err != nil {
+			return err
+		}
+		if pp.PartLSE, err = s.buf("partLSE", 4*parts, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// launchAttention issues the attention kernel (and the merge) on the stream.
+func (s *pagedKV) launchAttention(gx, gy, gz int) error {
+	pp := s.params
+	if err := launchStruct(s.dev.paged.attn[s.cfg.HeadDim], gx, gy, gz, s.tc.Threads(), s.tc.SharedBytes(), s.dev.stream, unsafe.Pointer(pp)); err != nil {
+		return err
+	}
+	if pp.Splits > 1 {
+		return launchStruct(s.dev.paged.merge, gy, gz, 1, 256, 32*int(pp.Splits), s.dev.stream, unsafe.Pointer(pp))
+	}
+	return nil
+}
+
+// Attention implements backend.PagedKV.
+func (s *pagedKV) Attention(p *backend.PagedProblem) error {
+	if err := s.errClosed(); err != nil {
+		return err
+	}
+	if err := p.Validate(s.cfg); err != nil {
+		return err
+	}
+	return s.dev.do(func() error {
+		gx, gy, gz := s.plan(p)
+		if err := s.stageInputs(p); err != nil {
+			return err
+		}
+		if s.poison {
+			pp := s.params
+			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), backend.PoisonBits, int64(len(p.Out)), s.dev.stream),
+				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), backend.PoisonBits, int64(p.B*p.Hq*p.Sq), s.dev.stream)); err != nil {
+				return err
+			}
+		}
+		if err := s.launchAttention(gx, gy, gz); err != nil {
+			return err
+		}
+		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&p.Out[0]), cu.DevicePtr(s.params.Out), 4*int64(len(p.Out)), s.dev.stream); err != nil {
+			return fmt.Errorf("cuda: download: %w", err)
+		}
+		if p.LSE != nil {
+			if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&p.LSE[0]), cu.DevicePtr(s.params.LSE), 4*int64(len(p.LSE)), s.dev.stream); err != nil {
+				return fmt.Errorf("cuda: download: %w", err)
+			}
+		}
+		if err := s.dev.stream.Synchronize(); err != nil {
+			return fmt.Errorf("cuda: paged attention failed: %w", err)
+		}
+		return nil
+	})
+}
+
+// PagedTimes implements backend.PagedTimer.
+func (s *pagedKV) PagedTimes(p *backend.PagedProblem, iters int) ([]float64, error) {
+	if err := s.errClosed(); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(s.cfg); err != nil {
+		return nil, err
+	}
+	var out []float64
+	err := s.dev.do(func() error {
+		gx, gy, gz := s.plan(p)
+		if err := s.stageInputs(p); err != nil {
+			return err
+		}
+		var err error
+		out, err = s.dev.timeCalls(iters, true, func() error { return s.launchAttention(gx, gy, gz) })
+		return err
+	})
+	return out, err
+}
+
+// ReadPage implements backend.PagedReader.
+func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale float32, err error) {
+	if err := s.errClosed(); err != nil {
+		return 0, 0, err
+	}
+	c := s.cfg
+	n := c.PageSize * c.HeadDim
+	if page < 0 || page >= c.Pages || head < 0 || head >= c.KVHeads || len(k) != n || len(v) != n {
+		return 0, 0, fmt.Errorf("%w: ReadPage(%d, %d) into %d and %d codes (pool of %d pages, %d heads, %d×%d a block)",
+			backend.ErrInvalid, page, head, len(k), len(v), c.Pages, c.KVHeads, c.PageSize, c.HeadDim)
+	}
+	s.readV = freelist.Grow(s.readV, n)
+	blk := int64(page*c.KVHeads+head) * int64(n)
+	sc := int64(4 * (page*c.KVHeads + head))
+	scales := make([]float32, 2) // (cgo: not inside a struct that holds Go pointers)
+	err = s.dev.do(func() error {
+		errs := []error{
+			cu.MemcpyDtoHAsync(unsafe.Pointer(&k[0]), s.k+cu.DevicePtr(blk), int64(n), s.dev.stream),
+			cu.MemcpyDtoHAsync(unsafe.Pointer(&s.readV[0]), s.v+cu.DevicePtr(blk), int64(n), s.dev.stream),
+			cu.MemcpyDtoHAsync(unsafe.Pointer(&scales[0]), s.ks+cu.DevicePtr(sc), 4, s.dev.stream),
+			cu.MemcpyDtoHAsync(unsafe.Pointer(&scales[1]), s.vs+cu.DevicePtr(sc), 4, s.dev.stream),
+			s.dev.stream.Synchronize(),
+		}
+		return errors.Join(errs...)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("cuda: ReadPage: %w", err)
+	}
+	D, P := c.HeadDim, c.PageSize
+	for j := range P { // values are stored [P/32][D][32]
+		for d := range D {
+			v[j*D+d] = s.readV[(j>>5)*D*32+d*32+j&31]
+		}
+	}
+	return scales[0], scales[1], nil
+}

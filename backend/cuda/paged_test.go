@@ -1,0 +1,460 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// TestPagedConformance runs the paged-cache table (sdpatest.RunPaged: a model
+// of the scale policy, shuffled pages, ragged lengths, chunks, growing
+// scales, every result against the float64 oracle with the float32
+// tolerances) on the GPU cache, outputs poisoned on the device before every
+// call. The kernel computes at float32 accuracy: see kernels/paged.cu (the
+// queries and weights as two f16 parts each, 22 bits together, products
+// exact, f32 accumulation), inside FP32Tolerance's 16·eps32·(1+M).
+func TestPagedConformance(t *testing.T) {
+	sdpatest.RunPaged(t, testBackend(0))
+}
+
+// diffPages compares every (page, head) block of two caches of config c,
+// codes and scales bit for bit; a difference names the first block that
+// differs, its scales, and which slots differ.
+func diffPages(a, b backend.PagedReader, c backend.PagedConfig) error {
+	n := c.PageSize * c.HeadDim
+	ka, va, kb, vb := make([]fp8.E4M3, n), make([]fp8.E4M3, n), make([]fp8.E4M3, n), make([]fp8.E4M3, n)
+	for pg := range c.Pages {
+		for h := range c.KVHeads {
+			ksa, vsa, err := a.ReadPage(pg, h, ka, va)
+			if err != nil {
+				return err
+			}
+			ksb, vsb, err := b.ReadPage(pg, h, kb, vb)
+			if err != nil {
+				return err
+			}
+			var slots []int
+			first := -1
+			for i := range ka {
+				if ka[i] != kb[i] || va[i] != vb[i] {
+					if first < 0 {
+						first = i
+					}
+					if sl := i / c.HeadDim; len(slots) == 0 || slots[len(slots)-1] != sl {
+						slots = append(slots, sl)
+					}
+				}
+			}
+			if first >= 0 || math.Float32bits(ksa) != math.Float32bits(ksb) || math.Float32bits(vsa) != math.Float32bits(vsb) {
+				msg := fmt.Sprintf("page %d head %d: scales K %g V %g, want %g %g", pg, h, ksb, vsb, ksa, vsa)
+				if first >= 0 {
+					msg += fmt.Sprintf("; slots %v differ, first at slot %d dim %d: K %#x V %#x, want %#x %#x",
+						slots, first/c.HeadDim, first%c.HeadDim, kb[first], vb[first], ka[first], va[first])
+				}
+				return errors.New(msg)
+			}
+		}
+	}
+	return nil
+}
+
+// flipOne is a reader that corrupts one code of one page: diffPages must
+// catch it.
+type flipOne struct{ backend.PagedReader }
+
+func (f flipOne) ReadPage(page, head int, k, v []fp8.E4M3) (float32, float32, error) {
+	ks, vs, err := f.PagedReader.ReadPage(page, head, k, v)
+	if page == 1 && head == 0 {
+		v[len(v)/2] ^= 1
+	}
+	return ks, vs, err
+}
+
+// TestPagedAppendBitExact: the same appends into a cpu cache and a GPU cache
+// leave the same codes and scales in every page, bit for bit. The rows mix
+// magnitudes so that pages grow their scales (and re-encode), values fall
+// to E4M3's subnormals, rows are all zero or negative zero, and two batch
+// entries write to one page (the GPU's launch waves).
+func TestPagedAppendBitExact(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0xB17))
+	for _, c := range []backend.PagedConfig{
+		{KVHeads: 2, HeadDim: 128, PageSize: 64, Pages: 12},
+		{KVHeads: 3, HeadDim: 64, PageSize: 128, Pages: 6},
+		{KVHeads: 1, HeadDim: 80, PageSize: 64, Pages: 8},
+	} {
+		t.Run(fmt.Sprintf("h%d-d%d-p%d", c.KVHeads, c.HeadDim, c.PageSize), func(t *testing.T) {
+			host, err := cpu.New(2).NewPagedKV(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer host.Close()
+			gpu, err := testBackend(0).NewPagedKV(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gpu.Close()
+			mags := []float64{1, 1e-3, 30, 0, 2e3, 1e-6, 5e5, 0.7, -0.0}
+			row := 0
+			fill := func(x []float32) {
+				for i := range x {
+					if i%c.HeadDim == 0 {
+						row++
+					}
+					m := mags[row%len(mags)]
+					if m == 0 || math.Signbit(m) {
+						x[i] = float32(m)
+						continue
+					}
+					x[i] = float32(rng.NormFloat64() * m)
+				}
+			}
+			put := func(a *backend.PagedAppend) {
+				t.Helper()
+				n := a.B * a.N * c.KVHeads * c.HeadDim
+				a.K, a.V = make([]float32, n), make([]float32, n)
+				fill(a.K)
+				fill(a.V)
+				if err := host.Append(a); err != nil {
+					t.Fatal(err)
+				}
+				if err := gpu.Append(a); err != nil {
+					t.Fatal(err)
+				}
+			}
+			P := c.PageSize
+			// Two entries into page 0 (slots 0-2 and 3-5): the second
+			// batch entry's run must follow the first.
+			put(&backend.PagedAppend{B: 2, N: 3, Layout: backend.BSHD, Page: []int32{0, 0, 0, 0, 0, 0}, Slot: []int32{0, 1, 2, 3, 4, 5}})
+			// Two sequences in shuffled pages, filled in random chunks.
+			perm := rng.Perm(c.Pages - 1)
+			seqPages := [][]int{{perm[0] + 1, perm[1] + 1, perm[2] + 1}, {perm[3] + 1, perm[4] + 1}}
+			for s, pages := range seqPages {
+				for done := 0; done < len(pages)*P-rng.IntN(P); {
+					n := min(len(pages)*P-done, 1+rng.IntN(P+P/2))
+					a := &backend.PagedAppend{B: 1, N: n, Layout: backend.Layout(s % 2)}
+					for tk := done; tk < done+n; tk++ {
+						a.Page = append(a.Page, int32(pages[tk/P]))
+						a.Slot = append(a.Slot, int32(tk%P))
+					}
+					put(a)
+					done += n
+				}
+			}
+			hr, gr := host.(backend.PagedReader), gpu.(backend.PagedReader)
+			if err := diffPages(hr, gr, c); err != nil {
+				t.Fatal(err)
+			}
+			if err := diffPages(hr, flipOne{gr}, c); err == nil {
+				t.Fatal("diffPages missed a flipped code")
+			}
+		})
+	}
+}
+
+// TestPagedAgainstCPU: attention over one set of appends, in a cpu cache
+// and a GPU cache (same codes: TestPagedAppendBitExact), agrees: both are
+// within FP32Tolerance of exact attention on those codes, so within twice it
+// of each other. Long, ragged sequences make the keys split across blocks
+// (the merge runs); chunks of new queries and GQA groups make several row
+// blocks a KV head. A failure names the (sequence, head, position) rows.
+func TestPagedAgainstCPU(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0xDEC))
+	for _, c := range []struct {
+		hkv, g, sq, d, page int
+		lens                []int
+		mask                backend.Mask
+		layout              backend.Layout
+		chunk               int // tokens per append (0: a whole sequence at once)
+	}{
+		{1, 1, 1, 64, 64, []int{200}, backend.NoMask, backend.BHSD, 0},
+		{2, 2, 7, 64, 64, []int{200}, backend.CausalLowerRight, backend.BHSD, 0},
+		{2, 2, 7, 64, 64, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, 37},
+		{1, 4, 1, 64, 64, []int{2000}, backend.NoMask, backend.BSHD, 0},
+		{2, 4, 1, 64, 64, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, 0},
+		{2, 4, 1, 128, 64, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BSHD, 0},
+		{2, 8, 3, 128, 128, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BHSD, 500},
+		{1, 2, 5, 256, 64, []int{700, 90}, backend.CausalLowerRight, backend.BSHD, 0},
+	} {
+		name := fmt.Sprintf("hkv%d-g%d-sq%d-d%d-p%d-%v-%v-chunk%d-lens%v", c.hkv, c.g, c.sq, c.d, c.page, c.mask, c.layout, c.chunk, c.lens)
+		t.Run(name, func(t *testing.T) {
+			P, D, H := c.page, c.d, c.hkv
+			per, total := 1, 0
+			for _, n := range c.lens {
+				per = max(per, (n+P-1)/P)
+				total += (n + P - 1) / P
+			}
+			cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: total + 2}
+			host, _ := cpu.New(2).NewPagedKV(cfg)
+			gpu, err := testBackend(0).NewPagedKV(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer gpu.Close()
+			perm := rng.Perm(cfg.Pages)
+			var table [][]int32
+			for _, n := range c.lens {
+				var pg []int32
+				for range (n + P - 1) / P {
+					pg, perm = append(pg, int32(perm[0])), perm[1:]
+				}
+				table = append(table, pg)
+			}
+			var kNorm, vMax float64
+			for s, n := range c.lens {
+				for t0 := 0; t0 < n; {
+					m := n - t0
+					if c.chunk > 0 {
+						m = min(m, c.chunk)
+					}
+					a := &backend.PagedAppend{B: 1, N: m, Layout: c.layout, K: make([]float32, m*H*D), V: make([]float32, m*H*D)}
+					for i := range a.K {
+						a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+						vMax = max(vMax, math.Abs(float64(a.V[i])))
+					}
+					kNorm = max(kNorm, rowNorm(a.K, D))
+					for tk := t0; tk < t0+m; tk++ {
+						a.Page, a.Slot = append(a.Page, table[s][tk/P]), append(a.Slot, int32(tk%P))
+					}
+					if err := errors.Join(host.Append(a), gpu.Append(a)); err != nil {
+						t.Fatal(err)
+					}
+					t0 += m
+				}
+			}
+			B, hq := len(c.lens), H*c.g
+			p := &backend.PagedProblem{B: B, Hq: hq, Hkv: H, Sq: c.sq, D: D, Scale: float32(1 / math.Sqrt(float64(D))), Mask: c.mask,
+				Layout: c.layout, PagesPerSeq: per, Q: make([]float32, B*hq*c.sq*D)}
+			for i := range p.Q {
+				p.Q[i] = float32(rng.NormFloat64())
+			}
+			for s, n := range c.lens {
+				p.SeqLens = append(p.SeqLens, int32(n))
+				row := make([]int32, per)
+				copy(row, table[s])
+				p.BlockTable = append(p.BlockTable, row...)
+			}
+			want, wantLSE := make([]float32, len(p.Q)), make([]float32, B*hq*c.sq)
+			p.Out, p.LSE = want, wantLSE
+			if err := host.Attention(p); err != nil {
+				t.Fatal(err)
+			}
+			got, gotLSE := make([]float32, len(p.Q)), make([]float32, len(wantLSE))
+			p.Out, p.LSE = got, gotLSE
+			if err := gpu.Attention(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := diffPages(host.(backend.PagedReader), gpu.(backend.PagedReader), cfg); err != nil {
+				t.Errorf("the caches differ: %v", err)
+			}
+			// M = |scale|·max‖q‖·max‖k‖ on the inputs, grown by 1/16 for
+			// E4M3's rounding of the keys (as sdpatest.ScoreBound on the codes).
+			m := float64(p.Scale) * rowNorm(p.Q, D) * kNorm * 1.0625
+			e := 2 * 16 * (1.0 / (1 << 23)) * (1 + m)
+			tol := sdpatest.Tolerance{Atol: e * vMax * 1.0625, Rtol: e, Why: "twice FP32Tolerance"}
+			lt := sdpatest.Tolerance{Atol: 2 * (16*(1+m) + 64 + float64(p.Shape().Sk)/16) / (1 << 23), Rtol: 4.0 / (1 << 23)}
+			bad := 0
+			for s := range B {
+				for h := range hq {
+					for i := range c.sq {
+						o := c.layout.Offset(s, h, i, hq, c.sq, D)
+						st := sdpatest.Compare(got[o:o+D], want[o:o+D], tol)
+						l := (s*hq+h)*c.sq + i
+						lst := sdpatest.Compare(gotLSE[l:l+1], wantLSE[l:l+1], lt)
+						if st.Beyond+lst.Beyond > 0 || math.IsNaN(st.MaxErr) {
+							if bad++; bad <= 8 {
+								t.Errorf("sequence %d head %d position %d: %d of %d beyond %s (max error %.3g: got %g want %g); LSE got %g want %g",
+									s, h, i, st.Beyond, D, tol.Why, st.MaxErr, got[o+st.FirstBad], want[o+st.FirstBad], gotLSE[l], wantLSE[l])
+							}
+						}
+					}
+				}
+			}
+			if bad > 8 {
+				t.Errorf("... %d rows of %d wrong", bad, B*hq*c.sq)
+			}
+		})
+	}
+}
+
+// rowNorm is the largest Euclidean norm of x's rows of d elements.
+func rowNorm(x []float32, d int) float64 {
+	var mx float64
+	for i := 0; i+d <= len(x); i += d {
+		var ss float64
+		for _, e := range x[i : i+d] {
+			ss += float64(e) * float64(e)
+		}
+		mx = max(mx, math.Sqrt(ss))
+	}
+	return mx
+}
+
+// TestPagedConcurrent: many goroutines run attention on one GPU cache at
+// once (allowed: PagedKV.Attention with Attention); each gets the result a
+// lone call gets, bit for bit (the kernels are deterministic).
+func TestPagedConcurrent(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 0xC0C))
+	c := backend.PagedConfig{KVHeads: 1, HeadDim: 64, PageSize: 64, Pages: 8}
+	gpu, err := testBackend(0).NewPagedKV(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gpu.Close()
+	n := 300
+	a := &backend.PagedAppend{B: 1, N: n, K: make([]float32, n*64), V: make([]float32, n*64)}
+	for i := range a.K {
+		a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	for tk := range n {
+		a.Page, a.Slot = append(a.Page, int32(7-tk/64)), append(a.Slot, int32(tk%64))
+	}
+	if err := gpu.Append(a); err != nil {
+		t.Fatal(err)
+	}
+	problem := func(seed uint64) *backend.PagedProblem {
+		r := rand.New(rand.NewPCG(seed, 1))
+		p := &backend.PagedProblem{B: 1, Hq: 4, Hkv: 1, Sq: 1, D: 64, Scale: 0.125, PagesPerSeq: 5,
+			SeqLens: []int32{int32(n)}, BlockTable: []int32{7, 6, 5, 4, 3}, Q: make([]float32, 4*64), Out: make([]float32, 4*64)}
+		for i := range p.Q {
+			p.Q[i] = float32(r.NormFloat64())
+		}
+		return p
+	}
+	const workers = 8
+	want := make([][]float32, workers)
+	for w := range workers {
+		p := problem(uint64(w))
+		if err := gpu.Attention(p); err != nil {
+			t.Fatal(err)
+		}
+		want[w] = p.Out
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				p := problem(uint64(w))
+				if err := gpu.Attention(p); err != nil {
+					errs <- err
+					return
+				}
+				for i := range p.Out {
+					if math.Float32bits(p.Out[i]) != math.Float32bits(want[w][i]) {
+						errs <- fmt.Errorf("worker %d element %d: %g, alone %g", w, i, p.Out[i], want[w][i])
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// TestPagedUnsupported: head dims and page sizes the kernels lack are
+// ErrUnsupported (the sdpa layer reports them), not a failure later.
+func TestPagedUnsupported(t *testing.T) {
+	for _, c := range []backend.PagedConfig{
+		{KVHeads: 1, HeadDim: 72, PageSize: 64, Pages: 2},
+		{KVHeads: 1, HeadDim: 64, PageSize: 16, Pages: 2},
+	} {
+		if _, err := testBackend(0).NewPagedKV(c); !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("%+v: %v, want ErrUnsupported", c, err)
+		}
+	}
+}
+
+// BenchmarkPagedDecode times one decode step (one new query token per
+// sequence, attention only) over a full FP8 paged cache, per call in
+// CUDA-graph replay, on issue #12's shapes; pages shuffled ("paged") or in
+// order ("contiguous"). Reports µs per call and the cache bytes read per
+// second (K and V codes of every sequence once).
+func BenchmarkPagedDecode(b *testing.B) {
+	for _, s := range []struct {
+		name           string
+		b, hq, hkv, sk int
+	}{
+		{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192},
+		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768},
+		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048},
+	} {
+		for _, order := range []string{"paged", "contiguous"} {
+			b.Run(s.name+"/"+order, func(b *testing.B) {
+				times, err := decodeTimes(s.b, s.hq, s.hkv, s.sk, 128, order == "paged", max(b.N, 50))
+				if err != nil {
+					b.Fatal(err)
+				}
+				us := median(times)
+				b.ReportMetric(us, "us/call")
+				b.ReportMetric(float64(2*s.b*s.hkv*s.sk*128)/us/1e6, "TB/s")
+			})
+		}
+	}
+}
+
+// decodeTimes fills a GPU cache with b sequences of sk random tokens and
+// times decode steps over it.
+func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, iters int) ([]float64, error) {
+	const P = 64
+	pages := b * sk / P
+	kv, err := (&Backend{name: "cuda"}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: P, Pages: pages})
+	if err != nil {
+		return nil, err
+	}
+	defer kv.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	order := rng.Perm(pages)
+	if !shuffled {
+		for i := range order {
+			order[i] = i
+		}
+	}
+	const chunk = 1024 // tokens per append
+	x := make([]float32, chunk*hkv*d)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	for s := range b {
+		for t0 := 0; t0 < sk; t0 += chunk {
+			a := &backend.PagedAppend{B: 1, N: chunk, K: x, V: x}
+			for t := t0; t < t0+chunk; t++ {
+				a.Page, a.Slot = append(a.Page, int32(order[s*sk/P+t/P])), append(a.Slot, int32(t%P))
+			}
+			if err := kv.Append(a); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p := &backend.PagedProblem{B: b, Hq: hq, Hkv: hkv, Sq: 1, D: d, Scale: float32(1 / math.Sqrt(float64(d))),
+		Mask: backend.CausalLowerRight, Q: make([]float32, b*hq*d), Out: make([]float32, b*hq*d), PagesPerSeq: sk / P}
+	for i := range p.Q {
+		p.Q[i] = float32(rng.NormFloat64())
+	}
+	for s := range b {
+		p.SeqLens = append(p.SeqLens, int32(sk))
+		for i := range sk / P {
+			p.BlockTable = append(p.BlockTable, int32(order[s*sk/P+i]))
+		}
+	}
+	return kv.(backend.PagedTimer).PagedTimes(p, iters)
+}
