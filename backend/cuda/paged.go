@@ -357,7 +357,7 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	return splits, p.Hkv * rowBlocks, p.B
 }
 
-// maxSplits bounds the key splits of a call (the merge keeps 8 weights a
+// maxSplits bounds the key splits of a call (the merge keeps a weight a
 // split in shared memory).
 const maxSplits = 256
 
@@ -429,7 +429,7 @@ func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 		return err
 	}
 	if pp.Splits > 1 {
-		return launchStruct(s.dev.paged.merge, gy, gz, 1, 256, 32*int(pp.Splits), s.dev.stream, unsafe.Pointer(pp))
+		return launchStruct(s.dev.paged.merge, gy, gz, s.tc.Rows, 256, 0, s.dev.stream, unsafe.Pointer(pp))
 	}
 	return nil
 }

@@ -60,6 +60,11 @@
 //   v3 (2026-11-22): values stored [P/32][D][32] per block (was [D][P]), so
 //                    that a tile's values are one contiguous 32·D bytes
 //                    instead of D runs of 32 bytes at a stride of P.
+//   v4 (2026-11-22): the first tile's copies go out before the queries load;
+//                    exp2 by ex2.approx; O is rescaled only when some row's
+//                    factor is not 1; the merge runs a block per row
+//                    (was one per 8 rows: 8 blocks for a decode step of one
+//                    sequence) with every split's load in flight.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stddef.h>
@@ -221,6 +226,14 @@ __device__ __forceinline__ void split_f16x2(float a, float b, uint32_t& hi, uint
   lo = *(uint32_t*)&l;
 }
 
+// 2^x by the SFU (ex2.approx, relative error about 2^-22, far inside the
+// float32 tier; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
@@ -263,6 +276,41 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   const int tiles = (vis_max + KEYS - 1) / KEYS;
   const int ta = split * p.tiles_per_split, tb = min(tiles, ta + p.tiles_per_split);
 
+  uint8_t* ring = smem + warp * T::RING * T::TILE;
+  const long long blk_bytes = (long long)D * p.page_size;
+  const int* table = p.block_table + (long long)b * p.pages_per_seq;
+  auto page_of = [&](int tile) { return table[tile * KEYS / p.page_size]; };
+  auto issue = [&](int tile, int page, int slot) {
+    const int col = tile * KEYS % p.page_size;
+    const uint8_t* kb = p.k + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;
+    const uint8_t* vb = p.v + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;  // [D][32] at col
+    uint8_t* sk = ring + slot * T::TILE;
+    uint8_t* sv = sk + KEYS * KP;
+    for (int c = lane; c < KEYS * NC; c += 32) {
+      const int key = c / NC, ch = c % NC;
+      cp_async16(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * ch);
+    }
+    for (int c = lane; c < 2 * D; c += 32) {
+      const int d = c >> 1, ch = c & 1;
+      cp_async16(sv + v_off(d, ch), vb + c * 16);
+    }
+  };
+
+  // Software pipeline (the first tile's copies go out before the queries
+  // load): the copies of tile T+W are issued before tile T is
+  // computed, with T+W's page (and scales) loaded one iteration earlier
+  // still, so that no dependent global load sits between a tile's wait and
+  // its math.
+  int slot = 0, page_next = 0;
+  float ks = 0.f, vs = 0.f;
+  if (ta + warp < tb) {
+    const int pg = page_of(ta + warp);
+    issue(ta + warp, pg, 0);
+    ks = p.k_scale[(long long)pg * p.hkv + kh];
+    vs = p.v_scale[(long long)pg * p.hkv + kh];
+  }
+  cp_async_commit();
+  if (ta + warp + W < tb) page_next = page_of(ta + warp + W);
   // The query row as A fragments, high and low f16 parts, scaled by 2^qe.
   uint32_t qa[NC][4];
   int qe = 0;
@@ -294,40 +342,6 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
 #pragma unroll
   for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
 
-  uint8_t* ring = smem + warp * T::RING * T::TILE;
-  const long long blk_bytes = (long long)D * p.page_size;
-  const int* table = p.block_table + (long long)b * p.pages_per_seq;
-  auto page_of = [&](int tile) { return table[tile * KEYS / p.page_size]; };
-  auto issue = [&](int tile, int page, int slot) {
-    const int col = tile * KEYS % p.page_size;
-    const uint8_t* kb = p.k + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;
-    const uint8_t* vb = p.v + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;  // [D][32] at col
-    uint8_t* sk = ring + slot * T::TILE;
-    uint8_t* sv = sk + KEYS * KP;
-    for (int c = lane; c < KEYS * NC; c += 32) {
-      const int key = c / NC, ch = c % NC;
-      cp_async16(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * ch);
-    }
-    for (int c = lane; c < 2 * D; c += 32) {
-      const int d = c >> 1, ch = c & 1;
-      cp_async16(sv + v_off(d, ch), vb + c * 16);
-    }
-  };
-
-  // Software pipeline: the copies of tile T+W are issued before tile T is
-  // computed, with T+W's page (and scales) loaded one iteration earlier
-  // still, so that no dependent global load sits between a tile's wait and
-  // its math.
-  int slot = 0, page_next = 0;
-  float ks = 0.f, vs = 0.f;
-  if (ta + warp < tb) {
-    const int pg = page_of(ta + warp);
-    issue(ta + warp, pg, 0);
-    ks = p.k_scale[(long long)pg * p.hkv + kh];
-    vs = p.v_scale[(long long)pg * p.hkv + kh];
-  }
-  cp_async_commit();
-  if (ta + warp + W < tb) page_next = page_of(ta + warp + W);
   for (int tile = ta + warp; tile < tb; tile += W) {
     float ks_next = 0.f, vs_next = 0.f;
     int page_after = 0;
@@ -371,7 +385,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
     tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 2));
     const float m_new = fmaxf(m, tmax), mref = m_new == NEG_INF ? 0.f : m_new;
-    const float alpha = exp2f(m - mref);
+    const float alpha = fast_exp2(m - mref);
     m = m_new;
     // O is kept in units of the current page's V scale (a power of two, so
     // moving between units is exact); a page of zeros keeps the units. The
@@ -385,18 +399,20 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     uint32_t pa[2][4];  // A fragments of P·2^12 over keys 0-15 and 16-31
 #pragma unroll
     for (int j = 0; j < 4; j++) {
-      const float p0 = exp2f(sc[j][0] - mref), p1 = exp2f(sc[j][1] - mref);
+      const float p0 = fast_exp2(sc[j][0] - mref), p1 = fast_exp2(sc[j][1] - mref);
       psum += p0 + p1;
       // n-tile 2γ gives a0/a1 (keys 4t, 4t+1 of 16γ), 2γ+1 gives a2/a3.
       split_f16x2(p0 * 4096.f, p1 * 4096.f, pa[j >> 1][2 * (j & 1)], pa[j >> 1][2 * (j & 1) + 1]);
     }
     l = l * alpha + psum;
+    if (__any_sync(0xffffffffu, o_alpha != 1.f)) {  // the running max moved, or the V units
 #pragma unroll
-    for (int j = 0; j < NT; j++) {
-      o[j][0] *= o_alpha;
-      o[j][1] *= o_alpha;
-      o[j][2] *= o_alpha;
-      o[j][3] *= o_alpha;
+      for (int j = 0; j < NT; j++) {
+        o[j][0] *= o_alpha;
+        o[j][1] *= o_alpha;
+        o[j][2] *= o_alpha;
+        o[j][3] *= o_alpha;
+      }
     }
     // O += P·V: B fragments from the transposed values, four d-tiles an ldmatrix.
 #pragma unroll
@@ -479,25 +495,27 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
 // Combines the splits of each row: with w_s = 2^(lse_s - max), out = Σ
 // w_s·out_s / Σ w_s and lse = max + log2 Σ w_s (natural log on output). A row
 // no split saw a key for gets zeros and -inf; a NaN in any split stays NaN.
-// Grid (hkv·row_blocks, b), 256 threads: warp r weighs row r's splits into
-// shared memory (splits·8 floats of dynamic shared memory), then every
-// thread sums its (row, d) elements over the splits, four loads in flight.
+// Grid (hkv·row_blocks, b, 8 rows), 256 threads: warp 0 weighs the row's
+// splits into shared memory; then warp w sums splits w, w+8, ... with four
+// columns a lane (16-byte loads, all in flight), and the warps' sums are
+// added through shared memory.
 constexpr int MERGE_THREADS = 256;
 
 extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(const PagedParams p) {
-  extern __shared__ float wts[];  // [8][splits]
-  __shared__ float row_sum[8], row_lse[8];
-  const int kh = blockIdx.x / p.row_blocks, rb = blockIdx.x % p.row_blocks, b = blockIdx.y, D = p.d, S = p.splits;
-  const int group = p.hq / p.hkv, r0 = rb * 8, rows_n = min(8, group * p.sq - r0);
+  __shared__ float wts[256];                        // the row's split weights (splits <= 256)
+  __shared__ __align__(16) float part_sum[8][256];  // each warp's column sums (D <= 256)
+  __shared__ float row_sum, row_lse;
+  const int kh = blockIdx.x / p.row_blocks, rb = blockIdx.x % p.row_blocks, b = blockIdx.y, r = blockIdx.z;
+  const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
+  if (r >= min(8, group * p.sq - r0)) return;
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
-  const float* lse = p.part_lse + item * S * 8;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (warp < rows_n) {
-    const int r = warp;
+  if (warp == 0) {
+    const float* lse = p.part_lse + item * S * 8 + r;
     float mx = NEG_INF;
     bool nan = false;
     for (int s = lane; s < S; s += 32) {
-      const float x = lse[s * 8 + r];
+      const float x = lse[s * 8];
       mx = fmaxf(mx, x);
       nan = nan || x != x;
     }
@@ -506,38 +524,47 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(
     nan = __any_sync(0xffffffffu, nan);
     float sum = 0.f;
     for (int s = lane; s < S; s += 32) {
-      const float x = lse[s * 8 + r];
+      const float x = lse[s * 8];
       const float w = x == NEG_INF ? 0.f : exp2f(x - mx);
-      wts[r * S + s] = w;
+      wts[s] = w;
       sum += w;
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     if (lane == 0) {
-      row_sum[r] = nan ? __int_as_float(0x7fffffff) : sum;
-      row_lse[r] = nan ? __int_as_float(0x7fffffff) : (sum > 0.f ? mx + log2f(sum) : NEG_INF);
+      row_sum = nan ? __int_as_float(0x7fffffff) : sum;
+      row_lse = nan ? __int_as_float(0x7fffffff) : (sum > 0.f ? mx + log2f(sum) : NEG_INF);
     }
   }
   __syncthreads();
-  const float* part = p.part_out + item * S * 8 * D;
-  for (int e = threadIdx.x; e < rows_n * D; e += MERGE_THREADS) {
-    const int r = e / D, d = e % D;
-    const float sum = row_sum[r];
-    float acc[4] = {0.f, 0.f, 0.f, 0.f};
-    int s = 0;
+  const float sum = row_sum;
+  const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
+  for (int d = 4 * lane; d < D; d += 128) {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (sum > 0.f) {
-      for (; s + 4 <= S; s += 4) {
-#pragma unroll
-        for (int u = 0; u < 4; u++) acc[u] += wts[r * S + s + u] * part[((long long)(s + u) * 8 + r) * D + d];
+#pragma unroll 4
+      for (int s = warp; s < S; s += 8) {
+        const float w = wts[s];
+        const float4 x = *(const float4*)(part + (long long)s * 8 * D + d);
+        acc.x += w * x.x;
+        acc.y += w * x.y;
+        acc.z += w * x.z;
+        acc.w += w * x.w;
       }
-      for (; s < S; s++) acc[0] += wts[r * S + s] * part[((long long)s * 8 + r) * D + d];
     }
-    float val = sum > 0.f ? (acc[0] + acc[1] + acc[2] + acc[3]) / sum : 0.f;
-    if (sum != sum) val = sum;
-    const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
-    p.out[b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
-    if (d == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = row_lse[r] * LN2;
+    *(float4*)&part_sum[warp][d] = acc;
   }
+  __syncthreads();
+  const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
+  for (int d = threadIdx.x; d < D; d += MERGE_THREADS) {
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < 8; w++) acc += part_sum[w][d];
+    float val = sum > 0.f ? acc / sum : 0.f;
+    if (sum != sum) val = sum;
+    p.out[b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
+  }
+  if (threadIdx.x == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = row_lse * LN2;
 }
 
 // Entry points fp8attn_paged_d{D}, and each one's geometry for the loader's

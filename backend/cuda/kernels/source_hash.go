@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "d1504a8226912e19b5bd8250a11ae19ea168f70ff2f4644db179eb492190d2eb"
+const SourceHash = "a949af158cbe13cfa0f86ce27b7021d03d519472a4ed15a5cf7a60c2576d9b1e"
