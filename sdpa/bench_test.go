@@ -29,6 +29,27 @@ func BenchmarkPublicCall(b *testing.B) {
 	}
 }
 
+// BenchmarkPublicCallGPU: the public FP8 call on the "cuda" device, float32
+// host slices in and out, mission shape: host quantization, the uploads, the
+// kernel and the download, as a Go caller pays them (issue #12's target:
+// <= 300 us). Skipped where no GPU backend is available.
+func BenchmarkPublicCallGPU(b *testing.B) {
+	if _, err := sdpa.Open("cuda"); err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	s := sdpatest.NamedShapes["mission"]
+	rng := rand.New(rand.NewPCG(1, 2))
+	q, k, v := randTensor(rng, s.B, s.Hq, s.Sq, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D)
+	out := &sdpa.Tensor{Data: make([]float32, len(q.Data)), B: s.B, H: s.Hq, S: s.Sq, D: s.D}
+	opts := &sdpa.Options{Precision: sdpa.FP8E4M3, Backend: "cuda"}
+	for b.Loop() {
+		if err := sdpa.AttentionInto(out, nil, q, k, v, opts); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/call")
+}
+
 // decodeShape is the inference issue's CPU decode shape: one new token of
 // 32 query heads over 8 KV heads of 8192 cached tokens, D = 128.
 var decodeShape = struct{ hq, hkv, sk, d int }{32, 8, 8192, 128}

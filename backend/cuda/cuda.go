@@ -131,13 +131,9 @@ func (d *Device) init() error {
 	if d.ComputeCapability < 89 {
 		return fmt.Errorf("%w: %s is sm_%d; the FP8 kernels need sm_89 or newer", backend.ErrUnsupported, d.Name, d.ComputeCapability)
 	}
-	ptx := kernels.PTX
-	if f := os.Getenv("FP8ATTN_PTX"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("cuda: FP8ATTN_PTX: %w", err)
-		}
-		ptx = string(b)
+	ptx, err := moduleImage("FP8ATTN_PTX", kernels.PTX)
+	if err != nil {
+		return err
 	}
 	if d.mod, err = cu.LoadData(ptx); err != nil {
 		return fmt.Errorf("cuda: loading PTX: %w", err)
@@ -179,21 +175,16 @@ func (d *Device) init() error {
 // Params layout and every kernel's geometry against internal/tiles, and
 // raises each attention kernel's dynamic shared-memory limit.
 func (d *Device) loadHopper() error {
-	image := kernels.HopperCubin
-	if f := os.Getenv("FP8ATTN_CUBIN"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("cuda: FP8ATTN_CUBIN: %w", err)
-		}
-		image = b
+	image, err := moduleImage("FP8ATTN_CUBIN", string(kernels.HopperCubin))
+	if err != nil {
+		return err
 	}
 	if len(image) == 0 {
 		return errors.New("cuda: no sm_90a cubin embedded (run go generate ./backend/cuda/kernels on a machine with nvcc)")
 	}
 	// cu.LoadData copies the image with C.CString, which copies every byte
 	// (NULs included) and appends one.
-	var err error
-	if d.hmod, err = cu.LoadData(string(image)); err != nil {
+	if d.hmod, err = cu.LoadData(image); err != nil {
 		var perr error
 		if d.hmod, perr = cu.LoadData(kernels.HopperPTX); perr != nil {
 			return fmt.Errorf("cuda: loading the sm_90a module: cubin: %v; PTX: %w", err, perr)
@@ -238,6 +229,21 @@ func (d *Device) loadHopper() error {
 		d.hopper[hd] = k
 	}
 	return nil
+}
+
+// moduleImage returns a module's image: the file the environment variable
+// env names (for kernel development: scripts/gpu-run.sh points them at
+// freshly built kernels), or the embedded one.
+func moduleImage(env, embedded string) (string, error) {
+	f := os.Getenv(env)
+	if f == "" {
+		return embedded, nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("cuda: %s: %w", env, err)
+	}
+	return string(b), nil
 }
 
 // global reads the int32 array module mod exports under name.

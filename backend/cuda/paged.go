@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -37,15 +36,10 @@ type pagedKernels struct {
 // kernel's geometry against internal/tiles, and raises the kernels' dynamic
 // shared-memory limits. The caller holds the context current.
 func (d *Device) loadPaged() error {
-	ptx := kernels.PagedPTX
-	if f := os.Getenv("FP8ATTN_PAGED_PTX"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("cuda: FP8ATTN_PAGED_PTX: %w", err)
-		}
-		ptx = string(b)
+	ptx, err := moduleImage("FP8ATTN_PAGED_PTX", kernels.PagedPTX)
+	if err != nil {
+		return err
 	}
-	var err error
 	if d.pmod, err = cu.LoadData(ptx); err != nil {
 		return fmt.Errorf("cuda: loading the paged-cache PTX: %w", err)
 	}
