@@ -51,11 +51,16 @@ type Device struct {
 	// SMs and SharedPerSM: the multiprocessors and the shared memory each
 	// has, for the launchers' grids.
 	SMs, SharedPerSM int
-	pool             map[int64][]cu.DevicePtr
-	pending          []pendingFree // freed, waiting for their event
-	events           []cu.Event    // completed events, for reuse
-	owned            []cu.DevicePtr
-	closed           bool
+	// stage is the page-locked buffer small transfers go through
+	// (staging.go); stageDone is recorded after the last copy that read it.
+	stage     []byte
+	stageDone cu.Event
+	stageBusy bool
+	pool      map[int64][]cu.DevicePtr
+	pending   []pendingFree // freed, waiting for their event
+	events    []cu.Event    // completed events, for reuse
+	owned     []cu.DevicePtr
+	closed    bool
 }
 
 // hopperKernels are the Hopper module's kernels for one head dim.
@@ -140,6 +145,9 @@ func (d *Device) init() error {
 	}
 	if d.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("cuda: stream: %w", err)
+	}
+	if d.stageDone, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+		return fmt.Errorf("cuda: event: %w", err)
 	}
 	if err := d.checkParamsLayout(d.mod); err != nil {
 		return err
@@ -375,6 +383,8 @@ func (d *Device) Close() error {
 			errs = append(errs, cu.DestroyEvent(&d.events[i]))
 		}
 		d.pending, d.events = nil, nil
+		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage))
+		d.stage = nil
 		for _, p := range d.owned {
 			errs = append(errs, cu.MemFree(p))
 		}
@@ -421,43 +431,32 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 	scores := scoreScales(p)
 	r.shape.Q8, r.shape.K8, r.shape.V8, r.shape.Out, r.shape.LSE = nil, nil, nil, nil, nil
 	err := d.do(func() error {
-		put := func(src unsafe.Pointer, n int64) (uint64, error) {
+		var copies []hostCopy
+		// put reserves n bytes of device memory for src (nil: an output).
+		put := func(src []byte, n int64) (uint64, error) {
 			ptr, size, err := d.alloc(n)
 			if err != nil {
 				return 0, err
 			}
 			r.bufs = append(r.bufs, pooled{ptr, size})
 			if src != nil {
-				if err := cu.MemcpyHtoDAsync(ptr, src, n, d.stream); err != nil {
-					return 0, fmt.Errorf("cuda: upload: %w", err)
-				}
+				copies = append(copies, hostCopy{ptr, src})
 			}
 			return uint64(ptr), nil
 		}
 		var b deviceBuffers
 		var err error
-		u8 := func(x []uint8) unsafe.Pointer { return unsafe.Pointer(&x[0]) }
-		f32 := func(x []float32) unsafe.Pointer { return unsafe.Pointer(&x[0]) }
-		if b.Q, err = put(u8(asBytes(p.Q8)), int64(len(p.Q8))); err != nil {
-			return err
-		}
-		if b.K, err = put(u8(asBytes(p.K8)), int64(len(p.K8))); err != nil {
-			return err
-		}
-		if b.V, err = put(u8(asBytes(p.V8)), int64(len(p.V8))); err != nil {
-			return err
-		}
-		if b.QScale, err = put(f32(p.QScale), 4*int64(len(p.QScale))); err != nil {
-			return err
-		}
-		if b.KScale, err = put(f32(p.KScale), 4*int64(len(p.KScale))); err != nil {
-			return err
-		}
-		if b.VScale, err = put(f32(p.VScale), 4*int64(len(p.VScale))); err != nil {
-			return err
-		}
-		if b.ScoreScale, err = put(f32(scores), 4*int64(len(scores))); err != nil {
-			return err
+		for _, in := range []struct {
+			dst *uint64
+			src []byte
+		}{
+			{&b.Q, bytesOf(p.Q8)}, {&b.K, bytesOf(p.K8)}, {&b.V, bytesOf(p.V8)},
+			{&b.QScale, bytesOf(p.QScale)}, {&b.KScale, bytesOf(p.KScale)}, {&b.VScale, bytesOf(p.VScale)},
+			{&b.ScoreScale, bytesOf(scores)},
+		} {
+			if *in.dst, err = put(in.src, int64(len(in.src))); err != nil {
+				return err
+			}
 		}
 		if b.Out, err = put(nil, 4*r.outN); err != nil {
 			return err
@@ -468,7 +467,7 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 			}
 		}
 		*r.params = newParams(p, b)
-		return nil
+		return d.upload(copies)
 	})
 	if err != nil {
 		r.Free()
@@ -562,18 +561,11 @@ func (r *Resident) Download(out, lse []float32) error {
 		if len(r.bufs) == 0 {
 			return errors.New("cuda: resident used after Free")
 		}
-		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&out[0]), cu.DevicePtr(r.params.Out), 4*r.outN, r.dev.stream); err != nil {
-			return fmt.Errorf("cuda: download: %w", err)
-		}
+		copies := []hostCopy{{cu.DevicePtr(r.params.Out), bytesOf(out)}}
 		if lse != nil && r.lse {
-			if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&lse[0]), cu.DevicePtr(r.params.LSE), 4*int64(nlse), r.dev.stream); err != nil {
-				return fmt.Errorf("cuda: download: %w", err)
-			}
+			copies = append(copies, hostCopy{cu.DevicePtr(r.params.LSE), bytesOf(lse)})
 		}
-		if err := r.dev.stream.Synchronize(); err != nil {
-			return fmt.Errorf("cuda: kernel failed: %w", err)
-		}
-		return nil
+		return r.dev.download(copies)
 	})
 }
 
@@ -671,13 +663,6 @@ func (d *Device) timeCalls(iters int, graphed bool, call func() error) ([]float6
 		out[i] = ms * 1e3 / batch
 	}
 	return out, nil
-}
-
-func asBytes[T ~uint8](x []T) []uint8 {
-	if len(x) == 0 {
-		return []uint8{0}
-	}
-	return unsafe.Slice((*uint8)(unsafe.Pointer(&x[0])), len(x))
 }
 
 // Backend runs one kernel stage (stage 0: BestStage for the problem's shape) on

@@ -47,6 +47,10 @@ static CUresult fp8attn_release_primary(int ordinal) {
 	return cuDevicePrimaryCtxRelease(d);
 }
 
+// Page-locked host memory, for staging copies (the driver DMAs from it
+// directly; copies from pageable memory go through its own bounce buffer).
+static CUresult fp8attn_host_alloc(void** p, size_t n) { return cuMemHostAlloc(p, n, 0); }
+
 static const char* fp8attn_error_name(CUresult r) {
 	const char* s = 0;
 	cuGetErrorName(r, &s);
@@ -102,6 +106,23 @@ func launchStruct(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, a
 
 func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))
+}
+
+// hostAlloc returns n bytes of page-locked host memory, as a byte slice
+// over C memory (free it with hostFree).
+func hostAlloc(n int) ([]byte, error) {
+	var p unsafe.Pointer
+	if err := check("cuMemHostAlloc", C.fp8attn_host_alloc(&p, C.size_t(n))); err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), n), nil
+}
+
+func hostFree(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
+	return check("cuMemFreeHost", C.cuMemFreeHost(unsafe.Pointer(&b[0])))
 }
 
 // graph is an instantiated CUDA graph.

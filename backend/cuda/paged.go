@@ -205,9 +205,10 @@ func (s *pagedKV) errClosed() error {
 	return nil
 }
 
-// buf returns the staging buffer for use, of at least n bytes, and copies
-// src (if not nil) into it on the stream. The caller is inside do.
-func (s *pagedKV) buf(use string, n int64, src unsafe.Pointer) (uint64, error) {
+// buf returns the device buffer for use, of at least n bytes, growing it
+// (the old one goes back to the pool behind the stream). The caller is
+// inside do.
+func (s *pagedKV) buf(use string, n int64) (uint64, error) {
 	if s.stage == nil {
 		s.stage = map[string]pooled{}
 	}
@@ -226,12 +227,17 @@ func (s *pagedKV) buf(use string, n int64, src unsafe.Pointer) (uint64, error) {
 		b = pooled{p, size}
 		s.stage[use] = b
 	}
-	if src != nil {
-		if err := cu.MemcpyHtoDAsync(b.p, src, n, s.dev.stream); err != nil {
-			return 0, fmt.Errorf("cuda: upload %s: %w", use, err)
-		}
-	}
 	return uint64(b.p), nil
+}
+
+// put returns the device buffer for use holding a copy of src, the copy
+// added to copies (for Device.upload).
+func (s *pagedKV) put(copies *[]hostCopy, use string, src []byte) (uint64, error) {
+	p, err := s.buf(use, int64(len(src)))
+	if err == nil {
+		*copies = append(*copies, hostCopy{cu.DevicePtr(p), src})
+	}
+	return p, err
 }
 
 // Append implements backend.PagedKV: the tokens' rows go to the device, and
@@ -248,17 +254,20 @@ func (s *pagedKV) Append(a *backend.PagedAppend) error {
 	H, D := s.cfg.KVHeads, s.cfg.HeadDim
 	bs, hs, rs := a.Layout.Strides(H, a.N, D)
 	return s.dev.do(func() error {
-		n := 4 * int64(len(a.K))
-		srcK, err := s.buf("srcK", n, unsafe.Pointer(&a.K[0]))
+		var copies []hostCopy
+		srcK, err := s.put(&copies, "srcK", bytesOf(a.K))
 		if err != nil {
 			return err
 		}
-		srcV, err := s.buf("srcV", n, unsafe.Pointer(&a.V[0]))
+		srcV, err := s.put(&copies, "srcV", bytesOf(a.V))
 		if err != nil {
 			return err
 		}
-		runs, err := s.buf("runs", 4*int64(len(s.runsW)), unsafe.Pointer(&s.runsW[0]))
+		runs, err := s.put(&copies, "runs", bytesOf(s.runsW))
 		if err != nil {
+			return err
+		}
+		if err := s.dev.upload(copies); err != nil {
 			return err
 		}
 		if s.aparams == nil {
@@ -389,31 +398,32 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	pp := s.params
 	var err error
-	if pp.Q, err = s.buf("q", 4*int64(len(p.Q)), unsafe.Pointer(&p.Q[0])); err != nil {
+	var copies []hostCopy
+	if pp.Q, err = s.put(&copies, "q", bytesOf(p.Q)); err != nil {
 		return err
 	}
-	if pp.SeqLens, err = s.buf("lens", 4*int64(len(p.SeqLens)), unsafe.Pointer(&p.SeqLens[0])); err != nil {
+	if pp.SeqLens, err = s.put(&copies, "lens", bytesOf(p.SeqLens)); err != nil {
 		return err
 	}
-	if pp.BlockTable, err = s.buf("table", 4*int64(len(p.BlockTable)), unsafe.Pointer(&p.BlockTable[0])); err != nil {
+	if pp.BlockTable, err = s.put(&copies, "table", bytesOf(p.BlockTable)); err != nil {
 		return err
 	}
-	if pp.Out, err = s.buf("out", 4*int64(len(p.Q)), nil); err != nil {
+	if pp.Out, err = s.buf("out", 4*int64(len(p.Q))); err != nil {
 		return err
 	}
-	if pp.LSE, err = s.buf("lse", 4*int64(p.B*p.Hq*p.Sq), nil); err != nil {
+	if pp.LSE, err = s.buf("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
 		return err
 	}
 	if pp.Splits > 1 {
 		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
-		if pp.PartOut, err = s.buf("partOut", 4*parts*int64(p.D), nil); err != nil {
+		if pp.PartOut, err = s.buf("partOut", 4*parts*int64(p.D)); err != nil {
 			return err
 		}
-		if pp.PartLSE, err = s.buf("partLSE", 4*parts, nil); err != nil {
+		if pp.PartLSE, err = s.buf("partLSE", 4*parts); err != nil {
 			return err
 		}
 	}
-	return nil
+	return s.dev.upload(copies)
 }
 
 // launchAttention issues the attention kernel (and the merge) on the stream.
@@ -451,16 +461,12 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		if err := s.launchAttention(gx, gy, gz); err != nil {
 			return err
 		}
-		if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&p.Out[0]), cu.DevicePtr(s.params.Out), 4*int64(len(p.Out)), s.dev.stream); err != nil {
-			return fmt.Errorf("cuda: download: %w", err)
-		}
+		copies := []hostCopy{{cu.DevicePtr(s.params.Out), bytesOf(p.Out)}}
 		if p.LSE != nil {
-			if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&p.LSE[0]), cu.DevicePtr(s.params.LSE), 4*int64(len(p.LSE)), s.dev.stream); err != nil {
-				return fmt.Errorf("cuda: download: %w", err)
-			}
+			copies = append(copies, hostCopy{cu.DevicePtr(s.params.LSE), bytesOf(p.LSE)})
 		}
-		if err := s.dev.stream.Synchronize(); err != nil {
-			return fmt.Errorf("cuda: paged attention failed: %w", err)
+		if err := s.dev.download(copies); err != nil {
+			return fmt.Errorf("cuda: paged attention: %w", err)
 		}
 		return nil
 	})
