@@ -65,6 +65,10 @@
 //                    factor is not 1; the merge runs a block per row
 //                    (was one per 8 rows: 8 blocks for a decode step of one
 //                    sequence) with every split's load in flight.
+//   v5 (2026-11-22): the copy loops unrolled with compile-time trip counts
+//                    (their address arithmetic was a fifth of the loop's
+//                    840 SASS instructions a tile at D=128); the score factor
+//                    but for the page scale computed once a row.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <stddef.h>
@@ -286,12 +290,17 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     const uint8_t* vb = p.v + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;  // [D][32] at col
     uint8_t* sk = ring + slot * T::TILE;
     uint8_t* sv = sk + KEYS * KP;
-    for (int c = lane; c < KEYS * NC; c += 32) {
-      const int key = c / NC, ch = c % NC;
+    // Trip counts known at compile time (fully unrolled, the offsets folded
+    // into constants but for the lane's own): KEYS·NC and 2·D are multiples
+    // of 32 for every D that is a multiple of 16.
+#pragma unroll
+    for (int i = 0; i < KEYS * NC / 32; i++) {
+      const int c = lane + 32 * i, key = c / NC, ch = c % NC;
       cp_async16(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * ch);
     }
-    for (int c = lane; c < 2 * D; c += 32) {
-      const int d = c >> 1, ch = c & 1;
+#pragma unroll
+    for (int i = 0; i < 2 * D / 32; i++) {
+      const int c = lane + 32 * i, d = c >> 1, ch = c & 1;
       cp_async16(sv + v_off(d, ch), vb + c * 16);
     }
   };
@@ -337,6 +346,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     }
   }
 
+  // The row's score factor but for its page's K scale (a power of two):
+  // softmax scale·log2(e)·2^-qe.
+  const float score_factor = ldexpf(p.score_scale, -qe);
   float m = NEG_INF, l = 0.f, vs_cur = 0.f;
   float o[NT][4];
 #pragma unroll
@@ -371,7 +383,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     }
     // Scores in the log2 domain; n-tile j, element e (0, 1) is key
     // 16(j>>1) + 4t + 2(j&1) + e. Keys at or past the row's limit are -inf.
-    const float f = ldexpf(p.score_scale * ks, -qe);
+    const float f = score_factor * ks;
     float sc[4][2], tmax = NEG_INF;
 #pragma unroll
     for (int j = 0; j < 4; j++)

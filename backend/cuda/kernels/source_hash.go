@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "a949af158cbe13cfa0f86ce27b7021d03d519472a4ed15a5cf7a60c2576d9b1e"
+const SourceHash = "49307541a743e83829a9051163fa4a5c3f52b3209ab7b12bb4030ac582b38af7"
