@@ -11,6 +11,7 @@
 //	sdpabench -list                   the registered backends, marking those this build lacks
 //	sdpabench -kernels                the GPU kernels' ptxas resource report
 //	sdpabench -stages                 the GPU kernel stage numbers (for scripts)
+//	sdpabench -decode                 a decode step against a paged FP8 KV cache (decode.go)
 //
 // For backends that time on the device (cuda), the latency is also measured
 // per call in CUDA-graph replay (a batch of calls captured once, the graph
@@ -75,6 +76,7 @@ Usage:
   sdpabench [flags]                 validate and benchmark
   sdpabench compare A.json B.json   p50 latencies and speedups of B over A (from -json files)
   sdpabench -list | -kernels | -stages
+  sdpabench -decode [-shapes decode-b8,...]   decode steps against a paged FP8 KV cache
 
 Shapes: small B1 H2 S64 D64, mission B2 H8 S256 D64, long B1 H8 S2048 D64,
 large B4 H32 S4096 D128, or BxHxSqxSkxD / BxHqxHkvxSqxSkxD.
@@ -109,6 +111,7 @@ func main() {
 		showKern  = flag.Bool("kernels", false, "print the GPU kernels' ptxas resource report (registers, shared memory, spills) and exit")
 		stages    = flag.Bool("stages", false, "print the GPU kernel stage numbers (for scripts) and exit")
 		noCheck   = flag.Bool("nocheck", false, "skip validation (timing only)")
+		decode    = flag.Bool("decode", false, "decode mode: new tokens (Sq) against a paged FP8 KV cache of Sk tokens a sequence; shapes decode, decode-b8, decode-32k, decode-b64 or BxHqxHkvxSqxSkxD (default decode)")
 	)
 	flag.Parse()
 	if *showKern {
@@ -147,10 +150,37 @@ func main() {
 	}
 	var results []Result
 	allPass := true
-	if cfg.check {
+	if cfg.check && !*decode {
 		fmt.Print(legend(cfg.prec))
 	}
+	if *decode {
+		list := *shapes
+		if list == "mission" { // the flag's default
+			list = "decode"
+		}
+		if cfg.check {
+			fmt.Print(decodeLegend)
+		}
+		for _, name := range strings.Split(list, ",") {
+			name = strings.TrimSpace(name)
+			s, ok := decodeShapes[name]
+			if !ok {
+				if s, err = parseShape(name); err != nil {
+					fail(err)
+				}
+			}
+			r, err := cfg.runDecode(name, s)
+			if err != nil {
+				fail(err)
+			}
+			allPass = allPass && (r.Pass || !cfg.check)
+			results = append(results, r)
+		}
+	}
 	for _, name := range strings.Split(*shapes, ",") {
+		if *decode {
+			break
+		}
 		s, err := parseShape(strings.TrimSpace(name))
 		if err != nil {
 			fail(err)

@@ -1,0 +1,223 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/oracle"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// The decode mode (-decode): attention of new tokens against a paged FP8 KV
+// cache, as a generation step runs it. A shape's Sq is the new tokens per
+// sequence (1 for a decode step), Sk the tokens each of the B sequences
+// already holds; the cache is filled with N(0,1) keys and values in pages of
+// decodePage tokens handed out in shuffled order, and the queries see their
+// sequence with the lower-right causal alignment. The check reads the
+// cache's pages back (backend.PagedReader) and holds the result to the
+// float64 oracle on exactly those values, with the float32 tier the paged
+// suite uses; the timing is host end to end per step, and per step in
+// CUDA-graph replay where the backend times its kernels (backend.PagedTimer).
+
+// decodeLegend explains the decode mode's check line.
+const decodeLegend = "check: |ours - float64 oracle| on the values the cache holds (its E4M3 codes times their page scales,\n" +
+	"       read back), float32 queries; PASS means every element is within the float32 tolerance (sdpatest).\n"
+
+// decodePage is the page size of the decode mode's cache.
+const decodePage = 64
+
+// decodeShapes are the named decode shapes: the inference issues' decode
+// steps (one new token, D=128, 32 query heads over 8 KV heads).
+var decodeShapes = map[string]backend.Shape{
+	"decode":     {B: 1, Hq: 32, Hkv: 8, Sq: 1, Sk: 8192, D: 128},
+	"decode-b8":  {B: 8, Hq: 32, Hkv: 8, Sq: 1, Sk: 8192, D: 128},
+	"decode-32k": {B: 1, Hq: 32, Hkv: 8, Sq: 1, Sk: 32768, D: 128},
+	"decode-b64": {B: 64, Hq: 32, Hkv: 8, Sq: 1, Sk: 2048, D: 128},
+}
+
+// pagedBackend returns the named backend, or the first registered one that
+// is available and has a paged cache.
+func pagedBackend(name string) (backend.Backend, backend.PagedBackend, error) {
+	names := []string{name}
+	if name == "" {
+		names = backend.Names()
+	}
+	var errs []error
+	for _, n := range names {
+		be, err := backend.Lookup(n)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if a, ok := be.(backend.Availability); ok {
+			if err := a.Available(); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		pb, ok := be.(backend.PagedBackend)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w: backend %s has no paged cache", backend.ErrUnsupported, n))
+			continue
+		}
+		return be, pb, nil
+	}
+	return nil, nil, fmt.Errorf("no backend for the decode mode: %w", errors.Join(errs...))
+}
+
+// runDecode fills a cache for shape s and validates and times attention of
+// s.Sq new tokens per sequence against it.
+func (c config) runDecode(name string, s backend.Shape) (Result, error) {
+	be, pb, err := pagedBackend(c.backend)
+	if err != nil {
+		return Result{}, err
+	}
+	seed := sdpatest.Seed()
+	rng := rand.New(rand.NewPCG(seed, 0xDEC0DE))
+	per := (s.Sk + decodePage - 1) / decodePage
+	cfg := backend.PagedConfig{KVHeads: s.Hkv, HeadDim: s.D, PageSize: decodePage, Pages: s.B * per}
+	kv, err := pb.NewPagedKV(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer kv.Close()
+	order := rng.Perm(cfg.Pages)
+	table := make([]int32, s.B*per)
+	for i := range table {
+		table[i] = int32(order[i])
+	}
+	const chunk = 1024 // tokens per append
+	a := &backend.PagedAppend{B: 1}
+	for b := range s.B {
+		for t0 := 0; t0 < s.Sk; t0 += chunk {
+			n := min(chunk, s.Sk-t0)
+			a.N, a.K, a.V = n, randNormal(rng, n*s.Hkv*s.D), randNormal(rng, n*s.Hkv*s.D)
+			a.Page, a.Slot = a.Page[:0], a.Slot[:0]
+			for t := t0; t < t0+n; t++ {
+				a.Page, a.Slot = append(a.Page, table[b*per+t/decodePage]), append(a.Slot, int32(t%decodePage))
+			}
+			if err := kv.Append(a); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	p := &backend.PagedProblem{B: s.B, Hq: s.Hq, Hkv: s.Hkv, Sq: s.Sq, D: s.D, Scale: float32(1 / math.Sqrt(float64(s.D))),
+		Mask: backend.CausalLowerRight, Q: randNormal(rng, s.B*s.Hq*s.Sq*s.D), BlockTable: table, PagesPerSeq: per,
+		Out: make([]float32, s.B*s.Hq*s.Sq*s.D)}
+	for range s.B {
+		p.SeqLens = append(p.SeqLens, int32(s.Sk))
+	}
+	if err := kv.Attention(p); err != nil {
+		return Result{}, err
+	}
+	r := Result{Shape: name, Seed: seed, Backend: be.Name(), Precision: "fp8-cache", Mask: backend.CausalLowerRight.String(),
+		Date: time.Now().UTC().Format(time.RFC3339)}
+	cacheBytes := float64(2 * s.B * s.Hkv * s.Sk * s.D)
+	fmt.Printf("%s (decode): B%d Hq%d Hkv%d, %d new token(s) against %d cached, D%d, pages of %d shuffled; %.3g MB of FP8 cache; backend %s, seed %d\n",
+		name, s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.D, decodePage, cacheBytes/1e6, describeBackend(be), seed)
+	if c.check {
+		reader, ok := kv.(backend.PagedReader)
+		if !ok {
+			return Result{}, fmt.Errorf("backend %s's cache cannot be read back to validate (use -nocheck)", be.Name())
+		}
+		fmt.Fprintf(os.Stderr, "[%s seed %d] float64 oracle...\n", name, seed)
+		st, tol, err := checkDecode(reader, p, cfg)
+		if err != nil {
+			return Result{}, err
+		}
+		r.MaxErr, r.MeanErr, r.FracBeyond, r.Pass, r.Tolerance = st.MaxErr, st.MeanErr, st.FracBeyond(), st.Beyond == 0, tol.Why
+		verdict := "PASS"
+		if !r.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Printf("  check  %s  max_err %.3g  mean_err %.3g  beyond tolerance %.2f%%  (against the cache's own values; tolerance: %s)\n",
+			verdict, r.MaxErr, r.MeanErr, 100*r.FracBeyond, tol.Why)
+	}
+	n := c.iters
+	if n <= 0 {
+		t0 := time.Now()
+		kv.Attention(p)
+		n = max(5, min(int(time.Second/max(time.Since(t0), time.Microsecond)), 100000))
+	}
+	d := make([]float64, n)
+	for i := range d {
+		t0 := time.Now()
+		if err := kv.Attention(p); err != nil {
+			return Result{}, err
+		}
+		d[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+	}
+	sort.Float64s(d)
+	r.Iters, r.P50us, r.P90us = n, d[n/2], d[n*9/10]
+	lat := r.P50us
+	fmt.Printf("  time   host p50 %s p90 %s", fmtDur(r.P50us), fmtDur(r.P90us))
+	if tm, ok := kv.(backend.PagedTimer); ok {
+		times, err := tm.PagedTimes(p, n)
+		if err != nil {
+			return Result{}, err
+		}
+		sort.Float64s(times)
+		r.GPUP50us, r.GPUP90us = times[len(times)/2], times[len(times)*9/10]
+		lat = r.GPUP50us
+		fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+	}
+	r.GFLOPs = 4 * float64(s.B*s.Hq*s.Sq*s.Sk*s.D) / (lat * 1e3)
+	fmt.Printf("  %.3g GB/s of cache (%d iters)\n", cacheBytes/(lat*1e3), n)
+	return r, nil
+}
+
+// checkDecode holds p.Out to the float64 oracle on the values the cache
+// holds, with the float32 tolerance.
+func checkDecode(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig) (sdpatest.Stats, sdpatest.Tolerance, error) {
+	dp, err := denseProblem(r, p, c)
+	if err != nil {
+		return sdpatest.Stats{}, sdpatest.Tolerance{}, err
+	}
+	want, _ := oracle.Naive(dp)
+	tol := sdpatest.FP32Tolerance(dp)
+	return sdpatest.Compare(p.Out, want, tol), tol, nil
+}
+
+// denseProblem is p as a dense float32 problem on the values the cache
+// holds (every page read back and dequantized), for the oracle.
+func denseProblem(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig) (*backend.Problem, error) {
+	sk := int(p.SeqLens[0])
+	dp := &backend.Problem{Shape: backend.Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: sk, D: p.D},
+		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32, Layout: p.Layout, Q: p.Q,
+		K: make([]float32, p.B*p.Hkv*sk*p.D), V: make([]float32, p.B*p.Hkv*sk*p.D), Out: make([]float32, len(p.Out))}
+	P, D := c.PageSize, c.HeadDim
+	k8, v8 := make([]fp8.E4M3, P*D), make([]fp8.E4M3, P*D)
+	for b := range p.B {
+		for h := range p.Hkv {
+			for pi := range p.PagesPerSeq {
+				ks, vs, err := r.ReadPage(int(p.BlockTable[b*p.PagesPerSeq+pi]), h, k8, v8)
+				if err != nil {
+					return nil, err
+				}
+				for j := range min(P, sk-pi*P) {
+					row := ((b*p.Hkv+h)*sk + pi*P + j) * D
+					for d := range D {
+						dp.K[row+d] = k8[j*D+d].Float32() * ks
+						dp.V[row+d] = v8[j*D+d].Float32() * vs
+					}
+				}
+			}
+		}
+	}
+	return dp, nil
+}
+
+func randNormal(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
+}
