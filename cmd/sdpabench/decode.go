@@ -169,7 +169,11 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 		fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
 	}
 	r.GFLOPs = 4 * float64(s.B*s.Hq*s.Sq*s.Sk*s.D) / (lat * 1e3)
-	fmt.Printf("  %.3g GB/s of cache (%d iters)\n", cacheBytes/(lat*1e3), n)
+	if gbs := cacheBytes / (lat * 1e3); gbs >= 1000 {
+		fmt.Printf("  %.2f TB/s of cache (%d iters)\n", gbs/1000, n)
+	} else {
+		fmt.Printf("  %.3g GB/s of cache (%d iters)\n", gbs, n)
+	}
 	return r, nil
 }
 
