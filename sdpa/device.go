@@ -16,8 +16,10 @@ import (
 //
 // Where the tensors live: every backend today keeps device tensors in host
 // memory. For "cpu" that is its memory; a "cuda" device copies them to the
-// GPU for each call, as Attention does (GPU-resident tensors and caches are
-// the cuda backend's next step). The API does not change when they move.
+// GPU for each call, as Attention does (GPU-resident tensors are the cuda
+// backend's next step). A KVCache on "cuda" keeps its pages in GPU memory:
+// appends are quantized there, and only the queries and outputs cross per
+// call. The API does not change when tensors move.
 //
 // A Device and its tensors are safe for concurrent use: calls that write a
 // tensor (CopyFrom, an output of Attention, Free) must not overlap other
