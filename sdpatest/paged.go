@@ -353,3 +353,47 @@ func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 		t.Fatalf("paged cache: %v", ErrNothingRan)
 	}
 }
+
+// PagedSequence returns sequence b of p as a dense float32 problem of one
+// batch entry on the values a cache holds, every page the sequence uses read
+// back through r and dequantized (codes times their page's scale): its
+// queries in BHSD order, its SeqLens[b] keys and values, p's scale and mask,
+// and an Out of the right size. The oracle on it is exact attention on what
+// the backend computed with, and FP32Tolerance and LSETolerance on it are
+// the float32 tiers. The sequence must hold at least one token.
+func PagedSequence(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig, b int) (*backend.Problem, error) {
+	if err := p.Validate(c); err != nil {
+		return nil, err
+	}
+	if b < 0 || b >= p.B || p.SeqLens[b] <= 0 {
+		return nil, fmt.Errorf("%w: sequence %d of %d is out of range or empty", backend.ErrInvalid, b, p.B)
+	}
+	n, P, D := int(p.SeqLens[b]), c.PageSize, p.D
+	dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: n, D: D},
+		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32,
+		Q: make([]float32, p.Hq*p.Sq*D), K: make([]float32, p.Hkv*n*D), V: make([]float32, p.Hkv*n*D),
+		Out: make([]float32, p.Hq*p.Sq*D)}
+	for h := range p.Hq {
+		for i := range p.Sq {
+			o := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+			copy(dp.Q[(h*p.Sq+i)*D:], p.Q[o:o+D])
+		}
+	}
+	k8, v8 := make([]fp8.E4M3, P*D), make([]fp8.E4M3, P*D)
+	for h := range p.Hkv {
+		for pi := range (n + P - 1) / P {
+			ks, vs, err := r.ReadPage(int(p.BlockTable[b*p.PagesPerSeq+pi]), h, k8, v8)
+			if err != nil {
+				return nil, err
+			}
+			for j := range min(P, n-pi*P) {
+				row := (h*n + pi*P + j) * D
+				for d := range D {
+					dp.K[row+d] = k8[j*D+d].Float32() * ks
+					dp.V[row+d] = v8[j*D+d].Float32() * vs
+				}
+			}
+		}
+	}
+	return dp, nil
+}

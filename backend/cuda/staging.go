@@ -38,11 +38,14 @@ func bytesOf[T ~uint8 | ~float32 | ~int32](x []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(x[0])))
 }
 
+// alignUp rounds n up to a multiple of stagingAlign.
+func alignUp(n int) int { return (n + stagingAlign - 1) / stagingAlign * stagingAlign }
+
 // stagedBytes is the staging space copies take, each piece aligned.
 func stagedBytes(copies []hostCopy) int {
 	n := 0
 	for _, c := range copies {
-		n += (len(c.host) + stagingAlign - 1) / stagingAlign * stagingAlign
+		n += alignUp(len(c.host))
 	}
 	return n
 }
@@ -74,45 +77,51 @@ func (d *Device) staging(n int) ([]byte, error) {
 	return d.stage, nil
 }
 
+// staged lays copies out in buf, each piece aligned, and returns where each
+// piece's bytes go there, and the host side of each.
+func staged(buf []byte, copies []hostCopy) (pinned, host [][]byte) {
+	pinned, host = make([][]byte, len(copies)), make([][]byte, len(copies))
+	off := 0
+	for i, c := range copies {
+		pinned[i], host[i] = buf[off:off+len(c.host)], c.host
+		off += alignUp(len(c.host))
+	}
+	return pinned, host
+}
+
 // upload copies each piece's host bytes to its device memory, on the
 // stream, staged through page-locked memory when they are small together.
 // The Go memory may be reused when upload returns. The caller is inside do.
 func (d *Device) upload(copies []hostCopy) error {
 	n := stagedBytes(copies)
-	if n > stagingMax {
-		for _, c := range copies {
-			if len(c.host) == 0 {
-				continue
-			}
-			if err := cu.MemcpyHtoDAsync(c.dev, unsafe.Pointer(&c.host[0]), int64(len(c.host)), d.stream); err != nil {
-				return fmt.Errorf("cuda: upload: %w", err)
-			}
+	var pinned [][]byte
+	if n <= stagingMax {
+		buf, err := d.staging(n)
+		if err != nil {
+			return err
 		}
-		return nil
+		var host [][]byte
+		pinned, host = staged(buf, copies)
+		parallelCopy(pinned, host)
 	}
-	buf, err := d.staging(n)
-	if err != nil {
-		return err
-	}
-	dst, src := make([][]byte, len(copies)), make([][]byte, len(copies))
-	off := 0
-	for i, c := range copies {
-		dst[i], src[i] = buf[off:off+len(c.host)], c.host
-		off += (len(c.host) + stagingAlign - 1) / stagingAlign * stagingAlign
-	}
-	parallelCopy(dst, src)
 	for i, c := range copies {
 		if len(c.host) == 0 {
 			continue
 		}
-		if err := cu.MemcpyHtoDAsync(c.dev, unsafe.Pointer(&dst[i][0]), int64(len(c.host)), d.stream); err != nil {
+		src := unsafe.Pointer(&c.host[0])
+		if pinned != nil {
+			src = unsafe.Pointer(&pinned[i][0])
+		}
+		if err := cu.MemcpyHtoDAsync(c.dev, src, int64(len(c.host)), d.stream); err != nil {
 			return fmt.Errorf("cuda: upload: %w", err)
 		}
 	}
-	if err := d.stageDone.Record(d.stream); err != nil {
-		return fmt.Errorf("cuda: event record: %w", err)
+	if pinned != nil {
+		if err := d.stageDone.Record(d.stream); err != nil {
+			return fmt.Errorf("cuda: event record: %w", err)
+		}
+		d.stageBusy = true
 	}
-	d.stageBusy = true
 	return nil
 }
 
@@ -121,38 +130,31 @@ func (d *Device) upload(copies []hostCopy) error {
 // kernel before it is reported here. The caller is inside do.
 func (d *Device) download(copies []hostCopy) error {
 	n := stagedBytes(copies)
-	var buf []byte
+	var pinned, host [][]byte
 	if n <= stagingMax {
-		var err error
-		if buf, err = d.staging(n); err != nil {
+		buf, err := d.staging(n)
+		if err != nil {
 			return err
 		}
+		pinned, host = staged(buf, copies)
 	}
-	off := 0
-	for _, c := range copies {
+	for i, c := range copies {
 		if len(c.host) == 0 {
 			continue
 		}
 		dst := unsafe.Pointer(&c.host[0])
-		if buf != nil {
-			dst = unsafe.Pointer(&buf[off])
+		if pinned != nil {
+			dst = unsafe.Pointer(&pinned[i][0])
 		}
 		if err := cu.MemcpyDtoHAsync(dst, c.dev, int64(len(c.host)), d.stream); err != nil {
 			return fmt.Errorf("cuda: download: %w", err)
 		}
-		off += (len(c.host) + stagingAlign - 1) / stagingAlign * stagingAlign
 	}
 	if err := d.stream.Synchronize(); err != nil {
 		return fmt.Errorf("cuda: kernel failed: %w", err)
 	}
-	if buf != nil {
-		dst, src := make([][]byte, len(copies)), make([][]byte, len(copies))
-		off = 0
-		for i, c := range copies {
-			dst[i], src[i] = c.host, buf[off:off+len(c.host)]
-			off += (len(c.host) + stagingAlign - 1) / stagingAlign * stagingAlign
-		}
-		parallelCopy(dst, src)
+	if pinned != nil {
+		parallelCopy(host, pinned)
 	}
 	return nil
 }

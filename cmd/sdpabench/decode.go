@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
-	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -189,31 +188,18 @@ func checkDecode(r backend.PagedReader, p *backend.PagedProblem, c backend.Paged
 	return sdpatest.Compare(p.Out, want, tol), tol, nil
 }
 
-// denseProblem is p as a dense float32 problem on the values the cache
-// holds (every page read back and dequantized), for the oracle.
+// denseProblem is p, whose sequences all hold SeqLens[0] tokens, as one
+// dense float32 problem on the values the cache holds: the sequences of
+// sdpatest.PagedSequence side by side.
 func denseProblem(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig) (*backend.Problem, error) {
-	sk := int(p.SeqLens[0])
-	dp := &backend.Problem{Shape: backend.Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: sk, D: p.D},
-		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32, Layout: p.Layout, Q: p.Q,
-		K: make([]float32, p.B*p.Hkv*sk*p.D), V: make([]float32, p.B*p.Hkv*sk*p.D), Out: make([]float32, len(p.Out))}
-	P, D := c.PageSize, c.HeadDim
-	k8, v8 := make([]fp8.E4M3, P*D), make([]fp8.E4M3, P*D)
+	dp := &backend.Problem{Shape: backend.Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: int(p.SeqLens[0]), D: p.D},
+		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32, Out: make([]float32, len(p.Out))}
 	for b := range p.B {
-		for h := range p.Hkv {
-			for pi := range p.PagesPerSeq {
-				ks, vs, err := r.ReadPage(int(p.BlockTable[b*p.PagesPerSeq+pi]), h, k8, v8)
-				if err != nil {
-					return nil, err
-				}
-				for j := range min(P, sk-pi*P) {
-					row := ((b*p.Hkv+h)*sk + pi*P + j) * D
-					for d := range D {
-						dp.K[row+d] = k8[j*D+d].Float32() * ks
-						dp.V[row+d] = v8[j*D+d].Float32() * vs
-					}
-				}
-			}
+		seq, err := sdpatest.PagedSequence(r, p, c, b)
+		if err != nil {
+			return nil, err
 		}
+		dp.Q, dp.K, dp.V = append(dp.Q, seq.Q...), append(dp.K, seq.K...), append(dp.V, seq.V...)
 	}
 	return dp, nil
 }

@@ -1,7 +1,8 @@
 // common.cuh: what every kernel stage shares: the parameter block, the
 // mask, the cp.async tile loop, FP8 decoding, the per-head offsets and score
 // scale, the accumulator layout, the warp reductions, the online-softmax step
-// and the empty-row epilogue. Included once, by attention.cu.
+// and the empty-row epilogue. Included once by each module: attention.cu,
+// attention_sm90a.cu (the Hopper kernel) and paged.cu (the paged cache).
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "49307541a743e83829a9051163fa4a5c3f52b3209ab7b12bb4030ac582b38af7"
+const SourceHash = "247622ce385f1da4a5c817d10e384979fb34f48a7755a6ceedd3d9c1790192f9"
