@@ -2,9 +2,13 @@
 # Runs on the GPU machine (nvcc, PyTorch, no Go) from the repository root, with
 # bin/cuda.test and bin/sdpabench cross-compiled here (README: "GPU tests").
 # Builds the PTX, runs the GPU tests, optionally the sanitizers, benchmarks
-# every stage and PyTorch in one run, and leaves everything under OUT
-# (default ./out), stderr included. Exits non-zero if the kernel build, any
-# test, any validation or any sanitizer fails; the last lines say which.
+# every stage this GPU runs and PyTorch in one run, and leaves everything
+# under OUT (default ./out), stderr included. Exits non-zero if the kernel
+# build, any test, any validation or any sanitizer fails; the last lines say
+# which. Device-aware: by compute capability it benchmarks stage 9 (Hopper)
+# on 9.0 only and the FP8 mma.sync stages (7, 8, 10) on 8.9 and newer; on an
+# L4 it is the one command that measures the Ada kernel (stage 10) beside
+# PyTorch.
 #
 # Environment: TESTS (test regexp, default all), SKIP (tests to skip),
 # SKIP_TESTS=1, SANITIZE=1 (memcheck, racecheck, synccheck on SANITIZE_TESTS,
@@ -16,7 +20,9 @@
 # NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch),
 # WMMA=1 (rebuild and check the fragment dumps of testdata/wmma: wmma.tgz),
 # TEST_TIMEOUT seconds for the test binary (default 1200), DECODE=1 (the paged
-# decode benchmark beside bench/decode_peers.py).
+# decode benchmark beside bench/decode_peers.py), STAGES (the stages to
+# benchmark, default every one this GPU runs), SASS=1 (the sm_89 SASS of the
+# Ada kernel, sass89.txt).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
@@ -32,19 +38,39 @@ pack() {
 export FP8ATTN_PTX=$PWD/backend/cuda/kernels/attention_compute_89.ptx
 export FP8ATTN_CUBIN=$PWD/backend/cuda/kernels/attention_sm_90a.cubin
 export FP8ATTN_PAGED_PTX=$PWD/backend/cuda/kernels/paged_compute_89.ptx
+export FP8ATTN_PTX80=$PWD/backend/cuda/kernels/attention_compute_80.ptx
+export FP8ATTN_PAGED_PTX80=$PWD/backend/cuda/kernels/paged_compute_80.ptx
 if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
   cat "$out/gen.log"; failed "kernel build (gen.log)"; pack; exit 1
 fi
 tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
-  paged_compute_89.ptx resources.txt source_hash.go
+  paged_compute_89.ptx attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
 grep -E "QGMMA=" backend/cuda/kernels/resources.txt | grep stage9   # the Hopper kernels' SASS
+grep -E "stage10_d[0-9]+(: loop| QMMA)" backend/cuda/kernels/resources.txt  # the Ada kernel's sm_89 SASS
 grep -E "[1-9][0-9]* bytes spill" backend/cuda/kernels/resources.txt | head -5  # any spills
+if [ -n "${SASS:-}" ]; then
+  ptxas -arch=sm_89 -o /tmp/sm89.cubin backend/cuda/kernels/attention_compute_89.ptx &&
+    cuobjdump -sass -fun fp8attn_stage10_d64 /tmp/sm89.cubin > "$out/sass89.txt" &&
+    cuobjdump -sass -fun fp8attn_stage10_d128 /tmp/sm89.cubin >> "$out/sass89.txt" || failed "SASS"
+fi
 if [ -n "${WMMA:-}" ]; then
   mkdir -p "$out/wmma"
   testdata/wmma/gen.sh "$out/wmma" > "$out/wmma.log" 2>&1 || failed "fragment dumps (wmma.log)"
   tar czf "$out/wmma.tgz" -C "$out/wmma" . && rm -rf "$out/wmma"
 fi
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
+# The stages this GPU runs (the cuda backend refuses the others).
+run_stages=""
+for st in $(bin/sdpabench -stages); do
+  case $st in
+    9) [ "$cc" = 90 ] || continue ;;
+    7|8|10) [ "$cc" -ge 89 ] || continue ;;
+  esac
+  run_stages="$run_stages $st"
+done
+[ -n "${STAGES:-}" ] && run_stages=$STAGES  # a subset, for kernel work
+echo "stages on this GPU (sm_$cc):$run_stages"
 if [ -z "${SKIP_TESTS:-}" ]; then
   timeout "${TEST_TIMEOUT:-1200}" bin/cuda.test -test.v -test.count=1 -test.timeout "${TEST_TIMEOUT:-1200}s" -test.run "${TESTS:-.}" \
     -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
@@ -58,7 +84,7 @@ if [ -n "${SANITIZE:-}" ]; then
   done
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
-  for st in $(bin/sdpabench -stages); do
+  for st in $run_stages; do
     bin/sdpabench -kernel stage$st -shapes small,mission,long -json "$out/stage$st.json" > "$out/stage$st.log" 2>&1 || failed "stage $st validation or run (stage$st.log)"
     bin/sdpabench -kernel stage$st -shapes large -nocheck -iters 50 -json "$out/stage$st-large.json" >> "$out/stage$st.log" 2>&1 || failed "stage $st large (stage$st.log)"
     grep -E "PASS|FAIL|device" "$out/stage$st.log"

@@ -75,7 +75,7 @@ type Config struct {
 	Backend   backend.Backend
 	Precision backend.Precision
 	// Tol gives the output tolerance for a problem (FP32Tolerance,
-	// F16PTolerance, HopperTolerance).
+	// F16PTolerance, FP8MMATolerance).
 	Tol func(p *backend.Problem) Tolerance
 	// LSETol gives the LSE tolerance; nil means LSETolerance (scores in
 	// float32).

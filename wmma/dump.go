@@ -166,3 +166,53 @@ func Swapped(L Layout, l1, i1, l2, i2 int) Layout {
 	}
 	return L
 }
+
+// ChainTrial is one run of testdata/wmma/accfp8.cu: S = Q·Kᵀ on the FP8
+// tensor cores, handed to P·V's A registers by AccToE4M3A with V read in
+// SigmaKey order (O), and with V read in key order (X, the control).
+type ChainTrial struct {
+	Q, K, V, O, X [][]float64 // Q 16x32, K 32x32 (keys x d), V 32x8, O and X 16x8
+}
+
+// ParseChain reads a dump written by testdata/wmma/accfp8.cu.
+func ParseChain(r io.Reader) ([]ChainTrial, error) {
+	var out []ChainTrial
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		if f[0] == "chain" {
+			out = append(out, ChainTrial{})
+			continue
+		}
+		if len(out) == 0 || len(f) < 2 {
+			return nil, fmt.Errorf("unexpected line %q", sc.Text())
+		}
+		v := make([]float64, len(f)-2)
+		for i, s := range f[2:] {
+			x, err := strconv.ParseFloat(s, 64)
+			if err != nil {
+				return nil, err
+			}
+			v[i] = x
+		}
+		t := &out[len(out)-1]
+		switch f[0] {
+		case "Q":
+			t.Q = append(t.Q, v)
+		case "K":
+			t.K = append(t.K, v)
+		case "V":
+			t.V = append(t.V, v)
+		case "O":
+			t.O = append(t.O, v)
+		case "X":
+			t.X = append(t.X, v)
+		default:
+			return nil, fmt.Errorf("unexpected line %q", sc.Text())
+		}
+	}
+	return out, sc.Err()
+}

@@ -190,6 +190,26 @@ var WGMMAE4M3A = Layout{Name: "wgmma_m64nNk32_e4m3_a", Rows: 64, Cols: 32, Elems
 		return 16*w + g + 8*((e>>2)&1), 4*t + e&3 + 16*(e>>3)
 	}, Doc: "PTX ISA, wgmma .m64nNk32 matrix A in registers (.e4m3); hardware products (sm_90a dump)"}
 
+// SigmaKey is the key at position q (0-15) of a 16-key group of a V image
+// (the device copy of V that stages 9 and 10 read for P·V): 2·(q/4) + q%2 +
+// 8·((q/2)%2). With the keys of every 16-key group stored in this order,
+// P goes from the Q·Kᵀ accumulators to the e4m3 A operand of P·V in the same
+// lane, by conversions alone (AccToE4M3A).
+func SigmaKey(q int) int { return 2*(q/4) + q%2 + 8*((q/2)%2) }
+
+// AccToE4M3A is the register-to-register hand-over of P from Q·Kᵀ to P·V:
+// element e of the mma.m16n8k32 e4m3 A fragment (MMAE4M3A; register e/4,
+// byte e%4) of a 32-key step holds, in the same lane, element i of the
+// m16n8 accumulator (MMAC) of n-tile tile (0-3) of that step, when the
+// step's 32 A columns are keys in SigmaKey order within each 16-key group.
+// The Ada kernel (stage 10) packs its A registers by it; the Hopper kernel's
+// wgmma A layout (WGMMAE4M3A) is the same per warp. Verified on the H200
+// (testdata/wmma/accfp8.cu, TestHardwareAccToE4M3A).
+func AccToE4M3A(e int) (tile, i int) {
+	r, b := e/4, e%4
+	return 2*(r/2) + b/2, 2*(r%2) + b%2
+}
+
 // Fragments lists the layouts whose dumps are coded tiles, by dump name
 // (the accumulator's two dumps, after load and after mma, are checked
 // separately).

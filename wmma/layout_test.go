@@ -201,3 +201,98 @@ func TestHardwareWGMMARS(t *testing.T) {
 		}
 	}
 }
+
+// accToA is the hand-over rule under test: AccToE4M3A, or a doctored copy.
+type accToA func(e int) (tile, i int)
+
+// handOverErrors checks a hand-over against the verified layouts: element e
+// of lane l's A fragment (MMAE4M3A) must hold the accumulator element (MMAC)
+// of the same row whose key is the one SigmaKey stores at e's A column.
+func handOverErrors(f accToA, sigma func(int) int) int {
+	bad := 0
+	for l := 0; l < 32; l++ {
+		for e := 0; e < 16; e++ {
+			row, col := MMAE4M3A.At(l, e)
+			key := 16*(col/16) + sigma(col%16)
+			tile, i := f(e)
+			r, c := MMAC.At(l, i)
+			if r != row || 8*tile+c != key {
+				bad++
+			}
+		}
+	}
+	return bad
+}
+
+// TestAccToE4M3A: the hand-over of P agrees with the hardware-verified A and
+// accumulator layouts for every lane, SigmaKey is a permutation of each
+// 16-key group, and doctored variants (two bytes swapped, no permutation)
+// fail.
+func TestAccToE4M3A(t *testing.T) {
+	if n := handOverErrors(AccToE4M3A, SigmaKey); n != 0 {
+		t.Errorf("%d (lane, element) pairs take the wrong accumulator element", n)
+	}
+	seen := map[int]bool{}
+	for q := 0; q < 16; q++ {
+		seen[SigmaKey(q)] = true
+	}
+	if len(seen) != 16 {
+		t.Errorf("SigmaKey is not a permutation of 0-15: %v", seen)
+	}
+	swapped := func(e int) (int, int) {
+		if e == 1 || e == 2 {
+			e = 3 - e
+		}
+		return AccToE4M3A(e)
+	}
+	if handOverErrors(swapped, SigmaKey) == 0 {
+		t.Error("a hand-over with bytes 1 and 2 swapped passed")
+	}
+	if handOverErrors(AccToE4M3A, func(q int) int { return q }) == 0 {
+		t.Error("the hand-over without the key permutation passed")
+	}
+}
+
+// TestHardwareAccToE4M3A holds the hand-over to the hardware: the dump's
+// outputs, computed on an H200 through FP8 tensor cores with every operand
+// and the hand-over placed by the generated tables, equal (Q·Kᵀ)·V exactly
+// (small integers), and the control (V in key order) differs.
+func TestHardwareAccToE4M3A(t *testing.T) {
+	f, err := os.Open(filepath.Join("..", "testdata", "wmma", "dump_acc_e4m3_compute_89.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	trials, err := ParseChain(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trials) == 0 {
+		t.Fatal("no trials in the dump")
+	}
+	caught := false
+	for k, tr := range trials {
+		if len(tr.Q) != 16 || len(tr.K) != 32 || len(tr.V) != 32 || len(tr.O) != 16 || len(tr.X) != 16 {
+			t.Fatalf("trial %d: malformed", k)
+		}
+		for i := 0; i < 16; i++ {
+			for n := 0; n < 8; n++ {
+				var want float64
+				for j := 0; j < 32; j++ {
+					var s float64
+					for c := 0; c < 32; c++ {
+						s += tr.Q[i][c] * tr.K[j][c]
+					}
+					want += s * tr.V[j][n]
+				}
+				if tr.O[i][n] != want {
+					t.Errorf("trial %d: O[%d][%d] = %g, want %g", k, i, n, tr.O[i][n], want)
+				}
+				caught = caught || tr.X[i][n] != want
+			}
+		}
+	}
+	if !caught {
+		t.Error("the control (V without the key permutation) matched: the trials cannot tell the permutation apart")
+	}
+}

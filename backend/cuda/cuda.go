@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 
@@ -45,6 +46,10 @@ type Device struct {
 	hmod      cu.Module
 	hopper    map[int]hopperKernels // by head dim
 	hopperErr error
+	// The Ada kernel (stage 10, in mod) by head dim; empty where the GPU
+	// lacks FP8 mma.sync, and fp8mmaErr says why (stages 7, 8, 10).
+	ada       map[int]adaKernels
+	fp8mmaErr error
 	// The paged-cache module (paged.cu).
 	pmod  cu.Module
 	paged pagedKernels
@@ -67,6 +72,12 @@ type Device struct {
 type hopperKernels struct {
 	cfg                       tiles.HopperConfig
 	attn, packQ, packK, packV C.CUfunction
+}
+
+// adaKernels are the Ada kernel and its V image pack for one head dim.
+type adaKernels struct {
+	cfg         tiles.AdaConfig
+	attn, packV C.CUfunction
 }
 
 // pendingFree is a set of buffers whose last use on the stream precedes ev.
@@ -97,7 +108,8 @@ func OpenDevice(ordinal int) (*Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("%w: no CUDA device %d (%d present)", backend.ErrUnsupported, ordinal, n)
 	}
-	d := &Device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}, hopper: map[int]hopperKernels{}}
+	d := &Device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}, hopper: map[int]hopperKernels{},
+		ada: map[int]adaKernels{}}
 	if err := d.init(); err != nil {
 		return nil, err
 	}
@@ -133,10 +145,19 @@ func (d *Device) init() error {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	d.SMs, d.SharedPerSM = sms, shm
-	if d.ComputeCapability < 89 {
-		return fmt.Errorf("%w: %s is sm_%d; the FP8 kernels need sm_89 or newer", backend.ErrUnsupported, d.Name, d.ComputeCapability)
+	if d.ComputeCapability < 80 {
+		return fmt.Errorf("%w: %s is sm_%d; the kernels need sm_80 or newer", backend.ErrUnsupported, d.Name, d.ComputeCapability)
 	}
-	ptx, err := moduleImage("FP8ATTN_PTX", kernels.PTX)
+	// Ampere (sm_80-sm_88) loads the compute_80 build: the stages that
+	// decode FP8 to f16 before the MMA.
+	ampere := d.ComputeCapability < 89 || forceCompute80
+	ptxEnv, ptxEmbedded := "FP8ATTN_PTX", kernels.PTX
+	if ampere {
+		ptxEnv, ptxEmbedded = "FP8ATTN_PTX80", kernels.PTX80
+		d.fp8mmaErr = fmt.Errorf("%w: stages %v use FP8 mma.sync, which needs compute capability 8.9; %s is %d", backend.ErrUnsupported,
+			FP8MMAStages, d.Name, d.ComputeCapability)
+	}
+	ptx, err := moduleImage(ptxEnv, ptxEmbedded)
 	if err != nil {
 		return err
 	}
@@ -153,6 +174,9 @@ func (d *Device) init() error {
 		return err
 	}
 	for _, st := range tiles.Stages {
+		if ampere && slices.Contains(FP8MMAStages, st) {
+			continue
+		}
 		for _, hd := range HeadDims {
 			name := tiles.KernelName(st, hd)
 			fn, err := d.mod.Function(name)
@@ -165,10 +189,15 @@ func (d *Device) init() error {
 			d.fns[[2]int{st, hd}] = cFunction(fn)
 		}
 	}
-	if err := d.loadPaged(); err != nil {
+	if !ampere {
+		if err := d.loadAda(); err != nil {
+			return err
+		}
+	}
+	if err := d.loadPaged(ampere); err != nil {
 		return err
 	}
-	if d.ComputeCapability == 90 {
+	if d.ComputeCapability == 90 && !forceCompute80 {
 		// A module that does not load on the GPU it was built for is a
 		// failure, not a fallback.
 		return d.loadHopper()
@@ -238,6 +267,52 @@ func (d *Device) loadHopper() error {
 	}
 	return nil
 }
+
+// loadAda finds the Ada kernel (stage 10) and its pack kernel for every
+// head dim in the compute_89 module, checks their geometry against
+// internal/tiles, and raises the dynamic shared-memory limit where a
+// block needs more than the default 48 KB.
+func (d *Device) loadAda() error {
+	for _, hd := range AdaHeadDims {
+		cfg, _ := tiles.Ada(hd)
+		k := adaKernels{cfg: cfg}
+		for _, f := range []struct {
+			name string
+			fn   *C.CUfunction
+		}{
+			{tiles.KernelName(tiles.AdaStage, hd), &k.attn},
+			{fmt.Sprintf("fp8attn_pack10v_d%d", hd), &k.packV},
+		} {
+			fn, err := d.mod.Function(f.name)
+			if err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+			}
+			*f.fn = cFunction(fn)
+		}
+		name := tiles.KernelName(tiles.AdaStage, hd) + "_config"
+		got, err := d.global(d.mod, name, 8)
+		if err != nil {
+			return err
+		}
+		want := []int{cfg.D, cfg.BlockM(), cfg.BlockN, cfg.Warps, cfg.Ring, cfg.KPitch(), cfg.VPitch(), cfg.SharedBytes()}
+		for i := range want {
+			if int(got[i]) != want[i] {
+				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
+			}
+		}
+		if cfg.SharedBytes() > 48*1024 {
+			if err := setMaxSharedMemory(k.attn, cfg.SharedBytes()); err != nil {
+				return err
+			}
+		}
+		d.ada[hd] = k
+	}
+	return nil
+}
+
+// forceCompute80 makes OpenDevice load the compute_80 (Ampere) modules on
+// any GPU, so that a test can run them where no Ampere GPU is lent.
+var forceCompute80 bool
 
 // moduleImage returns a module's image: the file the environment variable
 // env names (for kernel development: scripts/gpu-run.sh points them at
@@ -409,6 +484,10 @@ type Resident struct {
 	bufs   []pooled
 	outN   int64
 	lse    bool
+	// images holds, per stage, the device layouts its pack kernels wrote
+	// (Q, K, V images; 0 where a stage has none), made on the stage's
+	// first launch and kept until Free.
+	images map[int][3]uint64
 }
 
 type pooled struct {
@@ -502,47 +581,74 @@ func (r *Resident) launch(stage int) error {
 	if len(r.bufs) == 0 {
 		return errors.New("cuda: resident used after Free")
 	}
-	gx, gy, gz := tc.Grid(r.shape.B, r.shape.Hq, r.shape.Sq)
-	if stage == tiles.HopperStage {
+	s := r.shape
+	switch stage {
+	case tiles.HopperStage:
 		if r.dev.hopperErr != nil {
 			return r.dev.hopperErr
 		}
-		k := r.dev.hopper[r.shape.D]
-		if err := r.pack(k); err != nil {
+		k := r.dev.hopper[s.D]
+		b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
+		sizes := [3]int64{b * hq * int64(k.cfg.QImageBytes(s.Sq)), b * hkv * int64(k.cfg.KImageBytes(s.Sk)), b * hkv * int64(k.cfg.VImageBytes(s.Sk))}
+		if err := r.pack(stage, sizes, [3]C.CUfunction{k.packQ, k.packK, k.packV}); err != nil {
 			return err
 		}
+		gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
+		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+	case tiles.AdaStage:
+		if r.dev.fp8mmaErr != nil {
+			return r.dev.fp8mmaErr
+		}
+		k := r.dev.ada[s.D]
+		sizes := [3]int64{0, 0, int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))}
+		if err := r.pack(stage, sizes, [3]C.CUfunction{nil, nil, k.packV}); err != nil {
+			return err
+		}
+		gx, gy, gz := k.cfg.Grid(s.B, s.Hkv, s.Group(), s.Sq)
 		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
 	}
-	return launch(r.dev.fns[[2]int{stage, r.shape.D}], gx, gy, gz, tc.Threads, 0, r.dev.stream, r.params)
+	if r.dev.fp8mmaErr != nil && slices.Contains(FP8MMAStages, stage) {
+		return r.dev.fp8mmaErr
+	}
+	gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
+	return launch(r.dev.fns[[2]int{stage, s.D}], gx, gy, gz, tc.Threads, 0, r.dev.stream, r.params)
 }
 
-// pack lays the resident's Q, K and V out for the Hopper kernel, once, on
-// the device (the pack kernels, on the stream): the images stay with the
-// resident until Free. The caller holds d.mu with the context current.
-func (r *Resident) pack(k hopperKernels) error {
-	if r.params.QImage != 0 {
+// pack lays the resident's inputs out for stage, once, on the device: the
+// pack kernels (one per image with a nonzero size; one thread per 16
+// image bytes, 256 a block) write the Q, K and V images, which stay with
+// the resident until Free. It leaves the stage's images in the params
+// block. The caller holds d.mu with the context current.
+func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
+	if imgs, ok := r.images[stage]; ok {
+		r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
 		return nil
 	}
-	s, c := r.shape, k.cfg
-	b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
-	sizes := [3]int64{b * hq * int64(c.QImageBytes(s.Sq)), b * hkv * int64(c.KImageBytes(s.Sk)), b * hkv * int64(c.VImageBytes(s.Sk))}
-	var ptrs [3]uint64
+	var imgs [3]uint64
 	for i, n := range sizes {
+		if n == 0 {
+			continue
+		}
 		p, size, err := r.dev.alloc(n)
 		if err != nil {
 			return err
 		}
 		r.bufs = append(r.bufs, pooled{p, size})
-		ptrs[i] = uint64(p)
+		imgs[i] = uint64(p)
 	}
-	r.params.QImage, r.params.KImage, r.params.VImage = ptrs[0], ptrs[1], ptrs[2]
-	// One thread per 16 image bytes, 256 a block.
-	for i, fn := range []C.CUfunction{k.packQ, k.packK, k.packV} {
+	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
+	for i, fn := range fns {
+		if sizes[i] == 0 {
+			continue
+		}
 		if err := launch(fn, int((sizes[i]/16+255)/256), 1, 1, 256, 0, r.dev.stream, r.params); err != nil {
-			r.params.QImage = 0
 			return err
 		}
 	}
+	if r.images == nil {
+		r.images = map[int][3]uint64{}
+	}
+	r.images[stage] = imgs
 	return nil
 }
 
@@ -684,9 +790,18 @@ func (b *Backend) stageFor(p *backend.Problem) (*Device, int, error) {
 		return nil, 0, err
 	}
 	if b.stage == 0 {
-		return d, BestStage(p.Shape, d.ComputeCapability), nil
+		return d, BestStage(p.Shape, d.stageCapability()), nil
 	}
 	return d, b.stage, nil
+}
+
+// stageCapability is the compute capability BestStage chooses for: the
+// device's, or 80 where the Ampere build is loaded (forceCompute80).
+func (d *Device) stageCapability() int {
+	if d.fp8mmaErr != nil {
+		return min(d.ComputeCapability, 80)
+	}
+	return d.ComputeCapability
 }
 
 // Name returns "cuda" or "cuda/stageN".
@@ -711,6 +826,9 @@ func (b *Backend) Supports(p *backend.Problem) error {
 	}
 	if st == tiles.HopperStage {
 		return d.hopperErr
+	}
+	if slices.Contains(FP8MMAStages, st) {
+		return d.fp8mmaErr
 	}
 	return nil
 }

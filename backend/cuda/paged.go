@@ -32,11 +32,16 @@ type pagedKernels struct {
 }
 
 // loadPaged loads the paged module (the embedded PTX, or the file
-// FP8ATTN_PAGED_PTX names), checks its parameter layouts and every attention
+// FP8ATTN_PAGED_PTX names; with ampere, the compute_80 build, or
+// FP8ATTN_PAGED_PTX80), checks its parameter layouts and every attention
 // kernel's geometry against internal/tiles, and raises the kernels' dynamic
 // shared-memory limits. The caller holds the context current.
-func (d *Device) loadPaged() error {
-	ptx, err := moduleImage("FP8ATTN_PAGED_PTX", kernels.PagedPTX)
+func (d *Device) loadPaged(ampere bool) error {
+	env, embedded := "FP8ATTN_PAGED_PTX", kernels.PagedPTX
+	if ampere {
+		env, embedded = "FP8ATTN_PAGED_PTX80", kernels.PagedPTX80
+	}
+	ptx, err := moduleImage(env, embedded)
 	if err != nil {
 		return err
 	}

@@ -52,13 +52,15 @@ func ptxIntArray(ptx, name string) ([]int, error) {
 // committed PTX's fp8attn_params_layout records them. The module load
 // repeats the check on the device with whatever PTX it loads.
 func TestParamsLayoutMatchesPTX(t *testing.T) {
-	got, err := ptxIntArray(kernels.PTX, "fp8attn_params_layout")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := paramsLayout()
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("PTX Params layout (sizeof, offsets) %v, Go params %v", got, want)
+	for name, ptx := range map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80} {
+		got, err := ptxIntArray(ptx, "fp8attn_params_layout")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		want := paramsLayout()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s PTX Params layout (sizeof, offsets) %v, Go params %v", name, got, want)
+		}
 	}
 }
 
@@ -72,12 +74,14 @@ func TestPagedParamsLayoutMatchesPTX(t *testing.T) {
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
 		{"fp8attn_append_params_layout", structLayout[appendParams]()},
 	} {
-		got, err := ptxIntArray(kernels.PagedPTX, c.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("%s: PTX %v, Go %v", c.name, got, c.want)
+		for arch, ptx := range map[string]string{"compute_89": kernels.PagedPTX, "compute_80": kernels.PagedPTX80} {
+			got, err := ptxIntArray(ptx, c.name)
+			if err != nil {
+				t.Fatalf("%s: %v", arch, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("%s %s: PTX %v, Go %v", arch, c.name, got, c.want)
+			}
 		}
 	}
 }

@@ -18,38 +18,52 @@ import (
 )
 
 // Stages are the kernel stages, in the order they were built: the
-// compute_89 family (tiles.Stages, loaded on every sm_89+ GPU) and the
-// Hopper kernel, tiles.HopperStage (sm_90a, loaded on compute capability
-// 9.0 only). Each is complete and validated; docs/PERF.md records where
-// each one is fastest (BestStage). Every stage's geometry is defined once,
-// in internal/tiles.
-var Stages = append(append([]int(nil), tiles.Stages...), tiles.HopperStage)
+// compute_89 family (tiles.Stages), the Hopper kernel, tiles.HopperStage
+// (sm_90a, loaded on compute capability 9.0 only), and the Ada kernel,
+// tiles.AdaStage (compute_89, both GEMMs on FP8 mma.sync). Each is complete
+// and validated; docs/PERF.md records where each one is fastest
+// (BestStage). Every stage's geometry is defined once, in internal/tiles.
+var Stages = append(append([]int(nil), tiles.Stages...), tiles.HopperStage, tiles.AdaStage)
 
-// HeadDims are the head dimensions the compute_89 stages are built for.
+// HeadDims are the head dimensions of stages 1-8.
 var HeadDims = append([]int(nil), tiles.HeadDims...)
 
 // HopperHeadDims are the head dimensions of the Hopper kernel (stage 9).
 var HopperHeadDims = append([]int(nil), tiles.HopperHeadDims...)
 
+// AdaHeadDims are the head dimensions of the Ada kernel (stage 10).
+var AdaHeadDims = append([]int(nil), tiles.AdaHeadDims...)
+
+// FP8MMAStages need FP8 mma.sync (compute capability 8.9 or newer): the
+// compute_80 build for Ampere leaves them out.
+var FP8MMAStages = []int{7, 8, tiles.AdaStage}
+
 // BestStage is the stage "cuda" runs for a problem of shape s on a GPU of
-// compute capability cc (major*10 + minor): the fastest stage that passes
-// the conformance suite, by the H200 runs recorded in docs/PERF.md.
-//   - On compute capability 9.0, the Hopper kernel (stage 9) for every head
-//     dim it has.
-//   - Otherwise, from the compute_89 family (commit 1ef45cc, H200): stage 6
-//     for D=128; for D=64, stage 5 up to 512 keys (small 4.50 µs, mission
-//     7.96 µs, where the later stages' extra warps only add merge work) and
-//     stage 7 beyond (long 80.1 µs against stage 5's 81.9). Those were timed
-//     on the H200, where FP8 mma.sync is not native; on an L4 they are
-//     unmeasured.
+// compute capability cc (major*10 + minor).
+//   - On 9.0, the Hopper kernel (stage 9) for every head dim it has
+//     (measured on the H200, docs/PERF.md).
+//   - On 8.9 and newer other than 9.0 (Ada, and Blackwell running the
+//     compute_89 PTX), the Ada kernel (stage 10), the one with both GEMMs
+//     on FP8 tensor cores: chosen from its design and sm_89 SASS
+//     (docs/PERF.md, "Ada"); no L4 time is measured.
+//   - Otherwise (Ampere, and head dims the kernels above lack), from
+//     stages 1-6 and, on 8.9+, 7 (commit 1ef45cc, H200): stage 6 for D=128;
+//     for D=64, stage 5 up to 512 keys (small 4.50 µs, mission 7.96 µs,
+//     where the later stages' extra warps only add merge work) and stage 7
+//     beyond (long 80.1 µs against stage 5's 81.9), stage 6 where 7 is
+//     missing.
 func BestStage(s backend.Shape, cc int) int {
 	switch {
 	case cc == 90 && hopperHas(s.D):
 		return tiles.HopperStage
+	case cc >= 89 && cc != 90 && adaHas(s.D):
+		return tiles.AdaStage
 	case s.D == 128:
 		return 6
 	case s.Sk <= 512:
 		return 5
+	case cc < 89:
+		return 6
 	}
 	return 7
 }
@@ -59,15 +73,28 @@ func hopperHas(d int) bool {
 	return err == nil
 }
 
+func adaHas(d int) bool {
+	_, err := tiles.Ada(d)
+	return err == nil
+}
+
 // geometry returns stage's tile geometry for head dimension d, or an error
-// wrapping ErrUnsupported.
+// wrapping ErrUnsupported. For the Ada kernel, BlockM is the rows of a
+// block, which pack heads with positions (tiles.AdaConfig.Pack).
 func geometry(stage, d int) (tiles.Config, error) {
-	if stage == tiles.HopperStage {
+	switch stage {
+	case tiles.HopperStage:
 		h, err := tiles.Hopper(d)
 		if err != nil {
 			return tiles.Config{}, fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
 		}
 		return tiles.Config{BlockM: h.BlockM, BlockN: h.BlockN, Threads: h.Threads, Ring: h.Ring}, nil
+	case tiles.AdaStage:
+		a, err := tiles.Ada(d)
+		if err != nil {
+			return tiles.Config{}, fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
+		}
+		return tiles.Config{BlockM: a.BlockM(), BlockN: a.BlockN, Threads: a.Threads(), Ring: a.Ring}, nil
 	}
 	c, err := tiles.Get(stage, d)
 	if errors.Is(err, tiles.ErrNoKernel) {

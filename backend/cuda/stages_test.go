@@ -16,11 +16,16 @@ func TestBestStage(t *testing.T) {
 		s        backend.Shape
 		cc, want int
 	}{
-		{sdpatest.NamedShapes["small"], 89, 5},
-		{sdpatest.NamedShapes["mission"], 89, 5},
-		{sdpatest.NamedShapes["long"], 89, 7},
-		{sdpatest.NamedShapes["large"], 89, 6},
-		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 513, D: 64}, 89, 7},
+		{sdpatest.NamedShapes["small"], 89, 10},
+		{sdpatest.NamedShapes["mission"], 89, 10},
+		{sdpatest.NamedShapes["long"], 89, 10},
+		{sdpatest.NamedShapes["large"], 89, 10},
+		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 8, Sk: 8, D: 96}, 89, 10},
+		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 8, Sk: 8, D: 256}, 120, 10},
+		{sdpatest.NamedShapes["mission"], 80, 5},
+		{sdpatest.NamedShapes["long"], 86, 6},
+		{sdpatest.NamedShapes["large"], 80, 6},
+		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 513, D: 64}, 80, 6},
 		{sdpatest.NamedShapes["mission"], 90, 9},
 		{sdpatest.NamedShapes["large"], 90, 9},
 		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 8, Sk: 8, D: 192}, 90, 9},
@@ -54,6 +59,18 @@ func TestSupports(t *testing.T) {
 	p.D = 80
 	if err := supports(p, tiles.HopperStage); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("stage 9 d=80: %v", err)
+	}
+	for _, d := range []int{64, 96, 128, 256} {
+		p.D = d
+		if err := supports(p, tiles.AdaStage); err != nil {
+			t.Errorf("stage 10 d=%d: %v", d, err)
+		}
+	}
+	for _, d := range []int{80, 192} {
+		p.D = d
+		if err := supports(p, tiles.AdaStage); !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("stage 10 d=%d: %v", d, err)
+		}
 	}
 	p.D = 64
 	p.Precision = backend.FP32

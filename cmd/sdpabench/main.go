@@ -119,7 +119,7 @@ func main() {
 		return
 	}
 	if *stages {
-		fmt.Println(strings.Trim(fmt.Sprint(tiles.Stages), "[]"))
+		fmt.Println(strings.Trim(fmt.Sprint(append(append([]int(nil), tiles.Stages...), tiles.HopperStage, tiles.AdaStage)), "[]"))
 		return
 	}
 	if *list {

@@ -112,6 +112,92 @@ func Hopper(d int) (HopperConfig, error) {
 	return c, nil
 }
 
+// AdaStage is the stage number of the Ada kernel family (sm_89: both GEMMs
+// on mma.sync m16n8k32 e4m3, the FlashAttention-2 structure). It is part of
+// the compute_89 module, so it loads on every sm_89+ GPU, but it is not in
+// Stages: its geometry is an AdaConfig, and it has head dims of its own.
+const AdaStage = 10
+
+// AdaHeadDims are the head dimensions the Ada kernel is built for.
+var AdaHeadDims = []int{64, 96, 128, 256}
+
+// AdaConfig is the geometry of the Ada kernel for one head dimension.
+//
+// A block is Warps warps of 16 query rows each, all rows of one KV head:
+// the query heads of its group packed with positions (Pack), so that each
+// K/V tile a block loads serves every query head that reads it. The warps
+// share each tile of BlockN keys in a Ring-deep cp.async ring in dynamic
+// shared memory: K as BlockN rows of KPitch bytes, V transposed (from the
+// V image the pack kernel writes) as D rows of VPitch bytes.
+type AdaConfig struct {
+	D      int // head dimension
+	BlockN int // keys per K/V tile
+	Warps  int // warps per block, 16 query rows each
+	Ring   int // K/V tiles in flight
+}
+
+// Ada returns the Ada kernel's geometry for head dimension d. The rings are
+// sized so that two blocks fit an L4 SM (100 KB of shared memory, 99 KB
+// per block): 3 tiles deep where that holds, else 2.
+func Ada(d int) (AdaConfig, error) {
+	c := AdaConfig{D: d, BlockN: 64, Warps: 4, Ring: 3}
+	switch d {
+	case 64, 96:
+	case 128:
+		c.Ring = 2
+	case 256:
+		// The output accumulator takes d/2 registers a thread: a 32-key
+		// score tile keeps the total under 255 without spills.
+		c.BlockN, c.Ring = 32, 2
+	default:
+		return AdaConfig{}, fmt.Errorf("%w: the Ada kernel supports head dims %v, not %d", ErrNoKernel, AdaHeadDims, d)
+	}
+	return c, nil
+}
+
+// BlockM is the query rows of a block (packed heads times positions).
+func (c AdaConfig) BlockM() int { return 16 * c.Warps }
+
+// Threads is the block size.
+func (c AdaConfig) Threads() int { return 32 * c.Warps }
+
+// KPitch and VPitch are the shared-memory pitches of a K row (D bytes) and
+// of a transposed V row (BlockN bytes): rounded up to an odd number of
+// 16-byte chunks, so that ldmatrix's eight rows fall in eight different
+// bank groups.
+func (c AdaConfig) KPitch() int { return 16 * ((c.D / 16) | 1) }
+
+// VPitch: see KPitch.
+func (c AdaConfig) VPitch() int { return 16 * ((c.BlockN / 16) | 1) }
+
+// TileBytes is one ring slot: a K tile and a transposed V tile.
+func (c AdaConfig) TileBytes() int { return c.BlockN*c.KPitch() + c.D*c.VPitch() }
+
+// SharedBytes is the dynamic shared memory of a block.
+func (c AdaConfig) SharedBytes() int { return c.Ring * c.TileBytes() }
+
+// VImageBytes is the size of one KV head's V image: the keys padded to
+// whole tiles, each tile D rows of BlockN bytes (keys in sigma order within
+// 16-key groups; see the kernel).
+func (c AdaConfig) VImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.D }
+
+// Pack returns how a block's BlockM rows are shared among the query heads
+// of one KV head (group of them) and the sq positions: heads query heads
+// (a chunk of the group) times positions positions, head-major, and chunks
+// head chunks per group. The kernel computes the same (ada.cuh, pack_of).
+func (c AdaConfig) Pack(group, sq int) (heads, positions, chunks int) {
+	heads = min(group, c.BlockM())
+	positions = min(c.BlockM()/heads, sq)
+	return heads, positions, (group + heads - 1) / heads
+}
+
+// Grid returns the launch grid: (position blocks × head chunks, KV heads,
+// batch).
+func (c AdaConfig) Grid(b, hkv, group, sq int) (x, y, z int) {
+	_, pos, chunks := c.Pack(group, sq)
+	return (sq + pos - 1) / pos * chunks, hkv, b
+}
+
 // Pad returns n rounded up to a multiple of m.
 func Pad(n, m int) int { return (n + m - 1) / m * m }
 
@@ -174,6 +260,14 @@ func Header() string {
 		c, _ := Hopper(d)
 		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d; };\n",
 			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes())
+	}
+	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
+	fmt.Fprintf(&b, "#define FP8ATTN_ADA_HEAD_DIMS %s\n", joinInts(AdaHeadDims))
+	b.WriteString("template <int D> struct AdaTiles;\n")
+	for _, d := range AdaHeadDims {
+		c, _ := Ada(d)
+		fmt.Fprintf(&b, "template <> struct AdaTiles<%d> { static constexpr int D = %d, BM = %d, BN = %d, WARPS = %d, RING = %d, KPITCH = %d, VPITCH = %d, TILE = %d, SMEM = %d; };\n",
+			d, c.D, c.BlockM(), c.BlockN, c.Warps, c.Ring, c.KPitch(), c.VPitch(), c.TileBytes(), c.SharedBytes())
 	}
 	b.WriteString("\n// The paged-cache kernels (paged.cu): see internal/tiles.PagedConfig.\n")
 	fmt.Fprintf(&b, "#define FP8ATTN_PAGED_HEAD_DIMS %s\n", joinInts(PagedHeadDims))

@@ -62,3 +62,60 @@ func TestPaged(t *testing.T) {
 		}
 	}
 }
+
+// TestAda: every Ada head dim fits two blocks on an L4 SM (100 KB of shared
+// memory, 1 KB of it reserved per block) and under the 48 KB a block gets
+// without opting in; pitches are odd numbers of 16-byte chunks; the packing
+// of heads and positions covers every (head, position) exactly once.
+func TestAda(t *testing.T) {
+	for _, d := range AdaHeadDims {
+		c, err := Ada(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if 2*(c.SharedBytes()+1024) > 100*1024 || c.SharedBytes() > 48*1024 {
+			t.Errorf("D=%d: %d bytes of shared memory a block", d, c.SharedBytes())
+		}
+		if c.KPitch()%32 != 16 || c.KPitch() < d || c.VPitch()%32 != 16 || c.VPitch() < c.BlockN {
+			t.Errorf("D=%d: pitches %d, %d", d, c.KPitch(), c.VPitch())
+		}
+		if c.BlockN%32 != 0 || d%32 != 0 && d != 96 {
+			t.Errorf("D=%d: %+v", d, c)
+		}
+		spec := fmt.Sprintf("struct AdaTiles<%d> { static constexpr int D = %d, BM = %d, BN = %d,", d, d, c.BlockM(), c.BlockN)
+		if !strings.Contains(Header(), spec) {
+			t.Errorf("header lacks %s", spec)
+		}
+	}
+	c, _ := Ada(64)
+	for _, tc := range []struct{ group, sq int }{{1, 1}, {1, 300}, {4, 1}, {4, 77}, {3, 100}, {6, 7}, {64, 2}, {100, 5}, {128, 1}} {
+		heads, pos, chunks := c.Pack(tc.group, tc.sq)
+		if heads*pos > c.BlockM() || heads < 1 || pos < 1 {
+			t.Errorf("group %d sq %d: %d heads x %d positions", tc.group, tc.sq, heads, pos)
+		}
+		seen := map[[2]int]int{}
+		x, _, _ := c.Grid(1, 1, tc.group, tc.sq)
+		for bx := range x {
+			chunk, pb := bx%chunks, bx/chunks
+			for r := range heads * pos {
+				h, p := chunk*heads+r/pos, pb*pos+r%pos
+				if h < tc.group && p < tc.sq {
+					seen[[2]int{h, p}]++
+				}
+			}
+		}
+		if len(seen) != tc.group*tc.sq {
+			t.Errorf("group %d sq %d: %d of %d (head, position) pairs covered", tc.group, tc.sq, len(seen), tc.group*tc.sq)
+		}
+		for k, n := range seen {
+			if n != 1 {
+				t.Errorf("group %d sq %d: %v covered %d times", tc.group, tc.sq, k, n)
+			}
+		}
+	}
+	for _, d := range []int{32, 80, 192, 512} {
+		if _, err := Ada(d); !errors.Is(err, ErrNoKernel) {
+			t.Errorf("Ada(%d): %v", d, err)
+		}
+	}
+}

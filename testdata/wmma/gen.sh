@@ -19,3 +19,7 @@ nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmaswizzle.cu" -o /tmp/w
 # Hopper only: wgmma's A operand from registers, e4m3 (exits 1 if the model or the control is wrong).
 nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmars.cu" -o /tmp/wgr
 /tmp/wgr > "$out/dump_wgmma_rs_sm_90a.txt"
+# sm_89+: P from the Q·Kᵀ accumulators to P·V's e4m3 A registers (exits 1 if
+# the product or the control is wrong); the Ada kernel's register path.
+nvcc -O2 -gencode arch=compute_89,code=compute_89 "$here/accfp8.cu" -o /tmp/acc
+/tmp/acc > "$out/dump_acc_e4m3_compute_89.txt"

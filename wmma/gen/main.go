@@ -125,6 +125,18 @@ func header() []byte {
 		}
 		b.WriteString("};\n\n")
 	}
+	b.WriteString("// The accumulator-to-A hand-over of P (wmma.AccToE4M3A): element e of the\n" +
+		"// mma.m16n8k32 e4m3 A fragment of a 32-key step takes element [e][1] of the\n" +
+		"// m16n8 accumulator of n-tile [e][0] of that step, in the same lane, when the\n" +
+		"// keys of each 16-key group sit in the order FP8ATTN_SIGMA_KEY (wmma.SigmaKey).\n")
+	var sig, acc []string
+	for q := 0; q < 16; q++ {
+		sig = append(sig, fmt.Sprint(wmma.SigmaKey(q)))
+		tile, i := wmma.AccToE4M3A(q)
+		acc = append(acc, fmt.Sprintf("{%d,%d}", tile, i))
+	}
+	fmt.Fprintf(&b, "FP8ATTN_FRAG_TABLE unsigned char FP8ATTN_SIGMA_KEY[16] = {%s};\n", strings.Join(sig, ", "))
+	fmt.Fprintf(&b, "FP8ATTN_FRAG_TABLE unsigned char FP8ATTN_ACC_TO_E4M3A[16][2] = {%s};\n", strings.Join(acc, ","))
 	return b.Bytes()
 }
 

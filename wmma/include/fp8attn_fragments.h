@@ -553,3 +553,9 @@ FP8ATTN_FRAG_TABLE unsigned char FP8ATTN_WGMMA_M64N64K32_ACC_F32[128][32][2] = {
   /* lane 127 */ {{55,6},{55,7},{63,6},{63,7},{55,14},{55,15},{63,14},{63,15},{55,22},{55,23},{63,22},{63,23},{55,30},{55,31},{63,30},{63,31},{55,38},{55,39},{63,38},{63,39},{55,46},{55,47},{63,46},{63,47},{55,54},{55,55},{63,54},{63,55},{55,62},{55,63},{63,62},{63,63}},
 };
 
+// The accumulator-to-A hand-over of P (wmma.AccToE4M3A): element e of the
+// mma.m16n8k32 e4m3 A fragment of a 32-key step takes element [e][1] of the
+// m16n8 accumulator of n-tile [e][0] of that step, in the same lane, when the
+// keys of each 16-key group sit in the order FP8ATTN_SIGMA_KEY (wmma.SigmaKey).
+FP8ATTN_FRAG_TABLE unsigned char FP8ATTN_SIGMA_KEY[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+FP8ATTN_FRAG_TABLE unsigned char FP8ATTN_ACC_TO_E4M3A[16][2] = {{0,0},{0,1},{1,0},{1,1},{0,2},{0,3},{1,2},{1,3},{2,0},{2,1},{3,0},{3,1},{2,2},{2,3},{3,2},{3,3}};

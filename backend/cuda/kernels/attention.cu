@@ -31,6 +31,21 @@
 //   stage 8  stage 7 with V decoded to f16 per 16-key half tile (into the
 //            warp's K slot, free after Q·Kᵀ) and its B fragments loaded by
 //            ldmatrix.x4.trans instead of byte-wise fills.
+//   (stage 9 is the Hopper kernel, a module of its own: attention_sm90a.cu.)
+//   stage 10 the Ada kernel (ada.cuh): FlashAttention-2's structure with
+//            both GEMMs on mma.sync m16n8k32 e4m3: four warps of 16 rows
+//            (query heads of one KV head packed with positions) share
+//            64-key tiles (32 for D=256) in a 2-3 deep cp.async ring in
+//            dynamic shared memory; K and V fragments by ldmatrix; V from
+//            an image the pack kernel writes transposed, keys in sigma
+//            order, so P goes from accumulators to A fragments by
+//            conversions; P scaled by 2^8 before its E4M3 cast. D in
+//            {64, 96, 128, 256}.
+//
+// Ampere: the stages that decode FP8 to f16 before the MMA (1-6) are also
+// built for compute_80 (attention_compute_80.ptx, loaded on sm_80-sm_88);
+// stages 7, 8 and 10 use FP8 mma.sync, which needs sm_89, and are left out
+// of that build (FP8ATTN_FP8_MMA below).
 //
 // Changelog
 //   v1 (2026-11-22): stages 1-4, D in {64, 128}, any Sq/Sk, GQA/MQA, both
@@ -61,9 +76,12 @@
 //                    microsecond shapes); stages 5-8 select zeros for a row
 //                    that sees no key (a NaN its zero weights met in V
 //                    stayed in before).
+//   v8 (2026-11-22): stage 10, the Ada kernel; sigma, ex2, pack4 and the
+//                    V image pack move to common.cuh (shared with stage 9);
+//                    a compute_80 build of stages 1-6.
 //
 // Files: common.cuh (shared helpers, Params), stage1.cuh, stage2.cuh,
-// stage3_4.cuh, stage5_8.cuh; tiles.h is generated (go run
+// stage3_4.cuh, stage5_8.cuh, ada.cuh; tiles.h is generated (go run
 // ./internal/tiles/gen). New kernel families (Ada FP8, Hopper) get files of
 // their own: the Hopper kernel (stage 9) is hopper.cuh, built from
 // attention_sm90a.cu into a module of its own.
@@ -82,6 +100,13 @@
 #include "stage3_4.cuh"
 #include "stage5_8.cuh"
 
+// FP8ATTN_FP8_MMA: FP8 mma.sync (sm_89+) is available. Every build but the
+// compute_80 one has it.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+#define FP8ATTN_FP8_MMA 1
+#include "ada.cuh"
+#endif
+
 // ---------------------------------------------------------------------------
 // Entry points: one per (stage, D), each with its geometry from tiles.h
 // exported as <name>_config = {BM, BN, THREADS, RING}, which the Go side
@@ -98,9 +123,34 @@ ENTRY(3, 64, (stage_wmma<64, 3>(p))) ENTRY(3, 128, (stage_wmma<128, 3>(p)))
 ENTRY(4, 64, (stage_wmma<64, 4>(p))) ENTRY(4, 128, (stage_wmma<128, 4>(p)))
 ENTRY(5, 64, (stage5<64, 5>(p))) ENTRY(5, 128, (stage5<128, 5>(p)))
 ENTRY(6, 64, (stage5<64, 6>(p))) ENTRY(6, 128, (stage5<128, 6>(p)))
+#ifdef FP8ATTN_FP8_MMA
 ENTRY(7, 64, (stage5<64, 7>(p))) ENTRY(7, 128, (stage5<128, 7>(p)))
 ENTRY(8, 64, (stage5<64, 8>(p))) ENTRY(8, 128, (stage5<128, 8>(p)))
+#endif
 static_assert(FP8ATTN_NUM_STAGES == 8, "tiles.h lists stages without entry points here");
+
+// The Ada kernel (stage 10) per head dim: the attention kernel (dynamic
+// shared memory AdaTiles<D>::SMEM), its geometry exported as
+// fp8attn_stage10_d<D>_config = {D, BM, BN, WARPS, RING, KPITCH, VPITCH,
+// SMEM} (checked against internal/tiles when the module loads), and the
+// V image pack kernel.
+#ifdef FP8ATTN_FP8_MMA
+#define ADA_ENTRY(HD)                                                                                          \
+  extern "C" __global__ void __launch_bounds__(AdaTiles<HD>::WARPS * 32)                                        \
+      fp8attn_stage10_d##HD(const __grid_constant__ Params p) {                                                  \
+    ada::stage10<HD>(p);                                                                                         \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(256) fp8attn_pack10v_d##HD(const __grid_constant__ Params p) {    \
+    ada::pack_v<HD>(p);                                                                                          \
+  }                                                                                                             \
+  extern "C" __device__ const int fp8attn_stage10_d##HD##_config[8] = {                                          \
+      AdaTiles<HD>::D,    AdaTiles<HD>::BM,     AdaTiles<HD>::BN,     AdaTiles<HD>::WARPS,                         \
+      AdaTiles<HD>::RING, AdaTiles<HD>::KPITCH, AdaTiles<HD>::VPITCH, AdaTiles<HD>::SMEM};
+ADA_ENTRY(64)
+ADA_ENTRY(96)
+ADA_ENTRY(128)
+ADA_ENTRY(256)
+#endif
 
 // The layout of Params as this compiler lays it out (common.cuh).
 FP8ATTN_EXPORT_PARAMS_LAYOUT

@@ -186,3 +186,68 @@ __device__ __forceinline__ OnlineStep online_step(float& m, float tile_max) {
 // (NaN in Q or K) propagates.
 __device__ __forceinline__ bool row_has_keys(float l) { return l > 0.f || l != l; }
 __device__ __forceinline__ float row_lse(float m, float l) { return row_has_keys(l) ? (m + log2f(l)) * LN2 : NEG_INF; }
+
+// ---------------------------------------------------------------------------
+// P·V on FP8 tensor cores (the Hopper kernel, stage 9, and the Ada kernel,
+// stage 10): both hand the softmax weights from the Q·Kᵀ accumulator to the
+// e4m3 A operand (mma.m16n8k32, or wgmma's A from registers, the same
+// per-warp layout) without shuffles, by reading V in a permuted key order.
+// ---------------------------------------------------------------------------
+
+// sigma: the key at position q (0-15) of a 16-key group of a V image. The
+// accumulator gives thread t of a quad, in each 16-key group, keys 2t, 2t+1,
+// 2t+8, 2t+9 of a row (two m16n8 tiles); the e4m3 A operand wants positions
+// 4t..4t+3 (wmma.MMAE4M3A). Position 4t+i holds key sigma(4t+i) = 2t + (i&1)
+// + 8(i>>1), so the thread's four weights, packed in that order, are exactly
+// its A bytes (wmma.AccToE4M3A). P·V sums over keys, so permuting keys
+// consistently in P and V changes nothing.
+__host__ __device__ __forceinline__ int sigma(int q) { return 2 * (q >> 2) + (q & 1) + 8 * ((q >> 1) & 1); }
+
+// ex2 is 2^x on the special-function unit, subnormal results flushed to
+// zero (weights below 2^-126 of the row's largest are far under what E4M3
+// keeps after the 2^8 scaling, and under float32's share of the row sum).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
+// pack4 converts four weights to E4M3 (round to nearest, finite values
+// saturated, NaN kept) as one register, a in the lowest byte (sm_89+).
+__device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d) {
+  uint16_t lo, hi;
+  uint32_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(lo) : "f"(a), "f"(b));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(hi) : "f"(c), "f"(d));
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(lo), "h"(hi));
+  return r;
+}
+#endif
+
+// pack_v_image writes a V image into p.vi: per KV head, per tile of BN keys
+// (the keys padded with zeros to whole tiles), D rows of BN bytes, row d
+// holding column d of the tile's keys in sigma order within 16-key groups;
+// place maps a byte offset inside a tile to where it is stored (a swizzle,
+// or none). One thread per 16 image bytes; the threads of a warp take
+// consecutive columns d, so that each of their 16 byte loads reads
+// consecutive bytes of one V row.
+template <int D, int BN, typename Place> __device__ __forceinline__ void pack_v_image(const Params& p, Place place) {
+  constexpr int CH = BN / 16;
+  const int sk = (int)p.sk, tiles = (sk + BN - 1) / BN;
+  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= p.b * p.hkv * tiles * CH * D) return;
+  const int d = (int)(idx % D), c = (int)(idx / D % CH), tile = (int)(idx / D / CH % tiles),
+            head = (int)(idx / D / CH / tiles);
+  const int b = head / (int)p.hkv, h = head % (int)p.hkv;
+  const uint8_t* src = p.v + b * p.kv_batch_stride + h * p.kv_head_stride + d;
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < 16; q++) {
+    const int key = tile * BN + 16 * c + sigma(q);
+    const uint32_t byte = key < sk ? src[(long long)key * p.kv_row_stride] : 0u;
+    w[q / 4] |= byte << (8 * (q % 4));
+  }
+  uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
+  *(uint4*)(dst + place(d * BN + 16 * c)) = make_uint4(w[0], w[1], w[2], w[3]);
+}

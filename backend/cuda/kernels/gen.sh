@@ -10,12 +10,16 @@
 # (FP8 wgmma) instructions the SASS holds.
 # The paged-cache kernels (paged.cu) are compute_89 PTX too, a module of
 # their own.
-# Writes attention_compute_89.ptx, paged_compute_89.ptx, attention_sm_90a.cubin,
+# Writes attention_compute_89.ptx, paged_compute_89.ptx, their compute_80
+# builds (Ampere), attention_sm_90a.cubin,
 # attention_compute_90a.ptx, resources.txt and source_hash.go.
 set -euo pipefail
 cd "$(dirname "$0")"
 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o attention_compute_89.ptx attention.cu
 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o paged_compute_89.ptx paged.cu
+# Ampere (sm_80-sm_88): the stages without FP8 mma.sync, and the paged cache.
+nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o attention_compute_80.ptx attention.cu
+nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o paged_compute_80.ptx paged.cu
 hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
 nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu 2> sm90a_build.log || { cat sm90a_build.log; exit 1; }
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
@@ -31,13 +35,23 @@ if grep -q C7508 sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C
     echo "## $arch paged_compute_89.ptx"
     ptxas -v -arch=$arch -o /dev/null paged_compute_89.ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack" | sed 's/^ptxas info    : //'
   done
+  echo "## sm_80 attention_compute_80.ptx (Ampere: stages 1-6)"
+  ptxas -v -arch=sm_80 -o /dev/null attention_compute_80.ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack" | sed 's/^ptxas info    : //'
+  echo "## sm_89 SASS of stage 10 (ptxas for sm_89 from attention_compute_89.ptx): the main loop (scripts/sass_loop.py)"
+  ptxas -arch=sm_89 -o sm89.cubin attention_compute_89.ptx
+  cuobjdump -sass sm89.cubin > sm89.sass
+  python3 ../../../scripts/sass_loop.py 'stage10_d' < sm89.sass
+  echo "## sm_89 SASS: tensor-core instructions per kernel (QMMA = FP8 mma.sync)"
+  awk '/Function :/ {if (f) printf "%s QMMA=%d HMMA=%d F2FP=%d total=%d\n", f, q, hm, cv, n; f=$3; q=hm=cv=n=0}
+    /\/\*[0-9a-f]+\*\/ / {n++} /QMMA/ {q++} /HMMA/ {hm++} /F2FP/ {cv++}
+    END {if (f) printf "%s QMMA=%d HMMA=%d F2FP=%d total=%d\n", f, q, hm, cv, n}' sm89.sass | grep -E "stage(7|8|10)"
   echo "## sm_90a (attention_sm_90a.cubin)"
   grep -E "Compiling entry|Used|spill|stack" sm90a_build.log | sed 's/^ptxas info    : //'
   echo "## sm_90a SASS: tensor-core instructions per kernel (QGMMA = FP8 wgmma)"
   cuobjdump -sass attention_sm_90a.cubin | awk '/Function :/ {if (f) printf "%s QGMMA=%d HGMMA=%d HMMA=%d\n", f, q, hg, hm; f=$3; q=hg=hm=0}
     /QGMMA/ {q++} /HGMMA/ {hg++} /HMMA/ {hm++} END {if (f) printf "%s QGMMA=%d HGMMA=%d HMMA=%d\n", f, q, hg, hm}'
 } > resources.txt
-rm -f sm90a_build.log
+rm -f sm90a_build.log sm89.cubin sm89.sass
 # The hashed sources: every *.cu, *.cuh and *.h here in byte order of name,
 # then the fragment and wgmma headers (kernels_test.go's sourceFiles follows the rule).
 srcs=$(LC_ALL=C ls *.cu *.cuh *.h | LC_ALL=C sort)

@@ -32,7 +32,7 @@
 //   * P·V: wgmma m64nDk32 e4m3 with A (P) from registers, B (Vᵀ) from shared
 //     memory, into the output accumulator, rescaled in registers per tile.
 //
-// sigma: the accumulator gives thread t of a quad, in each 16-key group,
+// sigma (common.cuh): the accumulator gives thread t of a quad, in each 16-key group,
 // keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions
 // 4t..4t+3 (wmma.WGMMAE4M3A). The image's position 4t+i holds key
 // sigma(4t+i) = 2t + (i&1) + 8(i>>1), so the thread's four keys, packed in
@@ -98,29 +98,6 @@ template <int W> __device__ __forceinline__ uint64_t desc(uint32_t addr) {
 // inverse.
 template <int W> __host__ __device__ __forceinline__ int swizzle(int o) { return o ^ (((o >> 7) & (W / 16 - 1)) << 4); }
 
-// sigma: the key at position q (0-15) of a 16-key group of the V image.
-__host__ __device__ __forceinline__ int sigma(int q) { return 2 * (q >> 2) + (q & 1) + 8 * ((q >> 1) & 1); }
-
-// ex2 is 2^x on the special-function unit, subnormal results flushed to
-// zero (weights below 2^-126 of the row's largest are far under what E4M3
-// keeps after the 2^8 scaling, and under float32's share of the row sum).
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// pack4 converts four probabilities to E4M3 (round to nearest, finite
-// values saturated, NaN kept) as one register, a in the lowest byte.
-__device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d) {
-  uint16_t lo, hi;
-  uint32_t r;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(lo) : "f"(a), "f"(b));
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %2, %1;\n" : "=h"(hi) : "f"(c), "f"(d));
-  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(lo), "h"(hi));
-  return r;
-}
-
 template <int D> struct Geometry {
   using T = HopperTiles<D>;
   static constexpr int DK = T::DK, BM = T::BM, BN = T::BN, RING = T::RING;
@@ -170,30 +147,11 @@ template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params
   *(uint4*)(dst + qk_image_offset<D, R>(row, col)) = v;
 }
 
-// pack_v writes the V image: per tile of BN keys, D rows of BN bytes (row
-// d holds column d of the tile's keys, in sigma order within 16-key groups),
-// swizzled. One thread per 16 image bytes; the threads of a warp take
-// consecutive columns d, so that each of their 16 byte loads reads
-// consecutive bytes of one V row.
+// pack_v writes the V image (pack_v_image, common.cuh), swizzled with rows
+// of BN bytes.
 template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
   using G = Geometry<D>;
-  constexpr int BN = G::BN, CH = BN / 16;
-  const int sk = (int)p.sk, tiles = (sk + BN - 1) / BN;
-  const long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (idx >= p.b * p.hkv * tiles * CH * D) return;
-  const int d = (int)(idx % D), c = (int)(idx / D % CH), tile = (int)(idx / D / CH % tiles),
-            head = (int)(idx / D / CH / tiles);
-  const int b = head / (int)p.hkv, h = head % (int)p.hkv;
-  const uint8_t* src = p.v + b * p.kv_batch_stride + h * p.kv_head_stride + d;
-  uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int q = 0; q < 16; q++) {
-    const int key = tile * BN + 16 * c + sigma(q);
-    const uint32_t byte = key < sk ? src[(long long)key * p.kv_row_stride] : 0u;
-    w[q / 4] |= byte << (8 * (q % 4));
-  }
-  uint8_t* dst = p.vi + ((long long)head * tiles + tile) * G::VT;
-  *(uint4*)(dst + swizzle<BN>(d * BN + 16 * c)) = make_uint4(w[0], w[1], w[2], w[3]);
+  pack_v_image<D, G::BN>(p, [](int o) { return swizzle<G::BN>(o); });
 }
 
 // stage9 is the attention kernel. Grid (query blocks of BM rows, query

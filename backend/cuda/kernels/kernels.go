@@ -7,7 +7,8 @@
 // Sources: attention.cu (the stage table, changelog and entry points)
 // includes common.cuh (what every stage shares), one file per stage family
 // (stage1.cuh, stage2.cuh, stage3_4.cuh, stage5_8.cuh) and tiles.h, the
-// geometry generated from internal/tiles. attention_sm90a.cu is the Hopper
+// geometry generated from internal/tiles; ada.cuh (stage 10) is part of
+// attention.cu's module too. attention_sm90a.cu is the Hopper
 // module (hopper.cuh), built for sm_90a; paged.cu the paged KV cache's.
 package kernels
 
@@ -21,6 +22,13 @@ import _ "embed"
 //go:embed attention_compute_89.ptx
 var PTX string
 
+// PTX80 is attention_compute_80.ptx: stages 1-6 (those that decode FP8 to
+// f16 before the MMA) for Ampere GPUs (compute capability 8.0-8.8), which
+// have no FP8 tensor cores.
+//
+//go:embed attention_compute_80.ptx
+var PTX80 string
+
 // Resources is the ptxas report (registers, shared memory, spills) of every
 // kernel for sm_89 and sm_90.
 //
@@ -32,6 +40,11 @@ var Resources string
 //
 //go:embed paged_compute_89.ptx
 var PagedPTX string
+
+// PagedPTX80 is paged_compute_80.ptx: the paged cache's kernels for Ampere.
+//
+//go:embed paged_compute_80.ptx
+var PagedPTX80 string
 
 // HopperCubin is attention_sm_90a.cubin: the Hopper module (stage 9 and its
 // pack kernels) as sm_90a machine code, loaded on compute capability 9.0.

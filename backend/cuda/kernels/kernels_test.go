@@ -52,6 +52,32 @@ func TestPTXFresh(t *testing.T) {
 			}
 		}
 	}
+	// The Ada kernel (stage 10) and its pack, in the compute_89 module.
+	for _, d := range tiles.AdaHeadDims {
+		name := tiles.KernelName(tiles.AdaStage, d)
+		for _, sym := range []string{".entry " + name + "(", name + "_config[", fmt.Sprintf(".entry fp8attn_pack10v_d%d(", d)} {
+			if !strings.Contains(PTX, sym) {
+				t.Errorf("PTX lacks %s", sym)
+			}
+		}
+	}
+	// The Ampere build: stages 1-6, none of the FP8 mma.sync stages, and
+	// the paged cache.
+	for _, st := range tiles.Stages {
+		for _, d := range tiles.HeadDims {
+			name := ".entry " + tiles.KernelName(st, d) + "("
+			if fp8mma := st >= 7; strings.Contains(PTX80, name) == fp8mma {
+				t.Errorf("compute_80 PTX: has %s = %v, want %v", name, !fp8mma, fp8mma)
+			}
+		}
+	}
+	if !strings.HasPrefix(strings.TrimSpace(PTX80), "//") || !strings.Contains(PTX80, ".target sm_80") ||
+		strings.Contains(PTX80, "stage10") || strings.Contains(PTX80, "e4m3.e4m3") {
+		t.Error("compute_80 PTX missing, not for sm_80, or holding FP8 mma.sync")
+	}
+	if !strings.Contains(PagedPTX80, ".target sm_80") || !strings.Contains(PagedPTX80, ".entry fp8attn_paged_d128(") {
+		t.Error("compute_80 paged PTX missing or incomplete")
+	}
 	// The Hopper module: every head dim's attention and pack kernels and
 	// geometry, in the PTX, and a cubin (an ELF image) beside it.
 	for _, d := range tiles.HopperHeadDims {
@@ -78,7 +104,8 @@ func TestPTXFresh(t *testing.T) {
 		t.Error("the sm_90a cubin is missing or not an ELF image")
 	}
 	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") || !strings.Contains(Resources, "QGMMA=") ||
-		!strings.Contains(Resources, "fp8attn_paged_d128") {
+		!strings.Contains(Resources, "fp8attn_paged_d128") || !strings.Contains(Resources, "fp8attn_stage10_d128: loop") ||
+		!strings.Contains(Resources, "sm_80") {
 		t.Error("resource report incomplete")
 	}
 }

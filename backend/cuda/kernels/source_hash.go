@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "247622ce385f1da4a5c817d10e384979fb34f48a7755a6ceedd3d9c1790192f9"
+const SourceHash = "29a59cdb3c8b283b379971d484adcdbe4536dce771d0850901dd8bf564e6dd92"

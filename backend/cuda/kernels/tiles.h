@@ -35,6 +35,14 @@ template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM
 template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 120832; };
 template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 133120; };
 
+// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.
+#define FP8ATTN_ADA_HEAD_DIMS 64, 96, 128, 256
+template <int D> struct AdaTiles;
+template <> struct AdaTiles<64> { static constexpr int D = 64, BM = 64, BN = 64, WARPS = 4, RING = 3, KPITCH = 80, VPITCH = 80, TILE = 10240, SMEM = 30720; };
+template <> struct AdaTiles<96> { static constexpr int D = 96, BM = 64, BN = 64, WARPS = 4, RING = 3, KPITCH = 112, VPITCH = 80, TILE = 14848, SMEM = 44544; };
+template <> struct AdaTiles<128> { static constexpr int D = 128, BM = 64, BN = 64, WARPS = 4, RING = 2, KPITCH = 144, VPITCH = 80, TILE = 19456, SMEM = 38912; };
+template <> struct AdaTiles<256> { static constexpr int D = 256, BM = 64, BN = 32, WARPS = 4, RING = 2, KPITCH = 272, VPITCH = 48, TILE = 20992, SMEM = 41984; };
+
 // The paged-cache kernels (paged.cu): see internal/tiles.PagedConfig.
 #define FP8ATTN_PAGED_HEAD_DIMS 32, 64, 80, 96, 128, 160, 192, 256
 template <int D> struct PagedTiles;
