@@ -300,6 +300,13 @@ func (d *Device) loadAda() error {
 				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
 			}
 		}
+		// A block must fit the device's shared memory (less the 1 KB the
+		// hardware reserves per block); a head dim that does not is left
+		// out (Supports then says ErrUnsupported) rather than failing at
+		// launch.
+		if cfg.SharedBytes()+1024 > d.SharedPerSM {
+			continue
+		}
 		if cfg.SharedBytes() > 48*1024 {
 			if err := setMaxSharedMemory(k.attn, cfg.SharedBytes()); err != nil {
 				return err
@@ -308,6 +315,14 @@ func (d *Device) loadAda() error {
 		d.ada[hd] = k
 	}
 	return nil
+}
+
+// adaMissing explains a head dim the Ada kernel has but this device did
+// not load (its block needs more shared memory than an SM has).
+func (d *Device) adaMissing(hd int) error {
+	cfg, _ := tiles.Ada(hd)
+	return fmt.Errorf("%w: stage %d at D=%d needs %d bytes of shared memory a block; %s has %d an SM", backend.ErrUnsupported,
+		tiles.AdaStage, hd, cfg.SharedBytes(), d.Name, d.SharedPerSM)
 }
 
 // forceCompute80 makes OpenDevice load the compute_80 (Ampere) modules on
@@ -599,7 +614,10 @@ func (r *Resident) launch(stage int) error {
 		if r.dev.fp8mmaErr != nil {
 			return r.dev.fp8mmaErr
 		}
-		k := r.dev.ada[s.D]
+		k, ok := r.dev.ada[s.D]
+		if !ok {
+			return r.dev.adaMissing(s.D)
+		}
 		sizes := [3]int64{0, 0, int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))}
 		if err := r.pack(stage, sizes, [3]C.CUfunction{nil, nil, k.packV}); err != nil {
 			return err
@@ -827,8 +845,11 @@ func (b *Backend) Supports(p *backend.Problem) error {
 	if st == tiles.HopperStage {
 		return d.hopperErr
 	}
-	if slices.Contains(FP8MMAStages, st) {
+	if slices.Contains(FP8MMAStages, st) && d.fp8mmaErr != nil {
 		return d.fp8mmaErr
+	}
+	if _, ok := d.ada[p.D]; st == tiles.AdaStage && !ok {
+		return d.adaMissing(p.D)
 	}
 	return nil
 }

@@ -160,8 +160,8 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   // zero-filled. V: the image tile is contiguous, chunk ch at byte 16ch.
   const bool kdense = p.kv_row_stride == D;
   constexpr int CPT = BN * D / 16 / G::THREADS;  // chunks per thread, each of K and V
-  auto load = [&](int t, int slot) {
-    uint8_t* ks = smem + slot * G::TILE;
+  auto load = [&](int t, int slot_off) {
+    uint8_t* ks = smem + slot_off;
     uint8_t* vs = ks + BN * KP;
     const int j0 = t * BN;
     if (kdense && j0 + BN <= sk) {
@@ -185,7 +185,11 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
     }
   };
 
-  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+  // The running maximum starts at -FLT_MAX, not -Inf: finite, so that the
+  // online step needs no test for a row that has seen only masked keys
+  // (exp2(-FLT_MAX - m) is 0 for any m a score gives, and exp2(0) = 1 while
+  // no key is seen, when O and l are still 0).
+  float m[2] = {-3.40282347e38f, -3.40282347e38f}, l[2] = {0.f, 0.f};
   float o[DT][4];
 #pragma unroll
   for (int dt = 0; dt < DT; dt++)
@@ -193,25 +197,41 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
     for (int j = 0; j < 4; j++) o[dt][j] = 0.f;
 
   // ldmatrix lane addressing: lane l gives the row address of matrix l/8,
-  // row l%8.
+  // row l%8. Per-thread bases of the fragments' rows in ring slot 0: K
+  // (matrix lm: bytes 16lm of a 64-byte column block; for the x2 of an odd
+  // k32 step, 16(lm&1)), V (16-key chunk lm; for 32-key tiles, n-tile
+  // +(lm>>1), chunk lm&1).
   const int lr = lane & 7, lm = lane >> 3;
+  const uint32_t base = smem_u32(smem);
+  const uint32_t kq = base + lr * KP + 16 * lm, kq2 = base + lr * KP + 16 * (lm & 1);
+  const uint32_t vq = PS == 2 ? base + BN * KP + lr * VP + 16 * lm : base + BN * KP + (8 * (lm >> 1) + lr) * VP + 16 * (lm & 1);
 
 #pragma unroll
   for (int s = 0; s < RING - 1; s++) {
-    if (s < ntiles) load(s, s);
+    if (s < ntiles) load(s, s * G::TILE);
     cp_async_commit();
   }
-  // slot: tile t's ring slot; ahead: tile t + RING - 1's (tile t-1's).
-  for (int t = 0, slot = 0, ahead = RING - 1; t < ntiles; t++) {
+  // The ring's advance at tile t: wait for tile t, meet the block (every
+  // warp is then done with tile t-1's slot), start the copy of tile
+  // t + RING - 1 into that slot; returns tile t's slot offset.
+  int slot_off = 0, ahead_off = (RING - 1) * G::TILE;
+  auto advance = [&](int t) {
     cp_async_wait<RING - 2>();
-    __syncthreads();  // tile t is in; every warp is done with tile t-1's slot
-    if (t + RING - 1 < ntiles) load(t + RING - 1, ahead);
+    __syncthreads();
+    if (t + RING - 1 < ntiles) load(t + RING - 1, ahead_off);
     cp_async_commit();
-    const uint8_t* ks = smem + slot * G::TILE;
-    ahead = slot;
-    slot = slot == RING - 1 ? 0 : slot + 1;
+    const int cur = slot_off;
+    ahead_off = cur;
+    slot_off = cur == (RING - 1) * G::TILE ? 0 : cur + G::TILE;
+    return cur;
+  };
+  for (int t = 0; t < ntiles; t++) {
+    const int cur = advance(t);
+    // A warp with no rows of its own still copies its share and meets every
+    // barrier, at the same instruction (a loop of its own broke synccheck's
+    // rule that a block meets a barrier at one instruction).
     if (!active) continue;
-    const uint32_t k_addr = smem_u32(ks), v_addr = smem_u32(ks + BN * KP);
+    const uint32_t k_addr = kq + cur, v_addr = vq + cur;
 
     // S = Q·Kᵀ: n-tile n holds keys 8n..8n+7; element j is row g + 8(j>>1),
     // key 8n + 2t + (j&1) (wmma.MMAC).
@@ -222,17 +242,16 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
       for (int j = 0; j < 4; j++) s[n][j] = 0.f;
       // Matrix lm of ldmatrix: key 8n + lr, bytes 16lm .. +15 of a 64-byte
       // column block: B registers of two k32 steps.
-      const uint32_t row = k_addr + (8 * n + lr) * KP;
 #pragma unroll
       for (int kp = 0; kp < KS / 2; kp++) {
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(row + 64 * kp + 16 * lm, b0, b1, b2, b3);
+        ldsm_x4(k_addr + 8 * n * KP + 64 * kp, b0, b1, b2, b3);
         mma(s[n], qa[2 * kp], b0, b1);
         mma(s[n], qa[2 * kp + 1], b2, b3);
       }
       if constexpr (KS % 2) {
         uint32_t b0, b1;
-        ldsm_x2(row + 64 * (KS / 2) + 16 * (lm & 1), b0, b1);
+        ldsm_x2(kq2 + cur + 8 * n * KP + 64 * (KS / 2), b0, b1);
         mma(s[n], qa[KS - 1], b0, b1);
       }
     }
@@ -252,19 +271,19 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
       mx[0] = fmaxf(mx[0], fmaxf(s[n][0], s[n][1]));
       mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
     }
-    // The online-softmax step (common.cuh's online_step, with alpha on the
-    // SFU: 2^(m - m_use) <= 1, and a flushed subnormal alpha only drops
-    // weights below 2^-126 of the new maximum).
+    // The online-softmax step (common.cuh's online_step without its test
+    // for -Inf, m being finite; alpha on the SFU: 2^(m - m_new) <= 1, and
+    // a flushed subnormal alpha only drops weights below 2^-126 of the new
+    // maximum).
     float alpha[2], off[2];
     bool moved = false;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
       const float m_new = fmaxf(m[h], group_max<4>(mx[h]) * c[h]);
-      const float m_use = m_new == NEG_INF ? 0.f : m_new;
       moved |= m_new != m[h];
-      alpha[h] = ex2(m[h] - m_use);
+      alpha[h] = ex2(m[h] - m_new);
       m[h] = m_new;
-      off[h] = 8.f - m_use;  // P·2^8 = exp2(s·c - m + 8)
+      off[h] = 8.f - m_new;  // P·2^8 = exp2(s·c - m + 8)
       l[h] *= alpha[h];
     }
 #pragma unroll
@@ -297,12 +316,12 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
     for (int dt = 0; dt < DT; dt++) {
       if constexpr (PS == 2) {
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(v_addr + (8 * dt + lr) * VP + 16 * lm, b0, b1, b2, b3);
+        ldsm_x4(v_addr + 8 * dt * VP, b0, b1, b2, b3);
         mma(o[dt], pa[0], b0, b1);
         mma(o[dt], pa[1], b2, b3);
       } else if (dt % 2 == 0) {  // PS == 1: one ldmatrix.x4 serves two n-tiles
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(v_addr + (8 * (dt + (lm >> 1)) + lr) * VP + 16 * (lm & 1), b0, b1, b2, b3);
+        ldsm_x4(v_addr + 8 * dt * VP, b0, b1, b2, b3);
         mma(o[dt], pa[0], b0, b1);
         mma(o[dt + 1], pa[0], b2, b3);
       }

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "29a59cdb3c8b283b379971d484adcdbe4536dce771d0850901dd8bf564e6dd92"
+const SourceHash = "4b797efe7ecd08e4c00425565a866500bf3de23a612009371c99af77fc37583e"
