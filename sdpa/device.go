@@ -14,12 +14,13 @@ import (
 // and on a GPU host ("cuda"): upload inputs once, quantize them, run
 // attention and key/value caches on the device, download the results.
 //
-// Where the tensors live: every backend today keeps device tensors in host
-// memory. For "cpu" that is its memory; a "cuda" device copies them to the
-// GPU for each call, as Attention does (GPU-resident tensors are the cuda
-// backend's next step). A KVCache on "cuda" keeps its pages in GPU memory:
-// appends are quantized there, and only the queries and outputs cross per
-// call. The API does not change when tensors move.
+// Where the tensors live: in the memory of the backend's device when the
+// backend has one (backend.Memory: "cuda" keeps them in GPU memory, and
+// Quantize and Attention run there, inputs quantized on the GPU bit for bit
+// as on the host), otherwise in host memory ("cpu"). A KVCache on "cuda"
+// keeps its pages in GPU memory: appends are quantized there; its Append
+// and Attention still stage their tensors through the host (a copy each
+// way per call). The API does not change when tensors move.
 //
 // A Device and its tensors are safe for concurrent use: calls that write a
 // tensor (CopyFrom, an output of Attention, Free) must not overlap other
@@ -27,6 +28,7 @@ import (
 type Device struct {
 	name string
 	be   backend.Backend
+	mem  backend.Memory // nil: tensors in host memory
 }
 
 // Open returns the device of the backend registered as name (Backends lists
@@ -57,7 +59,8 @@ func Open(name string) (*Device, error) {
 			return nil, fmt.Errorf("%w: backend %q: %w", ErrUnsupported, name, err)
 		}
 	}
-	return &Device{name: name, be: be}, nil
+	mem, _ := be.(backend.Memory)
+	return &Device{name: name, be: be, mem: mem}, nil
 }
 
 // Name returns the backend name the device was opened with.
@@ -71,6 +74,7 @@ type DeviceTensor struct {
 	mu  sync.Mutex // guards freed against concurrent Free
 	f   *Tensor
 	q   *QuantizedTensor
+	m   *memTensor // in the backend's memory (Device.mem)
 	// freed: the tensor was freed and may not be used.
 	freed bool
 }
@@ -84,6 +88,8 @@ func (t *DeviceTensor) Dims() (b, h, s, d int) {
 		return t.q.B, t.q.H, t.q.S, t.q.D
 	case t.f != nil:
 		return t.f.B, t.f.H, t.f.S, t.f.D
+	case t.m != nil:
+		return t.m.b, t.m.h, t.m.s, t.m.d
 	}
 	return 0, 0, 0, 0
 }
@@ -96,13 +102,15 @@ func (t *DeviceTensor) Layout() Layout {
 		return t.q.Layout
 	case t.f != nil:
 		return t.f.Layout
+	case t.m != nil:
+		return t.m.layout
 	}
 	return BHSD
 }
 
 // Precision returns FP32 for a float32 tensor, FP8E4M3 for a quantized one.
 func (t *DeviceTensor) Precision() Precision {
-	if t != nil && t.q != nil {
+	if t != nil && (t.q != nil || t.m != nil && t.m.fp8()) {
 		return FP8E4M3
 	}
 	return FP32
@@ -113,7 +121,7 @@ func (t *DeviceTensor) use(d *Device, what string) error {
 	if t == nil {
 		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
 	}
-	if t.dev == nil || t.f == nil && t.q == nil && !t.freed {
+	if t.dev == nil || t.f == nil && t.q == nil && t.m == nil && !t.freed {
 		return fmt.Errorf("%w: %s was not made by a Device", ErrInvalid, what)
 	}
 	if d == nil {
@@ -139,6 +147,9 @@ func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) {
 	if err := t.check("t"); err != nil {
 		return nil, err
 	}
+	if d.mem != nil {
+		return d.memUpload(t, nil)
+	}
 	c := &Tensor{Data: append([]float32(nil), t.Data...), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
 	return &DeviceTensor{dev: d, f: c}, nil
 }
@@ -150,6 +161,9 @@ func (d *Device) UploadQuantized(t *QuantizedTensor) (*DeviceTensor, error) {
 	}
 	if err := t.check("t"); err != nil {
 		return nil, err
+	}
+	if d.mem != nil {
+		return d.memUpload(nil, t)
 	}
 	c := *t
 	c.Data = append(c.Data[:0:0], t.Data...)
@@ -167,6 +181,16 @@ func (d *Device) NewTensor(b, h, s, dim int, l Layout) (*DeviceTensor, error) {
 	if l != BHSD && l != BSHD {
 		return nil, fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(l))
 	}
+	if d.mem != nil {
+		m, err := d.newMem(b, h, s, dim, l, false)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.data.Zero(); err != nil {
+			return nil, errors.Join(err, m.free())
+		}
+		return &DeviceTensor{dev: d, m: m}, nil
+	}
 	return &DeviceTensor{dev: d, f: &Tensor{Data: make([]float32, n), B: b, H: h, S: s, D: dim, Layout: l}}, nil
 }
 
@@ -182,12 +206,16 @@ func (t *DeviceTensor) CopyFrom(src *Tensor) error {
 	if err := src.check("src"); err != nil {
 		return err
 	}
-	if t.f == nil {
+	if t.Precision() != FP32 {
 		return fmt.Errorf("%w: CopyFrom into an FP8 tensor (upload float32 and Quantize)", ErrInvalid)
 	}
-	if src.B != t.f.B || src.H != t.f.H || src.S != t.f.S || src.D != t.f.D || src.Layout != t.f.Layout {
+	b, h, s, d := t.Dims()
+	if src.B != b || src.H != h || src.S != s || src.D != d || src.Layout != t.Layout() {
 		return fmt.Errorf("%w: src is [%d][%d][%d][%d] %v, the tensor [%d][%d][%d][%d] %v", ErrInvalid,
-			src.B, src.H, src.S, src.D, src.Layout, t.f.B, t.f.H, t.f.S, t.f.D, t.f.Layout)
+			src.B, src.H, src.S, src.D, src.Layout, b, h, s, d, t.Layout())
+	}
+	if t.m != nil {
+		return t.m.data.Write(bytesOf(src.Data))
 	}
 	copy(t.f.Data, src.Data)
 	return nil
@@ -210,8 +238,18 @@ func (t *DeviceTensor) Download(dst *Tensor) error {
 		return fmt.Errorf("%w: dst is [%d][%d][%d][%d] %v, the tensor [%d][%d][%d][%d] %v", ErrInvalid,
 			dst.B, dst.H, dst.S, dst.D, dst.Layout, b, h, s, d, t.Layout())
 	}
-	if t.f != nil {
+	switch {
+	case t.f != nil:
 		copy(dst.Data, t.f.Data)
+		return nil
+	case t.m != nil && !t.m.fp8():
+		return t.m.data.Read(bytesOf(dst.Data))
+	case t.m != nil:
+		h, err := t.m.hostCopy()
+		if err != nil {
+			return err
+		}
+		copy(dst.Data, h.Data)
 		return nil
 	}
 	return t.q.dequantizeInto(dst)
@@ -228,8 +266,12 @@ func (t *DeviceTensor) Free() error {
 	if t.freed {
 		return fmt.Errorf("%w: tensor freed twice", ErrInvalid)
 	}
-	t.freed, t.f, t.q = true, nil, nil
-	return nil
+	var err error
+	if t.m != nil {
+		err = t.m.free()
+	}
+	t.freed, t.f, t.q, t.m = true, nil, nil, nil
+	return err
 }
 
 // Quantize returns a new FP8 device tensor holding t (float32) quantized
@@ -238,8 +280,15 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 	if err := t.use(d, "t"); err != nil {
 		return nil, err
 	}
-	if t.f == nil {
+	if t.Precision() != FP32 {
 		return nil, fmt.Errorf("%w: the tensor is already FP8", ErrInvalid)
+	}
+	if t.m != nil {
+		m, err := d.memQuantize(t.m)
+		if err != nil {
+			return nil, err
+		}
+		return &DeviceTensor{dev: d, m: m}, nil
 	}
 	q, err := Quantize(t.f)
 	if err != nil {
@@ -263,14 +312,26 @@ func (d *Device) Attention(out, lse, q, k, v *DeviceTensor, opts *Options) error
 			return err
 		}
 	}
-	if out.f == nil {
+	if out.Precision() != FP32 {
 		return fmt.Errorf("%w: out must be a float32 tensor", ErrInvalid)
 	}
-	var lseData []float32
 	if lse != nil {
 		if err := lse.use(d, "lse"); err != nil {
 			return err
 		}
+	}
+	if out.m != nil {
+		var lm *memTensor
+		if lse != nil {
+			lm = lse.m
+		}
+		if q.m == nil || k.m == nil || v.m == nil || lse != nil && lm == nil {
+			return fmt.Errorf("%w: q, k, v and lse must be tensors of the device", ErrInvalid)
+		}
+		return d.memAttention(out.m, lm, q.m, k.m, v.m, opts)
+	}
+	var lseData []float32
+	if lse != nil {
 		b, h, s, one := lse.Dims()
 		qb, qh, qs, _ := q.Dims()
 		if lse.f == nil || one != 1 || b != qb || h != qh || s != qs {

@@ -230,8 +230,19 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 	if err := v.use(c.dev, "v"); err != nil {
 		return err
 	}
-	if k.f == nil || v.f == nil {
+	if k.Precision() != FP32 || v.Precision() != FP32 {
 		return fmt.Errorf("%w: append takes float32 keys and values (the cache quantizes them)", ErrInvalid)
+	}
+	if k.m != nil || v.m != nil { // in device memory: through the host for now
+		hk, _, err := staged(k)
+		if err != nil {
+			return err
+		}
+		hv, _, err := staged(v)
+		if err != nil {
+			return err
+		}
+		return c.Append(ids, hk, hv)
 	}
 	kb, kh, kn, kd := k.Dims()
 	vb, vh, vn, vd := v.Dims()
@@ -319,8 +330,31 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	if err := out.use(c.dev, "out"); err != nil {
 		return err
 	}
-	if q.f == nil || out.f == nil {
+	if q.Precision() != FP32 || out.Precision() != FP32 {
 		return fmt.Errorf("%w: q and out must be float32 tensors", ErrInvalid)
+	}
+	if q.m != nil || out.m != nil || lse != nil && lse.m != nil { // in device memory: through the host for now
+		if lse != nil {
+			if err := lse.use(c.dev, "lse"); err != nil {
+				return err
+			}
+		}
+		hq, _, err := staged(q)
+		if err != nil {
+			return err
+		}
+		hout, writeOut, err := staged(out)
+		if err != nil {
+			return err
+		}
+		hlse, writeLSE, err := staged(lse)
+		if err != nil {
+			return err
+		}
+		if err := c.Attention(hout, hlse, hq, ids, opts); err != nil {
+			return err
+		}
+		return errors.Join(writeOut(), writeLSE())
 	}
 	b, hq, sq, d := q.Dims()
 	if ob, oh, os, od := out.Dims(); ob != b || oh != hq || os != sq || od != d || out.Layout() != q.Layout() {

@@ -50,6 +50,8 @@ type Device struct {
 	// lacks FP8 mma.sync, and fp8mmaErr says why (stages 7, 8, 10).
 	ada       map[int]adaKernels
 	fp8mmaErr error
+	// The quantization kernels (in mod).
+	quant quantKernels
 	// The paged-cache module (paged.cu).
 	pmod  cu.Module
 	paged pagedKernels
@@ -171,6 +173,9 @@ func (d *Device) init() error {
 		return fmt.Errorf("cuda: event: %w", err)
 	}
 	if err := d.checkParamsLayout(d.mod); err != nil {
+		return err
+	}
+	if err := d.loadQuant(); err != nil {
 		return err
 	}
 	for _, st := range tiles.Stages {
@@ -499,6 +504,14 @@ type Resident struct {
 	bufs   []pooled
 	outN   int64
 	lse    bool
+	// bad is the device flag of a resident made by NewResident: the score
+	// factor kernel's report of a factor beyond backend.MaxScoreFactor (0
+	// for Upload's residents, whose factors the host checked).
+	bad uint64
+	// scores is the score-factor launch of a resident made by NewResident
+	// (nil for Upload's): its inputs may change between runs, so every
+	// launch recomputes the factors and repacks.
+	scores *scoreParams
 	// images holds, per stage, the device layouts its pack kernels wrote
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
 	// first launch and kept until Free.
@@ -596,6 +609,11 @@ func (r *Resident) launch(stage int) error {
 	if len(r.bufs) == 0 {
 		return errors.New("cuda: resident used after Free")
 	}
+	if r.scores != nil {
+		if err := r.launchScores(); err != nil {
+			return err
+		}
+	}
 	s := r.shape
 	switch stage {
 	case tiles.HopperStage:
@@ -632,19 +650,20 @@ func (r *Resident) launch(stage int) error {
 	return launch(r.dev.fns[[2]int{stage, s.D}], gx, gy, gz, tc.Threads, 0, r.dev.stream, r.params)
 }
 
-// pack lays the resident's inputs out for stage, once, on the device: the
-// pack kernels (one per image with a nonzero size; one thread per 16
-// image bytes, 256 a block) write the Q, K and V images, which stay with
-// the resident until Free. It leaves the stage's images in the params
-// block. The caller holds d.mu with the context current.
+// pack lays the resident's inputs out for stage on the device: the pack
+// kernels (one per image with a nonzero size; one thread per 16 image
+// bytes, 256 a block) write the Q, K and V images, which stay with the
+// resident until Free; once for Upload's residents, at every launch for
+// NewResident's (whose inputs may change). It leaves the stage's images in
+// the params block. The caller holds d.mu with the context current.
 func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
-	if imgs, ok := r.images[stage]; ok {
-		r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
+	imgs, ok := r.images[stage]
+	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
+	if ok && r.scores == nil { // inputs that cannot change: packed once
 		return nil
 	}
-	var imgs [3]uint64
 	for i, n := range sizes {
-		if n == 0 {
+		if n == 0 || ok {
 			continue
 		}
 		p, size, err := r.dev.alloc(n)
@@ -689,7 +708,14 @@ func (r *Resident) Download(out, lse []float32) error {
 		if lse != nil && r.lse {
 			copies = append(copies, hostCopy{cu.DevicePtr(r.params.LSE), bytesOf(lse)})
 		}
-		return r.dev.download(copies)
+		var bad [1]int32
+		if r.bad != 0 {
+			copies = append(copies, hostCopy{cu.DevicePtr(r.bad), bytesOf(bad[:])})
+		}
+		if err := r.dev.download(copies); err != nil {
+			return err
+		}
+		return r.badFactor(bad[0])
 	})
 }
 

@@ -106,3 +106,19 @@ type appendParams struct {
 	BatchStride, HeadStride, RowStride int64  // of SrcK and SrcV
 	Hkv, D, PageSize, NRuns            int32
 }
+
+// quantParams mirrors struct QuantParams in kernels/quant.cuh, and
+// scoreParams struct ScoreParams (checked against
+// fp8attn_quant_params_layout and fp8attn_score_params_layout).
+type quantParams struct {
+	Src, Codes, Scales                 uint64
+	BatchStride, HeadStride, RowStride int64 // elements
+	B, H, S, D                         int32
+	IotaBase                           uint32
+}
+
+type scoreParams struct {
+	QScale, KScale, ScoreScale, Bad uint64
+	Scale, Limit                    float64
+	B, Hq, Hkv                      int32
+}

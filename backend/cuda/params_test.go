@@ -86,6 +86,28 @@ func TestPagedParamsLayoutMatchesPTX(t *testing.T) {
 	}
 }
 
+// TestQuantParamsLayoutMatchesPTX: the same for the quantization kernels'
+// two parameter blocks, in both builds of the attention module.
+func TestQuantParamsLayoutMatchesPTX(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		want []int
+	}{
+		{"fp8attn_quant_params_layout", structLayout[quantParams]()},
+		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
+	} {
+		for arch, ptx := range map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80} {
+			got, err := ptxIntArray(ptx, c.name)
+			if err != nil {
+				t.Fatalf("%s: %v", arch, err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(c.want) {
+				t.Errorf("%s %s: PTX %v, Go %v", arch, c.name, got, c.want)
+			}
+		}
+	}
+}
+
 // TestPTXArrayParser: both forms nvcc writes arrays in.
 func TestPTXArrayParser(t *testing.T) {
 	for _, ptx := range []string{

@@ -78,7 +78,8 @@
 //                    stayed in before).
 //   v8 (2026-11-22): stage 10, the Ada kernel; sigma, ex2, pack4 and the
 //                    V image pack move to common.cuh (shared with stage 9);
-//                    a compute_80 build of stages 1-6.
+//                    a compute_80 build of stages 1-6; quantization on the
+//                    device (quant.cuh).
 //
 // Files: common.cuh (shared helpers, Params), stage1.cuh, stage2.cuh,
 // stage3_4.cuh, stage5_8.cuh, ada.cuh; tiles.h is generated (go run
@@ -154,6 +155,24 @@ ADA_ENTRY(256)
 
 // The layout of Params as this compiler lays it out (common.cuh).
 FP8ATTN_EXPORT_PARAMS_LAYOUT
+
+// Quantization on the device (quant.cuh), every build, with the layouts of
+// its two parameter blocks.
+#include "quant.cuh"
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_amax(const __grid_constant__ QuantParams p) { quant_amax(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_encode(const __grid_constant__ QuantParams p) { quant_encode(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_iota(const __grid_constant__ QuantParams p) { quant_iota(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_score_factors(const __grid_constant__ ScoreParams p) { score_factors(p); }
+extern "C" __device__ const int fp8attn_quant_params_layout[] = {
+    (int)sizeof(QuantParams),          FP8ATTN_QUANT_PARAMS_OFF(src),          FP8ATTN_QUANT_PARAMS_OFF(codes),
+    FP8ATTN_QUANT_PARAMS_OFF(scales),  FP8ATTN_QUANT_PARAMS_OFF(batch_stride), FP8ATTN_QUANT_PARAMS_OFF(head_stride),
+    FP8ATTN_QUANT_PARAMS_OFF(row_stride), FP8ATTN_QUANT_PARAMS_OFF(b),         FP8ATTN_QUANT_PARAMS_OFF(h),
+    FP8ATTN_QUANT_PARAMS_OFF(s),       FP8ATTN_QUANT_PARAMS_OFF(d),            FP8ATTN_QUANT_PARAMS_OFF(iota_base)};
+extern "C" __device__ const int fp8attn_score_params_layout[] = {
+    (int)sizeof(ScoreParams),          FP8ATTN_SCORE_PARAMS_OFF(q_scale), FP8ATTN_SCORE_PARAMS_OFF(k_scale),
+    FP8ATTN_SCORE_PARAMS_OFF(score_scale), FP8ATTN_SCORE_PARAMS_OFF(bad), FP8ATTN_SCORE_PARAMS_OFF(scale),
+    FP8ATTN_SCORE_PARAMS_OFF(limit),   FP8ATTN_SCORE_PARAMS_OFF(b),       FP8ATTN_SCORE_PARAMS_OFF(hq),
+    FP8ATTN_SCORE_PARAMS_OFF(hkv)};
 
 // check_layout writes, for every lane and accumulator element, 1 where the
 // formulas the kernels use (acc_row, acc_col) disagree with the generated,

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "4b797efe7ecd08e4c00425565a866500bf3de23a612009371c99af77fc37583e"
+const SourceHash = "fa1a0796c27c644ccc0be302eb8eba0aceb7b7b3ac7c68af7b8f43a2376526a6"

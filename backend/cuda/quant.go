@@ -1,0 +1,431 @@
+//go:build cuda
+
+package cuda
+
+// #include <cuda.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/checked"
+)
+
+// quantKernels are the device quantization kernels (kernels/quant.cuh).
+type quantKernels struct {
+	amax, encode, iota, scores C.CUfunction
+}
+
+// loadQuant finds the quantization kernels in the attention module and
+// checks their parameter blocks' layouts.
+func (d *Device) loadQuant() error {
+	for _, c := range []struct {
+		name string
+		want []int
+	}{
+		{"fp8attn_quant_params_layout", structLayout[quantParams]()},
+		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
+	} {
+		got, err := d.global(d.mod, c.name, len(c.want))
+		if err != nil {
+			return err
+		}
+		for i := range c.want {
+			if int(got[i]) != c.want[i] {
+				return fmt.Errorf("cuda: %s: the kernels have %v (sizeof, offsets), Go has %v", c.name, got, c.want)
+			}
+		}
+	}
+	for _, f := range []struct {
+		name string
+		fn   *C.CUfunction
+	}{
+		{"fp8attn_quant_amax", &d.quant.amax}, {"fp8attn_quant_encode", &d.quant.encode},
+		{"fp8attn_quant_iota", &d.quant.iota}, {"fp8attn_score_factors", &d.quant.scores},
+	} {
+		fn, err := d.mod.Function(f.name)
+		if err != nil {
+			return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+		}
+		*f.fn = cFunction(fn)
+	}
+	return nil
+}
+
+// Buffer is device memory of a Device, from its pool (never managed
+// memory). Its contents are ordered with all other work of the device on
+// its stream.
+type Buffer struct {
+	dev *Device
+	buf pooled
+	n   int64
+}
+
+// Alloc returns a buffer of n bytes (n > 0). Its contents are undefined
+// until written.
+func (d *Device) Alloc(n int64) (*Buffer, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("%w: cuda: allocating %d bytes", backend.ErrInvalid, n)
+	}
+	b := &Buffer{dev: d, n: n}
+	err := d.do(func() error {
+		p, size, err := d.alloc(n)
+		b.buf = pooled{p, size}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Len returns the buffer's size in bytes.
+func (b *Buffer) Len() int64 { return b.n }
+
+func (b *Buffer) live() error {
+	if b == nil || b.dev == nil {
+		return fmt.Errorf("%w: cuda: nil buffer", backend.ErrInvalid)
+	}
+	if b.buf.p == 0 {
+		return fmt.Errorf("%w: cuda: buffer used after Free", backend.ErrInvalid)
+	}
+	return nil
+}
+
+// Write copies src to the start of the buffer, on the stream; src may be
+// reused when Write returns.
+func (b *Buffer) Write(src []byte) error {
+	if err := b.live(); err != nil {
+		return err
+	}
+	if int64(len(src)) > b.n {
+		return fmt.Errorf("%w: cuda: writing %d bytes into a buffer of %d", backend.ErrInvalid, len(src), b.n)
+	}
+	return b.dev.do(func() error { return b.dev.upload([]hostCopy{{b.buf.p, src}}) })
+}
+
+// Read copies the start of the buffer into dst behind the work issued on
+// the stream, and waits for it (a kernel's failure is reported here).
+func (b *Buffer) Read(dst []byte) error {
+	if err := b.live(); err != nil {
+		return err
+	}
+	if int64(len(dst)) > b.n {
+		return fmt.Errorf("%w: cuda: reading %d bytes from a buffer of %d", backend.ErrInvalid, len(dst), b.n)
+	}
+	return b.dev.do(func() error { return b.dev.download([]hostCopy{{b.buf.p, dst}}) })
+}
+
+// Free returns the buffer to the device's pool once the work issued on it
+// so far has completed. A second Free does nothing.
+func (b *Buffer) Free() error {
+	if b == nil || b.dev == nil || b.buf.p == 0 {
+		return nil
+	}
+	return b.dev.do(func() error {
+		buf := b.buf
+		b.buf = pooled{}
+		return b.dev.release([]pooled{buf})
+	})
+}
+
+// TensorShape is a [B][H][S][D] tensor's shape and memory order.
+type TensorShape struct {
+	B, H, S, D int
+	Layout     backend.Layout
+}
+
+// elements returns the element count, or an error for a bad shape.
+func (s TensorShape) elements() (int64, error) {
+	n, ok := checked.Mul(s.B, s.H, s.S, s.D)
+	if s.B <= 0 || s.H <= 0 || s.S <= 0 || s.D <= 0 || !ok || s.B*s.H > math.MaxInt32 || s.S*s.D > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: cuda: tensor shape %+v", backend.ErrInvalid, s)
+	}
+	if s.Layout != backend.BHSD && s.Layout != backend.BSHD {
+		return 0, fmt.Errorf("%w: cuda: unknown layout %d", backend.ErrInvalid, int(s.Layout))
+	}
+	return int64(n), nil
+}
+
+// Quantize quantizes src, a float32 tensor of shape s, into E4M3 codes
+// (one byte an element, same layout) and one dequantization scale per
+// (batch, head) (float32, [B][H]), on the device's stream, bit for bit as
+// fp8.QuantizeE4M3 does per head on the host (amax/448 scales; NaN and ±Inf
+// become NaN codes): the codes and scales sdpa.Quantize gives.
+func (d *Device) Quantize(codes, scales, src *Buffer, s TensorShape) error {
+	n, err := s.elements()
+	if err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		b    *Buffer
+		want int64
+		name string
+	}{{src, 4 * n, "source"}, {codes, n, "codes"}, {scales, 4 * int64(s.B*s.H), "scales"}} {
+		if err := c.b.live(); err != nil {
+			return err
+		}
+		if c.b.dev != d || c.b.n < c.want {
+			return fmt.Errorf("%w: cuda: the %s buffer holds %d bytes of device %d, %d needed on device %d", backend.ErrInvalid,
+				c.name, c.b.n, c.b.dev.Ordinal, c.want, d.Ordinal)
+		}
+	}
+	bs, hs, rs := s.Layout.Strides(s.H, s.S, s.D)
+	qp := &quantParams{Src: uint64(src.buf.p), Codes: uint64(codes.buf.p), Scales: uint64(scales.buf.p),
+		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs), B: int32(s.B), H: int32(s.H), S: int32(s.S), D: int32(s.D)}
+	return d.do(func() error { return d.quantize(qp) })
+}
+
+// quantize launches the amax and encode kernels for qp (a pointer into Go
+// memory the driver copies at launch). The caller is inside do.
+func (d *Device) quantize(qp *quantParams) error {
+	heads := int(qp.B) * int(qp.H)
+	if err := launchStruct(d.quant.amax, heads, 1, 1, 256, 0, d.stream, unsafe.Pointer(qp)); err != nil {
+		return err
+	}
+	per := int64(qp.S) * int64(qp.D)
+	blocks := int(min((per+1023)/1024, int64(max(1, 4*d.SMs/heads))))
+	return launchStruct(d.quant.encode, max(blocks, 1), heads, 1, 256, 0, d.stream, unsafe.Pointer(qp))
+}
+
+// NewResident makes a Resident over FP8 inputs already in device memory:
+// E4M3 codes q, k, v and their per-(batch, head) dequantization scales qs,
+// ks, vs, as Quantize leaves them, for a problem of p's shape, scale, mask
+// and layout (p's data fields are ignored; p.LSE != nil asks for an LSE
+// output). The input buffers stay the caller's and must outlive the
+// resident; its outputs are its own. The caller may rewrite the inputs
+// between runs (quantize the next step's tensors into them): every Run
+// computes the score factors from the scales then in the buffers, and the
+// stages that read a packed layout (9, 10) pack it again. A factor beyond
+// backend.MaxScoreFactor (the host's Validate error) is reported by
+// Download.
+func (d *Device) NewResident(p *backend.Problem, q, k, v, qs, ks, vs *Buffer) (*Resident, error) {
+	return d.newResident(p, [6]*Buffer{q, k, v, qs, ks, vs}, nil, nil)
+}
+
+// newResident is NewResident writing its output (and LSE) into out and lse
+// when they are not nil.
+func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer) (*Resident, error) {
+	q, k, v, qs, ks, vs := in[0], in[1], in[2], in[3], in[4], in[5]
+	s := p.Shape
+	nq, err := TensorShape{s.B, s.Hq, s.Sq, s.D, p.Layout}.elements()
+	if err != nil {
+		return nil, err
+	}
+	nkv, err := TensorShape{s.B, s.Hkv, s.Sk, s.D, p.Layout}.elements()
+	if err != nil {
+		return nil, err
+	}
+	if s.Hq%s.Hkv != 0 || math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) || p.Mask < backend.NoMask || p.Mask > backend.CausalLowerRight {
+		return nil, fmt.Errorf("%w: cuda: problem %+v, scale %v, mask %d", backend.ErrInvalid, s, p.Scale, int(p.Mask))
+	}
+	for _, c := range []struct {
+		b    *Buffer
+		want int64
+		name string
+	}{{q, nq, "q"}, {k, nkv, "k"}, {v, nkv, "v"}, {qs, 4 * int64(s.B*s.Hq), "q scales"}, {ks, 4 * int64(s.B*s.Hkv), "k scales"},
+		{vs, 4 * int64(s.B*s.Hkv), "v scales"}} {
+		if err := c.b.live(); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		if c.b.dev != d || c.b.n < c.want {
+			return nil, fmt.Errorf("%w: cuda: %s holds %d bytes, %d needed, on this device", backend.ErrInvalid, c.name, c.b.n, c.want)
+		}
+	}
+	for _, c := range []struct {
+		b    *Buffer
+		want int64
+		name string
+	}{{out, 4 * nq, "out"}, {lse, 4 * int64(s.B*s.Hq*s.Sq), "lse"}} {
+		if c.b == nil {
+			continue
+		}
+		if err := c.b.live(); err != nil {
+			return nil, fmt.Errorf("%s: %w", c.name, err)
+		}
+		if c.b.dev != d || c.b.n < c.want {
+			return nil, fmt.Errorf("%w: cuda: %s holds %d bytes, %d needed, on this device", backend.ErrInvalid, c.name, c.b.n, c.want)
+		}
+	}
+	pp := *p
+	pp.Precision = backend.FP8E4M3
+	pp.Q, pp.K, pp.V, pp.Q8, pp.K8, pp.V8, pp.QScale, pp.KScale, pp.VScale, pp.Out, pp.LSE = nil, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil
+	if err := supportsInputs(&pp); err != nil {
+		return nil, err
+	}
+	r := &Resident{dev: d, shape: pp, params: new(params), outN: nq, lse: p.LSE != nil || lse != nil}
+	err = d.do(func() error {
+		own := func(n int64) (uint64, error) {
+			ptr, size, err := d.alloc(n)
+			if err != nil {
+				return 0, err
+			}
+			r.bufs = append(r.bufs, pooled{ptr, size})
+			return uint64(ptr), nil
+		}
+		b := deviceBuffers{Q: uint64(q.buf.p), K: uint64(k.buf.p), V: uint64(v.buf.p),
+			QScale: uint64(qs.buf.p), KScale: uint64(ks.buf.p), VScale: uint64(vs.buf.p)}
+		var err error
+		if b.ScoreScale, err = own(4 * int64(s.B*s.Hq)); err != nil {
+			return err
+		}
+		if r.bad, err = own(4); err != nil {
+			return err
+		}
+		switch {
+		case out != nil:
+			b.Out = uint64(out.buf.p)
+		default:
+			if b.Out, err = own(4 * nq); err != nil {
+				return err
+			}
+		}
+		switch {
+		case lse != nil:
+			b.LSE = uint64(lse.buf.p)
+		case r.lse:
+			if b.LSE, err = own(4 * int64(s.B*s.Hq*s.Sq)); err != nil {
+				return err
+			}
+		}
+		*r.params = newParams(&pp, b)
+		r.scores = &scoreParams{QScale: b.QScale, KScale: b.KScale, ScoreScale: b.ScoreScale, Bad: r.bad,
+			Scale: float64(p.Scale), Limit: backend.MaxScoreFactor(s.D), B: int32(s.B), Hq: int32(s.Hq), Hkv: int32(s.Hkv)}
+		return cu.MemsetD32Async(cu.DevicePtr(r.bad), 0, 1, d.stream)
+	})
+	if err != nil {
+		return nil, errors.Join(err, r.Free())
+	}
+	return r, nil
+}
+
+// launchScores computes the score factors of a resident over device
+// inputs from the scales in its buffers now, flagging a factor beyond the
+// limit. The caller is inside do.
+func (r *Resident) launchScores() error {
+	sp := r.scores
+	return launchStruct(r.dev.quant.scores, (int(sp.B*sp.Hq)+255)/256, 1, 1, 256, 0, r.dev.stream, unsafe.Pointer(sp))
+}
+
+// badFactor turns the score-factor flag a download brought back (1 + the
+// (batch, head) of a factor beyond backend.MaxScoreFactor, 0 for none)
+// into the error the host's Validate gives for host-quantized inputs.
+func (r *Resident) badFactor(flag int32) error {
+	if flag == 0 {
+		return nil
+	}
+	bh := int(flag) - 1
+	return fmt.Errorf("%w: head (%d, %d): scale × Q descale × K descale (quantized on the device) can make scores overflow float32 (limit %g for D=%d)",
+		backend.ErrInvalid, bh/r.shape.Hq, bh%r.shape.Hq, backend.MaxScoreFactor(r.shape.D), r.shape.D)
+}
+
+// Zero sets the buffer's bytes to 0, on the stream.
+func (b *Buffer) Zero() error {
+	if err := b.live(); err != nil {
+		return err
+	}
+	return b.dev.do(func() error {
+		if b.n%4 == 0 {
+			return cu.MemsetD32Async(b.buf.p, 0, b.n/4, b.dev.stream)
+		}
+		return cu.MemsetD8Async(b.buf.p, 0, b.n, b.dev.stream)
+	})
+}
+
+// Alloc implements backend.Memory on device 0.
+func (b *Backend) Alloc(n int64) (backend.Buffer, error) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		return nil, err
+	}
+	buf, err := d.Alloc(n)
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// ours returns the cuda buffers behind backend buffers (nil stays nil).
+func ours(bufs ...backend.Buffer) ([]*Buffer, error) {
+	out := make([]*Buffer, len(bufs))
+	for i, b := range bufs {
+		if b == nil {
+			continue
+		}
+		cb, ok := b.(*Buffer)
+		if !ok {
+			return nil, fmt.Errorf("%w: cuda: a buffer of another backend (%T)", backend.ErrInvalid, b)
+		}
+		out[i] = cb
+	}
+	return out, nil
+}
+
+// Quantize implements backend.Memory: Device.Quantize on device 0.
+func (b *Backend) Quantize(codes, scales, src backend.Buffer, nb, h, s, dim int, l backend.Layout) error {
+	bufs, err := ours(codes, scales, src)
+	if err != nil {
+		return err
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		return err
+	}
+	return d.Quantize(bufs[0], bufs[1], bufs[2], TensorShape{nb, h, s, dim, l})
+}
+
+// AttentionOn implements backend.Memory: a resident over the buffers
+// (NewResident) run with the backend's stage (BestStage for "cuda"), its
+// output and LSE written into out and lse. It waits for the device to
+// check the score factors.
+func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6]backend.Buffer) (err error) {
+	bufs, err := ours(append(in[:], out, lse)...)
+	if err != nil {
+		return err
+	}
+	if bufs[6] == nil {
+		return fmt.Errorf("%w: cuda: AttentionOn without an output buffer", backend.ErrInvalid)
+	}
+	for _, x := range bufs[:6] {
+		if x == nil {
+			return fmt.Errorf("%w: cuda: AttentionOn with a nil input buffer", backend.ErrInvalid)
+		}
+	}
+	pp := *p
+	pp.Precision = backend.FP8E4M3
+	d, st, err := b.stageFor(&pp)
+	if err != nil {
+		return err
+	}
+	if err := supports(&pp, st); err != nil {
+		return err
+	}
+	if err := b.Supports(&pp); err != nil {
+		return err
+	}
+	r, err := d.newResident(&pp, [6]*Buffer(bufs[:6]), bufs[6], bufs[7])
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	if err := r.Run(st); err != nil {
+		return err
+	}
+	var bad [1]int32
+	err = d.do(func() error { return d.download([]hostCopy{{cu.DevicePtr(r.bad), bytesOf(bad[:])}}) })
+	if err != nil {
+		return err
+	}
+	return r.badFactor(bad[0])
+}
+
+var (
+	_ backend.Memory = (*Backend)(nil)
+	_ backend.Buffer = (*Buffer)(nil)
+)

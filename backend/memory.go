@@ -1,0 +1,42 @@
+package backend
+
+// Buffer is memory of a backend's device: sdpa's DeviceTensors keep their
+// data in one when the backend implements Memory. Work on a buffer is
+// ordered with all other work of its device.
+type Buffer interface {
+	// Len is the buffer's size in bytes.
+	Len() int64
+	// Write copies src to the start of the buffer; src may be reused when
+	// Write returns.
+	Write(src []byte) error
+	// Read copies the start of the buffer into dst, after all work issued
+	// on the device so far, and reports that work's failure.
+	Read(dst []byte) error
+	// Zero sets every byte to 0.
+	Zero() error
+	// Free releases the buffer; a second Free does nothing.
+	Free() error
+}
+
+// Memory is implemented by backends whose tensors live in memory of their
+// own device between calls (cuda: GPU memory), so that a program uploads
+// inputs once, quantizes and runs attention there, and downloads only what
+// it asks for. sdpa.Device uses it; backends without it keep device
+// tensors in host memory.
+type Memory interface {
+	// Alloc returns a buffer of n > 0 bytes, contents undefined.
+	Alloc(n int64) (Buffer, error)
+	// Quantize quantizes src, float32 [b][h][s][d] in layout l, into E4M3
+	// codes (one byte an element, same layout) and one dequantization
+	// scale per (batch, head) (float32 [b][h]), bit for bit as
+	// fp8.QuantizeE4M3 does per head (amax/448 scales, non-finite values
+	// to NaN codes).
+	Quantize(codes, scales, src Buffer, b, h, s, d int, l Layout) error
+	// AttentionOn runs FP8 attention of p's shape, scale, mask and layout
+	// (p's data fields are ignored) on inputs in device buffers: in holds
+	// the codes of Q, K, V and their per-(batch, head) scales, as Quantize
+	// leaves them; out receives the float32 output and lse, if not nil,
+	// the float32 log-sum-exp [B][Hq][Sq]. A score factor that Validate
+	// would refuse (MaxScoreFactor) is an error wrapping ErrInvalid.
+	AttentionOn(p *Problem, out, lse Buffer, in [6]Buffer) error
+}

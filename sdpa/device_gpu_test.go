@@ -1,0 +1,184 @@
+//go:build cuda
+
+package sdpa_test
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/sdpa"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// TestDeviceGPU: tensors of a "cuda" device live in GPU memory. Uploads and
+// downloads round-trip bit for bit; Quantize on the GPU gives the host's
+// codes and scales; Attention over float32 device tensors (quantized on the
+// GPU) and over FP8 ones equals, bit for bit, the host-slice call on the
+// same backend; what the device cannot do is ErrUnsupported; a KV cache
+// takes device tensors.
+func TestDeviceGPU(t *testing.T) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 20))
+	for _, l := range []sdpa.Layout{sdpa.BHSD, sdpa.BSHD} {
+		q := randLayout(rng, 2, 8, 70, 64, l)
+		k := randLayout(rng, 2, 2, 90, 64, l)
+		v := randLayout(rng, 2, 2, 90, 64, l)
+		qd, kd, vd := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
+		back := &sdpa.Tensor{Data: make([]float32, len(q.Data)), B: 2, H: 8, S: 70, D: 64, Layout: l}
+		if err := qd.Download(back); err != nil || sameBits(back.Data, q.Data) >= 0 {
+			t.Fatalf("%v: round trip: %v", l, err)
+		}
+		q8, err1 := dev.Quantize(qd)
+		k8, err2 := dev.Quantize(kd)
+		v8, err3 := dev.Quantize(vd)
+		if err := errors.Join(err1, err2, err3); err != nil {
+			t.Fatal(err)
+		}
+		hq, _ := sdpa.Quantize(q)
+		deq, _ := hq.Dequantize()
+		if err := q8.Download(back); err != nil || sameBits(back.Data, deq.Data) >= 0 {
+			t.Fatalf("%v: device quantization differs from the host's: %v", l, err)
+		}
+		out, _ := dev.NewTensor(2, 8, 70, 64, l)
+		lse, _ := dev.NewTensor(2, 8, 70, 1, sdpa.BHSD)
+		opts := &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3}
+		want, wantLSE := poisoned(2, 8, 70, 64)
+		want.Layout = l
+		if err := sdpa.AttentionInto(want, wantLSE, q, k, v, &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3, Backend: "cuda"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, in := range [][3]*sdpa.DeviceTensor{{qd, kd, vd}, {q8, k8, v8}} {
+			if err := dev.Attention(out, lse, in[0], in[1], in[2], opts); err != nil {
+				t.Fatal(err)
+			}
+			got, gotLSE := poisoned(2, 8, 70, 64)
+			got.Layout = l
+			if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
+				t.Fatal(err)
+			}
+			if i := sameBits(got.Data, want.Data); i >= 0 {
+				t.Fatalf("%v %v inputs: output %d is %g, the host-slice call gives %g", l, in[0].Precision(), i, got.Data[i], want.Data[i])
+			}
+			if i := sameBits(gotLSE, wantLSE); i >= 0 {
+				t.Fatalf("%v %v inputs: LSE %d differs", l, in[0].Precision(), i)
+			}
+		}
+		for name, o := range map[string]*sdpa.Options{"fp32": nil, "smoothk": {Precision: sdpa.FP8E4M3, SmoothK: true}} {
+			if err := dev.Attention(out, nil, qd, kd, vd, o); !errors.Is(err, sdpa.ErrUnsupported) {
+				t.Errorf("%s on the GPU: %v, want ErrUnsupported", name, err)
+			}
+		}
+		for _, x := range []*sdpa.DeviceTensor{qd, kd, vd, q8, k8, v8, out, lse} {
+			if err := x.Free(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := qd.Download(back); !errors.Is(err, sdpa.ErrInvalid) {
+			t.Errorf("download after Free: %v", err)
+		}
+	}
+	z, _ := dev.NewTensor(1, 2, 3, 16, sdpa.BHSD)
+	zb := &sdpa.Tensor{Data: make([]float32, 96), B: 1, H: 2, S: 3, D: 16}
+	for i := range zb.Data {
+		zb.Data[i] = 7
+	}
+	if err := z.Download(zb); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range zb.Data {
+		if x != 0 {
+			t.Fatalf("NewTensor element %d is %g, want 0", i, x)
+		}
+	}
+}
+
+// TestKVCacheDeviceTensorsGPU: a cuda KV cache fed with tensors in GPU
+// memory gives the cpu cache's result on the same tokens (the two caches
+// hold the same codes, TestPagedAppendBitExact; the kernels agree within
+// the float32 tier, TestPagedAgainstCPU).
+func TestKVCacheDeviceTensorsGPU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 21))
+	k := randLayout(rng, 1, 2, 100, 64, sdpa.BHSD)
+	v := randLayout(rng, 1, 2, 100, 64, sdpa.BHSD)
+	q := randLayout(rng, 1, 8, 1, 64, sdpa.BHSD)
+	var outs [2]*sdpa.Tensor
+	for i, name := range []string{"cpu", "cuda"} {
+		dev, err := sdpa.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: 2, HeadDim: 64, MaxTokens: 1024, PageSize: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
+		seq, _ := cache.AddSequence()
+		kd, vd, qd := upload(t, dev, k), upload(t, dev, v), upload(t, dev, q)
+		out, _ := dev.NewTensor(1, 8, 1, 64, sdpa.BHSD)
+		if err := cache.Append([]sdpa.SeqID{seq}, kd, vd); err != nil {
+			t.Fatal(err)
+		}
+		if err := cache.Attention(out, nil, qd, []sdpa.SeqID{seq}, nil); err != nil {
+			t.Fatal(err)
+		}
+		outs[i] = &sdpa.Tensor{Data: make([]float32, 8*64), B: 1, H: 8, S: 1, D: 64}
+		if err := out.Download(outs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range outs[0].Data {
+		a, b := float64(outs[0].Data[i]), float64(outs[1].Data[i])
+		if math.IsNaN(b) || math.Abs(a-b) > 1e-5+1e-4*math.Abs(a) {
+			t.Fatalf("element %d: cpu cache %g, cuda cache with device tensors %g", i, a, b)
+		}
+	}
+}
+
+// BenchmarkDeviceAttentionGPU: one FP8 attention call of the sdpa Device
+// API on tensors in GPU memory, mission shape, host time per call: from
+// float32 device tensors (quantized on the GPU each call) and from FP8 ones.
+// No host transfer but the call's one synchronization (the score-factor
+// check).
+func BenchmarkDeviceAttentionGPU(b *testing.B) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	s := sdpatest.NamedShapes["mission"]
+	rng := rand.New(rand.NewPCG(1, 2))
+	q, k, v := randTensor(rng, s.B, s.Hq, s.Sq, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D)
+	qd, _ := dev.Upload(q)
+	kd, _ := dev.Upload(k)
+	vd, _ := dev.Upload(v)
+	q8, _ := dev.Quantize(qd)
+	k8, _ := dev.Quantize(kd)
+	v8, _ := dev.Quantize(vd)
+	out, err := dev.NewTensor(s.B, s.Hq, s.Sq, s.D, sdpa.BHSD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := &sdpa.Options{Precision: sdpa.FP8E4M3}
+	for _, c := range []struct {
+		name    string
+		q, k, v *sdpa.DeviceTensor
+	}{{"float32-inputs", qd, kd, vd}, {"fp8-inputs", q8, k8, v8}} {
+		b.Run(c.name, func(b *testing.B) {
+			if err := dev.Attention(out, nil, c.q, c.k, c.v, opts); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := dev.Attention(out, nil, c.q, c.k, c.v, opts); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/call")
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package sdpa
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
+)
+
+// memTensor is a device tensor in the memory of a backend that has its own
+// (backend.Memory: the GPU for "cuda"): float32 data, or E4M3 codes with
+// one float32 scale per (batch, head).
+type memTensor struct {
+	data, scales backend.Buffer // scales: nil for float32
+	b, h, s, d   int
+	layout       Layout
+}
+
+func (m *memTensor) fp8() bool { return m.scales != nil }
+
+func (m *memTensor) n() int { return m.b * m.h * m.s * m.d }
+
+func (m *memTensor) free() error {
+	err := m.data.Free()
+	if m.scales != nil {
+		err = errors.Join(err, m.scales.Free())
+	}
+	return err
+}
+
+// bytesOf views plain numbers as their bytes (no copy).
+func bytesOf[T ~uint8 | ~float32](x []T) []byte {
+	if len(x) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(x[0])))
+}
+
+// newMem allocates a memTensor of the given shape on d's backend memory.
+func (d *Device) newMem(b, h, s, dim int, l Layout, quantized bool) (*memTensor, error) {
+	m := &memTensor{b: b, h: h, s: s, d: dim, layout: l}
+	n := int64(b) * int64(h) * int64(s) * int64(dim)
+	size := 4 * n
+	if quantized {
+		size = n
+	}
+	var err error
+	if m.data, err = d.mem.Alloc(size); err != nil {
+		return nil, err
+	}
+	if quantized {
+		if m.scales, err = d.mem.Alloc(4 * int64(b*h)); err != nil {
+			return nil, errors.Join(err, m.data.Free())
+		}
+	}
+	return m, nil
+}
+
+// memUpload puts a float32 tensor (or, with codes, an FP8 one) in device
+// memory.
+func (d *Device) memUpload(t *Tensor, q *QuantizedTensor) (*DeviceTensor, error) {
+	var m *memTensor
+	var err error
+	if q != nil {
+		if m, err = d.newMem(q.B, q.H, q.S, q.D, q.Layout, true); err != nil {
+			return nil, err
+		}
+		err = errors.Join(m.data.Write(bytesOf(q.Data)), m.scales.Write(bytesOf(q.Scales)))
+	} else {
+		if m, err = d.newMem(t.B, t.H, t.S, t.D, t.Layout, false); err != nil {
+			return nil, err
+		}
+		err = m.data.Write(bytesOf(t.Data))
+	}
+	if err != nil {
+		return nil, errors.Join(err, m.free())
+	}
+	return &DeviceTensor{dev: d, m: m}, nil
+}
+
+// hostCopy returns t's values as a host tensor: its float32 data, or its
+// codes dequantized. It allocates.
+func (m *memTensor) hostCopy() (*Tensor, error) {
+	out := &Tensor{Data: make([]float32, m.n()), B: m.b, H: m.h, S: m.s, D: m.d, Layout: m.layout}
+	if !m.fp8() {
+		return out, m.data.Read(bytesOf(out.Data))
+	}
+	q := &QuantizedTensor{Data: make([]fp8.E4M3, m.n()), Scales: make([]float32, m.b*m.h), B: m.b, H: m.h, S: m.s, D: m.d, Layout: m.layout}
+	if err := errors.Join(m.data.Read(bytesOf(q.Data)), m.scales.Read(bytesOf(q.Scales))); err != nil {
+		return nil, err
+	}
+	return out, q.dequantizeInto(out)
+}
+
+// memQuantize quantizes a float32 memTensor into a new FP8 one, on the
+// device.
+func (d *Device) memQuantize(m *memTensor) (*memTensor, error) {
+	q, err := d.newMem(m.b, m.h, m.s, m.d, m.layout, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.mem.Quantize(q.data, q.scales, m.data, m.b, m.h, m.s, m.d, m.layout); err != nil {
+		return nil, errors.Join(err, q.free())
+	}
+	return q, nil
+}
+
+// memAttention is Attention on tensors in device memory: FP8 inputs as
+// they are, float32 inputs quantized on the device first (opts.Precision
+// FP8E4M3; FP32 is ErrUnsupported: the device's kernels take FP8). The
+// accuracy options (SmoothK, Hadamard) are not implemented on the device.
+func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err error) {
+	o, err := d.options(opts)
+	if err != nil {
+		return err
+	}
+	if o.SmoothK || o.Hadamard {
+		return fmt.Errorf("%w: SmoothK and Hadamard are not implemented for tensors in %s device memory", ErrUnsupported, d.name)
+	}
+	var p backend.Problem
+	if err := problem(&p, shapeOf(q.b, q.h, q.s, q.d), shapeOf(k.b, k.h, k.s, k.d), shapeOf(v.b, v.h, v.s, v.d), &o); err != nil {
+		return err
+	}
+	if k.layout != q.layout || v.layout != q.layout || out.layout != q.layout {
+		return fmt.Errorf("%w: q, k, v and out are in layouts %v, %v, %v, %v; they must share one", ErrInvalid, q.layout, k.layout, v.layout, out.layout)
+	}
+	if out.fp8() || out.b != p.B || out.h != p.Hq || out.s != p.Sq || out.d != p.D {
+		return fmt.Errorf("%w: out must be a float32 [%d][%d][%d][%d] tensor", ErrInvalid, p.B, p.Hq, p.Sq, p.D)
+	}
+	p.Layout = q.layout
+	var lseBuf backend.Buffer
+	if lse != nil {
+		if lse.fp8() || lse.b != p.B || lse.h != p.Hq || lse.s != p.Sq || lse.d != 1 {
+			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, p.B, p.Hq, p.Sq)
+		}
+		lseBuf = lse.data
+	}
+	in := [3]*memTensor{q, k, v}
+	switch {
+	case q.fp8() && k.fp8() && v.fp8():
+	case !q.fp8() && !k.fp8() && !v.fp8():
+		if p.Precision != FP8E4M3 {
+			return fmt.Errorf("%w: %s's kernels take FP8 inputs: ask for Precision FP8E4M3 (quantized on the device) or Quantize first", ErrUnsupported, d.name)
+		}
+		for i, t := range in {
+			qt, err := d.memQuantize(t)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, qt.free()) }()
+			in[i] = qt
+		}
+	default:
+		return fmt.Errorf("%w: q, k and v must all be float32 or all FP8", ErrInvalid)
+	}
+	err = d.mem.AttentionOn(&p, out.data, lseBuf, [6]backend.Buffer{in[0].data, in[1].data, in[2].data, in[0].scales, in[1].scales, in[2].scales})
+	if err != nil {
+		return fmt.Errorf("sdpa: backend %s: %w", d.name, err)
+	}
+	return nil
+}
+
+// staged returns a host-memory stand-in for a tensor in device memory (its
+// values copied to the host; nil stays nil), for the calls that do not yet
+// take device buffers (KVCache's), and a function that writes a stand-in
+// for an output back.
+func staged(t *DeviceTensor) (*DeviceTensor, func() error, error) {
+	if t == nil || t.m == nil {
+		return t, func() error { return nil }, nil
+	}
+	h, err := t.m.hostCopy()
+	if err != nil {
+		return nil, nil, err
+	}
+	ht := &DeviceTensor{dev: t.dev, f: h}
+	return ht, func() error { return t.m.data.Write(bytesOf(h.Data)) }, nil
+}
