@@ -107,14 +107,30 @@ type appendParams struct {
 	Hkv, D, PageSize, NRuns            int32
 }
 
-// quantParams mirrors struct QuantParams in kernels/quant.cuh, and
-// scoreParams struct ScoreParams (checked against
-// fp8attn_quant_params_layout and fp8attn_score_params_layout).
-type quantParams struct {
+// quantTensor and quantParams mirror QuantTensor and QuantParams in
+// kernels/quant.cuh, and scoreParams struct ScoreParams (checked against
+// fp8attn_quant_params_layout, quantLayout's form, and
+// fp8attn_score_params_layout).
+type quantTensor struct {
 	Src, Codes, Scales                 uint64
 	BatchStride, HeadStride, RowStride int64 // elements
 	B, H, S, D                         int32
-	IotaBase                           uint32
+}
+
+type quantParams struct {
+	T          [3]quantTensor
+	Amax, Done uint64 // device scratch: a word each per head of all tensors
+	N, Rows    int32
+	IotaBase   uint32
+}
+
+// quantLayout is the form of fp8attn_quant_params_layout: sizeof and the
+// offsets of T[0], T[1], Amax, Done, N, Rows, IotaBase, then the same for
+// quantTensor.
+func quantLayout() []int {
+	p, t := structLayout[quantParams](), structLayout[quantTensor]()
+	tsize := t[0]
+	return append([]int{p[0], p[1], p[1] + tsize, p[2], p[3], p[4], p[5], p[6]}, t...)
 }
 
 type scoreParams struct {

@@ -93,7 +93,7 @@ func TestQuantParamsLayoutMatchesPTX(t *testing.T) {
 		name string
 		want []int
 	}{
-		{"fp8attn_quant_params_layout", structLayout[quantParams]()},
+		{"fp8attn_quant_params_layout", quantLayout()},
 		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
 	} {
 		for arch, ptx := range map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80} {

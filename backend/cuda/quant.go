@@ -19,7 +19,10 @@ import (
 
 // quantKernels are the device quantization kernels (kernels/quant.cuh).
 type quantKernels struct {
-	amax, encode, iota, scores C.CUfunction
+	amax, encode [2]C.CUfunction // [0]: one element at a time; [1]: four (D % 4 == 0)
+	iota, scores C.CUfunction
+	scratch      pooled // zeroed words: amax, then done, per head (quantParams.Amax, Done)
+	scratchHeads int
 }
 
 // loadQuant finds the quantization kernels in the attention module and
@@ -29,7 +32,7 @@ func (d *Device) loadQuant() error {
 		name string
 		want []int
 	}{
-		{"fp8attn_quant_params_layout", structLayout[quantParams]()},
+		{"fp8attn_quant_params_layout", quantLayout()},
 		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
 	} {
 		got, err := d.global(d.mod, c.name, len(c.want))
@@ -46,7 +49,8 @@ func (d *Device) loadQuant() error {
 		name string
 		fn   *C.CUfunction
 	}{
-		{"fp8attn_quant_amax", &d.quant.amax}, {"fp8attn_quant_encode", &d.quant.encode},
+		{"fp8attn_quant_amax", &d.quant.amax[0]}, {"fp8attn_quant_encode", &d.quant.encode[0]},
+		{"fp8attn_quant_amax4", &d.quant.amax[1]}, {"fp8attn_quant_encode4", &d.quant.encode[1]},
 		{"fp8attn_quant_iota", &d.quant.iota}, {"fp8attn_score_factors", &d.quant.scores},
 	} {
 		fn, err := d.mod.Function(f.name)
@@ -176,22 +180,71 @@ func (d *Device) Quantize(codes, scales, src *Buffer, s TensorShape) error {
 				c.name, c.b.n, c.b.dev.Ordinal, c.want, d.Ordinal)
 		}
 	}
-	bs, hs, rs := s.Layout.Strides(s.H, s.S, s.D)
-	qp := &quantParams{Src: uint64(src.buf.p), Codes: uint64(codes.buf.p), Scales: uint64(scales.buf.p),
-		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs), B: int32(s.B), H: int32(s.H), S: int32(s.S), D: int32(s.D)}
+	qp := &quantParams{N: 1}
+	qp.T[0] = quantTensorOf(src, codes, scales, s)
 	return d.do(func() error { return d.quantize(qp) })
 }
 
-// quantize launches the amax and encode kernels for qp (a pointer into Go
-// memory the driver copies at launch). The caller is inside do.
-func (d *Device) quantize(qp *quantParams) error {
-	heads := int(qp.B) * int(qp.H)
-	if err := launchStruct(d.quant.amax, heads, 1, 1, 256, 0, d.stream, unsafe.Pointer(qp)); err != nil {
+// quantTensorOf fills the kernels' description of one tensor to quantize.
+func quantTensorOf(src, codes, scales *Buffer, s TensorShape) quantTensor {
+	bs, hs, rs := s.Layout.Strides(s.H, s.S, s.D)
+	return quantTensor{Src: uint64(src.buf.p), Codes: uint64(codes.buf.p), Scales: uint64(scales.buf.p),
+		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs), B: int32(s.B), H: int32(s.H), S: int32(s.S), D: int32(s.D)}
+}
+
+// quantize launches the amax and encode kernels over qp's tensors (one
+// launch each for all of them), heads split into chunks of about 16 KB of
+// floats a block. qp is Go memory the driver copies at launch; quantize
+// fills its scratch and chunk fields. The tensors share one head dim. The
+// caller is inside do.
+func (d *Device) quantize(qp *quantParams) error { return d.quantizePhases(qp, true) }
+
+// quantizePhases is quantize, the amax phase left out when amax is false
+// (a test sets the head's amax word itself).
+func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
+	heads, chunks := 0, 0
+	dim := int(qp.T[0].D)
+	qp.Rows = int32(max(1, 4096/dim))
+	for _, t := range qp.T[:qp.N] {
+		heads += int(t.B) * int(t.H)
+		chunks = max(chunks, (int(t.S)+int(qp.Rows)-1)/int(qp.Rows))
+	}
+	if heads > 65535 {
+		return fmt.Errorf("%w: cuda: quantizing %d heads at once (at most 65535)", backend.ErrUnsupported, heads)
+	}
+	if err := d.quantScratch(heads); err != nil {
 		return err
 	}
-	per := int64(qp.S) * int64(qp.D)
-	blocks := int(min((per+1023)/1024, int64(max(1, 4*d.SMs/heads))))
-	return launchStruct(d.quant.encode, max(blocks, 1), heads, 1, 256, 0, d.stream, unsafe.Pointer(qp))
+	qp.Amax, qp.Done = uint64(d.quant.scratch.p), uint64(d.quant.scratch.p)+4*uint64(d.quant.scratchHeads)
+	v := 0
+	if dim%4 == 0 {
+		v = 1
+	}
+	if amax {
+		if err := launchStruct(d.quant.amax[v], chunks, heads, 1, 256, 0, d.stream, unsafe.Pointer(qp)); err != nil {
+			return err
+		}
+	}
+	return launchStruct(d.quant.encode[v], chunks, heads, 1, 256, 0, d.stream, unsafe.Pointer(qp))
+}
+
+// quantScratch makes the quantization scratch hold at least heads heads,
+// zeroed. The caller is inside do.
+func (d *Device) quantScratch(heads int) error {
+	if heads <= d.quant.scratchHeads {
+		return nil
+	}
+	if d.quant.scratch.p != 0 {
+		if err := d.release([]pooled{d.quant.scratch}); err != nil {
+			return err
+		}
+	}
+	p, size, err := d.alloc(8 * int64(heads))
+	if err != nil {
+		return err
+	}
+	d.quant.scratch, d.quant.scratchHeads = pooled{p, size}, int(size/8)
+	return cu.MemsetD32Async(p, 0, size/4, d.stream)
 }
 
 // NewResident makes a Resident over FP8 inputs already in device memory:

@@ -178,8 +178,9 @@ func TestQuantizeBitExact(t *testing.T) {
 
 // TestQuantizeAllFloats: the encode kernel gives fp8.EncodeE4M3's NoSat
 // code for every float32 bit pattern (scale 1: the conversion alone), and
-// for every 16th chunk of them divided by a scale of 3.7. -short tests
-// every 16th chunk.
+// for every 16th chunk of them divided by an inexact scale (1657.6/448);
+// the scale it reports is fp8.ScaleForAmax's. -short tests every 16th
+// chunk.
 func TestQuantizeAllFloats(t *testing.T) {
 	d, err := OpenDevice(0)
 	if err != nil {
@@ -207,39 +208,49 @@ func TestQuantizeAllFloats(t *testing.T) {
 	if testing.Short() {
 		step = 16
 	}
-	for _, scale := range []float32{1, 3.7} {
-		if err := scales.Write(bytesOf([]float32{scale})); err != nil {
-			t.Fatal(err)
-		}
+	// The head's amax word is set directly (the encode phase alone runs):
+	// 448 gives scale 1; 1657.6 an inexact quotient, whose scale the device
+	// reports in scales[0].
+	for _, amax := range []float32{448, 1657.6} {
 		cstep := step
-		if scale != 1 {
+		if amax != 448 {
 			cstep = 16 * step
 		}
 		for c := 0; c < 1<<32/chunk; c += cstep {
 			base := uint32(c) * chunk
-			qp := &quantParams{Src: uint64(src.buf.p), Codes: uint64(codes.buf.p), Scales: uint64(scales.buf.p),
-				RowStride: 1, B: 1, H: 1, S: chunk, D: 1, IotaBase: base}
+			qp := &quantParams{N: 1, IotaBase: base}
+			qp.T[0] = quantTensor{Src: uint64(src.buf.p), Codes: uint64(codes.buf.p), Scales: uint64(scales.buf.p), RowStride: 1, B: 1, H: 1, S: chunk, D: 1}
 			err := d.do(func() error {
 				if err := launchStruct(d.quant.iota, chunk/256, 1, 1, 256, 0, d.stream, unsafe.Pointer(qp)); err != nil {
 					return err
 				}
-				return launchStruct(d.quant.encode, 4*d.SMs, 1, 1, 256, 0, d.stream, unsafe.Pointer(qp))
+				if err := d.quantScratch(1); err != nil {
+					return err
+				}
+				if err := cu.MemsetD32Async(d.quant.scratch.p, uint(math.Float32bits(amax)), 1, d.stream); err != nil {
+					return err
+				}
+				return d.quantizePhases(qp, false)
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := codes.Read(bytesOf(got)); err != nil {
+			var scale [1]float32
+			if err := errors.Join(codes.Read(bytesOf(got)), scales.Read(bytesOf(scale[:]))); err != nil {
 				t.Fatal(err)
+			}
+			if want := fp8.ScaleForAmax(amax); math.Float32bits(scale[0]) != math.Float32bits(want) {
+				t.Fatalf("amax %g: the device's scale %g, fp8.ScaleForAmax %g", amax, scale[0], want)
 			}
 			parallelFor(chunk, func(lo, hi int) {
 				for i := lo; i < hi; i++ {
 					x[i] = math.Float32frombits(base + uint32(i))
 				}
-				fp8.EncodeE4M3(want[lo:hi], x[lo:hi], scale, fp8.NoSat)
+				fp8.EncodeE4M3(want[lo:hi], x[lo:hi], scale[0], fp8.NoSat)
 			})
 			for i := range got {
 				if got[i] != want[i] {
-					t.Fatalf("scale %g: float bits %#x: device code %#x, fp8.EncodeE4M3 %#x", scale, base+uint32(i), got[i], want[i])
+					t.Fatalf("scale %g: float bits %#x: device code %#x, fp8.EncodeE4M3 %#x", scale[0], base+uint32(i), got[i], want[i])
 				}
 			}
 		}
@@ -432,15 +443,13 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.Free()
-			qps := make([]*quantParams, 3)
+			qp := &quantParams{N: 3}
 			for i := range 3 {
 				h, n := s.Hkv, s.Sk
 				if i == 0 {
 					h, n = s.Hq, s.Sq
 				}
-				bs, hs, rs := backend.BHSD.Strides(h, n, s.D)
-				qps[i] = &quantParams{Src: uint64(srcs[i].buf.p), Codes: uint64(bufs[i].buf.p), Scales: uint64(bufs[3+i].buf.p),
-					BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs), B: int32(s.B), H: int32(h), S: int32(n), D: int32(s.D)}
+				qp.T[i] = quantTensorOf(srcs[i], bufs[i], bufs[3+i], TensorShape{s.B, h, n, s.D, backend.BHSD})
 			}
 			ref, _, _ := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP8E4M3)
 			up, err := d.Upload(ref)
@@ -453,10 +462,8 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 			err = d.do(func() error {
 				var err error
 				whole, err = d.timeCalls(iters, true, func() error {
-					for _, qp := range qps {
-						if err := d.quantize(qp); err != nil {
-							return err
-						}
+					if err := d.quantize(qp); err != nil {
+						return err
 					}
 					return r.launch(st)
 				})

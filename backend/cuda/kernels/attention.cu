@@ -159,15 +159,22 @@ FP8ATTN_EXPORT_PARAMS_LAYOUT
 // Quantization on the device (quant.cuh), every build, with the layouts of
 // its two parameter blocks.
 #include "quant.cuh"
-extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_amax(const __grid_constant__ QuantParams p) { quant_amax(p); }
-extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_encode(const __grid_constant__ QuantParams p) { quant_encode(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_amax(const __grid_constant__ QuantParams p) { quant_amax<1>(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_amax4(const __grid_constant__ QuantParams p) { quant_amax<4>(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_encode(const __grid_constant__ QuantParams p) { quant_encode<1>(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_encode4(const __grid_constant__ QuantParams p) { quant_encode<4>(p); }
 extern "C" __global__ void __launch_bounds__(256) fp8attn_quant_iota(const __grid_constant__ QuantParams p) { quant_iota(p); }
 extern "C" __global__ void __launch_bounds__(256) fp8attn_score_factors(const __grid_constant__ ScoreParams p) { score_factors(p); }
+// QuantParams: sizeof, the offsets of t[0], t[1], amax, done, n, rows,
+// iota_base; then QuantTensor: sizeof and its fields' offsets.
 extern "C" __device__ const int fp8attn_quant_params_layout[] = {
-    (int)sizeof(QuantParams),          FP8ATTN_QUANT_PARAMS_OFF(src),          FP8ATTN_QUANT_PARAMS_OFF(codes),
-    FP8ATTN_QUANT_PARAMS_OFF(scales),  FP8ATTN_QUANT_PARAMS_OFF(batch_stride), FP8ATTN_QUANT_PARAMS_OFF(head_stride),
-    FP8ATTN_QUANT_PARAMS_OFF(row_stride), FP8ATTN_QUANT_PARAMS_OFF(b),         FP8ATTN_QUANT_PARAMS_OFF(h),
-    FP8ATTN_QUANT_PARAMS_OFF(s),       FP8ATTN_QUANT_PARAMS_OFF(d),            FP8ATTN_QUANT_PARAMS_OFF(iota_base)};
+    (int)sizeof(QuantParams),          FP8ATTN_QUANT_PARAMS_OFF(t[0]),          FP8ATTN_QUANT_PARAMS_OFF(t[1]),
+    FP8ATTN_QUANT_PARAMS_OFF(amax),    FP8ATTN_QUANT_PARAMS_OFF(done),          FP8ATTN_QUANT_PARAMS_OFF(n),
+    FP8ATTN_QUANT_PARAMS_OFF(rows),    FP8ATTN_QUANT_PARAMS_OFF(iota_base),
+    (int)sizeof(QuantTensor),          FP8ATTN_QUANT_TENSOR_OFF(src),           FP8ATTN_QUANT_TENSOR_OFF(codes),
+    FP8ATTN_QUANT_TENSOR_OFF(scales),  FP8ATTN_QUANT_TENSOR_OFF(batch_stride),  FP8ATTN_QUANT_TENSOR_OFF(head_stride),
+    FP8ATTN_QUANT_TENSOR_OFF(row_stride), FP8ATTN_QUANT_TENSOR_OFF(b),          FP8ATTN_QUANT_TENSOR_OFF(h),
+    FP8ATTN_QUANT_TENSOR_OFF(s),       FP8ATTN_QUANT_TENSOR_OFF(d)};
 extern "C" __device__ const int fp8attn_score_params_layout[] = {
     (int)sizeof(ScoreParams),          FP8ATTN_SCORE_PARAMS_OFF(q_scale), FP8ATTN_SCORE_PARAMS_OFF(k_scale),
     FP8ATTN_SCORE_PARAMS_OFF(score_scale), FP8ATTN_SCORE_PARAMS_OFF(bad), FP8ATTN_SCORE_PARAMS_OFF(scale),

@@ -3,14 +3,21 @@
 // and the score factors of a problem whose scales live on the device.
 // Included by attention.cu (every build: compute_89 and compute_80).
 //
-//   fp8attn_quant_amax    one block per (batch, head): the largest finite
-//                         |x| of the head (NaN and ±Inf ignored, as
-//                         fp8.Amax), then fp8.ScaleForAmax: amax/448 (IEEE
-//                         division), 1 for amax 0, the smallest subnormal
-//                         where the quotient underflows.
-//   fp8attn_quant_encode  code = fp8.ToE4M3(x/scale, NoSat): the Go
+//   fp8attn_quant_amax    up to three tensors (a call's Q, K, V) in one
+//                         launch, every head split into chunks of rows, a
+//                         block each: the largest finite |x| of the chunk
+//                         (NaN and ±Inf ignored, as fp8.Amax), merged into
+//                         the head's word of a device scratch by atomicMax.
+//   fp8attn_quant_encode  the same grid: the head's fp8.ScaleForAmax
+//                         (amax/448, IEEE division; 1 for amax 0; the
+//                         smallest subnormal where the quotient underflows),
+//                         then code = fp8.ToE4M3(x/scale, NoSat) with the Go
 //                         converter's bit arithmetic (e4m3_nosat), so every
-//                         float32 gives the Go code (TestQuantizeAllFloats).
+//                         float32 gives the Go code (TestQuantizeAllFloats);
+//                         the head's last block writes its scale and clears
+//                         the scratch for the next call.
+//   (v1 ran one block per head with a 64-bit division per element: 74 µs
+//   for the mission shape's Q, K and V on the H200, 13x the attention.)
 //   fp8attn_score_factors per (batch, query head): backend.Problem's
 //                         ScoreFactor (scale·Q descale·K descale in double)
 //                         times log2(e), rounded once to float, as the host
@@ -19,14 +26,26 @@
 //                         Validate error, reported at download).
 #pragma once
 
-// QuantParams is mirrored by backend/cuda's quantParams (layout checked at
-// load: fp8attn_quant_params_layout).
-struct QuantParams {
-  float* src;        // float32 [B][H][S][D] in the layout the strides give (written only by the iota helper)
-  uint8_t* codes;    // E4M3 codes, same layout
-  float* scales;     // [B][H] dequantization scales
+// QuantTensor is one float32 tensor to quantize; QuantParams up to three
+// of them, quantized by one launch of each kernel (Q, K and V of a call).
+// Both are mirrored by backend/cuda's quantTensor and quantParams (layout
+// checked at load: fp8attn_quant_params_layout).
+struct QuantTensor {
+  float* src;      // float32 [B][H][S][D] in the layout the strides give
+  uint8_t* codes;  // E4M3 codes, same layout
+  float* scales;   // [B][H] dequantization scales
   long long batch_stride, head_stride, row_stride;  // elements, of src and codes
   int b, h, s, d;
+};
+struct QuantParams {
+  QuantTensor t[3];
+  // Device scratch, one word per head of all tensors (tensor 0's heads
+  // first), zero between calls: the heads' amax bits (atomicMax of
+  // non-negative floats' bits orders them as the floats), and how many of
+  // a head's chunks are encoded (the last resets both).
+  unsigned *amax, *done;
+  int n;           // tensors (1-3)
+  int rows;        // rows of a head per block (a chunk)
   unsigned iota_base;  // fp8attn_quant_iota only: the first bit pattern
 };
 
@@ -40,6 +59,7 @@ struct ScoreParams {
 };
 
 #define FP8ATTN_QUANT_PARAMS_OFF(f) (int)offsetof(QuantParams, f)
+#define FP8ATTN_QUANT_TENSOR_OFF(f) (int)offsetof(QuantTensor, f)
 #define FP8ATTN_SCORE_PARAMS_OFF(f) (int)offsetof(ScoreParams, f)
 
 // e4m3_nosat is the fp8 package's format.convert for E4M3 in NoSat mode:
@@ -63,56 +83,110 @@ __device__ __forceinline__ uint8_t e4m3_nosat(float x) {
   return (uint8_t)(r | sign);
 }
 
-// The offset of element i (0 .. S·D-1) of head (b, h).
-__device__ __forceinline__ long long quant_offset(const QuantParams& p, int b, int h, long long i) {
-  return b * p.batch_stride + h * p.head_stride + (i / p.d) * p.row_stride + i % p.d;
+// The chunk a block works on: grid (chunks, heads of all tensors); block y
+// picks the tensor and its head, block x a chunk of p.rows rows. g is the
+// head's index in the scratch.
+struct QuantChunk {
+  const QuantTensor* t;
+  int bh, g, r0, r1, chunks;
+  bool ok;
+};
+__device__ __forceinline__ QuantChunk quant_chunk(const QuantParams& p) {
+  QuantChunk c;
+  int y = blockIdx.y, i = 0;
+  while (i < p.n - 1 && y >= p.t[i].b * p.t[i].h) y -= p.t[i].b * p.t[i].h, i++;
+  c.t = &p.t[i];
+  c.bh = y;
+  c.g = blockIdx.y;
+  c.chunks = (c.t->s + p.rows - 1) / p.rows;
+  c.r0 = blockIdx.x * p.rows;
+  c.r1 = min(c.r0 + p.rows, c.t->s);
+  c.ok = c.bh < c.t->b * c.t->h && c.r0 < c.t->s;
+  return c;
 }
 
-// One block (256 threads) per (batch, head): grid (B·H).
-__device__ __forceinline__ void quant_amax(const QuantParams& p) {
-  __shared__ float warp_max[8];
-  const int bh = blockIdx.x, b = bh / p.h, h = bh % p.h;
-  const long long n = (long long)p.s * p.d;
-  float m = 0.f;
-  for (long long i = threadIdx.x; i < n; i += blockDim.x) {
-    const float a = fabsf(p.src[quant_offset(p, b, h, i)]);
-    if (a > m && a <= 3.40282347e38f) m = a;  // NaN and ±Inf fail both tests or the second
+// for_chunk calls f(offset, n) for the elements of the chunk's rows: VEC
+// consecutive elements of one row per call (VEC = 4: float4 loads; the
+// rows are 16-byte aligned when D % 4 == 0), the threads of the block
+// spread over (row, column group) once, with no division per element.
+template <int VEC, typename F> __device__ __forceinline__ void for_chunk(const QuantChunk& c, F f) {
+  const QuantTensor& t = *c.t;
+  const int b = c.bh / t.h, h = c.bh % t.h;
+  const int groups = t.d / VEC;                                  // column groups a row
+  const int tpr = min(groups, (int)blockDim.x);                  // threads a row
+  const int rpp = blockDim.x / tpr;                               // rows a pass
+  const int rt = threadIdx.x / tpr, ct = threadIdx.x % tpr;
+  if (rt >= rpp) return;
+  const long long head = b * t.batch_stride + h * t.head_stride;
+  for (int r = c.r0 + rt; r < c.r1; r += rpp) {
+    const long long row = head + r * t.row_stride;
+    for (int g = ct; g < groups; g += tpr) f(row + g * VEC);
   }
+}
+
+// Phase 1: each block's largest finite |x| of its chunk, into the head's
+// amax word (NaN and ±Inf ignored, as fp8.Amax).
+template <int VEC> __device__ __forceinline__ void quant_amax(const QuantParams& p) {
+  __shared__ float warp_max[32];
+  const QuantChunk c = quant_chunk(p);
+  if (!c.ok) return;
+  float m = 0.f;
+  for_chunk<VEC>(c, [&](long long o) {
+#pragma unroll
+    for (int j = 0; j < VEC; j++) {
+      const float a = fabsf(c.t->src[o + j]);
+      if (a > m && a <= 3.40282347e38f) m = a;  // NaN and ±Inf fail the tests
+    }
+  });
   m = group_max<32>(m);
   if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, warp_max[w]);
-    float s = 1.f;
-    if (m != 0.f) {
-      s = __fdiv_rn(m, 448.f);
-      if (s == 0.f) s = 1.40129846e-45f;  // math.SmallestNonzeroFloat32
-    }
-    p.scales[bh] = s;
+    if (m > 0.f) atomicMax(&p.amax[c.g], __float_as_uint(m));
   }
 }
 
-// Grid (blocks over S·D / 4, B·H), 256 threads, four elements a thread.
-__device__ __forceinline__ void quant_encode(const QuantParams& p) {
-  const int bh = blockIdx.y, b = bh / p.h, h = bh % p.h;
-  const float s = p.scales[bh];
-  const long long n = (long long)p.s * p.d;
-  for (long long i = 4 * ((long long)blockIdx.x * blockDim.x + threadIdx.x); i < n; i += 4LL * gridDim.x * blockDim.x) {
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-      if (i + j < n) {
-        const long long o = quant_offset(p, b, h, i + j);
-        p.codes[o] = e4m3_nosat(__fdiv_rn(p.src[o], s));
-      }
+// fp8.ScaleForAmax: amax/448 (IEEE division), 1 for amax 0, the smallest
+// subnormal where the quotient underflows.
+__device__ __forceinline__ float scale_for_amax(float m) {
+  if (m == 0.f) return 1.f;
+  const float s = __fdiv_rn(m, 448.f);
+  return s == 0.f ? 1.40129846e-45f : s;
+}
+
+// Phase 2: encode the chunk with the head's scale; the last block of a
+// head writes its scale and resets the head's scratch.
+template <int VEC> __device__ __forceinline__ void quant_encode(const QuantParams& p) {
+  const QuantChunk c = quant_chunk(p);
+  if (!c.ok) return;
+  const float s = scale_for_amax(__uint_as_float(p.amax[c.g]));
+  for_chunk<VEC>(c, [&](long long o) {
+    if constexpr (VEC == 4) {
+      const float4 x = *reinterpret_cast<const float4*>(c.t->src + o);
+      const uint32_t w = e4m3_nosat(__fdiv_rn(x.x, s)) | (uint32_t)e4m3_nosat(__fdiv_rn(x.y, s)) << 8 |
+                         (uint32_t)e4m3_nosat(__fdiv_rn(x.z, s)) << 16 | (uint32_t)e4m3_nosat(__fdiv_rn(x.w, s)) << 24;
+      *reinterpret_cast<uint32_t*>(c.t->codes + o) = w;
+    } else {
+      c.t->codes[o] = e4m3_nosat(__fdiv_rn(c.t->src[o], s));
+    }
+  });
+  __syncthreads();  // every thread has read the amax word
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(&p.done[c.g], 1u) == (unsigned)c.chunks - 1) {  // the head's last chunk
+      c.t->scales[c.bh] = s;
+      p.amax[c.g] = 0u;
+      p.done[c.g] = 0u;
     }
   }
 }
 
-// A test helper: src[i] = the float with bit pattern iota_base + i, for the
-// S·D elements of one head (grid over them, 256 threads).
+// A test helper: tensor 0's src[i] = the float with bit pattern
+// iota_base + i, for its first S·D elements (grid over them, 256 threads).
 __device__ __forceinline__ void quant_iota(const QuantParams& p) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < (long long)p.s * p.d) p.src[i] = __uint_as_float(p.iota_base + (unsigned)i);
+  if (i < (long long)p.t[0].s * p.t[0].d) p.t[0].src[i] = __uint_as_float(p.iota_base + (unsigned)i);
 }
 
 // One thread per (batch, query head).

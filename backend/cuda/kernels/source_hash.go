@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "fa1a0796c27c644ccc0be302eb8eba0aceb7b7b3ac7c68af7b8f43a2376526a6"
+const SourceHash = "0d032adc181759ca5bc9bb01ec8c6e7f6907cf771ae30ed15cc17df7ddeb4ea8"
