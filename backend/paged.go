@@ -188,6 +188,13 @@ type PagedProblem struct {
 	BlockTable        []int32
 	PagesPerSeq       int
 	Out, LSE          []float32
+	// QBuf, OutBuf and LSEBuf, when QBuf is not nil, hold Q, Out and LSE
+	// (LSEBuf may be nil: no LSE) in the device memory of a Memory backend
+	// instead of the slices Q, Out and LSE (which are then nil): float32,
+	// the same layouts. Only storages of such backends take them (others
+	// answer ErrUnsupported); the call may return before the device is
+	// done (an error then surfaces at the next read of a buffer).
+	QBuf, OutBuf, LSEBuf Buffer
 }
 
 // Shape returns the problem's shape with Sk the longest sequence.
@@ -234,11 +241,18 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: paged problem B=%d Hq=%d Sq=%d D=%d PagesPerSeq=%d overflows", ErrInvalid, p.B, p.Hq, p.Sq, p.D, p.PagesPerSeq)
 	}
-	if len(p.Q) != nq || len(p.Out) != nq {
-		return fmt.Errorf("%w: Q has %d and Out %d elements, shape needs %d", ErrInvalid, len(p.Q), len(p.Out), nq)
-	}
-	if p.LSE != nil && len(p.LSE) != p.B*p.Hq*p.Sq {
-		return fmt.Errorf("%w: LSE has %d elements, shape needs %d", ErrInvalid, len(p.LSE), p.B*p.Hq*p.Sq)
+	if p.QBuf != nil {
+		if p.Q != nil || p.Out != nil || p.LSE != nil || p.OutBuf == nil || p.QBuf.Len() < 4*int64(nq) || p.OutBuf.Len() < 4*int64(nq) ||
+			p.LSEBuf != nil && p.LSEBuf.Len() < 4*int64(p.B*p.Hq*p.Sq) {
+			return fmt.Errorf("%w: device buffers for Q, Out and LSE must replace the slices and hold %d elements (LSE %d)", ErrInvalid, nq, p.B*p.Hq*p.Sq)
+		}
+	} else {
+		if len(p.Q) != nq || len(p.Out) != nq {
+			return fmt.Errorf("%w: Q has %d and Out %d elements, shape needs %d", ErrInvalid, len(p.Q), len(p.Out), nq)
+		}
+		if p.LSE != nil && len(p.LSE) != p.B*p.Hq*p.Sq {
+			return fmt.Errorf("%w: LSE has %d elements, shape needs %d", ErrInvalid, len(p.LSE), p.B*p.Hq*p.Sq)
+		}
 	}
 	if len(p.SeqLens) != p.B || len(p.BlockTable) != nt {
 		return fmt.Errorf("%w: %d sequence lengths and %d block-table entries for %d sequences of %d pages", ErrInvalid, len(p.SeqLens), len(p.BlockTable), p.B, p.PagesPerSeq)

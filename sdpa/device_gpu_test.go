@@ -100,15 +100,17 @@ func TestDeviceGPU(t *testing.T) {
 }
 
 // TestKVCacheDeviceTensorsGPU: a cuda KV cache fed with tensors in GPU
-// memory gives the cpu cache's result on the same tokens (the two caches
-// hold the same codes, TestPagedAppendBitExact; the kernels agree within
-// the float32 tier, TestPagedAgainstCPU).
+// memory (queries read and outputs and LSE written there by the kernels)
+// gives the cpu cache's result on the same tokens (the two caches hold the
+// same codes, TestPagedAppendBitExact; the kernels agree within the float32
+// tier, TestPagedAgainstCPU).
 func TestKVCacheDeviceTensorsGPU(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 21))
 	k := randLayout(rng, 1, 2, 100, 64, sdpa.BHSD)
 	v := randLayout(rng, 1, 2, 100, 64, sdpa.BHSD)
 	q := randLayout(rng, 1, 8, 1, 64, sdpa.BHSD)
 	var outs [2]*sdpa.Tensor
+	var lses [2][]float32
 	for i, name := range []string{"cpu", "cuda"} {
 		dev, err := sdpa.Open(name)
 		if err != nil {
@@ -122,15 +124,22 @@ func TestKVCacheDeviceTensorsGPU(t *testing.T) {
 		seq, _ := cache.AddSequence()
 		kd, vd, qd := upload(t, dev, k), upload(t, dev, v), upload(t, dev, q)
 		out, _ := dev.NewTensor(1, 8, 1, 64, sdpa.BHSD)
+		lse, _ := dev.NewTensor(1, 8, 1, 1, sdpa.BHSD)
 		if err := cache.Append([]sdpa.SeqID{seq}, kd, vd); err != nil {
 			t.Fatal(err)
 		}
-		if err := cache.Attention(out, nil, qd, []sdpa.SeqID{seq}, nil); err != nil {
+		if err := cache.Attention(out, lse, qd, []sdpa.SeqID{seq}, nil); err != nil {
 			t.Fatal(err)
 		}
 		outs[i] = &sdpa.Tensor{Data: make([]float32, 8*64), B: 1, H: 8, S: 1, D: 64}
-		if err := out.Download(outs[i]); err != nil {
+		lses[i] = make([]float32, 8)
+		if err := errors.Join(out.Download(outs[i]), lse.Download(&sdpa.Tensor{Data: lses[i], B: 1, H: 8, S: 1, D: 1})); err != nil {
 			t.Fatal(err)
+		}
+	}
+	for i := range lses[0] {
+		if a, b := float64(lses[0][i]), float64(lses[1][i]); math.IsNaN(b) || math.Abs(a-b) > 1e-4 {
+			t.Fatalf("LSE %d: cpu cache %g, cuda cache with device tensors %g", i, a, b)
 		}
 	}
 	for i := range outs[0].Data {
@@ -181,4 +190,47 @@ func BenchmarkDeviceAttentionGPU(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/call")
 		})
 	}
+}
+
+// BenchmarkKVCacheDecodeGPU: one decode step (Sq = 1) of the sdpa KVCache
+// on "cuda", B1 Hq32 Hkv8 Sk8192 D128, queries and outputs in GPU memory,
+// host time per call (the call does not wait for the GPU; every 64th call
+// reads the output back, so the loop cannot run ahead of the device).
+func BenchmarkKVCacheDecodeGPU(b *testing.B) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	const hq, hkv, sk, d = 32, 8, 8192, 128
+	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: sk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cache.Close()
+	seq, _ := cache.AddSequence()
+	rng := rand.New(rand.NewPCG(1, 2))
+	k, err1 := dev.Upload(randLayout(rng, 1, hkv, sk, d, sdpa.BHSD))
+	v, err2 := dev.Upload(randLayout(rng, 1, hkv, sk, d, sdpa.BHSD))
+	q, err3 := dev.Upload(randLayout(rng, 1, hq, 1, d, sdpa.BHSD))
+	out, err4 := dev.NewTensor(1, hq, 1, d, sdpa.BHSD)
+	if err := errors.Join(err1, err2, err3, err4, cache.Append([]sdpa.SeqID{seq}, k, v)); err != nil {
+		b.Fatal(err)
+	}
+	host := &sdpa.Tensor{Data: make([]float32, hq*d), B: 1, H: hq, S: 1, D: d}
+	ids := []sdpa.SeqID{seq}
+	i := 0
+	for b.Loop() {
+		if err := cache.Attention(out, nil, q, ids, nil); err != nil {
+			b.Fatal(err)
+		}
+		if i++; i%64 == 0 {
+			if err := out.Download(host); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := out.Download(host); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/step")
 }

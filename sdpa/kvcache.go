@@ -333,11 +333,14 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	if q.Precision() != FP32 || out.Precision() != FP32 {
 		return fmt.Errorf("%w: q and out must be float32 tensors", ErrInvalid)
 	}
-	if q.m != nil || out.m != nil || lse != nil && lse.m != nil { // in device memory: through the host for now
+	if q.m != nil || out.m != nil || lse != nil && lse.m != nil { // in device memory
 		if lse != nil {
 			if err := lse.use(c.dev, "lse"); err != nil {
 				return err
 			}
+		}
+		if q.m != nil && out.m != nil && (lse == nil || lse.m != nil) {
+			return c.attention(out, lse, q, ids, opts)
 		}
 		hq, _, err := staged(q)
 		if err != nil {
@@ -356,6 +359,12 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		}
 		return errors.Join(writeOut(), writeLSE())
 	}
+	return c.attention(out, lse, q, ids, opts)
+}
+
+// attention is Attention on checked tensors that are all in host memory or
+// all in the device's (then passed to the storage as buffers).
+func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
 	b, hq, sq, d := q.Dims()
 	if ob, oh, os, od := out.Dims(); ob != b || oh != hq || os != sq || od != d || out.Layout() != q.Layout() {
 		return fmt.Errorf("%w: out [%d][%d][%d][%d] %v must match q [%d][%d][%d][%d] %v", ErrInvalid, ob, oh, os, od, out.Layout(), b, hq, sq, d, q.Layout())
@@ -366,10 +375,12 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 			return err
 		}
 		lb, lh, ls, one := lse.Dims()
-		if lse.f == nil || lb != b || lh != hq || ls != sq || one != 1 {
+		if lse.Precision() != FP32 || lb != b || lh != hq || ls != sq || one != 1 {
 			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, b, hq, sq)
 		}
-		lseData = lse.f.Data
+		if lse.f != nil {
+			lseData = lse.f.Data
+		}
 	}
 	o, err := c.dev.options(opts)
 	if err != nil {
@@ -410,7 +421,15 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	}
 	cc.p = backend.PagedProblem{
 		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: o.Mask, Layout: q.Layout(),
-		Q: q.f.Data, SeqLens: cc.lens, BlockTable: cc.table, PagesPerSeq: per, Out: out.f.Data, LSE: lseData,
+		SeqLens: cc.lens, BlockTable: cc.table, PagesPerSeq: per,
+	}
+	if q.m != nil {
+		cc.p.QBuf, cc.p.OutBuf = q.m.data, out.m.data
+		if lse != nil {
+			cc.p.LSEBuf = lse.m.data
+		}
+	} else {
+		cc.p.Q, cc.p.Out, cc.p.LSE = q.f.Data, out.f.Data, lseData
 	}
 	err = c.kv.Attention(&cc.p)
 	cc.p = backend.PagedProblem{}

@@ -186,6 +186,9 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	if err := p.Validate(s.cfg); err != nil {
 		return err
 	}
+	if p.QBuf != nil {
+		return fmt.Errorf("%w: the cpu cache takes host slices, not device buffers", backend.ErrUnsupported)
+	}
 	b := s.b
 	b.start.Do(b.startPool)
 	workers := b.Workers()

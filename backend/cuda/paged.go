@@ -404,7 +404,18 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	pp := s.params
 	var err error
 	var copies []hostCopy
-	if pp.Q, err = s.put(&copies, "q", bytesOf(p.Q)); err != nil {
+	var bufs []*Buffer
+	if p.QBuf != nil {
+		if bufs, err = ours(p.QBuf, p.OutBuf, p.LSEBuf); err != nil {
+			return err
+		}
+		for _, b := range bufs {
+			if b != nil && (b.dev != s.dev || b.buf.p == 0) {
+				return fmt.Errorf("%w: cuda: a freed buffer, or one of another device", backend.ErrInvalid)
+			}
+		}
+		pp.Q = uint64(bufs[0].buf.p)
+	} else if pp.Q, err = s.put(&copies, "q", bytesOf(p.Q)); err != nil {
 		return err
 	}
 	if pp.SeqLens, err = s.put(&copies, "lens", bytesOf(p.SeqLens)); err != nil {
@@ -413,11 +424,22 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	if pp.BlockTable, err = s.put(&copies, "table", bytesOf(p.BlockTable)); err != nil {
 		return err
 	}
-	if pp.Out, err = s.buf("out", 4*int64(len(p.Q))); err != nil {
-		return err
+	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
+	switch {
+	case bufs != nil:
+		pp.Out = uint64(bufs[1].buf.p)
+	default:
+		if pp.Out, err = s.buf("out", 4*nq); err != nil {
+			return err
+		}
 	}
-	if pp.LSE, err = s.buf("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
-		return err
+	switch {
+	case bufs != nil && bufs[2] != nil:
+		pp.LSE = uint64(bufs[2].buf.p)
+	default:
+		if pp.LSE, err = s.buf("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
+			return err
+		}
 	}
 	if pp.Splits > 1 {
 		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
@@ -458,13 +480,16 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		}
 		if s.poison {
 			pp := s.params
-			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), backend.PoisonBits, int64(len(p.Out)), s.dev.stream),
+			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), backend.PoisonBits, int64(p.B*p.Hq*p.Sq*p.D), s.dev.stream),
 				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), backend.PoisonBits, int64(p.B*p.Hq*p.Sq), s.dev.stream)); err != nil {
 				return err
 			}
 		}
 		if err := s.launchAttention(gx, gy, gz); err != nil {
 			return err
+		}
+		if p.QBuf != nil { // outputs stay on the device
+			return nil
 		}
 		copies := []hostCopy{{cu.DevicePtr(s.params.Out), bytesOf(p.Out)}}
 		if p.LSE != nil {
