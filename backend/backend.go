@@ -132,6 +132,9 @@ var (
 	ErrUnsupported = errors.New("unsupported by backend")
 	// ErrUnknownBackend marks a backend name that is not registered.
 	ErrUnknownBackend = errors.New("unknown backend")
+	// ErrOutOfMemory marks an allocation of device memory that the device
+	// or the bound set on it (Memory.SetLimit) refused.
+	ErrOutOfMemory = errors.New("out of device memory")
 )
 
 // PoisonBits is the float32 bit pattern (a quiet NaN with a payload no

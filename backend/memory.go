@@ -39,4 +39,11 @@ type Memory interface {
 	// the float32 log-sum-exp [B][Hq][Sq]. A score factor that Validate
 	// would refuse (MaxScoreFactor) is an error wrapping ErrInvalid.
 	AttentionOn(p *Problem, out, lse Buffer, in [6]Buffer) error
+	// Held returns the bytes of device memory the backend holds: its
+	// buffers, its pool of idle ones, its caches' pages.
+	Held() int64
+	// SetLimit bounds Held: an allocation that would pass the bound first
+	// releases idle pooled memory, then fails with ErrOutOfMemory. n <= 0
+	// removes the bound. Memory in use is never taken back.
+	SetLimit(n int64) error
 }

@@ -64,8 +64,35 @@ func Open(name string) (*Device, error) {
 	return &Device{name: name, be: be, mem: mem}, nil
 }
 
+// MemoryHeld returns the bytes of device memory the device's backend holds
+// (its tensors, its pool of idle buffers, its caches' pages): 0 for a
+// device that keeps tensors in host memory ("cpu").
+func (d *Device) MemoryHeld() int64 {
+	if d == nil || d.mem == nil {
+		return 0
+	}
+	return d.mem.Held()
+}
+
+// SetMemoryLimit bounds the device memory the backend holds: an allocation
+// that would pass n first releases idle pooled memory, then fails with
+// ErrOutOfMemory. n <= 0 removes the bound. A device that keeps tensors in
+// host memory answers ErrUnsupported (bound the Go heap instead:
+// runtime/debug.SetMemoryLimit).
+func (d *Device) SetMemoryLimit(n int64) error {
+	if d == nil || d.mem == nil {
+		return fmt.Errorf("%w: device %q keeps its tensors in host memory", ErrUnsupported, d.Name())
+	}
+	return d.mem.SetLimit(n)
+}
+
 // Name returns the backend name the device was opened with.
-func (d *Device) Name() string { return d.name }
+func (d *Device) Name() string {
+	if d == nil {
+		return ""
+	}
+	return d.name
+}
 
 // DeviceTensor is a tensor in a device's memory: float32 ([B][H][S][D] in
 // its layout) or E4M3 codes with one dequantization scale per (batch,

@@ -234,3 +234,29 @@ func BenchmarkKVCacheDecodeGPU(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/step")
 }
+
+// TestDeviceMemoryGPU: a cuda device reports the GPU memory it holds, and
+// a bound on it turns an upload past it into ErrOutOfMemory.
+func TestDeviceMemoryGPU(t *testing.T) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.SetMemoryLimit(0)
+	x := &sdpa.Tensor{Data: make([]float32, 4<<20), B: 1, H: 1, S: 4 << 14, D: 64}
+	a, err := dev.Upload(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Free()
+	held := dev.MemoryHeld()
+	if held < 16<<20 {
+		t.Fatalf("held %d bytes with a 16 MB tensor uploaded", held)
+	}
+	if err := dev.SetMemoryLimit(held + 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dev.Upload(x); !errors.Is(err, sdpa.ErrOutOfMemory) {
+		t.Errorf("an upload past the bound: %v, want ErrOutOfMemory", err)
+	}
+}

@@ -533,6 +533,25 @@ func ExampleKVCache() {
 // TestOpenUnavailable: a backend this build cannot run is ErrUnsupported at
 // Open (cuda without -tags cuda); with the tag on a GPU host the cuda device
 // opens, and has a paged cache.
+// TestMemoryLimitCPU: the cpu device keeps tensors in host memory: it holds
+// no device memory and has no device bound to set.
+func TestMemoryLimitCPU(t *testing.T) {
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dev.MemoryHeld(); n != 0 {
+		t.Errorf("cpu device holds %d bytes of device memory", n)
+	}
+	if err := dev.SetMemoryLimit(1 << 20); !errors.Is(err, sdpa.ErrUnsupported) {
+		t.Errorf("SetMemoryLimit on cpu: %v, want ErrUnsupported", err)
+	}
+	var nilDev *sdpa.Device
+	if err := nilDev.SetMemoryLimit(1); !errors.Is(err, sdpa.ErrUnsupported) || nilDev.MemoryHeld() != 0 {
+		t.Errorf("nil device: %v", err)
+	}
+}
+
 func TestOpenUnavailable(t *testing.T) {
 	names := sdpa.Backends()
 	for _, n := range names {

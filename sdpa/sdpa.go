@@ -65,6 +65,8 @@ var (
 	ErrInvalid        = backend.ErrInvalid
 	ErrUnsupported    = backend.ErrUnsupported
 	ErrUnknownBackend = backend.ErrUnknownBackend
+	// ErrOutOfMemory: a device refused an allocation (Device.SetMemoryLimit).
+	ErrOutOfMemory = backend.ErrOutOfMemory
 )
 
 // Layout is the memory order of a tensor.

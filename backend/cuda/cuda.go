@@ -66,8 +66,12 @@ type Device struct {
 	pool      map[int64][]cu.DevicePtr
 	pending   []pendingFree // freed, waiting for their event
 	events    []cu.Event    // completed events, for reuse
-	owned     []cu.DevicePtr
-	closed    bool
+	// owned is every allocation of the device's memory (pool buffers and
+	// paged caches' pages) with its size; held is their sum, limit its
+	// bound (0: none).
+	owned       map[cu.DevicePtr]int64
+	held, limit int64
+	closed      bool
 }
 
 // hopperKernels are the Hopper module's kernels for one head dim.
@@ -111,7 +115,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 		return nil, fmt.Errorf("%w: no CUDA device %d (%d present)", backend.ErrUnsupported, ordinal, n)
 	}
 	d := &Device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}, hopper: map[int]hopperKernels{},
-		ada: map[int]adaKernels{}}
+		ada: map[int]adaKernels{}, owned: map[cu.DevicePtr]int64{}}
 	if err := d.init(); err != nil {
 		return nil, err
 	}
@@ -420,12 +424,85 @@ func (d *Device) alloc(n int64) (cu.DevicePtr, int64, error) {
 		d.pool[size] = free[:len(free)-1]
 		return p, size, nil
 	}
-	p, err := cu.MemAlloc(size)
+	p, err := d.devAlloc(size)
 	if err != nil {
-		return 0, 0, fmt.Errorf("cuda: cuMemAlloc(%d): %w", size, err)
+		return 0, 0, err
 	}
-	d.owned = append(d.owned, p)
 	return p, size, nil
+}
+
+// devAlloc is the device's one cuMemAlloc: n bytes, counted in held and
+// within limit. Over the limit, or when the driver refuses, it first frees
+// the pool's idle buffers, then fails with ErrOutOfMemory. The caller is
+// inside do.
+func (d *Device) devAlloc(n int64) (cu.DevicePtr, error) {
+	if d.limit > 0 && d.held+n > d.limit {
+		if err := d.trimPool(); err != nil {
+			return 0, err
+		}
+		if d.held+n > d.limit {
+			return 0, fmt.Errorf("%w: cuda: %d bytes more would pass the device memory limit of %d (%d held)", backend.ErrOutOfMemory, n, d.limit, d.held)
+		}
+	}
+	p, err := cu.MemAlloc(n)
+	if err != nil {
+		if terr := d.trimPool(); terr != nil {
+			return 0, errors.Join(err, terr)
+		}
+		if p, err = cu.MemAlloc(n); err != nil {
+			return 0, fmt.Errorf("%w: cuda: cuMemAlloc(%d) with %d held: %v", backend.ErrOutOfMemory, n, d.held, err)
+		}
+	}
+	d.owned[p] = n
+	d.held += n
+	return p, nil
+}
+
+// devFree frees an allocation of devAlloc (after the stream's work: the
+// caller has made sure nothing still uses it). Freeing what the device no
+// longer owns (after Close) does nothing. The caller is inside do.
+func (d *Device) devFree(p cu.DevicePtr) error {
+	n, ok := d.owned[p]
+	if !ok {
+		return nil
+	}
+	delete(d.owned, p)
+	d.held -= n
+	return cu.MemFree(p)
+}
+
+// trimPool frees the pool's idle buffers (those whose last use has
+// completed; the ones still pending stay). The caller is inside do.
+func (d *Device) trimPool() error {
+	d.reap()
+	var errs []error
+	for size, free := range d.pool {
+		for _, p := range free {
+			errs = append(errs, d.devFree(p))
+		}
+		delete(d.pool, size)
+	}
+	return errors.Join(errs...)
+}
+
+// MemoryHeld returns the bytes of device memory the device holds: its pool
+// (buffers in use and idle), its paged caches' pages.
+func (d *Device) MemoryHeld() int64 {
+	var n int64
+	d.do(func() error { n = d.held; return nil })
+	return n
+}
+
+// SetMemoryLimit bounds MemoryHeld (see devAlloc); n <= 0 removes the bound.
+// A bound below what is held frees the idle pool now; memory in use stays.
+func (d *Device) SetMemoryLimit(n int64) error {
+	return d.do(func() error {
+		d.limit = max(n, 0)
+		if d.limit > 0 && d.held > d.limit {
+			return d.trimPool()
+		}
+		return nil
+	})
 }
 
 // reap returns to the pool the freed buffers whose event has completed.
@@ -480,8 +557,8 @@ func (d *Device) Close() error {
 		d.pending, d.events = nil, nil
 		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage))
 		d.stage = nil
-		for _, p := range d.owned {
-			errs = append(errs, cu.MemFree(p))
+		for p := range d.owned {
+			errs = append(errs, d.devFree(p))
 		}
 		errs = append(errs, d.stream.Destroy(), releasePrimary(d.Ordinal))
 		return errors.Join(errs...)

@@ -131,7 +131,7 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 			p *cu.DevicePtr
 			n int64
 		}{{&s.k, codes}, {&s.v, codes}, {&s.ks, scales}, {&s.vs, scales}} {
-			p, err := cu.MemAlloc(a.n)
+			p, err := d.devAlloc(a.n)
 			if err != nil {
 				return fmt.Errorf("cuda: paged cache of %d bytes: %w", 2*codes+2*scales, err)
 			}
@@ -189,7 +189,7 @@ func (s *pagedKV) Close() error {
 	return s.dev.do(func() error {
 		errs := []error{s.dev.stream.Synchronize()}
 		for _, p := range s.owned {
-			errs = append(errs, cu.MemFree(p))
+			errs = append(errs, s.dev.devFree(p))
 		}
 		var bufs []pooled
 		for _, b := range s.stage {

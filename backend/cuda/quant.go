@@ -478,6 +478,26 @@ func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6
 	return r.badFactor(bad[0])
 }
 
+// Held implements backend.Memory: device 0's MemoryHeld (0 before it opens).
+func (b *Backend) Held() int64 {
+	devicesMu.Lock()
+	d := devices[0]
+	devicesMu.Unlock()
+	if d == nil {
+		return 0
+	}
+	return d.MemoryHeld()
+}
+
+// SetLimit implements backend.Memory: device 0's SetMemoryLimit.
+func (b *Backend) SetLimit(n int64) error {
+	d, err := OpenDevice(0)
+	if err != nil {
+		return err
+	}
+	return d.SetMemoryLimit(n)
+}
+
 var (
 	_ backend.Memory = (*Backend)(nil)
 	_ backend.Buffer = (*Buffer)(nil)

@@ -488,3 +488,84 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 func copyDtoD(d *Device, dst, src *Buffer) error {
 	return cu.MemcpyDtoDAsync(dst.buf.p, src.buf.p, min(dst.n, src.n), d.stream)
 }
+
+// TestMemoryLimit: the device reports the memory it holds, and a bound on
+// it makes allocations fail with ErrOutOfMemory once idle pooled buffers
+// are released; freeing brings allocations back; a paged cache counts.
+func TestMemoryLimit(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.SetMemoryLimit(0)
+	held0 := d.MemoryHeld()
+	if held0 <= 0 {
+		t.Fatalf("an open device holds %d bytes", held0)
+	}
+	limit := held0 + 64<<20
+	if err := d.SetMemoryLimit(limit); err != nil {
+		t.Fatal(err)
+	}
+	var bufs []*Buffer
+	defer func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}()
+	for range 1000 {
+		b, err := d.Alloc(8 << 20)
+		if err != nil {
+			if !errors.Is(err, backend.ErrOutOfMemory) {
+				t.Fatalf("allocation past the limit: %v, want ErrOutOfMemory", err)
+			}
+			break
+		}
+		bufs = append(bufs, b)
+	}
+	if n := len(bufs); n < 8 || n >= 1000 {
+		t.Fatalf("%d buffers of 8 MB under a limit 64 MB above what was held", n)
+	}
+	if h := d.MemoryHeld(); h > limit {
+		t.Errorf("held %d above the limit %d", h, limit)
+	}
+	for _, b := range bufs {
+		if err := b.Free(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bufs = nil
+	if err := d.do(func() error { return d.stream.Synchronize() }); err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Alloc(8 << 20)
+	if err != nil {
+		t.Fatalf("allocation after freeing: %v", err)
+	}
+	bufs = append(bufs, b)
+	// A paged cache's pages count, and one too large for the bound fails.
+	be := testBackend(0)
+	kv, err := be.NewPagedKV(backend.PagedConfig{KVHeads: 8, HeadDim: 128, PageSize: 32, Pages: 4096})
+	if !errors.Is(err, backend.ErrOutOfMemory) {
+		if err == nil {
+			kv.Close()
+		}
+		t.Errorf("a 270 MB cache under a 64 MB margin: %v, want ErrOutOfMemory", err)
+	}
+	if err := d.SetMemoryLimit(0); err != nil {
+		t.Fatal(err)
+	}
+	before := d.MemoryHeld()
+	kv, err = be.NewPagedKV(backend.PagedConfig{KVHeads: 8, HeadDim: 128, PageSize: 32, Pages: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := d.MemoryHeld() - before; got != kv.Bytes() {
+		t.Errorf("a cache of %d bytes raised the held memory by %d", kv.Bytes(), got)
+	}
+	if err := kv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.MemoryHeld(); got != before {
+		t.Errorf("held %d after closing the cache, %d before it", got, before)
+	}
+}
