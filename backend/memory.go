@@ -39,6 +39,19 @@ type Memory interface {
 	// the float32 log-sum-exp [B][Hq][Sq]. A score factor that Validate
 	// would refuse (MaxScoreFactor) is an error wrapping ErrInvalid.
 	AttentionOn(p *Problem, out, lse Buffer, in [6]Buffer) error
+	// Condition writes into tq and tk (float32, q's and k's shapes) the
+	// float32 q and k of p's shape and layout transformed as sdpa's
+	// accuracy options transform them on the host, bit for bit: with
+	// smooth, k's per-(batch, KV head) channel means (float64 sums in key
+	// order) subtracted and stored in means (float64 [B][Hkv][D]); with
+	// signs not nil (float32 [B][Hkv][D], the Hadamard signs), every row of
+	// both times its KV head's signs, then the normalized Walsh-Hadamard
+	// transform of each block of hadamardBlock.
+	Condition(p *Problem, tq, tk, q, k, means, signs Buffer, smooth bool, hadamardBlock int) error
+	// CorrectLSE adds back to lse ([B][Hq][Sq]) what smoothing took from
+	// each row's log-sum-exp, p.Scale·(q·mean), as sdpa does on the host;
+	// q is the untransformed float32 query.
+	CorrectLSE(p *Problem, lse, q, means Buffer) error
 	// Held returns the bytes of device memory the backend holds: its
 	// buffers, its pool of idle ones, its caches' pages.
 	Held() int64

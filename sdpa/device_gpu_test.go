@@ -16,8 +16,9 @@ import (
 // downloads round-trip bit for bit; Quantize on the GPU gives the host's
 // codes and scales; Attention over float32 device tensors (quantized on the
 // GPU) and over FP8 ones equals, bit for bit, the host-slice call on the
-// same backend; what the device cannot do is ErrUnsupported; a KV cache
-// takes device tensors.
+// same backend, with the accuracy options too (SmoothK and Hadamard applied
+// on the GPU, the LSE corrected there); what the device cannot do is
+// ErrUnsupported.
 func TestDeviceGPU(t *testing.T) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {
@@ -70,10 +71,36 @@ func TestDeviceGPU(t *testing.T) {
 				t.Fatalf("%v %v inputs: LSE %d differs", l, in[0].Precision(), i)
 			}
 		}
-		for name, o := range map[string]*sdpa.Options{"fp32": nil, "smoothk": {Precision: sdpa.FP8E4M3, SmoothK: true}} {
-			if err := dev.Attention(out, nil, qd, kd, vd, o); !errors.Is(err, sdpa.ErrUnsupported) {
-				t.Errorf("%s on the GPU: %v, want ErrUnsupported", name, err)
+		// The accuracy options, applied on the GPU: bit for bit the host's.
+		for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
+			o.Mask, o.Precision = sdpa.CausalLowerRight, sdpa.FP8E4M3
+			want, wantLSE := poisoned(2, 8, 70, 64)
+			want.Layout = l
+			ho := o
+			ho.Backend = "cuda"
+			if err := sdpa.AttentionInto(want, wantLSE, q, k, v, &ho); err != nil {
+				t.Fatal(err)
 			}
+			if err := dev.Attention(out, lse, qd, kd, vd, &o); err != nil {
+				t.Fatal(err)
+			}
+			got, gotLSE := poisoned(2, 8, 70, 64)
+			got.Layout = l
+			if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
+				t.Fatal(err)
+			}
+			if i := sameBits(got.Data, want.Data); i >= 0 {
+				t.Fatalf("%v SmoothK=%v Hadamard=%v: output %d is %g on the GPU, %g from host slices", l, o.SmoothK, o.Hadamard, i, got.Data[i], want.Data[i])
+			}
+			if i := sameBits(gotLSE, wantLSE); i >= 0 {
+				t.Fatalf("%v SmoothK=%v Hadamard=%v: LSE %d is %g on the GPU, %g from host slices", l, o.SmoothK, o.Hadamard, i, gotLSE[i], wantLSE[i])
+			}
+		}
+		if err := dev.Attention(out, nil, qd, kd, vd, nil); !errors.Is(err, sdpa.ErrUnsupported) {
+			t.Errorf("FP32 on the GPU: %v, want ErrUnsupported", err)
+		}
+		if err := dev.Attention(out, nil, q8, k8, v8, &sdpa.Options{SmoothK: true}); !errors.Is(err, sdpa.ErrInvalid) {
+			t.Errorf("SmoothK on FP8 tensors: %v, want ErrInvalid", err)
 		}
 		for _, x := range []*sdpa.DeviceTensor{qd, kd, vd, q8, k8, v8, out, lse} {
 			if err := x.Free(); err != nil {

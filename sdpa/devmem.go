@@ -109,15 +109,13 @@ func (d *Device) memQuantize(m *memTensor) (*memTensor, error) {
 
 // memAttention is Attention on tensors in device memory: FP8 inputs as
 // they are, float32 inputs quantized on the device first (opts.Precision
-// FP8E4M3; FP32 is ErrUnsupported: the device's kernels take FP8). The
-// accuracy options (SmoothK, Hadamard) are not implemented on the device.
+// FP8E4M3; FP32 is ErrUnsupported: the device's kernels take FP8), after
+// the accuracy options (SmoothK, Hadamard) where asked, applied on the
+// device bit for bit as on the host, and the LSE corrected there.
 func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err error) {
 	o, err := d.options(opts)
 	if err != nil {
 		return err
-	}
-	if o.SmoothK || o.Hadamard {
-		return fmt.Errorf("%w: SmoothK and Hadamard are not implemented for tensors in %s device memory", ErrUnsupported, d.name)
 	}
 	var p backend.Problem
 	if err := problem(&p, shapeOf(q.b, q.h, q.s, q.d), shapeOf(k.b, k.h, k.s, k.d), shapeOf(v.b, v.h, v.s, v.d), &o); err != nil {
@@ -138,11 +136,26 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 		lseBuf = lse.data
 	}
 	in := [3]*memTensor{q, k, v}
+	var means backend.Buffer
 	switch {
 	case q.fp8() && k.fp8() && v.fp8():
+		if o.SmoothK || o.Hadamard {
+			return fmt.Errorf("%w: SmoothK and Hadamard transform float32 inputs before quantization; these are quantized", ErrInvalid)
+		}
 	case !q.fp8() && !k.fp8() && !v.fp8():
 		if p.Precision != FP8E4M3 {
 			return fmt.Errorf("%w: %s's kernels take FP8 inputs: ask for Precision FP8E4M3 (quantized on the device) or Quantize first", ErrUnsupported, d.name)
+		}
+		if o.SmoothK || o.Hadamard {
+			tq, tk, m, err := d.memCondition(&p, q, k, &o)
+			if err != nil {
+				return err
+			}
+			defer func() { err = errors.Join(err, tq.free(), tk.free()) }()
+			if m != nil {
+				defer func() { err = errors.Join(err, m.Free()) }()
+			}
+			in[0], in[1], means = tq, tk, m
 		}
 		for i, t := range in {
 			qt, err := d.memQuantize(t)
@@ -156,10 +169,63 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 		return fmt.Errorf("%w: q, k and v must all be float32 or all FP8", ErrInvalid)
 	}
 	err = d.mem.AttentionOn(&p, out.data, lseBuf, [6]backend.Buffer{in[0].data, in[1].data, in[2].data, in[0].scales, in[1].scales, in[2].scales})
+	if err == nil && lseBuf != nil && means != nil {
+		err = d.mem.CorrectLSE(&p, lseBuf, q.data, means)
+	}
 	if err != nil {
 		return fmt.Errorf("sdpa: backend %s: %w", d.name, err)
 	}
 	return nil
+}
+
+// memCondition applies the accuracy options to copies of q and k in device
+// memory, bit for bit as conditioned does on the host; it returns the
+// copies and, with SmoothK, the channel means (float64 [B][Hkv][D]).
+func (d *Device) memCondition(p *backend.Problem, q, k *memTensor, o *Options) (tq, tk *memTensor, means backend.Buffer, err error) {
+	if tq, err = d.newMem(q.b, q.h, q.s, q.d, q.layout, false); err != nil {
+		return nil, nil, nil, err
+	}
+	if tk, err = d.newMem(k.b, k.h, k.s, k.d, k.layout, false); err != nil {
+		return nil, nil, nil, errors.Join(err, tq.free())
+	}
+	var signs backend.Buffer
+	fail := func(err error) (*memTensor, *memTensor, backend.Buffer, error) {
+		err = errors.Join(err, tq.free(), tk.free())
+		if means != nil {
+			err = errors.Join(err, means.Free())
+		}
+		if signs != nil {
+			err = errors.Join(err, signs.Free())
+		}
+		return nil, nil, nil, err
+	}
+	if o.SmoothK {
+		if means, err = d.mem.Alloc(8 * int64(k.b*k.h*k.d)); err != nil {
+			return fail(err)
+		}
+	}
+	block := HadamardBlock(q.d)
+	if o.Hadamard {
+		host := make([]float32, k.b*k.h*k.d)
+		for g := range k.b * k.h {
+			hadamardSigns(host[g*k.d:(g+1)*k.d], g)
+		}
+		if signs, err = d.mem.Alloc(4 * int64(len(host))); err != nil {
+			return fail(err)
+		}
+		if err := signs.Write(bytesOf(host)); err != nil {
+			return fail(err)
+		}
+	}
+	if err := d.mem.Condition(p, tq.data, tk.data, q.data, k.data, means, signs, o.SmoothK, block); err != nil {
+		return fail(err)
+	}
+	if signs != nil {
+		if err := signs.Free(); err != nil {
+			return fail(err)
+		}
+	}
+	return tq, tk, means, nil
 }
 
 // staged returns a host-memory stand-in for a tensor in device memory (its

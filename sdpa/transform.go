@@ -83,16 +83,7 @@ func hadamardQK(q, k *Tensor, b *callBuffers) {
 	b.signs = freelist.Grow(b.signs, d)
 	for bb := range k.B {
 		for kvh := range k.H {
-			var pcg rand.PCG // a value: no allocation per head
-			pcg.Seed(hadamardSeed, uint64(bb*k.H+kvh))
-			var bitsLeft uint64
-			for c := range b.signs {
-				if c%64 == 0 {
-					bitsLeft = pcg.Uint64()
-				}
-				b.signs[c] = float32(1 - 2*int(bitsLeft&1))
-				bitsLeft >>= 1
-			}
+			hadamardSigns(b.signs, bb*k.H+kvh)
 			for j := range k.S {
 				rotateRows(k.row(bb, kvh, j), b.signs, n)
 			}
@@ -102,6 +93,21 @@ func hadamardQK(q, k *Tensor, b *callBuffers) {
 				}
 			}
 		}
+	}
+}
+
+// hadamardSigns fills signs with KV head g's (g = batch·Hkv + KV head)
+// random ±1, the same on every call.
+func hadamardSigns(signs []float32, g int) {
+	var pcg rand.PCG // a value: no allocation per head
+	pcg.Seed(hadamardSeed, uint64(g))
+	var bitsLeft uint64
+	for c := range signs {
+		if c%64 == 0 {
+			bitsLeft = pcg.Uint64()
+		}
+		signs[c] = float32(1 - 2*int(bitsLeft&1))
+		bitsLeft >>= 1
 	}
 }
 

@@ -138,3 +138,12 @@ type scoreParams struct {
 	Scale, Limit                    float64
 	B, Hq, Hkv                      int32
 }
+
+// transformParams mirrors struct TransformParams in kernels/quant.cuh
+// (checked against fp8attn_transform_params_layout).
+type transformParams struct {
+	X, Q, LSE, Means, Signs            uint64
+	BatchStride, HeadStride, RowStride int64 // elements
+	B, H, S, D, Group, N               int32
+	Norm, Scale                        float32
+}

@@ -95,6 +95,7 @@ func TestQuantParamsLayoutMatchesPTX(t *testing.T) {
 	}{
 		{"fp8attn_quant_params_layout", quantLayout()},
 		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
+		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
 	} {
 		for arch, ptx := range map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80} {
 			got, err := ptxIntArray(ptx, c.name)

@@ -21,8 +21,10 @@ import (
 type quantKernels struct {
 	amax, encode [2]C.CUfunction // [0]: one element at a time; [1]: four (D % 4 == 0)
 	iota, scores C.CUfunction
-	scratch      pooled // zeroed words: amax, then done, per head (quantParams.Amax, Done)
-	scratchHeads int
+	// The accuracy options (SmoothK, Hadamard) and the LSE correction.
+	smoothK, rotate, correctLSE C.CUfunction
+	scratch                     pooled // zeroed words: amax, then done, per head (quantParams.Amax, Done)
+	scratchHeads                int
 }
 
 // loadQuant finds the quantization kernels in the attention module and
@@ -34,6 +36,7 @@ func (d *Device) loadQuant() error {
 	}{
 		{"fp8attn_quant_params_layout", quantLayout()},
 		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
+		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
 	} {
 		got, err := d.global(d.mod, c.name, len(c.want))
 		if err != nil {
@@ -52,6 +55,7 @@ func (d *Device) loadQuant() error {
 		{"fp8attn_quant_amax", &d.quant.amax[0]}, {"fp8attn_quant_encode", &d.quant.encode[0]},
 		{"fp8attn_quant_amax4", &d.quant.amax[1]}, {"fp8attn_quant_encode4", &d.quant.encode[1]},
 		{"fp8attn_quant_iota", &d.quant.iota}, {"fp8attn_score_factors", &d.quant.scores},
+		{"fp8attn_smooth_k", &d.quant.smoothK}, {"fp8attn_rotate", &d.quant.rotate}, {"fp8attn_correct_lse", &d.quant.correctLSE},
 	} {
 		fn, err := d.mod.Function(f.name)
 		if err != nil {
@@ -476,6 +480,106 @@ func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6
 		return err
 	}
 	return r.badFactor(bad[0])
+}
+
+// transformOf describes a float32 tensor of shape (b, h, s, d) in layout l
+// at x for the transform kernels.
+func transformOf(x *Buffer, b, h, s, d int, l backend.Layout) transformParams {
+	bs, hs, rs := l.Strides(h, s, d)
+	return transformParams{X: uint64(x.buf.p), BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs),
+		B: int32(b), H: int32(h), S: int32(s), D: int32(d), Group: 1}
+}
+
+// Condition implements backend.Memory (kernels/quant.cuh: smooth_k,
+// rotate): copies of q and k, transformed on the device bit for bit as
+// sdpa's host code does.
+func (b *Backend) Condition(p *backend.Problem, tq, tk, q, k, means, signs backend.Buffer, smooth bool, block int) error {
+	bufs, err := ours(tq, tk, q, k, means, signs)
+	if err != nil {
+		return err
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		return err
+	}
+	s := p.Shape
+	nq, nk := 4*int64(s.B*s.Hq*s.Sq*s.D), 4*int64(s.B*s.Hkv*s.Sk*s.D)
+	for i, want := range []int64{nq, nk, nq, nk, 8 * int64(s.B*s.Hkv*s.D), 4 * int64(s.B*s.Hkv*s.D)} {
+		if bufs[i] == nil {
+			if i == 4 && !smooth || i == 5 && signs == nil {
+				continue
+			}
+			return fmt.Errorf("%w: cuda: Condition with a nil buffer", backend.ErrInvalid)
+		}
+		if err := bufs[i].live(); err != nil {
+			return err
+		}
+		if bufs[i].dev != d || bufs[i].n < want {
+			return fmt.Errorf("%w: cuda: Condition buffer %d holds %d bytes, %d needed", backend.ErrInvalid, i, bufs[i].n, want)
+		}
+	}
+	if s.D > 1024 || signs != nil && (block <= 0 || block&(block-1) != 0 || s.D%block != 0) {
+		return fmt.Errorf("%w: cuda: Condition of D=%d with Hadamard blocks of %d", backend.ErrUnsupported, s.D, block)
+	}
+	return d.do(func() error {
+		if err := errors.Join(cu.MemcpyDtoDAsync(bufs[0].buf.p, bufs[2].buf.p, nq, d.stream),
+			cu.MemcpyDtoDAsync(bufs[1].buf.p, bufs[3].buf.p, nk, d.stream)); err != nil {
+			return err
+		}
+		if smooth {
+			tp := transformOf(bufs[1], s.B, s.Hkv, s.Sk, s.D, p.Layout)
+			tp.Means = uint64(bufs[4].buf.p)
+			if err := launchStruct(d.quant.smoothK, s.B*s.Hkv, 1, 1, s.D, 0, d.stream, unsafe.Pointer(&tp)); err != nil {
+				return err
+			}
+		}
+		if signs == nil {
+			return nil
+		}
+		norm := float32(1 / math.Sqrt(float64(block)))
+		for _, x := range []struct {
+			buf       *Buffer
+			h, n, grp int
+		}{{bufs[0], s.Hq, s.Sq, s.Group()}, {bufs[1], s.Hkv, s.Sk, 1}} {
+			tp := transformOf(x.buf, s.B, x.h, x.n, s.D, p.Layout)
+			tp.Signs, tp.Group, tp.N, tp.Norm = uint64(bufs[5].buf.p), int32(x.grp), int32(block), norm
+			rows := s.B * x.h * x.n
+			if err := launchStruct(d.quant.rotate, (rows+7)/8, 1, 1, 256, 8*4*s.D, d.stream, unsafe.Pointer(&tp)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// CorrectLSE implements backend.Memory (kernels/quant.cuh: correct_lse).
+func (b *Backend) CorrectLSE(p *backend.Problem, lse, q, means backend.Buffer) error {
+	bufs, err := ours(lse, q, means)
+	if err != nil {
+		return err
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		return err
+	}
+	s := p.Shape
+	for i, want := range []int64{4 * int64(s.B*s.Hq*s.Sq), 4 * int64(s.B*s.Hq*s.Sq*s.D), 8 * int64(s.B*s.Hkv*s.D)} {
+		if bufs[i] == nil {
+			return fmt.Errorf("%w: cuda: CorrectLSE with a nil buffer", backend.ErrInvalid)
+		}
+		if err := bufs[i].live(); err != nil {
+			return err
+		}
+		if bufs[i].dev != d || bufs[i].n < want {
+			return fmt.Errorf("%w: cuda: CorrectLSE buffer %d holds %d bytes, %d needed", backend.ErrInvalid, i, bufs[i].n, want)
+		}
+	}
+	tp := transformOf(bufs[1], s.B, s.Hq, s.Sq, s.D, p.Layout)
+	tp.X, tp.Q, tp.LSE, tp.Means, tp.Group, tp.Scale = 0, uint64(bufs[1].buf.p), uint64(bufs[0].buf.p), uint64(bufs[2].buf.p), int32(s.Group()), p.Scale
+	rows := s.B * s.Hq * s.Sq
+	return d.do(func() error {
+		return launchStruct(d.quant.correctLSE, (rows+255)/256, 1, 1, 256, 0, d.stream, unsafe.Pointer(&tp))
+	})
 }
 
 // Held implements backend.Memory: device 0's MemoryHeld (0 before it opens).

@@ -175,6 +175,17 @@ extern "C" __device__ const int fp8attn_quant_params_layout[] = {
     FP8ATTN_QUANT_TENSOR_OFF(scales),  FP8ATTN_QUANT_TENSOR_OFF(batch_stride),  FP8ATTN_QUANT_TENSOR_OFF(head_stride),
     FP8ATTN_QUANT_TENSOR_OFF(row_stride), FP8ATTN_QUANT_TENSOR_OFF(b),          FP8ATTN_QUANT_TENSOR_OFF(h),
     FP8ATTN_QUANT_TENSOR_OFF(s),       FP8ATTN_QUANT_TENSOR_OFF(d)};
+extern "C" __global__ void __launch_bounds__(1024) fp8attn_smooth_k(const __grid_constant__ TransformParams p) { smooth_k(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_rotate(const __grid_constant__ TransformParams p) { rotate(p); }
+extern "C" __global__ void __launch_bounds__(256) fp8attn_correct_lse(const __grid_constant__ TransformParams p) { correct_lse(p); }
+#define FP8ATTN_TRANSFORM_PARAMS_OFF(f) (int)offsetof(TransformParams, f)
+extern "C" __device__ const int fp8attn_transform_params_layout[] = {
+    (int)sizeof(TransformParams),            FP8ATTN_TRANSFORM_PARAMS_OFF(x),            FP8ATTN_TRANSFORM_PARAMS_OFF(q),
+    FP8ATTN_TRANSFORM_PARAMS_OFF(lse),       FP8ATTN_TRANSFORM_PARAMS_OFF(means),        FP8ATTN_TRANSFORM_PARAMS_OFF(signs),
+    FP8ATTN_TRANSFORM_PARAMS_OFF(batch_stride), FP8ATTN_TRANSFORM_PARAMS_OFF(head_stride), FP8ATTN_TRANSFORM_PARAMS_OFF(row_stride),
+    FP8ATTN_TRANSFORM_PARAMS_OFF(b),         FP8ATTN_TRANSFORM_PARAMS_OFF(h),            FP8ATTN_TRANSFORM_PARAMS_OFF(s),
+    FP8ATTN_TRANSFORM_PARAMS_OFF(d),         FP8ATTN_TRANSFORM_PARAMS_OFF(group),        FP8ATTN_TRANSFORM_PARAMS_OFF(n),
+    FP8ATTN_TRANSFORM_PARAMS_OFF(norm),      FP8ATTN_TRANSFORM_PARAMS_OFF(scale)};
 extern "C" __device__ const int fp8attn_score_params_layout[] = {
     (int)sizeof(ScoreParams),          FP8ATTN_SCORE_PARAMS_OFF(q_scale), FP8ATTN_SCORE_PARAMS_OFF(k_scale),
     FP8ATTN_SCORE_PARAMS_OFF(score_scale), FP8ATTN_SCORE_PARAMS_OFF(bad), FP8ATTN_SCORE_PARAMS_OFF(scale),

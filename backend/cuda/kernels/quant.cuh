@@ -198,3 +198,100 @@ __device__ __forceinline__ void score_factors(const ScoreParams& p) {
   if (fabs(f) > p.limit) atomicCAS(p.bad, 0, 1 + bh);
   p.score_scale[bh] = (float)(f * 1.4426950408889634);  // math.Log2E, rounded once
 }
+
+// ---------------------------------------------------------------------------
+// The accuracy options on the device (sdpa's SmoothK and Hadamard), bit for
+// bit as sdpa/transform.go computes them on the host: the same float64 and
+// float32 operations in the same order, written with the _rn intrinsics so
+// that the compiler cannot fuse a multiply and an add that Go keeps apart.
+// ---------------------------------------------------------------------------
+
+// TransformParams is mirrored by backend/cuda's transformParams
+// (fp8attn_transform_params_layout).
+struct TransformParams {
+  float* x;              // float32 [B][H][S][D], the layout the strides give
+  const float* q;        // CorrectLSE: the untransformed queries
+  float* lse;            // CorrectLSE: [B][H][S]
+  double* means;         // [B][Hkv][D]
+  const float* signs;    // Rotate: [B][Hkv][D]
+  long long batch_stride, head_stride, row_stride;  // elements, of x (and q)
+  int b, h, s, d;
+  int group;             // query heads per KV head (Rotate, CorrectLSE of Q); 1 for K
+  int n;                 // Rotate: the Walsh-Hadamard block, a power of two dividing D
+  float norm;            // Rotate: float32(1/sqrt(n)), rounded on the host
+  float scale;           // CorrectLSE: the softmax scale
+};
+
+__device__ __forceinline__ long long transform_row(const TransformParams& p, int b, int h, int i) {
+  return b * p.batch_stride + h * p.head_stride + (long long)i * p.row_stride;
+}
+
+// smoothK: grid (B·H), D threads (D <= 1024): thread c sums column c over
+// the keys in key order in float64, divides by S, and subtracts the mean
+// from the column, as sdpa.smoothK.
+__device__ __forceinline__ void smooth_k(const TransformParams& p) {
+  const int g = blockIdx.x, b = g / p.h, h = g % p.h, c = threadIdx.x;
+  if (c >= p.d) return;
+  double m = 0.0;
+  for (int j = 0; j < p.s; j++) m = __dadd_rn(m, (double)p.x[transform_row(p, b, h, j) + c]);
+  m = __ddiv_rn(m, (double)p.s);
+  p.means[(long long)g * p.d + c] = m;
+  for (int j = 0; j < p.s; j++) {
+    const long long o = transform_row(p, b, h, j) + c;
+    p.x[o] = (float)__dsub_rn((double)p.x[o], m);
+  }
+}
+
+// rotate: grid (rows of all heads / 8), 8 rows a block of 256 threads in
+// shared memory: each row times its KV head's signs, then the normalized
+// fast Walsh-Hadamard transform of each block of n, as sdpa.rotateRows
+// (every butterfly stage's operations are independent, so the order within
+// a stage does not change a bit).
+__device__ __forceinline__ void rotate(const TransformParams& p) {
+  extern __shared__ float rows[];  // [8][D]
+  const int per = p.s, total = p.b * p.h * per;
+  for (int k = 0; k < 8; k++) {
+    const int r = blockIdx.x * 8 + k;
+    if (r >= total) break;
+    const int bh = r / per, i = r % per, b = bh / p.h, h = bh % p.h;
+    const float* sg = p.signs + (long long)(b * (p.h / p.group) + h / p.group) * p.d;
+    const long long o = transform_row(p, b, h, i);
+    for (int c = threadIdx.x; c < p.d; c += blockDim.x) rows[k * p.d + c] = __fmul_rn(p.x[o + c], sg[c]);
+  }
+  __syncthreads();
+  const int pairs = 8 * p.d / 2;
+  for (int hh = 1; hh < p.n; hh <<= 1) {
+    for (int e = threadIdx.x; e < pairs; e += blockDim.x) {
+      const int k = e / (p.d / 2), w = e % (p.d / 2);  // row k, butterfly w of the row
+      const int blk = w / (p.n / 2), u = w % (p.n / 2);
+      const int t = blk * p.n + (u / hh) * 2 * hh + u % hh;
+      float* x = rows + k * p.d;
+      const float a = x[t], c = x[t + hh];
+      x[t] = __fadd_rn(a, c);
+      x[t + hh] = __fsub_rn(a, c);
+    }
+    __syncthreads();
+  }
+  for (int k = 0; k < 8; k++) {
+    const int r = blockIdx.x * 8 + k;
+    if (r >= total) break;
+    const int bh = r / per, i = r % per, b = bh / p.h, h = bh % p.h;
+    const long long o = transform_row(p, b, h, i);
+    for (int c = threadIdx.x; c < p.d; c += blockDim.x) p.x[o + c] = __fmul_rn(rows[k * p.d + c], p.norm);
+  }
+}
+
+// correct_lse: one thread per query row, as sdpa.correctLSE: LSE += scale ·
+// (q · mean) in float64, the dot in column order; rows with LSE -Inf stay.
+__device__ __forceinline__ void correct_lse(const TransformParams& p) {
+  const long long r = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= (long long)p.b * p.h * p.s) return;
+  const int bh = (int)(r / p.s), i = (int)(r % p.s), b = bh / p.h, h = bh % p.h;
+  float* l = p.lse + r;
+  if (*l == NEG_INF) return;
+  const double* m = p.means + (long long)(b * (p.h / p.group) + h / p.group) * p.d;
+  const float* q = p.q + transform_row(p, b, h, i);
+  double dot = 0.0;
+  for (int c = 0; c < p.d; c++) dot = __dadd_rn(dot, __dmul_rn((double)q[c], m[c]));
+  *l = (float)__dadd_rn((double)*l, __dmul_rn((double)p.scale, dot));
+}

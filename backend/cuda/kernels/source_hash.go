@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "0d032adc181759ca5bc9bb01ec8c6e7f6907cf771ae30ed15cc17df7ddeb4ea8"
+const SourceHash = "c521e8427c41eadf8c4fc429fa115a34185471a306d28d7579e13814abe74c7e"
