@@ -49,39 +49,16 @@ func TestDeviceGPU(t *testing.T) {
 		}
 		out, _ := dev.NewTensor(2, 8, 70, 64, l)
 		lse, _ := dev.NewTensor(2, 8, 70, 1, sdpa.BHSD)
-		opts := &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3}
-		want, wantLSE := poisoned(2, 8, 70, 64)
-		want.Layout = l
-		if err := sdpa.AttentionInto(want, wantLSE, q, k, v, &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3, Backend: "cuda"}); err != nil {
-			t.Fatal(err)
-		}
-		for _, in := range [][3]*sdpa.DeviceTensor{{qd, kd, vd}, {q8, k8, v8}} {
-			if err := dev.Attention(out, lse, in[0], in[1], in[2], opts); err != nil {
-				t.Fatal(err)
-			}
-			got, gotLSE := poisoned(2, 8, 70, 64)
-			got.Layout = l
-			if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
-				t.Fatal(err)
-			}
-			if i := sameBits(got.Data, want.Data); i >= 0 {
-				t.Fatalf("%v %v inputs: output %d is %g, the host-slice call gives %g", l, in[0].Precision(), i, got.Data[i], want.Data[i])
-			}
-			if i := sameBits(gotLSE, wantLSE); i >= 0 {
-				t.Fatalf("%v %v inputs: LSE %d differs", l, in[0].Precision(), i)
-			}
-		}
-		// The accuracy options, applied on the GPU: bit for bit the host's.
-		for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
+		// same runs the device call on in and the host-slice call on "cuda"
+		// with options o, and requires equal bits, output and LSE.
+		same := func(in [3]*sdpa.DeviceTensor, o sdpa.Options) {
+			t.Helper()
 			o.Mask, o.Precision = sdpa.CausalLowerRight, sdpa.FP8E4M3
 			want, wantLSE := poisoned(2, 8, 70, 64)
 			want.Layout = l
 			ho := o
 			ho.Backend = "cuda"
-			if err := sdpa.AttentionInto(want, wantLSE, q, k, v, &ho); err != nil {
-				t.Fatal(err)
-			}
-			if err := dev.Attention(out, lse, qd, kd, vd, &o); err != nil {
+			if err := errors.Join(sdpa.AttentionInto(want, wantLSE, q, k, v, &ho), dev.Attention(out, lse, in[0], in[1], in[2], &o)); err != nil {
 				t.Fatal(err)
 			}
 			got, gotLSE := poisoned(2, 8, 70, 64)
@@ -90,11 +67,17 @@ func TestDeviceGPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			if i := sameBits(got.Data, want.Data); i >= 0 {
-				t.Fatalf("%v SmoothK=%v Hadamard=%v: output %d is %g on the GPU, %g from host slices", l, o.SmoothK, o.Hadamard, i, got.Data[i], want.Data[i])
+				t.Fatalf("%v %v inputs %+v: output %d is %g on the GPU, %g from host slices", l, in[0].Precision(), o, i, got.Data[i], want.Data[i])
 			}
 			if i := sameBits(gotLSE, wantLSE); i >= 0 {
-				t.Fatalf("%v SmoothK=%v Hadamard=%v: LSE %d is %g on the GPU, %g from host slices", l, o.SmoothK, o.Hadamard, i, gotLSE[i], wantLSE[i])
+				t.Fatalf("%v %v inputs %+v: LSE %d is %g on the GPU, %g from host slices", l, in[0].Precision(), o, i, gotLSE[i], wantLSE[i])
 			}
+		}
+		same([3]*sdpa.DeviceTensor{qd, kd, vd}, sdpa.Options{})
+		same([3]*sdpa.DeviceTensor{q8, k8, v8}, sdpa.Options{})
+		// The accuracy options, applied on the GPU: bit for bit the host's.
+		for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
+			same([3]*sdpa.DeviceTensor{qd, kd, vd}, o)
 		}
 		if err := dev.Attention(out, nil, qd, kd, vd, nil); !errors.Is(err, sdpa.ErrUnsupported) {
 			t.Errorf("FP32 on the GPU: %v, want ErrUnsupported", err)

@@ -382,6 +382,23 @@ func (d *Device) checkParamsLayout(mod cu.Module) error {
 	return nil
 }
 
+// checkLayouts compares each parameter-block layout a module exports with
+// its Go mirror.
+func (d *Device) checkLayouts(mod cu.Module, checks []layoutCheck) error {
+	for _, c := range checks {
+		got, err := d.global(mod, c.name, len(c.want))
+		if err != nil {
+			return err
+		}
+		for i := range c.want {
+			if int(got[i]) != c.want[i] {
+				return fmt.Errorf("cuda: %s: the kernels have %v (sizeof, offsets), Go has %v", c.name, got, c.want)
+			}
+		}
+	}
+	return nil
+}
+
 // checkConfig compares a kernel's compiled tile constants with internal/tiles.
 func (d *Device) checkConfig(stage, hd int) error {
 	got, err := d.global(d.mod, tiles.KernelName(stage, hd)+"_config", 4)

@@ -48,22 +48,8 @@ func (d *Device) loadPaged(ampere bool) error {
 	if d.pmod, err = cu.LoadData(ptx); err != nil {
 		return fmt.Errorf("cuda: loading the paged-cache PTX: %w", err)
 	}
-	for _, c := range []struct {
-		name string
-		want []int
-	}{
-		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
-		{"fp8attn_append_params_layout", structLayout[appendParams]()},
-	} {
-		got, err := d.global(d.pmod, c.name, len(c.want))
-		if err != nil {
-			return err
-		}
-		for i := range c.want {
-			if int(got[i]) != c.want[i] {
-				return fmt.Errorf("cuda: %s: the kernels have %v (sizeof, offsets), Go has %v", c.name, got, c.want)
-			}
-		}
+	if err := d.checkLayouts(d.pmod, pagedLayouts); err != nil {
+		return err
 	}
 	fn := func(name string) (C.CUfunction, error) {
 		f, err := d.pmod.Function(name)

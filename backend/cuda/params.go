@@ -147,3 +147,25 @@ type transformParams struct {
 	B, H, S, D, Group, N               int32
 	Norm, Scale                        float32
 }
+
+// layoutCheck names an int array a module exports (a parameter block's
+// sizeof and offsets) and what the Go mirror says it must hold.
+type layoutCheck struct {
+	name string
+	want []int
+}
+
+// quantLayouts and pagedLayouts are the parameter blocks of the
+// quantization kernels (attention module) and of the paged module, checked
+// at load (Device.checkLayouts) and against the committed PTX by CPU tests.
+var (
+	quantLayouts = []layoutCheck{
+		{"fp8attn_quant_params_layout", quantLayout()},
+		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
+		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
+	}
+	pagedLayouts = []layoutCheck{
+		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
+		{"fp8attn_append_params_layout", structLayout[appendParams]()},
+	}
+)

@@ -64,46 +64,26 @@ func TestParamsLayoutMatchesPTX(t *testing.T) {
 	}
 }
 
-// TestPagedParamsLayoutMatchesPTX: the same for the paged-cache module's
-// two parameter structs.
-func TestPagedParamsLayoutMatchesPTX(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		want []int
+// TestModuleLayoutsMatchPTX: the same for the paged module's two parameter
+// blocks and the quantization kernels' three, in both builds (compute_89
+// and compute_80) of their modules.
+func TestModuleLayoutsMatchPTX(t *testing.T) {
+	for _, m := range []struct {
+		checks []layoutCheck
+		ptx    map[string]string
 	}{
-		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
-		{"fp8attn_append_params_layout", structLayout[appendParams]()},
+		{pagedLayouts, map[string]string{"compute_89": kernels.PagedPTX, "compute_80": kernels.PagedPTX80}},
+		{quantLayouts, map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80}},
 	} {
-		for arch, ptx := range map[string]string{"compute_89": kernels.PagedPTX, "compute_80": kernels.PagedPTX80} {
-			got, err := ptxIntArray(ptx, c.name)
-			if err != nil {
-				t.Fatalf("%s: %v", arch, err)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(c.want) {
-				t.Errorf("%s %s: PTX %v, Go %v", arch, c.name, got, c.want)
-			}
-		}
-	}
-}
-
-// TestQuantParamsLayoutMatchesPTX: the same for the quantization kernels'
-// two parameter blocks, in both builds of the attention module.
-func TestQuantParamsLayoutMatchesPTX(t *testing.T) {
-	for _, c := range []struct {
-		name string
-		want []int
-	}{
-		{"fp8attn_quant_params_layout", quantLayout()},
-		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
-		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
-	} {
-		for arch, ptx := range map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80} {
-			got, err := ptxIntArray(ptx, c.name)
-			if err != nil {
-				t.Fatalf("%s: %v", arch, err)
-			}
-			if fmt.Sprint(got) != fmt.Sprint(c.want) {
-				t.Errorf("%s %s: PTX %v, Go %v", arch, c.name, got, c.want)
+		for _, c := range m.checks {
+			for arch, ptx := range m.ptx {
+				got, err := ptxIntArray(ptx, c.name)
+				if err != nil {
+					t.Fatalf("%s: %v", arch, err)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(c.want) {
+					t.Errorf("%s %s: PTX %v, Go %v", arch, c.name, got, c.want)
+				}
 			}
 		}
 	}

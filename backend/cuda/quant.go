@@ -30,23 +30,8 @@ type quantKernels struct {
 // loadQuant finds the quantization kernels in the attention module and
 // checks their parameter blocks' layouts.
 func (d *Device) loadQuant() error {
-	for _, c := range []struct {
-		name string
-		want []int
-	}{
-		{"fp8attn_quant_params_layout", quantLayout()},
-		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
-		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
-	} {
-		got, err := d.global(d.mod, c.name, len(c.want))
-		if err != nil {
-			return err
-		}
-		for i := range c.want {
-			if int(got[i]) != c.want[i] {
-				return fmt.Errorf("cuda: %s: the kernels have %v (sizeof, offsets), Go has %v", c.name, got, c.want)
-			}
-		}
+	if err := d.checkLayouts(d.mod, quantLayouts); err != nil {
+		return err
 	}
 	for _, f := range []struct {
 		name string
