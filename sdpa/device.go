@@ -3,6 +3,7 @@ package sdpa
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -103,6 +104,8 @@ type DeviceTensor struct {
 	f   *Tensor
 	q   *QuantizedTensor
 	m   *memTensor // in the backend's memory (Device.mem)
+	// cleanup frees m if the tensor is dropped without Free.
+	cleanup runtime.Cleanup
 	// freed: the tensor was freed and may not be used.
 	freed bool
 }
@@ -217,7 +220,7 @@ func (d *Device) NewTensor(b, h, s, dim int, l Layout) (*DeviceTensor, error) {
 		if err := m.data.Zero(); err != nil {
 			return nil, errors.Join(err, m.free())
 		}
-		return &DeviceTensor{dev: d, m: m}, nil
+		return d.wrapMem(m), nil
 	}
 	return &DeviceTensor{dev: d, f: &Tensor{Data: make([]float32, n), B: b, H: h, S: s, D: dim, Layout: l}}, nil
 }
@@ -284,7 +287,9 @@ func (t *DeviceTensor) Download(dst *Tensor) error {
 }
 
 // Free releases the tensor's memory; using it afterwards is an error.
-// Freeing twice is an error.
+// Freeing twice is an error. A tensor in a device's own memory ("cuda")
+// that is dropped without Free has its memory freed when the garbage
+// collector finds it unreachable, later and unpredictably: call Free.
 func (t *DeviceTensor) Free() error {
 	if t == nil {
 		return fmt.Errorf("%w: freeing a nil tensor", ErrInvalid)
@@ -296,6 +301,7 @@ func (t *DeviceTensor) Free() error {
 	}
 	var err error
 	if t.m != nil {
+		t.cleanup.Stop()
 		err = t.m.free()
 	}
 	t.freed, t.f, t.q, t.m = true, nil, nil, nil
@@ -316,7 +322,7 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &DeviceTensor{dev: d, m: m}, nil
+		return d.wrapMem(m), nil
 	}
 	q, err := Quantize(t.f)
 	if err != nil {

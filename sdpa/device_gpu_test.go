@@ -6,7 +6,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -269,4 +271,24 @@ func TestDeviceMemoryGPU(t *testing.T) {
 	if _, err := dev.Upload(x); !errors.Is(err, sdpa.ErrOutOfMemory) {
 		t.Errorf("an upload past the bound: %v, want ErrOutOfMemory", err)
 	}
+	if err := dev.SetMemoryLimit(0); err != nil {
+		t.Fatal(err)
+	}
+	// A tensor dropped without Free: the garbage collector's cleanup frees
+	// its 16 MB, which a bound then takes back from the idle pool.
+	if _, err := dev.Upload(x); err != nil {
+		t.Fatal(err)
+	}
+	withDropped := dev.MemoryHeld()
+	for i := 0; i < 100; i++ {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+		if err := dev.SetMemoryLimit(1); err != nil {
+			t.Fatal(err)
+		}
+		if dev.MemoryHeld() <= withDropped-16<<20 {
+			return
+		}
+	}
+	t.Errorf("a dropped 16 MB tensor was not freed: %d bytes held, %d with it", dev.MemoryHeld(), withDropped)
 }

@@ -3,6 +3,7 @@ package sdpa
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -28,6 +29,16 @@ func (m *memTensor) free() error {
 		err = errors.Join(err, m.scales.Free())
 	}
 	return err
+}
+
+// wrapMem returns a DeviceTensor holding m, whose device memory is freed
+// when the tensor becomes unreachable if Free was not called (a safety net,
+// as os.File has: device memory is scarcer than the Go heap, so Free is
+// still the rule).
+func (d *Device) wrapMem(m *memTensor) *DeviceTensor {
+	t := &DeviceTensor{dev: d, m: m}
+	t.cleanup = runtime.AddCleanup(t, func(m *memTensor) { m.free() }, m)
+	return t
 }
 
 // bytesOf views plain numbers as their bytes (no copy).
@@ -77,7 +88,7 @@ func (d *Device) memUpload(t *Tensor, q *QuantizedTensor) (*DeviceTensor, error)
 	if err != nil {
 		return nil, errors.Join(err, m.free())
 	}
-	return &DeviceTensor{dev: d, m: m}, nil
+	return d.wrapMem(m), nil
 }
 
 // hostCopy returns t's values as a host tensor: its float32 data, or its
