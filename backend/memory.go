@@ -36,8 +36,10 @@ type Memory interface {
 	// (p's data fields are ignored) on inputs in device buffers: in holds
 	// the codes of Q, K, V and their per-(batch, head) scales, as Quantize
 	// leaves them; out receives the float32 output and lse, if not nil,
-	// the float32 log-sum-exp [B][Hq][Sq]. A score factor that Validate
-	// would refuse (MaxScoreFactor) is an error wrapping ErrInvalid.
+	// the float32 log-sum-exp [B][Hq][Sq]. It may return before the device
+	// is done: a score factor that Validate would refuse (MaxScoreFactor),
+	// found on the device, is an error wrapping ErrInvalid from out's next
+	// Read.
 	AttentionOn(p *Problem, out, lse Buffer, in [6]Buffer) error
 	// Condition writes into tq and tk (float32, q's and k's shapes) the
 	// float32 q and k of p's shape and layout transformed as sdpa's

@@ -337,6 +337,10 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 // (opts.Precision says whether the call quantizes them) or all FP8 (the
 // FP8 path, no re-quantization). opts.Backend must be "" or the device's.
 // After the first call of a shape it allocates nothing on the cpu device.
+// On a device with its own memory ("cuda") it returns without waiting for
+// the device; a problem only the device can see (a score factor that would
+// overflow float32, from scales quantized there) is then an error wrapping
+// ErrInvalid from out's next Download.
 func (d *Device) Attention(out, lse, q, k, v *DeviceTensor, opts *Options) error {
 	for _, c := range []struct {
 		t    *DeviceTensor

@@ -292,3 +292,32 @@ func TestDeviceMemoryGPU(t *testing.T) {
 	}
 	t.Errorf("a dropped 16 MB tensor was not freed: %d bytes held, %d with it", dev.MemoryHeld(), withDropped)
 }
+
+// TestDeviceDeferredErrorGPU: a score factor only the GPU can see (scales
+// quantized there, a scale that makes scores overflow float32) is not an
+// error of the asynchronous Attention call but of the output's next
+// Download, once; the host-slice call refuses the same inputs at once.
+func TestDeviceDeferredErrorGPU(t *testing.T) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 22))
+	q, k, v := randTensor(rng, 1, 2, 8, 64), randTensor(rng, 1, 2, 8, 64), randTensor(rng, 1, 2, 8, 64)
+	opts := &sdpa.Options{Scale: 1e38, Precision: sdpa.FP8E4M3}
+	if _, err := sdpa.Attention(q, k, v, &sdpa.Options{Scale: 1e38, Precision: sdpa.FP8E4M3, Backend: "cuda"}); !errors.Is(err, sdpa.ErrInvalid) {
+		t.Fatalf("host-slice call with an overflowing factor: %v, want ErrInvalid", err)
+	}
+	qd, kd, vd := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
+	out, _ := dev.NewTensor(1, 2, 8, 64, sdpa.BHSD)
+	if err := dev.Attention(out, nil, qd, kd, vd, opts); err != nil {
+		t.Fatalf("the asynchronous call: %v", err)
+	}
+	back := &sdpa.Tensor{Data: make([]float32, 2*8*64), B: 1, H: 2, S: 8, D: 64}
+	if err := out.Download(back); !errors.Is(err, sdpa.ErrInvalid) {
+		t.Errorf("the output's Download: %v, want ErrInvalid", err)
+	}
+	if err := out.Download(back); err != nil {
+		t.Errorf("a second Download: %v (the error is reported once)", err)
+	}
+}

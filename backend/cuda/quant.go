@@ -58,6 +58,10 @@ type Buffer struct {
 	dev *Device
 	buf pooled
 	n   int64
+	// flag is a device word (0 when unused) where an attention that wrote
+	// into this buffer (Backend.AttentionOn) flags a score factor beyond
+	// backend.MaxScoreFactor; Read reports and clears it.
+	flag pooled
 }
 
 // Alloc returns a buffer of n bytes (n > 0). Its contents are undefined
@@ -112,7 +116,24 @@ func (b *Buffer) Read(dst []byte) error {
 	if int64(len(dst)) > b.n {
 		return fmt.Errorf("%w: cuda: reading %d bytes from a buffer of %d", backend.ErrInvalid, len(dst), b.n)
 	}
-	return b.dev.do(func() error { return b.dev.download([]hostCopy{{b.buf.p, dst}}) })
+	return b.dev.do(func() error {
+		copies := []hostCopy{{b.buf.p, dst}}
+		var flag [1]int32
+		if b.flag.p != 0 {
+			copies = append(copies, hostCopy{b.flag.p, bytesOf(flag[:])})
+		}
+		if err := b.dev.download(copies); err != nil {
+			return err
+		}
+		if flag[0] == 0 {
+			return nil
+		}
+		if err := cu.MemsetD32Async(b.flag.p, 0, 1, b.dev.stream); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: an attention that wrote this buffer: head %d (batch·Hq + head): scale × Q descale × K descale (quantized on the device) can make scores overflow float32",
+			backend.ErrInvalid, flag[0]-1)
+	})
 }
 
 // Free returns the buffer to the device's pool once the work issued on it
@@ -122,9 +143,12 @@ func (b *Buffer) Free() error {
 		return nil
 	}
 	return b.dev.do(func() error {
-		buf := b.buf
-		b.buf = pooled{}
-		return b.dev.release([]pooled{buf})
+		bufs := []pooled{b.buf}
+		if b.flag.p != 0 {
+			bufs = append(bufs, b.flag)
+		}
+		b.buf, b.flag = pooled{}, pooled{}
+		return b.dev.release(bufs)
 	})
 }
 
@@ -252,7 +276,8 @@ func (d *Device) NewResident(p *backend.Problem, q, k, v, qs, ks, vs *Buffer) (*
 }
 
 // newResident is NewResident writing its output (and LSE) into out and lse
-// when they are not nil.
+// when they are not nil; with out, the score-factor flag is out's (Read
+// reports it) instead of the resident's.
 func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer) (*Resident, error) {
 	q, k, v, qs, ks, vs := in[0], in[1], in[2], in[3], in[4], in[5]
 	s := p.Shape
@@ -317,8 +342,23 @@ func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer
 		if b.ScoreScale, err = own(4 * int64(s.B*s.Hq)); err != nil {
 			return err
 		}
-		if r.bad, err = own(4); err != nil {
-			return err
+		switch {
+		case out != nil:
+			if out.flag.p == 0 {
+				ptr, size, err := d.alloc(4)
+				if err != nil {
+					return err
+				}
+				out.flag = pooled{ptr, size}
+				if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
+					return err
+				}
+			}
+			r.bad = uint64(out.flag.p)
+		default:
+			if r.bad, err = own(4); err != nil {
+				return err
+			}
 		}
 		switch {
 		case out != nil:
@@ -339,6 +379,9 @@ func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer
 		*r.params = newParams(&pp, b)
 		r.scores = &scoreParams{QScale: b.QScale, KScale: b.KScale, ScoreScale: b.ScoreScale, Bad: r.bad,
 			Scale: float64(p.Scale), Limit: backend.MaxScoreFactor(s.D), B: int32(s.B), Hq: int32(s.Hq), Hkv: int32(s.Hkv)}
+		if out != nil { // the flag is out's, cleared when set and read
+			return nil
+		}
 		return cu.MemsetD32Async(cu.DevicePtr(r.bad), 0, 1, d.stream)
 	})
 	if err != nil {
@@ -424,8 +467,8 @@ func (b *Backend) Quantize(codes, scales, src backend.Buffer, nb, h, s, dim int,
 
 // AttentionOn implements backend.Memory: a resident over the buffers
 // (NewResident) run with the backend's stage (BestStage for "cuda"), its
-// output and LSE written into out and lse. It waits for the device to
-// check the score factors.
+// output and LSE written into out and lse. It returns without waiting for
+// the device: a score factor beyond the limit is reported by out's Read.
 func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6]backend.Buffer) (err error) {
 	bufs, err := ours(append(in[:], out, lse)...)
 	if err != nil {
@@ -456,15 +499,7 @@ func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6
 		return err
 	}
 	defer func() { err = errors.Join(err, r.Free()) }()
-	if err := r.Run(st); err != nil {
-		return err
-	}
-	var bad [1]int32
-	err = d.do(func() error { return d.download([]hostCopy{{cu.DevicePtr(r.bad), bytesOf(bad[:])}}) })
-	if err != nil {
-		return err
-	}
-	return r.badFactor(bad[0])
+	return r.Run(st)
 }
 
 // transformOf describes a float32 tensor of shape (b, h, s, d) in layout l
