@@ -26,12 +26,13 @@ type Buffer interface {
 type Memory interface {
 	// Alloc returns a buffer of n > 0 bytes, contents undefined.
 	Alloc(n int64) (Buffer, error)
-	// Quantize quantizes src, float32 [b][h][s][d] in layout l, into E4M3
-	// codes (one byte an element, same layout) and one dequantization
-	// scale per (batch, head) (float32 [b][h]), bit for bit as
-	// fp8.QuantizeE4M3 does per head (amax/448 scales, non-finite values
-	// to NaN codes).
-	Quantize(codes, scales, src Buffer, b, h, s, d int, l Layout) error
+	// Quantize quantizes each job's Src, float32 [B][H][S][D] in its
+	// layout, into E4M3 Codes (one byte an element, same layout) and one
+	// dequantization scale per (batch, head) (Scales, float32 [B][H]), bit
+	// for bit as fp8.QuantizeE4M3 does per head (amax/448 scales,
+	// non-finite values to NaN codes). Jobs of one head dim run together
+	// (a call's Q, K and V: one pass each over all three).
+	Quantize(jobs ...QuantizeJob) error
 	// AttentionOn runs FP8 attention of p's shape, scale, mask and layout
 	// (p's data fields are ignored) on inputs in device buffers: in holds
 	// the codes of Q, K, V and their per-(batch, head) scales, as Quantize
@@ -61,4 +62,11 @@ type Memory interface {
 	// releases idle pooled memory, then fails with ErrOutOfMemory. n <= 0
 	// removes the bound. Memory in use is never taken back.
 	SetLimit(n int64) error
+}
+
+// QuantizeJob is one tensor for Memory.Quantize.
+type QuantizeJob struct {
+	Codes, Scales, Src Buffer
+	B, H, S, D         int
+	Layout             Layout
 }

@@ -322,7 +322,7 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		return d.wrapMem(m), nil
+		return d.wrapMem(m[0]), nil
 	}
 	q, err := Quantize(t.f)
 	if err != nil {

@@ -105,17 +105,29 @@ func (m *memTensor) hostCopy() (*Tensor, error) {
 	return out, q.dequantizeInto(out)
 }
 
-// memQuantize quantizes a float32 memTensor into a new FP8 one, on the
-// device.
-func (d *Device) memQuantize(m *memTensor) (*memTensor, error) {
-	q, err := d.newMem(m.b, m.h, m.s, m.d, m.layout, true)
-	if err != nil {
+// memQuantize quantizes float32 memTensors into new FP8 ones, on the
+// device, in one call (a call's Q, K and V: one pass each over all three).
+func (d *Device) memQuantize(ms ...*memTensor) ([]*memTensor, error) {
+	qs := make([]*memTensor, 0, len(ms))
+	jobs := make([]backend.QuantizeJob, len(ms))
+	free := func(err error) ([]*memTensor, error) {
+		for _, q := range qs {
+			err = errors.Join(err, q.free())
+		}
 		return nil, err
 	}
-	if err := d.mem.Quantize(q.data, q.scales, m.data, m.b, m.h, m.s, m.d, m.layout); err != nil {
-		return nil, errors.Join(err, q.free())
+	for i, m := range ms {
+		q, err := d.newMem(m.b, m.h, m.s, m.d, m.layout, true)
+		if err != nil {
+			return free(err)
+		}
+		qs = append(qs, q)
+		jobs[i] = backend.QuantizeJob{Codes: q.data, Scales: q.scales, Src: m.data, B: m.b, H: m.h, S: m.s, D: m.d, Layout: m.layout}
 	}
-	return q, nil
+	if err := d.mem.Quantize(jobs...); err != nil {
+		return free(err)
+	}
+	return qs, nil
 }
 
 // memAttention is Attention on tensors in device memory: FP8 inputs as
@@ -158,8 +170,9 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 			return fmt.Errorf("%w: %s's kernels take FP8 inputs: ask for Precision FP8E4M3 (quantized on the device) or Quantize first", ErrUnsupported, d.name)
 		}
 		if o.SmoothK || o.Hadamard {
-			tq, tk, m, err := d.memCondition(&p, q, k, &o)
-			if err != nil {
+			var tq, tk *memTensor
+			var m backend.Buffer
+			if tq, tk, m, err = d.memCondition(&p, q, k, &o); err != nil {
 				return err
 			}
 			defer func() { err = errors.Join(err, tq.free(), tk.free()) }()
@@ -168,11 +181,11 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 			}
 			in[0], in[1], means = tq, tk, m
 		}
-		for i, t := range in {
-			qt, err := d.memQuantize(t)
-			if err != nil {
-				return err
-			}
+		var qts []*memTensor
+		if qts, err = d.memQuantize(in[0], in[1], in[2]); err != nil {
+			return err
+		}
+		for i, qt := range qts {
 			defer func() { err = errors.Join(err, qt.free()) }()
 			in[i] = qt
 		}

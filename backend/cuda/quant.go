@@ -176,26 +176,51 @@ func (s TensorShape) elements() (int64, error) {
 // fp8.QuantizeE4M3 does per head on the host (amax/448 scales; NaN and ±Inf
 // become NaN codes): the codes and scales sdpa.Quantize gives.
 func (d *Device) Quantize(codes, scales, src *Buffer, s TensorShape) error {
-	n, err := s.elements()
-	if err != nil {
-		return err
-	}
-	for _, c := range []struct {
-		b    *Buffer
-		want int64
-		name string
-	}{{src, 4 * n, "source"}, {codes, n, "codes"}, {scales, 4 * int64(s.B*s.H), "scales"}} {
-		if err := c.b.live(); err != nil {
+	return d.QuantizeAll([]QuantizeTensor{{codes, scales, src, s}})
+}
+
+// QuantizeTensor is one tensor for QuantizeAll.
+type QuantizeTensor struct {
+	Codes, Scales, Src *Buffer
+	Shape              TensorShape
+}
+
+// QuantizeAll is Quantize for several tensors, up to three of one head dim
+// per launch of each phase (a call's Q, K and V in two launches).
+func (d *Device) QuantizeAll(ts []QuantizeTensor) error {
+	for _, t := range ts {
+		n, err := t.Shape.elements()
+		if err != nil {
 			return err
 		}
-		if c.b.dev != d || c.b.n < c.want {
-			return fmt.Errorf("%w: cuda: the %s buffer holds %d bytes of device %d, %d needed on device %d", backend.ErrInvalid,
-				c.name, c.b.n, c.b.dev.Ordinal, c.want, d.Ordinal)
+		for _, c := range []struct {
+			b    *Buffer
+			want int64
+			name string
+		}{{t.Src, 4 * n, "source"}, {t.Codes, n, "codes"}, {t.Scales, 4 * int64(t.Shape.B*t.Shape.H), "scales"}} {
+			if err := c.b.live(); err != nil {
+				return err
+			}
+			if c.b.dev != d || c.b.n < c.want {
+				return fmt.Errorf("%w: cuda: the %s buffer holds %d bytes of device %d, %d needed on device %d", backend.ErrInvalid,
+					c.name, c.b.n, c.b.dev.Ordinal, c.want, d.Ordinal)
+			}
 		}
 	}
-	qp := &quantParams{N: 1}
-	qp.T[0] = quantTensorOf(src, codes, scales, s)
-	return d.do(func() error { return d.quantize(qp) })
+	return d.do(func() error {
+		for len(ts) > 0 {
+			qp := &quantParams{}
+			for len(ts) > 0 && qp.N < 3 && (qp.N == 0 || ts[0].Shape.D == int(qp.T[0].D)) {
+				qp.T[qp.N] = quantTensorOf(ts[0].Src, ts[0].Codes, ts[0].Scales, ts[0].Shape)
+				qp.N++
+				ts = ts[1:]
+			}
+			if err := d.quantize(qp); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 // quantTensorOf fills the kernels' description of one tensor to quantize.
@@ -452,17 +477,21 @@ func ours(bufs ...backend.Buffer) ([]*Buffer, error) {
 	return out, nil
 }
 
-// Quantize implements backend.Memory: Device.Quantize on device 0.
-func (b *Backend) Quantize(codes, scales, src backend.Buffer, nb, h, s, dim int, l backend.Layout) error {
-	bufs, err := ours(codes, scales, src)
-	if err != nil {
-		return err
-	}
+// Quantize implements backend.Memory: Device.QuantizeAll on device 0.
+func (b *Backend) Quantize(jobs ...backend.QuantizeJob) error {
 	d, err := OpenDevice(0)
 	if err != nil {
 		return err
 	}
-	return d.Quantize(bufs[0], bufs[1], bufs[2], TensorShape{nb, h, s, dim, l})
+	ts := make([]QuantizeTensor, len(jobs))
+	for i, j := range jobs {
+		bufs, err := ours(j.Codes, j.Scales, j.Src)
+		if err != nil {
+			return err
+		}
+		ts[i] = QuantizeTensor{bufs[0], bufs[1], bufs[2], TensorShape{j.B, j.H, j.S, j.D, j.Layout}}
+	}
+	return d.QuantizeAll(ts)
 }
 
 // AttentionOn implements backend.Memory: a resident over the buffers
