@@ -622,6 +622,9 @@ type pooled struct {
 // a validated FP8E4M3 problem. The host slices may be reused once Upload
 // returns: copies from pageable memory have consumed their source by then.
 func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: cuda: uploading a nil problem", backend.ErrInvalid)
+	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -809,7 +812,7 @@ func (r *Resident) Download(out, lse []float32) error {
 		if err := r.dev.download(copies); err != nil {
 			return err
 		}
-		return r.badFactor(bad[0])
+		return factorError(bad[0], r.shape.Hq)
 	})
 }
 

@@ -95,6 +95,38 @@ func (b *Buffer) live() error {
 	return nil
 }
 
+// fits checks that b is a live buffer of device d holding at least want
+// bytes (the name says which operand, in the error).
+func (b *Buffer) fits(d *Device, want int64, name string) error {
+	if err := b.live(); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if b.dev != d || b.n < want {
+		return fmt.Errorf("%w: cuda: %s holds %d bytes of device %d, %d needed on device %d", backend.ErrInvalid, name, b.n, b.dev.Ordinal, want, d.Ordinal)
+	}
+	return nil
+}
+
+// problemShape checks p's shape, scale, mask and layout (a problem whose
+// data sits in device buffers: Validate's checks but the slices') and
+// returns the element counts of Q and of K (or V).
+func problemShape(p *backend.Problem) (nq, nkv int64, err error) {
+	if p == nil {
+		return 0, 0, fmt.Errorf("%w: cuda: nil problem", backend.ErrInvalid)
+	}
+	s := p.Shape
+	if nq, err = (TensorShape{s.B, s.Hq, s.Sq, s.D, p.Layout}).elements(); err != nil {
+		return 0, 0, err
+	}
+	if nkv, err = (TensorShape{s.B, s.Hkv, s.Sk, s.D, p.Layout}).elements(); err != nil {
+		return 0, 0, err
+	}
+	if s.Hq%s.Hkv != 0 || math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) || p.Mask < backend.NoMask || p.Mask > backend.CausalLowerRight {
+		return 0, 0, fmt.Errorf("%w: cuda: problem %+v, scale %v, mask %d", backend.ErrInvalid, s, p.Scale, int(p.Mask))
+	}
+	return nq, nkv, nil
+}
+
 // Write copies src to the start of the buffer, on the stream; src may be
 // reused when Write returns.
 func (b *Buffer) Write(src []byte) error {
@@ -131,8 +163,7 @@ func (b *Buffer) Read(dst []byte) error {
 		if err := cu.MemsetD32Async(b.flag.p, 0, 1, b.dev.stream); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: an attention that wrote this buffer: head %d (batch·Hq + head): scale × Q descale × K descale (quantized on the device) can make scores overflow float32",
-			backend.ErrInvalid, flag[0]-1)
+		return fmt.Errorf("an attention that wrote this buffer: %w", factorError(flag[0], 0))
 	})
 }
 
@@ -193,18 +224,8 @@ func (d *Device) QuantizeAll(ts []QuantizeTensor) error {
 		if err != nil {
 			return err
 		}
-		for _, c := range []struct {
-			b    *Buffer
-			want int64
-			name string
-		}{{t.Src, 4 * n, "source"}, {t.Codes, n, "codes"}, {t.Scales, 4 * int64(t.Shape.B*t.Shape.H), "scales"}} {
-			if err := c.b.live(); err != nil {
-				return err
-			}
-			if c.b.dev != d || c.b.n < c.want {
-				return fmt.Errorf("%w: cuda: the %s buffer holds %d bytes of device %d, %d needed on device %d", backend.ErrInvalid,
-					c.name, c.b.n, c.b.dev.Ordinal, c.want, d.Ordinal)
-			}
+		if err := errors.Join(t.Src.fits(d, 4*n, "source"), t.Codes.fits(d, n, "codes"), t.Scales.fits(d, 4*int64(t.Shape.B*t.Shape.H), "scales")); err != nil {
+			return err
 		}
 	}
 	return d.do(func() error {
@@ -304,46 +325,22 @@ func (d *Device) NewResident(p *backend.Problem, q, k, v, qs, ks, vs *Buffer) (*
 // when they are not nil; with out, the score-factor flag is out's (Read
 // reports it) instead of the resident's.
 func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer) (*Resident, error) {
-	q, k, v, qs, ks, vs := in[0], in[1], in[2], in[3], in[4], in[5]
+	nq, nkv, err := problemShape(p)
+	if err != nil {
+		return nil, err
+	}
 	s := p.Shape
-	nq, err := TensorShape{s.B, s.Hq, s.Sq, s.D, p.Layout}.elements()
-	if err != nil {
+	q, k, v, qs, ks, vs := in[0], in[1], in[2], in[3], in[4], in[5]
+	checks := []error{q.fits(d, nq, "q"), k.fits(d, nkv, "k"), v.fits(d, nkv, "v"), qs.fits(d, 4*int64(s.B*s.Hq), "q scales"),
+		ks.fits(d, 4*int64(s.B*s.Hkv), "k scales"), vs.fits(d, 4*int64(s.B*s.Hkv), "v scales")}
+	if out != nil {
+		checks = append(checks, out.fits(d, 4*nq, "out"))
+	}
+	if lse != nil {
+		checks = append(checks, lse.fits(d, 4*int64(s.B*s.Hq*s.Sq), "lse"))
+	}
+	if err := errors.Join(checks...); err != nil {
 		return nil, err
-	}
-	nkv, err := TensorShape{s.B, s.Hkv, s.Sk, s.D, p.Layout}.elements()
-	if err != nil {
-		return nil, err
-	}
-	if s.Hq%s.Hkv != 0 || math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) || p.Mask < backend.NoMask || p.Mask > backend.CausalLowerRight {
-		return nil, fmt.Errorf("%w: cuda: problem %+v, scale %v, mask %d", backend.ErrInvalid, s, p.Scale, int(p.Mask))
-	}
-	for _, c := range []struct {
-		b    *Buffer
-		want int64
-		name string
-	}{{q, nq, "q"}, {k, nkv, "k"}, {v, nkv, "v"}, {qs, 4 * int64(s.B*s.Hq), "q scales"}, {ks, 4 * int64(s.B*s.Hkv), "k scales"},
-		{vs, 4 * int64(s.B*s.Hkv), "v scales"}} {
-		if err := c.b.live(); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.name, err)
-		}
-		if c.b.dev != d || c.b.n < c.want {
-			return nil, fmt.Errorf("%w: cuda: %s holds %d bytes, %d needed, on this device", backend.ErrInvalid, c.name, c.b.n, c.want)
-		}
-	}
-	for _, c := range []struct {
-		b    *Buffer
-		want int64
-		name string
-	}{{out, 4 * nq, "out"}, {lse, 4 * int64(s.B*s.Hq*s.Sq), "lse"}} {
-		if c.b == nil {
-			continue
-		}
-		if err := c.b.live(); err != nil {
-			return nil, fmt.Errorf("%s: %w", c.name, err)
-		}
-		if c.b.dev != d || c.b.n < c.want {
-			return nil, fmt.Errorf("%w: cuda: %s holds %d bytes, %d needed, on this device", backend.ErrInvalid, c.name, c.b.n, c.want)
-		}
 	}
 	pp := *p
 	pp.Precision = backend.FP8E4M3
@@ -423,16 +420,19 @@ func (r *Resident) launchScores() error {
 	return launchStruct(r.dev.quant.scores, (int(sp.B*sp.Hq)+255)/256, 1, 1, 256, 0, r.dev.stream, unsafe.Pointer(sp))
 }
 
-// badFactor turns the score-factor flag a download brought back (1 + the
-// (batch, head) of a factor beyond backend.MaxScoreFactor, 0 for none)
-// into the error the host's Validate gives for host-quantized inputs.
-func (r *Resident) badFactor(flag int32) error {
+// factorError turns a score-factor flag the device wrote (1 + the
+// (batch, query head) index of a factor beyond backend.MaxScoreFactor, 0
+// for none) into the error the host's Validate gives for host-quantized
+// inputs. hq splits the index (0: unknown).
+func factorError(flag int32, hq int) error {
 	if flag == 0 {
 		return nil
 	}
-	bh := int(flag) - 1
-	return fmt.Errorf("%w: head (%d, %d): scale × Q descale × K descale (quantized on the device) can make scores overflow float32 (limit %g for D=%d)",
-		backend.ErrInvalid, bh/r.shape.Hq, bh%r.shape.Hq, backend.MaxScoreFactor(r.shape.D), r.shape.D)
+	where := fmt.Sprintf("head index %d (batch·Hq + head)", flag-1)
+	if hq > 0 {
+		where = fmt.Sprintf("head (%d, %d)", int(flag-1)/hq, int(flag-1)%hq)
+	}
+	return fmt.Errorf("%w: %s: scale × Q descale × K descale (quantized on the device) can make scores overflow float32", backend.ErrInvalid, where)
 }
 
 // Zero sets the buffer's bytes to 0, on the stream.
@@ -503,8 +503,8 @@ func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6
 	if err != nil {
 		return err
 	}
-	if bufs[6] == nil {
-		return fmt.Errorf("%w: cuda: AttentionOn without an output buffer", backend.ErrInvalid)
+	if bufs[6] == nil || p == nil {
+		return fmt.Errorf("%w: cuda: AttentionOn without a problem or an output buffer", backend.ErrInvalid)
 	}
 	for _, x := range bufs[:6] {
 		if x == nil {
@@ -517,10 +517,7 @@ func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6
 	if err != nil {
 		return err
 	}
-	if err := supports(&pp, st); err != nil {
-		return err
-	}
-	if err := b.Supports(&pp); err != nil {
+	if err := b.Supports(&pp); err != nil { // the stage's shape check and the device's
 		return err
 	}
 	r, err := d.newResident(&pp, [6]*Buffer(bufs[:6]), bufs[6], bufs[7])
@@ -551,20 +548,18 @@ func (b *Backend) Condition(p *backend.Problem, tq, tk, q, k, means, signs backe
 	if err != nil {
 		return err
 	}
+	nq, nk, err := problemShape(p)
+	if err != nil {
+		return err
+	}
 	s := p.Shape
-	nq, nk := 4*int64(s.B*s.Hq*s.Sq*s.D), 4*int64(s.B*s.Hkv*s.Sk*s.D)
+	nq, nk = 4*nq, 4*nk
 	for i, want := range []int64{nq, nk, nq, nk, 8 * int64(s.B*s.Hkv*s.D), 4 * int64(s.B*s.Hkv*s.D)} {
-		if bufs[i] == nil {
-			if i == 4 && !smooth || i == 5 && signs == nil {
-				continue
-			}
-			return fmt.Errorf("%w: cuda: Condition with a nil buffer", backend.ErrInvalid)
+		if bufs[i] == nil && (i == 4 && !smooth || i == 5 && signs == nil) {
+			continue
 		}
-		if err := bufs[i].live(); err != nil {
+		if err := bufs[i].fits(d, want, fmt.Sprintf("Condition operand %d", i)); err != nil {
 			return err
-		}
-		if bufs[i].dev != d || bufs[i].n < want {
-			return fmt.Errorf("%w: cuda: Condition buffer %d holds %d bytes, %d needed", backend.ErrInvalid, i, bufs[i].n, want)
 		}
 	}
 	if s.D > 1024 || signs != nil && (block <= 0 || block&(block-1) != 0 || s.D%block != 0) {
@@ -611,16 +606,13 @@ func (b *Backend) CorrectLSE(p *backend.Problem, lse, q, means backend.Buffer) e
 	if err != nil {
 		return err
 	}
+	if _, _, err := problemShape(p); err != nil {
+		return err
+	}
 	s := p.Shape
 	for i, want := range []int64{4 * int64(s.B*s.Hq*s.Sq), 4 * int64(s.B*s.Hq*s.Sq*s.D), 8 * int64(s.B*s.Hkv*s.D)} {
-		if bufs[i] == nil {
-			return fmt.Errorf("%w: cuda: CorrectLSE with a nil buffer", backend.ErrInvalid)
-		}
-		if err := bufs[i].live(); err != nil {
+		if err := bufs[i].fits(d, want, fmt.Sprintf("CorrectLSE operand %d", i)); err != nil {
 			return err
-		}
-		if bufs[i].dev != d || bufs[i].n < want {
-			return fmt.Errorf("%w: cuda: CorrectLSE buffer %d holds %d bytes, %d needed", backend.ErrInvalid, i, bufs[i].n, want)
 		}
 	}
 	tp := transformOf(bufs[1], s.B, s.Hq, s.Sq, s.D, p.Layout)

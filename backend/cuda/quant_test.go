@@ -569,3 +569,55 @@ func TestMemoryLimit(t *testing.T) {
 		t.Errorf("held %d after closing the cache, %d before it", got, before)
 	}
 }
+
+// TestDeviceMemoryErrors: the exported functions over device buffers answer
+// nil, freed, foreign-sized and inconsistent operands with errors wrapping
+// ErrInvalid (or ErrUnsupported), never a panic.
+func TestDeviceMemoryErrors(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	be := testBackend(0)
+	small, err := d.Alloc(64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Free()
+	freed, _ := d.Alloc(64)
+	freed.Free()
+	var nilBuf *Buffer
+	ok := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 4, Sk: 4, D: 64}, Scale: 0.125}
+	zeroHeads := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 2, Hkv: 0, Sq: 4, Sk: 4, D: 64}, Scale: 0.125}
+	six := [6]backend.Buffer{small, small, small, small, small, small}
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"Alloc 0", func() error { _, err := d.Alloc(0); return err }},
+		{"Upload nil", func() error { _, err := d.Upload(nil); return err }},
+		{"Write nil buffer", func() error { return nilBuf.Write([]byte{1}) }},
+		{"Read freed", func() error { return freed.Read(make([]byte, 4)) }},
+		{"Write too much", func() error { return small.Write(make([]byte, 65)) }},
+		{"Quantize small", func() error { return d.Quantize(small, small, small, TensorShape{1, 1, 4, 64, backend.BHSD}) }},
+		{"Quantize nil", func() error { return d.Quantize(nil, small, small, TensorShape{1, 1, 1, 4, backend.BHSD}) }},
+		{"Quantize bad shape", func() error { return d.Quantize(small, small, small, TensorShape{1, 0, 1, 4, backend.BHSD}) }},
+		{"NewResident nil", func() error { _, err := d.NewResident(nil, small, small, small, small, small, small); return err }},
+		{"NewResident zero heads", func() error {
+			_, err := d.NewResident(zeroHeads, small, small, small, small, small, small)
+			return err
+		}},
+		{"NewResident small buffers", func() error { _, err := d.NewResident(ok, small, small, small, small, small, small); return err }},
+		{"AttentionOn nil", func() error { return be.AttentionOn(nil, small, nil, six) }},
+		{"AttentionOn small", func() error { return be.AttentionOn(ok, small, nil, six) }},
+		{"Condition nil", func() error { return be.Condition(nil, small, small, small, small, nil, nil, false, 64) }},
+		{"Condition zero heads", func() error { return be.Condition(zeroHeads, small, small, small, small, nil, nil, true, 64) }},
+		{"CorrectLSE nil", func() error { return be.CorrectLSE(nil, small, small, small) }},
+		{"CorrectLSE zero heads", func() error { return be.CorrectLSE(zeroHeads, small, small, small) }},
+	} {
+		err := c.call()
+		if !errors.Is(err, backend.ErrInvalid) && !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+	}
+}
