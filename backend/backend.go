@@ -212,6 +212,14 @@ type Problem struct {
 	// (batch, head): value ≈ code.Float32() * scale.
 	Q8, K8, V8             []fp8.E4M3
 	QScale, KScale, VScale []float32
+	// QuantizeOnRead says that an FP8E4M3 problem carries its inputs in
+	// float32, in Q, K and V, with their scales, and that the backend
+	// quantizes each element as it reads it: x becomes the value of
+	// fp8.ToE4M3(x/scale, fp8.NoSat) (fp8.RoundE4M3), as if the codes of
+	// fp8.QuantizeE4M3's encode had been passed in Q8, K8 and V8 (unused
+	// here). Only a backend that implements OnReadQuantizer, answering
+	// true, is given such a problem; the result must be what the codes give.
+	QuantizeOnRead bool
 
 	// Out is [B][Hq][Sq][D] in Layout. LSE, if not nil, is [B][Hq][Sq]: the natural
 	// log-sum-exp of the scaled, masked scores (-Inf for a row with no
@@ -255,7 +263,11 @@ func (p *Problem) Validate() error {
 	case FP32:
 		checks = append(checks, sizeCheck{"Q", len(p.Q), nq}, sizeCheck{"K", len(p.K), nkv}, sizeCheck{"V", len(p.V), nkv})
 	case FP8E4M3:
-		checks = append(checks, sizeCheck{"Q8", len(p.Q8), nq}, sizeCheck{"K8", len(p.K8), nkv}, sizeCheck{"V8", len(p.V8), nkv})
+		if p.QuantizeOnRead {
+			checks = append(checks, sizeCheck{"Q", len(p.Q), nq}, sizeCheck{"K", len(p.K), nkv}, sizeCheck{"V", len(p.V), nkv})
+		} else {
+			checks = append(checks, sizeCheck{"Q8", len(p.Q8), nq}, sizeCheck{"K8", len(p.K8), nkv}, sizeCheck{"V8", len(p.V8), nkv})
+		}
 		for i, sc := range [][]float32{p.QScale, p.KScale, p.VScale} {
 			want := s.B * s.Hkv
 			if i == 0 {
@@ -323,6 +335,15 @@ func (p *Problem) checkScales() error {
 type sizeCheck struct {
 	name      string
 	got, want int
+}
+
+// OnReadQuantizer is implemented by a backend that computes FP8E4M3 problems
+// in float32 on the codes' values (the cpu backend): QuantizesOnRead
+// reports whether it takes Problems with QuantizeOnRead set, which spares a
+// caller that quantizes float32 inputs for it writing codes that it would
+// only decode again.
+type OnReadQuantizer interface {
+	QuantizesOnRead() bool
 }
 
 // Availability is implemented by a backend that is registered in every

@@ -28,6 +28,31 @@ func encodeE4M3Go(dst []E4M3, src []float32, scale float32, m Mode) {
 	}
 }
 
+// RoundE4M3 sets dst[i] = ToE4M3(src[i]/scale, m).Float32() for every i:
+// the value of the code EncodeE4M3 would write, unscaled, as a float32 (every
+// E4M3 value is one). It is EncodeE4M3 followed by DecodeE4M3 at scale 1, in
+// one pass and without the bytes in between, for code that computes in
+// float32 on quantized values (the cpu backend quantizes on read with it). It returns the number of
+// elements written, min(len(dst), len(src)). On amd64 CPUs with AVX2 or
+// AVX-512 it runs in assembly (quant_amd64.s), bit for bit equal to
+// roundE4M3Go in every mode, NaN bits included; the purego build tag turns
+// that off.
+func RoundE4M3(dst, src []float32, scale float32, m Mode) int {
+	n := min(len(dst), len(src))
+	i := roundE4M3Vector(dst[:n], src[:n], scale, m)
+	roundE4M3Go(dst[i:n], src[i:n], scale, m)
+	return n
+}
+
+// roundE4M3Go is RoundE4M3's loop: the reference for the assembly.
+func roundE4M3Go(dst, src []float32, scale float32, m Mode) {
+	n := min(len(dst), len(src))
+	dst, src = dst[:n], src[:n]
+	for i, x := range src {
+		dst[i] = e4m3Table[e4m3Format.convert(x/scale, m)]
+	}
+}
+
 // EncodeE5M2 sets dst[i] = ToE5M2(src[i]/scale, m) for every i and returns
 // the number of elements written, min(len(dst), len(src)).
 func EncodeE5M2(dst []E5M2, src []float32, scale float32, m Mode) int {

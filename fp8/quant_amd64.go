@@ -2,6 +2,8 @@
 
 package fp8
 
+import "math"
+
 // amaxVector returns the largest finite magnitude of the longest prefix of
 // x whose length is a multiple of 16 (AVX-512) or 8 (AVX2), if the CPU has
 // either, and that prefix's length.
@@ -55,6 +57,61 @@ func encodeE4M3Vector(dst []E4M3, src []float32, scale float32, m Mode) int {
 	asm(&dst[0], &src[0], n, scale, ovf, nanSign)
 	return n
 }
+
+// roundE4M3Vector is encodeE4M3Vector for RoundE4M3: it rounds, in
+// assembly, the longest prefix of src whose length is a multiple of 16
+// (AVX-512) or 8 (AVX2), if the CPU has either, and returns its length.
+// len(dst) >= len(src).
+func roundE4M3Vector(dst, src []float32, scale float32, m Mode) int {
+	// The values of the overflow code and of a NaN's code, as the table
+	// gives them: NaN is 0x7fc00000 with the code's sign.
+	ovf, nanSign := math.Float32bits(e4m3Table[e4m3Format.overflow]), uint32(0)
+	switch m {
+	case SatFinite:
+		ovf = math.Float32bits(e4m3Table[e4m3Format.maxFinite])
+	case Torch:
+		nanSign = 1 << 31
+	case NoSat:
+	default:
+		return 0
+	}
+	var width int
+	var asm func(*float32, *float32, int, float32, uint32, uint32)
+	switch {
+	case hasAVX512:
+		width, asm = 16, roundE4M3AVX512
+	case hasAVX2:
+		width, asm = 8, roundE4M3AVX2
+	default:
+		return 0
+	}
+	n := len(src) &^ (width - 1)
+	if n == 0 {
+		return 0
+	}
+	_ = dst[n-1]
+	asm(&dst[0], &src[0], n, scale, ovf, nanSign)
+	return n
+}
+
+// roundE4M3AVX512 sets dst[i] = roundE4M3Go's value of src[i] for i < n (n a
+// positive multiple of 16), where ovf is the bits of an overflow's value
+// (NaN 0x7fc00000 for NoSat and Torch, 448 for SatFinite; the sign is added)
+// and nanSign is 1<<31 for Torch (a NaN keeps its sign) and 0 otherwise.
+// It is encodeE4M3AVX512 with the value in place of the code: the same IEEE
+// quotient; a normal magnitude a (a >= 2^-6) rounds to nearest even as
+// (a + 0x7ffff + (a>>20)&1) &^ 0xfffff, which is the float32 of the E4M3
+// value; a subnormal one is a·2^9 rounded to an integer (nearest even), times
+// 2^-9 (both exact); a >= 464+ulp overflows; then the sign; then NaN.
+//
+//go:noescape
+func roundE4M3AVX512(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
+
+// roundE4M3AVX2 is roundE4M3AVX512 8 elements at a time (n a positive
+// multiple of 8).
+//
+//go:noescape
+func roundE4M3AVX2(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
 
 // encodeE4M3AVX512 sets dst[i] = ToE4M3(src[i]/scale, mode) for i < n (n a
 // positive multiple of 16), where ovf is the magnitude code of an overflow

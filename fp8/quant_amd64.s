@@ -13,6 +13,9 @@ DWORDS8(lastInRange, 0x43e80000) // the largest magnitude that does not overflow
 DWORDS8(infBits, 0x7f800000)     // +Inf: larger magnitude bits are NaN
 DWORDS8(signByte, 0x80)
 DWORDS8(nanCode, 0x7f)
+DWORDS8(subQuantum, 0x3b000000) // 2^-9, the E4M3 subnormal quantum
+DWORDS8(signBit, 0x80000000)
+DWORDS8(nanBits, 0x7fc00000)    // the NaN E4M3 decodes to
 
 // func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
 // Equals e4m3Format.convert(src[i]/scale, mode) for i < n, n a positive
@@ -205,5 +208,135 @@ loopmax:
 	VPMAXUD X1, X0, X0
 	VMOVD X0, AX
 	MOVL AX, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func roundE4M3AVX512(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
+// Equals e4m3Table[e4m3Format.convert(src[i]/scale, mode)] for i < n, n a
+// positive multiple of 16; see the declaration in quant_amd64.go.
+TEXT ·roundE4M3AVX512(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Z15
+	MOVL ovf+28(FP), AX
+	VPBROADCASTD AX, Z14     // the overflow value's magnitude bits: NaN or 448
+	MOVL nanSign+32(FP), AX
+	VPBROADCASTD AX, Z13     // 1<<31 where a NaN keeps its sign (Torch), else 0
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z12     // magnitude mask
+	MOVL $0x7ffff, AX
+	VPBROADCASTD AX, Z11     // half an E4M3 ulp less one, at mantissa shift 20
+	MOVL $1, AX
+	VPBROADCASTD AX, Z10
+	MOVL $0xfff00000, AX
+	VPBROADCASTD AX, Z9      // sign, exponent and 3 mantissa bits
+	MOVL $0x3c800000, AX
+	VPBROADCASTD AX, Z8      // 2^-6, the smallest normal E4M3
+	MOVL $0x44000000, AX
+	VPBROADCASTD AX, Z7      // 512.0 = 2^9, one over the E4M3 subnormal quantum
+	MOVL $0x43e80001, AX
+	VPBROADCASTD AX, Z6      // the first magnitude that overflows
+	MOVL $0x7f800000, AX
+	VPBROADCASTD AX, Z5
+	MOVL $0x3b000000, AX
+	VPBROADCASTD AX, Z4      // 2^-9
+	MOVL $0x7fc00000, AX
+	VPBROADCASTD AX, Z3      // NaN
+	MOVL $0x80000000, AX
+	VPBROADCASTD AX, Z2      // the sign bit
+
+round512:
+	VMOVUPS (SI), Z0
+	VDIVPS Z15, Z0, Z0          // q = x/scale
+	VPANDD Z12, Z0, Z1          // a = magnitude bits
+	VPSRLD $20, Z1, Z20
+	VPANDD Z10, Z20, Z20        // the bit that decides a tie (round half to even)
+	VPADDD Z11, Z1, Z16
+	VPADDD Z20, Z16, Z16
+	VPANDD Z9, Z16, Z16         // normal value, rounded
+	VMULPS Z7, Z1, Z17          // a·2^9, exact
+	VCVTPS2DQ Z17, Z17          // rounded to nearest even: 0..8
+	VCVTDQ2PS Z17, Z17
+	VMULPS Z4, Z17, Z17         // the subnormal value, exact
+	VPCMPUD $1, Z8, Z1, K1      // a < 2^-6: subnormal
+	VMOVDQA32 Z17, K1, Z16
+	VPCMPUD $5, Z6, Z1, K2      // a >= first overflow (±Inf included)
+	VMOVDQA32 Z14, K2, Z16
+	VPANDD Z2, Z0, Z18          // the sign
+	VPORD Z18, Z16, Z16
+	VPCMPUD $6, Z5, Z1, K3      // a > Inf bits: NaN
+	VPANDD Z13, Z18, Z19
+	VPORD Z3, Z19, Z19          // NaN, with the sign for Torch
+	VMOVDQA32 Z19, K3, Z16
+	VMOVUPS Z16, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ round512
+	VZEROUPPER
+	RET
+
+// func roundE4M3AVX2(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
+// roundE4M3AVX512 8 elements at a time (n a positive multiple of 8), with
+// blends for the masks.
+TEXT ·roundE4M3AVX2(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS scale+24(FP), Y15
+	MOVL ovf+28(FP), AX
+	VMOVD AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL nanSign+32(FP), AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x7fffffff, AX
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL $0x7ffff, AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL $1, AX
+	VMOVD AX, X10
+	VPBROADCASTD X10, Y10
+	MOVL $0xfff00000, AX
+	VMOVD AX, X9
+	VPBROADCASTD X9, Y9
+	MOVL $0x3c800000, AX
+	VMOVD AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL $0x44000000, AX
+	VMOVD AX, X7
+	VPBROADCASTD X7, Y7
+
+roundloop:
+	VMOVUPS (SI), Y0
+	VDIVPS Y15, Y0, Y0
+	VPAND Y12, Y0, Y1                // a (non-negative as a signed dword)
+	VPSRLD $20, Y1, Y2
+	VPAND Y10, Y2, Y2
+	VPADDD Y11, Y1, Y3
+	VPADDD Y2, Y3, Y3
+	VPAND Y9, Y3, Y3                 // normal value
+	VMULPS Y7, Y1, Y4
+	VCVTPS2DQ Y4, Y4
+	VCVTDQ2PS Y4, Y4
+	VMULPS subQuantum<>(SB), Y4, Y4  // subnormal value
+	VPCMPGTD Y1, Y8, Y5              // 2^-6 > a
+	VBLENDVPS Y5, Y4, Y3, Y3
+	VPCMPGTD lastInRange<>(SB), Y1, Y5 // a > 464: overflow
+	VBLENDVPS Y5, Y14, Y3, Y3
+	VANDPS signBit<>(SB), Y0, Y6     // the sign
+	VORPS Y6, Y3, Y3
+	VPCMPGTD infBits<>(SB), Y1, Y5   // NaN
+	VANDPS Y13, Y6, Y6
+	VORPS nanBits<>(SB), Y6, Y6
+	VBLENDVPS Y5, Y6, Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	SUBQ $8, CX
+	JNZ roundloop
 	VZEROUPPER
 	RET

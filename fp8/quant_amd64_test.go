@@ -40,12 +40,47 @@ func modeArgs(m Mode) (uint32, uint32) {
 // encodeE4M3Go on every float32 bit pattern (-short: every 4099th), in all
 // three modes, at scale 1.
 func TestEncodeE4M3AllInputs(t *testing.T) {
+	const chunk = 1 << 16
+	kernels := encodeKernels()
+	forAllInputsParallel(t, chunk, func() func(src []float32) string {
+		want, got := make([]E4M3, chunk), make([]E4M3, chunk)
+		return func(src []float32) string {
+			n := len(src)
+			for _, m := range []Mode{SatFinite, NoSat, Torch} {
+				encodeE4M3Go(want[:n], src, 1, m)
+				ovf, ns := modeArgs(m)
+				for _, k := range kernels {
+					if !k.ok {
+						continue
+					}
+					k.fn(&got[0], &src[0], n, 1, ovf, ns)
+					for i := range n {
+						if got[i] != want[i] {
+							return fmt.Sprintf("%s %v: %#08x -> %#02x, want %#02x", k.name, m, math.Float32bits(src[i]), uint8(got[i]), uint8(want[i]))
+						}
+					}
+				}
+			}
+			return ""
+		}
+	})
+	for _, k := range kernels {
+		if !k.ok {
+			t.Logf("%s: not on this CPU", k.name)
+		}
+	}
+}
+
+// forAllInputsParallel hands every float32 bit pattern (-short: every
+// 4099th) to a check, in chunks of up to chunk patterns (a multiple of 16)
+// on GOMAXPROCS goroutines, each with its own check from newCheck; a check
+// returns "" or what failed, and the first failure of each goroutine is
+// reported.
+func forAllInputsParallel(t *testing.T, chunk int, newCheck func() func(src []float32) string) {
 	step := uint64(1)
 	if testing.Short() {
 		step = 4099
 	}
-	const chunk = 1 << 16
-	kernels := encodeKernels()
 	workers := runtime.GOMAXPROCS(0)
 	var mu sync.Mutex
 	var failures []string
@@ -54,32 +89,23 @@ func TestEncodeE4M3AllInputs(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			check := newCheck()
 			src := make([]float32, chunk)
-			want, got := make([]E4M3, chunk), make([]E4M3, chunk)
-			for base := uint64(w) * chunk * step; base < 1<<32; base += uint64(workers) * chunk * step {
+			for base := uint64(w) * uint64(chunk) * step; base < 1<<32; base += uint64(workers*chunk) * step {
 				n := 0
 				for b := base; b < 1<<32 && n < chunk; b += step {
 					src[n] = math.Float32frombits(uint32(b))
 					n++
 				}
 				n &^= 15
-				for _, m := range []Mode{SatFinite, NoSat, Torch} {
-					encodeE4M3Go(want[:n], src[:n], 1, m)
-					ovf, ns := modeArgs(m)
-					for _, k := range kernels {
-						if !k.ok || n == 0 {
-							continue
-						}
-						k.fn(&got[0], &src[0], n, 1, ovf, ns)
-						for i := range n {
-							if got[i] != want[i] {
-								mu.Lock()
-								failures = append(failures, fmt.Sprintf("%s %v: %#08x -> %#02x, want %#02x", k.name, m, math.Float32bits(src[i]), uint8(got[i]), uint8(want[i])))
-								mu.Unlock()
-								return
-							}
-						}
-					}
+				if n == 0 {
+					continue
+				}
+				if f := check(src[:n]); f != "" {
+					mu.Lock()
+					failures = append(failures, f)
+					mu.Unlock()
+					return
 				}
 			}
 		}()
@@ -88,11 +114,127 @@ func TestEncodeE4M3AllInputs(t *testing.T) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	for _, k := range kernels {
-		if !k.ok {
-			t.Logf("%s: not on this CPU", k.name)
+}
+
+type roundKernel struct {
+	name string
+	ok   bool
+	fn   func(*float32, *float32, int, float32, uint32, uint32)
+}
+
+func roundKernels() []roundKernel {
+	return []roundKernel{{"avx2", hasAVX2, roundE4M3AVX2}, {"avx512", hasAVX512, roundE4M3AVX512}}
+}
+
+// roundModeArgs are the assembly's (ovf, nanSign) for a mode, as
+// roundE4M3Vector passes them.
+func roundModeArgs(m Mode) (uint32, uint32) {
+	switch m {
+	case SatFinite:
+		return math.Float32bits(MaxE4M3), 0
+	case Torch:
+		return 0x7fc00000, 1 << 31
+	}
+	return 0x7fc00000, 0
+}
+
+// TestRoundE4M3AllInputs holds each assembly rounder this CPU runs to
+// roundE4M3Go, bit for bit (NaN bits included), on every float32 bit
+// pattern (-short: every 4099th), in all three modes, at scale 1.
+func TestRoundE4M3AllInputs(t *testing.T) {
+	const chunk = 1 << 16
+	kernels := roundKernels()
+	forAllInputsParallel(t, chunk, func() func(src []float32) string {
+		want, got := make([]float32, chunk), make([]float32, chunk)
+		return func(src []float32) string {
+			n := len(src)
+			for _, m := range []Mode{SatFinite, NoSat, Torch} {
+				roundE4M3Go(want[:n], src, 1, m)
+				ovf, ns := roundModeArgs(m)
+				for _, k := range kernels {
+					if !k.ok {
+						continue
+					}
+					k.fn(&got[0], &src[0], n, 1, ovf, ns)
+					for i := range n {
+						if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+							return fmt.Sprintf("%s %v: %#08x -> %#08x, want %#08x", k.name, m, math.Float32bits(src[i]), math.Float32bits(got[i]), math.Float32bits(want[i]))
+						}
+					}
+				}
+			}
+			return ""
+		}
+	})
+}
+
+// TestRoundE4M3Scales: each assembly rounder against roundE4M3Go with the
+// scales and inputs of TestEncodeE4M3Scales, inside guard regions.
+func TestRoundE4M3Scales(t *testing.T) {
+	sd := seed.Get()
+	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
+	rng := rand.New(rand.NewPCG(sd, 8))
+	const guard = 32
+	for trial := range 2000 {
+		n := 16 * (1 + rng.IntN(20))
+		off := rng.IntN(16)
+		scale := testScales[trial%len(testScales)]
+		src := testInputs(rng, n)
+		m := Mode(trial % 3)
+		want := make([]float32, n)
+		roundE4M3Go(want, src, scale, m)
+		ovf, ns := roundModeArgs(m)
+		for _, k := range roundKernels() {
+			if !k.ok {
+				continue
+			}
+			poison := math.Float32frombits(0x7fa5a5a5)
+			buf := make([]float32, off+n+2*guard)
+			for i := range buf {
+				buf[i] = poison
+			}
+			dst := buf[guard+off : guard+off+n]
+			k.fn(&dst[0], &src[0], n, scale, ovf, ns)
+			for i := range n {
+				if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%s %v scale %v: %v (%#08x) -> %#08x, want %#08x", k.name, m, scale, src[i], math.Float32bits(src[i]), math.Float32bits(dst[i]), math.Float32bits(want[i]))
+				}
+			}
+			for i, c := range buf {
+				if (i < guard+off || i >= guard+off+n) && math.Float32bits(c) != 0x7fa5a5a5 {
+					t.Fatalf("%s: guard element %d overwritten", k.name, i)
+				}
+			}
 		}
 	}
+}
+
+var (
+	testScales = []float32{1, 0.75, 3.7e-3, -2, 1e-30, 1e30, 0, posInf, -posInf, nan32, 1e-40, 448, 1.0 / 448}
+	// testSpecials are zeros, the smallest subnormals, the overflow
+	// boundary 464 and its neighbours, 448, 480, the smallest normal E4M3
+	// and values beside it, the subnormal quantum and beside it, the largest
+	// float32, ±Inf and NaNs with payloads and signs.
+	testSpecials = []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, 464, 464.00003, -464.00003, 448, 480, 0.015625, 0.0146, 0.0009765625,
+		0.00097656256, math.MaxFloat32, posInf, -posInf, nan32, -nan32, float32(math.Float32frombits(0xffc00001))}
+	posInf, nan32 = float32(math.Inf(1)), float32(math.NaN())
+)
+
+// testInputs returns n inputs, a quarter of them specials, a quarter random
+// bit patterns, the rest normal at magnitudes from 1e-6 to 1e5.
+func testInputs(rng *rand.Rand, n int) []float32 {
+	src := make([]float32, n)
+	for i := range src {
+		switch rng.IntN(4) {
+		case 0:
+			src[i] = testSpecials[rng.IntN(len(testSpecials))]
+		case 1:
+			src[i] = math.Float32frombits(rng.Uint32())
+		default:
+			src[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)-6)))
+		}
+	}
+	return src
 }
 
 // TestEncodeE4M3Scales: each assembly encoder against encodeE4M3Go with
@@ -103,26 +245,12 @@ func TestEncodeE4M3Scales(t *testing.T) {
 	sd := seed.Get()
 	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
 	rng := rand.New(rand.NewPCG(sd, 5))
-	inf, nan := float32(math.Inf(1)), float32(math.NaN())
-	scales := []float32{1, 0.75, 3.7e-3, -2, 1e-30, 1e30, 0, inf, -inf, nan, 1e-40, 448, 1.0 / 448}
-	specials := []float32{0, float32(math.Copysign(0, -1)), 1e-45, -1e-45, 464, 464.00003, -464.00003, 448, 480, 0.015625, 0.0146, 0.0009765625,
-		0.00097656256, math.MaxFloat32, inf, -inf, nan, -nan, float32(math.Float32frombits(0xffc00001))}
 	const guard = 32
 	for trial := range 2000 {
 		n := 16 * (1 + rng.IntN(20))
 		off := rng.IntN(16)
-		scale := scales[trial%len(scales)]
-		src := make([]float32, n)
-		for i := range src {
-			switch rng.IntN(4) {
-			case 0:
-				src[i] = specials[rng.IntN(len(specials))]
-			case 1:
-				src[i] = math.Float32frombits(rng.Uint32())
-			default:
-				src[i] = float32(rng.NormFloat64() * math.Pow(10, float64(rng.IntN(12)-6)))
-			}
-		}
+		scale := testScales[trial%len(testScales)]
+		src := testInputs(rng, n)
 		m := Mode(trial % 3)
 		want := make([]E4M3, n)
 		encodeE4M3Go(want, src, scale, m)

@@ -8,7 +8,7 @@ import (
 	"github.com/fp8attn/fp8attn/internal/seed"
 )
 
-// TestBulkEqualsLoops: the exported Amax and EncodeE4M3 (vector prefix
+// TestBulkEqualsLoops: the exported Amax, EncodeE4M3 and RoundE4M3 (vector prefix
 // where the build has one, Go tail) equal the Go loops at every length up
 // to 70, so that prefix and tail meet correctly.
 func TestBulkEqualsLoops(t *testing.T) {
@@ -36,6 +36,14 @@ func TestBulkEqualsLoops(t *testing.T) {
 						t.Fatalf("EncodeE4M3 n=%d %v scale %v: element %d %#02x, want %#02x", n, m, scale, i, uint8(got[i]), uint8(want[i]))
 					}
 				}
+				gotV, wantV := make([]float32, n), make([]float32, n)
+				RoundE4M3(gotV, x, scale, m)
+				roundE4M3Go(wantV, x, scale, m)
+				for i := range wantV {
+					if math.Float32bits(gotV[i]) != math.Float32bits(wantV[i]) {
+						t.Fatalf("RoundE4M3 n=%d %v scale %v: element %d %#08x, want %#08x", n, m, scale, i, math.Float32bits(gotV[i]), math.Float32bits(wantV[i]))
+					}
+				}
 			}
 		}
 	}
@@ -51,7 +59,7 @@ func BenchmarkQuantize(b *testing.B) {
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
 	}
-	data, scales := make([]E4M3, n), make([]float32, n/group)
+	data, scales, vals := make([]E4M3, n), make([]float32, n/group), make([]float32, n)
 	var sink float32
 	for _, bc := range []struct {
 		name string
@@ -60,6 +68,7 @@ func BenchmarkQuantize(b *testing.B) {
 		{"amax-scalar", func() { sink += amaxGo(x) }},
 		{"amax", func() { sink += Amax(x) }},
 		{"quantize", func() { _ = QuantizeE4M3Into(data, scales, x, group) }},
+		{"round", func() { RoundE4M3(vals, x, 0.01, NoSat) }},
 		{"quantize-scalar", func() {
 			for g := range scales {
 				chunk := x[g*group : (g+1)*group]

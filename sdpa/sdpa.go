@@ -452,7 +452,7 @@ func attentionInto(out *Tensor, lse []float32, q, k, v *Tensor, opts *Options) e
 	if p.Precision == FP32 {
 		p.Q, p.K, p.V = tq.Data, tk.Data, v.Data
 	} else {
-		buf.quantize(p, tq, tk, v)
+		buf.quantize(p, tq, tk, v, quantizesOnRead(p, opts))
 	}
 	if err := runInto(p, out, lse, opts); err != nil {
 		return err
@@ -521,7 +521,8 @@ func (b *callBuffers) release() {
 // quantGroup is one (batch, head) bh of tensor t to quantize into codes
 // (all of t's codes, in t's layout) with its scale in scale[0]:
 // fp8.QuantizeE4M3's arithmetic, on the head's rows wherever the layout
-// puts them.
+// puts them. With codes nil it computes the scale only (for a backend
+// that quantizes on read).
 type quantGroup struct {
 	codes []fp8.E4M3
 	scale []float32
@@ -532,17 +533,25 @@ type quantGroup struct {
 func (g quantGroup) run() {
 	t := g.t
 	b, h := g.bh/t.H, g.bh%t.H
-	if t.Layout == BHSD {
+	if t.Layout == BHSD && g.codes != nil {
 		n := t.S * t.D
 		_ = fp8.QuantizeE4M3Into(g.codes[g.bh*n:(g.bh+1)*n], g.scale, t.Data[g.bh*n:(g.bh+1)*n], n)
 		return
 	}
 	var amax float32
-	for i := range t.S {
-		amax = max(amax, fp8.Amax(t.row(b, h, i)))
+	if t.Layout == BHSD {
+		n := t.S * t.D
+		amax = fp8.Amax(t.Data[g.bh*n : (g.bh+1)*n])
+	} else {
+		for i := range t.S {
+			amax = max(amax, fp8.Amax(t.row(b, h, i)))
+		}
 	}
 	s := fp8.ScaleForAmax(amax)
 	g.scale[0] = s
+	if g.codes == nil {
+		return
+	}
 	for i := range t.S {
 		o := t.Layout.Offset(b, h, i, t.H, t.S, t.D)
 		fp8.EncodeE4M3(g.codes[o:o+t.D], t.Data[o:o+t.D], s, fp8.NoSat)
@@ -591,11 +600,14 @@ const parallelQuantizeMin = 1 << 16
 
 // quantize fills p's FP8 inputs from q, k and v: one amax scale per (batch,
 // head), fp8.QuantizeE4M3's arithmetic, with the (batch, head) groups of all
-// three tensors shared with idle helpers of quantWorkers.
-func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
-	b.q8, b.qs = freelist.Grow(b.q8, len(q.Data)), freelist.Grow(b.qs, q.B*q.H)
-	b.k8, b.ks = freelist.Grow(b.k8, len(k.Data)), freelist.Grow(b.ks, k.B*k.H)
-	b.v8, b.vs = freelist.Grow(b.v8, len(v.Data)), freelist.Grow(b.vs, v.B*v.H)
+// three tensors shared with idle helpers of quantWorkers. With onRead it
+// computes the scales only and hands the backend the float32 tensors to
+// quantize as it reads them (backend.Problem.QuantizeOnRead).
+func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor, onRead bool) {
+	b.qs, b.ks, b.vs = freelist.Grow(b.qs, q.B*q.H), freelist.Grow(b.ks, k.B*k.H), freelist.Grow(b.vs, v.B*v.H)
+	if !onRead {
+		b.q8, b.k8, b.v8 = freelist.Grow(b.q8, len(q.Data)), freelist.Grow(b.k8, len(k.Data)), freelist.Grow(b.v8, len(v.Data))
+	}
 	j := &b.job
 	j.groups = j.groups[:0]
 	for _, t := range [3]struct {
@@ -603,6 +615,9 @@ func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
 		scales []float32
 		x      *Tensor
 	}{{b.q8, b.qs, q}, {b.k8, b.ks, k}, {b.v8, b.vs, v}} {
+		if onRead {
+			t.codes = nil
+		}
 		for g := range t.scales {
 			j.groups = append(j.groups, quantGroup{codes: t.codes, scale: t.scales[g : g+1], t: t.x, bh: g})
 		}
@@ -622,9 +637,30 @@ func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor) {
 	}
 	j.work()
 	j.wg.Wait()
-	p.Q8, p.QScale = b.q8, b.qs
-	p.K8, p.KScale = b.k8, b.ks
-	p.V8, p.VScale = b.v8, b.vs
+	p.QScale, p.KScale, p.VScale = b.qs, b.ks, b.vs
+	if onRead {
+		p.Q, p.K, p.V, p.QuantizeOnRead = q.Data, k.Data, v.Data, true
+	} else {
+		p.Q8, p.K8, p.V8 = b.q8, b.k8, b.v8
+	}
+}
+
+// quantizesOnRead reports whether the backend that will run p (the one opts
+// names, or the one Select picks for p's shape) quantizes FP8 inputs as it
+// reads them (backend.OnReadQuantizer), so that quantize need only compute
+// the scales. runInto selects again with the inputs in place; a backend
+// that does not quantize on read refuses such a problem there.
+func quantizesOnRead(p *backend.Problem, opts *Options) bool {
+	name := ""
+	if opts != nil {
+		name = opts.Backend
+	}
+	be, err := backend.Select(name, p)
+	if err != nil {
+		return false
+	}
+	r, ok := be.(backend.OnReadQuantizer)
+	return ok && r.QuantizesOnRead()
 }
 
 // runInto validates p with out and lse as its outputs, picks the backend and

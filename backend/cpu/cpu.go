@@ -12,7 +12,11 @@
 // FP8E4M3 problems are computed as the GPU kernels compute them: E4M3 codes
 // decoded to their exact values, products accumulated in
 // float32, the Q and K dequantization scales folded into the softmax scale and
-// the V scale applied to the output.
+// the V scale applied to the output. Given float32 inputs to quantize on read
+// (backend.Problem.QuantizeOnRead, how sdpa's FP8 call hands them over), it
+// rounds each element to its code's value where it would decode the code
+// (fp8.RoundE4M3), so no codes are written or read and the result is the
+// same bit for bit.
 //
 // It registers itself as backend "cpu", and each kernel set as "cpu/ISA".
 package cpu
@@ -116,6 +120,13 @@ func (b *Backend) Name() string { return b.name }
 
 // ISA returns the name of the kernel set b uses.
 func (b *Backend) ISA() string { return b.ks.name }
+
+// QuantizesOnRead reports that the backend takes FP8E4M3 problems in float32
+// to quantize as it reads them (backend.Problem.QuantizeOnRead): it computes
+// on the codes' values in any case, so it rounds each element to its code's
+// value where it would have decoded the code, and no codes are written or
+// read.
+func (*Backend) QuantizesOnRead() bool { return true }
 
 // Supports accepts every valid problem: any shape, head dimension, mask and
 // precision.
@@ -373,7 +384,8 @@ func (c *call) panelReady(sc *scratch, it int) {
 }
 
 // buildPanel transposes key block kb of KV head kvh (it = kvh*panels+kb)
-// into its panel and, for FP8, decodes the block's keys and values.
+// into its panel and, for FP8, decodes (or quantizes on read) the block's
+// keys and values.
 func (c *call) buildPanel(sc *scratch, it int) {
 	p := c.p
 	D := p.D
@@ -392,8 +404,8 @@ func (c *call) buildPanel(sc *scratch, it int) {
 			src := p.Layout.Offset(b, h, j0+r, p.Hkv, p.Sk, D)
 			kr, vr := k[r*D:(r+1)*D], c.vDec[off+r*D:off+(r+1)*D]
 			if p.Precision == backend.FP8E4M3 {
-				fp8.DecodeE4M3(kr, p.K8[src:src+D], 1)
-				fp8.DecodeE4M3(vr, p.V8[src:src+D], 1)
+				fp8Rows(kr, p, inK, src, kvh, 1)
+				fp8Rows(vr, p, inV, src, kvh, 1)
 			} else {
 				copy(kr, p.K[src:src+D])
 				copy(vr, p.V[src:src+D])
@@ -402,8 +414,8 @@ func (c *call) buildPanel(sc *scratch, it int) {
 		c.ks.transpose(kt, k, D, n)
 	case p.Precision == backend.FP8E4M3:
 		k := sc.k[:n*D]
-		fp8.DecodeE4M3(k, p.K8[off:off+n*D], 1)
-		fp8.DecodeE4M3(c.vDec[off:off+n*D], p.V8[off:off+n*D], 1)
+		fp8Rows(k, p, inK, off, kvh, 1)
+		fp8Rows(c.vDec[off:off+n*D], p, inV, off, kvh, 1)
 		c.ks.transpose(kt, k, D, n)
 	default:
 		c.ks.transpose(kt, p.K[off:off+n*D], D, n)
@@ -449,7 +461,7 @@ func (c *call) block(sc *scratch, it int) {
 		for r := 0; r < rowsN; r++ {
 			src := p.Layout.Offset(b, h, i0+r, p.Hq, p.Sq, D)
 			if p.Precision == backend.FP8E4M3 {
-				fp8.DecodeE4M3(q[r*D:(r+1)*D], p.Q8[src:src+D], 1)
+				fp8Rows(q[r*D:(r+1)*D], p, inQ, src, bh, 1)
 			} else {
 				copy(q[r*D:(r+1)*D], p.Q[src:src+D])
 			}
@@ -458,7 +470,7 @@ func (c *call) block(sc *scratch, it int) {
 		v = c.vDec[vOff : vOff+p.Sk*D]
 	case p.Precision == backend.FP8E4M3:
 		q = sc.q[:rows*D]
-		fp8.DecodeE4M3(q, p.Q8[qOff:qOff+rowsN*D], 1)
+		fp8Rows(q[:rowsN*D], p, inQ, qOff, bh, 1)
 		clear(q[rowsN*D:])
 		v = c.vDec[vOff : vOff+p.Sk*D]
 	case rows == rowsN:
@@ -611,6 +623,43 @@ func (c *call) densePanels(sc *scratch, kvh int, v []float32) keyPanels {
 	}}
 }
 
+// fp8Input names an input of an FP8E4M3 problem.
+type fp8Input int
+
+const (
+	inQ fp8Input = iota
+	inK
+	inV
+)
+
+// fp8Rows writes into dst what the kernels compute on for elements [off,
+// off+len(dst)) of input in of the FP8 problem p, head being the index of
+// their dequantization scale (QScale for Q, KScale and VScale for K and
+// V): the codes' values times mul. From codes that is a decode; for a
+// problem quantized on read it is each element's code value at the scale
+// (fp8.RoundE4M3, the arithmetic of fp8.QuantizeE4M3's encode), times mul
+// where mul is not 1: the same bits either way.
+func fp8Rows(dst []float32, p *backend.Problem, in fp8Input, off, head int, mul float32) {
+	codes, raw, scales := p.Q8, p.Q, p.QScale
+	switch in {
+	case inK:
+		codes, raw, scales = p.K8, p.K, p.KScale
+	case inV:
+		codes, raw, scales = p.V8, p.V, p.VScale
+	}
+	n := len(dst)
+	if !p.QuantizeOnRead {
+		fp8.DecodeE4M3(dst, codes[off:off+n], mul)
+		return
+	}
+	fp8.RoundE4M3(dst, raw[off:off+n], scales[head], fp8.NoSat)
+	if mul != 1 {
+		for i := range dst {
+			dst[i] *= mul
+		}
+	}
+}
+
 // packBelow: the query heads of a KV head are packed into one block's rows
 // (GQA packing) when Sq is below it, so that decode steps and short chunks
 // read each key and value once per KV head and compute no padding rows.
@@ -640,7 +689,7 @@ func (c *call) packedBlock(sc *scratch, it int) {
 		h, i := head(r)
 		src := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
 		if p.Precision == backend.FP8E4M3 {
-			fp8.DecodeE4M3(q[r*D:(r+1)*D], p.Q8[src:src+D], p.QScale[b*p.Hq+h])
+			fp8Rows(q[r*D:(r+1)*D], p, inQ, src, b*p.Hq+h, p.QScale[b*p.Hq+h])
 		} else {
 			copy(q[r*D:(r+1)*D], p.Q[src:src+D])
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
@@ -27,23 +28,50 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-// TestQueryBlock: 64 rows per item unless that starves the workers.
-func TestQueryBlock(t *testing.T) {
-	for _, tc := range []struct {
-		s       backend.Shape
-		workers int
-		want    int
-	}{
-		{sdpatest.NamedShapes["mission"], 1, 64},
-		{sdpatest.NamedShapes["mission"], 8, 64},
-		{sdpatest.NamedShapes["mission"], 16, 32},
-		{sdpatest.NamedShapes["mission"], 32, 16},
-		{sdpatest.NamedShapes["long"], 16, 64},
-		{sdpatest.NamedShapes["small"], 2, 16},
-		{sdpatest.NamedShapes["small"], 16, 16},
-	} {
-		if got := cpu.QueryBlock(tc.s, tc.workers); got != tc.want {
-			t.Errorf("QueryBlock(%v, %d) = %d, want %d", tc.s, tc.workers, got, tc.want)
+// TestConformanceOnRead runs the shared FP8 suite with the inputs handed to
+// the backend in float32, to quantize on read (backend.Problem.QuantizeOnRead,
+// as sdpa's FP8 call on float32 tensors hands them), on every kernel set.
+func TestConformanceOnRead(t *testing.T) {
+	for _, isa := range cpu.ISAs() {
+		t.Run(isa, func(t *testing.T) {
+			be, err := cpu.NewISA(3, isa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sdpatest.Run(t, sdpatest.Config{Backend: onRead{be}, Precision: backend.FP8E4M3, Tol: sdpatest.FP32Tolerance})
+		})
+	}
+}
+
+// onRead hands its backend each FP8 problem with the codes replaced by
+// float32 inputs that quantize back to them: code value times scale (within
+// an ulp of a code times the scale, so the same code on read).
+type onRead struct{ *cpu.Backend }
+
+func (o onRead) Attention(p *backend.Problem) error {
+	rp := *p
+	rp.Q, rp.K, rp.V = dequantize(p.Q8, p.QScale, p, p.Hq, p.Sq), dequantize(p.K8, p.KScale, p, p.Hkv, p.Sk), dequantize(p.V8, p.VScale, p, p.Hkv, p.Sk)
+	rp.Q8, rp.K8, rp.V8, rp.QuantizeOnRead = nil, nil, nil, true
+	if err := rp.Validate(); err != nil {
+		return err
+	}
+	return o.Backend.Attention(&rp)
+}
+
+// dequantize returns the code values of a tensor of heads heads and seq
+// positions in p's layout, times their (batch, head)'s scale.
+func dequantize(c []fp8.E4M3, scales []float32, p *backend.Problem, heads, seq int) []float32 {
+	v := make([]float32, len(c))
+	for b := range p.B {
+		for h := range heads {
+			s := scales[b*heads+h]
+			for i := range seq {
+				o := p.Layout.Offset(b, h, i, heads, seq, p.D)
+				for d := range p.D {
+					v[o+d] = c[o+d].Float32() * s
+				}
+			}
 		}
 	}
+	return v
 }
