@@ -218,7 +218,8 @@ type Problem struct {
 	// fp8.ToE4M3(x/scale, fp8.NoSat) (fp8.RoundE4M3), as if the codes of
 	// fp8.QuantizeE4M3's encode had been passed in Q8, K8 and V8 (unused
 	// here). Only a backend that implements OnReadQuantizer, answering
-	// true, is given such a problem; the result must be what the codes give.
+	// true for the problem, is given one; the result must be what the codes
+	// give.
 	QuantizeOnRead bool
 
 	// Out is [B][Hq][Sq][D] in Layout. LSE, if not nil, is [B][Hq][Sq]: the natural
@@ -337,13 +338,15 @@ type sizeCheck struct {
 	got, want int
 }
 
-// OnReadQuantizer is implemented by a backend that computes FP8E4M3 problems
-// in float32 on the codes' values (the cpu backend): QuantizesOnRead
-// reports whether it takes Problems with QuantizeOnRead set, which spares a
-// caller that quantizes float32 inputs for it writing codes that it would
-// only decode again.
+// OnReadQuantizer is implemented by a backend that can quantize float32
+// inputs itself as it reads them (the cpu backend, which computes on the
+// codes' values in float32; the cuda backend, which encodes them straight
+// into the page-locked memory it uploads from): QuantizesOnRead reports
+// whether it takes p (whose inputs are not yet set) with QuantizeOnRead set.
+// This spares a caller that quantizes float32 inputs for it writing codes
+// that it would only read once more.
 type OnReadQuantizer interface {
-	QuantizesOnRead() bool
+	QuantizesOnRead(p *Problem) bool
 }
 
 // Availability is implemented by a backend that is registered in every

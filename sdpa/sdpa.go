@@ -20,8 +20,6 @@ package sdpa
 import (
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 	"sync/atomic"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -30,6 +28,7 @@ import (
 	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/freelist"
+	"github.com/fp8attn/fp8attn/internal/par"
 	_ "github.com/fp8attn/fp8attn/oracle" // registers "reference"
 )
 
@@ -559,38 +558,15 @@ func (g quantGroup) run() {
 }
 
 // quantJob is a list of groups that the caller and the helpers of
-// quantWorkers take one at a time.
+// par.Default take one at a time (a par.Job).
 type quantJob struct {
 	groups []quantGroup
 	next   atomic.Int64
-	wg     sync.WaitGroup
 }
 
-func (j *quantJob) work() {
+func (j *quantJob) Work(int) {
 	for i := j.next.Add(1) - 1; i < int64(len(j.groups)); i = j.next.Add(1) - 1 {
 		j.groups[i].run()
-	}
-}
-
-// quantWorkers are GOMAXPROCS-1 helper goroutines (as at first use) that
-// help with quantization jobs; they are started once and park on the
-// channel, so a call starts no goroutine and allocates nothing.
-var quantWorkers struct {
-	once sync.Once
-	jobs chan *quantJob
-	n    int
-}
-
-func startQuantWorkers() {
-	quantWorkers.n = runtime.GOMAXPROCS(0) - 1
-	quantWorkers.jobs = make(chan *quantJob)
-	for range quantWorkers.n {
-		go func() {
-			for j := range quantWorkers.jobs {
-				j.work()
-				j.wg.Done()
-			}
-		}()
 	}
 }
 
@@ -600,7 +576,7 @@ const parallelQuantizeMin = 1 << 16
 
 // quantize fills p's FP8 inputs from q, k and v: one amax scale per (batch,
 // head), fp8.QuantizeE4M3's arithmetic, with the (batch, head) groups of all
-// three tensors shared with idle helpers of quantWorkers. With onRead it
+// three tensors shared with the helpers of par.Default. With onRead it
 // computes the scales only and hands the backend the float32 tensors to
 // quantize as it reads them (backend.Problem.QuantizeOnRead).
 func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor, onRead bool) {
@@ -623,20 +599,11 @@ func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor, onRead bool)
 		}
 	}
 	j.next.Store(0)
+	helpers := 0
 	if total := len(q.Data) + 2*len(k.Data); total >= parallelQuantizeMin {
-		quantWorkers.once.Do(startQuantWorkers)
-		helpers := min(quantWorkers.n, len(j.groups)-1, total/parallelQuantizeMin-1)
-		for range helpers {
-			j.wg.Add(1)
-			select {
-			case quantWorkers.jobs <- j:
-			default: // every helper is busy: do without
-				j.wg.Done()
-			}
-		}
+		helpers = min(len(j.groups)-1, total/parallelQuantizeMin-1)
 	}
-	j.work()
-	j.wg.Wait()
+	par.Default.Run(helpers, j)
 	p.QScale, p.KScale, p.VScale = b.qs, b.ks, b.vs
 	if onRead {
 		p.Q, p.K, p.V, p.QuantizeOnRead = q.Data, k.Data, v.Data, true
@@ -660,7 +627,7 @@ func quantizesOnRead(p *backend.Problem, opts *Options) bool {
 		return false
 	}
 	r, ok := be.(backend.OnReadQuantizer)
-	return ok && r.QuantizesOnRead()
+	return ok && r.QuantizesOnRead(p)
 }
 
 // runInto validates p with out and lse as its outputs, picks the backend and

@@ -180,52 +180,65 @@ func TestFP8Accuracy(t *testing.T) {
 
 // TestQuantizedEqualsFP8: passing pre-quantized tensors gives exactly what
 // FP8E4M3 on the float32 tensors gives, bit for bit, output and LSE: the same
-// quantization and the same kernels, although the cpu backend takes the
-// float32 call's inputs as the codes' values (backend.Problem.Decoded) and
-// the quantized call's as codes it decodes. The cases reach every path that
-// reads inputs: dense blocks, GQA-packed blocks (Sq < 64), the BSHD layout,
-// both causal masks.
+// quantization and the same kernels, although the backends quantize the
+// float32 call's inputs on read (backend.Problem.QuantizeOnRead: the cpu
+// backend rounds each element to its code's value, the cuda backend encodes
+// into its page-locked upload buffer) and are handed the quantized call's
+// codes. The cases reach every path that reads inputs: dense blocks,
+// GQA-packed blocks (Sq < 64), the BSHD layout, both causal masks; on
+// "cuda" (GPU builds) those of its head dims.
 func TestQuantizedEqualsFP8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 4))
-	for _, tc := range []struct {
-		name                  string
-		b, hq, hkv, sq, sk, d int
-		mask                  sdpa.Mask
-		layout                sdpa.Layout
-	}{
-		{"packed-causal", 1, 4, 1, 20, 30, 32, sdpa.CausalUpperLeft, sdpa.BHSD},
-		{"packed-bshd", 2, 6, 2, 3, 70, 16, sdpa.CausalLowerRight, sdpa.BSHD},
-		{"dense", 2, 2, 2, 80, 100, 32, sdpa.NoMask, sdpa.BHSD},
-		{"dense-gqa-causal", 1, 4, 2, 96, 96, 64, sdpa.CausalLowerRight, sdpa.BHSD},
-		{"dense-bshd", 1, 3, 3, 70, 65, 8, sdpa.CausalUpperLeft, sdpa.BSHD},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q := randLayout(rng, tc.b, tc.hq, tc.sq, tc.d, tc.layout)
-			k := randLayout(rng, tc.b, tc.hkv, tc.sk, tc.d, tc.layout)
-			v := randLayout(rng, tc.b, tc.hkv, tc.sk, tc.d, tc.layout)
-			opts := &sdpa.Options{Mask: tc.mask, Precision: sdpa.FP8E4M3, Backend: "cpu"}
-			a, alse, err := sdpa.AttentionLSE(q, k, v, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q8, _ := sdpa.Quantize(q)
-			k8, _ := sdpa.Quantize(k)
-			v8, _ := sdpa.Quantize(v)
-			b, blse, err := sdpa.AttentionQuantized(q8, k8, v8, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range a.Data {
-				if math.Float32bits(a.Data[i]) != math.Float32bits(b.Data[i]) || a.Data[i] != a.Data[i] {
-					t.Fatalf("element %d: %g from float32 inputs, %g from quantized ones", i, a.Data[i], b.Data[i])
+	for _, be := range []string{"cpu", "cuda"} {
+		if _, err := sdpa.Open(be); err != nil {
+			t.Logf("%s: %v", be, err)
+			continue
+		}
+		for _, tc := range []struct {
+			name                  string
+			b, hq, hkv, sq, sk, d int
+			mask                  sdpa.Mask
+			layout                sdpa.Layout
+		}{
+			{"packed-causal", 1, 4, 1, 20, 30, 32, sdpa.CausalUpperLeft, sdpa.BHSD},
+			{"packed-bshd", 2, 6, 2, 3, 70, 16, sdpa.CausalLowerRight, sdpa.BSHD},
+			{"dense", 2, 2, 2, 80, 100, 32, sdpa.NoMask, sdpa.BHSD},
+			{"dense-gqa-causal", 1, 4, 2, 96, 96, 64, sdpa.CausalLowerRight, sdpa.BHSD},
+			{"dense-bshd", 1, 3, 3, 70, 65, 8, sdpa.CausalUpperLeft, sdpa.BSHD},
+			{"d128-bshd", 2, 4, 2, 33, 75, 128, sdpa.CausalLowerRight, sdpa.BSHD},
+			{"d64", 2, 8, 8, 256, 256, 64, sdpa.NoMask, sdpa.BHSD},
+		} {
+			t.Run(be+"/"+tc.name, func(t *testing.T) {
+				q := randLayout(rng, tc.b, tc.hq, tc.sq, tc.d, tc.layout)
+				k := randLayout(rng, tc.b, tc.hkv, tc.sk, tc.d, tc.layout)
+				v := randLayout(rng, tc.b, tc.hkv, tc.sk, tc.d, tc.layout)
+				opts := &sdpa.Options{Mask: tc.mask, Precision: sdpa.FP8E4M3, Backend: be}
+				a, alse, err := sdpa.AttentionLSE(q, k, v, opts)
+				if errors.Is(err, sdpa.ErrUnsupported) {
+					t.Skip(err)
 				}
-			}
-			for i := range alse {
-				if math.Float32bits(alse[i]) != math.Float32bits(blse[i]) {
-					t.Fatalf("lse %d: %g from float32 inputs, %g from quantized ones", i, alse[i], blse[i])
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-		})
+				q8, _ := sdpa.Quantize(q)
+				k8, _ := sdpa.Quantize(k)
+				v8, _ := sdpa.Quantize(v)
+				b, blse, err := sdpa.AttentionQuantized(q8, k8, v8, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range a.Data {
+					if math.Float32bits(a.Data[i]) != math.Float32bits(b.Data[i]) || a.Data[i] != a.Data[i] {
+						t.Fatalf("element %d: %g from float32 inputs, %g from quantized ones", i, a.Data[i], b.Data[i])
+					}
+				}
+				for i := range alse {
+					if math.Float32bits(alse[i]) != math.Float32bits(blse[i]) {
+						t.Fatalf("lse %d: %g from float32 inputs, %g from quantized ones", i, alse[i], blse[i])
+					}
+				}
+			})
+		}
 	}
 }
 

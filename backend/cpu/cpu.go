@@ -25,13 +25,13 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/freelist"
+	"github.com/fp8attn/fp8attn/internal/par"
 )
 
 // Backend is the CPU backend. The zero value is not usable; use New.
@@ -39,12 +39,10 @@ type Backend struct {
 	name    string
 	ks      *kernelSet
 	workers int
-	spin    time.Duration // <= 0: park at once
-	start   sync.Once
-	// jobs hands a call to parked helpers; posted offers its open helper
-	// slots to helpers still spinning after their last call.
-	jobs   chan *call
-	posted atomic.Pointer[call]
+	// pool runs a call's workers: par.Default for a backend with the
+	// default workers and spin (so that it shares its polling helpers with
+	// sdpa's quantization), a pool of its own for a configured one.
+	pool *par.Pool
 	// calls holds finished calls for reuse with their scratch, key panels
 	// and FP8 decode buffers.
 	calls freelist.List[call]
@@ -53,7 +51,16 @@ type Backend struct {
 // New returns a CPU backend with the fastest kernels this CPU runs (ISAs()[0])
 // on up to workers goroutines (workers <= 0: GOMAXPROCS at first use).
 func New(workers int) *Backend {
-	return &Backend{name: "cpu", ks: kernelSets[0], workers: workers, spin: DefaultSpin}
+	return &Backend{name: "cpu", ks: kernelSets[0], workers: workers, pool: poolFor(workers, DefaultSpin)}
+}
+
+// poolFor returns the helpers of a backend with workers workers polling for
+// spin: the process's pool for the defaults, else a pool of workers-1.
+func poolFor(workers int, spin time.Duration) *par.Pool {
+	if workers <= 0 && spin == DefaultSpin {
+		return par.Default
+	}
+	return par.NewPool(workers-1, spin)
 }
 
 // NewISA returns a CPU backend that uses the kernels for isa, one of ISAs().
@@ -76,7 +83,7 @@ type Config struct {
 }
 
 // DefaultSpin is the helpers' polling time when Config.Spin is 0.
-const DefaultSpin = 100 * time.Microsecond
+const DefaultSpin = par.DefaultSpin
 
 // NewConfig returns a CPU backend named name with the given configuration.
 // Register it (backend.Register) to select it by name from package sdpa.
@@ -101,7 +108,7 @@ func NewConfig(name string, c Config) (*Backend, error) {
 	if spin == 0 {
 		spin = DefaultSpin
 	}
-	return &Backend{name: name, ks: ks, workers: c.Workers, spin: spin}, nil
+	return &Backend{name: name, ks: ks, workers: c.Workers, pool: poolFor(c.Workers, spin)}, nil
 }
 
 // ISAs lists the kernel sets this build runs on this CPU, fastest first:
@@ -126,7 +133,7 @@ func (b *Backend) ISA() string { return b.ks.name }
 // on the codes' values in any case, so it rounds each element to its code's
 // value where it would have decoded the code, and no codes are written or
 // read.
-func (*Backend) QuantizesOnRead() bool { return true }
+func (*Backend) QuantizesOnRead(*backend.Problem) bool { return true }
 
 // Supports accepts every valid problem: any shape, head dimension, mask and
 // precision.
@@ -141,60 +148,10 @@ func (b *Backend) Workers() int {
 }
 
 // Idle helpers keep polling for the next call for the backend's spin time
-// before they park. Back-to-back calls then start on every worker at once,
-// as OpenMP runtimes do with their block time; waking parked goroutines
-// instead brings the workers up one after another, which at 16 workers
-// costs about as much as a mission-shape call.
-
-func (b *Backend) startPool() {
-	b.jobs = make(chan *call)
-	for i := 1; i < b.Workers(); i++ {
-		go func() {
-			for c := range b.jobs {
-				for c != nil {
-					c.work()
-					c.done.Done()
-					c = b.await()
-				}
-			}
-		}()
-	}
-}
-
-// await polls for up to the backend's spin time for a posted call with an
-// open helper slot and returns it with the slot taken, or nil.
-func (b *Backend) await() *call {
-	if b.spin <= 0 {
-		return nil
-	}
-	deadline := time.Now().Add(b.spin)
-	for i := 1; ; i++ {
-		if c := b.posted.Load(); c != nil && c.claim() {
-			return c
-		}
-		if i%256 == 0 {
-			if time.Now().After(deadline) {
-				return nil
-			}
-			if i%4096 == 0 {
-				runtime.Gosched() // let an oversubscribed P's goroutines run
-			}
-		}
-	}
-}
-
-// claim takes one of c's open helper slots, if any.
-func (c *call) claim() bool {
-	for {
-		n := c.slots.Load()
-		if n <= 0 {
-			return false
-		}
-		if c.slots.CompareAndSwap(n, n-1) {
-			return true
-		}
-	}
-}
+// before they park (package par). Back-to-back calls then start on every
+// worker at once, as OpenMP runtimes do with their block time; waking parked
+// goroutines instead brings the workers up one after another, which at 16
+// workers costs about as much as a mission-shape call.
 
 // QueryBlock returns the number of query rows one work item computes: 64,
 // halved down to 16 while that leaves fewer than eight items per worker (so
@@ -231,12 +188,10 @@ type call struct {
 	// kvh·pack + r%pack at position r/pack), else 1.
 	pack   int
 	panels int // key panels per KV head
-	// next claims query blocks, slots counts the helpers that may still
-	// join; panelState[i] is 0 (not built), 1 (being built) or 2 (ready).
-	joined, slots atomic.Int64
-	ranges        []blockRange
-	panelState    []atomic.Int32
-	done          sync.WaitGroup
+	// ranges are the workers' blocks; panelState[i] is 0 (not built), 1
+	// (being built) or 2 (ready).
+	ranges     []blockRange
+	panelState []atomic.Int32
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
@@ -245,7 +200,6 @@ type call struct {
 
 // Attention computes p.Out (and p.LSE).
 func (b *Backend) Attention(p *backend.Problem) error {
-	b.start.Do(b.startPool)
 	workers := b.Workers()
 	c := b.calls.Get()
 	c.p, c.ks, c.d = p, b.ks, p.D
@@ -287,27 +241,7 @@ func (b *Backend) run(c *call, workers int) {
 		c.ranges[r].next.Store(int64(r * c.items / workers))
 		c.ranges[r].end = int64((r + 1) * c.items / workers)
 	}
-	c.joined.Store(0)
-	// Helper slots: spinning helpers take them from posted; parked ones
-	// are handed one each while some are waiting. Slots nobody took by the
-	// time this goroutine has done its share are withdrawn.
-	helpers := min(workers, c.items) - 1
-	c.done.Add(helpers)
-	c.slots.Store(int64(helpers))
-	b.posted.Store(c)
-	for c.claim() {
-		select {
-		case b.jobs <- c:
-			continue
-		default:
-			c.slots.Add(1) // no parked helper: leave the slot to spinners
-		}
-		break
-	}
-	c.work()
-	c.done.Add(-int(c.slots.Swap(0)))
-	c.done.Wait()
-	b.posted.CompareAndSwap(c, nil)
+	b.pool.Run(min(workers, c.items)-1, c)
 }
 
 // scratch is one worker's tile memory.
@@ -347,9 +281,11 @@ type blockRange struct {
 	_    [48]byte
 }
 
-func (c *call) work() {
+// Work is one worker's part of the call (par.Job): its own range of blocks
+// first (worker w takes range w), then what is left of the others'.
+func (c *call) Work(w int) {
 	sc := c.getScratch()
-	own := int(c.joined.Add(1)-1) % len(c.ranges)
+	own := w % len(c.ranges)
 	for k := range c.ranges {
 		r := &c.ranges[(own+k)%len(c.ranges)]
 		for {

@@ -190,7 +190,6 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		return fmt.Errorf("%w: the cpu cache takes host slices, not device buffers", backend.ErrUnsupported)
 	}
 	b := s.b
-	b.start.Do(b.startPool)
 	workers := b.Workers()
 	c := b.calls.Get()
 	c.p, c.pg, c.ks, c.d = nil, &c.paged, b.ks, p.D

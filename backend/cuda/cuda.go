@@ -18,6 +18,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
@@ -619,8 +620,12 @@ type pooled struct {
 
 // Upload copies p's FP8 inputs and scales to the device, on the device's
 // stream, and reserves its output (and LSE, if p.LSE is not nil). p must be
-// a validated FP8E4M3 problem. The host slices may be reused once Upload
-// returns: copies from pageable memory have consumed their source by then.
+// a validated FP8E4M3 problem; with QuantizeOnRead, its float32 inputs are
+// encoded on the host with its scales on the way (fp8.EncodeE4M3, NoSat:
+// the codes fp8.QuantizeE4M3 gives). The inputs go to one device block in
+// one copy, staged through page-locked memory when small (the codes are
+// encoded straight into it). The host slices may be reused once Upload
+// returns.
 func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: cuda: uploading a nil problem", backend.ErrInvalid)
@@ -633,45 +638,37 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 	}
 	r := &Resident{dev: d, shape: *p, params: new(params), outN: int64(len(p.Out)), lse: p.LSE != nil}
 	scores := scoreScales(p)
+	r.shape.Q, r.shape.K, r.shape.V = nil, nil, nil
 	r.shape.Q8, r.shape.K8, r.shape.V8, r.shape.Out, r.shape.LSE = nil, nil, nil, nil, nil
+	in := uploadLayout(p, scores)
 	err := d.do(func() error {
-		var copies []hostCopy
-		// put reserves n bytes of device memory for src (nil: an output).
-		put := func(src []byte, n int64) (uint64, error) {
+		var b deviceBuffers
+		// put reserves n bytes of device memory (an output).
+		put := func(n int64) (uint64, error) {
 			ptr, size, err := d.alloc(n)
 			if err != nil {
 				return 0, err
 			}
 			r.bufs = append(r.bufs, pooled{ptr, size})
-			if src != nil {
-				copies = append(copies, hostCopy{ptr, src})
-			}
 			return uint64(ptr), nil
 		}
-		var b deviceBuffers
-		var err error
-		for _, in := range []struct {
-			dst *uint64
-			src []byte
-		}{
-			{&b.Q, bytesOf(p.Q8)}, {&b.K, bytesOf(p.K8)}, {&b.V, bytesOf(p.V8)},
-			{&b.QScale, bytesOf(p.QScale)}, {&b.KScale, bytesOf(p.KScale)}, {&b.VScale, bytesOf(p.VScale)},
-			{&b.ScoreScale, bytesOf(scores)},
-		} {
-			if *in.dst, err = put(in.src, int64(len(in.src))); err != nil {
-				return err
-			}
+		base, err := put(int64(in.total))
+		if err != nil {
+			return err
 		}
-		if b.Out, err = put(nil, 4*r.outN); err != nil {
+		for i, dst := range []*uint64{&b.Q, &b.K, &b.V, &b.QScale, &b.KScale, &b.VScale, &b.ScoreScale} {
+			*dst = base + uint64(in.off[i])
+		}
+		if b.Out, err = put(4 * r.outN); err != nil {
 			return err
 		}
 		if r.lse {
-			if b.LSE, err = put(nil, 4*int64(len(p.LSE))); err != nil {
+			if b.LSE, err = put(4 * int64(len(p.LSE))); err != nil {
 				return err
 			}
 		}
 		*r.params = newParams(p, b)
-		return d.upload(copies)
+		return d.uploadInputs(cu.DevicePtr(base), in)
 	})
 	if err != nil {
 		r.Free()
@@ -975,6 +972,16 @@ func (b *Backend) Supports(p *backend.Problem) error {
 		return d.adaMissing(p.D)
 	}
 	return nil
+}
+
+// QuantizesOnRead reports whether the backend encodes p's float32 inputs
+// itself (backend.Problem.QuantizeOnRead): when their codes fit the
+// page-locked staging memory, it encodes them straight into it, so no codes
+// are written to Go memory and copied again.
+func (b *Backend) QuantizesOnRead(p *backend.Problem) bool {
+	nq, ok1 := checked.Mul(p.B, p.Hq, p.Sq, p.D)
+	nkv, ok2 := checked.Mul(p.B, p.Hkv, p.Sk, p.D)
+	return ok1 && ok2 && nq <= stagingMax && nkv <= stagingMax && nq+2*nkv <= stagingMax
 }
 
 // Attention uploads p, runs the stage, and downloads the result.

@@ -109,9 +109,6 @@ func supportsInputs(p *backend.Problem) error {
 	if p.Precision != backend.FP8E4M3 {
 		return fmt.Errorf("%w: cuda kernels take FP8E4M3 inputs, not %v", backend.ErrUnsupported, p.Precision)
 	}
-	if p.QuantizeOnRead {
-		return fmt.Errorf("%w: cuda kernels take E4M3 codes, not float32 inputs to quantize on read", backend.ErrUnsupported)
-	}
 	if p.Hq > 65535 || p.B > 65535 {
 		return fmt.Errorf("%w: cuda grid limits: heads and batch must be <= 65535", backend.ErrUnsupported)
 	}

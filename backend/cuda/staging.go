@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"unsafe"
 
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
 	"gorgonia.org/cu"
 )
 
@@ -156,5 +158,87 @@ func (d *Device) download(copies []hostCopy) error {
 	if pinned != nil {
 		parallelCopy(host, pinned)
 	}
+	return nil
+}
+
+// inputLayout is where a problem's inputs go in the one device block (and
+// page-locked region) Upload copies them through: Q, K and V codes, then
+// the Q, K, V and score scales, each piece aligned.
+type inputLayout struct {
+	p      *backend.Problem
+	pieces [7][]byte // the host bytes of each piece (nil for codes encoded on read)
+	size   [7]int
+	off    [7]int
+	total  int
+}
+
+func uploadLayout(p *backend.Problem, scores []float32) inputLayout {
+	l := inputLayout{p: p}
+	if p.QuantizeOnRead {
+		l.size[0], l.size[1], l.size[2] = len(p.Q), len(p.K), len(p.V)
+	} else {
+		l.pieces[0], l.pieces[1], l.pieces[2] = bytesOf(p.Q8), bytesOf(p.K8), bytesOf(p.V8)
+	}
+	l.pieces[3], l.pieces[4], l.pieces[5], l.pieces[6] = bytesOf(p.QScale), bytesOf(p.KScale), bytesOf(p.VScale), bytesOf(scores)
+	for i := range l.pieces {
+		if l.pieces[i] != nil {
+			l.size[i] = len(l.pieces[i])
+		}
+		l.off[i] = l.total
+		l.total += alignUp(l.size[i])
+	}
+	return l
+}
+
+// fill writes the inputs into buf (l.total bytes): codes copied or encoded
+// on read, on par.Default's helpers, then the scales.
+func (l inputLayout) fill(buf []byte) {
+	var dst, src [][]byte
+	for i, piece := range l.pieces {
+		if piece != nil {
+			dst, src = append(dst, buf[l.off[i]:l.off[i]+l.size[i]]), append(src, piece)
+		}
+	}
+	parallelCopy(dst, src)
+	if l.p.QuantizeOnRead {
+		p := l.p
+		codes := func(i int) []fp8.E4M3 {
+			b := buf[l.off[i] : l.off[i]+l.size[i]]
+			return unsafe.Slice((*fp8.E4M3)(unsafe.Pointer(&b[0])), len(b))
+		}
+		encodeOnRead([]encodeTensor{
+			{codes(0), p.Q, p.QScale, p.Hq, p.Sq},
+			{codes(1), p.K, p.KScale, p.Hkv, p.Sk},
+			{codes(2), p.V, p.VScale, p.Hkv, p.Sk},
+		}, p.B, p.D, p.Layout)
+	}
+}
+
+// uploadInputs copies the inputs to the device block at dev in one copy on
+// the stream: staged through page-locked memory when they fit, else from a
+// Go buffer (pageable). The caller is inside do.
+func (d *Device) uploadInputs(dev cu.DevicePtr, l inputLayout) error {
+	var buf []byte
+	small := l.total <= stagingMax
+	if small {
+		var err error
+		if buf, err = d.staging(l.total); err != nil {
+			return err
+		}
+	} else {
+		buf = make([]byte, l.total)
+	}
+	l.fill(buf)
+	if err := cu.MemcpyHtoDAsync(dev, unsafe.Pointer(&buf[0]), int64(l.total), d.stream); err != nil {
+		return fmt.Errorf("cuda: upload: %w", err)
+	}
+	if !small {
+		// A pageable copy has consumed its source when the call returns.
+		return nil
+	}
+	if err := d.stageDone.Record(d.stream); err != nil {
+		return fmt.Errorf("cuda: event record: %w", err)
+	}
+	d.stageBusy = true
 	return nil
 }

@@ -1,0 +1,202 @@
+// Package par runs fork-join work on pools of helper goroutines that keep
+// polling for the next job for a while after each one before they park, as
+// OpenMP runtimes do with their block time. Waking parked goroutines brings
+// helpers up one after another (on a virtual machine each wake-up can cost
+// tens of microseconds), which for short jobs costs more than the job: with
+// polling, jobs issued back to back, or a few phases of one call, start on
+// every helper at once.
+//
+// One pool serves the whole process (Default): the cpu backend's calls, the
+// sdpa quantization and the cuda backend's host copies all run on it, so
+// that polling helpers of one never crowd out those of another.
+package par
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fp8attn/fp8attn/internal/freelist"
+)
+
+// Job is work shared by the goroutines that join it: Work(w) runs once on
+// each, w = 0 on the goroutine that called Run and 1, 2, ... on the helpers
+// in the order they join. The job divides its work among them itself (an
+// atomic counter of items, say); Run returns when every Work has returned.
+type Job interface {
+	Work(w int)
+}
+
+// DefaultSpin is how long an idle helper of Default polls for the next job
+// before it parks.
+const DefaultSpin = 200 * time.Microsecond
+
+// Default is the process-wide pool: GOMAXPROCS-1 helpers (as at first use),
+// polling for DefaultSpin.
+var Default = NewPool(0, DefaultSpin)
+
+// Pool is a set of helper goroutines, started at its first Run.
+type Pool struct {
+	size  int
+	spin  time.Duration
+	start sync.Once
+	jobs  chan *run // hands a run to parked helpers
+	// posted offers the open helper slots of the run in progress to
+	// helpers still polling after their last job.
+	posted atomic.Pointer[run]
+	runs   freelist.List[run] // not a sync.Pool: no allocation under the race detector either
+}
+
+// NewPool returns a pool of helpers goroutines (<= 0: GOMAXPROCS-1 at first
+// use) that poll for spin after each job before they park (spin <= 0: park
+// at once).
+func NewPool(helpers int, spin time.Duration) *Pool {
+	return &Pool{size: helpers, spin: spin}
+}
+
+// Helpers returns the number of helper goroutines (starting them if they
+// are not yet).
+func (p *Pool) Helpers() int {
+	p.start.Do(p.startHelpers)
+	return p.size
+}
+
+// run is one Run in progress.
+type run struct {
+	job     Job
+	joined  atomic.Int64
+	slots   atomic.Int64   // helper slots still open
+	pending atomic.Int64   // helpers that joined or may still join and have not finished
+	done    sync.WaitGroup // the same count, to block on
+}
+
+// claim takes one of r's open helper slots, if any.
+func (r *run) claim() bool {
+	for {
+		n := r.slots.Load()
+		if n <= 0 {
+			return false
+		}
+		if r.slots.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (r *run) work() {
+	r.job.Work(int(r.joined.Add(1) - 1))
+}
+
+func (p *Pool) startHelpers() {
+	if p.size <= 0 {
+		p.size = runtime.GOMAXPROCS(0) - 1
+	}
+	p.jobs = make(chan *run)
+	for range p.size {
+		go func() {
+			for r := range p.jobs {
+				for r != nil {
+					r.work()
+					r.pending.Add(-1)
+					r.done.Done()
+					r = p.await()
+				}
+			}
+		}()
+	}
+}
+
+// await polls for up to the pool's spin time for a posted run with an open
+// helper slot and returns it with the slot taken, or nil.
+func (p *Pool) await() *run {
+	if p.spin <= 0 {
+		return nil
+	}
+	deadline := time.Now().Add(p.spin)
+	for i := 1; ; i++ {
+		if r := p.posted.Load(); r != nil && r.claim() {
+			return r
+		}
+		if i%256 == 0 {
+			if time.Now().After(deadline) {
+				return nil
+			}
+			if i%4096 == 0 {
+				runtime.Gosched() // let an oversubscribed P's goroutines run
+			}
+		}
+	}
+}
+
+// Run runs job on the calling goroutine and on up to helpers helpers of p
+// (fewer if p has fewer, or if they are busy: a slot no helper takes by the
+// time the calling goroutine's Work returns is withdrawn), and returns when
+// every Work has returned. Runs may be issued from several goroutines at
+// once; each gets the helpers the others leave. It allocates nothing once
+// warm.
+func (p *Pool) Run(helpers int, job Job) {
+	helpers = min(helpers, p.Helpers())
+	if helpers <= 0 {
+		job.Work(0)
+		return
+	}
+	r := p.runs.Get()
+	r.job = job
+	r.joined.Store(0)
+	r.pending.Store(int64(helpers))
+	r.done.Add(helpers)
+	r.slots.Store(int64(helpers))
+	p.posted.Store(r)
+	// Parked helpers are handed one slot each while some are waiting; the
+	// rest is left to helpers still polling.
+	for r.claim() {
+		select {
+		case p.jobs <- r:
+			continue
+		default:
+			r.slots.Add(1)
+		}
+		break
+	}
+	r.work()
+	n := r.slots.Swap(0)
+	r.pending.Add(-n)
+	r.done.Add(-int(n))
+	// Wait for the helpers that joined by polling for up to the spin time,
+	// then by blocking: a goroutine woken from a wait can take tens of
+	// microseconds to run again while polling helpers hold every P.
+	deadline := time.Now().Add(p.spin)
+	for i := 1; r.pending.Load() > 0; i++ {
+		if i%64 == 0 {
+			if time.Now().After(deadline) {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	r.done.Wait()
+	p.posted.CompareAndSwap(r, nil)
+	r.job = nil
+	p.runs.Put(r)
+}
+
+// For calls fn(i) for every i in [0, n) on the calling goroutine and up to
+// helpers helpers of p, each taking the next i in turn, and returns when all
+// have returned.
+func (p *Pool) For(n, helpers int, fn func(i int)) {
+	f := forJob{fn: fn, n: int64(n)}
+	p.Run(min(helpers, n-1), &f)
+}
+
+type forJob struct {
+	fn   func(i int)
+	n    int64
+	next atomic.Int64
+}
+
+func (f *forJob) Work(int) {
+	for i := f.next.Add(1) - 1; i < f.n; i = f.next.Add(1) - 1 {
+		f.fn(int(i))
+	}
+}

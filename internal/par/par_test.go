@@ -1,0 +1,78 @@
+package par
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestForEachIndexOnce: every index runs exactly once, for sizes around the
+// helper counts, from several goroutines at once, on pools that poll and
+// pools that park at once.
+func TestForEachIndexOnce(t *testing.T) {
+	for _, pool := range []*Pool{Default, NewPool(3, 0), NewPool(2, time.Millisecond)} {
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := range 70 {
+					counts := make([]atomic.Int32, n)
+					pool.For(n, g*3+n%5, func(i int) { counts[i].Add(1) })
+					for i := range counts {
+						if c := counts[i].Load(); c != 1 {
+							t.Errorf("n=%d: index %d ran %d times", n, i, c)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+// countJob records which participants joined a run.
+type countJob struct {
+	works atomic.Int32
+	maxW  atomic.Int32
+}
+
+func (c *countJob) Work(w int) {
+	c.works.Add(1)
+	for {
+		m := c.maxW.Load()
+		if int32(w) <= m || c.maxW.CompareAndSwap(m, int32(w)) {
+			break
+		}
+	}
+}
+
+// TestRunParticipants: Work runs on the caller (w = 0) and on at most the
+// asked-for helpers, with distinct indexes below their count.
+func TestRunParticipants(t *testing.T) {
+	p := NewPool(4, 50*time.Microsecond)
+	for _, helpers := range []int{-1, 0, 1, 3, 4, 10} {
+		for range 50 {
+			var c countJob
+			p.Run(helpers, &c)
+			n := c.works.Load()
+			if want := min(max(helpers, 0), 4) + 1; n < 1 || n > int32(want) {
+				t.Fatalf("helpers=%d: Work ran %d times, want 1..%d", helpers, n, want)
+			}
+			if c.maxW.Load() != n-1 {
+				t.Fatalf("helpers=%d: %d participants with largest index %d", helpers, n, c.maxW.Load())
+			}
+		}
+	}
+}
+
+// TestRunNoAllocs: a warm Run of a reused job allocates nothing.
+func TestRunNoAllocs(t *testing.T) {
+	var c countJob
+	Default.Run(2, &c)
+	if a := testing.AllocsPerRun(100, func() { Default.Run(2, &c) }); a != 0 {
+		t.Fatalf("%v allocations per Run", a)
+	}
+}
