@@ -39,13 +39,21 @@ func encodeE4M3Vector(dst []E4M3, src []float32, scale float32, m Mode) int {
 	default:
 		return 0 // the scalar path decides what an unknown mode means
 	}
+	return convertPrefix(dst, src, scale, ovf, nanSign, encodeE4M3AVX512, encodeE4M3AVX2)
+}
+
+// convertPrefix runs the AVX-512 conversion (16 elements a step) or the
+// AVX2 one (8), whichever the CPU has, over the longest prefix of src that
+// is a whole number of steps, and returns its length (0 without either).
+// len(dst) >= len(src).
+func convertPrefix[T any](dst []T, src []float32, scale float32, ovf, nanSign uint32, avx512, avx2 func(*T, *float32, int, float32, uint32, uint32)) int {
 	var width int
-	var asm func(*E4M3, *float32, int, float32, uint32, uint32)
+	var asm func(*T, *float32, int, float32, uint32, uint32)
 	switch {
 	case hasAVX512:
-		width, asm = 16, encodeE4M3AVX512
+		width, asm = 16, avx512
 	case hasAVX2:
-		width, asm = 8, encodeE4M3AVX2
+		width, asm = 8, avx2
 	default:
 		return 0
 	}
@@ -75,23 +83,7 @@ func roundE4M3Vector(dst, src []float32, scale float32, m Mode) int {
 	default:
 		return 0
 	}
-	var width int
-	var asm func(*float32, *float32, int, float32, uint32, uint32)
-	switch {
-	case hasAVX512:
-		width, asm = 16, roundE4M3AVX512
-	case hasAVX2:
-		width, asm = 8, roundE4M3AVX2
-	default:
-		return 0
-	}
-	n := len(src) &^ (width - 1)
-	if n == 0 {
-		return 0
-	}
-	_ = dst[n-1]
-	asm(&dst[0], &src[0], n, scale, ovf, nanSign)
-	return n
+	return convertPrefix(dst, src, scale, ovf, nanSign, roundE4M3AVX512, roundE4M3AVX2)
 }
 
 // roundE4M3AVX512 sets dst[i] = roundE4M3Go's value of src[i] for i < n (n a

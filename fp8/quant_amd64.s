@@ -17,24 +17,35 @@ DWORDS8(subQuantum, 0x3b000000) // 2^-9, the E4M3 subnormal quantum
 DWORDS8(signBit, 0x80000000)
 DWORDS8(nanBits, 0x7fc00000)    // the NaN E4M3 decodes to
 
+// CONVERT_ARGS_AVX2 loads the arguments shared by the AVX2 conversions
+// (dst, src, n, scale, ovf, nanSign) into DI, SI, CX, Y15, Y14 and Y13, and
+// the constants both use: Y12 the magnitude mask, Y11 half an E4M3 ulp less
+// one at mantissa shift 20, Y10 ones.
+#define CONVERT_ARGS_AVX2 \
+	MOVQ dst+0(FP), DI; MOVQ src+8(FP), SI; MOVQ n+16(FP), CX; \
+	VBROADCASTSS scale+24(FP), Y15; \
+	MOVL ovf+28(FP), AX; VMOVD AX, X14; VPBROADCASTD X14, Y14; \
+	MOVL nanSign+32(FP), AX; VMOVD AX, X13; VPBROADCASTD X13, Y13; \
+	MOVL $0x7fffffff, AX; VMOVD AX, X12; VPBROADCASTD X12, Y12; \
+	MOVL $0x7ffff, AX; VMOVD AX, X11; VPBROADCASTD X11, Y11; \
+	MOVL $1, AX; VMOVD AX, X10; VPBROADCASTD X10, Y10
+
+// CONVERT_ARGS_AVX512 is CONVERT_ARGS_AVX2 for the AVX-512 conversions, into
+// Z15 (scale), Z14 (ovf), Z13 (nanSign), Z12, Z11 and Z10.
+#define CONVERT_ARGS_AVX512 \
+	MOVQ dst+0(FP), DI; MOVQ src+8(FP), SI; MOVQ n+16(FP), CX; \
+	VBROADCASTSS scale+24(FP), Z15; \
+	MOVL ovf+28(FP), AX; VPBROADCASTD AX, Z14; \
+	MOVL nanSign+32(FP), AX; VPBROADCASTD AX, Z13; \
+	MOVL $0x7fffffff, AX; VPBROADCASTD AX, Z12; \
+	MOVL $0x7ffff, AX; VPBROADCASTD AX, Z11; \
+	MOVL $1, AX; VPBROADCASTD AX, Z10
+
 // func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
 // Equals e4m3Format.convert(src[i]/scale, mode) for i < n, n a positive
 // multiple of 16; see the declaration in quant_amd64.go.
 TEXT ·encodeE4M3AVX512(SB), NOSPLIT, $0-36
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS scale+24(FP), Z15
-	MOVL ovf+28(FP), AX
-	VPBROADCASTD AX, Z14     // the overflow magnitude code: 0x7f (NaN) or 0x7e (448)
-	MOVL nanSign+32(FP), AX
-	VPBROADCASTD AX, Z13     // 0x80 where a NaN keeps its sign (Torch), else 0
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z12     // magnitude mask
-	MOVL $0x7ffff, AX
-	VPBROADCASTD AX, Z11     // half an E4M3 ulp less one, at mantissa shift 20
-	MOVL $1, AX
-	VPBROADCASTD AX, Z10
+	CONVERT_ARGS_AVX512
 	MOVL $0x3c0, AX
 	VPBROADCASTD AX, Z9      // 120<<3: exponent bias 127 -> 7
 	MOVL $0x3c800000, AX
@@ -85,25 +96,7 @@ loop512:
 // encodeE4M3AVX512 8 elements at a time (n a positive multiple of 8), with
 // blends for the masks and a pack for the narrowing store.
 TEXT ·encodeE4M3AVX2(SB), NOSPLIT, $0-36
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS scale+24(FP), Y15
-	MOVL ovf+28(FP), AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL nanSign+32(FP), AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL $0x7fffffff, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL $0x7ffff, AX
-	VMOVD AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL $1, AX
-	VMOVD AX, X10
-	VPBROADCASTD X10, Y10
+	CONVERT_ARGS_AVX2
 	MOVL $0x3c0, AX
 	VMOVD AX, X9
 	VPBROADCASTD X9, Y9
@@ -215,20 +208,7 @@ loopmax:
 // Equals e4m3Table[e4m3Format.convert(src[i]/scale, mode)] for i < n, n a
 // positive multiple of 16; see the declaration in quant_amd64.go.
 TEXT ·roundE4M3AVX512(SB), NOSPLIT, $0-36
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS scale+24(FP), Z15
-	MOVL ovf+28(FP), AX
-	VPBROADCASTD AX, Z14     // the overflow value's magnitude bits: NaN or 448
-	MOVL nanSign+32(FP), AX
-	VPBROADCASTD AX, Z13     // 1<<31 where a NaN keeps its sign (Torch), else 0
-	MOVL $0x7fffffff, AX
-	VPBROADCASTD AX, Z12     // magnitude mask
-	MOVL $0x7ffff, AX
-	VPBROADCASTD AX, Z11     // half an E4M3 ulp less one, at mantissa shift 20
-	MOVL $1, AX
-	VPBROADCASTD AX, Z10
+	CONVERT_ARGS_AVX512
 	MOVL $0xfff00000, AX
 	VPBROADCASTD AX, Z9      // sign, exponent and 3 mantissa bits
 	MOVL $0x3c800000, AX
@@ -281,25 +261,7 @@ round512:
 // roundE4M3AVX512 8 elements at a time (n a positive multiple of 8), with
 // blends for the masks.
 TEXT ·roundE4M3AVX2(SB), NOSPLIT, $0-36
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	VBROADCASTSS scale+24(FP), Y15
-	MOVL ovf+28(FP), AX
-	VMOVD AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL nanSign+32(FP), AX
-	VMOVD AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL $0x7fffffff, AX
-	VMOVD AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL $0x7ffff, AX
-	VMOVD AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL $1, AX
-	VMOVD AX, X10
-	VPBROADCASTD X10, Y10
+	CONVERT_ARGS_AVX2
 	MOVL $0xfff00000, AX
 	VMOVD AX, X9
 	VPBROADCASTD X9, Y9

@@ -13,15 +13,16 @@ import (
 	"github.com/fp8attn/fp8attn/internal/seed"
 )
 
-type encodeKernel struct {
-	name  string
-	ok    bool
-	width int
-	fn    func(*E4M3, *float32, int, float32, uint32, uint32)
+// convKernel is an assembly conversion of float32 to T (a code or a code's
+// value) and whether this CPU runs it.
+type convKernel[T any] struct {
+	name string
+	ok   bool
+	fn   func(*T, *float32, int, float32, uint32, uint32)
 }
 
-func encodeKernels() []encodeKernel {
-	return []encodeKernel{{"avx2", hasAVX2, 8, encodeE4M3AVX2}, {"avx512", hasAVX512, 16, encodeE4M3AVX512}}
+func encodeKernels() []convKernel[E4M3] {
+	return []convKernel[E4M3]{{"avx2", hasAVX2, encodeE4M3AVX2}, {"avx512", hasAVX512, encodeE4M3AVX512}}
 }
 
 // modeArgs are the assembly's (ovf, nanSign) for a mode, as encodeE4M3Vector
@@ -116,14 +117,8 @@ func forAllInputsParallel(t *testing.T, chunk int, newCheck func() func(src []fl
 	}
 }
 
-type roundKernel struct {
-	name string
-	ok   bool
-	fn   func(*float32, *float32, int, float32, uint32, uint32)
-}
-
-func roundKernels() []roundKernel {
-	return []roundKernel{{"avx2", hasAVX2, roundE4M3AVX2}, {"avx512", hasAVX512, roundE4M3AVX512}}
+func roundKernels() []convKernel[float32] {
+	return []convKernel[float32]{{"avx2", hasAVX2, roundE4M3AVX2}, {"avx512", hasAVX512, roundE4M3AVX512}}
 }
 
 // roundModeArgs are the assembly's (ovf, nanSign) for a mode, as
@@ -171,9 +166,19 @@ func TestRoundE4M3AllInputs(t *testing.T) {
 // TestRoundE4M3Scales: each assembly rounder against roundE4M3Go with the
 // scales and inputs of TestEncodeE4M3Scales, inside guard regions.
 func TestRoundE4M3Scales(t *testing.T) {
+	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }
+	checkConversions(t, 8, math.Float32frombits(0x7fa5a5a5), same, roundE4M3Go, roundModeArgs, roundKernels())
+}
+
+// checkConversions holds kernels to their Go loop goLoop on 2000 trials of
+// testInputs at testScales, in every mode, at random lengths and
+// misalignments inside guard regions filled with poison (same compares
+// two results bit for bit).
+func checkConversions[T any](t *testing.T, stream uint64, poison T, same func(a, b T) bool, goLoop func([]T, []float32, float32, Mode), args func(Mode) (uint32, uint32), kernels []convKernel[T]) {
+	t.Helper()
 	sd := seed.Get()
 	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
-	rng := rand.New(rand.NewPCG(sd, 8))
+	rng := rand.New(rand.NewPCG(sd, stream))
 	const guard = 32
 	for trial := range 2000 {
 		n := 16 * (1 + rng.IntN(20))
@@ -181,27 +186,26 @@ func TestRoundE4M3Scales(t *testing.T) {
 		scale := testScales[trial%len(testScales)]
 		src := testInputs(rng, n)
 		m := Mode(trial % 3)
-		want := make([]float32, n)
-		roundE4M3Go(want, src, scale, m)
-		ovf, ns := roundModeArgs(m)
-		for _, k := range roundKernels() {
+		want := make([]T, n)
+		goLoop(want, src, scale, m)
+		ovf, ns := args(m)
+		for _, k := range kernels {
 			if !k.ok {
 				continue
 			}
-			poison := math.Float32frombits(0x7fa5a5a5)
-			buf := make([]float32, off+n+2*guard)
+			buf := make([]T, off+n+2*guard)
 			for i := range buf {
 				buf[i] = poison
 			}
 			dst := buf[guard+off : guard+off+n]
 			k.fn(&dst[0], &src[0], n, scale, ovf, ns)
 			for i := range n {
-				if math.Float32bits(dst[i]) != math.Float32bits(want[i]) {
-					t.Fatalf("%s %v scale %v: %v (%#08x) -> %#08x, want %#08x", k.name, m, scale, src[i], math.Float32bits(src[i]), math.Float32bits(dst[i]), math.Float32bits(want[i]))
+				if !same(dst[i], want[i]) {
+					t.Fatalf("%s %v scale %v: %v (%#08x) -> %v, want %v", k.name, m, scale, src[i], math.Float32bits(src[i]), dst[i], want[i])
 				}
 			}
 			for i, c := range buf {
-				if (i < guard+off || i >= guard+off+n) && math.Float32bits(c) != 0x7fa5a5a5 {
+				if (i < guard+off || i >= guard+off+n) && !same(c, poison) {
 					t.Fatalf("%s: guard element %d overwritten", k.name, i)
 				}
 			}
@@ -242,41 +246,8 @@ func testInputs(rng *rand.Rand, n int) []float32 {
 // on random and special inputs, at random lengths and misalignments inside
 // guard regions.
 func TestEncodeE4M3Scales(t *testing.T) {
-	sd := seed.Get()
-	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
-	rng := rand.New(rand.NewPCG(sd, 5))
-	const guard = 32
-	for trial := range 2000 {
-		n := 16 * (1 + rng.IntN(20))
-		off := rng.IntN(16)
-		scale := testScales[trial%len(testScales)]
-		src := testInputs(rng, n)
-		m := Mode(trial % 3)
-		want := make([]E4M3, n)
-		encodeE4M3Go(want, src, scale, m)
-		ovf, ns := modeArgs(m)
-		for _, k := range encodeKernels() {
-			if !k.ok {
-				continue
-			}
-			buf := make([]E4M3, off+n+2*guard)
-			for i := range buf {
-				buf[i] = 0xA5
-			}
-			dst := buf[guard+off : guard+off+n]
-			k.fn(&dst[0], &src[0], n, scale, ovf, ns)
-			for i := range n {
-				if dst[i] != want[i] {
-					t.Fatalf("%s %v scale %v: %v (%#08x) -> %#02x, want %#02x", k.name, m, scale, src[i], math.Float32bits(src[i]), uint8(dst[i]), uint8(want[i]))
-				}
-			}
-			for i, c := range buf {
-				if (i < guard+off || i >= guard+off+n) && c != 0xA5 {
-					t.Fatalf("%s: guard byte %d overwritten", k.name, i)
-				}
-			}
-		}
-	}
+	same := func(a, b E4M3) bool { return a == b }
+	checkConversions(t, 5, E4M3(0xA5), same, encodeE4M3Go, modeArgs, encodeKernels())
 }
 
 // TestAmaxKernels: each assembly amax against amaxGo on random data with
