@@ -104,6 +104,19 @@ func (l Layout) Offset(b, hd, i, h, s, d int) int {
 	return b*bs + hd*hs + i*rs
 }
 
+// HeadRuns calls fn(off, n) for each contiguous run of the elements of head
+// (b, hd) of a tensor with h heads, s rows and head dimension d stored in
+// layout l, in row order: one run of s·d in BHSD, s runs of d in BSHD.
+func (l Layout) HeadRuns(b, hd, h, s, d int, fn func(off, n int)) {
+	if l == BSHD {
+		for i := range s {
+			fn(l.Offset(b, hd, i, h, s, d), d)
+		}
+		return
+	}
+	fn(l.Offset(b, hd, 0, h, s, d), s*d)
+}
+
 // Permute returns a copy of x, a [b][h][s][d] tensor in BHSD order, in
 // layout l (nil stays nil).
 func Permute[T any](x []T, b, h, s, d int, l Layout) []T {

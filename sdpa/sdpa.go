@@ -322,7 +322,7 @@ func AttentionQuantizedInto(out *Tensor, lse []float32, q, k, v *QuantizedTensor
 	p.Layout = q.Layout
 	p.Q8, p.K8, p.V8 = q.Data, k.Data, v.Data
 	p.QScale, p.KScale, p.VScale = q.Scales, k.Scales, v.Scales
-	return runInto(p, out, lse, opts)
+	return runInto(nil, p, out, lse, opts)
 }
 
 func checkQuantized(q, k, v *QuantizedTensor, opts *Options) error {
@@ -448,12 +448,15 @@ func attentionInto(out *Tensor, lse []float32, q, k, v *Tensor, opts *Options) e
 		return err
 	}
 	tq, tk, means := buf.conditioned(q, k, opts)
+	var be backend.Backend // FP8: picked on the shape, to ask whether it quantizes on read
 	if p.Precision == FP32 {
 		p.Q, p.K, p.V = tq.Data, tk.Data, v.Data
 	} else {
-		buf.quantize(p, tq, tk, v, quantizesOnRead(p, opts))
+		be, _ = backend.Select(backendName(opts), p) // nil: runInto says why, after validation
+		r, ok := be.(backend.OnReadQuantizer)
+		buf.quantize(p, tq, tk, v, ok && r.QuantizesOnRead(p))
 	}
-	if err := runInto(p, out, lse, opts); err != nil {
+	if err := runInto(be, p, out, lse, opts); err != nil {
 		return err
 	}
 	if lse != nil && means != nil {
@@ -532,28 +535,12 @@ type quantGroup struct {
 func (g quantGroup) run() {
 	t := g.t
 	b, h := g.bh/t.H, g.bh%t.H
-	if t.Layout == BHSD && g.codes != nil {
-		n := t.S * t.D
-		_ = fp8.QuantizeE4M3Into(g.codes[g.bh*n:(g.bh+1)*n], g.scale, t.Data[g.bh*n:(g.bh+1)*n], n)
-		return
-	}
 	var amax float32
-	if t.Layout == BHSD {
-		n := t.S * t.D
-		amax = fp8.Amax(t.Data[g.bh*n : (g.bh+1)*n])
-	} else {
-		for i := range t.S {
-			amax = max(amax, fp8.Amax(t.row(b, h, i)))
-		}
-	}
+	t.Layout.HeadRuns(b, h, t.H, t.S, t.D, func(o, n int) { amax = max(amax, fp8.Amax(t.Data[o:o+n])) })
 	s := fp8.ScaleForAmax(amax)
 	g.scale[0] = s
-	if g.codes == nil {
-		return
-	}
-	for i := range t.S {
-		o := t.Layout.Offset(b, h, i, t.H, t.S, t.D)
-		fp8.EncodeE4M3(g.codes[o:o+t.D], t.Data[o:o+t.D], s, fp8.NoSat)
+	if g.codes != nil {
+		t.Layout.HeadRuns(b, h, t.H, t.S, t.D, func(o, n int) { fp8.EncodeE4M3(g.codes[o:o+n], t.Data[o:o+n], s, fp8.NoSat) })
 	}
 }
 
@@ -612,41 +599,29 @@ func (b *callBuffers) quantize(p *backend.Problem, q, k, v *Tensor, onRead bool)
 	}
 }
 
-// quantizesOnRead reports whether the backend that will run p (the one opts
-// names, or the one Select picks for p's shape) quantizes FP8 inputs as it
-// reads them (backend.OnReadQuantizer), so that quantize need only compute
-// the scales. runInto selects again with the inputs in place; a backend
-// that does not quantize on read refuses such a problem there.
-func quantizesOnRead(p *backend.Problem, opts *Options) bool {
-	name := ""
-	if opts != nil {
-		name = opts.Backend
-	}
-	be, err := backend.Select(name, p)
-	if err != nil {
-		return false
-	}
-	r, ok := be.(backend.OnReadQuantizer)
-	return ok && r.QuantizesOnRead(p)
-}
-
-// runInto validates p with out and lse as its outputs, picks the backend and
-// computes.
-func runInto(p *backend.Problem, out *Tensor, lse []float32, opts *Options) error {
-	name := ""
-	if opts != nil {
-		name = opts.Backend
-	}
+// runInto validates p with out and lse as its outputs and computes it on be,
+// or, if be is nil, on the backend Select picks.
+func runInto(be backend.Backend, p *backend.Problem, out *Tensor, lse []float32, opts *Options) error {
 	p.Out, p.LSE = out.Data, lse
 	if err := p.Validate(); err != nil {
 		return err
 	}
-	be, err := backend.Select(name, p)
-	if err != nil {
-		return err
+	if be == nil {
+		var err error
+		if be, err = backend.Select(backendName(opts), p); err != nil {
+			return err
+		}
 	}
 	if err := be.Attention(p); err != nil {
 		return fmt.Errorf("sdpa: backend %s: %w", be.Name(), err)
 	}
 	return nil
+}
+
+// backendName is the backend opts names ("" for none).
+func backendName(opts *Options) string {
+	if opts == nil {
+		return ""
+	}
+	return opts.Backend
 }

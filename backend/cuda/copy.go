@@ -2,7 +2,6 @@ package cuda
 
 import (
 	"runtime"
-	"sync/atomic"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
@@ -28,28 +27,15 @@ func parallelCopy(dst, src [][]byte) {
 		}
 		return
 	}
-	var j copyJob
+	type piece struct{ d, s []byte }
+	var pieces []piece
 	for i := range src {
 		for off := 0; off < len(src[i]); off += copyChunk {
 			end := min(off+copyChunk, len(src[i]))
-			j.pieces = append(j.pieces, piece{dst[i][off:end], src[i][off:end]})
+			pieces = append(pieces, piece{dst[i][off:end], src[i][off:end]})
 		}
 	}
-	par.Default.Run(workers-1, &j)
-}
-
-type piece struct{ d, s []byte }
-
-// copyJob copies its pieces, each goroutine taking the next in turn.
-type copyJob struct {
-	pieces []piece
-	next   atomic.Int64
-}
-
-func (j *copyJob) Work(int) {
-	for i := j.next.Add(1) - 1; i < int64(len(j.pieces)); i = j.next.Add(1) - 1 {
-		copy(j.pieces[i].d, j.pieces[i].s)
-	}
+	par.Default.For(len(pieces), workers-1, func(i int) { copy(pieces[i].d, pieces[i].s) })
 }
 
 // encodeTensor is one float32 input to encode on read: x (heads heads of
@@ -67,27 +53,22 @@ type encodeTensor struct {
 // the codes fp8.QuantizeE4M3 gives with those scales), in the layout of its
 // input, spreading the (tensor, batch, head) groups over par.Default.
 func encodeOnRead(ts []encodeTensor, batch, d int, l backend.Layout) {
-	var groups []func()
+	groups, total := 0, 0
 	for _, t := range ts {
-		for bh := range batch * t.heads {
-			b, h := bh/t.heads, bh%t.heads
-			s := t.scales[bh]
-			groups = append(groups, func() {
-				if l == backend.BHSD {
-					n := t.seq * d
-					fp8.EncodeE4M3(t.codes[bh*n:(bh+1)*n], t.x[bh*n:(bh+1)*n], s, fp8.NoSat)
-					return
-				}
-				for i := range t.seq {
-					o := l.Offset(b, h, i, t.heads, t.seq, d)
-					fp8.EncodeE4M3(t.codes[o:o+d], t.x[o:o+d], s, fp8.NoSat)
-				}
-			})
-		}
-	}
-	total := 0
-	for _, t := range ts {
+		groups += batch * t.heads
 		total += len(t.x)
 	}
-	par.Default.For(len(groups), total/(1<<16), func(i int) { groups[i]() })
+	par.Default.For(groups, total/(1<<16), func(g int) {
+		t := ts[0]
+		for _, t = range ts { // the tensor of group g, and g within it
+			if g < batch*t.heads {
+				break
+			}
+			g -= batch * t.heads
+		}
+		s := t.scales[g]
+		l.HeadRuns(g/t.heads, g%t.heads, t.heads, t.seq, d, func(o, n int) {
+			fp8.EncodeE4M3(t.codes[o:o+n], t.x[o:o+n], s, fp8.NoSat)
+		})
+	})
 }

@@ -979,6 +979,9 @@ func (b *Backend) Supports(p *backend.Problem) error {
 // page-locked staging memory, it encodes them straight into it, so no codes
 // are written to Go memory and copied again.
 func (b *Backend) QuantizesOnRead(p *backend.Problem) bool {
+	if p == nil {
+		return false
+	}
 	nq, ok1 := checked.Mul(p.B, p.Hq, p.Sq, p.D)
 	nkv, ok2 := checked.Mul(p.B, p.Hkv, p.Sk, p.D)
 	return ok1 && ok2 && nq <= stagingMax && nkv <= stagingMax && nq+2*nkv <= stagingMax

@@ -388,3 +388,24 @@ func median(x []float64) float64 {
 	}
 	return y[len(y)/2]
 }
+
+// TestQuantizesOnRead: the backend takes float32 inputs to encode on read
+// when their codes fit the page-locked staging buffer, not beyond, not for
+// a shape whose sizes overflow, and a nil problem is a no, not a panic.
+func TestQuantizesOnRead(t *testing.T) {
+	var b Backend
+	for _, tc := range []struct {
+		name string
+		p    *backend.Problem
+		want bool
+	}{
+		{"nil", nil, false},
+		{"mission", &backend.Problem{Shape: backend.Shape{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}}, true},
+		{"past staging", &backend.Problem{Shape: backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 1, Sk: stagingMax / 8 / 64, D: 64}}, false},
+		{"overflowing", &backend.Problem{Shape: backend.Shape{B: 1 << 40, Hq: 1 << 20, Hkv: 1, Sq: 1 << 20, Sk: 1, D: 64}}, false},
+	} {
+		if got := b.QuantizesOnRead(tc.p); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
