@@ -6,8 +6,9 @@
 //            swizzled K/V tiles into a shared-memory ring with bulk copies
 //            (the tensor-memory accelerator), two consumer warpgroups of 64
 //            query rows run Q·Kᵀ and P·V on wgmma e4m3 (QGMMA), P from
-//            registers, online softmax in between. The pack kernels lay Q, K
-//            and V out for it on the device. See hopper.cuh.
+//            registers, the online softmax overlapped with the GEMMs. The
+//            pack kernels lay Q, K and V out for it on the device. See
+//            hopper.cuh.
 //
 // Changelog
 //   v1 (2026-11-22): stage 9: D in {64, 96, 128, 192, 256}, any Sq/Sk,
@@ -16,6 +17,14 @@
 //   v2 (2026-11-22): 3-deep ring; softmax on raw scores with one FFMA and
 //                    one EX2 (ex2.approx.ftz) a weight; a negative score
 //                    factor folded into Q's codes by the pack.
+//   v3 (2026-11-22): intra-warpgroup overlap (the next Q·Kᵀ issued with
+//                    this tile's P·V, the softmax and P's packing into a
+//                    second register set under P·V); the mask in a branch
+//                    of its own (it ran predicated on every tile); row
+//                    maxima and sums over four chains a row; the rescale
+//                    skipped when no row's maximum grew. Ping-pong between
+//                    the consumer warpgroups built, measured slower, off
+//                    (FP8ATTN_S9_PINGPONG).
 #include "common.cuh"
 #include "hopper.cuh"
 

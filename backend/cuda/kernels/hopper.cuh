@@ -31,6 +31,11 @@
 //     is used (P <= 1 becomes <= 256 < 448), the row sum in float32.
 //   * P·V: wgmma m64nDk32 e4m3 with A (P) from registers, B (Vᵀ) from shared
 //     memory, into the output accumulator, rescaled in registers per tile.
+//   * Overlap (v3): within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
+//     issued together and the softmax of tile t (and its packing into a
+//     second set of P registers) runs while P·V is on the tensor cores.
+//     Ping-pong between the consumer warpgroups is a build option
+//     (FP8ATTN_S9_PINGPONG), off: it measured slower.
 //
 // sigma (common.cuh): the accumulator gives thread t of a quad, in each 16-key group,
 // keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions
@@ -40,6 +45,14 @@
 // keys consistently in P and V changes nothing.
 #pragma once
 #include "../../../wmma/include/fp8attn_wgmma.h"
+
+// FP8ATTN_S9_PINGPONG=1 builds stage 9 with ping-pong between its consumer
+// warpgroups (named barriers make them take turns to issue their GEMMs, as
+// FlashAttention-3 does). Off by default: it measured 3-11% slower than
+// without (docs/PERF.md, stage 9 v3); kept for the next attempt.
+#ifndef FP8ATTN_S9_PINGPONG
+#define FP8ATTN_S9_PINGPONG 0
+#endif
 
 namespace hopper {
 
@@ -74,12 +87,21 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
 // wgmma ordering.
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+// wg_wait waits until at most N committed wgmma groups are pending.
+template <int N> __device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
 // fence_regs keeps the compiler from moving accesses of accumulator
 // registers across the asynchronous wgmma that owns them.
 template <int R> __device__ __forceinline__ void fence_regs(float (&d)[R]) {
 #pragma unroll
   for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int R, int C> __device__ __forceinline__ void fence_regs(uint32_t (&d)[R][C]) {
+#pragma unroll
+  for (int i = 0; i < R; i++)
+#pragma unroll
+    for (int j = 0; j < C; j++) asm volatile("" : "+r"(d[i][j])::"memory");
 }
 
 // desc is the wgmma shared-memory descriptor of a K-major operand whose
@@ -224,12 +246,16 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   float o[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-  float s[BN / 2];
+  float s[BN / 2];       // scores of tile t, then its weights P·2^8
+  // The weights as wgmma A registers (E4M3), tile t's in pa[t % 2], so that
+  // they are packed while P·V still reads the previous tile's.
+  using PA = uint32_t[BN / 32][4];
+  PA pa[2];
 
-  if (ntiles > 0) mbar_wait(q_full, 0);
-  for (int t = 0; t < ntiles; t++) {
-    const int st = t % RING, ph = (t / RING) & 1;
-    mbar_wait(&k_full[st], ph);
+  // S = Q·K(t)ᵀ, issued (not waited for).
+  auto issue_qk = [&](int t) {
+    const int st = t % RING;
+    mbar_wait(&k_full[st], (t / RING) & 1);
     const uint32_t k_addr = smem_u32(s_k + st * G::KT);
     wg_fence();
 #pragma unroll
@@ -238,56 +264,144 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
       WGMMA<BN>::ss(s, desc<WK>(q_addr + panel * 64 * WK + off), desc<WK>(k_addr + panel * BN * WK + off), kk);
     }
     wg_commit();
-    wg_wait0();
-    fence_regs(s);
-
-    // Masked keys (and keys past sk, zero in the image) become -Inf; row
-    // maxima on the raw scores (c > 0), then in the log2 domain.
-    const bool masked = (t + 1) * BN > vis_min;
-    float mx0 = NEG_INF, mx1 = NEG_INF;
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) {
-      if (masked) {
-        const int key = t * BN + 8 * (i / 4) + 2 * tq + (i & 1);
-        if (key >= ((i & 2) ? vis1 : vis0)) s[i] = NEG_INF;
-      }
-      if (i & 2) mx1 = fmaxf(mx1, s[i]);
-      else mx0 = fmaxf(mx0, s[i]);
-    }
-    const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c), st1 = online_step(m[1], group_max<4>(mx1) * c);
-    // P·2^8 = exp2(s·c - m + 8), one FFMA and one EX2 a weight: E4M3 then
-    // holds P in [2^-17, 256].
-    const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
-    l[0] *= st0.alpha;
-    l[1] *= st1.alpha;
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) {
-      s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
-      l[(i >> 1) & 1] += s[i];
-    }
-    uint32_t pa[BN / 32][4];
-#pragma unroll
-    for (int k = 0; k < BN / 32; k++) {
-      const int j = 16 * k;
-      pa[k][0] = pack4(s[j + 0], s[j + 1], s[j + 4], s[j + 5]);
-      pa[k][1] = pack4(s[j + 2], s[j + 3], s[j + 6], s[j + 7]);
-      pa[k][2] = pack4(s[j + 8], s[j + 9], s[j + 12], s[j + 13]);
-      pa[k][3] = pack4(s[j + 10], s[j + 11], s[j + 14], s[j + 15]);
-    }
-#pragma unroll
-    for (int i = 0; i < D / 2; i++) o[i] *= (i & 2) ? st1.alpha : st0.alpha;
-
-    mbar_wait(&v_full[st], ph);
+  };
+  // O += P(t)·V(t), issued (not waited for), P from a.
+  auto issue_pv = [&](int t, const PA& a) {
+    const int st = t % RING;
+    mbar_wait(&v_full[st], (t / RING) & 1);
     const uint32_t v_addr = smem_u32(s_v + st * G::VT);
     fence_regs(o);
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < BN / 32; k++) WGMMA<D>::rs(o, pa[k], desc<WV>(v_addr + 32 * k), 1);
+    for (int k = 0; k < BN / 32; k++) WGMMA<D>::rs(o, a[k], desc<WV>(v_addr + 32 * k), 1);
     wg_commit();
-    wg_wait0();
-    fence_regs(o);
+  };
+  // The online softmax of tile t on s: masked keys (and keys past sk, zero
+  // in the image) become -Inf; row maxima on the raw scores (c > 0), then in
+  // the log2 domain; P·2^8 = exp2(s·c - m + 8), one FFMA and one EX2 a
+  // weight, so that E4M3 holds P in [2^-17, 256]. Returns the rescale
+  // factors of rows r0 and r0 + 8 (o is left to the caller: a P·V may
+  // still be running on it).
+  auto softmax = [&](int t) {
+    // One branch around the whole mask, so that full tiles do not run it
+    // predicated off.
+    if ((t + 1) * BN > vis_min) {
+#pragma unroll
+      for (int i = 0; i < BN / 2; i++) {
+        const int key = t * BN + 8 * (i / 4) + 2 * tq + (i & 1);
+        if (key >= ((i & 2) ? vis1 : vis0)) s[i] = NEG_INF;
+      }
+    }
+    // Row maxima and sums over CH independent chains per row (element i
+    // of the thread belongs to row (i >> 1) & 1, chain (i >> 2) % CH): a
+    // single chain is a run of dependent instructions that two warps per
+    // scheduler cannot hide.
+    constexpr int CH = 4;
+    float mx[2][CH];
+#pragma unroll
+    for (int j = 0; j < CH; j++) mx[0][j] = mx[1][j] = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) mx[(i >> 1) & 1][(i >> 2) % CH] = fmaxf(mx[(i >> 1) & 1][(i >> 2) % CH], s[i]);
+    const float mx0 = fmaxf(fmaxf(mx[0][0], mx[0][1]), fmaxf(mx[0][2], mx[0][3]));
+    const float mx1 = fmaxf(fmaxf(mx[1][0], mx[1][1]), fmaxf(mx[1][2], mx[1][3]));
+    const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c), st1 = online_step(m[1], group_max<4>(mx1) * c);
+    const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
+    float sum[2][CH] = {};
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+      s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
+      sum[(i >> 1) & 1][(i >> 2) % CH] += s[i];
+    }
+    l[0] = fmaf(l[0], st0.alpha, (sum[0][0] + sum[0][1]) + (sum[0][2] + sum[0][3]));
+    l[1] = fmaf(l[1], st1.alpha, (sum[1][0] + sum[1][1]) + (sum[1][2] + sum[1][3]));
+    return make_float2(st0.alpha, st1.alpha);
+  };
+  // a = the weights in s as E4M3 A registers (keys in sigma order).
+  auto pack_p = [&](PA& a) {
+#pragma unroll
+    for (int k = 0; k < BN / 32; k++) {
+      const int j = 16 * k;
+      a[k][0] = pack4(s[j + 0], s[j + 1], s[j + 4], s[j + 5]);
+      a[k][1] = pack4(s[j + 2], s[j + 3], s[j + 6], s[j + 7]);
+      a[k][2] = pack4(s[j + 8], s[j + 9], s[j + 12], s[j + 13]);
+      a[k][3] = pack4(s[j + 10], s[j + 11], s[j + 14], s[j + 15]);
+    }
+  };
+  // Ping-pong: the two consumer warpgroups take turns to issue their GEMMs
+  // (named barriers 1 and 2, 256 threads each: one warpgroup waits, the
+  // other arrives), so that one's softmax runs under the other's GEMMs.
+  auto my_turn = [&]() {
+    if (FP8ATTN_S9_PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+  };
+  auto your_turn = [&]() {
+    if (FP8ATTN_S9_PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+  };
+  auto release = [&](int t) {
     __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[st]);
+    if (lane == 0) mbar_arrive(&empty[t % RING]);
+  };
+
+  if (ntiles > 0) {
+    // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
+    // 0 takes one more at the end, so that both barriers end balanced.
+    if (cw == 1) your_turn();
+    mbar_wait(q_full, 0);
+    my_turn();
+    issue_qk(0);
+    your_turn();
+    wg_wait<0>();
+    fence_regs(s);
+    float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
+    pack_p(pa[0]);
+    // rescale finishes tile t - 1 before its P·V: it waits for P(t-2)·V(t-2)
+    // (and frees its ring slot), then multiplies o by tile t - 1's factors.
+    // Rows whose maximum did not grow keep o as it is (alpha is exactly 1);
+    // the warp skips the rescale when none of its rows needs it.
+    auto rescale = [&](int t) {
+      wg_wait<0>();
+      fence_regs(o);
+      if (t >= 2) release(t - 2);
+      if (__any_sync(0xffffffffu, alpha.x != 1.f || alpha.y != 1.f)) {
+#pragma unroll
+        for (int i = 0; i < D / 2; i++) o[i] *= (i & 2) ? alpha.y : alpha.x;
+      }
+    };
+    // Intra-warpgroup overlap: Q·K(t)ᵀ and P(t-1)·V(t-1) are issued
+    // together, and the softmax of tile t (and its packing into next, the
+    // P registers the running P·V does not read) runs while P·V is on the
+    // tensor cores. Each step begins with the previous tile's rescale, so
+    // that its wait for P·V starts a basic block: ptxas hoists a wait to
+    // the top of its block, and a wait after the softmax in the same block
+    // would be scheduled before it (docs/PERF.md, stage 9 v3). The fences
+    // keep the compiler from sinking the softmax below that wait.
+    auto step = [&](int t, const PA& prev, PA& next) {
+      rescale(t);
+      my_turn();
+      issue_qk(t);
+      issue_pv(t - 1, prev);
+      your_turn();
+      wg_wait<1>();
+      fence_regs(s);
+      alpha = softmax(t);
+      pack_p(next);
+      fence_regs(next);
+      fence_regs(s);
+    };
+    // Unrolled by two, so that the P buffers are registers named
+    // statically; tile t's weights are in pa[t % 2].
+    for (int t = 1; t < ntiles; t += 2) {
+      step(t, pa[0], pa[1]);
+      if (t + 1 < ntiles) step(t + 1, pa[1], pa[0]);
+    }
+    rescale(ntiles);
+    my_turn();
+    if ((ntiles - 1) % 2) issue_pv(ntiles - 1, pa[1]);
+    else issue_pv(ntiles - 1, pa[0]);
+    your_turn();
+    wg_wait<0>();
+    fence_regs(o);
+    release(ntiles - 1);
+    if (cw == 0) my_turn();
   }
 
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.

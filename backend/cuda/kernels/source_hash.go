@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c521e8427c41eadf8c4fc429fa115a34185471a306d28d7579e13814abe74c7e"
+const SourceHash = "58686fb43215493284820e11ec17ce5d9cddcbd326b984fdc63efb789b564bbf"
