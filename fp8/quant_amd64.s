@@ -20,7 +20,8 @@ DWORDS8(nanBits, 0x7fc00000)    // the NaN E4M3 decodes to
 // CONVERT_ARGS_AVX2 loads the arguments shared by the AVX2 conversions
 // (dst, src, n, scale, ovf, nanSign) into DI, SI, CX, Y15, Y14 and Y13, and
 // the constants both use: Y12 the magnitude mask, Y11 half an E4M3 ulp less
-// one at mantissa shift 20, Y10 ones.
+// one at mantissa shift 20, Y10 ones, Y8 2^-6 (the smallest normal E4M3),
+// Y7 512.0 = 2^9 (one over the E4M3 subnormal quantum).
 #define CONVERT_ARGS_AVX2 \
 	MOVQ dst+0(FP), DI; MOVQ src+8(FP), SI; MOVQ n+16(FP), CX; \
 	VBROADCASTSS scale+24(FP), Y15; \
@@ -28,10 +29,14 @@ DWORDS8(nanBits, 0x7fc00000)    // the NaN E4M3 decodes to
 	MOVL nanSign+32(FP), AX; VMOVD AX, X13; VPBROADCASTD X13, Y13; \
 	MOVL $0x7fffffff, AX; VMOVD AX, X12; VPBROADCASTD X12, Y12; \
 	MOVL $0x7ffff, AX; VMOVD AX, X11; VPBROADCASTD X11, Y11; \
-	MOVL $1, AX; VMOVD AX, X10; VPBROADCASTD X10, Y10
+	MOVL $1, AX; VMOVD AX, X10; VPBROADCASTD X10, Y10; \
+	MOVL $0x3c800000, AX; VMOVD AX, X8; VPBROADCASTD X8, Y8; \
+	MOVL $0x44000000, AX; VMOVD AX, X7; VPBROADCASTD X7, Y7
 
 // CONVERT_ARGS_AVX512 is CONVERT_ARGS_AVX2 for the AVX-512 conversions, into
-// Z15 (scale), Z14 (ovf), Z13 (nanSign), Z12, Z11 and Z10.
+// Z15 (scale), Z14 (ovf), Z13 (nanSign), Z12, Z11, Z10, Z8 and Z7, plus Z6,
+// the first magnitude that overflows E4M3, and Z5, the bits of +Inf (larger
+// magnitude bits are NaN).
 #define CONVERT_ARGS_AVX512 \
 	MOVQ dst+0(FP), DI; MOVQ src+8(FP), SI; MOVQ n+16(FP), CX; \
 	VBROADCASTSS scale+24(FP), Z15; \
@@ -39,7 +44,11 @@ DWORDS8(nanBits, 0x7fc00000)    // the NaN E4M3 decodes to
 	MOVL nanSign+32(FP), AX; VPBROADCASTD AX, Z13; \
 	MOVL $0x7fffffff, AX; VPBROADCASTD AX, Z12; \
 	MOVL $0x7ffff, AX; VPBROADCASTD AX, Z11; \
-	MOVL $1, AX; VPBROADCASTD AX, Z10
+	MOVL $1, AX; VPBROADCASTD AX, Z10; \
+	MOVL $0x3c800000, AX; VPBROADCASTD AX, Z8; \
+	MOVL $0x44000000, AX; VPBROADCASTD AX, Z7; \
+	MOVL $0x43e80001, AX; VPBROADCASTD AX, Z6; \
+	MOVL $0x7f800000, AX; VPBROADCASTD AX, Z5
 
 // func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
 // Equals e4m3Format.convert(src[i]/scale, mode) for i < n, n a positive
@@ -48,14 +57,6 @@ TEXT ·encodeE4M3AVX512(SB), NOSPLIT, $0-36
 	CONVERT_ARGS_AVX512
 	MOVL $0x3c0, AX
 	VPBROADCASTD AX, Z9      // 120<<3: exponent bias 127 -> 7
-	MOVL $0x3c800000, AX
-	VPBROADCASTD AX, Z8      // 2^-6, the smallest normal E4M3
-	MOVL $0x44000000, AX
-	VPBROADCASTD AX, Z7      // 512.0 = 2^9, one over the E4M3 subnormal quantum
-	MOVL $0x43e80001, AX
-	VPBROADCASTD AX, Z6      // the first magnitude that overflows
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z5
 	MOVL $0x80, AX
 	VPBROADCASTD AX, Z4
 	MOVL $0x7f, AX
@@ -100,12 +101,6 @@ TEXT ·encodeE4M3AVX2(SB), NOSPLIT, $0-36
 	MOVL $0x3c0, AX
 	VMOVD AX, X9
 	VPBROADCASTD X9, Y9
-	MOVL $0x3c800000, AX
-	VMOVD AX, X8
-	VPBROADCASTD X8, Y8
-	MOVL $0x44000000, AX
-	VMOVD AX, X7
-	VPBROADCASTD X7, Y7
 
 loop:
 	VMOVUPS (SI), Y0
@@ -211,14 +206,6 @@ TEXT ·roundE4M3AVX512(SB), NOSPLIT, $0-36
 	CONVERT_ARGS_AVX512
 	MOVL $0xfff00000, AX
 	VPBROADCASTD AX, Z9      // sign, exponent and 3 mantissa bits
-	MOVL $0x3c800000, AX
-	VPBROADCASTD AX, Z8      // 2^-6, the smallest normal E4M3
-	MOVL $0x44000000, AX
-	VPBROADCASTD AX, Z7      // 512.0 = 2^9, one over the E4M3 subnormal quantum
-	MOVL $0x43e80001, AX
-	VPBROADCASTD AX, Z6      // the first magnitude that overflows
-	MOVL $0x7f800000, AX
-	VPBROADCASTD AX, Z5
 	MOVL $0x3b000000, AX
 	VPBROADCASTD AX, Z4      // 2^-9
 	MOVL $0x7fc00000, AX
@@ -265,12 +252,6 @@ TEXT ·roundE4M3AVX2(SB), NOSPLIT, $0-36
 	MOVL $0xfff00000, AX
 	VMOVD AX, X9
 	VPBROADCASTD X9, Y9
-	MOVL $0x3c800000, AX
-	VMOVD AX, X8
-	VPBROADCASTD X8, Y8
-	MOVL $0x44000000, AX
-	VMOVD AX, X7
-	VPBROADCASTD X7, Y7
 
 roundloop:
 	VMOVUPS (SI), Y0

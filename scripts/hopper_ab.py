@@ -11,7 +11,7 @@ flops = {}
 order = []
 for d in sorted(glob.glob(os.path.join(root, "*-r*"))):
     base = os.path.basename(d)
-    name, _, rnd = base.rpartition("-r")
+    name = base.rpartition("-r")[0]
     if name not in order:
         order.append(name)
     for f in glob.glob(os.path.join(d, "hopper-stage9-*.json")):

@@ -13,32 +13,32 @@ for P·V.
 """
 import re
 import sys
+from collections import Counter
+
+LINE = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?);")
+MARKS = ("DEPBAR", "gsb0", "BAR.", "VOTE", "BRA")
 
 
-lines=[l for l in open(sys.argv[1]) if re.search(r"/\*[0-9a-f]{4}\*/",l)]
-out=[];prev=None;cnt=0;start=None
-for l in lines:
-    m=re.search(r"/\*([0-9a-f]{4})\*/\s+(.*?);",l)
-    addr,ins=m.group(1),m.group(2)
-    op=ins.split()[1] if ins.startswith('@') else ins.split()[0]
-    if "DEPBAR" in ins or "gsb0" in ins or "BAR." in ins or "VOTE" in ins: key=ins[:60]
-    elif op.startswith("MUFU"): key="MUFU"
-    elif op.startswith("F2FP"): key="F2FP"
-    elif op.startswith("BRA") or "BRA" in op: key=ins[:40]
-    else: key="."
-    if key==prev: cnt+=1
-    else:
-        if prev: out.append("%s x%d %s"%(start,cnt,prev))
-        prev=key;cnt=1;start=addr
-out.append("%s x%d %s"%(start,cnt,prev))
-# compress MUFU/F2FP/. runs into blocks between markers
-blk=[];agg={}
-for o in out:
-    a,c,k=o.split(" ",2); c=int(c[1:])
-    if k in ("MUFU","F2FP","."):
-        agg[k]=agg.get(k,0)+c
-    else:
-        if agg: blk.append("   [%s]"%", ".join("%s=%d"%(kk,vv) for kk,vv in agg.items())); agg={}
-        blk.append(a+" "+k)
-if agg: blk.append("   [%s]"%", ".join("%s=%d"%(kk,vv) for kk,vv in agg.items()))
-print("\n".join(blk))
+def outline(text):
+    counts = Counter()
+    for line in text.splitlines():
+        m = LINE.search(line)
+        if not m:
+            continue
+        addr, ins = m.groups()
+        words = ins.split()
+        op = words[1] if ins.startswith("@") else words[0]
+        if any(k in ins for k in MARKS):
+            if counts:
+                yield "   [%s]" % ", ".join("%s=%d" % kv for kv in counts.items())
+                counts = Counter()
+            yield "%s %s" % (addr, ins[:60])
+        else:
+            counts["MUFU" if op.startswith("MUFU") else "F2FP" if op.startswith("F2FP") else "."] += 1
+    if counts:
+        yield "   [%s]" % ", ".join("%s=%d" % kv for kv in counts.items())
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        print("\n".join(outline(f.read())))
