@@ -8,7 +8,9 @@ holds the tensor-core instructions (a backward BRA whose range contains the
 first QMMA, HMMA or QGMMA), and prints: the loop's static instruction count
 and its opcode histogram; each forward branch inside the loop with the
 instructions it can skip (conditional regions: the mask, the rescale, the
-prefetch), so that the path a steady-state tile takes can be counted. Run by backend/cuda/kernels/gen.sh into resources.txt; docs/PERF.md
+prefetch); and the steady path, per unrolled step of the loop (a step opens
+with the wait for its copies and a block barrier), that a tile takes once the
+row maxima settle. Run by backend/cuda/kernels/gen.sh into resources.txt; docs/PERF.md
 reads the figures of stage 10 from there.
 """
 import re
@@ -71,41 +73,50 @@ def main():
         print(f"{name}: loop 0x{lo:x}-0x{hi:x}: {len(ins)} instructions")
         print("  " + " ".join(f"{k}={v}" for k, v in sorted(hist.items(), key=lambda kv: -kv[1])))
         print(f"  F2FP in the loop: {f2fp} ({', '.join(sorted({op for _, op, _, _ in ins if op.startswith('F2FP')}))})")
-        regions = []
-        for a, op, pred, args in ins:
-            if op.split(".")[0] != "BRA" or a == hi:
-                continue
-            t = TARGET.search(args)
-            if not t:
-                continue
-            tgt = int(t.group(1), 16)
-            if a < tgt <= hi + 16:
-                skipped = [x for x in ins if a < x[0] < tgt]
-                h = Counter(x[1].split(".")[0] for x in skipped)
-                top = " ".join(f"{k}={v}" for k, v in h.most_common(6))
-                regions.append((a, tgt, len(skipped)))
-                print(f"  {pred or 'always'} BRA at 0x{a:x} skips {len(skipped)} to 0x{tgt:x}: {top}")
-        never = sum(1 for _, _, pred, _ in ins if pred in ("@!PT", "@!UPT"))
-        print(f"  regions skippable by branches: {len(regions)}; never-executed padding (@!PT, @!UPT): {never}")
-        # The steady path: a full tile (no mask), the row maxima unmoved (no
-        # rescale), K copied by the dense path: skip the mask region (FSEL
-        # most common), the rescale region (FMUL only) and what an
-        # unconditional BRA jumps over (the general copy path).
-        skip = set()
-        for a, tgt, n in regions:
-            body = [x for x in ins if a < x[0] < tgt]
-            h = Counter(x[1].split(".")[0] for x in body)
-            pred = next(p for x, _, p, _ in ins if x == a)
-            mask = h and h.most_common(1)[0][0] in ("FSEL", "ISETP") and h["FSEL"] >= 16
-            rescale = h and set(h) == {"FMUL"}
-            if mask or rescale or not pred:
-                skip.update(x[0] for x in body)
-        steady = [x for x in ins if x[0] not in skip]
-        sn = sum(1 for _, _, pred, _ in steady if pred in ("@!PT", "@!UPT"))
-        hs = Counter(op.split(".")[0] for _, op, pred, _ in steady if pred not in ("@!PT", "@!UPT"))
-        print(f"  steady path (full tile, no rescale, dense K): {len(steady)} issue slots, {len(steady) - sn} instructions + {sn} padding")
-        print("    " + " ".join(f"{k}={v}" for k, v in sorted(hs.items(), key=lambda kv: -kv[1])))
-
+        # The steady path: a full tile (no mask), no row maximum moved (no
+        # online-softmax step, no rescale), K copied by the dense path. The
+        # loop may be unrolled into steps, one a tile, each opening with the
+        # wait for its copies and a block barrier; in each step, skip what a
+        # forward branch within the step jumps over when it is the online
+        # step (the branch after the warp vote), the mask (16 or more FSEL,
+        # the most common op, no tensor op) or the general copy path (every
+        # LDGSTS in it with a zero-fill predicate).
+        starts = []
+        for a, op, _, _ in ins:
+            if op.startswith("BAR.SYNC"):
+                before = [x for x in ins if x[0] < a]
+                starts.append(before[-1][0] if before and before[-1][1].startswith("DEPBAR") else a)
+        if not starts:
+            print("  no block barrier in the loop: no steps")
+            continue
+        starts[0] = lo
+        ends = starts[1:] + [hi + 16]
+        per_step = []
+        for k, (s0, e0) in enumerate(zip(starts, ends)):
+            step = [x for x in ins if s0 <= x[0] < e0]
+            skip = set()
+            for i, (a, op, pred, args) in enumerate(step):
+                t = TARGET.search(args)
+                if op.split(".")[0] != "BRA" or not t:
+                    continue
+                tgt = int(t.group(1), 16)
+                if not a < tgt < e0:
+                    continue
+                body = [x for x in step if a < x[0] < tgt]
+                h = Counter(x[1].split(".")[0] for x in body)
+                vote = i > 0 and step[i - 1][1].startswith("VOTE")
+                mask = h["FSEL"] >= 16 and h.most_common(1)[0][0] in ("FSEL", "ISETP") and not h["QMMA"]
+                copies = [x for x in body if x[1].startswith("LDGSTS")]
+                general = bool(copies) and all(re.search(r",\s*!?P\d\s*$", x[3]) for x in copies)
+                if vote or mask or general:
+                    skip.update(x[0] for x in body)
+            steady = [x for x in step if x[0] not in skip]
+            pad = sum(1 for _, _, pred, _ in steady if pred in ("@!PT", "@!UPT"))
+            hs = Counter(op.split(".")[0] for _, op, pred, _ in steady if pred not in ("@!PT", "@!UPT"))
+            per_step.append(len(steady) - pad)
+            print(f"  step {k + 1} steady path (full tile, no max moved, dense K): {len(steady) - pad} instructions + {pad} padding")
+            print("    " + " ".join(f"{k}={v}" for k, v in sorted(hs.items(), key=lambda kv: -kv[1])))
+        print(f"  steady path per tile: {sum(per_step) / len(per_step):.1f} instructions (mean of {len(per_step)} steps)")
 
 if __name__ == "__main__":
     main()

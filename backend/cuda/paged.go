@@ -82,7 +82,7 @@ func (d *Device) loadPaged(ampere bool) error {
 				return fmt.Errorf("cuda: %s_config is %v, internal/tiles says %v", name, got, want)
 			}
 		}
-		if err := setMaxSharedMemory(f, cfg.SharedBytes()); err != nil {
+		if err := setMaxSharedMemory(f, max(cfg.SharedBytes(), d.SharedPerSM/2)); err != nil { // room for pagedOccupancy's padding
 			return err
 		}
 		k.attn[hd] = f
@@ -110,6 +110,7 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 		return nil, err
 	}
 	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison}
+	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	codes := int64(c.Pages) * int64(c.PageSize) * int64(c.KVHeads) * int64(c.HeadDim)
 	scales := 4 * int64(c.Pages) * int64(c.KVHeads)
 	err = d.do(func() error {
@@ -157,6 +158,34 @@ type pagedKV struct {
 	params       *pagedParams
 	aparams      *appendParams
 	readV        []fp8.E4M3
+	perSM        int // attention blocks an SM holds (pagedOccupancy)
+	smem         int // the attention kernel's dynamic shared memory a block
+	splits       int // benchmarks (BenchmarkPagedDecodeSplits): key splits forced; 0: splitKeys chooses
+	blocksPerSM  int // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
+}
+
+// pagedWarpsPerSM is how many warps of the attention kernel an SM runs at
+// once. Measured on the H200 at D=128 (BenchmarkPagedDecodeSplits, docs/PERF.md):
+// an SM reads the cache as fast with 8 warps (two blocks) as with 12 (three,
+// all that its shared memory holds), and at two blocks an SM the grid fills
+// whole waves more often: B64 Hq32 Hkv8 Sk2048 took 81 µs at two blocks an SM
+// against 91 at three.
+const pagedWarpsPerSM = 8
+
+// pagedOccupancy returns how many attention blocks of tiles tc an SM of d
+// holds (want, if positive; else pagedWarpsPerSM's worth, at most what fits),
+// and the dynamic shared memory a block asks for so that no more fit.
+func pagedOccupancy(d *Device, tc tiles.PagedConfig, want int) (perSM, smem int) {
+	const reserved = 1024 + 512 // the driver's reservation and the kernel's static shared memory, a block
+	fit := max(1, d.SharedPerSM/(tc.SharedBytes()+reserved))
+	if want <= 0 {
+		want = max(1, pagedWarpsPerSM/tc.Warps)
+	}
+	perSM, smem = min(fit, want), tc.SharedBytes()
+	if perSM < fit {
+		smem = max(smem, d.SharedPerSM/(perSM+1)) // perSM+1 blocks would exceed the SM
+	}
+	return perSM, smem
 }
 
 func (s *pagedKV) Config() backend.PagedConfig { return s.cfg }
@@ -334,6 +363,10 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		maxTiles = max(maxTiles, (int(p.SeqLens[b])+keys-1)/keys)
 	}
 	splits, perSplit := s.splitKeys(p.B*p.Hkv*rowBlocks, maxTiles)
+	if s.splits > 0 {
+		perSplit = (maxTiles + min(s.splits, maxTiles, maxSplits) - 1) / min(s.splits, maxTiles, maxSplits)
+		splits = (maxTiles + perSplit - 1) / perSplit
+	}
 	bs, hs, rs := p.Layout.Strides(p.Hq, p.Sq, p.D)
 	mask := int32(0)
 	if p.Mask == backend.CausalLowerRight {
@@ -357,15 +390,13 @@ const maxSplits = 256
 
 // splitKeys chooses how many blocks share the tiles of one of items (a
 // sequence's KV head and row block) of up to maxTiles tiles: the count that
-// minimizes a cost in tile-times, waves·(tiles a block + 2) for the blocks
-// (the 2: a block's fixed work, its query load and its warps' merge), plus,
-// with splits, the merge's traffic (its partial rows, written and read, in
-// tiles' worth of bytes) and its launch. A wave is every block the GPU holds
-// at once: the SMs times the blocks one SM's shared memory takes. Each warp
-// gets at least two tiles.
+// minimizes a cost in a warp's tile-times, waves·(tiles a warp + 2) for the
+// blocks (the 2: a block's fixed work, its query load and its warps' merge),
+// plus, with splits, the merge's traffic (its partial rows, written and
+// read) and its launch. A wave is every block the GPU holds at once: the SMs
+// times s.perSM. Each warp gets at least two tiles.
 func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
-	perSM := max(1, min(4, s.dev.SharedPerSM/(s.tc.SharedBytes()+1024)))
-	slots := perSM * s.dev.SMs
+	slots := s.perSM * s.dev.SMs
 	best := math.Inf(1)
 	for n := 1; n <= min(maxTiles, maxSplits); n++ {
 		per := (maxTiles + n - 1) / n
@@ -373,7 +404,7 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 			break
 		}
 		blocks := items * n
-		cost := float64((blocks+slots-1)/slots) * float64(per+2)
+		cost := float64((blocks+slots-1)/slots) * float64((per+s.tc.Warps-1)/s.tc.Warps+2)
 		if n > 1 {
 			cost += float64(blocks)/float64(slots) + 2
 		}
@@ -442,7 +473,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 // launchAttention issues the attention kernel (and the merge) on the stream.
 func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 	pp := s.params
-	if err := launchStruct(s.dev.paged.attn[s.cfg.HeadDim], gx, gy, gz, s.tc.Threads(), s.tc.SharedBytes(), s.dev.stream, unsafe.Pointer(pp)); err != nil {
+	if err := launchStruct(s.dev.paged.attn[s.cfg.HeadDim], gx, gy, gz, s.tc.Threads(), s.smem, s.dev.stream, unsafe.Pointer(pp)); err != nil {
 		return err
 	}
 	if pp.Splits > 1 {
@@ -498,6 +529,9 @@ func (s *pagedKV) PagedTimes(p *backend.PagedProblem, iters int) ([]float64, err
 	}
 	var out []float64
 	err := s.dev.do(func() error {
+		if s.blocksPerSM > 0 {
+			s.perSM, s.smem = pagedOccupancy(s.dev, s.tc, s.blocksPerSM)
+		}
 		gx, gy, gz := s.plan(p)
 		if err := s.stageInputs(p); err != nil {
 			return err

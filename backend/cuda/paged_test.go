@@ -13,6 +13,7 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cpu"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
@@ -389,7 +390,7 @@ func BenchmarkPagedDecode(b *testing.B) {
 	} {
 		for _, order := range []string{"paged", "contiguous"} {
 			b.Run(s.name+"/"+order, func(b *testing.B) {
-				times, err := decodeTimes(s.b, s.hq, s.hkv, s.sk, 128, order == "paged", max(b.N, 50))
+				times, err := decodeTimes(s.b, s.hq, s.hkv, s.sk, 128, order == "paged", 0, 0, max(b.N, 50))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -401,9 +402,37 @@ func BenchmarkPagedDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkPagedDecodeSplits times the decode step of BenchmarkPagedDecode
+// (shuffled pages) with the number of key splits and the blocks an SM holds
+// forced: the measurements behind splitKeys's choice.
+func BenchmarkPagedDecodeSplits(b *testing.B) {
+	for _, s := range []struct {
+		name           string
+		b, hq, hkv, sk int
+		splits         []int
+	}{
+		{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192, []int{3, 4, 6}},
+		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768, []int{24, 33, 49}},
+		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048, []int{1, 2}},
+	} {
+		for _, n := range s.splits {
+			for _, bps := range []int{3, 2} {
+				b.Run(fmt.Sprintf("%s/splits=%d/blocks-per-SM=%d", s.name, n, bps), func(b *testing.B) {
+					times, err := decodeTimes(s.b, s.hq, s.hkv, s.sk, 128, true, n, bps, max(b.N, 50))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(median(times), "us/call")
+				})
+			}
+		}
+	}
+}
+
 // decodeTimes fills a GPU cache with b sequences of sk random tokens and
-// times decode steps over it.
-func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, iters int) ([]float64, error) {
+// times decode steps over it, with splits key splits and at most
+// blocksPerSM blocks an SM (0: the backend's choice).
+func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
 	const P = 64
 	pages := b * sk / P
 	kv, err := (&Backend{name: "cuda"}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: P, Pages: pages})
@@ -411,6 +440,7 @@ func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, iters int) ([]float64, er
 		return nil, err
 	}
 	defer kv.Close()
+	kv.(*pagedKV).splits, kv.(*pagedKV).blocksPerSM = splits, blocksPerSM
 	rng := rand.New(rand.NewPCG(1, 2))
 	order := rng.Perm(pages)
 	if !shuffled {
@@ -446,4 +476,38 @@ func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, iters int) ([]float64, er
 		}
 	}
 	return kv.(backend.PagedTimer).PagedTimes(p, iters)
+}
+
+// TestPagedPlan: the occupancy and key splits the decode kernel is launched
+// with, on an H200's SM count and shared memory, for issue #12's shapes
+// (the choices BenchmarkPagedDecodeSplits measured fastest) and the other
+// head dims' occupancy.
+func TestPagedPlan(t *testing.T) {
+	dev := &Device{SMs: 132, SharedPerSM: 233472}
+	for _, c := range []struct {
+		d, items, maxTiles      int
+		perSM, splits, perSplit int
+	}{
+		{128, 64, 256, 2, 4, 64},  // B8 Hq32 Hkv8 Sk8192
+		{128, 8, 1024, 2, 32, 32}, // B1 Hq32 Hkv8 Sk32768
+		{128, 512, 64, 2, 1, 64},  // B64 Hq32 Hkv8 Sk2048
+		{64, 8, 1024, 2, 32, 32},  // four warps a block: two blocks
+		{256, 8, 1024, 3, 47, 22}, // two warps a block: 8 warps would be four blocks; three fit
+		{128, 1, 2, 2, 1, 2},      // a short sequence: one block
+	} {
+		tc, err := tiles.Paged(c.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &pagedKV{dev: dev, tc: tc}
+		var smem int
+		s.perSM, smem = pagedOccupancy(dev, tc, 0)
+		if s.perSM != c.perSM || smem < tc.SharedBytes() || (s.perSM+1)*(smem+1024) <= dev.SharedPerSM ||
+			s.perSM*(smem+1536) > dev.SharedPerSM {
+			t.Errorf("D=%d: %d blocks an SM with %d bytes of shared memory each, want %d (tiles %d bytes)", c.d, s.perSM, smem, c.perSM, tc.SharedBytes())
+		}
+		if splits, per := s.splitKeys(c.items, c.maxTiles); splits != c.splits || per != c.perSplit {
+			t.Errorf("D=%d, %d items of %d tiles: %d splits of %d tiles, want %d of %d", c.d, c.items, c.maxTiles, splits, per, c.splits, c.perSplit)
+		}
+	}
 }

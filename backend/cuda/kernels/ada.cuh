@@ -23,11 +23,14 @@
 //   * Q·Kᵀ: per 8-key n-tile, K's B fragments by ldmatrix.x4 (a b16 row of
 //     ldmatrix is 16 FP8 bytes: exactly a B register pair's bytes for one
 //     key), two k32 steps per ldmatrix.
-//   * Softmax on the accumulators: row max over a quad; P·2^8 = exp2(s·c -
-//     m + 8), one FFMA and one EX2 a weight, so that E4M3 uses its range
-//     (P <= 1 becomes <= 256 < 448); the row sums stay per thread in float32
-//     and meet their quad only at the end; the output is rescaled only when
-//     a row's maximum moved (warp vote).
+//   * Softmax on the accumulators: row max over a quad, kept on raw scores;
+//     P·2^8 = exp2(s·c - m·c + 8), one FFMA and one EX2 a weight, so that
+//     E4M3 uses its range (P <= 1 becomes <= 256 < 448); the row sums stay
+//     per thread in float32 and meet their quad only at the end; the
+//     online-softmax step (alpha, the rescale of O and the row sums, the
+//     exponent's offset) runs only when a row's maximum moved (warp vote).
+//   * The main loop is unrolled by the ring depth, so that every shared
+//     memory offset of a step is a constant.
 //   * P·V: P packed to E4M3 (cvt.rn.satfinite.e4m3x2.f32, two a register
 //     half), V's B fragments by ldmatrix.x4 from the transposed tile.
 //   * Causal masks: blocks with the most keys run first; the mask is
@@ -63,6 +66,11 @@ __device__ __forceinline__ Pack pack_of(int group, int sq, int bm) {
   k.chunks = (group + k.heads - 1) / k.heads;
   return k;
 }
+
+// Slot<S> names ring slot S at compile time (the main loop's steps).
+template <int S> struct Slot {
+  static constexpr int value = S;
+};
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -158,14 +166,17 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   // sk, chunk ch is simply byte 16ch of the tile, and each copy is one
   // instruction off a per-tile pointer; otherwise rows past sk are
   // zero-filled. V: the image tile is contiguous, chunk ch at byte 16ch.
-  const bool kdense = p.kv_row_stride == D;
+  // dense_tiles counts the tiles that take the one-instruction path.
+  const int dense_tiles = p.kv_row_stride == D ? sk / BN : 0;
+  const uint8_t* ksrc = kbase + 16 * threadIdx.x;  // this thread's first chunk of K and of V
+  const uint8_t* vsrc = vimg + 16 * threadIdx.x;
   constexpr int CPT = BN * D / 16 / G::THREADS;  // chunks per thread, each of K and V
   auto load = [&](int t, int slot_off) {
     uint8_t* ks = smem + slot_off;
     uint8_t* vs = ks + BN * KP;
     const int j0 = t * BN;
-    if (kdense && j0 + BN <= sk) {
-      const uint8_t* src = kbase + (long long)j0 * D + 16 * threadIdx.x;
+    if (t < dense_tiles) {
+      const uint8_t* src = ksrc + (long long)j0 * D;
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         cp_async16(ks + chunk_at<D, KP, G::THREADS>(threadIdx.x, i), src + 16 * G::THREADS * i, true);
@@ -178,18 +189,21 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
         cp_async16(ks + r * KP + off, kbase + (long long)(ok ? j : 0) * p.kv_row_stride + off, ok);
       }
     }
-    const uint8_t* vsrc = vimg + (long long)t * (D * BN) + 16 * threadIdx.x;
+    const uint8_t* vt = vsrc + (long long)t * (D * BN);
 #pragma unroll
     for (int i = 0; i < CPT; i++) {
-      cp_async16(vs + chunk_at<BN, VP, G::THREADS>(threadIdx.x, i), vsrc + 16 * G::THREADS * i, true);
+      cp_async16(vs + chunk_at<BN, VP, G::THREADS>(threadIdx.x, i), vt + 16 * G::THREADS * i, true);
     }
   };
 
-  // The running maximum starts at -FLT_MAX, not -Inf: finite, so that the
-  // online step needs no test for a row that has seen only masked keys
-  // (exp2(-FLT_MAX - m) is 0 for any m a score gives, and exp2(0) = 1 while
-  // no key is seen, when O and l are still 0).
-  float m[2] = {-3.40282347e38f, -3.40282347e38f}, l[2] = {0.f, 0.f};
+  // m is the running maximum of a row's raw scores (its score factor c > 0
+  // applies after: max(s)·c = max(s·c) exactly). It starts at -FLT_MAX, not
+  // -Inf: finite, so that the online step needs no test for a row that has
+  // seen only masked keys (alpha = 2^((-FLT_MAX - m)·c) is 0 for any score m,
+  // and a row that has seen no key keeps O and l at 0). off = 8 - m·c is kept
+  // beside m, as it changes only when m does; it starts at FLT_MAX, so that
+  // masked keys' weights 2^(-Inf·c + off) are 0 while no key is seen.
+  float m[2] = {-3.40282347e38f, -3.40282347e38f}, l[2] = {0.f, 0.f}, off[2] = {3.40282347e38f, 3.40282347e38f};
   float o[DT][4];
 #pragma unroll
   for (int dt = 0; dt < DT; dt++)
@@ -205,33 +219,25 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   const uint32_t base = smem_u32(smem);
   const uint32_t kq = base + lr * KP + 16 * lm, kq2 = base + lr * KP + 16 * (lm & 1);
   const uint32_t vq = PS == 2 ? base + BN * KP + lr * VP + 16 * lm : base + BN * KP + (8 * (lm >> 1) + lr) * VP + 16 * (lm & 1);
+  // The first tile some row of the block does not fully see: from there on
+  // the mask is applied.
+  const int mask_from = vis_min / BN;
 
-#pragma unroll
-  for (int s = 0; s < RING - 1; s++) {
-    if (s < ntiles) load(s, s * G::TILE);
-    cp_async_commit();
-  }
-  // The ring's advance at tile t: wait for tile t, meet the block (every
-  // warp is then done with tile t-1's slot), start the copy of tile
-  // t + RING - 1 into that slot; returns tile t's slot offset.
-  int slot_off = 0, ahead_off = (RING - 1) * G::TILE;
-  auto advance = [&](int t) {
+  // Tile t in ring slot S = t % RING (a compile-time constant: the loop
+  // below is unrolled RING times, so every shared-memory offset of a step
+  // folds into its instructions). It waits for tile t, meets the block
+  // (every warp is then done with tile t-1's slot), starts the copy of tile
+  // t + RING - 1 into that slot, and computes tile t.
+  auto step = [&](int t, auto slot) {
+    constexpr int S = decltype(slot)::value, cur = S * G::TILE, ahead = ((S + RING - 1) % RING) * G::TILE;
     cp_async_wait<RING - 2>();
     __syncthreads();
-    if (t + RING - 1 < ntiles) load(t + RING - 1, ahead_off);
+    if (t + RING - 1 < ntiles) load(t + RING - 1, ahead);
     cp_async_commit();
-    const int cur = slot_off;
-    ahead_off = cur;
-    slot_off = cur == (RING - 1) * G::TILE ? 0 : cur + G::TILE;
-    return cur;
-  };
-  for (int t = 0; t < ntiles; t++) {
-    const int cur = advance(t);
     // A warp with no rows of its own still copies its share and meets every
     // barrier, at the same instruction (a loop of its own broke synccheck's
     // rule that a block meets a barrier at one instruction).
-    if (!active) continue;
-    const uint32_t k_addr = kq + cur, v_addr = vq + cur;
+    if (!active) return;
 
     // S = Q·Kᵀ: n-tile n holds keys 8n..8n+7; element j is row g + 8(j>>1),
     // key 8n + 2t + (j&1) (wmma.MMAC).
@@ -245,7 +251,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
 #pragma unroll
       for (int kp = 0; kp < KS / 2; kp++) {
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(k_addr + 8 * n * KP + 64 * kp, b0, b1, b2, b3);
+        ldsm_x4(kq + cur + 8 * n * KP + 64 * kp, b0, b1, b2, b3);
         mma(s[n], qa[2 * kp], b0, b1);
         mma(s[n], qa[2 * kp + 1], b2, b3);
       }
@@ -258,7 +264,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
 
     // Keys a row does not see (and keys past sk, zero rows in the tile)
     // become -Inf, only on tiles some row of the block does not fully see.
-    if ((t + 1) * BN > vis_min) {
+    if (t >= mask_from) {
 #pragma unroll
       for (int n = 0; n < NT; n++)
 #pragma unroll
@@ -272,19 +278,30 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
       mx[1] = fmaxf(mx[1], fmaxf(s[n][2], s[n][3]));
     }
     // The online-softmax step (common.cuh's online_step without its test
-    // for -Inf, m being finite; alpha on the SFU: 2^(m - m_new) <= 1, and
-    // a flushed subnormal alpha only drops weights below 2^-126 of the new
-    // maximum).
-    float alpha[2], off[2];
+    // for -Inf, m being finite), taken only when some row of the warp has a
+    // new maximum (warp vote): alpha = 2^((m - m_new)·c) <= 1 on the SFU (a
+    // flushed subnormal alpha only drops weights below 2^-126 of the new
+    // maximum) rescales O and the row sums, and off moves with m.
+    float m_new[2];
     bool moved = false;
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-      const float m_new = fmaxf(m[h], group_max<4>(mx[h]) * c[h]);
-      moved |= m_new != m[h];
-      alpha[h] = ex2(m[h] - m_new);
-      m[h] = m_new;
-      off[h] = 8.f - m_new;  // P·2^8 = exp2(s·c - m + 8)
-      l[h] *= alpha[h];
+      m_new[h] = fmaxf(m[h], group_max<4>(mx[h]));
+      moved |= m_new[h] != m[h];
+    }
+    if (__any_sync(0xffffffffu, moved)) {
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const float alpha = ex2((m[h] - m_new[h]) * c[h]);
+        l[h] *= alpha;
+        off[h] = 8.f - m_new[h] * c[h];  // P·2^8 = exp2(s·c - m·c + 8)
+        m[h] = m_new[h];
+#pragma unroll
+        for (int dt = 0; dt < DT; dt++) {
+          o[dt][2 * h] *= alpha;
+          o[dt][2 * h + 1] *= alpha;
+        }
+      }
     }
 #pragma unroll
     for (int n = 0; n < NT; n++)
@@ -304,28 +321,35 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
         const int n = 4 * k + 2 * (r >> 1), e = 2 * (r & 1);
         pa[k][r] = pack4(s[n][e], s[n][e + 1], s[n + 1][e], s[n + 1][e + 1]);
       }
-    // The output is rescaled only when some row's maximum moved.
-    if (__any_sync(0xffffffffu, moved)) {
-#pragma unroll
-      for (int dt = 0; dt < DT; dt++)
-#pragma unroll
-        for (int j = 0; j < 4; j++) o[dt][j] *= alpha[j >> 1];
-    }
     // O += P·V: the transposed tile's row d = 8dt + lr, 16-key chunks.
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {
       if constexpr (PS == 2) {
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(v_addr + 8 * dt * VP, b0, b1, b2, b3);
+        ldsm_x4(vq + cur + 8 * dt * VP, b0, b1, b2, b3);
         mma(o[dt], pa[0], b0, b1);
         mma(o[dt], pa[1], b2, b3);
       } else if (dt % 2 == 0) {  // PS == 1: one ldmatrix.x4 serves two n-tiles
         uint32_t b0, b1, b2, b3;
-        ldsm_x4(v_addr + 8 * dt * VP, b0, b1, b2, b3);
+        ldsm_x4(vq + cur + 8 * dt * VP, b0, b1, b2, b3);
         mma(o[dt], pa[0], b0, b1);
         mma(o[dt + 1], pa[0], b2, b3);
       }
     }
+  };
+
+#pragma unroll
+  for (int s = 0; s < RING - 1; s++) {
+    if (s < ntiles) load(s, s * G::TILE);
+    cp_async_commit();
+  }
+  for (int t0 = 0; t0 < ntiles; t0 += RING) {
+    step(t0, Slot<0>{});
+    if (t0 + 1 < ntiles) step(t0 + 1, Slot<1>{});
+    if constexpr (RING > 2) {
+      if (t0 + 2 < ntiles) step(t0 + 2, Slot<2>{});
+    }
+    static_assert(RING <= 3, "the loop unrolls up to three slots");
   }
   cp_async_wait<0>();
 
@@ -343,7 +367,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
       const float2 v = keys ? make_float2(o[dt][2 * h] * f, o[dt][2 * h + 1] * f) : make_float2(0.f, 0.f);
       *(float2*)(orow + 8 * dt + 2 * tq) = v;
     }
-    if (p.lse && tq == 0) p.lse[(b * p.hq + qh[h]) * p.sq + pos[h]] = row_lse(m[h] - 8.f, lh);
+    if (p.lse && tq == 0) p.lse[(b * p.hq + qh[h]) * p.sq + pos[h]] = row_lse(m[h] * c[h] - 8.f, lh);
   }
 }
 

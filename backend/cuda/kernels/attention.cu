@@ -80,6 +80,14 @@
 //                    V image pack move to common.cuh (shared with stage 9);
 //                    a compute_80 build of stages 1-6; quantization on the
 //                    device (quant.cuh).
+//   v9 (2026-11-22): stage 10's main loop unrolled by the ring depth (every
+//                    slot offset a constant), the online-softmax step (alpha,
+//                    the rescale of O and l, 8 - m·c) only when some row's
+//                    maximum moved, the running maximum kept on raw scores
+//                    (no multiply a tile), the dense K path chosen by a tile
+//                    bound computed once: the steady path of a 64-key tile
+//                    on sm_89 went from 326 to 298 instructions at D=128 and
+//                    from 268 to 239 at D=64 (issue #13's goal: 300).
 //
 // Files: common.cuh (shared helpers, Params), stage1.cuh, stage2.cuh,
 // stage3_4.cuh, stage5_8.cuh, ada.cuh; tiles.h is generated (go run

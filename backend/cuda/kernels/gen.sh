@@ -20,6 +20,9 @@ nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o paged_compute_89.ptx paged.cu
 # Ampere (sm_80-sm_88): the stages without FP8 mma.sync, and the paged cache.
 nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o attention_compute_80.ptx attention.cu
 nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o paged_compute_80.ptx paged.cu
+# The Ampere PTX must assemble for sm_80 (an sm_89 instruction in it fails
+# only when an Ampere GPU, or TestAmpereModule, loads it).
+for ptx in attention_compute_80.ptx paged_compute_80.ptx; do ptxas -arch=sm_80 -o /dev/null $ptx; done
 hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
 nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu 2> sm90a_build.log || { cat sm90a_build.log; exit 1; }
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
@@ -35,8 +38,10 @@ if grep -q C7508 sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C
     echo "## $arch paged_compute_89.ptx"
     ptxas -v -arch=$arch -o /dev/null paged_compute_89.ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack" | sed 's/^ptxas info    : //'
   done
-  echo "## sm_80 attention_compute_80.ptx (Ampere: stages 1-6)"
-  ptxas -v -arch=sm_80 -o /dev/null attention_compute_80.ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack" | sed 's/^ptxas info    : //'
+  echo "## sm_80 attention_compute_80.ptx (Ampere: stages 1-6) and paged_compute_80.ptx"
+  for ptx in attention_compute_80.ptx paged_compute_80.ptx; do
+    ptxas -v -arch=sm_80 -o /dev/null $ptx 2>&1 | grep -E "Compiling entry|Used|spill|stack|error" | sed 's/^ptxas info    : //'
+  done
   echo "## sm_89 SASS of stage 10 (ptxas for sm_89 from attention_compute_89.ptx): the main loop (scripts/sass_loop.py)"
   ptxas -arch=sm_89 -o sm89.cubin attention_compute_89.ptx
   cuobjdump -sass sm89.cubin > sm89.sass

@@ -70,6 +70,17 @@
 //                    (measured: no change, 48.0 / 31.3 / 100.2 us).
 //   v6 (2026-11-22): the helpers it shares with the dense stages (cp.async,
 //                    E4M3 decoding, NEG_INF, LN2) come from common.cuh.
+//   v7 (2026-11-22): a page's V scale within 2^-8..2^3 of O's units is
+//                    folded into its weights (O was rescaled at every page
+//                    whose scale differed: about every other page on N(0,1)
+//                    values, 64 FMUL each); K and V codes converted four at
+//                    a time straight from the register's halves (no mask or
+//                    shift: 128 fewer instructions a tile); the warps' rows
+//                    padded in the merge (eight-way bank conflicts). With
+//                    two blocks an SM instead of three and the split count
+//                    chosen for that (paged.go, pagedOccupancy): 45.7 /
+//                    28.5 / 81.0 us on issue #12's shapes (v6: 47.8 / 31.2 /
+//                    100.2).
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 struct PagedParams {
@@ -198,10 +209,22 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* smem) 
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
 }
 
-// Two E4M3 codes (the low and high bytes of x) as an f16 pair, low first.
-__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint16_t x) {
-  __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)x, __NV_E4M3);
-  return (uint32_t)h.x | ((uint32_t)h.y << 16);
+// Four E4M3 codes (the bytes of x) as two f16 pairs: bytes 0, 1 in lo,
+// bytes 2, 3 in hi. From compute_89 on, the halves of x go to the hardware
+// conversions as they are (no mask or shift: ptxas reads a register's
+// halves directly); compute_80 has no E4M3 conversion instruction, and
+// cuda_fp8.h's does it in integer arithmetic.
+__device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
+#if __CUDA_ARCH__ >= 890
+  asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(x));
+#else
+  const __half2_raw l = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(x & 0xffffu), __NV_E4M3);
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(x >> 16), __NV_E4M3);
+  lo = (uint32_t)l.x | ((uint32_t)l.y << 16);
+  hi = (uint32_t)h.x | ((uint32_t)h.y << 16);
+#endif
 }
 
 // Splits a, b into f16 pairs: hi = (a, b) rounded, lo = the rest rounded.
@@ -332,7 +355,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   // The row's score factor but for its page's K scale (a power of two):
   // softmax scale·log2(e)·2^-qe.
   const float score_factor = ldexpf(p.score_scale, -qe);
-  float m = NEG_INF, l = 0.f, vs_cur = 0.f;
+  float m = NEG_INF, l = 0.f, vs_units = 0.f, vs_seen = 0.f, pscale = 4096.f;
   float o[NT][4];
 #pragma unroll
   for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
@@ -362,7 +385,11 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
       uint32_t kr[4];
       ldmatrix_x4(kr, sk + lane * KP + 16 * c);  // matrix j = n-tile j, chunk c
 #pragma unroll
-      for (int j = 0; j < 4; j++) mma_f16(s[j], qa[c], e4m3x2_to_f16x2(kr[j] & 0xffff), e4m3x2_to_f16x2(kr[j] >> 16));
+      for (int j = 0; j < 4; j++) {
+        uint32_t b0, b1;
+        e4m3x4_to_f16x2(kr[j], b0, b1);
+        mma_f16(s[j], qa[c], b0, b1);
+      }
     }
     // Scores in the log2 domain; n-tile j, element e (0, 1) is key
     // 16(j>>1) + 4t + 2(j&1) + e. Keys at or past the row's limit are -inf.
@@ -382,13 +409,26 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     const float m_new = fmaxf(m, tmax), mref = m_new == NEG_INF ? 0.f : m_new;
     const float alpha = fast_exp2(m - mref);
     m = m_new;
-    // O is kept in units of the current page's V scale (a power of two, so
-    // moving between units is exact); a page of zeros keeps the units. The
-    // row sum l has no units.
+    // O is kept in units of vs_units, the V scale of a page this warp has
+    // read (scales are powers of two, so every ratio below is exact). A page
+    // whose scale is within 2^-8..2^3 of the units folds the ratio into its
+    // weights, P·2^12·ratio (below 2^15; the low f16 part keeps the weights'
+    // bits down to 2^-29 of the largest), and O stays as it is; a page
+    // outside that range, or the first one with values, moves O to its own
+    // units. A page of zeros changes nothing. The row sum l has no units.
     float o_alpha = alpha;
-    if (vs != 0.f && vs != vs_cur) {
-      if (vs_cur != 0.f) o_alpha *= vs_cur / vs;
-      vs_cur = vs;
+    if (vs != vs_seen) {  // a page boundary (the same for the whole warp)
+      vs_seen = vs;
+      if (vs != 0.f) {
+        const float ratio = vs_units != 0.f ? vs / vs_units : 0.f;
+        if (ratio >= 0x1p-8f && ratio <= 8.f) {
+          pscale = 4096.f * ratio;
+        } else {
+          if (vs_units != 0.f) o_alpha *= vs_units / vs;
+          vs_units = vs;
+          pscale = 4096.f;
+        }
+      }
     }
     float psum = 0.f;
     uint32_t pa[2][4];  // A fragments of P·2^12 over keys 0-15 and 16-31
@@ -397,7 +437,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
       const float p0 = fast_exp2(sc[j][0] - mref), p1 = fast_exp2(sc[j][1] - mref);
       psum += p0 + p1;
       // n-tile 2γ gives a0/a1 (keys 4t, 4t+1 of 16γ), 2γ+1 gives a2/a3.
-      split_f16x2(p0 * 4096.f, p1 * 4096.f, pa[j >> 1][2 * (j & 1)], pa[j >> 1][2 * (j & 1) + 1]);
+      split_f16x2(p0 * pscale, p1 * pscale, pa[j >> 1][2 * (j & 1)], pa[j >> 1][2 * (j & 1) + 1]);
     }
     l = l * alpha + psum;
     if (__any_sync(0xffffffffu, o_alpha != 1.f)) {  // the running max moved, or the V units
@@ -417,14 +457,21 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
         uint32_t vr[4];
         ldmatrix_x4(vr, sv + v_off(8 * j + lane, gm));
 #pragma unroll
-        for (int u = 0; u < 4; u++) mma_f16(o[j + u], pa[gm], e4m3x2_to_f16x2(vr[u] & 0xffff), e4m3x2_to_f16x2(vr[u] >> 16));
+        for (int u = 0; u < 4; u++) {
+          uint32_t b0, b1;
+          e4m3x4_to_f16x2(vr[u], b0, b1);
+          mma_f16(o[j + u], pa[gm], b0, b1);
+        }
       }
       if constexpr (NT % 4 == 2) {
         uint32_t vr[2];
         ldmatrix_x2(vr, sv + v_off(8 * (NT - 2) + (lane & 15), gm));
 #pragma unroll
-        for (int u = 0; u < 2; u++)
-          mma_f16(o[NT - 2 + u], pa[gm], e4m3x2_to_f16x2(vr[u] & 0xffff), e4m3x2_to_f16x2(vr[u] >> 16));
+        for (int u = 0; u < 2; u++) {
+          uint32_t b0, b1;
+          e4m3x4_to_f16x2(vr[u], b0, b1);
+          mma_f16(o[NT - 2 + u], pa[gm], b0, b1);
+        }
       }
     }
     __syncwarp();  // every lane is done with the slot before it is refilled
@@ -440,16 +487,20 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   // Merge the warps: each puts its state in shared memory (the rings, now
   // idle), then the block combines each (row, d).
   __syncthreads();
-  float* so = (float*)smem;  // [W][8][D]
+  // Rows SO floats apart (D + 8): the eight rows of a warp's 64-bit stores
+  // fall on four bank offsets, two wavefronts a store (D apart: eight-way
+  // conflicts).
+  constexpr int SO = D + 8;
+  static_assert(W * 8 * SO * 4 <= T::SMEM, "the warps' rows fit in the rings");
+  float* so = (float*)smem;  // [W][8][SO]
   if (t == 0) {
     sm_m[warp][g] = m;
     sm_l[warp][g] = l;
   }
-  if (lane == 0) sm_vs[warp] = vs_cur;
+  if (lane == 0) sm_vs[warp] = vs_units;
 #pragma unroll
   for (int j = 0; j < NT; j++) {
-    so[(warp * 8 + g) * D + 8 * j + 2 * t] = o[j][0] + o[j][2];
-    so[(warp * 8 + g) * D + 8 * j + 2 * t + 1] = o[j][1] + o[j][3];
+    *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] = make_float2(o[j][0] + o[j][2], o[j][1] + o[j][3]);
   }
   __syncthreads();
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
@@ -469,7 +520,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
         if (sm_m[w][r] == NEG_INF) continue;
         const float fw = exp2f(sm_m[w][r] - mx);
         L += fw * sm_l[w][r];
-        acc += fw * (so[(w * 8 + r) * D + d] * 0x1p-12f) * sm_vs[w];
+        acc += fw * (so[(w * 8 + r) * SO + d] * 0x1p-12f) * sm_vs[w];
       }
     }
     float val = L > 0.f ? acc / L : 0.f, lse2 = L > 0.f ? mx + log2f(L) : NEG_INF;

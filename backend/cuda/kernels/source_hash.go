@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "58686fb43215493284820e11ec17ce5d9cddcbd326b984fdc63efb789b564bbf"
+const SourceHash = "cd6c2e1d94c81d5307d53c794eb24c47ed42b16cb1d1dbda9dcd25516f68f131"
