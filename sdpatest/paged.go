@@ -102,7 +102,9 @@ func (m *pagedModel) append(a *backend.PagedAppend) {
 // lengths (0: empty) filled in random chunks into shuffled pages, then new
 // queries (Sq per sequence) against them. Magnitudes, if not nil, scales
 // the tokens of every sequence in turn by these factors, so that pages must
-// grow their scales.
+// grow their scales; PageMagnitudes, if not nil, scales the values of a
+// sequence's page i by factor i (cyclically), so that neighbouring pages
+// hold V scales orders of magnitude apart while the weights stay spread.
 type PagedCase struct {
 	Name               string
 	KVHeads, Group, D  int
@@ -112,19 +114,23 @@ type PagedCase struct {
 	Layout             backend.Layout
 	Magnitudes         []float64
 	FirstAppendBatched bool
+	PageMagnitudes     []float64
 }
 
 // PagedCases returns the paged-cache table.
 func PagedCases() []PagedCase {
 	return []PagedCase{
-		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true},
-		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false},
-		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true},
-		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true},
-		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false},
-		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false},
-		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true},
-		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false},
+		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil},
+		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false, nil},
+		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil},
+		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true, nil},
+		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false, nil},
+		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false, nil},
+		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true, nil},
+		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil},
+		// V pages 2^-13 to 2^10 apart in a sequence long enough to split.
+		{"page-scales", 2, 2, 128, 64, 1, []int{1100, 300}, backend.CausalLowerRight, backend.BSHD, nil, false,
+			[]float64{1, 1e3, 1e-3, 4, 1e-4, 3e2, 0.5, 0.06, 9}},
 	}
 }
 
@@ -184,6 +190,16 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 				a.V[i] *= f
 			}
 			tok += len(a.K) / c.D
+		}
+		if c.PageMagnitudes != nil { // row i's token position, by the layout
+			for i := range a.V {
+				row := i / c.D
+				j := row % n // [B][H][N][D]
+				if c.Layout == backend.BSHD {
+					j = row / c.KVHeads % n // [B][N][H][D]
+				}
+				a.V[i] *= float32(c.PageMagnitudes[(from+j)/P%len(c.PageMagnitudes)])
+			}
 		}
 		for _, s := range seqs {
 			for t := from; t < from+n; t++ {
