@@ -81,6 +81,8 @@
 //                    chosen for that (paged.go, pagedOccupancy): 45.7 /
 //                    28.5 / 81.0 us on issue #12's shapes (v6: 47.8 / 31.2 /
 //                    100.2).
+//   v8 (2026-11-22): the tiles' copies through L1 (cp.async.ca): the
+//                    L1-bypassing copies had L2 send 1.75x the cache's bytes.
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 struct PagedParams {
@@ -251,6 +253,18 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// cp_async16_l1 copies 16 bytes from global to shared memory through L1
+// (cp.async.ca). The tiles' copies use it rather than common.cuh's
+// cp_async16 (cp.async.cg, which bypasses L1): on the H200 the bypassing
+// form asked L2 for 1.5x (K) and 2x (V) the sectors these copies need
+// (lts__t_sectors_srcunit_tex_op_read, 235.6 MB for 134.5 MB of cache) and
+// this one for exactly the bytes, 4-6% less decode time (session 10,
+// docs/PERF.md). Every copy here is whole (no zero fill).
+__device__ __forceinline__ void cp_async16_l1(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+
 // The shared row of key k (0..31) of a tile: within each 16 keys, the order
 // 0,1,4,5,8,9,12,13, 2,3,6,7,10,11,14,15.
 __device__ __forceinline__ int key_row(int k) {
@@ -302,12 +316,12 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
 #pragma unroll
     for (int i = 0; i < KEYS * NC / 32; i++) {
       const int c = lane + 32 * i, key = c / NC, ch = c % NC;
-      cp_async16(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * ch, true);
+      cp_async16_l1(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * ch);
     }
 #pragma unroll
     for (int i = 0; i < 2 * D / 32; i++) {
       const int c = lane + 32 * i, d = c >> 1, ch = c & 1;
-      cp_async16(sv + v_off(d, ch), vb + c * 16, true);
+      cp_async16_l1(sv + v_off(d, ch), vb + c * 16);
     }
   };
 

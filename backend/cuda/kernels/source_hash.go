@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "cd6c2e1d94c81d5307d53c794eb24c47ed42b16cb1d1dbda9dcd25516f68f131"
+const SourceHash = "3c92870528c19f39ed99a928e0eaa7c0c88fff9c14c231052b301813575f58cd"
