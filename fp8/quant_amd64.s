@@ -50,6 +50,24 @@ DWORDS8(nanBits, 0x7fc00000)    // the NaN E4M3 decodes to
 	MOVL $0x43e80001, AX; VPBROADCASTD AX, Z6; \
 	MOVL $0x7f800000, AX; VPBROADCASTD AX, Z5
 
+// NEXT_ROUNDED_AVX2 loads the next 8 floats, divides them by the scale (Y0:
+// q, with its sign) and rounds their magnitude half to even at E4M3's
+// normal precision: Y1 = a, the magnitude bits of q; Y3 = a + half an ulp
+// less one + the bit that decides a tie (Y2), whose bits from 20 up are the
+// rounded exponent and 3 mantissa bits. The encoder and the rounder differ
+// only in what they take from Y3, and in the cases below 2^-6 and past 464.
+#define NEXT_ROUNDED_AVX2 \
+	VMOVUPS (SI), Y0; VDIVPS Y15, Y0, Y0; \
+	VPAND Y12, Y0, Y1; VPSRLD $20, Y1, Y2; VPAND Y10, Y2, Y2; \
+	VPADDD Y11, Y1, Y3; VPADDD Y2, Y3, Y3
+
+// NEXT_ROUNDED_AVX512 is NEXT_ROUNDED_AVX2 for 16 floats: Z0 q, Z1 a, Z20
+// the tie bit, Z16 the rounded sum.
+#define NEXT_ROUNDED_AVX512 \
+	VMOVUPS (SI), Z0; VDIVPS Z15, Z0, Z0; \
+	VPANDD Z12, Z0, Z1; VPSRLD $20, Z1, Z20; VPANDD Z10, Z20, Z20; \
+	VPADDD Z11, Z1, Z16; VPADDD Z20, Z16, Z16
+
 // func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
 // Equals e4m3Format.convert(src[i]/scale, mode) for i < n, n a positive
 // multiple of 16; see the declaration in quant_amd64.go.
@@ -63,13 +81,7 @@ TEXT ·encodeE4M3AVX512(SB), NOSPLIT, $0-36
 	VPBROADCASTD AX, Z3
 
 loop512:
-	VMOVUPS (SI), Z0
-	VDIVPS Z15, Z0, Z0          // x/scale
-	VPANDD Z12, Z0, Z1          // a = magnitude bits
-	VPSRLD $20, Z1, Z2
-	VPANDD Z10, Z2, Z2          // the bit that decides a tie (round half to even)
-	VPADDD Z11, Z1, Z16
-	VPADDD Z2, Z16, Z16
+	NEXT_ROUNDED_AVX512
 	VPSRLD $20, Z16, Z16
 	VPSUBD Z9, Z16, Z16         // normal code: exponent and 3 mantissa bits, rounded
 	VMULPS Z7, Z1, Z17          // a·2^9, exact
@@ -103,13 +115,7 @@ TEXT ·encodeE4M3AVX2(SB), NOSPLIT, $0-36
 	VPBROADCASTD X9, Y9
 
 loop:
-	VMOVUPS (SI), Y0
-	VDIVPS Y15, Y0, Y0
-	VPAND Y12, Y0, Y1                // a (non-negative as a signed dword)
-	VPSRLD $20, Y1, Y2
-	VPAND Y10, Y2, Y2
-	VPADDD Y11, Y1, Y3
-	VPADDD Y2, Y3, Y3
+	NEXT_ROUNDED_AVX2
 	VPSRLD $20, Y3, Y3
 	VPSUBD Y9, Y3, Y3                // normal code
 	VMULPS Y7, Y1, Y4
@@ -214,13 +220,7 @@ TEXT ·roundE4M3AVX512(SB), NOSPLIT, $0-36
 	VPBROADCASTD AX, Z2      // the sign bit
 
 round512:
-	VMOVUPS (SI), Z0
-	VDIVPS Z15, Z0, Z0          // q = x/scale
-	VPANDD Z12, Z0, Z1          // a = magnitude bits
-	VPSRLD $20, Z1, Z20
-	VPANDD Z10, Z20, Z20        // the bit that decides a tie (round half to even)
-	VPADDD Z11, Z1, Z16
-	VPADDD Z20, Z16, Z16
+	NEXT_ROUNDED_AVX512
 	VPANDD Z9, Z16, Z16         // normal value, rounded
 	VMULPS Z7, Z1, Z17          // a·2^9, exact
 	VCVTPS2DQ Z17, Z17          // rounded to nearest even: 0..8
@@ -254,13 +254,7 @@ TEXT ·roundE4M3AVX2(SB), NOSPLIT, $0-36
 	VPBROADCASTD X9, Y9
 
 roundloop:
-	VMOVUPS (SI), Y0
-	VDIVPS Y15, Y0, Y0
-	VPAND Y12, Y0, Y1                // a (non-negative as a signed dword)
-	VPSRLD $20, Y1, Y2
-	VPAND Y10, Y2, Y2
-	VPADDD Y11, Y1, Y3
-	VPADDD Y2, Y3, Y3
+	NEXT_ROUNDED_AVX2
 	VPAND Y9, Y3, Y3                 // normal value
 	VMULPS Y7, Y1, Y4
 	VCVTPS2DQ Y4, Y4

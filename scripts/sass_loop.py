@@ -5,13 +5,12 @@ Usage: cuobjdump -sass module.cubin | scripts/sass_loop.py REGEX
 
 For every function whose name matches REGEX, finds the innermost loop that
 holds the tensor-core instructions (a backward BRA whose range contains the
-first QMMA, HMMA or QGMMA), and prints: the loop's static instruction count
-and its opcode histogram; each forward branch inside the loop with the
-instructions it can skip (conditional regions: the mask, the rescale, the
-prefetch); and the steady path, per unrolled step of the loop (a step opens
-with the wait for its copies and a block barrier), that a tile takes once the
-row maxima settle. Run by backend/cuda/kernels/gen.sh into resources.txt; docs/PERF.md
-reads the figures of stage 10 from there.
+first QMMA, HMMA or QGMMA), and prints: the loop's static instruction count,
+its opcode histogram, and the steady path that a tile takes once the row
+maxima settle, per unrolled step of the loop (a step opens with the wait
+for its copies and a block barrier) and as their mean. Run by
+backend/cuda/kernels/gen.sh into resources.txt; docs/PERF.md reads the
+figures of stage 10 from there.
 """
 import re
 import sys

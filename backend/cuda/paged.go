@@ -362,10 +362,12 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	for b := range p.B {
 		maxTiles = max(maxTiles, (int(p.SeqLens[b])+keys-1)/keys)
 	}
-	splits, perSplit := s.splitKeys(p.B*p.Hkv*rowBlocks, maxTiles)
-	if s.splits > 0 {
-		perSplit = (maxTiles + min(s.splits, maxTiles, maxSplits) - 1) / min(s.splits, maxTiles, maxSplits)
+	var splits, perSplit int
+	if n := min(s.splits, maxTiles, maxSplits); n > 0 { // forced by a benchmark
+		perSplit = (maxTiles + n - 1) / n
 		splits = (maxTiles + perSplit - 1) / perSplit
+	} else {
+		splits, perSplit = s.splitKeys(p.B*p.Hkv*rowBlocks, maxTiles)
 	}
 	bs, hs, rs := p.Layout.Strides(p.Hq, p.Sq, p.D)
 	mask := int32(0)

@@ -72,6 +72,16 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   int n = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(s), "l"(gmem), "r"(n));
 }
+// cp.async of 16 bytes through L1 (cp.async.ca), whole. The paged decode's
+// tiles use it: on the H200 the L1-bypassing form above asked L2 for 1.5x
+// (K) and 2x (V) the sectors of those copies (lts__t_sectors_srcunit_tex_op_read,
+// 235.6 MB for 134.5 MB of cache), this one for exactly the bytes, 4-6% less
+// decode time (docs/PERF.md, decode v8). The dense stages' copies are not
+// measured with it.
+__device__ __forceinline__ void cp_async16_l1(void* smem, const void* gmem) {
+  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
 

@@ -253,18 +253,6 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// cp_async16_l1 copies 16 bytes from global to shared memory through L1
-// (cp.async.ca). The tiles' copies use it rather than common.cuh's
-// cp_async16 (cp.async.cg, which bypasses L1): on the H200 the bypassing
-// form asked L2 for 1.5x (K) and 2x (V) the sectors these copies need
-// (lts__t_sectors_srcunit_tex_op_read, 235.6 MB for 134.5 MB of cache) and
-// this one for exactly the bytes, 4-6% less decode time (session 10,
-// docs/PERF.md). Every copy here is whole (no zero fill).
-__device__ __forceinline__ void cp_async16_l1(void* smem, const void* gmem) {
-  const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-
 // The shared row of key k (0..31) of a tile: within each 16 keys, the order
 // 0,1,4,5,8,9,12,13, 2,3,6,7,10,11,14,15.
 __device__ __forceinline__ int key_row(int k) {

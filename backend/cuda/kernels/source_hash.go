@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "3c92870528c19f39ed99a928e0eaa7c0c88fff9c14c231052b301813575f58cd"
+const SourceHash = "09de7195acd408f6af041e1193c1484208616c877d25e4975b2209d67864ffc0"
