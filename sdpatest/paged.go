@@ -100,9 +100,9 @@ func (m *pagedModel) append(a *backend.PagedAppend) {
 
 // PagedCase is one row of the paged-cache table: sequences of the given
 // lengths (0: empty) filled in random chunks into shuffled pages, then new
-// queries (Sq per sequence) against them. Magnitudes, if not nil, scales
+// queries (Sq per sequence) against them. Magnitudes, if not empty, scales
 // the tokens of every sequence in turn by these factors, so that pages must
-// grow their scales; PageMagnitudes, if not nil, scales the values of a
+// grow their scales; PageMagnitudes, if not empty, scales the values of a
 // sequence's page i by factor i (cyclically), so that neighbouring pages
 // hold V scales orders of magnitude apart while the weights stay spread.
 type PagedCase struct {
@@ -183,7 +183,7 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 	appendTokens := func(seqs []int, from, n int) error {
 		a := &backend.PagedAppend{B: len(seqs), N: n, Layout: c.Layout,
 			K: randRows(len(seqs) * n * c.KVHeads * c.D), V: randRows(len(seqs) * n * c.KVHeads * c.D)}
-		if c.Magnitudes != nil { // each row of D elements gets the next factor
+		if len(c.Magnitudes) > 0 { // each row of D elements gets the next factor
 			for i := range a.K {
 				f := float32(c.Magnitudes[(tok+i/c.D)%len(c.Magnitudes)])
 				a.K[i] *= f
@@ -191,7 +191,7 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 			}
 			tok += len(a.K) / c.D
 		}
-		if c.PageMagnitudes != nil { // row i's token position, by the layout
+		if len(c.PageMagnitudes) > 0 { // row i's token position, by the layout
 			for i := range a.V {
 				row := i / c.D
 				j := row % n // [B][H][N][D]
