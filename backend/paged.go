@@ -195,6 +195,12 @@ type PagedProblem struct {
 	// answer ErrUnsupported); the call may return before the device is
 	// done (an error then surfaces at the next read of a buffer).
 	QBuf, OutBuf, LSEBuf Buffer
+	// MaxSeqLen, when positive, is the longest any sequence may be when the
+	// call runs, which may be later than the call: a call captured into a
+	// graph (Capturer) reads SeqLens and BlockTable again at every replay,
+	// so its launch is planned for sequences up to MaxSeqLen tokens (at most
+	// PagesPerSeq pages), not for the lengths at capture.
+	MaxSeqLen int
 }
 
 // Shape returns the problem's shape with Sk the longest sequence.
@@ -254,12 +260,15 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 			return fmt.Errorf("%w: LSE has %d elements, shape needs %d", ErrInvalid, len(p.LSE), p.B*p.Hq*p.Sq)
 		}
 	}
+	if p.MaxSeqLen < 0 || int64(p.MaxSeqLen) > int64(p.PagesPerSeq)*int64(c.PageSize) {
+		return fmt.Errorf("%w: MaxSeqLen %d with %d pages of %d tokens a sequence", ErrInvalid, p.MaxSeqLen, p.PagesPerSeq, c.PageSize)
+	}
 	if len(p.SeqLens) != p.B || len(p.BlockTable) != nt {
 		return fmt.Errorf("%w: %d sequence lengths and %d block-table entries for %d sequences of %d pages", ErrInvalid, len(p.SeqLens), len(p.BlockTable), p.B, p.PagesPerSeq)
 	}
 	for b, n := range p.SeqLens {
-		if n < 0 || int64(n) > int64(p.PagesPerSeq)*int64(c.PageSize) {
-			return fmt.Errorf("%w: sequence %d has %d tokens, its %d pages hold %d", ErrInvalid, b, n, p.PagesPerSeq, p.PagesPerSeq*c.PageSize)
+		if n < 0 || int64(n) > int64(p.PagesPerSeq)*int64(c.PageSize) || p.MaxSeqLen > 0 && int(n) > p.MaxSeqLen {
+			return fmt.Errorf("%w: sequence %d has %d tokens, its %d pages hold %d (MaxSeqLen %d)", ErrInvalid, b, n, p.PagesPerSeq, p.PagesPerSeq*c.PageSize, p.MaxSeqLen)
 		}
 		used := (int(n) + c.PageSize - 1) / c.PageSize
 		for _, pg := range p.BlockTable[b*p.PagesPerSeq : b*p.PagesPerSeq+used] {

@@ -31,6 +31,9 @@ type Device struct {
 	name string
 	be   backend.Backend
 	mem  backend.Memory // nil: tensors in host memory
+	// rec is the Capture in progress on this device, written and read
+	// only by the capturing goroutine (see recording).
+	rec *capture
 }
 
 // Open returns the device of the backend registered as name (Backends lists
@@ -301,8 +304,15 @@ func (t *DeviceTensor) Free() error {
 	}
 	var err error
 	if t.m != nil {
+		// The data first: a graph that uses the tensor pins its buffers
+		// (ErrInvalid), and then the tensor stays as it was.
+		if err := t.m.data.Free(); err != nil {
+			return err
+		}
 		t.cleanup.Stop()
-		err = t.m.free()
+		if t.m.scales != nil {
+			err = t.m.scales.Free()
+		}
 	}
 	t.freed, t.f, t.q, t.m = true, nil, nil, nil
 	return err
@@ -322,7 +332,9 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 		if err != nil {
 			return nil, err
 		}
-		return d.wrapMem(m[0]), nil
+		qt := d.wrapMem(m[0])
+		d.keep(t, qt)
+		return qt, nil
 	}
 	q, err := Quantize(t.f)
 	if err != nil {
@@ -366,7 +378,11 @@ func (d *Device) Attention(out, lse, q, k, v *DeviceTensor, opts *Options) error
 		if q.m == nil || k.m == nil || v.m == nil || lse != nil && lm == nil {
 			return fmt.Errorf("%w: q, k, v and lse must be tensors of the device", ErrInvalid)
 		}
-		return d.memAttention(out.m, lm, q.m, k.m, v.m, opts)
+		if err := d.memAttention(out.m, lm, q.m, k.m, v.m, opts); err != nil {
+			return err
+		}
+		d.keep(out, lse, q, k, v)
+		return nil
 	}
 	var lseData []float32
 	if lse != nil {

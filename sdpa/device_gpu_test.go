@@ -204,6 +204,26 @@ func BenchmarkDeviceAttentionGPU(b *testing.B) {
 	}
 }
 
+// decodeCacheGPU returns a cache holding one sequence of 8192 tokens of 8
+// KV heads of dim 128, and a query (32 heads), an output and the ids of a
+// decode step over it.
+func decodeCacheGPU(b *testing.B, dev *sdpa.Device, rng *rand.Rand) (*sdpa.KVCache, *sdpa.DeviceTensor, *sdpa.DeviceTensor, []sdpa.SeqID) {
+	const hq, hkv, sk, d = 32, 8, 8192, 128
+	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: sk})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seq, _ := cache.AddSequence()
+	k, err1 := dev.Upload(randLayout(rng, 1, hkv, sk, d, sdpa.BHSD))
+	v, err2 := dev.Upload(randLayout(rng, 1, hkv, sk, d, sdpa.BHSD))
+	q, err3 := dev.Upload(randLayout(rng, 1, hq, 1, d, sdpa.BHSD))
+	out, err4 := dev.NewTensor(1, hq, 1, d, sdpa.BHSD)
+	if err := errors.Join(err1, err2, err3, err4, cache.Append([]sdpa.SeqID{seq}, k, v), k.Free(), v.Free()); err != nil {
+		b.Fatal(err)
+	}
+	return cache, q, out, []sdpa.SeqID{seq}
+}
+
 // BenchmarkKVCacheDecodeGPU: one decode step (Sq = 1) of the sdpa KVCache
 // on "cuda", B1 Hq32 Hkv8 Sk8192 D128, queries and outputs in GPU memory,
 // host time per call (the call does not wait for the GPU; every 64th call
@@ -213,23 +233,9 @@ func BenchmarkKVCacheDecodeGPU(b *testing.B) {
 	if err != nil {
 		b.Skipf("no cuda device: %v", err)
 	}
-	const hq, hkv, sk, d = 32, 8, 8192, 128
-	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: sk})
-	if err != nil {
-		b.Fatal(err)
-	}
+	cache, q, out, ids := decodeCacheGPU(b, dev, rand.New(rand.NewPCG(1, 2)))
 	defer cache.Close()
-	seq, _ := cache.AddSequence()
-	rng := rand.New(rand.NewPCG(1, 2))
-	k, err1 := dev.Upload(randLayout(rng, 1, hkv, sk, d, sdpa.BHSD))
-	v, err2 := dev.Upload(randLayout(rng, 1, hkv, sk, d, sdpa.BHSD))
-	q, err3 := dev.Upload(randLayout(rng, 1, hq, 1, d, sdpa.BHSD))
-	out, err4 := dev.NewTensor(1, hq, 1, d, sdpa.BHSD)
-	if err := errors.Join(err1, err2, err3, err4, cache.Append([]sdpa.SeqID{seq}, k, v)); err != nil {
-		b.Fatal(err)
-	}
-	host := &sdpa.Tensor{Data: make([]float32, hq*d), B: 1, H: hq, S: 1, D: d}
-	ids := []sdpa.SeqID{seq}
+	host := &sdpa.Tensor{Data: make([]float32, 32*128), B: 1, H: 32, S: 1, D: 128}
 	i := 0
 	for b.Loop() {
 		if err := cache.Attention(out, nil, q, ids, nil); err != nil {
@@ -319,5 +325,148 @@ func TestDeviceDeferredErrorGPU(t *testing.T) {
 	}
 	if err := out.Download(back); err != nil {
 		t.Errorf("a second Download: %v (the error is reported once)", err)
+	}
+}
+
+// BenchmarkGraphGPU: host time per step of two repeated steps on "cuda",
+// issued call by call ("direct") and as a replayed Graph ("graph"), with
+// the output read back every 64th step so that the loop cannot run ahead
+// of the device: FP8 attention on float32 device tensors (quantized on the
+// GPU), mission shape; and one decode step over a KVCache, B1 Hq32 Hkv8
+// Sk8192 D128.
+func BenchmarkGraphGPU(b *testing.B) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := sdpatest.NamedShapes["mission"]
+	qd, _ := dev.Upload(randTensor(rng, s.B, s.Hq, s.Sq, s.D))
+	kd, _ := dev.Upload(randTensor(rng, s.B, s.Hkv, s.Sk, s.D))
+	vd, _ := dev.Upload(randTensor(rng, s.B, s.Hkv, s.Sk, s.D))
+	out, _ := dev.NewTensor(s.B, s.Hq, s.Sq, s.D, sdpa.BHSD)
+	opts := &sdpa.Options{Precision: sdpa.FP8E4M3}
+	mission := func() error { return dev.Attention(out, nil, qd, kd, vd, opts) }
+
+	cache, q, dout, ids := decodeCacheGPU(b, dev, rng)
+	defer cache.Close()
+	decode := func() error { return cache.Attention(dout, nil, q, ids, nil) }
+
+	for _, c := range []struct {
+		name string
+		step func() error
+		out  *sdpa.DeviceTensor
+	}{{"mission-quantize-attention", mission, out}, {"decode-B1-Sk8192", decode, dout}} {
+		bb, bh, bs, bd := c.out.Dims()
+		host := &sdpa.Tensor{Data: make([]float32, bb*bh*bs*bd), B: bb, H: bh, S: bs, D: bd}
+		run := func(b *testing.B, step func() error) {
+			if err := errors.Join(step(), c.out.Download(host)); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				if err := step(); err != nil {
+					b.Fatal(err)
+				}
+				if i++; i%64 == 0 {
+					if err := c.out.Download(host); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			if err := c.out.Download(host); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/step")
+		}
+		b.Run(c.name+"/direct", func(b *testing.B) { run(b, c.step) })
+		b.Run(c.name+"/graph", func(b *testing.B) {
+			g, err := dev.Capture(c.step)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			run(b, g.Replay)
+		})
+	}
+}
+
+// TestGraphConcurrentGPU: calls from other goroutines during a capture are
+// not recorded (they wait for it and run), and graphs replayed from many
+// goroutines beside direct calls give the direct call's bits.
+func TestGraphConcurrentGPU(t *testing.T) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 32))
+	const b, h, s, d = 1, 4, 64, 64
+	in := [3]*sdpa.Tensor{randTensor(rng, b, h, s, d), randTensor(rng, b, h, s, d), randTensor(rng, b, h, s, d)}
+	q, k, v := upload(t, dev, in[0]), upload(t, dev, in[1]), upload(t, dev, in[2])
+	opts := &sdpa.Options{Precision: sdpa.FP8E4M3}
+	want, _ := dev.NewTensor(b, h, s, d, sdpa.BHSD)
+	if err := dev.Attention(want, nil, q, k, v, opts); err != nil {
+		t.Fatal(err)
+	}
+	w := download(t, want)
+	const workers = 4
+	outs := make([]*sdpa.DeviceTensor, workers)
+	for i := range outs {
+		outs[i], _ = dev.NewTensor(b, h, s, d, sdpa.BHSD)
+	}
+	// While worker 0 captures (and sleeps inside fn), the others call
+	// directly and read their outputs back.
+	started := make(chan struct{})
+	errs := make(chan error, workers)
+	var g *sdpa.Graph
+	go func() {
+		var err error
+		g, err = dev.Capture(func() error {
+			close(started)
+			time.Sleep(20 * time.Millisecond)
+			return dev.Attention(outs[0], nil, q, k, v, opts)
+		})
+		errs <- err
+	}()
+	<-started
+	for i := 1; i < workers; i++ {
+		go func() {
+			got, _ := poisoned(b, h, s, d)
+			err := errors.Join(outs[i].CopyFrom(got), dev.Attention(outs[i], nil, q, k, v, opts), outs[i].Download(got))
+			if err == nil && sameBits(got.Data, w.Data) >= 0 {
+				err = errors.New("a direct call during a capture gave other bits")
+			}
+			errs <- err
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer g.Close()
+	// Replays from several goroutines, beside direct calls.
+	for i := range workers {
+		go func() {
+			var err error
+			for range 20 {
+				if i == 0 {
+					err = errors.Join(err, g.Replay())
+				} else {
+					err = errors.Join(err, dev.Attention(outs[i], nil, q, k, v, opts))
+				}
+			}
+			errs <- err
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range workers {
+		if got := download(t, outs[i]); sameBits(got.Data, w.Data) >= 0 {
+			t.Fatalf("output %d differs from the direct call", i)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package sdpa
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -26,6 +27,12 @@ type KVCacheConfig struct {
 	// whole pages. Each sequence uses whole pages, so the tokens that fit
 	// are fewer by up to PageSize-1 per sequence.
 	MaxTokens int
+	// MaxSeqLen bounds one sequence's tokens (Append fails with
+	// ErrCacheFull past it); 0 means the whole capacity. A KVCache.Attention
+	// captured in a Graph plans its launch for sequences this long and
+	// uploads a block table of MaxSeqLen/PageSize pages a sequence at every
+	// replay, so a serving program sets it to its model's context length.
+	MaxSeqLen int
 }
 
 // DefaultPageSize is the page size of a KVCacheConfig that leaves it 0.
@@ -52,13 +59,18 @@ type SeqID int64
 // A KVCache is safe for concurrent use: Attention calls run concurrently
 // with each other; AddSequence, Append, Drop and Close wait for them.
 type KVCache struct {
-	dev  *Device
-	mu   sync.RWMutex
-	kv   backend.PagedKV
-	cfg  backend.PagedConfig
-	free []int32 // free pages, a stack
-	seqs map[SeqID]*kvSeq
-	next SeqID
+	dev *Device
+	mu  sync.RWMutex
+	kv  backend.PagedKV
+	cfg backend.PagedConfig
+	// maxSeqLen bounds a sequence (KVCacheConfig.MaxSeqLen, resolved).
+	maxSeqLen int
+	// graphs counts the live Graphs that read the cache (Close fails
+	// while it is not 0).
+	graphs int
+	free   []int32 // free pages, a stack
+	seqs   map[SeqID]*kvSeq
+	next   SeqID
 	// Append's scratch, under mu: each new token's page and slot.
 	page, slot []int32
 	seqBuf     []*kvSeq
@@ -93,6 +105,12 @@ func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
 		return nil, fmt.Errorf("%w: cache of %d tokens in pages of %d", ErrInvalid, c.MaxTokens, c.PageSize)
 	}
 	pages := c.MaxTokens/c.PageSize + min(1, c.MaxTokens%c.PageSize)
+	if c.MaxSeqLen < 0 || c.MaxSeqLen > pages*c.PageSize {
+		return nil, fmt.Errorf("%w: MaxSeqLen %d in a cache of %d tokens", ErrInvalid, c.MaxSeqLen, pages*c.PageSize)
+	}
+	if c.MaxSeqLen == 0 {
+		c.MaxSeqLen = pages * c.PageSize
+	}
 	cfg := backend.PagedConfig{KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: c.PageSize, Pages: pages}
 	kv, err := pb.NewPagedKV(cfg)
 	if err != nil {
@@ -102,7 +120,7 @@ func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
 	for i := range free {
 		free[i] = int32(pages - 1 - i) // page 0 on top
 	}
-	return &KVCache{dev: d, kv: kv, cfg: cfg, free: free, seqs: map[SeqID]*kvSeq{}}, nil
+	return &KVCache{dev: d, kv: kv, cfg: cfg, maxSeqLen: c.MaxSeqLen, free: free, seqs: map[SeqID]*kvSeq{}}, nil
 }
 
 // KVCacheUsage describes a cache's occupancy.
@@ -190,7 +208,13 @@ func (c *KVCache) Close() error {
 	if err := c.errClosed(); err != nil {
 		return err
 	}
+	if c.graphs > 0 {
+		return fmt.Errorf("%w: closing a kv cache that %d live graph(s) read: Close them first", ErrInvalid, c.graphs)
+	}
 	err := c.kv.Close()
+	if errors.Is(err, ErrInvalid) { // the storage refused (a graph of the backend's still reads it)
+		return err
+	}
 	c.kv, c.seqs, c.free = nil, map[SeqID]*kvSeq{}, nil
 	return err
 }
@@ -268,7 +292,10 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 	if kn > c.cfg.Pages*P { // (then no sum below overflows)
 		return fmt.Errorf("%w: %d new tokens, the cache holds %d", ErrCacheFull, kn, c.cfg.Pages*P)
 	}
-	for _, s := range seqs {
+	for i, s := range seqs {
+		if s.n+kn > c.maxSeqLen {
+			return fmt.Errorf("%w: sequence %d would hold %d tokens, MaxSeqLen is %d", ErrCacheFull, ids[i], s.n+kn, c.maxSeqLen)
+		}
 		need += (s.n+kn+P-1)/P - (s.n+P-1)/P
 	}
 	if need > len(c.free) {
@@ -408,6 +435,9 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		return err
 	}
 	cc.seqs = seqs
+	if rec := c.dev.recording(); rec != nil {
+		return c.captureAttention(rec, out, lse, q, ids, scale, o.Mask)
+	}
 	per := 1
 	for _, s := range seqs {
 		per = max(per, len(s.pages))
@@ -434,4 +464,39 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	err = c.kv.Attention(&cc.p)
 	cc.p = backend.PagedProblem{}
 	return err
+}
+
+// captureAttention records a decode over sequences ids into the graph being
+// captured: the backend plans for sequences of up to MaxSeqLen tokens and
+// uploads the call's lengths and block table (refilled by Graph.Replay from
+// the sequences as they are then) before every replay. The caller holds
+// c.mu for reading; q, out and lse are in device memory.
+func (c *KVCache) captureAttention(rec *capture, out, lse, q *DeviceTensor, ids []SeqID, scale float32, mask Mask) error {
+	b, hq, sq, d := q.Dims()
+	if q.m == nil || out.m == nil || lse != nil && lse.m == nil {
+		return fmt.Errorf("%w: a captured kv-cache attention takes tensors in device memory", ErrUnsupported)
+	}
+	P := c.cfg.PageSize
+	per := (c.maxSeqLen + P - 1) / P
+	cc := &graphCacheCall{cache: c, ids: slices.Clone(ids), lens: make([]int32, b), table: make([]int32, b*per), per: per}
+	if err := cc.refill(); err != nil {
+		return err
+	}
+	p := backend.PagedProblem{
+		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: mask, Layout: q.Layout(),
+		SeqLens: cc.lens, BlockTable: cc.table, PagesPerSeq: per, MaxSeqLen: c.maxSeqLen,
+		QBuf: q.m.data, OutBuf: out.m.data,
+	}
+	if lse != nil {
+		p.LSEBuf = lse.m.data
+	}
+	if err := c.kv.Attention(&p); err != nil {
+		return err
+	}
+	rec.caches = append(rec.caches, cc)
+	rec.keep = append(rec.keep, out, q)
+	if lse != nil {
+		rec.keep = append(rec.keep, lse)
+	}
+	return nil
 }

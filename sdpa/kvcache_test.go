@@ -530,9 +530,6 @@ func ExampleKVCache() {
 	// tokens 3: out [1.5752 1.0000]
 }
 
-// TestOpenUnavailable: a backend this build cannot run is ErrUnsupported at
-// Open (cuda without -tags cuda); with the tag on a GPU host the cuda device
-// opens, and has a paged cache.
 // TestMemoryLimitCPU: the cpu device keeps tensors in host memory: it holds
 // no device memory and has no device bound to set.
 func TestMemoryLimitCPU(t *testing.T) {
@@ -552,6 +549,9 @@ func TestMemoryLimitCPU(t *testing.T) {
 	}
 }
 
+// TestOpenUnavailable: a backend this build cannot run is ErrUnsupported at
+// Open (cuda without -tags cuda); with the tag on a GPU host the cuda device
+// opens, and has a paged cache.
 func TestOpenUnavailable(t *testing.T) {
 	names := sdpa.Backends()
 	for _, n := range names {

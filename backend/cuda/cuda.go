@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -73,6 +74,9 @@ type Device struct {
 	owned       map[cu.DevicePtr]int64
 	held, limit int64
 	closed      bool
+	// capture is the graph capture in progress (graph.go), nil when none:
+	// set and cleared under mu, read without it by do.
+	capture atomic.Pointer[captureState]
 }
 
 // hopperKernels are the Hopper module's kernels for one head dim.
@@ -415,6 +419,9 @@ func (d *Device) checkConfig(stage, hd int) error {
 
 // do runs fn with the device's context current on this OS thread.
 func (d *Device) do(fn func() error) error {
+	if d.capturing() != nil { // the capturing goroutine: it holds mu on this thread
+		return fn()
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -545,6 +552,10 @@ func (d *Device) reap() {
 // stream, after every use of them issued so far. The caller holds d.mu with
 // the context current.
 func (d *Device) release(bufs []pooled) error {
+	if c := d.capturing(); c != nil { // the graph being captured uses them
+		c.bufs = append(c.bufs, bufs...)
+		return nil
+	}
 	var ev cu.Event
 	if n := len(d.events); n > 0 {
 		ev, d.events = d.events[n-1], d.events[:n-1]
@@ -564,6 +575,9 @@ func (d *Device) release(bufs []pooled) error {
 // Close waits for the device's stream, frees its memory and events, and
 // releases its context. Residents must not be used afterwards.
 func (d *Device) Close() error {
+	if d.capturing() != nil {
+		return errCapture("closing the device")
+	}
 	err := d.do(func() error {
 		errs := []error{d.stream.Synchronize()}
 		for _, pf := range d.pending {

@@ -21,8 +21,11 @@ static CUresult fp8attn_set_max_smem(CUfunction f, int bytes) {
 }
 
 // CUDA graphs: capture the work a thread issues on s, instantiate it, replay.
-static CUresult fp8attn_capture_begin(CUstream s) {
-	return cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+// relaxed: the capturing thread may still allocate device memory and query
+// events that are not part of the capture (callers' graphs: the pool does
+// both); otherwise thread-local (the benchmarks' graphs).
+static CUresult fp8attn_capture_begin(CUstream s, int relaxed) {
+	return cuStreamBeginCapture(s, relaxed ? CU_STREAM_CAPTURE_MODE_RELAXED : CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
 }
 static CUresult fp8attn_capture_end(CUstream s, CUgraphExec* exec) {
 	CUgraph g;
@@ -132,11 +135,11 @@ type graph struct{ exec C.CUgraphExec }
 // which the caller has locked) into a graph. Nothing runs during capture.
 func capture(s cu.Stream, issue func() error) (graph, error) {
 	var g graph
-	if err := check("cuStreamBeginCapture", C.fp8attn_capture_begin(cStream(s))); err != nil {
+	if err := beginCapture(s, false); err != nil {
 		return g, err
 	}
 	ierr := issue()
-	err := check("cuStreamEndCapture", C.fp8attn_capture_end(cStream(s), &g.exec))
+	err := g.endCapture(s)
 	if ierr != nil {
 		if err == nil {
 			g.destroy()
@@ -144,6 +147,20 @@ func capture(s cu.Stream, issue func() error) (graph, error) {
 		return graph{}, ierr
 	}
 	return g, err
+}
+
+// beginCapture starts capturing stream s (relaxed: see fp8attn_capture_begin).
+func beginCapture(s cu.Stream, relaxed bool) error {
+	r := 0
+	if relaxed {
+		r = 1
+	}
+	return check("cuStreamBeginCapture", C.fp8attn_capture_begin(cStream(s), C.int(r)))
+}
+
+// endCapture ends the capture of s and instantiates its graph into g.
+func (g *graph) endCapture(s cu.Stream) error {
+	return check("cuStreamEndCapture", C.fp8attn_capture_end(cStream(s), &g.exec))
 }
 
 func (g graph) launch(s cu.Stream) error {

@@ -109,6 +109,9 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d.capturing() != nil {
+		return nil, errCapture("making a paged cache")
+	}
 	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	codes := int64(c.Pages) * int64(c.PageSize) * int64(c.KVHeads) * int64(c.HeadDim)
@@ -160,6 +163,7 @@ type pagedKV struct {
 	readV        []fp8.E4M3
 	perSM        int // attention blocks an SM holds (pagedOccupancy)
 	smem         int // the attention kernel's dynamic shared memory a block
+	pins         int // live graphs that read the cache (Close fails while not 0); under the device's lock
 	splits       int // benchmarks (BenchmarkPagedDecodeSplits): key splits forced; 0: splitKeys chooses
 	blocksPerSM  int // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
 }
@@ -200,8 +204,14 @@ func (s *pagedKV) Close() error {
 	if s.closed {
 		return fmt.Errorf("%w: the paged cache is closed", backend.ErrInvalid)
 	}
-	s.closed = true
+	if s.dev.capturing() != nil {
+		return errCapture("closing a paged cache")
+	}
 	return s.dev.do(func() error {
+		if s.pins > 0 {
+			return fmt.Errorf("%w: cuda: closing a paged cache that %d live graph(s) read: Close them first", backend.ErrInvalid, s.pins)
+		}
+		s.closed = true
 		errs := []error{s.dev.stream.Synchronize()}
 		for _, p := range s.owned {
 			errs = append(errs, s.dev.devFree(p))
@@ -358,7 +368,7 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	g := p.Hq / p.Hkv
 	rowBlocks := (g*p.Sq + s.tc.Rows - 1) / s.tc.Rows
 	keys := s.tc.Keys
-	maxTiles := 1
+	maxTiles := max(1, (p.MaxSeqLen+keys-1)/keys) // a graph's bound (0 otherwise)
 	for b := range p.B {
 		maxTiles = max(maxTiles, (int(p.SeqLens[b])+keys-1)/keys)
 	}
@@ -420,6 +430,9 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 // stageInputs uploads p's queries, lengths and block table and reserves the
 // output, LSE and partial buffers. The caller is inside do, after plan.
 func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
+	if c := s.dev.capturing(); c != nil {
+		return s.stageCaptured(c, p)
+	}
 	pp := s.params
 	var err error
 	var copies []hostCopy
@@ -470,6 +483,53 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 		}
 	}
 	return s.dev.upload(copies)
+}
+
+// stageCaptured is stageInputs inside a graph capture: the queries and
+// outputs must be device buffers (pinned to the graph); the lengths and
+// block table go to buffers of the graph's own, uploaded from p's slices
+// before every replay (they must stay valid as long as the graph); the
+// partial rows get buffers of the graph's own. The caller is inside do.
+func (s *pagedKV) stageCaptured(c *captureState, p *backend.PagedProblem) error {
+	if p.QBuf == nil {
+		return errCapture("a paged attention on host-memory queries")
+	}
+	bufs, err := ours(p.QBuf, p.OutBuf, p.LSEBuf)
+	if err != nil {
+		return err
+	}
+	for _, b := range bufs {
+		if b != nil && (b.dev != s.dev || b.buf.p == 0) {
+			return fmt.Errorf("%w: cuda: a freed buffer, or one of another device", backend.ErrInvalid)
+		}
+	}
+	pp := s.params
+	pp.Q, pp.Out = uint64(bufs[0].buf.p), uint64(bufs[1].buf.p)
+	if bufs[2] != nil {
+		pp.LSE = uint64(bufs[2].buf.p)
+	} else if pp.LSE, err = s.dev.own(c, 4*int64(p.B*p.Hq*p.Sq)); err != nil {
+		return err
+	}
+	for _, in := range []struct {
+		dst  *uint64
+		host []byte
+	}{{&pp.SeqLens, bytesOf(p.SeqLens)}, {&pp.BlockTable, bytesOf(p.BlockTable)}} {
+		if *in.dst, err = s.dev.own(c, int64(len(in.host))); err != nil {
+			return err
+		}
+		c.uploads = append(c.uploads, hostCopy{cu.DevicePtr(*in.dst), in.host})
+	}
+	if pp.Splits > 1 {
+		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
+		if pp.PartOut, err = s.dev.own(c, 4*parts*int64(p.D)); err != nil {
+			return err
+		}
+		if pp.PartLSE, err = s.dev.own(c, 4*parts); err != nil {
+			return err
+		}
+	}
+	c.caches = append(c.caches, s)
+	return nil
 }
 
 // launchAttention issues the attention kernel (and the merge) on the stream.
@@ -560,6 +620,9 @@ func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale floa
 	blk := int64(page*c.KVHeads+head) * int64(n)
 	sc := int64(4 * (page*c.KVHeads + head))
 	scales := make([]float32, 2) // (cgo: not inside a struct that holds Go pointers)
+	if s.dev.capturing() != nil {
+		return 0, 0, errCapture("reading a page")
+	}
 	err = s.dev.do(func() error {
 		errs := []error{
 			cu.MemcpyDtoHAsync(unsafe.Pointer(&k[0]), s.k+cu.DevicePtr(blk), int64(n), s.dev.stream),

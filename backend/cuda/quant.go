@@ -62,6 +62,9 @@ type Buffer struct {
 	// into this buffer (Backend.AttentionOn) flags a score factor beyond
 	// backend.MaxScoreFactor; Read reports and clears it.
 	flag pooled
+	// pins counts the live graphs that use the buffer (Free fails while
+	// it is not 0). Guarded by the device's lock.
+	pins int
 }
 
 // Alloc returns a buffer of n bytes (n > 0). Its contents are undefined
@@ -84,6 +87,15 @@ func (d *Device) Alloc(n int64) (*Buffer, error) {
 
 // Len returns the buffer's size in bytes.
 func (b *Buffer) Len() int64 { return b.n }
+
+// capturing returns the capture the calling goroutine records on b's
+// device, or nil.
+func (b *Buffer) capturing() *captureState {
+	if b == nil || b.dev == nil {
+		return nil
+	}
+	return b.dev.capturing()
+}
 
 func (b *Buffer) live() error {
 	if b == nil || b.dev == nil {
@@ -174,6 +186,9 @@ func (b *Buffer) Free() error {
 		return nil
 	}
 	return b.dev.do(func() error {
+		if b.pins > 0 {
+			return fmt.Errorf("%w: cuda: freeing a buffer that %d live graph(s) use: Close them first", backend.ErrInvalid, b.pins)
+		}
 		bufs := []pooled{b.buf}
 		if b.flag.p != 0 {
 			bufs = append(bufs, b.flag)
@@ -271,10 +286,21 @@ func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
 	if heads > 65535 {
 		return fmt.Errorf("%w: cuda: quantizing %d heads at once (at most 65535)", backend.ErrUnsupported, heads)
 	}
-	if err := d.quantScratch(heads); err != nil {
-		return err
+	if c := d.capturing(); c != nil { // a scratch of the graph's own, zeroed at every replay
+		p, err := d.own(c, 8*int64(heads))
+		if err != nil {
+			return err
+		}
+		if err := cu.MemsetD32Async(cu.DevicePtr(p), 0, 2*int64(heads), d.stream); err != nil {
+			return err
+		}
+		qp.Amax, qp.Done = p, p+4*uint64(heads)
+	} else {
+		if err := d.quantScratch(heads); err != nil {
+			return err
+		}
+		qp.Amax, qp.Done = uint64(d.quant.scratch.p), uint64(d.quant.scratch.p)+4*uint64(d.quant.scratchHeads)
 	}
-	qp.Amax, qp.Done = uint64(d.quant.scratch.p), uint64(d.quant.scratch.p)+4*uint64(d.quant.scratchHeads)
 	v := 0
 	if dim%4 == 0 {
 		v = 1
@@ -372,7 +398,9 @@ func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer
 					return err
 				}
 				out.flag = pooled{ptr, size}
-				if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
+				if c := d.capturing(); c != nil { // cleared once, when the capture ends (not at every replay)
+					c.zero = append(c.zero, ptr)
+				} else if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
 					return err
 				}
 			}
@@ -441,6 +469,9 @@ func (b *Buffer) Zero() error {
 		return err
 	}
 	return b.dev.do(func() error {
+		if c := b.capturing(); c != nil {
+			c.pin(b)
+		}
 		if b.n%4 == 0 {
 			return cu.MemsetD32Async(b.buf.p, 0, b.n/4, b.dev.stream)
 		}
@@ -461,7 +492,8 @@ func (b *Backend) Alloc(n int64) (backend.Buffer, error) {
 	return buf, nil
 }
 
-// ours returns the cuda buffers behind backend buffers (nil stays nil).
+// ours returns the cuda buffers behind backend buffers (nil stays nil),
+// pinned to the graph when the caller is capturing one.
 func ours(bufs ...backend.Buffer) ([]*Buffer, error) {
 	out := make([]*Buffer, len(bufs))
 	for i, b := range bufs {
@@ -473,6 +505,9 @@ func ours(bufs ...backend.Buffer) ([]*Buffer, error) {
 			return nil, fmt.Errorf("%w: cuda: a buffer of another backend (%T)", backend.ErrInvalid, b)
 		}
 		out[i] = cb
+		if c := cb.capturing(); c != nil {
+			c.pin(cb)
+		}
 	}
 	return out, nil
 }

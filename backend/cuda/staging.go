@@ -95,6 +95,9 @@ func staged(buf []byte, copies []hostCopy) (pinned, host [][]byte) {
 // stream, staged through page-locked memory when they are small together.
 // The Go memory may be reused when upload returns. The caller is inside do.
 func (d *Device) upload(copies []hostCopy) error {
+	if d.capturing() != nil {
+		return errCapture("copying host memory to the device")
+	}
 	n := stagedBytes(copies)
 	var pinned [][]byte
 	if n <= stagingMax {
@@ -131,6 +134,9 @@ func (d *Device) upload(copies []hostCopy) error {
 // the work issued on the stream, and waits for it: an error from any
 // kernel before it is reported here. The caller is inside do.
 func (d *Device) download(copies []hostCopy) error {
+	if d.capturing() != nil {
+		return errCapture("copying device memory to the host")
+	}
 	n := stagedBytes(copies)
 	var pinned, host [][]byte
 	if n <= stagingMax {
@@ -218,6 +224,9 @@ func (l inputLayout) fill(buf []byte) {
 // the stream: staged through page-locked memory when they fit, else from a
 // Go buffer (pageable). The caller is inside do.
 func (d *Device) uploadInputs(dev cu.DevicePtr, l inputLayout) error {
+	if d.capturing() != nil {
+		return errCapture("copying host memory to the device")
+	}
 	var buf []byte
 	small := l.total <= stagingMax
 	if small {
