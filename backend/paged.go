@@ -123,6 +123,12 @@ type PagedAppend struct {
 	B, N   int
 	Layout Layout
 	K, V   []float32
+	// KBuf and VBuf, when KBuf is not nil, hold K and V in the device
+	// memory of a Memory backend instead of the slices (which are then
+	// nil). Only storages of such backends take them (others answer
+	// ErrUnsupported); they check the values for NaN and ±Inf on the
+	// device, before writing anything.
+	KBuf, VBuf Buffer
 	// Page and Slot have B·N entries.
 	Page, Slot []int32
 }
@@ -131,7 +137,8 @@ type PagedAppend struct {
 // page and slot is in range, that no slot is named twice among a page's
 // worth of neighbouring tokens (a sequence's run), and that K and V
 // are finite (a non-finite value in a cache would poison every later call
-// that reads it). Errors wrap ErrInvalid.
+// that reads it; values in device buffers are checked by the storage, on
+// the device). Errors wrap ErrInvalid.
 func (a *PagedAppend) Validate(c PagedConfig) error {
 	if a.B <= 0 || a.N <= 0 {
 		return fmt.Errorf("%w: append of B=%d sequences of N=%d tokens", ErrInvalid, a.B, a.N)
@@ -144,7 +151,11 @@ func (a *PagedAppend) Validate(c PagedConfig) error {
 	if !ok || !ok2 {
 		return fmt.Errorf("%w: append of %d×%d tokens overflows", ErrInvalid, a.B, a.N)
 	}
-	if len(a.K) != n || len(a.V) != n {
+	if a.KBuf != nil {
+		if a.K != nil || a.V != nil || a.VBuf == nil || a.KBuf.Len() < 4*int64(n) || a.VBuf.Len() < 4*int64(n) {
+			return fmt.Errorf("%w: device buffers for K and V must replace the slices and hold %d elements", ErrInvalid, n)
+		}
+	} else if len(a.K) != n || len(a.V) != n {
 		return fmt.Errorf("%w: K has %d and V %d elements, %d tokens × %d heads × %d need %d", ErrInvalid, len(a.K), len(a.V), tokens, c.KVHeads, c.HeadDim, n)
 	}
 	if len(a.Page) != tokens || len(a.Slot) != tokens {

@@ -3,10 +3,13 @@
 # cross-compiled here (go test -c -tags cuda; gzipped ones are unpacked
 # first): the graph tests and the device-tensor and cache tests of sdpa
 # (bin/sdpa-cuda.test), the backend's suite (bin/cuda.test), deliberately
-# broken builds that must fail their graph tests
-# (bin/sdpa-cuda-broken-NAME.test, each logged to broken-NAME.txt), the
-# sanitizers on the graph tests (SANITIZE=1), and BenchmarkGraphGPU beside
-# BenchmarkKVCacheDecodeGPU (ROUNDS rounds, default 3; SKIP_BENCH=1 skips).
+# broken builds of either that must fail the tests BROKEN_RUN names
+# (bin/broken-NAME.test, each logged to broken-NAME.txt), the sanitizers on
+# the graph and append tests (SANITIZE=1), and BenchmarkGraphGPU,
+# BenchmarkKVCacheDecodeGPU and BenchmarkKVCacheAppendGPU (ROUNDS rounds,
+# default 3, alternating with bin/old-sdpa-cuda.test where there is one;
+# SKIP_BENCH=1 skips). GEN=1 first rebuilds the kernels (gen.sh; OUT gets
+# kernels.tgz) and points every binary at them.
 # Leaves logs under OUT (default ./out); exits non-zero if anything that must
 # pass fails.
 set -uo pipefail
@@ -17,15 +20,25 @@ for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
 chmod +x bin/* 2>/dev/null
 failed() { echo "gpu-graphs: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
+if [ -n "${GEN:-}" ]; then
+  if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
+    tail -20 "$out/gen.log"; failed "kernel build (gen.log)"; exit 1
+  fi
+  tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
+    paged_compute_89.ptx attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
+  k=$PWD/backend/cuda/kernels
+  export FP8ATTN_PTX=$k/attention_compute_89.ptx FP8ATTN_CUBIN=$k/attention_sm_90a.cubin FP8ATTN_PAGED_PTX=$k/paged_compute_89.ptx \
+    FP8ATTN_PTX80=$k/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$k/paged_compute_80.ptx
+fi
 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 600s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
 tail -3 "$out/sdpa-tests.txt"
-for bad in bin/sdpa-cuda-broken-*.test; do
+for bad in bin/broken-*.test; do
   [ -x "$bad" ] || continue
-  name=${bad#bin/sdpa-cuda-broken-}; name=${name%.test}
-  if "$bad" -test.run 'Graph' -test.v -test.timeout 300s > "$out/broken-$name.txt" 2>&1; then
+  name=${bad#bin/broken-}; name=${name%.test}
+  if "$bad" -test.run "${BROKEN_RUN:-Graph|PagedAppendBitExact}" -test.v -test.timeout 300s > "$out/broken-$name.txt" 2>&1; then
     failed "the broken build $name passed (broken-$name.txt)"
   fi
-  echo "broken-$name:"; grep -E "graph_test.go:[0-9]+: " "$out/broken-$name.txt" | grep -v seed | head -3
+  echo "broken-$name:"; grep -E "_test.go:[0-9]+: " "$out/broken-$name.txt" | grep -v seed | head -3
 done
 if [ -x bin/cuda.test ]; then
   bin/cuda.test -test.timeout 600s > "$out/cuda-tests.txt" 2>&1 || failed "backend tests (cuda-tests.txt)"
@@ -33,14 +46,22 @@ if [ -x bin/cuda.test ]; then
 fi
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do
-    timeout 300 compute-sanitizer --tool $tool --error-exitcode 3 bin/sdpa-cuda.test -test.run 'Graph|Capture' -test.timeout 280s > "$out/$tool.txt" 2>&1 || failed "$tool ($tool.txt)"
-    tail -1 "$out/$tool.txt"
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 bin/sdpa-cuda.test -test.run 'Graph|Capture' -test.timeout 190s > "$out/$tool.txt" 2>&1 || failed "$tool ($tool.txt)"
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 bin/cuda.test -test.run 'PagedAppendBitExact' -test.timeout 190s >> "$out/$tool.txt" 2>&1 || failed "$tool on the appends ($tool.txt)"
+    grep -E "SUMMARY" "$out/$tool.txt"
   done
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
+  bench='GraphGPU|KVCacheDecodeGPU|KVCacheAppendGPU'
   for r in $(seq "${ROUNDS:-3}"); do
-    bin/sdpa-cuda.test -test.run '^$' -test.bench 'GraphGPU|KVCacheDecodeGPU' -test.benchtime 3000x >> "$out/bench.txt" 2>&1 || failed "benchmarks (bench.txt)"
+    if [ -x bin/old-sdpa-cuda.test ]; then
+      echo "# round $r" >> "$out/bench-old.txt"
+      bin/old-sdpa-cuda.test -test.run '^$' -test.bench "$bench" -test.benchtime 1000x >> "$out/bench-old.txt" 2>&1 || failed "old benchmarks (bench-old.txt)"
+    fi
+    echo "# round $r" >> "$out/bench.txt"
+    bin/sdpa-cuda.test -test.run '^$' -test.bench "$bench" -test.benchtime 1000x >> "$out/bench.txt" 2>&1 || failed "benchmarks (bench.txt)"
   done
-  grep -E "us/step" "$out/bench.txt"
+  grep -E "us/(step|call)" "$out/bench.txt"
+  [ -f "$out/bench-old.txt" ] && { echo "# old"; grep -E "us/(step|call)" "$out/bench-old.txt"; }
 fi
 exit $status

@@ -19,9 +19,9 @@ import (
 // backend has one (backend.Memory: "cuda" keeps them in GPU memory, and
 // Quantize and Attention run there, inputs quantized on the GPU bit for bit
 // as on the host), otherwise in host memory ("cpu"). A KVCache on "cuda"
-// keeps its pages in GPU memory: appends are quantized there (their keys
-// and values pass through the host, where they are checked for non-finite
-// values first), and its Attention reads queries and writes outputs in GPU
+// keeps its pages in GPU memory: appends read keys and values there, check
+// them for non-finite values there (before writing anything) and quantize
+// them there, and its Attention reads queries and writes outputs in GPU
 // memory. The API does not change when tensors move.
 //
 // A Device and its tensors are safe for concurrent use: calls that write a

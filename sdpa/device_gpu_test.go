@@ -470,3 +470,55 @@ func TestGraphConcurrentGPU(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkKVCacheAppendGPU: KVCache.Append on "cuda" with keys and values
+// in GPU memory, host time per call: a decode step's tokens (one for each
+// of 8 sequences) and a prefill chunk (1024 tokens of one sequence), 8 KV
+// heads of dim 128. The call checks the values for NaN and ±Inf before
+// writing, so it waits for the device.
+func BenchmarkKVCacheAppendGPU(b *testing.B) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	const hkv, d, seqs, maxLen = 8, 128, 8, 4096
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, c := range []struct {
+		name   string
+		nb, nt int
+	}{{"decode-8x1", seqs, 1}, {"prefill-1x1024", 1, 1024}} {
+		b.Run(c.name, func(b *testing.B) {
+			cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: seqs * maxLen, MaxSeqLen: maxLen})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer cache.Close()
+			k, err1 := dev.Upload(randLayout(rng, c.nb, hkv, c.nt, d, sdpa.BSHD))
+			v, err2 := dev.Upload(randLayout(rng, c.nb, hkv, c.nt, d, sdpa.BSHD))
+			if err := errors.Join(err1, err2); err != nil {
+				b.Fatal(err)
+			}
+			ids := make([]sdpa.SeqID, c.nb)
+			for i := range ids {
+				ids[i], _ = cache.AddSequence()
+			}
+			reset := func() { // (IDs are never reused)
+				for i := range ids {
+					cache.Drop(ids[i])
+					ids[i], _ = cache.AddSequence()
+				}
+			}
+			n := 0
+			for b.Loop() {
+				if n += c.nt; n > maxLen {
+					reset()
+					n = c.nt
+				}
+				if err := cache.Append(ids, k, v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N), "us/call")
+		})
+	}
+}

@@ -257,16 +257,8 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 	if k.Precision() != FP32 || v.Precision() != FP32 {
 		return fmt.Errorf("%w: append takes float32 keys and values (the cache quantizes them)", ErrInvalid)
 	}
-	if k.m != nil || v.m != nil { // in device memory: through the host for now
-		hk, _, err := staged(k)
-		if err != nil {
-			return err
-		}
-		hv, _, err := staged(v)
-		if err != nil {
-			return err
-		}
-		return c.Append(ids, hk, hv)
+	if (k.m != nil) != (v.m != nil) {
+		return fmt.Errorf("%w: k and v must both be in device memory or both in host memory", ErrInvalid)
 	}
 	kb, kh, kn, kd := k.Dims()
 	vb, vh, vn, vd := v.Dims()
@@ -319,7 +311,12 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 		}
 		top -= (s.n+kn+P-1)/P - owned
 	}
-	c.app = backend.PagedAppend{B: kb, N: kn, Layout: k.Layout(), K: k.f.Data, V: v.f.Data, Page: c.page, Slot: c.slot}
+	c.app = backend.PagedAppend{B: kb, N: kn, Layout: k.Layout(), Page: c.page, Slot: c.slot}
+	if k.m != nil { // in device memory: the storage reads (and checks) them there
+		c.app.KBuf, c.app.VBuf = k.m.data, v.m.data
+	} else {
+		c.app.K, c.app.V = k.f.Data, v.f.Data
+	}
 	err = c.kv.Append(&c.app)
 	c.app = backend.PagedAppend{}
 	if err != nil {

@@ -104,6 +104,9 @@ func (s *pagedKV) Append(a *backend.PagedAppend) error {
 	if err := a.Validate(s.cfg); err != nil {
 		return err
 	}
+	if a.KBuf != nil {
+		return fmt.Errorf("%w: the cpu cache takes keys and values in host memory", backend.ErrUnsupported)
+	}
 	H, D, P := s.cfg.KVHeads, s.cfg.HeadDim, s.cfg.PageSize
 	s.codes = freelist.Grow(s.codes, D)
 	for b := range a.B {

@@ -27,8 +27,8 @@ import (
 
 // pagedKernels are the paged module's kernels.
 type pagedKernels struct {
-	append, merge C.CUfunction
-	attn          map[int]C.CUfunction // by head dim
+	append, merge, check C.CUfunction
+	attn                 map[int]C.CUfunction // by head dim
 }
 
 // loadPaged loads the paged module (the embedded PTX, or the file
@@ -63,6 +63,9 @@ func (d *Device) loadPaged(ampere bool) error {
 		return err
 	}
 	if k.merge, err = fn("fp8attn_paged_merge"); err != nil {
+		return err
+	}
+	if k.check, err = fn("fp8attn_paged_check"); err != nil {
 		return err
 	}
 	for _, hd := range tiles.PagedHeadDims {
@@ -285,13 +288,19 @@ func (s *pagedKV) Append(a *backend.PagedAppend) error {
 	bs, hs, rs := a.Layout.Strides(H, a.N, D)
 	return s.dev.do(func() error {
 		var copies []hostCopy
-		srcK, err := s.put(&copies, "srcK", bytesOf(a.K))
-		if err != nil {
-			return err
-		}
-		srcV, err := s.put(&copies, "srcV", bytesOf(a.V))
-		if err != nil {
-			return err
+		var srcK, srcV uint64
+		var err error
+		if a.KBuf != nil {
+			if srcK, srcV, err = s.checkDevice(a); err != nil {
+				return err
+			}
+		} else {
+			if srcK, err = s.put(&copies, "srcK", bytesOf(a.K)); err != nil {
+				return err
+			}
+			if srcV, err = s.put(&copies, "srcV", bytesOf(a.V)); err != nil {
+				return err
+			}
 		}
 		runs, err := s.put(&copies, "runs", bytesOf(s.runsW))
 		if err != nil {
@@ -316,6 +325,45 @@ func (s *pagedKV) Append(a *backend.PagedAppend) error {
 		return nil
 	})
 }
+
+// checkDevice checks the keys and values of an append from device buffers
+// on the device (fp8attn_paged_check) and waits for its verdict, so that a
+// non-finite value is refused before anything is written, as the host's
+// Validate refuses it for host slices. It returns the buffers' addresses.
+// The caller is inside do.
+func (s *pagedKV) checkDevice(a *backend.PagedAppend) (srcK, srcV uint64, err error) {
+	bufs, err := ours(a.KBuf, a.VBuf)
+	if err != nil {
+		return 0, 0, err
+	}
+	n := int64(a.B) * int64(a.N) * int64(s.cfg.KVHeads) * int64(s.cfg.HeadDim)
+	for i, b := range bufs {
+		if err := b.fits(s.dev, 4*n, [...]string{"keys", "values"}[i]); err != nil {
+			return 0, 0, err
+		}
+	}
+	flag, err := s.buf("bad", 4)
+	if err != nil {
+		return 0, 0, err
+	}
+	cp := &checkParams{K: uint64(bufs[0].buf.p), V: uint64(bufs[1].buf.p), Bad: flag, N: n}
+	blocks := int(min((n+checkThreads-1)/checkThreads, int64(4*s.dev.SMs)))
+	var bad [1]int32
+	if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(flag), 0, 1, s.dev.stream),
+		launchStruct(s.dev.paged.check, blocks, 1, 1, checkThreads, 0, s.dev.stream, unsafe.Pointer(cp))); err != nil {
+		return 0, 0, err
+	}
+	if err := s.dev.download([]hostCopy{{cu.DevicePtr(flag), bytesOf(bad[:])}}); err != nil {
+		return 0, 0, err
+	}
+	if bad[0] != 0 {
+		return 0, 0, fmt.Errorf("%w: the keys or values hold NaN or ±Inf; the cache holds finite values only", backend.ErrInvalid)
+	}
+	return cp.K, cp.V, nil
+}
+
+// checkThreads is fp8attn_paged_check's block size (CHECK_THREADS).
+const checkThreads = 256
 
 // planRuns splits a's tokens into runs (consecutive tokens of one batch
 // entry going to consecutive slots of one page), orders them into waves in

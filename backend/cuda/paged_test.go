@@ -106,6 +106,31 @@ func TestPagedAppendBitExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer gpu.Close()
+			// dev gets every append from device buffers (PagedAppend.KBuf).
+			dev, err := testBackend(0).NewPagedKV(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			d, err := OpenDevice(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromDevice := func(a *backend.PagedAppend) error {
+				kb, err1 := d.Alloc(4 * int64(len(a.K)))
+				vb, err2 := d.Alloc(4 * int64(len(a.V)))
+				if err := errors.Join(err1, err2); err != nil {
+					return err
+				}
+				defer kb.Free()
+				defer vb.Free()
+				if err := errors.Join(kb.Write(bytesOf(a.K)), vb.Write(bytesOf(a.V))); err != nil {
+					return err
+				}
+				da := *a
+				da.K, da.V, da.KBuf, da.VBuf = nil, nil, kb, vb
+				return dev.Append(&da)
+			}
 			mags := []float64{1, 1e-3, 30, 0, 2e3, 1e-6, 5e5, 0.7, -0.0}
 			row := 0
 			fill := func(x []float32) {
@@ -131,6 +156,9 @@ func TestPagedAppendBitExact(t *testing.T) {
 					t.Fatal(err)
 				}
 				if err := gpu.Append(a); err != nil {
+					t.Fatal(err)
+				}
+				if err := fromDevice(a); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -159,6 +187,24 @@ func TestPagedAppendBitExact(t *testing.T) {
 			}
 			if err := diffPages(hr, flipOne{gr}, c); err == nil {
 				t.Fatal("diffPages missed a flipped code")
+			}
+			if err := diffPages(hr, dev.(backend.PagedReader), c); err != nil {
+				t.Fatalf("appends from device buffers: %v", err)
+			}
+			// A non-finite value in device buffers: refused, nothing written
+			// (the same append with finite values would change page 0).
+			for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(-1))} {
+				n := 2 * c.KVHeads * c.HeadDim
+				a := &backend.PagedAppend{B: 1, N: 2, Page: []int32{0, 0}, Slot: []int32{0, 1}, K: make([]float32, n), V: make([]float32, n)}
+				fill(a.K)
+				fill(a.V)
+				a.V[n-1] = bad
+				if err := fromDevice(a); !errors.Is(err, backend.ErrInvalid) {
+					t.Fatalf("append of %v from device buffers: %v, want ErrInvalid", bad, err)
+				}
+			}
+			if err := diffPages(hr, dev.(backend.PagedReader), c); err != nil {
+				t.Fatalf("after refused appends: %v", err)
 			}
 		})
 	}

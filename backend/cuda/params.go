@@ -107,6 +107,13 @@ type appendParams struct {
 	Hkv, D, PageSize, NRuns            int32
 }
 
+// checkParams mirrors struct CheckParams in kernels/paged.cu.
+type checkParams struct {
+	K, V uint64 // float32, N elements each
+	Bad  uint64 // int32 flag
+	N    int64
+}
+
 // quantTensor and quantParams mirror QuantTensor and QuantParams in
 // kernels/quant.cuh, and scoreParams struct ScoreParams (checked against
 // fp8attn_quant_params_layout, quantLayout's form, and
@@ -167,5 +174,6 @@ var (
 	pagedLayouts = []layoutCheck{
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
 		{"fp8attn_append_params_layout", structLayout[appendParams]()},
+		{"fp8attn_check_params_layout", structLayout[checkParams]()},
 	}
 )

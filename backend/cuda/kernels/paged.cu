@@ -8,6 +8,8 @@
 //   fp8attn_paged_d{D}     attention of new queries (decode: one token; or a
 //                          chunk) against the cache, split over the keys.
 //   fp8attn_paged_merge    combines the splits by their log-sum-exps.
+//   fp8attn_paged_check    flags a non-finite key or value of an append from
+//                          device memory (before anything is written).
 //
 // Storage. Every (page, KV head) block holds its keys as rows, [P][D] codes,
 // and its values transposed in groups of 32 keys, [P/32][D][32] codes (keys
@@ -83,6 +85,8 @@
 //                    100.2).
 //   v8 (2026-11-22): the tiles' copies through L1 (cp.async.ca): the
 //                    L1-bypassing copies had L2 send 1.75x the cache's bytes.
+//   v9 (2026-11-22): fp8attn_paged_check, for appends whose keys and values
+//                    are already in device memory (no copy through the host).
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 struct PagedParams {
@@ -107,7 +111,16 @@ struct AppendParams {
   int hkv, d, page_size, nruns;
 };
 
+// CheckParams: the new keys and values of an append from device memory,
+// n elements each (whole tensors), and the flag set when one is NaN or ±Inf.
+struct CheckParams {
+  const float *k, *v;
+  int* bad;
+  long long n;
+};
+
 #define PP_OFF(f) (int)offsetof(PagedParams, f)
+#define CP_OFF(f) (int)offsetof(CheckParams, f)
 #define AP_OFF(f) (int)offsetof(AppendParams, f)
 extern "C" __device__ const int fp8attn_paged_params_layout[] = {
     (int)sizeof(PagedParams), PP_OFF(k), PP_OFF(v), PP_OFF(k_scale), PP_OFF(v_scale), PP_OFF(q), PP_OFF(out),
@@ -119,6 +132,22 @@ extern "C" __device__ const int fp8attn_append_params_layout[] = {
     (int)sizeof(AppendParams), AP_OFF(k), AP_OFF(v), AP_OFF(k_scale), AP_OFF(v_scale), AP_OFF(src_k),
     AP_OFF(src_v), AP_OFF(runs), AP_OFF(batch_stride), AP_OFF(head_stride), AP_OFF(row_stride), AP_OFF(hkv),
     AP_OFF(d), AP_OFF(page_size), AP_OFF(nruns)};
+extern "C" __device__ const int fp8attn_check_params_layout[] = {
+    (int)sizeof(CheckParams), CP_OFF(k), CP_OFF(v), CP_OFF(bad), CP_OFF(n)};
+
+constexpr int CHECK_THREADS = 256;
+
+// Sets *p.bad to 1 if any of the 2n elements is NaN or ±Inf (exponent all
+// ones); leaves it alone otherwise. Grid-stride over the elements.
+extern "C" __global__ void __launch_bounds__(CHECK_THREADS) fp8attn_paged_check(const CheckParams p) {
+  bool bad = false;
+  const long long stride = (long long)gridDim.x * CHECK_THREADS;
+  for (long long i = (long long)blockIdx.x * CHECK_THREADS + threadIdx.x; i < p.n; i += stride) {
+    const unsigned a = __float_as_uint(p.k[i]) & 0x7f800000u, b = __float_as_uint(p.v[i]) & 0x7f800000u;
+    bad |= a == 0x7f800000u || b == 0x7f800000u;
+  }
+  if (__syncthreads_or(bad) && threadIdx.x == 0) *p.bad = 1;
+}
 
 __device__ __forceinline__ uint8_t float_to_e4m3(float x) {
   return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "09de7195acd408f6af041e1193c1484208616c877d25e4975b2209d67864ffc0"
+const SourceHash = "05f4fc47c92ec840dcb2899d7ce0cfc60dc550633e55b45245ba3f62477cc42f"
