@@ -70,3 +70,14 @@ type QuantizeJob struct {
 	B, H, S, D         int
 	Layout             Layout
 }
+
+// QuantizingMemory is implemented by a Memory backend that can quantize
+// float32 inputs and run FP8 attention on them as one step.
+// AttentionQuantizing gives, bit for bit, what Quantize of q, k and v (float32
+// buffers of p's shape and layout) followed by AttentionOn on the codes
+// gives, output and LSE, without writing the codes anywhere the caller
+// sees; for a problem it does not fuse it answers ErrUnsupported, having
+// done nothing, and the caller makes the two calls.
+type QuantizingMemory interface {
+	AttentionQuantizing(p *Problem, out, lse, q, k, v Buffer) error
+}

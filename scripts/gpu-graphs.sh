@@ -8,8 +8,11 @@
 # the graph and append tests (SANITIZE=1), and BenchmarkGraphGPU,
 # BenchmarkKVCacheDecodeGPU and BenchmarkKVCacheAppendGPU (ROUNDS rounds,
 # default 3, alternating with bin/old-sdpa-cuda.test where there is one;
-# SKIP_BENCH=1 skips). GEN=1 first rebuilds the kernels (gen.sh; OUT gets
-# kernels.tgz) and points every binary at them.
+# SKIP_BENCH=1 skips); CUDA_BENCH, a benchmark regexp of bin/cuda.test
+# run in the same rounds. GEN=1 first rebuilds the kernels (gen.sh; OUT gets
+# kernels.tgz) and points every binary at them. SANITIZE_CUDA is the
+# backend tests the sanitizers run (default PagedAppendBitExact). PACK=1
+# leaves the logs in OUT/logs.tgz (the device tool brings back 8 files).
 # Leaves logs under OUT (default ./out); exits non-zero if anything that must
 # pass fails.
 set -uo pipefail
@@ -47,7 +50,7 @@ fi
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do
     timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 bin/sdpa-cuda.test -test.run 'Graph|Capture' -test.timeout 190s > "$out/$tool.txt" 2>&1 || failed "$tool ($tool.txt)"
-    timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 bin/cuda.test -test.run 'PagedAppendBitExact' -test.timeout 190s >> "$out/$tool.txt" 2>&1 || failed "$tool on the appends ($tool.txt)"
+    timeout 200 compute-sanitizer --tool $tool --error-exitcode 3 bin/cuda.test -test.run "${SANITIZE_CUDA:-PagedAppendBitExact}" -test.timeout 190s >> "$out/$tool.txt" 2>&1 || failed "$tool on the appends ($tool.txt)"
     grep -E "SUMMARY" "$out/$tool.txt"
   done
 fi
@@ -60,8 +63,16 @@ if [ -z "${SKIP_BENCH:-}" ]; then
     fi
     echo "# round $r" >> "$out/bench.txt"
     bin/sdpa-cuda.test -test.run '^$' -test.bench "$bench" -test.benchtime 1000x >> "$out/bench.txt" 2>&1 || failed "benchmarks (bench.txt)"
+    if [ -n "${CUDA_BENCH:-}" ]; then
+      echo "# round $r" >> "$out/bench-cuda.txt"
+      bin/cuda.test -test.run '^$' -test.bench "$CUDA_BENCH" >> "$out/bench-cuda.txt" 2>&1 || failed "backend benchmarks (bench-cuda.txt)"
+    fi
   done
+  [ -f "$out/bench-cuda.txt" ] && grep -E "ratio" "$out/bench-cuda.txt"
   grep -E "us/(step|call)" "$out/bench.txt"
   [ -f "$out/bench-old.txt" ] && { echo "# old"; grep -E "us/(step|call)" "$out/bench-old.txt"; }
+fi
+if [ -n "${PACK:-}" ]; then
+  (cd "$out" && tar czf logs.tgz $(ls *.txt *.log 2>/dev/null) && rm -f *.txt *.log)
 fi
 exit $status

@@ -160,6 +160,7 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 	}
 	in := [3]*memTensor{q, k, v}
 	var means backend.Buffer
+	fused := false // quantized and attended in one backend call
 	switch {
 	case q.fp8() && k.fp8() && v.fp8():
 		if o.SmoothK || o.Hadamard {
@@ -181,6 +182,16 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 			}
 			in[0], in[1], means = tq, tk, m
 		}
+		if qm, ok := d.mem.(backend.QuantizingMemory); ok { // one step where the backend fuses them
+			err = qm.AttentionQuantizing(&p, out.data, lseBuf, in[0].data, in[1].data, in[2].data)
+			if err == nil {
+				fused = true
+				break
+			}
+			if !errors.Is(err, ErrUnsupported) {
+				return fmt.Errorf("sdpa: backend %s: %w", d.name, err)
+			}
+		}
 		var qts []*memTensor
 		if qts, err = d.memQuantize(in[0], in[1], in[2]); err != nil {
 			return err
@@ -192,7 +203,9 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 	default:
 		return fmt.Errorf("%w: q, k and v must all be float32 or all FP8", ErrInvalid)
 	}
-	err = d.mem.AttentionOn(&p, out.data, lseBuf, [6]backend.Buffer{in[0].data, in[1].data, in[2].data, in[0].scales, in[1].scales, in[2].scales})
+	if !fused {
+		err = d.mem.AttentionOn(&p, out.data, lseBuf, [6]backend.Buffer{in[0].data, in[1].data, in[2].data, in[0].scales, in[1].scales, in[2].scales})
+	}
 	if err == nil && lseBuf != nil && means != nil {
 		err = d.mem.CorrectLSE(&p, lseBuf, q.data, means)
 	}

@@ -83,6 +83,8 @@ type Device struct {
 type hopperKernels struct {
 	cfg                       tiles.HopperConfig
 	attn, packQ, packK, packV C.CUfunction
+	// quantPack quantizes float32 inputs into the images (quant_pack9).
+	quantPack C.CUfunction
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -244,6 +246,9 @@ func (d *Device) loadHopper() error {
 	if err := d.checkParamsLayout(d.hmod); err != nil {
 		return err
 	}
+	if err := d.checkLayouts(d.hmod, hopperLayouts); err != nil {
+		return err
+	}
 	for _, hd := range HopperHeadDims {
 		cfg, _ := tiles.Hopper(hd)
 		var k hopperKernels
@@ -256,6 +261,7 @@ func (d *Device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9q_d%d", hd), &k.packQ},
 			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
 			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
+			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
 		} {
 			fn, err := d.hmod.Function(f.name)
 			if err != nil {
@@ -621,6 +627,11 @@ type Resident struct {
 	// (nil for Upload's): its inputs may change between runs, so every
 	// launch recomputes the factors and repacks.
 	scores *scoreParams
+	// fused marks a resident made by AttentionQuantizing: its Q, K and V
+	// buffers hold float32 inputs, which each stage-9 launch quantizes
+	// straight into the images (quant_pack9, which also writes the scale
+	// buffers and the score factors) instead of packing codes.
+	fused bool
 	// images holds, per stage, the device layouts its pack kernels wrote
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
 	// first launch and kept until Free.
@@ -717,7 +728,10 @@ func (r *Resident) launch(stage int) error {
 	if len(r.bufs) == 0 {
 		return errors.New("cuda: resident used after Free")
 	}
-	if r.scores != nil {
+	if r.fused && stage != tiles.HopperStage {
+		return fmt.Errorf("%w: cuda: float32 inputs quantized on launch run on stage %d only", backend.ErrUnsupported, tiles.HopperStage)
+	}
+	if r.scores != nil && !r.fused {
 		if err := r.launchScores(); err != nil {
 			return err
 		}
@@ -731,8 +745,17 @@ func (r *Resident) launch(stage int) error {
 		k := r.dev.hopper[s.D]
 		b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
 		sizes := [3]int64{b * hq * int64(k.cfg.QImageBytes(s.Sq)), b * hkv * int64(k.cfg.KImageBytes(s.Sk)), b * hkv * int64(k.cfg.VImageBytes(s.Sk))}
-		if err := r.pack(stage, sizes, [3]C.CUfunction{k.packQ, k.packK, k.packV}); err != nil {
+		fns := [3]C.CUfunction{k.packQ, k.packK, k.packV}
+		if r.fused {
+			fns = [3]C.CUfunction{}
+		}
+		if err := r.pack(stage, sizes, fns); err != nil {
 			return err
+		}
+		if r.fused {
+			if err := r.launchQuantPack(k.quantPack); err != nil {
+				return err
+			}
 		}
 		gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
 		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
@@ -762,8 +785,9 @@ func (r *Resident) launch(stage int) error {
 // kernels (one per image with a nonzero size; one thread per 16 image
 // bytes, 256 a block) write the Q, K and V images, which stay with the
 // resident until Free; once for Upload's residents, at every launch for
-// NewResident's (whose inputs may change). It leaves the stage's images in
-// the params block. The caller holds d.mu with the context current.
+// NewResident's (whose inputs may change); a nil kernel only allocates its
+// image (quant_pack9 fills them). It leaves the stage's images in the
+// params block. The caller holds d.mu with the context current.
 func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
 	imgs, ok := r.images[stage]
 	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
@@ -783,7 +807,7 @@ func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
 	}
 	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
 	for i, fn := range fns {
-		if sizes[i] == 0 {
+		if sizes[i] == 0 || fn == nil { // (no pack kernels: quant_pack9 writes the images)
 			continue
 		}
 		if err := launch(fn, int((sizes[i]/16+255)/256), 1, 1, 256, 0, r.dev.stream, r.params); err != nil {

@@ -107,6 +107,15 @@ type appendParams struct {
 	Hkv, D, PageSize, NRuns            int32
 }
 
+// fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper.cuh):
+// stage 9's params with float32 inputs in Q, K and V, the score-factor
+// check, and the heads-done counter of quant_pack9.
+type fusedQuantParams struct {
+	P            params
+	Bad, Counter uint64
+	Scale, Limit float64
+}
+
 // checkParams mirrors struct CheckParams in kernels/paged.cu.
 type checkParams struct {
 	K, V uint64 // float32, N elements each
@@ -162,14 +171,18 @@ type layoutCheck struct {
 	want []int
 }
 
-// quantLayouts and pagedLayouts are the parameter blocks of the
-// quantization kernels (attention module) and of the paged module, checked
+// quantLayouts, hopperLayouts and pagedLayouts are the parameter blocks of
+// the quantization kernels (attention module), of quant_pack9 (the Hopper
+// module) and of the paged module, checked
 // at load (Device.checkLayouts) and against the committed PTX by CPU tests.
 var (
 	quantLayouts = []layoutCheck{
 		{"fp8attn_quant_params_layout", quantLayout()},
 		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
 		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
+	}
+	hopperLayouts = []layoutCheck{
+		{"fp8attn_fused_params_layout", structLayout[fusedQuantParams]()},
 	}
 	pagedLayouts = []layoutCheck{
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},

@@ -74,6 +74,7 @@ func TestModuleLayoutsMatchPTX(t *testing.T) {
 	}{
 		{pagedLayouts, map[string]string{"compute_89": kernels.PagedPTX, "compute_80": kernels.PagedPTX80}},
 		{quantLayouts, map[string]string{"compute_89": kernels.PTX, "compute_80": kernels.PTX80}},
+		{hopperLayouts, map[string]string{"compute_90a": kernels.HopperPTX}},
 	} {
 		for _, c := range m.checks {
 			for arch, ptx := range m.ptx {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/internal/checked"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
 // quantKernels are the device quantization kernels (kernels/quant.cuh).
@@ -25,6 +26,7 @@ type quantKernels struct {
 	smoothK, rotate, correctLSE C.CUfunction
 	scratch                     pooled // zeroed words: amax, then done, per head (quantParams.Amax, Done)
 	scratchHeads                int
+	counter                     pooled // quant_pack9's heads-done word (0 between launches)
 }
 
 // loadQuant finds the quantization kernels in the attention module and
@@ -527,6 +529,111 @@ func (b *Backend) Quantize(jobs ...backend.QuantizeJob) error {
 		ts[i] = QuantizeTensor{bufs[0], bufs[1], bufs[2], TensorShape{j.B, j.H, j.S, j.D, j.Layout}}
 	}
 	return d.QuantizeAll(ts)
+}
+
+// quantPackShared is the most shared memory quant_pack9 asks for: a head's
+// codes, rows × D bytes, within the default 48 KB a block.
+const quantPackShared = 48 << 10
+
+// quantPackThreads is quant_pack9's block size (QUANT_PACK_THREADS).
+const quantPackThreads = 512
+
+// fusable reports whether quant_pack9 takes p's heads: the longest head's
+// codes fit its shared memory.
+func fusable(p *backend.Problem) bool {
+	return int64(max(p.Sq, p.Sk))*int64(p.D) <= quantPackShared
+}
+
+// launchQuantPack runs quant_pack9 for a fused resident: float32 Q, K and V
+// (its Q, K, V buffers) into the images, the scale buffers and the score
+// factors, one block a head. The heads-done counter is the device's (the
+// kernel leaves it 0), or inside a capture the graph's own, zeroed at every
+// replay. The caller is inside do, after pack allocated the images.
+func (r *Resident) launchQuantPack(fn C.CUfunction) error {
+	d, s, sp := r.dev, r.shape, r.scores
+	var counter uint64
+	if c := d.capturing(); c != nil {
+		p, err := d.own(c, 4)
+		if err != nil {
+			return err
+		}
+		if err := cu.MemsetD32Async(cu.DevicePtr(p), 0, 1, d.stream); err != nil {
+			return err
+		}
+		counter = p
+	} else {
+		if d.quant.counter.p == 0 {
+			p, size, err := d.alloc(4)
+			if err != nil {
+				return err
+			}
+			if err := cu.MemsetD32Async(p, 0, 1, d.stream); err != nil {
+				d.release([]pooled{{p, size}})
+				return err
+			}
+			d.quant.counter = pooled{p, size}
+		}
+		counter = uint64(d.quant.counter.p)
+	}
+	fp := &fusedQuantParams{P: *r.params, Bad: sp.Bad, Counter: counter, Scale: sp.Scale, Limit: sp.Limit}
+	blocks := s.B*s.Hq + 2*s.B*s.Hkv
+	return launchStruct(fn, blocks, 1, 1, quantPackThreads, max(s.Sq, s.Sk)*s.D, d.stream, unsafe.Pointer(fp))
+}
+
+// AttentionQuantizing implements backend.QuantizingMemory: where the stage
+// is 9 and the heads fit quant_pack9, one launch quantizes the float32
+// inputs straight into stage 9's images and a second runs the attention,
+// bit for bit Quantize followed by AttentionOn (its codes never written);
+// elsewhere ErrUnsupported, and the caller makes those two calls.
+func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
+	bufs, err := ours(q, k, v, out, lse)
+	if err != nil {
+		return err
+	}
+	if p == nil || bufs[0] == nil || bufs[1] == nil || bufs[2] == nil || bufs[3] == nil {
+		return fmt.Errorf("%w: cuda: AttentionQuantizing without a problem, an input or an output buffer", backend.ErrInvalid)
+	}
+	pp := *p
+	pp.Precision = backend.FP8E4M3
+	if _, _, err := problemShape(&pp); err != nil {
+		return err
+	}
+	d, st, err := b.stageFor(&pp)
+	if err != nil {
+		return err
+	}
+	if st != tiles.HopperStage || d.hopperErr != nil || !fusable(&pp) || pp.D%4 != 0 {
+		return fmt.Errorf("%w: cuda: no fused quantization for stage %d, Sq %d, Sk %d, D %d", backend.ErrUnsupported, st, pp.Sq, pp.Sk, pp.D)
+	}
+	if err := b.Supports(&pp); err != nil {
+		return err
+	}
+	nq, nkv, _ := problemShape(&pp)
+	for i, x := range bufs[:3] {
+		if err := x.fits(d, 4*[]int64{nq, nkv, nkv}[i], [...]string{"q", "k", "v"}[i]); err != nil {
+			return err
+		}
+	}
+	var scales [3]*Buffer
+	defer func() {
+		for _, sc := range scales {
+			if sc != nil {
+				err = errors.Join(err, sc.Free())
+			}
+		}
+	}()
+	for i, n := range []int{pp.B * pp.Hq, pp.B * pp.Hkv, pp.B * pp.Hkv} {
+		if scales[i], err = d.Alloc(4 * int64(n)); err != nil {
+			return err
+		}
+	}
+	r, err := d.newResident(&pp, [6]*Buffer{bufs[0], bufs[1], bufs[2], scales[0], scales[1], scales[2]}, bufs[3], bufs[4])
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	r.fused = true
+	return r.Run(st)
 }
 
 // AttentionOn implements backend.Memory: a resident over the buffers

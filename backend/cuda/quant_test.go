@@ -480,6 +480,29 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 			b.ReportMetric(w, "us/quantize+attention")
 			b.ReportMetric(a, "us/attention")
 			b.ReportMetric(w/a, "ratio")
+			// The fused path (AttentionQuantizing's resident): quant_pack9,
+			// then the attention, where stage 9 takes the heads.
+			p := &backend.Problem{Shape: s, Scale: 0.125}
+			if st != tiles.HopperStage || !fusable(p) {
+				return
+			}
+			fr, err := d.newResident(p, [6]*Buffer{srcs[0], srcs[1], srcs[2], bufs[3], bufs[4], bufs[5]}, nil, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer fr.Free()
+			fr.fused = true
+			var fused []float64
+			if err := d.do(func() error {
+				var err error
+				fused, err = d.timeCalls(iters, true, func() error { return fr.launch(st) })
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			f := median(fused)
+			b.ReportMetric(f, "us/fused")
+			b.ReportMetric(f/a, "fused-ratio")
 		})
 	}
 }
@@ -619,5 +642,138 @@ func TestDeviceMemoryErrors(t *testing.T) {
 		if !errors.Is(err, backend.ErrInvalid) && !errors.Is(err, backend.ErrUnsupported) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 		}
+	}
+}
+
+// TestAttentionQuantizingBitExact: quant_pack9 (AttentionQuantizing: float32
+// inputs quantized straight into stage 9's images, scales and score factors
+// in one launch) gives, bit for bit, the output and LSE of Quantize
+// followed by AttentionOn on the codes, across head dims, GQA, both masks,
+// both layouts, a negative scale (folded into Q's codes) and heads of
+// zeros, huge and subnormal values; the poisoned outputs are all written.
+// A scale factor beyond the limit is reported by the output's Read, as
+// AttentionOn reports it. Shapes it does not fuse are ErrUnsupported.
+func TestAttentionQuantizingBitExact(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.hopperErr != nil {
+		t.Skipf("no stage 9 here: %v", d.hopperErr)
+	}
+	b := &Backend{name: "cuda"}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 40))
+	for _, c := range []struct {
+		s     backend.Shape
+		m     backend.Mask
+		l     backend.Layout
+		scale float32
+		mag   float64
+	}{
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BSHD, -0.2, 1},
+		{backend.Shape{B: 1, Hq: 6, Hkv: 3, Sq: 100, Sk: 100, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1, 1e-30},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 1, Sk: 300, D: 128}, backend.NoMask, backend.BSHD, 0.09, 3e4},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 150, D: 256}, backend.CausalLowerRight, backend.BHSD, -0.06, 1},
+	} {
+		s := c.s
+		in := sdpatest.RandomInputs(rng, s, c.mag)
+		for i := range s.D { // one all-zero query row and one all-zero key
+			in.Q[i], in.K[i] = 0, 0
+		}
+		if c.mag == 1e-30 { // subnormal codes and scales
+			for i := range in.V {
+				in.V[i] *= 1e-10
+			}
+		}
+		p := &backend.Problem{Shape: s, Scale: c.scale, Mask: c.m, Layout: c.l}
+		nq := s.B * s.Hq * s.Sq * s.D
+		buf := func(data []float32, h, n int) *Buffer {
+			x, err := d.Alloc(int64(4 * len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.l == backend.BSHD {
+				data = backend.Permute(data, s.B, h, n, s.D, backend.BSHD)
+			}
+			if err := x.Write(bytesOf(data)); err != nil {
+				t.Fatal(err)
+			}
+			return x
+		}
+		q, k, v := buf(in.Q, s.Hq, s.Sq), buf(in.K, s.Hkv, s.Sk), buf(in.V, s.Hkv, s.Sk)
+		var outs, lses [2]*Buffer
+		for i := range 2 {
+			outs[i], _ = d.Alloc(int64(4 * nq))
+			lses[i], _ = d.Alloc(int64(4 * s.B * s.Hq * s.Sq))
+			poison := make([]float32, nq)
+			for j := range poison {
+				poison[j] = math.Float32frombits(backend.PoisonBits)
+			}
+			if err := errors.Join(outs[i].Write(bytesOf(poison)), lses[i].Write(bytesOf(poison[:s.B*s.Hq*s.Sq]))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The two calls: Quantize then AttentionOn, and the fused one.
+		codes := [3]*Buffer{}
+		scales := [3]*Buffer{}
+		var jobs []backend.QuantizeJob
+		for i, src := range []*Buffer{q, k, v} {
+			h, n := s.Hkv, s.Sk
+			if i == 0 {
+				h, n = s.Hq, s.Sq
+			}
+			codes[i], _ = d.Alloc(int64(s.B * h * n * s.D))
+			scales[i], _ = d.Alloc(int64(4 * s.B * h))
+			jobs = append(jobs, backend.QuantizeJob{Codes: codes[i], Scales: scales[i], Src: src, B: s.B, H: h, S: n, D: s.D, Layout: c.l})
+		}
+		if err := errors.Join(b.Quantize(jobs...), b.AttentionOn(p, outs[0], lses[0], [6]backend.Buffer{codes[0], codes[1], codes[2], scales[0], scales[1], scales[2]})); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AttentionQuantizing(p, outs[1], lses[1], q, k, v); err != nil {
+			t.Fatalf("%+v: %v", s, err)
+		}
+		var got [2][2][]float32
+		for i := range 2 {
+			got[i][0], got[i][1] = make([]float32, nq), make([]float32, s.B*s.Hq*s.Sq)
+			if err := errors.Join(outs[i].Read(bytesOf(got[i][0])), lses[i].Read(bytesOf(got[i][1]))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j, what := range []string{"output", "LSE"} {
+			for e := range got[0][j] {
+				if x, y := got[0][j][e], got[1][j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == backend.PoisonBits {
+					t.Fatalf("%+v %v %v scale %g: %s %d is %g fused, %g from Quantize and AttentionOn", s, c.m, c.l, c.scale, what, e, y, x)
+				}
+			}
+		}
+		for _, x := range append([]*Buffer{q, k, v, outs[0], outs[1], lses[0], lses[1]}, append(codes[:], scales[:]...)...) {
+			x.Free()
+		}
+	}
+	// Heads that do not fit: ErrUnsupported, nothing done.
+	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 1024, D: 64}
+	x, _ := d.Alloc(4 * 1024 * 64)
+	defer x.Free()
+	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
+		t.Errorf("Sk 1024 D 64 (64 KB of codes a head): %v, want ErrUnsupported", err)
+	}
+	// A factor beyond the limit: the output's Read reports it.
+	s = backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 8, D: 64}
+	in := sdpatest.RandomInputs(rng, s, 1e30)
+	q, _ := d.Alloc(int64(4 * len(in.Q)))
+	kv, _ := d.Alloc(int64(4 * len(in.K)))
+	out, _ := d.Alloc(int64(4 * len(in.Q)))
+	defer func() { errors.Join(q.Free(), kv.Free(), out.Free()) }()
+	if err := errors.Join(q.Write(bytesOf(in.Q)), kv.Write(bytesOf(in.K))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 1}, out, nil, q, kv, kv); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Read(bytesOf(make([]float32, len(in.Q)))); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("an overflowing score factor: Read returned %v, want ErrInvalid", err)
 	}
 }

@@ -25,6 +25,10 @@
 //                    skipped when no row's maximum grew. Ping-pong between
 //                    the consumer warpgroups built, measured slower, off
 //                    (FP8ATTN_S9_PINGPONG).
+//   v4 (2026-11-22): quant_pack9: float32 Q, K and V quantized straight into
+//                    the images in one launch (amax, encode, pack and the
+//                    score factors; bit for bit the four launches it
+//                    replaces), for heads whose codes fit shared memory.
 #include "common.cuh"
 #include "hopper.cuh"
 
@@ -45,6 +49,10 @@
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9v_d##HD(const __grid_constant__ Params p) {     \
     hopper::pack_v<HD>(p);                                                                                       \
   }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(hopper::QUANT_PACK_THREADS)                                      \
+      fp8attn_quantpack9_d##HD(const __grid_constant__ hopper::FusedQuantParams f) {                             \
+    hopper::quant_pack9<HD>(f);                                                                                  \
+  }                                                                                                             \
   extern "C" __device__ const int fp8attn_stage9_d##HD##_config[7] = {                                           \
       HopperTiles<HD>::D,       HopperTiles<HD>::DK,   HopperTiles<HD>::BM,  HopperTiles<HD>::BN,                   \
       HopperTiles<HD>::THREADS, HopperTiles<HD>::RING, HopperTiles<HD>::SMEM};
@@ -55,3 +63,6 @@ HOPPER_ENTRY(192)
 HOPPER_ENTRY(256)
 
 FP8ATTN_EXPORT_PARAMS_LAYOUT
+#define FQP_OFF(f) (int)offsetof(hopper::FusedQuantParams, f)
+extern "C" __device__ const int fp8attn_fused_params_layout[] = {
+    (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(counter), FQP_OFF(scale), FQP_OFF(limit)};

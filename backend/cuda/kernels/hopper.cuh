@@ -45,6 +45,7 @@
 // keys consistently in P and V changes nothing.
 #pragma once
 #include "../../../wmma/include/fp8attn_wgmma.h"
+#include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
 
 // FP8ATTN_S9_PINGPONG=1 builds stage 9 with ping-pong between its consumer
 // warpgroups (named barriers make them take turns to issue their GEMMs, as
@@ -174,6 +175,119 @@ template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params
 template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
   using G = Geometry<D>;
   pack_v_image<D, G::BN>(p, [](int o) { return swizzle<G::BN>(o); });
+}
+
+// FusedQuantParams: stage 9's parameters, whose Q, K and V point at
+// float32 inputs (in the codes' layout and element strides) instead of
+// codes, for quant_pack9; the score-factor check as ScoreParams has it; a
+// device word counting the heads done (zero between launches).
+// Mirrored by backend/cuda's fusedQuantParams (fp8attn_fused_params_layout).
+struct FusedQuantParams {
+  Params p;
+  int* bad;
+  unsigned* counter;
+  double scale, limit;
+};
+
+constexpr int QUANT_PACK_THREADS = 512;
+
+// quant_pack9 quantizes Q, K and V straight into stage 9's images in one
+// launch: block x takes head x of Q, then of K, then of V (B·Hq + 2·B·Hkv
+// blocks). A block finds its head's amax (quant_amax's rule), encodes the
+// head into shared memory as quant_encode does ([rows][D] codes), writes
+// the head's image from there as pack_qk / pack_v_image do (a negative
+// score factor folded into Q: its sign is the softmax scale's, the
+// descales being positive), and its scale; the last block to finish
+// computes every score factor as score_factors does. Codes, scales, images
+// and factors are bit for bit those of quant_amax, quant_encode,
+// score_factors and the three pack kernels. Dynamic shared memory: the
+// longest head's rows times D bytes.
+template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantParams& f) {
+  using G = Geometry<D>;
+  extern __shared__ __align__(16) uint8_t codes[];
+  __shared__ float warp_max[QUANT_PACK_THREADS / 32];
+  __shared__ bool last;
+  const Params& p = f.p;
+  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv), tid = threadIdx.x;
+  int head = blockIdx.x, kind = 0;  // 0: Q, 1: K, 2: V
+  if (head >= nq + nkv) kind = 2, head -= nq + nkv;
+  else if (head >= nq) kind = 1, head -= nq;
+  const int hper = (int)(kind == 0 ? p.hq : p.hkv), b = head / hper, h = head % hper;
+  const int rows = (int)(kind == 0 ? p.sq : p.sk), n = rows * D;
+  const long long rs = kind == 0 ? p.q_row_stride : p.kv_row_stride;
+  const float* src = (const float*)(kind == 0 ? p.q : kind == 1 ? p.k : p.v) +
+                     b * (kind == 0 ? p.q_batch_stride : p.kv_batch_stride) + h * (kind == 0 ? p.q_head_stride : p.kv_head_stride);
+
+  float m = 0.f;
+#pragma unroll 4
+  for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
+    const float4 x = *(const float4*)(src + (i / D) * rs + i % D);
+    const float a[4] = {fabsf(x.x), fabsf(x.y), fabsf(x.z), fabsf(x.w)};
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+      if (a[j] > m && a[j] <= 3.40282347e38f) m = a[j];  // NaN and ±Inf fail the tests
+  }
+  m = group_max<32>(m);
+  if ((tid & 31) == 0) warp_max[tid >> 5] = m;
+  __syncthreads();
+#pragma unroll
+  for (int w = 0; w < QUANT_PACK_THREADS / 32; w++) m = fmaxf(m, warp_max[w]);
+  const float s = scale_for_amax(m);
+#pragma unroll 4
+  for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
+    const float4 x = *(const float4*)(src + (i / D) * rs + i % D);
+    *(uint32_t*)(codes + i) = e4m3_nosat(__fdiv_rn(x.x, s)) | (uint32_t)e4m3_nosat(__fdiv_rn(x.y, s)) << 8 |
+                              (uint32_t)e4m3_nosat(__fdiv_rn(x.z, s)) << 16 | (uint32_t)e4m3_nosat(__fdiv_rn(x.w, s)) << 24;
+  }
+  __syncthreads();
+  if (kind < 2) {  // pack_qk's image, from shared memory
+    constexpr int CH = G::DK / 16;
+    const int pad = kind == 0 ? G::BM : G::BN, rows_p = (rows + pad - 1) / pad * pad;
+    const uint32_t flip = kind == 0 && f.scale < 0.0 ? 0x80808080u : 0u;
+    uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
+    for (int idx = tid; idx < rows_p * CH; idx += QUANT_PACK_THREADS) {
+      const int c = idx % CH, row = idx / CH, col = 16 * c;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row < rows && col < D) {
+        v = *(const uint4*)(codes + row * D + col);
+        v.x ^= flip, v.y ^= flip, v.z ^= flip, v.w ^= flip;
+      }
+      *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
+    }
+  } else {  // pack_v_image's, swizzled as pack_v has it
+    constexpr int BN = G::BN, CH = BN / 16;
+    const int tiles = (rows + BN - 1) / BN;
+    for (int idx = tid; idx < tiles * CH * D; idx += QUANT_PACK_THREADS) {
+      const int d = idx % D, c = idx / D % CH, tile = idx / D / CH;
+      uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int q = 0; q < 16; q++) {
+        const int key = tile * BN + 16 * c + sigma(q);
+        const uint32_t byte = key < rows ? codes[key * D + d] : 0u;
+        w[q / 4] |= byte << (8 * (q % 4));
+      }
+      uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
+      *(uint4*)(dst + swizzle<BN>(d * BN + 16 * c)) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+  if (tid == 0) {
+    float* scales = (float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale);
+    scales[head] = s;
+    __threadfence();
+    last = atomicAdd(f.counter, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();  // every block's scale is visible
+  const int group = (int)(p.hq / p.hkv);
+  for (int bh = tid; bh < nq; bh += QUANT_PACK_THREADS) {  // score_factors
+    const int bb = bh / (int)p.hq, hh = bh % (int)p.hq;
+    const double fac = f.scale * (double)((volatile const float*)p.q_scale)[bh] *
+                       (double)((volatile const float*)p.k_scale)[bb * p.hkv + hh / group];
+    if (fabs(fac) > f.limit) atomicCAS(f.bad, 0, 1 + bh);
+    ((float*)p.score_scale)[bh] = (float)(fac * 1.4426950408889634);  // math.Log2E, rounded once
+  }
+  if (tid == 0) *f.counter = 0u;
 }
 
 // stage9 is the attention kernel. Grid (query blocks of BM rows, query

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "05f4fc47c92ec840dcb2899d7ce0cfc60dc550633e55b45245ba3f62477cc42f"
+const SourceHash = "fd95d26926e501369bfb37c4565a5f27439d1880a132397a578feec3a62a9981"
