@@ -675,8 +675,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1},
 		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BSHD, -0.2, 1},
 		{backend.Shape{B: 1, Hq: 6, Hkv: 3, Sq: 100, Sk: 100, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1, 1e-30},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 1, Sk: 300, D: 128}, backend.NoMask, backend.BSHD, 0.09, 3e4},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 150, D: 256}, backend.CausalLowerRight, backend.BHSD, -0.06, 1},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 1, Sk: 250, D: 128}, backend.NoMask, backend.BSHD, 0.09, 3e4},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 120, D: 256}, backend.CausalLowerRight, backend.BHSD, -0.06, 1},
+		{backend.Shape{B: 3, Hq: 2, Hkv: 1, Sq: 33, Sk: 170, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2},
 	} {
 		s := c.s
 		in := sdpatest.RandomInputs(rng, s, c.mag)
@@ -758,7 +759,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	x, _ := d.Alloc(4 * 1024 * 64)
 	defer x.Free()
 	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("Sk 1024 D 64 (64 KB of codes a head): %v, want ErrUnsupported", err)
+		t.Errorf("Sk 1024 D 64 (64 K elements a head): %v, want ErrUnsupported", err)
 	}
 	// A factor beyond the limit: the output's Read reports it.
 	s = backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 8, D: 64}
