@@ -26,7 +26,7 @@ type quantKernels struct {
 	smoothK, rotate, correctLSE C.CUfunction
 	scratch                     pooled // zeroed words: amax, then done, per head (quantParams.Amax, Done)
 	scratchHeads                int
-	counter                     pooled // quant_pack9's heads-done word (0 between launches)
+	counter                     pooled // quant_pack9's blocks-done word (0 between launches)
 }
 
 // loadQuant finds the quantization kernels in the attention module and
@@ -531,24 +531,27 @@ func (b *Backend) Quantize(jobs ...backend.QuantizeJob) error {
 	return d.QuantizeAll(ts)
 }
 
-// quantPackShared is the most shared memory quant_pack9 asks for: a head's
-// codes, rows × D bytes, within the default 48 KB a block.
-const quantPackShared = 48 << 10
+// quant_pack9's geometry (QUANT_PACK_THREADS, QUANT_PACK_CLUSTER,
+// QUANT_PACK_CODES): threads a block, blocks a head (a cluster), and the
+// shared memory for a block's codes.
+const (
+	quantPackThreads = 256
+	quantPackCluster = 4
+	quantPackCodes   = 16 << 10
+)
 
-// quantPackThreads is quant_pack9's block size (QUANT_PACK_THREADS).
-const quantPackThreads = 512
-
-// fusable reports whether quant_pack9 takes p's heads: the longest head's
-// codes fit its shared memory.
+// fusable reports whether quant_pack9 takes p's heads: a block's rows (a
+// quarter of the longest head's, rounded up to 16) fit its shared memory.
 func fusable(p *backend.Problem) bool {
-	return int64(max(p.Sq, p.Sk))*int64(p.D) <= quantPackShared
+	rows := ((max(p.Sq, p.Sk)+quantPackCluster-1)/quantPackCluster + 15) / 16 * 16
+	return int64(rows)*int64(p.D) <= quantPackCodes && p.D%16 == 0
 }
 
 // launchQuantPack runs quant_pack9 for a fused resident: float32 Q, K and V
 // (its Q, K, V buffers) into the images, the scale buffers and the score
-// factors, one block a head. The heads-done counter is the device's (the
-// kernel leaves it 0), or inside a capture the graph's own, zeroed at every
-// replay. The caller is inside do, after pack allocated the images.
+// factors, a cluster of quantPackCluster blocks a head. The blocks-done
+// counter is the device's (the kernel leaves it 0), or inside a capture the
+// graph's own, zeroed at every replay. The caller is inside do, after pack allocated the images.
 func (r *Resident) launchQuantPack(fn C.CUfunction) error {
 	d, s, sp := r.dev, r.shape, r.scores
 	var counter uint64
@@ -576,8 +579,7 @@ func (r *Resident) launchQuantPack(fn C.CUfunction) error {
 		counter = uint64(d.quant.counter.p)
 	}
 	fp := &fusedQuantParams{P: *r.params, Bad: sp.Bad, Counter: counter, Scale: sp.Scale, Limit: sp.Limit}
-	blocks := s.B*s.Hq + 2*s.B*s.Hkv
-	return launchStruct(fn, blocks, 1, 1, quantPackThreads, max(s.Sq, s.Sk)*s.D, d.stream, unsafe.Pointer(fp))
+	return launchStruct(fn, quantPackCluster, s.B*s.Hq+2*s.B*s.Hkv, 1, quantPackThreads, 0, d.stream, unsafe.Pointer(fp))
 }
 
 // AttentionQuantizing implements backend.QuantizingMemory: where the stage

@@ -755,11 +755,11 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		}
 	}
 	// Heads that do not fit: ErrUnsupported, nothing done.
-	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 1024, D: 64}
-	x, _ := d.Alloc(4 * 1024 * 64)
+	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 2048, D: 64}
+	x, _ := d.Alloc(4 * 2048 * 64)
 	defer x.Free()
 	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("Sk 1024 D 64 (64 K elements a head): %v, want ErrUnsupported", err)
+		t.Errorf("Sk 2048 D 64 (32 KB of codes a block): %v, want ErrUnsupported", err)
 	}
 	// A factor beyond the limit: the output's Read reports it.
 	s = backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 8, D: 64}

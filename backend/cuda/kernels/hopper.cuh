@@ -180,7 +180,7 @@ template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
 // FusedQuantParams: stage 9's parameters, whose Q, K and V point at
 // float32 inputs (in the codes' layout and element strides) instead of
 // codes, for quant_pack9; the score-factor check as ScoreParams has it; a
-// device word counting the heads done (zero between launches).
+// device word counting the blocks done (zero between launches).
 // Mirrored by backend/cuda's fusedQuantParams (fp8attn_fused_params_layout).
 struct FusedQuantParams {
   Params p;
@@ -189,34 +189,60 @@ struct FusedQuantParams {
   double scale, limit;
 };
 
-constexpr int QUANT_PACK_THREADS = 512;
+constexpr int QUANT_PACK_THREADS = 256;
+constexpr int QUANT_PACK_CLUSTER = 4;       // blocks a head (a thread-block cluster)
+constexpr int QUANT_PACK_CODES = 16 << 10;  // shared memory for a block's codes
+
+// cluster_sync is barrier.cluster (arrive with release, wait with acquire):
+// every thread of the cluster's blocks reaches it before any goes on, and
+// their shared-memory writes before it are visible after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// cluster_load reads the float at the shared-memory address of x in block
+// rank of this cluster (distributed shared memory).
+__device__ __forceinline__ float cluster_load(const float* x, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(x)), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
 
 // quant_pack9 quantizes Q, K and V straight into stage 9's images in one
-// launch: block x takes head x of Q, then of K, then of V (B·Hq + 2·B·Hkv
-// blocks). A block finds its head's amax (quant_amax's rule), encodes the
-// head into shared memory as quant_encode does ([rows][D] codes), writes
-// the head's image from there as pack_qk / pack_v_image do (a negative
-// score factor folded into Q: its sign is the softmax scale's, the
-// descales being positive), and its scale; the last block to finish
-// computes every score factor as score_factors does. Codes, scales, images
-// and factors are bit for bit those of quant_amax, quant_encode,
-// score_factors and the three pack kernels. Dynamic shared memory: the
-// longest head's rows times D bytes.
+// launch. Grid (QUANT_PACK_CLUSTER, heads), one cluster a head: y takes a
+// head of Q, then of K, then of V; block x a chunk of rows (a multiple of
+// 16, so that no V key group straddles two). Each block finds its chunk's
+// amax (quant_amax's rule), the cluster's blocks exchange them through
+// distributed shared memory (the head's amax: the largest), and each block
+// encodes its rows into shared memory as quant_encode does and writes their
+// part of the head's image as pack_qk and pack_v_image do (the last block
+// also the padding; a negative score factor folded into Q, its sign the
+// softmax scale's as the descales are positive). Block 0 writes the head's
+// scale, and the last block to finish computes every score factor as
+// score_factors does. Codes, scales, images and factors are bit for bit
+// those of quant_amax, quant_encode, score_factors and the pack kernels.
 template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantParams& f) {
   using G = Geometry<D>;
-  extern __shared__ __align__(16) uint8_t codes[];
+  constexpr int NC = QUANT_PACK_CLUSTER;
+  __shared__ __align__(16) uint8_t codes[QUANT_PACK_CODES];
   __shared__ float warp_max[QUANT_PACK_THREADS / 32];
+  __shared__ float part;  // this block's amax, read by the cluster
   __shared__ bool last;
   const Params& p = f.p;
-  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv), tid = threadIdx.x;
-  int head = blockIdx.x, kind = 0;  // 0: Q, 1: K, 2: V
+  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv), tid = threadIdx.x, c = blockIdx.x;
+  int head = blockIdx.y, kind = 0;  // 0: Q, 1: K, 2: V
   if (head >= nq + nkv) kind = 2, head -= nq + nkv;
   else if (head >= nq) kind = 1, head -= nq;
   const int hper = (int)(kind == 0 ? p.hq : p.hkv), b = head / hper, h = head % hper;
-  const int rows = (int)(kind == 0 ? p.sq : p.sk), n = rows * D;
+  const int rows = (int)(kind == 0 ? p.sq : p.sk);
+  const int R = ((rows + NC - 1) / NC + 15) / 16 * 16;  // rows a chunk
+  const int r0 = min(c * R, rows), r1 = min(r0 + R, rows), n = (r1 - r0) * D;
   const long long rs = kind == 0 ? p.q_row_stride : p.kv_row_stride;
   const float* src = (const float*)(kind == 0 ? p.q : kind == 1 ? p.k : p.v) +
-                     b * (kind == 0 ? p.q_batch_stride : p.kv_batch_stride) + h * (kind == 0 ? p.q_head_stride : p.kv_head_stride);
+                     b * (kind == 0 ? p.q_batch_stride : p.kv_batch_stride) +
+                     h * (kind == 0 ? p.q_head_stride : p.kv_head_stride) + r0 * rs;
 
   float m = 0.f;
 #pragma unroll 4
@@ -230,55 +256,64 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   m = group_max<32>(m);
   if ((tid & 31) == 0) warp_max[tid >> 5] = m;
   __syncthreads();
+  if (tid == 0) {
 #pragma unroll
-  for (int w = 0; w < QUANT_PACK_THREADS / 32; w++) m = fmaxf(m, warp_max[w]);
+    for (int w = 1; w < QUANT_PACK_THREADS / 32; w++) m = fmaxf(m, warp_max[w]);
+    part = m;
+  }
+  cluster_sync();  // every block's part is written
+  m = 0.f;
+#pragma unroll
+  for (int r = 0; r < NC; r++) m = fmaxf(m, cluster_load(&part, r));
+  cluster_sync();  // every block has read the others' part (a block may exit now)
   const float s = scale_for_amax(m);
-#pragma unroll 4
   for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
     const float4 x = *(const float4*)(src + (i / D) * rs + i % D);
     *(uint32_t*)(codes + i) = e4m3_nosat(__fdiv_rn(x.x, s)) | (uint32_t)e4m3_nosat(__fdiv_rn(x.y, s)) << 8 |
                               (uint32_t)e4m3_nosat(__fdiv_rn(x.z, s)) << 16 | (uint32_t)e4m3_nosat(__fdiv_rn(x.w, s)) << 24;
   }
   __syncthreads();
-  if (kind < 2) {  // pack_qk's image, from shared memory
+  const bool tail = c == NC - 1;
+  if (kind < 2) {  // pack_qk's image rows of the chunk (the tail: up to the padded rows)
     constexpr int CH = G::DK / 16;
     const int pad = kind == 0 ? G::BM : G::BN, rows_p = (rows + pad - 1) / pad * pad;
+    const int q0 = min(c * R, rows_p), q1 = tail ? rows_p : min(q0 + R, rows_p);
     const uint32_t flip = kind == 0 && f.scale < 0.0 ? 0x80808080u : 0u;
     uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
-    for (int idx = tid; idx < rows_p * CH; idx += QUANT_PACK_THREADS) {
-      const int c = idx % CH, row = idx / CH, col = 16 * c;
+    for (int idx = tid; idx < (q1 - q0) * CH; idx += QUANT_PACK_THREADS) {
+      const int col = 16 * (idx % CH), row = q0 + idx / CH;
       uint4 v = make_uint4(0, 0, 0, 0);
       if (row < rows && col < D) {
-        v = *(const uint4*)(codes + row * D + col);
+        v = *(const uint4*)(codes + (row - r0) * D + col);
         v.x ^= flip, v.y ^= flip, v.z ^= flip, v.w ^= flip;
       }
       *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
     }
-  } else {  // pack_v_image's, swizzled as pack_v has it
+  } else {  // pack_v_image's 16-key groups of the chunk (the tail: up to whole tiles), swizzled as pack_v has it
     constexpr int BN = G::BN, CH = BN / 16;
-    const int tiles = (rows + BN - 1) / BN;
-    for (int idx = tid; idx < tiles * CH * D; idx += QUANT_PACK_THREADS) {
-      const int d = idx % D, c = idx / D % CH, tile = idx / D / CH;
+    const int tiles = (rows + BN - 1) / BN, g0 = min(c * R, tiles * BN) / 16;
+    const int g1 = tail ? tiles * CH : min(c * R + R, tiles * BN) / 16;
+    for (int idx = tid; idx < (g1 - g0) * D; idx += QUANT_PACK_THREADS) {
+      const int d = idx % D, g = g0 + idx / D, tile = g / CH, cc = g % CH;
       uint32_t w[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int q = 0; q < 16; q++) {
-        const int key = tile * BN + 16 * c + sigma(q);
-        const uint32_t byte = key < rows ? codes[key * D + d] : 0u;
+        const int key = 16 * g + sigma(q);
+        const uint32_t byte = key < rows ? codes[(key - r0) * D + d] : 0u;
         w[q / 4] |= byte << (8 * (q % 4));
       }
       uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
-      *(uint4*)(dst + swizzle<BN>(d * BN + 16 * c)) = make_uint4(w[0], w[1], w[2], w[3]);
+      *(uint4*)(dst + swizzle<BN>(d * BN + 16 * cc)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
   if (tid == 0) {
-    float* scales = (float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale);
-    scales[head] = s;
+    if (c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
     __threadfence();
-    last = atomicAdd(f.counter, 1u) == gridDim.x - 1;
+    last = atomicAdd(f.counter, 1u) == gridDim.x * gridDim.y - 1;
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();  // every block's scale is visible
+  __threadfence();  // every head's scale is visible
   const int group = (int)(p.hq / p.hkv);
   for (int bh = tid; bh < nq; bh += QUANT_PACK_THREADS) {  // score_factors
     const int bb = bh / (int)p.hq, hh = bh % (int)p.hq;

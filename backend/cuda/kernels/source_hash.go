@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "fd95d26926e501369bfb37c4565a5f27439d1880a132397a578feec3a62a9981"
+const SourceHash = "618373bc3df38c6cb390a5fdc33b5c641e59b5c0ff44a305f8c3a0f3e37b700a"
