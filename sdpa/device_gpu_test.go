@@ -522,3 +522,47 @@ func BenchmarkKVCacheAppendGPU(b *testing.B) {
 		})
 	}
 }
+
+// TestGraphDroppedGPU: a graph dropped without Close is closed by the
+// garbage collector, and the cache it pinned can then be closed.
+func TestGraphDroppedGPU(t *testing.T) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: 2, HeadDim: 64, MaxTokens: 256})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, _ := cache.AddSequence()
+	kv := upload(t, dev, randLayout(rand.New(rand.NewPCG(1, 2)), 1, 2, 10, 64, sdpa.BHSD))
+	q, _ := dev.NewTensor(1, 4, 1, 64, sdpa.BHSD)
+	out, _ := dev.NewTensor(1, 4, 1, 64, sdpa.BHSD)
+	if err := cache.Append([]sdpa.SeqID{seq}, kv, kv); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		g, err := dev.Capture(func() error { return cache.Attention(out, nil, q, []sdpa.SeqID{seq}, nil) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(g.Replay(), cache.Close()); !errors.Is(err, sdpa.ErrInvalid) {
+			t.Fatalf("closing a cache a live graph reads: %v, want ErrInvalid", err)
+		}
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		err := cache.Close()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, sdpa.ErrInvalid) || time.Now().After(deadline) {
+			t.Fatalf("the dropped graph still pins the cache: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := errors.Join(q.Free(), out.Free(), kv.Free()); err != nil {
+		t.Fatal(err)
+	}
+}

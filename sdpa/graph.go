@@ -3,6 +3,7 @@ package sdpa
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -17,8 +18,18 @@ import (
 // A Graph is safe for concurrent use; replays run one after another on the
 // device, in the order they are issued.
 type Graph struct {
-	dev *Device
-	mu  sync.Mutex
+	dev    *Device
+	mu     sync.Mutex
+	core   *graphCore
+	closed bool
+	// cleanup closes the graph if it is dropped without Close (its pins
+	// would otherwise keep its tensors and caches from being freed).
+	cleanup runtime.Cleanup
+}
+
+// graphCore is what a Graph holds, apart from the Graph itself so that a
+// cleanup can close it.
+type graphCore struct {
 	// g is the backend's graph; nil on a device without graphs, where
 	// Replay calls fn again.
 	g  backend.Graph
@@ -27,7 +38,21 @@ type Graph struct {
 	// pages Replay reads again before each replay.
 	caches []*graphCacheCall
 	keep   []*DeviceTensor // tensors the graph reads or writes (capture.keep)
-	closed bool
+}
+
+// close releases the backend's graph and unpins the caches.
+func (c *graphCore) close() error {
+	var err error
+	if c.g != nil {
+		err = c.g.Close()
+	}
+	for _, cc := range c.caches {
+		cc.cache.mu.Lock()
+		cc.cache.graphs--
+		cc.cache.mu.Unlock()
+	}
+	c.g, c.caches, c.keep, c.fn = nil, nil, nil, nil
+	return err
 }
 
 // capture is what a Capture in progress records on the sdpa side (only the
@@ -95,7 +120,7 @@ func (d *Device) Capture(fn func() error) (*Graph, error) {
 		if err := fn(); err != nil {
 			return nil, err
 		}
-		return &Graph{dev: d, fn: fn}, nil
+		return &Graph{dev: d, core: &graphCore{fn: fn}}, nil
 	}
 	if d.recording() != nil {
 		return nil, fmt.Errorf("%w: a capture inside a capture", ErrUnsupported)
@@ -109,12 +134,14 @@ func (d *Device) Capture(fn func() error) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Graph{dev: d, g: bg, caches: rec.caches, keep: rec.keep}
-	for _, cc := range g.caches {
+	core := &graphCore{g: bg, caches: rec.caches, keep: rec.keep}
+	for _, cc := range core.caches {
 		cc.cache.mu.Lock()
 		cc.cache.graphs++
 		cc.cache.mu.Unlock()
 	}
+	g := &Graph{dev: d, core: core}
+	g.cleanup = runtime.AddCleanup(g, func(c *graphCore) { c.close() }, core)
 	return g, nil
 }
 
@@ -146,25 +173,26 @@ func (g *Graph) Replay() error {
 	if g.closed {
 		return fmt.Errorf("%w: graph replayed after Close", ErrInvalid)
 	}
-	if g.g == nil {
-		return g.fn()
+	if g.core.g == nil {
+		return g.core.fn()
 	}
 	// The caches' read locks are held until the replay is issued, so that
 	// no Append or Drop changes a sequence between its refill and the
 	// launch (work issued after the launch is ordered after it).
-	for _, cc := range g.caches {
+	for _, cc := range g.core.caches {
 		cc.cache.mu.RLock()
 		defer cc.cache.mu.RUnlock()
 		if err := cc.refill(); err != nil {
 			return err
 		}
 	}
-	return g.g.Replay()
+	return g.core.g.Replay()
 }
 
 // Close waits for the graph's replays to finish and releases it; the
 // tensors and caches it used can be freed again. A second Close does
-// nothing.
+// nothing. A graph dropped without Close is closed when the garbage
+// collector finds it unreachable, later and unpredictably: call Close.
 func (g *Graph) Close() error {
 	if g == nil {
 		return nil
@@ -174,18 +202,9 @@ func (g *Graph) Close() error {
 	if g.closed {
 		return nil
 	}
-	var err error
-	if g.g != nil {
-		err = g.g.Close()
-	}
 	g.closed = true
-	for _, cc := range g.caches {
-		cc.cache.mu.Lock()
-		cc.cache.graphs--
-		cc.cache.mu.Unlock()
-	}
-	g.caches, g.keep, g.fn = nil, nil, nil
-	return err
+	g.cleanup.Stop()
+	return g.core.close()
 }
 
 // refill writes the sequences' lengths and pages into the call's host

@@ -8,8 +8,13 @@
 // checked against float32 attention over the whole history, computed from
 // scratch.
 //
-// The same program runs on a GPU host with -device cuda once the cuda backend
-// has a paged cache; today it reports that it has none.
+// The attention call of a step is captured once into a Graph and replayed at
+// every later step (it reads the sequences as they are then); a new capture
+// is made only when the batch changes. On "cuda" that is a CUDA graph, one
+// launch a step; on "cpu" the call is made again.
+//
+// The same program runs on a GPU host with -device cuda (built with -tags
+// cuda).
 package main
 
 import (
@@ -18,6 +23,7 @@ import (
 	"log"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/fp8attn/fp8attn/sdpa"
 )
@@ -65,7 +71,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: 4096})
+	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: 4096, MaxSeqLen: 1024})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -121,6 +127,8 @@ func main() {
 		q, k, v, out *sdpa.DeviceTensor
 		hq, hk, hv   *sdpa.Tensor
 		res          *sdpa.Tensor
+		step         *sdpa.Graph // the attention call for ids, captured
+		ids          []sdpa.SeqID
 	}
 	byBatch := map[int]*bufs{}
 	get := func(b int) *bufs {
@@ -175,7 +183,16 @@ func main() {
 		if err := cache.Append(ids, bf.k, bf.v); err != nil {
 			log.Fatal(err)
 		}
-		if err := cache.Attention(bf.out, nil, bf.q, ids, opts); err != nil {
+		if !slices.Equal(bf.ids, ids) { // a new batch: capture its attention call once
+			if err := bf.step.Close(); err != nil {
+				log.Fatal(err)
+			}
+			bf.ids = ids
+			if bf.step, err = dev.Capture(func() error { return cache.Attention(bf.out, nil, bf.q, ids, opts) }); err != nil {
+				log.Fatal(err)
+			}
+		}
+		if err := bf.step.Replay(); err != nil {
 			log.Fatal(err)
 		}
 		if err := bf.out.Download(bf.res); err != nil {
