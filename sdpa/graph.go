@@ -84,6 +84,7 @@ func (d *Device) keep(ts ...*DeviceTensor) {
 type graphCacheCall struct {
 	cache       *KVCache
 	ids         []SeqID
+	seqs        []*kvSeq // refill's scratch (Replay holds the graph's lock)
 	lens, table []int32
 	per         int // the table's pages a sequence
 }
@@ -214,7 +215,7 @@ func (cc *graphCacheCall) refill() error {
 	if err := c.errClosed(); err != nil {
 		return err
 	}
-	clear(cc.table)
+	seqs := cc.seqs[:len(cc.ids)]
 	for i, id := range cc.ids {
 		s, ok := c.seqs[id]
 		if !ok {
@@ -223,8 +224,8 @@ func (cc *graphCacheCall) refill() error {
 		if len(s.pages) > cc.per { // (Append keeps sequences within MaxSeqLen)
 			return errors.New("sdpa: internal error: a sequence outgrew its graph's block table")
 		}
-		cc.lens[i] = int32(s.n)
-		copy(cc.table[i*cc.per:], s.pages)
+		seqs[i] = s
 	}
+	fillTable(seqs, cc.lens, cc.table, cc.per)
 	return nil
 }

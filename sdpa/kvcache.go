@@ -432,23 +432,35 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		return err
 	}
 	cc.seqs = seqs
-	if rec := c.dev.recording(); rec != nil {
-		return c.captureAttention(rec, out, lse, q, ids, scale, o.Mask)
-	}
+	// Inside a Capture the call gets a table of its own, as wide as
+	// MaxSeqLen needs, which Graph.Replay refills from the sequences as they
+	// are then; the backend plans the launch for MaxSeqLen.
+	rec := c.dev.recording()
+	var gc *graphCacheCall
+	var lens, table []int32
 	per := 1
-	for _, s := range seqs {
-		per = max(per, len(s.pages))
+	if rec != nil {
+		if q.m == nil || out.m == nil || lse != nil && lse.m == nil {
+			return fmt.Errorf("%w: a captured kv-cache attention takes tensors in device memory", ErrUnsupported)
+		}
+		per = (c.maxSeqLen + c.cfg.PageSize - 1) / c.cfg.PageSize
+		gc = &graphCacheCall{cache: c, ids: slices.Clone(ids), seqs: make([]*kvSeq, b), lens: make([]int32, b), table: make([]int32, b*per), per: per}
+		lens, table = gc.lens, gc.table
+	} else {
+		for _, s := range seqs {
+			per = max(per, len(s.pages))
+		}
+		cc.lens = freelist.Grow(cc.lens, b)
+		cc.table = freelist.Grow(cc.table, b*per)
+		lens, table = cc.lens, cc.table
 	}
-	cc.lens = freelist.Grow(cc.lens, b)
-	cc.table = freelist.Grow(cc.table, b*per)
-	for i, s := range seqs {
-		cc.lens[i] = int32(s.n)
-		row := cc.table[i*per : (i+1)*per]
-		clear(row[copy(row, s.pages):])
-	}
+	fillTable(seqs, lens, table, per)
 	cc.p = backend.PagedProblem{
 		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: o.Mask, Layout: q.Layout(),
-		SeqLens: cc.lens, BlockTable: cc.table, PagesPerSeq: per,
+		SeqLens: lens, BlockTable: table, PagesPerSeq: per,
+	}
+	if gc != nil {
+		cc.p.MaxSeqLen = c.maxSeqLen
 	}
 	if q.m != nil {
 		cc.p.QBuf, cc.p.OutBuf = q.m.data, out.m.data
@@ -460,40 +472,22 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	}
 	err = c.kv.Attention(&cc.p)
 	cc.p = backend.PagedProblem{}
+	if err == nil && gc != nil {
+		rec.caches = append(rec.caches, gc)
+		rec.keep = append(rec.keep, out, q)
+		if lse != nil {
+			rec.keep = append(rec.keep, lse)
+		}
+	}
 	return err
 }
 
-// captureAttention records a decode over sequences ids into the graph being
-// captured: the backend plans for sequences of up to MaxSeqLen tokens and
-// uploads the call's lengths and block table (refilled by Graph.Replay from
-// the sequences as they are then) before every replay. The caller holds
-// c.mu for reading; q, out and lse are in device memory.
-func (c *KVCache) captureAttention(rec *capture, out, lse, q *DeviceTensor, ids []SeqID, scale float32, mask Mask) error {
-	b, hq, sq, d := q.Dims()
-	if q.m == nil || out.m == nil || lse != nil && lse.m == nil {
-		return fmt.Errorf("%w: a captured kv-cache attention takes tensors in device memory", ErrUnsupported)
+// fillTable writes each sequence's length into lens and its pages into its
+// row of table (per entries a row, zeros past its pages).
+func fillTable(seqs []*kvSeq, lens, table []int32, per int) {
+	for i, s := range seqs {
+		lens[i] = int32(s.n)
+		row := table[i*per : (i+1)*per]
+		clear(row[copy(row, s.pages):])
 	}
-	P := c.cfg.PageSize
-	per := (c.maxSeqLen + P - 1) / P
-	cc := &graphCacheCall{cache: c, ids: slices.Clone(ids), lens: make([]int32, b), table: make([]int32, b*per), per: per}
-	if err := cc.refill(); err != nil {
-		return err
-	}
-	p := backend.PagedProblem{
-		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: mask, Layout: q.Layout(),
-		SeqLens: cc.lens, BlockTable: cc.table, PagesPerSeq: per, MaxSeqLen: c.maxSeqLen,
-		QBuf: q.m.data, OutBuf: out.m.data,
-	}
-	if lse != nil {
-		p.LSEBuf = lse.m.data
-	}
-	if err := c.kv.Attention(&p); err != nil {
-		return err
-	}
-	rec.caches = append(rec.caches, cc)
-	rec.keep = append(rec.keep, out, q)
-	if lse != nil {
-		rec.keep = append(rec.keep, lse)
-	}
-	return nil
 }

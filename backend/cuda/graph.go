@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 
 	"gorgonia.org/cu"
 
@@ -49,6 +50,11 @@ type captureState struct {
 }
 
 func currentThread() uint64 { return uint64(C.fp8attn_thread()) }
+
+// captures counts the captures in progress on every device, so that the
+// backend's Capturing answers without a lock when there are none (sdpa asks
+// on every call).
+var captures atomic.Int32
 
 // capturing returns the capture the calling goroutine is recording, or nil.
 func (d *Device) capturing() *captureState {
@@ -111,10 +117,12 @@ func (d *Device) Capture(issue func() error) (g *Graph, err error) {
 		return nil, err
 	}
 	d.capture.Store(c)
+	captures.Add(1)
 	ended := false
 	var exec graph
 	end := func() error {
 		d.capture.Store(nil)
+		captures.Add(-1)
 		ended = true
 		err := exec.endCapture(d.stream)
 		for _, p := range c.zero {
@@ -220,6 +228,9 @@ func (b *Backend) Capture(issue func() error) (backend.Graph, error) {
 // Capturing implements backend.Capturer: whether the calling goroutine is
 // capturing on device 0 (false when it is not open).
 func (b *Backend) Capturing() bool {
+	if captures.Load() == 0 {
+		return false
+	}
 	devicesMu.Lock()
 	d := devices[0]
 	devicesMu.Unlock()

@@ -476,14 +476,37 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 }
 
 // stageInputs uploads p's queries, lengths and block table and reserves the
-// output, LSE and partial buffers. The caller is inside do, after plan.
+// output, LSE and partial buffers. Inside a graph capture the queries and
+// outputs must be device buffers (pinned to the graph), and the other
+// buffers are the graph's own: the lengths and block table are uploaded
+// from p's slices before every replay (they must stay valid as long as the
+// graph), and the staging buffers of later calls cannot take them over. The
+// caller is inside do, after plan.
 func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
-	if c := s.dev.capturing(); c != nil {
-		return s.stageCaptured(c, p)
+	c := s.dev.capturing()
+	if c != nil && p.QBuf == nil {
+		return errCapture("a paged attention on host-memory queries")
+	}
+	var copies []hostCopy
+	// scratch reserves n bytes for use; in gives use a copy of host.
+	scratch := func(use string, n int64) (uint64, error) {
+		if c != nil {
+			return s.dev.own(c, n)
+		}
+		return s.buf(use, n)
+	}
+	in := func(use string, host []byte) (uint64, error) {
+		if c == nil {
+			return s.put(&copies, use, host)
+		}
+		ptr, err := s.dev.own(c, int64(len(host)))
+		if err == nil {
+			c.uploads = append(c.uploads, hostCopy{cu.DevicePtr(ptr), host})
+		}
+		return ptr, err
 	}
 	pp := s.params
 	var err error
-	var copies []hostCopy
 	var bufs []*Buffer
 	if p.QBuf != nil {
 		if bufs, err = ours(p.QBuf, p.OutBuf, p.LSEBuf); err != nil {
@@ -495,13 +518,13 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 			}
 		}
 		pp.Q = uint64(bufs[0].buf.p)
-	} else if pp.Q, err = s.put(&copies, "q", bytesOf(p.Q)); err != nil {
+	} else if pp.Q, err = in("q", bytesOf(p.Q)); err != nil {
 		return err
 	}
-	if pp.SeqLens, err = s.put(&copies, "lens", bytesOf(p.SeqLens)); err != nil {
+	if pp.SeqLens, err = in("lens", bytesOf(p.SeqLens)); err != nil {
 		return err
 	}
-	if pp.BlockTable, err = s.put(&copies, "table", bytesOf(p.BlockTable)); err != nil {
+	if pp.BlockTable, err = in("table", bytesOf(p.BlockTable)); err != nil {
 		return err
 	}
 	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
@@ -509,7 +532,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	case bufs != nil:
 		pp.Out = uint64(bufs[1].buf.p)
 	default:
-		if pp.Out, err = s.buf("out", 4*nq); err != nil {
+		if pp.Out, err = scratch("out", 4*nq); err != nil {
 			return err
 		}
 	}
@@ -517,67 +540,24 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	case bufs != nil && bufs[2] != nil:
 		pp.LSE = uint64(bufs[2].buf.p)
 	default:
-		if pp.LSE, err = s.buf("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
+		if pp.LSE, err = scratch("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
 			return err
 		}
 	}
 	if pp.Splits > 1 {
 		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
-		if pp.PartOut, err = s.buf("partOut", 4*parts*int64(p.D)); err != nil {
+		if pp.PartOut, err = scratch("partOut", 4*parts*int64(p.D)); err != nil {
 			return err
 		}
-		if pp.PartLSE, err = s.buf("partLSE", 4*parts); err != nil {
+		if pp.PartLSE, err = scratch("partLSE", 4*parts); err != nil {
 			return err
 		}
+	}
+	if c != nil {
+		c.caches = append(c.caches, s)
+		return nil
 	}
 	return s.dev.upload(copies)
-}
-
-// stageCaptured is stageInputs inside a graph capture: the queries and
-// outputs must be device buffers (pinned to the graph); the lengths and
-// block table go to buffers of the graph's own, uploaded from p's slices
-// before every replay (they must stay valid as long as the graph); the
-// partial rows get buffers of the graph's own. The caller is inside do.
-func (s *pagedKV) stageCaptured(c *captureState, p *backend.PagedProblem) error {
-	if p.QBuf == nil {
-		return errCapture("a paged attention on host-memory queries")
-	}
-	bufs, err := ours(p.QBuf, p.OutBuf, p.LSEBuf)
-	if err != nil {
-		return err
-	}
-	for _, b := range bufs {
-		if b != nil && (b.dev != s.dev || b.buf.p == 0) {
-			return fmt.Errorf("%w: cuda: a freed buffer, or one of another device", backend.ErrInvalid)
-		}
-	}
-	pp := s.params
-	pp.Q, pp.Out = uint64(bufs[0].buf.p), uint64(bufs[1].buf.p)
-	if bufs[2] != nil {
-		pp.LSE = uint64(bufs[2].buf.p)
-	} else if pp.LSE, err = s.dev.own(c, 4*int64(p.B*p.Hq*p.Sq)); err != nil {
-		return err
-	}
-	for _, in := range []struct {
-		dst  *uint64
-		host []byte
-	}{{&pp.SeqLens, bytesOf(p.SeqLens)}, {&pp.BlockTable, bytesOf(p.BlockTable)}} {
-		if *in.dst, err = s.dev.own(c, int64(len(in.host))); err != nil {
-			return err
-		}
-		c.uploads = append(c.uploads, hostCopy{cu.DevicePtr(*in.dst), in.host})
-	}
-	if pp.Splits > 1 {
-		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
-		if pp.PartOut, err = s.dev.own(c, 4*parts*int64(p.D)); err != nil {
-			return err
-		}
-		if pp.PartLSE, err = s.dev.own(c, 4*parts); err != nil {
-			return err
-		}
-	}
-	c.caches = append(c.caches, s)
-	return nil
 }
 
 // launchAttention issues the attention kernel (and the merge) on the stream.

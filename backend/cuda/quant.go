@@ -24,9 +24,8 @@ type quantKernels struct {
 	iota, scores C.CUfunction
 	// The accuracy options (SmoothK, Hadamard) and the LSE correction.
 	smoothK, rotate, correctLSE C.CUfunction
-	scratch                     pooled // zeroed words: amax, then done, per head (quantParams.Amax, Done)
-	scratchHeads                int
-	counter                     pooled // quant_pack9's blocks-done word (0 between launches)
+	scratch                     pooled // words kept 0 between launches (zeroWords)
+	scratchWords                int
 }
 
 // loadQuant finds the quantization kernels in the attention module and
@@ -288,21 +287,11 @@ func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
 	if heads > 65535 {
 		return fmt.Errorf("%w: cuda: quantizing %d heads at once (at most 65535)", backend.ErrUnsupported, heads)
 	}
-	if c := d.capturing(); c != nil { // a scratch of the graph's own, zeroed at every replay
-		p, err := d.own(c, 8*int64(heads))
-		if err != nil {
-			return err
-		}
-		if err := cu.MemsetD32Async(cu.DevicePtr(p), 0, 2*int64(heads), d.stream); err != nil {
-			return err
-		}
-		qp.Amax, qp.Done = p, p+4*uint64(heads)
-	} else {
-		if err := d.quantScratch(heads); err != nil {
-			return err
-		}
-		qp.Amax, qp.Done = uint64(d.quant.scratch.p), uint64(d.quant.scratch.p)+4*uint64(d.quant.scratchHeads)
+	words, err := d.zeroWords(2 * heads) // amax, then done, per head
+	if err != nil {
+		return err
 	}
+	qp.Amax, qp.Done = words, words+4*uint64(heads)
 	v := 0
 	if dim%4 == 0 {
 		v = 1
@@ -315,23 +304,36 @@ func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
 	return launchStruct(d.quant.encode[v], chunks, heads, 1, 256, 0, d.stream, unsafe.Pointer(qp))
 }
 
-// quantScratch makes the quantization scratch hold at least heads heads,
-// zeroed. The caller is inside do.
-func (d *Device) quantScratch(heads int) error {
-	if heads <= d.quant.scratchHeads {
-		return nil
+// zeroWords returns n 32-bit device words that are 0 when the next launch
+// starts and that the kernels given them leave 0 (the quantization kernels'
+// amax and done words, quant_pack9's blocks-done counter): the device's
+// scratch, grown as needed, or inside a capture words of the graph's own,
+// zeroed at every replay. The caller is inside do.
+func (d *Device) zeroWords(n int) (uint64, error) {
+	if c := d.capturing(); c != nil {
+		p, err := d.own(c, 4*int64(n))
+		if err != nil {
+			return 0, err
+		}
+		return p, cu.MemsetD32Async(cu.DevicePtr(p), 0, int64(n), d.stream)
 	}
-	if d.quant.scratch.p != 0 {
-		if err := d.release([]pooled{d.quant.scratch}); err != nil {
-			return err
+	if n > d.quant.scratchWords {
+		if d.quant.scratch.p != 0 {
+			if err := d.release([]pooled{d.quant.scratch}); err != nil {
+				return 0, err
+			}
+			d.quant.scratch, d.quant.scratchWords = pooled{}, 0
+		}
+		p, size, err := d.alloc(4 * int64(n))
+		if err != nil {
+			return 0, err
+		}
+		d.quant.scratch, d.quant.scratchWords = pooled{p, size}, int(size/4)
+		if err := cu.MemsetD32Async(p, 0, size/4, d.stream); err != nil {
+			return 0, err
 		}
 	}
-	p, size, err := d.alloc(8 * int64(heads))
-	if err != nil {
-		return err
-	}
-	d.quant.scratch, d.quant.scratchHeads = pooled{p, size}, int(size/8)
-	return cu.MemsetD32Async(p, 0, size/4, d.stream)
+	return uint64(d.quant.scratch.p), nil
 }
 
 // NewResident makes a Resident over FP8 inputs already in device memory:
@@ -549,34 +551,14 @@ func fusable(p *backend.Problem) bool {
 
 // launchQuantPack runs quant_pack9 for a fused resident: float32 Q, K and V
 // (its Q, K, V buffers) into the images, the scale buffers and the score
-// factors, a cluster of quantPackCluster blocks a head. The blocks-done
-// counter is the device's (the kernel leaves it 0), or inside a capture the
-// graph's own, zeroed at every replay. The caller is inside do, after pack allocated the images.
+// factors, a cluster of quantPackCluster blocks a head, its blocks-done
+// counter a word of zeroWords. The caller is inside do, after pack
+// allocated the images.
 func (r *Resident) launchQuantPack(fn C.CUfunction) error {
 	d, s, sp := r.dev, r.shape, r.scores
-	var counter uint64
-	if c := d.capturing(); c != nil {
-		p, err := d.own(c, 4)
-		if err != nil {
-			return err
-		}
-		if err := cu.MemsetD32Async(cu.DevicePtr(p), 0, 1, d.stream); err != nil {
-			return err
-		}
-		counter = p
-	} else {
-		if d.quant.counter.p == 0 {
-			p, size, err := d.alloc(4)
-			if err != nil {
-				return err
-			}
-			if err := cu.MemsetD32Async(p, 0, 1, d.stream); err != nil {
-				d.release([]pooled{{p, size}})
-				return err
-			}
-			d.quant.counter = pooled{p, size}
-		}
-		counter = uint64(d.quant.counter.p)
+	counter, err := d.zeroWords(1)
+	if err != nil {
+		return err
 	}
 	fp := &fusedQuantParams{P: *r.params, Bad: sp.Bad, Counter: counter, Scale: sp.Scale, Limit: sp.Limit}
 	return launchStruct(fn, quantPackCluster, s.B*s.Hq+2*s.B*s.Hkv, 1, quantPackThreads, 0, d.stream, unsafe.Pointer(fp))
@@ -597,7 +579,8 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 	}
 	pp := *p
 	pp.Precision = backend.FP8E4M3
-	if _, _, err := problemShape(&pp); err != nil {
+	nq, nkv, err := problemShape(&pp)
+	if err != nil {
 		return err
 	}
 	d, st, err := b.stageFor(&pp)
@@ -610,7 +593,6 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 	if err := b.Supports(&pp); err != nil {
 		return err
 	}
-	nq, nkv, _ := problemShape(&pp)
 	for i, x := range bufs[:3] {
 		if err := x.fits(d, 4*[]int64{nq, nkv, nkv}[i], [...]string{"q", "k", "v"}[i]); err != nil {
 			return err

@@ -224,10 +224,11 @@ func TestQuantizeAllFloats(t *testing.T) {
 				if err := launchStruct(d.quant.iota, chunk/256, 1, 1, 256, 0, d.stream, unsafe.Pointer(qp)); err != nil {
 					return err
 				}
-				if err := d.quantScratch(1); err != nil {
+				words, err := d.zeroWords(2) // the head's amax word, set here, then its done word
+				if err != nil {
 					return err
 				}
-				if err := cu.MemsetD32Async(d.quant.scratch.p, uint(math.Float32bits(amax)), 1, d.stream); err != nil {
+				if err := cu.MemsetD32Async(cu.DevicePtr(words), uint(math.Float32bits(amax)), 1, d.stream); err != nil {
 					return err
 				}
 				return d.quantizePhases(qp, false)

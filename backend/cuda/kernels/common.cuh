@@ -235,6 +235,20 @@ __device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d) {
 }
 #endif
 
+// v_group is the 16 bytes of a V image that hold one column of the 16 keys
+// from key0: key key0 + sigma(q) at byte q, code(key) for the keys below
+// rows and zeros past them.
+template <typename Code> __device__ __forceinline__ uint4 v_group(int key0, int rows, Code code) {
+  uint32_t w[4] = {0, 0, 0, 0};
+#pragma unroll
+  for (int q = 0; q < 16; q++) {
+    const int key = key0 + sigma(q);
+    const uint32_t byte = key < rows ? code(key) : 0u;
+    w[q / 4] |= byte << (8 * (q % 4));
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // pack_v_image writes a V image into p.vi: per KV head, per tile of BN keys
 // (the keys padded with zeros to whole tiles), D rows of BN bytes, row d
 // holding column d of the tile's keys in sigma order within 16-key groups;
@@ -251,13 +265,7 @@ template <int D, int BN, typename Place> __device__ __forceinline__ void pack_v_
             head = (int)(idx / D / CH / tiles);
   const int b = head / (int)p.hkv, h = head % (int)p.hkv;
   const uint8_t* src = p.v + b * p.kv_batch_stride + h * p.kv_head_stride + d;
-  uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-  for (int q = 0; q < 16; q++) {
-    const int key = tile * BN + 16 * c + sigma(q);
-    const uint32_t byte = key < sk ? src[(long long)key * p.kv_row_stride] : 0u;
-    w[q / 4] |= byte << (8 * (q % 4));
-  }
   uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
-  *(uint4*)(dst + place(d * BN + 16 * c)) = make_uint4(w[0], w[1], w[2], w[3]);
+  *(uint4*)(dst + place(d * BN + 16 * c)) =
+      v_group(tile * BN + 16 * c, sk, [&](int key) { return src[(long long)key * p.kv_row_stride]; });
 }

@@ -140,6 +140,12 @@ template <int D, int R> __device__ __forceinline__ long long qk_image_offset(int
          swizzle<G::WK>((row % R) * G::WK + col % G::WK);
 }
 
+// negate_if flips the sign of the 16 E4M3 codes in v where neg (exact).
+__device__ __forceinline__ uint4 negate_if(uint4 v, bool neg) {
+  const uint32_t m = neg ? 0x80808080u : 0u;
+  return make_uint4(v.x ^ m, v.y ^ m, v.z ^ m, v.w ^ m);
+}
+
 // pack_qk writes the Q (IS_Q) or K image of every head: one thread per 16
 // bytes of the image, zeros past the rows and the head dimension.
 template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params& p) {
@@ -155,16 +161,10 @@ template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params
   if (row < rows && col < D) {
     const uint8_t* src = IS_Q ? p.q + b * p.q_batch_stride + h * p.q_head_stride + row * p.q_row_stride
                               : p.k + b * p.kv_batch_stride + h * p.kv_head_stride + row * p.kv_row_stride;
-    v = *(const uint4*)(src + col);
     // A negative score factor (a negative softmax scale) is folded into Q:
     // flipping the sign bit of every code is exact, so that the kernel
     // works with a positive factor and can take row maxima on raw scores.
-    if (IS_Q && p.score_scale[b * p.hq + h] < 0.f) {
-      v.x ^= 0x80808080u;
-      v.y ^= 0x80808080u;
-      v.z ^= 0x80808080u;
-      v.w ^= 0x80808080u;
-    }
+    v = negate_if(*(const uint4*)(src + col), IS_Q && p.score_scale[b * p.hq + h] < 0.f);
   }
   uint8_t* dst = (IS_Q ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
   *(uint4*)(dst + qk_image_offset<D, R>(row, col)) = v;
@@ -248,19 +248,10 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 #pragma unroll 4
   for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
     const float4 x = *(const float4*)(src + (i / D) * rs + i % D);
-    const float a[4] = {fabsf(x.x), fabsf(x.y), fabsf(x.z), fabsf(x.w)};
-#pragma unroll
-    for (int j = 0; j < 4; j++)
-      if (a[j] > m && a[j] <= 3.40282347e38f) m = a[j];  // NaN and ±Inf fail the tests
+    m = amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
   }
-  m = group_max<32>(m);
-  if ((tid & 31) == 0) warp_max[tid >> 5] = m;
-  __syncthreads();
-  if (tid == 0) {
-#pragma unroll
-    for (int w = 1; w < QUANT_PACK_THREADS / 32; w++) m = fmaxf(m, warp_max[w]);
-    part = m;
-  }
+  m = block_max(m, warp_max);
+  if (tid == 0) part = m;
   cluster_sync();  // every block's part is written
   m = 0.f;
 #pragma unroll
@@ -268,9 +259,7 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   cluster_sync();  // every block has read the others' part (a block may exit now)
   const float s = scale_for_amax(m);
   for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
-    const float4 x = *(const float4*)(src + (i / D) * rs + i % D);
-    *(uint32_t*)(codes + i) = e4m3_nosat(__fdiv_rn(x.x, s)) | (uint32_t)e4m3_nosat(__fdiv_rn(x.y, s)) << 8 |
-                              (uint32_t)e4m3_nosat(__fdiv_rn(x.z, s)) << 16 | (uint32_t)e4m3_nosat(__fdiv_rn(x.w, s)) << 24;
+    *(uint32_t*)(codes + i) = encode4(*(const float4*)(src + (i / D) * rs + i % D), s);
   }
   __syncthreads();
   const bool tail = c == NC - 1;
@@ -278,15 +267,12 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
     constexpr int CH = G::DK / 16;
     const int pad = kind == 0 ? G::BM : G::BN, rows_p = (rows + pad - 1) / pad * pad;
     const int q0 = min(c * R, rows_p), q1 = tail ? rows_p : min(q0 + R, rows_p);
-    const uint32_t flip = kind == 0 && f.scale < 0.0 ? 0x80808080u : 0u;
+    const bool neg = kind == 0 && f.scale < 0.0;
     uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
     for (int idx = tid; idx < (q1 - q0) * CH; idx += QUANT_PACK_THREADS) {
       const int col = 16 * (idx % CH), row = q0 + idx / CH;
       uint4 v = make_uint4(0, 0, 0, 0);
-      if (row < rows && col < D) {
-        v = *(const uint4*)(codes + (row - r0) * D + col);
-        v.x ^= flip, v.y ^= flip, v.z ^= flip, v.w ^= flip;
-      }
+      if (row < rows && col < D) v = negate_if(*(const uint4*)(codes + (row - r0) * D + col), neg);
       *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
     }
   } else {  // pack_v_image's 16-key groups of the chunk (the tail: up to whole tiles), swizzled as pack_v has it
@@ -295,15 +281,8 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
     const int g1 = tail ? tiles * CH : min(c * R + R, tiles * BN) / 16;
     for (int idx = tid; idx < (g1 - g0) * D; idx += QUANT_PACK_THREADS) {
       const int d = idx % D, g = g0 + idx / D, tile = g / CH, cc = g % CH;
-      uint32_t w[4] = {0, 0, 0, 0};
-#pragma unroll
-      for (int q = 0; q < 16; q++) {
-        const int key = 16 * g + sigma(q);
-        const uint32_t byte = key < rows ? codes[(key - r0) * D + d] : 0u;
-        w[q / 4] |= byte << (8 * (q % 4));
-      }
       uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
-      *(uint4*)(dst + swizzle<BN>(d * BN + 16 * cc)) = make_uint4(w[0], w[1], w[2], w[3]);
+      *(uint4*)(dst + swizzle<BN>(d * BN + 16 * cc)) = v_group(16 * g, rows, [&](int key) { return codes[(key - r0) * D + d]; });
     }
   }
   if (tid == 0) {
@@ -317,10 +296,8 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   const int group = (int)(p.hq / p.hkv);
   for (int bh = tid; bh < nq; bh += QUANT_PACK_THREADS) {  // score_factors
     const int bb = bh / (int)p.hq, hh = bh % (int)p.hq;
-    const double fac = f.scale * (double)((volatile const float*)p.q_scale)[bh] *
-                       (double)((volatile const float*)p.k_scale)[bb * p.hkv + hh / group];
-    if (fabs(fac) > f.limit) atomicCAS(f.bad, 0, 1 + bh);
-    ((float*)p.score_scale)[bh] = (float)(fac * 1.4426950408889634);  // math.Log2E, rounded once
+    ((float*)p.score_scale)[bh] = score_factor(f.scale, f.limit, ((volatile const float*)p.q_scale)[bh],
+                                               ((volatile const float*)p.k_scale)[bb * p.hkv + hh / group], f.bad, bh);
   }
   if (tid == 0) *f.counter = 0u;
 }

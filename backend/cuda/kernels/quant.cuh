@@ -83,6 +83,40 @@ __device__ __forceinline__ uint8_t e4m3_nosat(float x) {
   return (uint8_t)(r | sign);
 }
 
+// amax_add is fp8.Amax's step: m, or |x| where it is larger and finite
+// (NaN and ±Inf ignored).
+__device__ __forceinline__ float amax_add(float m, float x) {
+  const float a = fabsf(x);
+  return a > m && a <= 3.40282347e38f ? a : m;  // NaN and ±Inf fail the tests
+}
+
+// block_max reduces m over a block of blockDim.x threads (a multiple of 32)
+// through warp_max (a word a warp); the result is thread 0's.
+__device__ __forceinline__ float block_max(float m, float* warp_max) {
+  m = group_max<32>(m);
+  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, warp_max[w]);
+  return m;
+}
+
+// encode4 is the codes of x / s, four values low byte first: fp8.ToE4M3 of
+// the IEEE quotient, NoSat.
+__device__ __forceinline__ uint32_t encode4(float4 x, float s) {
+  return e4m3_nosat(__fdiv_rn(x.x, s)) | (uint32_t)e4m3_nosat(__fdiv_rn(x.y, s)) << 8 |
+         (uint32_t)e4m3_nosat(__fdiv_rn(x.z, s)) << 16 | (uint32_t)e4m3_nosat(__fdiv_rn(x.w, s)) << 24;
+}
+
+// score_factor is backend.Problem.ScoreFactor (scale · Q descale · K descale
+// in double) times log2(e), rounded once to float; a factor above limit
+// sets *bad to 1 + bh (the first one flagged stays).
+__device__ __forceinline__ float score_factor(double scale, double limit, float q_scale, float k_scale, int* bad, int bh) {
+  const double f = scale * (double)q_scale * (double)k_scale;
+  if (fabs(f) > limit) atomicCAS(bad, 0, 1 + bh);
+  return (float)(f * 1.4426950408889634);  // math.Log2E
+}
+
 // The chunk a block works on: grid (chunks, heads of all tensors); block y
 // picks the tensor and its head, block x a chunk of p.rows rows. g is the
 // head's index in the scratch.
@@ -133,18 +167,10 @@ template <int VEC> __device__ __forceinline__ void quant_amax(const QuantParams&
   float m = 0.f;
   for_chunk<VEC>(c, [&](long long o) {
 #pragma unroll
-    for (int j = 0; j < VEC; j++) {
-      const float a = fabsf(c.t->src[o + j]);
-      if (a > m && a <= 3.40282347e38f) m = a;  // NaN and ±Inf fail the tests
-    }
+    for (int j = 0; j < VEC; j++) m = amax_add(m, c.t->src[o + j]);
   });
-  m = group_max<32>(m);
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++) m = fmaxf(m, warp_max[w]);
-    if (m > 0.f) atomicMax(&p.amax[c.g], __float_as_uint(m));
-  }
+  m = block_max(m, warp_max);
+  if (threadIdx.x == 0 && m > 0.f) atomicMax(&p.amax[c.g], __float_as_uint(m));
 }
 
 // fp8.ScaleForAmax: amax/448 (IEEE division), 1 for amax 0, the smallest
@@ -163,10 +189,7 @@ template <int VEC> __device__ __forceinline__ void quant_encode(const QuantParam
   const float s = scale_for_amax(__uint_as_float(p.amax[c.g]));
   for_chunk<VEC>(c, [&](long long o) {
     if constexpr (VEC == 4) {
-      const float4 x = *reinterpret_cast<const float4*>(c.t->src + o);
-      const uint32_t w = e4m3_nosat(__fdiv_rn(x.x, s)) | (uint32_t)e4m3_nosat(__fdiv_rn(x.y, s)) << 8 |
-                         (uint32_t)e4m3_nosat(__fdiv_rn(x.z, s)) << 16 | (uint32_t)e4m3_nosat(__fdiv_rn(x.w, s)) << 24;
-      *reinterpret_cast<uint32_t*>(c.t->codes + o) = w;
+      *reinterpret_cast<uint32_t*>(c.t->codes + o) = encode4(*reinterpret_cast<const float4*>(c.t->src + o), s);
     } else {
       c.t->codes[o] = e4m3_nosat(__fdiv_rn(c.t->src[o], s));
     }
@@ -194,9 +217,7 @@ __device__ __forceinline__ void score_factors(const ScoreParams& p) {
   const int bh = blockIdx.x * blockDim.x + threadIdx.x;
   if (bh >= p.b * p.hq) return;
   const int b = bh / p.hq, h = bh % p.hq, group = p.hq / p.hkv;
-  const double f = p.scale * (double)p.q_scale[bh] * (double)p.k_scale[b * p.hkv + h / group];
-  if (fabs(f) > p.limit) atomicCAS(p.bad, 0, 1 + bh);
-  p.score_scale[bh] = (float)(f * 1.4426950408889634);  // math.Log2E, rounded once
+  p.score_scale[bh] = score_factor(p.scale, p.limit, p.q_scale[bh], p.k_scale[b * p.hkv + h / group], p.bad, bh);
 }
 
 // ---------------------------------------------------------------------------

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "618373bc3df38c6cb390a5fdc33b5c641e59b5c0ff44a305f8c3a0f3e37b700a"
+const SourceHash = "6744c969a94573ab948040486216ded2b2c26892809ef7d09ace9064b075b094"
