@@ -166,8 +166,8 @@ func (d *Device) recording() *capture {
 // captured KVCache.Attention reads its sequences as they are now: one that
 // was dropped is an error (ErrInvalid), and nothing runs.
 func (g *Graph) Replay() error {
-	if g == nil {
-		return fmt.Errorf("%w: nil graph", ErrInvalid)
+	if g == nil || g.core == nil {
+		return fmt.Errorf("%w: a graph not made by Capture", ErrInvalid)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -195,7 +195,7 @@ func (g *Graph) Replay() error {
 // nothing. A graph dropped without Close is closed when the garbage
 // collector finds it unreachable, later and unpredictably: call Close.
 func (g *Graph) Close() error {
-	if g == nil {
+	if g == nil || g.core == nil {
 		return nil
 	}
 	g.mu.Lock()

@@ -285,8 +285,13 @@ func TestCaptureErrors(t *testing.T) {
 				t.Errorf("a failing function: %v, want its error", err)
 			}
 			var nilGraph *sdpa.Graph
-			if err := nilGraph.Replay(); !errors.Is(err, sdpa.ErrInvalid) {
-				t.Errorf("nil graph: %v, want ErrInvalid", err)
+			for _, g := range []*sdpa.Graph{nilGraph, {}} {
+				if err := g.Replay(); !errors.Is(err, sdpa.ErrInvalid) {
+					t.Errorf("a graph not made by Capture: %v, want ErrInvalid", err)
+				}
+				if err := g.Close(); err != nil {
+					t.Errorf("closing a graph not made by Capture: %v", err)
+				}
 			}
 			if !records(dev) {
 				return

@@ -165,8 +165,8 @@ func (d *Device) Capturing() bool { return d.capturing() != nil }
 // Replay uploads the capture's host inputs (paged lengths and block
 // tables) and launches the graph on the stream, without waiting.
 func (g *Graph) Replay() error {
-	if g == nil {
-		return fmt.Errorf("%w: cuda: nil graph", backend.ErrInvalid)
+	if g == nil || g.dev == nil {
+		return fmt.Errorf("%w: cuda: a graph not made by Capture", backend.ErrInvalid)
 	}
 	return g.dev.do(func() error {
 		if g.closed {
@@ -187,7 +187,7 @@ func (g *Graph) Replay() error {
 // Close waits for the graph's replays, destroys it, releases its memory
 // and unpins its buffers and caches. A second Close does nothing.
 func (g *Graph) Close() error {
-	if g == nil {
+	if g == nil || g.dev == nil {
 		return nil
 	}
 	return g.dev.do(func() error {
