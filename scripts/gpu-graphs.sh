@@ -28,10 +28,10 @@ if [ -n "${GEN:-}" ]; then
     tail -20 "$out/gen.log"; failed "kernel build (gen.log)"; exit 1
   fi
   tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
-    paged_compute_89.ptx attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
+    paged_compute_89.ptx paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
   k=$PWD/backend/cuda/kernels
   export FP8ATTN_PTX=$k/attention_compute_89.ptx FP8ATTN_CUBIN=$k/attention_sm_90a.cubin FP8ATTN_PAGED_PTX=$k/paged_compute_89.ptx \
-    FP8ATTN_PTX80=$k/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$k/paged_compute_80.ptx
+    FP8ATTN_PTX80=$k/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$k/paged_compute_80.ptx FP8ATTN_PAGED_CUBIN=$k/paged_sm_90a.cubin
 fi
 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 600s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
 tail -3 "$out/sdpa-tests.txt"

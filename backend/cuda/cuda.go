@@ -54,9 +54,12 @@ type Device struct {
 	fp8mmaErr error
 	// The quantization kernels (in mod).
 	quant quantKernels
-	// The paged-cache module (paged.cu).
-	pmod  cu.Module
-	paged pagedKernels
+	// The paged-cache module (paged.cu): its sm_90a build on compute
+	// capability 9.0, with the warp-specialized kernel; where that build
+	// was refused, pagedWSErr says why.
+	pmod       cu.Module
+	paged      pagedKernels
+	pagedWSErr error
 	// SMs and SharedPerSM: the multiprocessors and the shared memory each
 	// has, for the launchers' grids.
 	SMs, SharedPerSM int
@@ -348,6 +351,11 @@ func (d *Device) adaMissing(hd int) error {
 // forceCompute80 makes OpenDevice load the compute_80 (Ampere) modules on
 // any GPU, so that a test can run them where no Ampere GPU is lent.
 var forceCompute80 bool
+
+// forcePagedPTX makes OpenDevice load the paged module's compute_89 PTX on
+// compute capability 9.0 instead of its sm_90a cubin (tests: the PTX is
+// what an Ada GPU, and a Hopper whose driver refuses the cubin, runs).
+var forcePagedPTX bool
 
 // moduleImage returns a module's image: the file the environment variable
 // env names (for kernel development: scripts/gpu-run.sh points them at
@@ -957,6 +965,9 @@ type Backend struct {
 	// kernel never writes cannot pass a test (pooled buffers hold earlier
 	// results). Tests set it; the registered backends do not.
 	poison bool
+	// pagedCpAsync makes its paged caches run the cp.async attention kernel
+	// where the warp-specialized one would (tests run both).
+	pagedCpAsync bool
 }
 
 // stageFor opens device 0 and returns the stage to run p with.

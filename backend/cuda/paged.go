@@ -28,25 +28,43 @@ import (
 // pagedKernels are the paged module's kernels.
 type pagedKernels struct {
 	append, merge, check C.CUfunction
-	attn                 map[int]C.CUfunction // by head dim
+	attn                 map[int]C.CUfunction // the cp.async kernel, by head dim
+	ws                   map[int]C.CUfunction // the warp-specialized kernel (sm_90a module only), by head dim
 }
 
-// loadPaged loads the paged module (the embedded PTX, or the file
-// FP8ATTN_PAGED_PTX names; with ampere, the compute_80 build, or
-// FP8ATTN_PAGED_PTX80), checks its parameter layouts and every attention
-// kernel's geometry against internal/tiles, and raises the kernels' dynamic
-// shared-memory limits. The caller holds the context current.
+// loadPaged loads the paged module: on compute capability 9.0 its sm_90a
+// build (the embedded cubin, or the file FP8ATTN_PAGED_CUBIN names), which
+// adds the warp-specialized attention kernel; elsewhere, or if the driver
+// refuses the cubin, the compute_89 PTX (or the file FP8ATTN_PAGED_PTX
+// names; with ampere, the compute_80 build, or FP8ATTN_PAGED_PTX80). It
+// checks the parameter layouts and every attention kernel's geometry against
+// internal/tiles, and raises the kernels' dynamic shared-memory limits. The
+// caller holds the context current.
 func (d *Device) loadPaged(ampere bool) error {
 	env, embedded := "FP8ATTN_PAGED_PTX", kernels.PagedPTX
 	if ampere {
 		env, embedded = "FP8ATTN_PAGED_PTX80", kernels.PagedPTX80
 	}
-	ptx, err := moduleImage(env, embedded)
-	if err != nil {
-		return err
+	loaded := false
+	if d.ComputeCapability == 90 && !ampere && !forcePagedPTX {
+		cubin, err := moduleImage("FP8ATTN_PAGED_CUBIN", string(kernels.PagedCubin))
+		if err != nil {
+			return err
+		}
+		if d.pmod, err = cu.LoadData(cubin); err == nil {
+			loaded = true
+		} else {
+			d.pagedWSErr = fmt.Errorf("cuda: the sm_90a paged module did not load (%v); the cp.async kernel runs", err)
+		}
 	}
-	if d.pmod, err = cu.LoadData(ptx); err != nil {
-		return fmt.Errorf("cuda: loading the paged-cache PTX: %w", err)
+	if !loaded {
+		ptx, err := moduleImage(env, embedded)
+		if err != nil {
+			return err
+		}
+		if d.pmod, err = cu.LoadData(ptx); err != nil {
+			return fmt.Errorf("cuda: loading the paged-cache PTX: %w", err)
+		}
 	}
 	if err := d.checkLayouts(d.pmod, pagedLayouts); err != nil {
 		return err
@@ -58,7 +76,22 @@ func (d *Device) loadPaged(ampere bool) error {
 		}
 		return cFunction(f), nil
 	}
-	k := pagedKernels{attn: map[int]C.CUfunction{}}
+	// config checks the geometry kernel name exports against want and
+	// raises its shared-memory limit to smem.
+	config := func(f C.CUfunction, name string, want []int, smem int) error {
+		got, err := d.global(d.pmod, name+"_config", len(want))
+		if err != nil {
+			return err
+		}
+		for i := range want {
+			if int(got[i]) != want[i] {
+				return fmt.Errorf("cuda: %s_config is %v, internal/tiles says %v", name, got, want)
+			}
+		}
+		return setMaxSharedMemory(f, smem)
+	}
+	k := pagedKernels{attn: map[int]C.CUfunction{}, ws: map[int]C.CUfunction{}}
+	var err error
 	if k.append, err = fn("fp8attn_paged_append"); err != nil {
 		return err
 	}
@@ -75,20 +108,25 @@ func (d *Device) loadPaged(ampere bool) error {
 			return err
 		}
 		cfg, _ := tiles.Paged(hd)
-		got, err := d.global(d.pmod, name+"_config", 5)
-		if err != nil {
-			return err
-		}
 		want := []int{cfg.Rows, cfg.Keys, cfg.Warps, cfg.Ring, cfg.SharedBytes()}
-		for i := range want {
-			if int(got[i]) != want[i] {
-				return fmt.Errorf("cuda: %s_config is %v, internal/tiles says %v", name, got, want)
-			}
-		}
-		if err := setMaxSharedMemory(f, max(cfg.SharedBytes(), d.SharedPerSM/2)); err != nil { // room for pagedOccupancy's padding
+		if err := config(f, name, want, max(cfg.SharedBytes(), d.SharedPerSM/2)); err != nil { // room for pagedOccupancy's padding
 			return err
 		}
 		k.attn[hd] = f
+	}
+	if loaded {
+		for _, hd := range tiles.PagedWSHeadDims {
+			name := fmt.Sprintf("fp8attn_paged_ws_d%d", hd)
+			f, err := fn(name)
+			if err != nil {
+				return err
+			}
+			cfg, _ := tiles.PagedWS(hd)
+			if err := config(f, name, []int{cfg.Rows, cfg.Keys, cfg.Consumers, cfg.Producers, cfg.Ring, cfg.SharedBytes()}, cfg.SharedBytes()); err != nil {
+				return err
+			}
+			k.ws[hd] = f
+		}
 	}
 	d.paged = k
 	return nil
@@ -117,6 +155,10 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	}
 	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
+	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
+		s.ws = f
+		s.wsCfg, _ = tiles.PagedWS(c.HeadDim)
+	}
 	codes := int64(c.Pages) * int64(c.PageSize) * int64(c.KVHeads) * int64(c.HeadDim)
 	scales := 4 * int64(c.Pages) * int64(c.KVHeads)
 	err = d.do(func() error {
@@ -163,12 +205,15 @@ type pagedKV struct {
 	runsW        []int32
 	params       *pagedParams
 	aparams      *appendParams
-	readV        []fp8.E4M3
-	perSM        int // attention blocks an SM holds (pagedOccupancy)
-	smem         int // the attention kernel's dynamic shared memory a block
-	pins         int // live graphs that read the cache (Close fails while not 0); under the device's lock
-	splits       int // benchmarks (BenchmarkPagedDecodeSplits): key splits forced; 0: splitKeys chooses
-	blocksPerSM  int // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
+	readK, readV []fp8.E4M3
+	ws           C.CUfunction        // the warp-specialized attention kernel, where the device has it for D (else nil: the cp.async kernel)
+	wsCfg        tiles.PagedWSConfig // its geometry (zero where ws is nil)
+	useWS        bool                // plan chose the warp-specialized kernel for the call
+	perSM        int                 // attention blocks an SM holds (pagedOccupancy)
+	smem         int                 // the attention kernel's dynamic shared memory a block
+	pins         int                 // live graphs that read the cache (Close fails while not 0); under the device's lock
+	splits       int                 // benchmarks (BenchmarkPagedDecodeSplits): key splits forced; 0: splitKeys chooses
+	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
 }
 
 // pagedWarpsPerSM is how many warps of the attention kernel an SM runs at
@@ -421,11 +466,18 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		maxTiles = max(maxTiles, (int(p.SeqLens[b])+keys-1)/keys)
 	}
 	var splits, perSplit int
-	if n := min(s.splits, maxTiles, maxSplits); n > 0 { // forced by a benchmark
+	items := p.B * p.Hkv * rowBlocks
+	s.useWS = false
+	if s.wsCfg.Consumers > 0 && s.splits == 0 { // the device has the warp-specialized kernel for D
+		splits, perSplit = s.splitKeysWS(items, maxTiles)
+		s.useWS = items*splits <= wsMaxUnitsPerBlock*s.dev.SMs
+	}
+	switch n := min(s.splits, maxTiles, maxSplits); {
+	case n > 0: // forced by a benchmark (the cp.async kernel)
 		perSplit = (maxTiles + n - 1) / n
 		splits = (maxTiles + perSplit - 1) / perSplit
-	} else {
-		splits, perSplit = s.splitKeys(p.B*p.Hkv*rowBlocks, maxTiles)
+	case !s.useWS:
+		splits, perSplit = s.splitKeys(items, maxTiles)
 	}
 	bs, hs, rs := p.Layout.Strides(p.Hq, p.Sq, p.D)
 	mask := int32(0)
@@ -441,6 +493,9 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq), Mask: mask,
 		RowBlocks: int32(rowBlocks), Splits: int32(splits), TilesPerSplit: int32(perSplit),
 		ScoreScale: float32(float64(p.Scale) * math.Log2E)}
+	if s.useWS { // one block an SM walks the units
+		return min(items*splits, s.dev.SMs), 1, 1
+	}
 	return splits, p.Hkv * rowBlocks, p.B
 }
 
@@ -467,6 +522,46 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 		cost := float64((blocks+slots-1)/slots) * float64((per+s.tc.Warps-1)/s.tc.Warps+2)
 		if n > 1 {
 			cost += float64(blocks)/float64(slots) + 2
+		}
+		if cost < best {
+			best, splits, perSplit = cost, n, per
+		}
+	}
+	return splits, perSplit
+}
+
+// wsMaxUnitsPerBlock: a call whose units would give a block more than this
+// many runs the cp.async kernel instead. The consumers of a block meet at
+// the end of every unit, and on B64 Hq32 Hkv8 Sk2048 (3.9 units a block)
+// the warp-specialized kernel took 76.5-77.0 µs against the cp.async
+// kernel's 74.8-75.0 in the same runs (B8 and B1, one unit a block: 41.3
+// and 26.6 µs against 43.3 and 27.9; docs/PERF.md).
+const wsMaxUnitsPerBlock = 2
+
+// Costs of the warp-specialized kernel's plan, in tiles' time: a unit's
+// fixed work (its query load and its warps' merge, while the producer goes
+// on streaming) and the merge of an item's splits by its last unit.
+const (
+	wsUnitTiles  = 4
+	wsMergeTiles = 4
+)
+
+// splitKeysWS chooses the key splits for the warp-specialized kernel: one
+// block an SM walks the items·n units round robin, so the slowest block has
+// ceil(units/SMs) units of ceil(maxTiles/n) tiles and a unit's fixed work
+// each, and n > 1 adds the merge; a split has a tile for every consumer
+// warp. The count with the least cost wins (the
+// fewest splits on a tie).
+func (s *pagedKV) splitKeysWS(items, maxTiles int) (splits, perSplit int) {
+	best := math.MaxInt
+	for n := 1; n <= min(maxTiles, maxSplits); n++ {
+		per := (maxTiles + n - 1) / n
+		if n > 1 && per < s.wsCfg.Consumers {
+			break // a split for every consumer warp at least
+		}
+		cost := (items*n + s.dev.SMs - 1) / s.dev.SMs * (per + wsUnitTiles)
+		if n > 1 {
+			cost += wsMergeTiles
 		}
 		if cost < best {
 			best, splits, perSplit = cost, n, per
@@ -544,6 +639,12 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 			return err
 		}
 	}
+	pp.Counters = 0
+	if pp.Splits > 1 && s.useWS { // the kernel's per-item counters of finished splits
+		if pp.Counters, err = s.dev.zeroWords(p.B * p.Hkv * int(pp.RowBlocks)); err != nil {
+			return err
+		}
+	}
 	if pp.Splits > 1 {
 		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
 		if pp.PartOut, err = scratch("partOut", 4*parts*int64(p.D)); err != nil {
@@ -560,14 +661,19 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	return s.dev.upload(copies)
 }
 
-// launchAttention issues the attention kernel (and the merge) on the stream.
+// launchAttention issues the attention kernel (and, after the cp.async
+// kernel, the merge of its splits) on the stream.
 func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 	pp := s.params
-	if err := launchStruct(s.dev.paged.attn[s.cfg.HeadDim], gx, gy, gz, s.tc.Threads(), s.smem, s.dev.stream, unsafe.Pointer(pp)); err != nil {
+	f, threads, smem := s.dev.paged.attn[s.cfg.HeadDim], s.tc.Threads(), s.smem
+	if s.useWS {
+		f, threads, smem = s.ws, s.wsCfg.Threads(), s.wsCfg.SharedBytes()
+	}
+	if err := launchStruct(f, gx, gy, gz, threads, smem, s.dev.stream, unsafe.Pointer(pp)); err != nil {
 		return err
 	}
-	if pp.Splits > 1 {
-		return launchStruct(s.dev.paged.merge, gy, gz, s.tc.Rows, 256, 0, s.dev.stream, unsafe.Pointer(pp))
+	if pp.Splits > 1 && !s.useWS { // (the warp-specialized kernel merges its splits itself)
+		return launchStruct(s.dev.paged.merge, int(pp.Hkv*pp.RowBlocks), int(pp.B), s.tc.Rows, 256, 0, s.dev.stream, unsafe.Pointer(pp))
 	}
 	return nil
 }
@@ -645,6 +751,7 @@ func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale floa
 			backend.ErrInvalid, page, head, len(k), len(v), c.Pages, c.KVHeads, c.PageSize, c.HeadDim)
 	}
 	s.readV = freelist.Grow(s.readV, n)
+	s.readK = freelist.Grow(s.readK, n)
 	blk := int64(page*c.KVHeads+head) * int64(n)
 	sc := int64(4 * (page*c.KVHeads + head))
 	scales := make([]float32, 2) // (cgo: not inside a struct that holds Go pointers)
@@ -653,7 +760,7 @@ func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale floa
 	}
 	err = s.dev.do(func() error {
 		errs := []error{
-			cu.MemcpyDtoHAsync(unsafe.Pointer(&k[0]), s.k+cu.DevicePtr(blk), int64(n), s.dev.stream),
+			cu.MemcpyDtoHAsync(unsafe.Pointer(&s.readK[0]), s.k+cu.DevicePtr(blk), int64(n), s.dev.stream),
 			cu.MemcpyDtoHAsync(unsafe.Pointer(&s.readV[0]), s.v+cu.DevicePtr(blk), int64(n), s.dev.stream),
 			cu.MemcpyDtoHAsync(unsafe.Pointer(&scales[0]), s.ks+cu.DevicePtr(sc), 4, s.dev.stream),
 			cu.MemcpyDtoHAsync(unsafe.Pointer(&scales[1]), s.vs+cu.DevicePtr(sc), 4, s.dev.stream),
@@ -665,10 +772,31 @@ func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale floa
 		return 0, 0, fmt.Errorf("cuda: ReadPage: %w", err)
 	}
 	D, P := c.HeadDim, c.PageSize
-	for j := range P { // values are stored [P/32][D][32]
+	for j := range P {
 		for d := range D {
-			v[j*D+d] = s.readV[(j>>5)*D*32+d*32+j&31]
+			k[j*D+d] = s.readK[pagedKeyIndex(j, d, D)]
+			v[j*D+d] = s.readV[pagedValueIndex(j, d, D)]
 		}
 	}
 	return scales[0], scales[1], nil
+}
+
+// The cache's layout within a (page, KV head) block (kernels/paged.cu: the
+// tile layout both attention kernels read): pagedKeyIndex is the offset of
+// key (slot, d) and pagedValueIndex of value (slot, d). In each 32-key tile,
+// key k's 16-byte chunk c sits at chunk c ^ pagedKeySwizzle(k), and values
+// are [D][32] with the 16-key halves of row d swapped when bit 2 of d is set.
+func pagedKeyIndex(slot, d, D int) int {
+	return slot*D + 16*((d>>4)^pagedKeySwizzle(slot&31, D/16)) + d&15
+}
+
+func pagedValueIndex(slot, d, D int) int {
+	return (slot>>5)*D*32 + d*32 + 16*(((slot>>4)&1)^((d>>2)&1)) + slot&15
+}
+
+// pagedKeySwizzle is paged.cu's k_swizzle: key k's ldmatrix row (mod 8)
+// scaled to the largest power of two, at most 8, dividing nc.
+func pagedKeySwizzle(k, nc int) int {
+	row := k&16 + 8*((k>>1)&1) + 2*((k&15)>>2) + k&1
+	return (row & 7) * min(nc&-nc, 8) >> 3
 }

@@ -24,8 +24,69 @@ import (
 // call. The kernel computes at float32 accuracy: see kernels/paged.cu (the
 // queries and weights as two f16 parts each, 22 bits together, products
 // exact, f32 accumulation), inside FP32Tolerance's 16·eps32·(1+M).
+// On a GPU with the warp-specialized kernel (Hopper) the table runs twice:
+// with it, and with the cp.async kernel forced.
 func TestPagedConformance(t *testing.T) {
+	for _, be := range pagedBackends(t) {
+		t.Run(pagedKernelName(be), func(t *testing.T) { sdpatest.RunPaged(t, be) })
+	}
+}
+
+// TestPagedPTXModule runs the paged table on the compute_89 PTX of the paged
+// module where the device would load its sm_90a cubin (Hopper): the build an
+// Ada GPU runs, JIT-compiled here, which the other tests do not load.
+func TestPagedPTXModule(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.ComputeCapability != 90 {
+		t.Skipf("compute capability %d loads the PTX anyway", d.ComputeCapability)
+	}
+	reopen := func(force bool) {
+		if d, err := OpenDevice(0); err == nil {
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		forcePagedPTX = force
+		if _, err := OpenDevice(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen(true)
+	defer reopen(false)
+	if d, _ := OpenDevice(0); len(d.paged.ws) != 0 {
+		t.Fatal("the PTX module has the warp-specialized kernel")
+	}
 	sdpatest.RunPaged(t, testBackend(0))
+}
+
+// pagedBackends are the test backends for each attention kernel this GPU
+// runs: the default (warp-specialized where the device has it) and, where
+// that is not the cp.async kernel, the cp.async kernel forced.
+func pagedBackends(t *testing.T) []*Backend {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bes := []*Backend{testBackend(0)}
+	if len(d.paged.ws) > 0 {
+		be := testBackend(0)
+		be.pagedCpAsync = true
+		bes = append(bes, be)
+	} else if d.ComputeCapability == 90 {
+		t.Errorf("a Hopper GPU without the warp-specialized paged kernel: %v", d.pagedWSErr)
+	}
+	return bes
+}
+
+func pagedKernelName(be *Backend) string {
+	d, _ := OpenDevice(0)
+	if be.pagedCpAsync || len(d.paged.ws) == 0 {
+		return "cp.async"
+	}
+	return "ws"
 }
 
 // diffPages compares every (page, head) block of two caches of config c,
@@ -220,6 +281,7 @@ func TestPagedAgainstCPU(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0xDEC))
+	bes := pagedBackends(t)
 	for _, c := range []struct {
 		hkv, g, sq, d, page int
 		lens                []int
@@ -236,106 +298,108 @@ func TestPagedAgainstCPU(t *testing.T) {
 		{2, 8, 3, 128, 128, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BHSD, 500},
 		{1, 2, 5, 256, 64, []int{700, 90}, backend.CausalLowerRight, backend.BSHD, 0},
 	} {
-		name := fmt.Sprintf("hkv%d-g%d-sq%d-d%d-p%d-%v-%v-chunk%d-lens%v", c.hkv, c.g, c.sq, c.d, c.page, c.mask, c.layout, c.chunk, c.lens)
-		t.Run(name, func(t *testing.T) {
-			P, D, H := c.page, c.d, c.hkv
-			per, total := 1, 0
-			for _, n := range c.lens {
-				per = max(per, (n+P-1)/P)
-				total += (n + P - 1) / P
-			}
-			cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: total + 2}
-			host, _ := cpu.New(2).NewPagedKV(cfg)
-			gpu, err := testBackend(0).NewPagedKV(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer gpu.Close()
-			perm := rng.Perm(cfg.Pages)
-			var table [][]int32
-			for _, n := range c.lens {
-				var pg []int32
-				for range (n + P - 1) / P {
-					pg, perm = append(pg, int32(perm[0])), perm[1:]
+		for _, be := range bes {
+			name := fmt.Sprintf("%s/hkv%d-g%d-sq%d-d%d-p%d-%v-%v-chunk%d-lens%v", pagedKernelName(be), c.hkv, c.g, c.sq, c.d, c.page, c.mask, c.layout, c.chunk, c.lens)
+			t.Run(name, func(t *testing.T) {
+				P, D, H := c.page, c.d, c.hkv
+				per, total := 1, 0
+				for _, n := range c.lens {
+					per = max(per, (n+P-1)/P)
+					total += (n + P - 1) / P
 				}
-				table = append(table, pg)
-			}
-			for s, n := range c.lens {
-				for t0 := 0; t0 < n; {
-					m := n - t0
-					if c.chunk > 0 {
-						m = min(m, c.chunk)
-					}
-					a := &backend.PagedAppend{B: 1, N: m, Layout: c.layout, K: make([]float32, m*H*D), V: make([]float32, m*H*D)}
-					for i := range a.K {
-						a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-					}
-					for tk := t0; tk < t0+m; tk++ {
-						a.Page, a.Slot = append(a.Page, table[s][tk/P]), append(a.Slot, int32(tk%P))
-					}
-					if err := errors.Join(host.Append(a), gpu.Append(a)); err != nil {
-						t.Fatal(err)
-					}
-					t0 += m
+				cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: total + 2}
+				host, _ := cpu.New(2).NewPagedKV(cfg)
+				gpu, err := be.NewPagedKV(cfg)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			B, hq := len(c.lens), H*c.g
-			p := &backend.PagedProblem{B: B, Hq: hq, Hkv: H, Sq: c.sq, D: D, Scale: float32(1 / math.Sqrt(float64(D))), Mask: c.mask,
-				Layout: c.layout, PagesPerSeq: per, Q: make([]float32, B*hq*c.sq*D)}
-			for i := range p.Q {
-				p.Q[i] = float32(rng.NormFloat64())
-			}
-			for s, n := range c.lens {
-				p.SeqLens = append(p.SeqLens, int32(n))
-				row := make([]int32, per)
-				copy(row, table[s])
-				p.BlockTable = append(p.BlockTable, row...)
-			}
-			want, wantLSE := make([]float32, len(p.Q)), make([]float32, B*hq*c.sq)
-			p.Out, p.LSE = want, wantLSE
-			if err := host.Attention(p); err != nil {
-				t.Fatal(err)
-			}
-			got, gotLSE := make([]float32, len(p.Q)), make([]float32, len(wantLSE))
-			p.Out, p.LSE = got, gotLSE
-			if err := gpu.Attention(p); err != nil {
-				t.Fatal(err)
-			}
-			if err := diffPages(host.(backend.PagedReader), gpu.(backend.PagedReader), cfg); err != nil {
-				t.Errorf("the caches differ: %v", err)
-			}
-			bad := 0
-			for s, n := range c.lens {
-				// Twice the float32 tiers on the codes both caches hold:
-				// each result is within one of exact attention on them.
-				tol, lt := sdpatest.Tolerance{}, sdpatest.Tolerance{}
-				if n > 0 {
-					dp, err := sdpatest.PagedSequence(host.(backend.PagedReader), p, cfg, s)
-					if err != nil {
-						t.Fatal(err)
+				defer gpu.Close()
+				perm := rng.Perm(cfg.Pages)
+				var table [][]int32
+				for _, n := range c.lens {
+					var pg []int32
+					for range (n + P - 1) / P {
+						pg, perm = append(pg, int32(perm[0])), perm[1:]
 					}
-					tol, lt = sdpatest.FP32Tolerance(dp), sdpatest.LSETolerance(dp)
-					tol.Atol, tol.Rtol, lt.Atol, lt.Rtol = 2*tol.Atol, 2*tol.Rtol, 2*lt.Atol, 2*lt.Rtol
+					table = append(table, pg)
 				}
-				for h := range hq {
-					for i := range c.sq {
-						o := c.layout.Offset(s, h, i, hq, c.sq, D)
-						st := sdpatest.Compare(got[o:o+D], want[o:o+D], tol)
-						l := (s*hq+h)*c.sq + i
-						lst := sdpatest.Compare(gotLSE[l:l+1], wantLSE[l:l+1], lt)
-						if st.Beyond+lst.Beyond > 0 || math.IsNaN(st.MaxErr) {
-							if bad++; bad <= 8 {
-								t.Errorf("sequence %d head %d position %d: %d of %d beyond twice %s (max error %.3g: got %g want %g); LSE got %g want %g",
-									s, h, i, st.Beyond, D, tol.Why, st.MaxErr, got[o+st.FirstBad], want[o+st.FirstBad], gotLSE[l], wantLSE[l])
+				for s, n := range c.lens {
+					for t0 := 0; t0 < n; {
+						m := n - t0
+						if c.chunk > 0 {
+							m = min(m, c.chunk)
+						}
+						a := &backend.PagedAppend{B: 1, N: m, Layout: c.layout, K: make([]float32, m*H*D), V: make([]float32, m*H*D)}
+						for i := range a.K {
+							a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+						}
+						for tk := t0; tk < t0+m; tk++ {
+							a.Page, a.Slot = append(a.Page, table[s][tk/P]), append(a.Slot, int32(tk%P))
+						}
+						if err := errors.Join(host.Append(a), gpu.Append(a)); err != nil {
+							t.Fatal(err)
+						}
+						t0 += m
+					}
+				}
+				B, hq := len(c.lens), H*c.g
+				p := &backend.PagedProblem{B: B, Hq: hq, Hkv: H, Sq: c.sq, D: D, Scale: float32(1 / math.Sqrt(float64(D))), Mask: c.mask,
+					Layout: c.layout, PagesPerSeq: per, Q: make([]float32, B*hq*c.sq*D)}
+				for i := range p.Q {
+					p.Q[i] = float32(rng.NormFloat64())
+				}
+				for s, n := range c.lens {
+					p.SeqLens = append(p.SeqLens, int32(n))
+					row := make([]int32, per)
+					copy(row, table[s])
+					p.BlockTable = append(p.BlockTable, row...)
+				}
+				want, wantLSE := make([]float32, len(p.Q)), make([]float32, B*hq*c.sq)
+				p.Out, p.LSE = want, wantLSE
+				if err := host.Attention(p); err != nil {
+					t.Fatal(err)
+				}
+				got, gotLSE := make([]float32, len(p.Q)), make([]float32, len(wantLSE))
+				p.Out, p.LSE = got, gotLSE
+				if err := gpu.Attention(p); err != nil {
+					t.Fatal(err)
+				}
+				if err := diffPages(host.(backend.PagedReader), gpu.(backend.PagedReader), cfg); err != nil {
+					t.Errorf("the caches differ: %v", err)
+				}
+				bad := 0
+				for s, n := range c.lens {
+					// Twice the float32 tiers on the codes both caches hold:
+					// each result is within one of exact attention on them.
+					tol, lt := sdpatest.Tolerance{}, sdpatest.Tolerance{}
+					if n > 0 {
+						dp, err := sdpatest.PagedSequence(host.(backend.PagedReader), p, cfg, s)
+						if err != nil {
+							t.Fatal(err)
+						}
+						tol, lt = sdpatest.FP32Tolerance(dp), sdpatest.LSETolerance(dp)
+						tol.Atol, tol.Rtol, lt.Atol, lt.Rtol = 2*tol.Atol, 2*tol.Rtol, 2*lt.Atol, 2*lt.Rtol
+					}
+					for h := range hq {
+						for i := range c.sq {
+							o := c.layout.Offset(s, h, i, hq, c.sq, D)
+							st := sdpatest.Compare(got[o:o+D], want[o:o+D], tol)
+							l := (s*hq+h)*c.sq + i
+							lst := sdpatest.Compare(gotLSE[l:l+1], wantLSE[l:l+1], lt)
+							if st.Beyond+lst.Beyond > 0 || math.IsNaN(st.MaxErr) {
+								if bad++; bad <= 8 {
+									t.Errorf("sequence %d head %d position %d: %d of %d beyond twice %s (max error %.3g: got %g want %g); LSE got %g want %g",
+										s, h, i, st.Beyond, D, tol.Why, st.MaxErr, got[o+st.FirstBad], want[o+st.FirstBad], gotLSE[l], wantLSE[l])
+								}
 							}
 						}
 					}
 				}
-			}
-			if bad > 8 {
-				t.Errorf("... %d rows of %d wrong", bad, B*hq*c.sq)
-			}
-		})
+				if bad > 8 {
+					t.Errorf("... %d rows of %d wrong", bad, B*hq*c.sq)
+				}
+			})
+		}
 	}
 }
 
@@ -423,7 +487,9 @@ func TestPagedUnsupported(t *testing.T) {
 // BenchmarkPagedDecode times one decode step (one new query token per
 // sequence, attention only) over a full FP8 paged cache, per call in
 // CUDA-graph replay, on issue #12's shapes; pages shuffled ("paged") or in
-// order ("contiguous"). Reports µs per call and the cache bytes read per
+// order ("contiguous"), and shuffled with the cp.async kernel forced
+// ("paged-cp.async": on Hopper, the kernel the warp-specialized one
+// replaces, in the same run). Reports µs per call and the cache bytes read per
 // second (K and V codes of every sequence once).
 func BenchmarkPagedDecode(b *testing.B) {
 	for _, s := range []struct {
@@ -434,9 +500,10 @@ func BenchmarkPagedDecode(b *testing.B) {
 		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768},
 		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048},
 	} {
-		for _, order := range []string{"paged", "contiguous"} {
+		for _, order := range []string{"paged", "contiguous", "paged-cp.async"} {
 			b.Run(s.name+"/"+order, func(b *testing.B) {
-				times, err := decodeTimes(s.b, s.hq, s.hkv, s.sk, 128, order == "paged", 0, 0, max(b.N, 50))
+				be := &Backend{name: "cuda", pagedCpAsync: order == "paged-cp.async"}
+				times, err := decodeTimesOn(be, s.b, s.hq, s.hkv, s.sk, 128, order != "contiguous", 0, 0, max(b.N, 50))
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -475,13 +542,90 @@ func BenchmarkPagedDecodeSplits(b *testing.B) {
 	}
 }
 
+// TestPagedPlanWS: the key splits of the warp-specialized kernel (one block
+// an SM, units round robin) on an H200's 132 SMs for issue #12's shapes,
+// and the kernel plan picks (the cp.async one for more than two units a
+// block: B64).
+func TestPagedPlanWS(t *testing.T) {
+	dev := &Device{SMs: 132}
+	for _, c := range []struct {
+		items, maxTiles, splits, perSplit int
+	}{
+		{64, 256, 2, 128}, // B8 Hq32 Hkv8 Sk8192: 128 units, one a block
+		{8, 1024, 16, 64}, // B1 Hq32 Hkv8 Sk32768: 128 units
+		{512, 64, 1, 64},  // B64 Hq32 Hkv8 Sk2048: 3.9 units a block, no merge
+		{1, 2, 1, 2},      // a short sequence
+		{8, 40, 5, 8},     // a split has a tile for every consumer warp
+		{8, 10, 1, 10},    // two splits of 5 tiles would leave warps idle
+	} {
+		s := &pagedKV{dev: dev}
+		s.wsCfg, _ = tiles.PagedWS(128)
+		if splits, per := s.splitKeysWS(c.items, c.maxTiles); splits != c.splits || per != c.perSplit {
+			t.Errorf("%d items of %d tiles: %d splits of %d tiles, want %d of %d", c.items, c.maxTiles, splits, per, c.splits, c.perSplit)
+		}
+		// Which kernel plan runs: one B·Hkv·row-block item a sequence of
+		// c.maxTiles tiles, the warp-specialized kernel where it has one.
+		s.tc, _ = tiles.Paged(128)
+		s.perSM = 2
+		p := &backend.PagedProblem{B: c.items, Hq: 4, Hkv: 1, Sq: 1, D: 128, PagesPerSeq: c.maxTiles}
+		for range c.items {
+			p.SeqLens = append(p.SeqLens, int32(32*c.maxTiles))
+		}
+		s.plan(p)
+		if want := c.items*c.splits <= 2*dev.SMs; s.useWS != want {
+			t.Errorf("%d items of %d tiles: warp-specialized %v, want %v", c.items, c.maxTiles, s.useWS, want)
+		}
+	}
+}
+
+// TestPagedLayout: the host's reading of the cache layout (ReadPage) puts
+// every (slot, dim) of a block at a distinct offset, and the key swizzle
+// keeps chunks inside their row and, where the row length allows it, the
+// eight rows of each ldmatrix in eight bank groups. (That the kernels
+// write and read this layout is what TestPagedAppendBitExact and the
+// conformance table show.)
+func TestPagedLayout(t *testing.T) {
+	for _, D := range tiles.PagedHeadDims {
+		const P = 64
+		seenK, seenV := make([]bool, P*D), make([]bool, P*D)
+		for slot := range P {
+			for d := range D {
+				k, v := pagedKeyIndex(slot, d, D), pagedValueIndex(slot, d, D)
+				if k/D != slot || seenK[k] || v/(32*D) != slot/32 || seenV[v] {
+					t.Fatalf("D=%d: (slot %d, d %d) at K %d, V %d: outside its row or tile, or taken", D, slot, d, k, v)
+				}
+				seenK[k], seenV[v] = true, true
+			}
+		}
+		if nc := D / 16; nc%8 == 0 || nc == 4 {
+			for j := range 4 { // matrix j of an ldmatrix.x4: shared rows 8j..8j+7
+				for c := range nc {
+					banks := map[int]bool{}
+					for r := 8 * j; r < 8*j+8; r++ {
+						k := r&16 | r&1 | ((r>>3)&1)<<1 | ((r>>1)&3)<<2 // the key at shared row r
+						banks[pagedKeyIndex(k, 16*c, D)/16%8] = true
+					}
+					if len(banks) != 8 {
+						t.Errorf("D=%d: matrix %d chunk %d reads %d bank groups, want 8", D, j, c, len(banks))
+					}
+				}
+			}
+		}
+	}
+}
+
 // decodeTimes fills a GPU cache with b sequences of sk random tokens and
 // times decode steps over it, with splits key splits and at most
 // blocksPerSM blocks an SM (0: the backend's choice).
 func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
+	return decodeTimesOn(&Backend{name: "cuda"}, b, hq, hkv, sk, d, shuffled, splits, blocksPerSM, iters)
+}
+
+// decodeTimesOn is decodeTimes on backend be.
+func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
 	const P = 64
 	pages := b * sk / P
-	kv, err := (&Backend{name: "cuda"}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: P, Pages: pages})
+	kv, err := be.NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: P, Pages: pages})
 	if err != nil {
 		return nil, err
 	}

@@ -91,7 +91,8 @@ type pagedParams struct {
 	Out, LSE                                 uint64 // LSE may be 0
 	PartOut, PartLSE                         uint64 // the splits' partial rows
 	SeqLens, BlockTable                      uint64
-	BatchStride, HeadStride, RowStride       int64 // of Q and Out
+	Counters                                 uint64 // the warp-specialized kernel's per-item split counters (zeroWords)
+	BatchStride, HeadStride, RowStride       int64  // of Q and Out
 	B, Hq, Hkv, Sq, D, PageSize, PagesPerSeq int32
 	Mask                                     int32 // 0 none, 2 causal lower-right
 	RowBlocks, Splits, TilesPerSplit         int32

@@ -8,6 +8,7 @@ package tiles
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -277,6 +278,14 @@ func Header() string {
 		fmt.Fprintf(&b, "template <> struct PagedTiles<%d> { static constexpr int ROWS = %d, KEYS = %d, WARPS = %d, RING = %d, KPITCH = %d, TILE = %d, SMEM = %d; };\n",
 			d, c.Rows, c.Keys, c.Warps, c.Ring, c.KPitch(), c.TileBytes(), c.SharedBytes())
 	}
+	b.WriteString("\n// The warp-specialized paged kernel (paged.cu, sm_90a): see internal/tiles.PagedWSConfig.\n")
+	fmt.Fprintf(&b, "#define FP8ATTN_PAGED_WS_HEAD_DIMS %s\n", joinInts(PagedWSHeadDims))
+	b.WriteString("template <int D> struct PagedWSTiles;\n")
+	for _, d := range PagedWSHeadDims {
+		c, _ := PagedWS(d)
+		fmt.Fprintf(&b, "template <> struct PagedWSTiles<%d> { static constexpr int ROWS = %d, KEYS = %d, CONSUMERS = %d, PRODUCERS = %d, CONSUMER_REGS = %d, PRODUCER_REGS = %d, RING = %d, TILE = %d, MERGE = %d, SMEM = %d; };\n",
+			d, c.Rows, c.Keys, c.Consumers, c.Producers, c.ConsumerRegs, c.ProducerRegs, c.Ring, c.TileBytes(), c.MergeBytes(), c.SharedBytes())
+	}
 	return b.String()
 }
 
@@ -301,11 +310,7 @@ type PagedConfig struct {
 
 // Paged returns the paged-cache kernel's geometry for head dimension d.
 func Paged(d int) (PagedConfig, error) {
-	ok := false
-	for _, h := range PagedHeadDims {
-		ok = ok || h == d
-	}
-	if !ok {
+	if !slices.Contains(PagedHeadDims, d) {
 		return PagedConfig{}, fmt.Errorf("%w: the paged-cache kernels support head dims %v, not %d", ErrNoKernel, PagedHeadDims, d)
 	}
 	c := PagedConfig{D: d, Rows: 8, Keys: 32, Warps: 4, Ring: 2}
@@ -330,6 +335,82 @@ func (c PagedConfig) SharedBytes() int { return c.Warps * c.Ring * c.TileBytes()
 
 // Threads is the block size.
 func (c PagedConfig) Threads() int { return 32 * c.Warps }
+
+// PagedWSHeadDims are the head dimensions of the warp-specialized paged
+// kernel (paged.cu's fp8attn_paged_ws_d{D}, built for sm_90a only): those
+// whose per-lane state (the output row and the query fragments) fits the
+// registers of a 384-thread block.
+var PagedWSHeadDims = []int{32, 64, 80, 96, 128}
+
+// PagedWSConfig is the geometry of the warp-specialized paged kernel for one
+// head dimension. One block an SM walks work units (a sequence's KV head,
+// row block and key split) in turn; a producer warp streams their 32-key
+// tiles into a ring of Ring slots with bulk copies (each slot one tile's keys
+// and values, 2·Keys·D bytes, laid out in the cache as they are wanted in
+// shared memory), and Consumers warps take the tiles round robin, each with
+// its own online softmax, merging at the end of each unit in an area of
+// their own (the ring goes on filling with the next unit's tiles); the
+// unit that completes an item's splits merges them.
+type PagedWSConfig struct {
+	D         int // head dimension
+	Rows      int // query rows per unit
+	Keys      int // keys per tile
+	Consumers int // consumer warps per block
+	Producers int // producer warps per block
+	// ConsumerRegs and ProducerRegs: the registers a thread of each role
+	// has after setmaxnreg (the block launches with 65536 / Threads each).
+	ConsumerRegs, ProducerRegs int
+	Ring                       int // tiles in flight per block
+}
+
+// pagedWSConsumers and pagedWSProducers are the consumer and producer warps
+// of a warp-specialized block, and pagedWSShared the shared memory its
+// dynamic part may take (227 KB, the most a block can have on Hopper, less
+// room for its few static bytes).
+const (
+	pagedWSConsumers = 8
+	pagedWSProducers = 8
+	pagedWSShared    = 227<<10 - 64
+)
+
+// PagedWS returns the warp-specialized paged kernel's geometry for head
+// dimension d: the ring as many slots as fit, a multiple of the consumers
+// (each slot serves one consumer warp, and one producer warp), at most 64.
+func PagedWS(d int) (PagedWSConfig, error) {
+	if !slices.Contains(PagedWSHeadDims, d) {
+		return PagedWSConfig{}, fmt.Errorf("%w: the warp-specialized paged kernel supports head dims %v, not %d", ErrNoKernel, PagedWSHeadDims, d)
+	}
+	c := PagedWSConfig{D: d, Rows: 8, Keys: 32, Consumers: pagedWSConsumers, Producers: pagedWSProducers,
+		ConsumerRegs: 200, ProducerRegs: 56}
+	for r := c.Consumers; r <= 64; r += c.Consumers {
+		if n := c; func() bool { n.Ring = r; return n.SharedBytes() <= pagedWSShared }() {
+			c.Ring = r
+		}
+	}
+	return c, nil
+}
+
+// TileBytes is one ring slot: Keys key rows of D codes, then the values,
+// D rows of Keys codes.
+func (c PagedWSConfig) TileBytes() int { return 2 * c.Keys * c.D }
+
+// MergeBytes is the consumers' merge area: each warp's Rows output rows of
+// D floats (or, for the merge of an item's splits, 256 split weights for
+// each of 8 warps, if more), then each warp's Rows maxima and sums and its
+// V units.
+func (c PagedWSConfig) MergeBytes() int {
+	return max(c.Consumers*c.Rows*c.D, 8*256)*4 + c.Consumers*(2*c.Rows+1)*4
+}
+
+// SharedBytes is the dynamic shared memory of a block: the ring, its full
+// and empty mbarriers (8 bytes each) and its slots' K and V scales, the
+// merge area.
+func (c PagedWSConfig) SharedBytes() int {
+	return c.Ring*c.TileBytes() + c.Ring*(8+8+8) + c.MergeBytes()
+}
+
+// Threads is the block size: the consumer and producer warps.
+func (c PagedWSConfig) Threads() int { return 32 * (c.Consumers + c.Producers) }
 
 // PagedPageMultiple: a paged cache's page size must be a multiple of it (a
 // tile never straddles two pages).

@@ -63,6 +63,35 @@ func TestPaged(t *testing.T) {
 	}
 }
 
+// TestPagedWS: every warp-specialized head dim's block fits a Hopper SM
+// (227 KB of shared memory, 65536 registers after setmaxnreg) with whole
+// warpgroups of each role, a producer for each consumer, a ring of whole
+// turns of the consumers, and the warps' merge and the split merge's
+// weights in the merge area; other head dims are refused.
+func TestPagedWS(t *testing.T) {
+	for _, d := range PagedWSHeadDims {
+		c, err := PagedWS(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case c.SharedBytes() > 227<<10:
+			t.Errorf("D=%d: %d bytes of shared memory, above a Hopper block's 227 KB", d, c.SharedBytes())
+		case 32*(c.Consumers*c.ConsumerRegs+c.Producers*c.ProducerRegs) > 65536 || c.Threads()*128 < 65536:
+			t.Errorf("D=%d: %+v: the roles' registers exceed the SM's, or the launch gets more than 128 a thread", d, c)
+		case c.Consumers%4 != 0 || c.Producers != c.Consumers || c.Ring%c.Consumers != 0 || c.Ring < 2*c.Consumers:
+			t.Errorf("D=%d: %+v: the roles are not whole warpgroups, or a consumer's slots not whole (at least two)", d, c)
+		case c.MergeBytes() < max(c.Consumers*8*d, 8*256)*4:
+			t.Errorf("D=%d: merge area of %d bytes", d, c.MergeBytes())
+		}
+	}
+	for _, d := range []int{0, 16, 160, 256} {
+		if _, err := PagedWS(d); err == nil {
+			t.Errorf("PagedWS(%d) accepted", d)
+		}
+	}
+}
+
 // TestAda: every Ada head dim fits two blocks on an L4 SM (100 KB of shared
 // memory, 1 KB of it reserved per block) and under the 48 KB a block gets
 // without opting in; pitches are odd numbers of 16-byte chunks; the packing

@@ -9,10 +9,12 @@
 # (warning C7508), and records registers, spills and per kernel how many QGMMA
 # (FP8 wgmma) instructions the SASS holds.
 # The paged-cache kernels (paged.cu) are compute_89 PTX too, a module of
-# their own.
+# their own, and an sm_90a cubin that adds the warp-specialized decode
+# kernel (bulk copies), loaded on Hopper.
 # Writes attention_compute_89.ptx, paged_compute_89.ptx, their compute_80
 # builds (Ampere), attention_sm_90a.cubin,
-# attention_compute_90a.ptx, resources.txt and source_hash.go.
+# attention_compute_90a.ptx, paged_sm_90a.cubin, resources.txt and
+# source_hash.go.
 set -euo pipefail
 cd "$(dirname "$0")"
 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o attention_compute_89.ptx attention.cu
@@ -26,8 +28,9 @@ for ptx in attention_compute_80.ptx paged_compute_80.ptx; do ptxas -arch=sm_80 -
 hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
 nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu 2> sm90a_build.log || { cat sm90a_build.log; exit 1; }
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
-grep -i warning sm90a_build.log >&2 || true
-if grep -q C7508 sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C7508)" >&2; exit 1; fi
+nvcc $hopper_flags -cubin -Xptxas -v -o paged_sm_90a.cubin paged.cu 2> paged_sm90a_build.log || { cat paged_sm90a_build.log; exit 1; }
+grep -i warning sm90a_build.log paged_sm90a_build.log >&2 || true
+if grep -q C7508 sm90a_build.log paged_sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C7508)" >&2; exit 1; fi
 {
   echo "# ptxas resource usage of attention_compute_89.ptx ($(nvcc --version | tail -1))"
   for arch in sm_89 sm_90; do
@@ -52,11 +55,13 @@ if grep -q C7508 sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C
     END {if (f) printf "%s QMMA=%d HMMA=%d F2FP=%d total=%d\n", f, q, hm, cv, n}' sm89.sass | grep -E "stage(7|8|10)"
   echo "## sm_90a (attention_sm_90a.cubin)"
   grep -E "Compiling entry|Used|spill|stack" sm90a_build.log | sed 's/^ptxas info    : //'
+  echo "## sm_90a paged_sm_90a.cubin (the paged module on Hopper, with the warp-specialized kernel)"
+  grep -E "Compiling entry|Used|spill|stack" paged_sm90a_build.log | sed 's/^ptxas info    : //'
   echo "## sm_90a SASS: tensor-core instructions per kernel (QGMMA = FP8 wgmma)"
   cuobjdump -sass attention_sm_90a.cubin | awk '/Function :/ {if (f) printf "%s QGMMA=%d HGMMA=%d HMMA=%d\n", f, q, hg, hm; f=$3; q=hg=hm=0}
     /QGMMA/ {q++} /HGMMA/ {hg++} /HMMA/ {hm++} END {if (f) printf "%s QGMMA=%d HGMMA=%d HMMA=%d\n", f, q, hg, hm}'
 } > resources.txt
-rm -f sm90a_build.log sm89.cubin sm89.sass
+rm -f sm90a_build.log paged_sm90a_build.log sm89.cubin sm89.sass
 # The hashed sources: every *.cu, *.cuh and *.h here in byte order of name,
 # then the fragment and wgmma headers (kernels_test.go's sourceFiles follows the rule).
 srcs=$(LC_ALL=C ls *.cu *.cuh *.h | LC_ALL=C sort)

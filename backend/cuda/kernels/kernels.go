@@ -41,6 +41,13 @@ var Resources string
 //go:embed paged_compute_89.ptx
 var PagedPTX string
 
+// PagedCubin is paged_sm_90a.cubin: the paged cache's kernels as sm_90a
+// machine code, with the warp-specialized attention kernel (bulk copies,
+// mbarriers), loaded on compute capability 9.0.
+//
+//go:embed paged_sm_90a.cubin
+var PagedCubin []byte
+
 // PagedPTX80 is paged_compute_80.ptx: the paged cache's kernels for Ampere.
 //
 //go:embed paged_compute_80.ptx

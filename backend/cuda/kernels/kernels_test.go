@@ -103,8 +103,24 @@ func TestPTXFresh(t *testing.T) {
 	if len(HopperCubin) < 4 || string(HopperCubin[:4]) != "\x7fELF" {
 		t.Error("the sm_90a cubin is missing or not an ELF image")
 	}
+	// The paged module's sm_90a build: an ELF image with the same kernels
+	// and the warp-specialized one for its head dims (which the compute_89
+	// PTX must not have: its bulk copies need sm_90).
+	if len(PagedCubin) < 4 || string(PagedCubin[:4]) != "\x7fELF" {
+		t.Error("the paged sm_90a cubin is missing or not an ELF image")
+	}
+	for _, d := range tiles.PagedWSHeadDims {
+		for _, sym := range []string{fmt.Sprintf("fp8attn_paged_ws_d%d", d), fmt.Sprintf("fp8attn_paged_ws_d%d_config", d), fmt.Sprintf("fp8attn_paged_d%d", d)} {
+			if !strings.Contains(string(PagedCubin), sym+"\x00") {
+				t.Errorf("paged cubin lacks %s", sym)
+			}
+		}
+	}
+	if strings.Contains(PagedPTX, "fp8attn_paged_ws") || strings.Contains(PagedPTX80, "fp8attn_paged_ws") {
+		t.Error("the compute_89 or compute_80 paged PTX holds the warp-specialized kernel")
+	}
 	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") || !strings.Contains(Resources, "QGMMA=") ||
-		!strings.Contains(Resources, "fp8attn_paged_d128") || !strings.Contains(Resources, "fp8attn_stage10_d128: loop") ||
+		!strings.Contains(Resources, "fp8attn_paged_d128") || !strings.Contains(Resources, "fp8attn_paged_ws_d128") || !strings.Contains(Resources, "fp8attn_stage10_d128: loop") ||
 		!strings.Contains(Resources, "sm_80") {
 		t.Error("resource report incomplete")
 	}

@@ -1,21 +1,26 @@
 // paged.cu: the paged FP8 KV cache on the GPU (issue #12). A module of its
-// own, compute_89 PTX like the dense stages (it runs on Ada and, JIT-compiled,
-// on Hopper), loaded by backend/cuda/paged.go.
+// own, loaded by backend/cuda/paged.go: compute_89 PTX like the dense stages
+// (Ada; compute_80 for Ampere), and an sm_90a cubin for Hopper that adds the
+// warp-specialized attention kernel.
 //
 //   fp8attn_paged_append   quantizes new tokens' keys and values into their
 //                          pages under the scale policy of package backend,
 //                          bit for bit as the cpu backend does.
 //   fp8attn_paged_d{D}     attention of new queries (decode: one token; or a
-//                          chunk) against the cache, split over the keys.
-//   fp8attn_paged_merge    combines the splits by their log-sum-exps.
+//                          chunk) against the cache, split over the keys
+//                          (cp.async into per-warp rings; every GPU).
+//   fp8attn_paged_ws_d{D}  the same, warp-specialized (bulk copies, sm_90a).
+//   fp8attn_paged_merge    combines the splits by their log-sum-exps (after
+//                          fp8attn_paged_d{D}; the ws kernel merges itself).
 //   fp8attn_paged_check    flags a non-finite key or value of an append from
 //                          device memory (before anything is written).
 //
 // Storage. Every (page, KV head) block holds its keys as rows, [P][D] codes,
 // and its values transposed in groups of 32 keys, [P/32][D][32] codes (keys
 // contiguous: the B operand of P·V; one tile's values one contiguous run of
-// memory), with one power-of-two dequantization scale each for K and for V
-// (0 while the block has held only zeros).
+// memory), each tile's 16-byte chunks permuted as k_index and v_index say,
+// with one power-of-two dequantization scale each for K and for V (0 while
+// the block has held only zeros).
 //
 // The attention kernel. A block serves the query rows of one KV head (its
 // query heads times the new positions, packed as the cpu backend packs them:
@@ -87,6 +92,26 @@
 //                    L1-bypassing copies had L2 send 1.75x the cache's bytes.
 //   v9 (2026-11-22): fp8attn_paged_check, for appends whose keys and values
 //                    are already in device memory (no copy through the host).
+//   v10 (2026-11-22): the cache stores each tile as the kernels want it in
+//                    shared memory (keys' chunks swizzled, values' halves
+//                    swapped: k_index, v_index), and the sm_90a build adds
+//                    fp8attn_paged_ws_d{D} (D <= 128): a persistent,
+//                    warp-specialized kernel, bulk copies into a ring of
+//                    RING slots, one producer warp for each of 8 consumer
+//                    warps (setmaxnreg), the splits merged by the unit
+//                    that finishes an item's last one. 41.4 / 27.0 us on
+//                    B8 / B1 (cp.async kernel 43.3-43.6 / 27.9-28.3 in the
+//                    same runs); on B64 (3.9 units a block) it was 2% slower
+//                    and paged.go runs the cp.async kernel there. The
+//                    experiments on the way are in docs/PERF.md (session 12).
+#include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
+
+// FP8ATTN_PAGED_ALU_CVT=1 builds the attention kernels with E4M3 codes
+// turned into f16 by integer instructions instead of the conversion
+// instruction (an experiment: see docs/PERF.md).
+#ifndef FP8ATTN_PAGED_ALU_CVT
+#define FP8ATTN_PAGED_ALU_CVT 0
+#endif
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 struct PagedParams {
@@ -96,6 +121,7 @@ struct PagedParams {
   float *out, *lse;                // out as q; lse [B][Hq][Sq] or null
   float *part_out, *part_lse;      // the splits' partial rows: [item][split][8][D], [item][split][8]
   const int *seq_lens, *block_table;  // [B], [B][pages_per_seq]
+  int* counters;                      // per item, splits finished (the warp-specialized kernel; 0 between launches)
   long long batch_stride, head_stride, row_stride;  // of q and out, in elements
   int b, hq, hkv, sq, d, page_size, pages_per_seq, mask;  // mask: 0 none, 2 causal lower-right
   int row_blocks, splits, tiles_per_split;  // grid (splits, hkv·row_blocks, b)
@@ -124,7 +150,7 @@ struct CheckParams {
 #define AP_OFF(f) (int)offsetof(AppendParams, f)
 extern "C" __device__ const int fp8attn_paged_params_layout[] = {
     (int)sizeof(PagedParams), PP_OFF(k), PP_OFF(v), PP_OFF(k_scale), PP_OFF(v_scale), PP_OFF(q), PP_OFF(out),
-    PP_OFF(lse), PP_OFF(part_out), PP_OFF(part_lse), PP_OFF(seq_lens), PP_OFF(block_table), PP_OFF(batch_stride),
+    PP_OFF(lse), PP_OFF(part_out), PP_OFF(part_lse), PP_OFF(seq_lens), PP_OFF(block_table), PP_OFF(counters), PP_OFF(batch_stride),
     PP_OFF(head_stride), PP_OFF(row_stride), PP_OFF(b), PP_OFF(hq), PP_OFF(hkv), PP_OFF(sq), PP_OFF(d),
     PP_OFF(page_size), PP_OFF(pages_per_seq), PP_OFF(mask), PP_OFF(row_blocks), PP_OFF(splits),
     PP_OFF(tiles_per_split), PP_OFF(score_scale)};
@@ -172,9 +198,47 @@ __device__ __forceinline__ float page_scale(float amax) {
 // The host launches runs that share a page in separate waves, in order.
 constexpr int APPEND_THREADS = 128;
 
-// The offset of value (slot, d) in its block: [P/32][D][32].
+// The cache's layout within each 32-key tile of a (page, KV head) block: the
+// tile is stored as it is wanted in shared memory, so that the
+// warp-specialized kernel moves it with two bulk copies and the cp.async
+// kernel with plain 16-byte copies.
+//   Keys: row k (D codes) is key k; its 16-byte chunk c sits at chunk
+//   c ^ k_swizzle(k), which puts the eight rows an ldmatrix reads (keys
+//   key_of_row(8j..8j+7), below) in distinct bank groups where the row
+//   length allows it (D a multiple of 128 bytes or 64: every group; other
+//   D: fewer conflicts, or as many as unswizzled).
+//   Values: [D][32], row d the 32 keys of dimension d; its chunk c (keys
+//   16c..16c+15) at chunk c ^ ((d >> 2) & 1) (v_off: rows d and d+4 of an
+//   ldmatrix fall in different bank groups).
+
+// The shared row of key k (0..31) of a tile as the fragments read it: within
+// each 16 keys, the order 0,1,4,5,8,9,12,13, 2,3,6,7,10,11,14,15 (see the
+// attention kernel's notes). key_of_row is its inverse.
+__host__ __device__ __forceinline__ int key_row(int k) {
+  return (k & 16) + 8 * ((k >> 1) & 1) + 2 * ((k & 15) >> 2) + (k & 1);
+}
+__host__ __device__ __forceinline__ int key_of_row(int r) {
+  return (r & 16) | (r & 1) | (((r >> 3) & 1) << 1) | (((r >> 1) & 3) << 2);
+}
+
+// The chunk swizzle of key k in rows of nc 16-byte chunks: the ldmatrix row
+// of the key (mod 8) scaled to the largest power of two (at most 8) that
+// divides nc, so that the XOR stays inside the row.
+__host__ __device__ __forceinline__ int k_swizzle(int k, int nc) {
+  const int s = (nc & -nc) < 8 ? (nc & -nc) : 8;
+  return (key_row(k) & 7) * s >> 3;
+}
+
+// The byte offset of chunk c of value row d in a tile's values (rows of 32
+// bytes).
+__host__ __device__ __forceinline__ int v_off(int d, int c) { return d * 32 + 16 * (c ^ ((d >> 2) & 1)); }
+
+// The offsets of key (slot, d) and value (slot, d) in a block of D·P codes.
+__device__ __forceinline__ long long k_index(int slot, int d, int D) {
+  return (long long)slot * D + 16 * ((d >> 4) ^ k_swizzle(slot & 31, D >> 4)) + (d & 15);
+}
 __device__ __forceinline__ long long v_index(int slot, int d, int D) {
-  return (long long)(slot >> 5) * D * 32 + d * 32 + (slot & 31);
+  return (long long)(slot >> 5) * D * 32 + v_off(d, (slot >> 4) & 1) + (slot & 15);
 }
 
 extern "C" __global__ void __launch_bounds__(APPEND_THREADS) fp8attn_paged_append(const AppendParams p) {
@@ -218,7 +282,7 @@ extern "C" __global__ void __launch_bounds__(APPEND_THREADS) fp8attn_paged_appen
     for (int d = tid; d < D; d += APPEND_THREADS) {
       const uint8_t c = sc == 0.f ? 0 : float_to_e4m3(row[d] / sc);
       if (is_v) blk[v_index(slot, d, D)] = c;
-      else blk[(long long)slot * D + d] = c;
+      else blk[k_index(slot, d, D)] = c;
     }
     __syncthreads();  // red is reused, and a later growth re-reads these codes
   }
@@ -246,7 +310,15 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* smem) 
 // halves directly); compute_80 has no E4M3 conversion instruction, and
 // cuda_fp8.h's does it in integer arithmetic.
 __device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-#if __CUDA_ARCH__ >= 890
+#if FP8ATTN_PAGED_ALU_CVT
+  // Integer arithmetic: an E4M3 code's bits (sign; exponent and mantissa
+  // moved right by one) as an f16 are its value times 2^-8, subnormals
+  // included (the cache holds no NaN code); tile() takes the 2^8 back in
+  // the page scales.
+  const uint32_t l = __byte_perm(x, 0, 0x1404), h = __byte_perm(x, 0, 0x3424);
+  lo = (l & 0x80008000u) | ((l >> 1) & 0x3f803f80u);
+  hi = (h & 0x80008000u) | ((h >> 1) & 0x3f803f80u);
+#elif __CUDA_ARCH__ >= 890
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
       : "=r"(lo), "=r"(hi)
       : "r"(x));
@@ -282,131 +354,93 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// The shared row of key k (0..31) of a tile: within each 16 keys, the order
-// 0,1,4,5,8,9,12,13, 2,3,6,7,10,11,14,15.
-__device__ __forceinline__ int key_row(int k) {
-  return (k & 16) + 8 * ((k >> 1) & 1) + 2 * ((k & 15) >> 2) + (k & 1);
+// A work unit: the query rows of sequence b's KV head kh in row block rb
+// (8 rows; row r0+g is query head kh·G + (r0+g)%G at position (r0+g)/G, G
+// the query heads a KV head serves) against the tiles [ta, tb) of key split
+// split. Units are numbered item-major (an item, a (b, kh, rb), has its
+// splits consecutive): unit u writes partial rows u.
+struct PagedUnit {
+  int b, kh, rb, split, group, r0, rows_n, n, ta, tb;
+};
+
+__device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int kh, int rb, int split) {
+  PagedUnit u;
+  u.b = b;
+  u.kh = kh;
+  u.rb = rb;
+  u.split = split;
+  u.group = p.hq / p.hkv;
+  u.r0 = rb * 8;
+  u.rows_n = min(8, u.group * p.sq - u.r0);
+  u.n = p.seq_lens[b];
+  // The keys the unit's last row sees bound its tiles.
+  const int last_i = (u.r0 + u.rows_n - 1) / u.group;
+  const int vis_max = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + last_i + 1)) : u.n;
+  const int tiles = (vis_max + 31) / 32;
+  u.ta = split * p.tiles_per_split;
+  u.tb = min(tiles, u.ta + p.tiles_per_split);
+  return u;
 }
 
-// The byte offset of 16-byte chunk c of value row d in a tile's V part (rows
-// of 32 bytes): the chunks of rows d and d+4 swap, so that ldmatrix's eight
-// rows fall in eight bank groups.
-__device__ __forceinline__ int v_off(int d, int c) { return d * 32 + 16 * (c ^ ((d >> 2) & 1)); }
+__device__ __forceinline__ PagedUnit paged_unit_at(const PagedParams& p, int u) {
+  const int split = u % p.splits, item = u / p.splits;
+  return paged_unit(p, item / (p.row_blocks * p.hkv), item / p.row_blocks % p.hkv, item % p.row_blocks, split);
+}
 
-template <int D>
-__device__ __forceinline__ void paged_attention(const PagedParams p) {
-  using T = PagedTiles<D>;
-  constexpr int NC = D / 16, NT = D / 8, KP = T::KPITCH, KEYS = T::KEYS, W = T::WARPS;
-  static_assert(KEYS == 32 && T::ROWS == 8, "the fragment walk assumes 32-key tiles and 8 rows");
-  extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ float sm_m[W][8], sm_l[W][8], sm_vs[W];
-
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int split = blockIdx.x, kh = blockIdx.y / p.row_blocks, rb = blockIdx.y % p.row_blocks, b = blockIdx.z;
-  const int group = p.hq / p.hkv, rows_total = group * p.sq, r0 = rb * 8;
-  const int rows_n = min(8, rows_total - r0);
-  const int n = p.seq_lens[b];
-  // This lane's row g: query head h, position i; the keys it sees.
-  const int row = r0 + g;
-  const bool row_ok = g < rows_n;
-  const int h = kh * group + row % group, i = row / group;
-  int vis = 0;
-  if (row_ok) vis = p.mask == 2 ? max(0, min(n, n - p.sq + i + 1)) : n;
-  const int last_i = (r0 + rows_n - 1) / group;
-  const int vis_max = p.mask == 2 ? max(0, min(n, n - p.sq + last_i + 1)) : n;
-  const int tiles = (vis_max + KEYS - 1) / KEYS;
-  const int ta = split * p.tiles_per_split, tb = min(tiles, ta + p.tiles_per_split);
-
-  uint8_t* ring = smem + warp * T::RING * T::TILE;
-  const long long blk_bytes = (long long)D * p.page_size;
-  const int* table = p.block_table + (long long)b * p.pages_per_seq;
-  auto page_of = [&](int tile) { return table[tile * KEYS / p.page_size]; };
-  auto issue = [&](int tile, int page, int slot) {
-    const int col = tile * KEYS % p.page_size;
-    const uint8_t* kb = p.k + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;
-    const uint8_t* vb = p.v + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;  // [D][32] at col
-    uint8_t* sk = ring + slot * T::TILE;
-    uint8_t* sv = sk + KEYS * KP;
-    // Trip counts known at compile time (fully unrolled, the offsets folded
-    // into constants but for the lane's own): KEYS·NC and 2·D are multiples
-    // of 32 for every D that is a multiple of 16.
-#pragma unroll
-    for (int i = 0; i < KEYS * NC / 32; i++) {
-      const int c = lane + 32 * i, key = c / NC, ch = c % NC;
-      cp_async16_l1(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * ch);
-    }
-#pragma unroll
-    for (int i = 0; i < 2 * D / 32; i++) {
-      const int c = lane + 32 * i, d = c >> 1, ch = c & 1;
-      cp_async16_l1(sv + v_off(d, ch), vb + c * 16);
-    }
-  };
-
-  // Software pipeline (the first tile's copies go out before the queries
-  // load): the copies of tile T+W are issued before tile T is
-  // computed, with T+W's page (and scales) loaded one iteration earlier
-  // still, so that no dependent global load sits between a tile's wait and
-  // its math.
-  int slot = 0, page_next = 0;
-  float ks = 0.f, vs = 0.f;
-  if (ta + warp < tb) {
-    const int pg = page_of(ta + warp);
-    issue(ta + warp, pg, 0);
-    ks = p.k_scale[(long long)pg * p.hkv + kh];
-    vs = p.v_scale[(long long)pg * p.hkv + kh];
-  }
-  cp_async_commit();
-  if (ta + warp + W < tb) page_next = page_of(ta + warp + W);
-  // The query row as A fragments, high and low f16 parts, scaled by 2^qe.
-  uint32_t qa[NC][4];
-  int qe = 0;
-  {
-    const float* qp = p.q + b * p.batch_stride + h * p.head_stride + i * p.row_stride;
-    float4 x[NC];
-    float amax = 0.f;
-#pragma unroll
-    for (int c = 0; c < NC; c++) {
-      x[c] = row_ok ? *(const float4*)(qp + 16 * c + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
-      amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c].x), fabsf(x[c].y)), fmaxf(fabsf(x[c].z), fabsf(x[c].w))));
-    }
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-    if (amax > 0.f && amax <= 3.4e38f) {
-      int ex;
-      frexpf(amax, &ex);
-      qe = 8 - ex;  // amax·2^qe in [128, 256)
-    }
-#pragma unroll
-    for (int c = 0; c < NC; c++) {
-      split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), qa[c][0], qa[c][1]);
-      split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), qa[c][2], qa[c][3]);
-    }
-  }
-
-  // The row's score factor but for its page's K scale (a power of two):
-  // softmax scale·log2(e)·2^-qe.
-  const float score_factor = ldexpf(p.score_scale, -qe);
-  float m = NEG_INF, l = 0.f, vs_units = 0.f, vs_seen = 0.f, pscale = 4096.f;
+// PagedWarp is one warp's online softmax over the tiles it takes of a unit:
+// lane 4g+t holds row g. Both attention kernels run it.
+template <int D> struct PagedWarp {
+  static constexpr int NC = D / 16, NT = D / 8;
+  uint32_t qa[NC][4];  // the query row as A fragments, high and low f16 parts, scaled by 2^qe
+  float score_factor;  // softmax scale·log2(e)·2^-qe (times a page's K scale per tile)
+  float m, l, vs_units, vs_seen, pscale;
   float o[NT][4];
+  int vis;  // the keys row g sees
+
+  // start loads row g of unit u and clears the state.
+  __device__ __forceinline__ void start(const PagedParams& p, const PagedUnit& u, int g, int t) {
+    const int row = u.r0 + g;
+    const bool row_ok = g < u.rows_n;
+    const int h = u.kh * u.group + row % u.group, i = row / u.group;
+    vis = 0;
+    if (row_ok) vis = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
+    int qe = 0;
+    {
+      const float* qp = p.q + u.b * p.batch_stride + h * p.head_stride + i * p.row_stride;
+      float4 x[NC];
+      float amax = 0.f;
 #pragma unroll
-  for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
-
-  for (int tile = ta + warp; tile < tb; tile += W) {
-    float ks_next = 0.f, vs_next = 0.f;
-    int page_after = 0;
-    if (tile + W < tb) {
-      issue(tile + W, page_next, slot ^ 1);
-      ks_next = p.k_scale[(long long)page_next * p.hkv + kh];
-      vs_next = p.v_scale[(long long)page_next * p.hkv + kh];
-      if (tile + 2 * W < tb) page_after = page_of(tile + 2 * W);
+      for (int c = 0; c < NC; c++) {
+        x[c] = row_ok ? *(const float4*)(qp + 16 * c + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+        amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c].x), fabsf(x[c].y)), fmaxf(fabsf(x[c].z), fabsf(x[c].w))));
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      if (amax > 0.f && amax <= 3.4e38f) {
+        int ex;
+        frexpf(amax, &ex);
+        qe = 8 - ex;  // amax·2^qe in [128, 256)
+      }
+#pragma unroll
+      for (int c = 0; c < NC; c++) {
+        split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), qa[c][0], qa[c][1]);
+        split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), qa[c][2], qa[c][3]);
+      }
     }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncwarp();
-    const uint8_t* sk = ring + slot * T::TILE;
-    const uint8_t* sv = sk + KEYS * KP;
-    const int j0 = tile * KEYS;
+    score_factor = ldexpf(p.score_scale, -qe);
+    m = NEG_INF;
+    l = vs_units = vs_seen = 0.f;
+    pscale = 4096.f;
+#pragma unroll
+    for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  }
 
+  // tile takes the 32 keys from j0 on: krow is this lane's ldmatrix row of
+  // the tile's keys (the shared row the lane names) and ksw its chunk
+  // swizzle (chunk c at krow + 16·(c ^ ksw)); sv the tile's values, laid out
+  // as v_off says; ks and vs the page's scales.
+  __device__ __forceinline__ void tile(const uint8_t* krow, int ksw, const uint8_t* sv, float ks, float vs, int j0,
+                                       int lane, int t) {
     // S = Q·Kᵀ over the 32 keys: n-tile j holds shared rows 8j..8j+7.
     float s[4][4];
 #pragma unroll
@@ -414,7 +448,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
 #pragma unroll
     for (int c = 0; c < NC; c++) {
       uint32_t kr[4];
-      ldmatrix_x4(kr, sk + lane * KP + 16 * c);  // matrix j = n-tile j, chunk c
+      ldmatrix_x4(kr, krow + 16 * (c ^ ksw));  // matrix j = n-tile j, chunk c
 #pragma unroll
       for (int j = 0; j < 4; j++) {
         uint32_t b0, b1;
@@ -424,6 +458,10 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     }
     // Scores in the log2 domain; n-tile j, element e (0, 1) is key
     // 16(j>>1) + 4t + 2(j&1) + e. Keys at or past the row's limit are -inf.
+    if (FP8ATTN_PAGED_ALU_CVT) {  // the codes came out 2^-8 times their values
+      ks *= 256.f;
+      vs *= 256.f;
+    }
     const float f = score_factor * ks;
     float sc[4][2], tmax = NEG_INF;
 #pragma unroll
@@ -505,37 +543,42 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
         }
       }
     }
-    __syncwarp();  // every lane is done with the slot before it is refilled
-    slot ^= 1;
-    ks = ks_next;
-    vs = vs_next;
-    page_next = page_after;
   }
-  cp_async_wait<0>();
-  l += __shfl_xor_sync(0xffffffffu, l, 1);
-  l += __shfl_xor_sync(0xffffffffu, l, 2);
 
-  // Merge the warps: each puts its state in shared memory (the rings, now
-  // idle), then the block combines each (row, d).
-  __syncthreads();
-  // Rows SO floats apart (D + 8): the eight rows of a warp's 64-bit stores
-  // fall on four bank offsets, two wavefronts a store (D apart: eight-way
-  // conflicts).
-  constexpr int SO = D + 8;
-  static_assert(W * 8 * SO * 4 <= T::SMEM, "the warps' rows fit in the rings");
-  float* so = (float*)smem;  // [W][8][SO]
-  if (t == 0) {
-    sm_m[warp][g] = m;
-    sm_l[warp][g] = l;
+  // finish sums the row sum over the quad (each lane has its keys' share).
+  __device__ __forceinline__ void finish() {
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
   }
-  if (lane == 0) sm_vs[warp] = vs_units;
+};
+
+// merge_warps combines the states of unit u of W warps (warp 0..W-1, lane):
+// each puts its rows in so ([W][8][SO] floats; with SO = D+8 the eight rows
+// of a warp's 64-bit stores fall on four bank offsets, two wavefronts a
+// store, where D apart conflicts eight ways) and its maxima, sums and V units in sm_m,
+// sm_l, sm_vs; then the W·32 threads write the unit's rows, to out and lse
+// (one split) or to its partial rows. sync is the barrier of those threads;
+// it runs first, so that so may hold something else until then.
+template <int D, int SO, int W, class Sync>
+__device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const PagedWarp<D>& st, float* so,
+                                            float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp, int lane,
+                                            Sync sync) {
+  constexpr int NT = D / 8;
+  const int g = lane >> 2, t = lane & 3;
+  sync();
+  if (t == 0) {
+    sm_m[warp][g] = st.m;
+    sm_l[warp][g] = st.l;
+  }
+  if (lane == 0) sm_vs[warp] = st.vs_units;
 #pragma unroll
   for (int j = 0; j < NT; j++) {
-    *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] = make_float2(o[j][0] + o[j][2], o[j][1] + o[j][3]);
+    *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] =
+        make_float2(st.o[j][0] + st.o[j][2], st.o[j][1] + st.o[j][3]);
   }
-  __syncthreads();
-  const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
-  for (int e = threadIdx.x; e < 8 * D; e += W * 32) {
+  sync();
+  const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
+  for (int e = warp * 32 + lane; e < 8 * D; e += W * 32) {
     const int r = e / D, d = e % D;
     float mx = NEG_INF;
     bool nan = false;
@@ -556,84 +599,195 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
     }
     float val = L > 0.f ? acc / L : 0.f, lse2 = L > 0.f ? mx + log2f(L) : NEG_INF;
     if (nan) val = lse2 = __int_as_float(0x7fffffff);
-    if (r >= rows_n) continue;
+    if (r >= u.rows_n) continue;
     if (p.splits > 1) {
-      const long long part = item * p.splits + split;
+      const long long part = item * p.splits + u.split;
       p.part_out[(part * 8 + r) * D + d] = val;
       if (d == 0) p.part_lse[part * 8 + r] = lse2;
     } else {
-      const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
-      p.out[b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
-      if (d == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = lse2 * LN2;
+      const int rr = u.r0 + r, hh = u.kh * u.group + rr % u.group, ii = rr / u.group;
+      p.out[u.b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
+      if (d == 0 && p.lse) p.lse[((long long)u.b * p.hq + hh) * p.sq + ii] = lse2 * LN2;
     }
   }
 }
 
-// Combines the splits of each row: with w_s = 2^(lse_s - max), out = Σ
-// w_s·out_s / Σ w_s and lse = max + log2 Σ w_s (natural log on output). A row
-// no split saw a key for gets zeros and -inf; a NaN in any split stays NaN.
-// Grid (hkv·row_blocks, b, 8 rows), 256 threads: warp 0 weighs the row's
-// splits into shared memory; then warp w sums splits w, w+8, ... with four
-// columns a lane (16-byte loads, all in flight), and the warps' sums are
-// added through shared memory.
+// The cp.async kernel (every GPU from sm_80): a block per unit (grid
+// (splits, hkv·row_blocks, b)); its warps walk their own tiles, tile
+// ta+warp, ta+warp+W, ..., through their own 2-slot rings.
+template <int D>
+__device__ __forceinline__ void paged_attention(const PagedParams p) {
+  using T = PagedTiles<D>;
+  constexpr int NC = D / 16, KP = T::KPITCH, KEYS = T::KEYS, W = T::WARPS;
+  static_assert(KEYS == 32 && T::ROWS == 8, "the fragment walk assumes 32-key tiles and 8 rows");
+  constexpr int SO = D + 8;
+  static_assert(W * 8 * SO * 4 <= T::SMEM, "the warps' rows fit in the rings");
+  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ float sm_m[W][8], sm_l[W][8], sm_vs[W];
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const PagedUnit u = paged_unit(p, blockIdx.z, blockIdx.y / p.row_blocks, blockIdx.y % p.row_blocks, blockIdx.x);
+  const int ta = u.ta, tb = u.tb, kh = u.kh;
+
+  uint8_t* ring = smem + warp * T::RING * T::TILE;
+  const long long blk_bytes = (long long)D * p.page_size;
+  const int* table = p.block_table + (long long)u.b * p.pages_per_seq;
+  auto page_of = [&](int tile) { return table[tile * KEYS / p.page_size]; };
+  auto issue = [&](int tile, int page, int slot) {
+    const int col = tile * KEYS % p.page_size;
+    const uint8_t* kb = p.k + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;
+    const uint8_t* vb = p.v + ((long long)page * p.hkv + kh) * blk_bytes + (long long)col * D;  // [D][32] at col
+    uint8_t* sk = ring + slot * T::TILE;
+    uint8_t* sv = sk + KEYS * KP;
+    // Trip counts known at compile time (fully unrolled, the offsets folded
+    // into constants but for the lane's own): KEYS·NC and 2·D are multiples
+    // of 32 for every D that is a multiple of 16. Keys go to their shared
+    // rows (key_row) at an odd pitch, unswizzled; values as they are stored.
+#pragma unroll
+    for (int i = 0; i < KEYS * NC / 32; i++) {
+      const int c = lane + 32 * i, key = c / NC, ch = c % NC;
+      cp_async16_l1(sk + key_row(key) * KP + 16 * ch, kb + key * D + 16 * (ch ^ k_swizzle(key, NC)));
+    }
+#pragma unroll
+    for (int i = 0; i < 2 * D / 32; i++) {
+      const int c = lane + 32 * i;
+      cp_async16_l1(sv + c * 16, vb + c * 16);
+    }
+  };
+
+  // Software pipeline (the first tile's copies go out before the queries
+  // load): the copies of tile T+W are issued before tile T is
+  // computed, with T+W's page (and scales) loaded one iteration earlier
+  // still, so that no dependent global load sits between a tile's wait and
+  // its math.
+  int slot = 0, page_next = 0;
+  float ks = 0.f, vs = 0.f;
+  if (ta + warp < tb) {
+    const int pg = page_of(ta + warp);
+    issue(ta + warp, pg, 0);
+    ks = p.k_scale[(long long)pg * p.hkv + kh];
+    vs = p.v_scale[(long long)pg * p.hkv + kh];
+  }
+  cp_async_commit();
+  if (ta + warp + W < tb) page_next = page_of(ta + warp + W);
+  PagedWarp<D> st;
+  st.start(p, u, g, t);
+
+  for (int tile = ta + warp; tile < tb; tile += W) {
+    float ks_next = 0.f, vs_next = 0.f;
+    int page_after = 0;
+    if (tile + W < tb) {
+      issue(tile + W, page_next, slot ^ 1);
+      ks_next = p.k_scale[(long long)page_next * p.hkv + kh];
+      vs_next = p.v_scale[(long long)page_next * p.hkv + kh];
+      if (tile + 2 * W < tb) page_after = page_of(tile + 2 * W);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncwarp();
+    const uint8_t* sk = ring + slot * T::TILE;
+    st.tile(sk + lane * KP, 0, sk + KEYS * KP, ks, vs, tile * KEYS, lane, t);
+    __syncwarp();  // every lane is done with the slot before it is refilled
+    slot ^= 1;
+    ks = ks_next;
+    vs = vs_next;
+    page_next = page_after;
+  }
+  cp_async_wait<0>();
+  st.finish();
+  // The rings are idle after the first barrier: the warps' rows go there.
+  merge_warps<D, SO, W>(p, u, st, (float*)smem, sm_m, sm_l, sm_vs, warp, lane, [] { __syncthreads(); });
+}
+
 constexpr int MERGE_THREADS = 256;
 
-extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(const PagedParams p) {
-  __shared__ float wts[256];                        // the row's split weights (splits <= 256)
-  __shared__ __align__(16) float part_sum[8][256];  // each warp's column sums (D <= 256)
-  __shared__ float row_sum, row_lse;
-  const int kh = blockIdx.x / p.row_blocks, rb = blockIdx.x % p.row_blocks, b = blockIdx.y, r = blockIdx.z;
+// SplitWeights are a row's split weights (in shared memory) summed, with
+// the largest split LSE (log2) and whether any split was NaN.
+struct SplitWeights {
+  float sum, mx;
+  bool nan;
+  // lse2 is the row's log2-sum-exp: NaN if a split was, -inf if no split
+  // saw a key.
+  __device__ __forceinline__ float lse2() const {
+    return nan ? __int_as_float(0x7fffffff) : (sum > 0.f ? mx + log2f(sum) : NEG_INF);
+  }
+};
+
+// split_weights: one warp weighs the splits of row r of item, wts[s] =
+// 2^(lse_s - max) (0 for a split that saw no key), lane s taking splits s,
+// s+32, ... (loads through L2: other blocks wrote them).
+__device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long long item, int r, int lane,
+                                                      float* wts) {
+  const int S = p.splits;
+  const float* lse = p.part_lse + item * S * 8 + r;
+  float mx = NEG_INF;
+  bool nan = false;
+  for (int s = lane; s < S; s += 32) {
+    const float x = __ldcg(lse + s * 8);
+    mx = fmaxf(mx, x);
+    nan = nan || x != x;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  nan = __any_sync(0xffffffffu, nan);
+  float sum = 0.f;
+  for (int s = lane; s < S; s += 32) {
+    const float x = __ldcg(lse + s * 8);
+    const float w = x == NEG_INF ? 0.f : exp2f(x - mx);
+    wts[s] = w;
+    sum += w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  return {sum, mx, nan};
+}
+
+// weigh_splits sums wts[s] times columns d..d+3 of split s's partial row
+// (part + s·8·D) over s = s0, s0+step, ... < S, eight loads in flight.
+__device__ __forceinline__ float4 weigh_splits(const float* part, const float* wts, int D, int d, int s0, int S,
+                                               int step) {
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+  for (int s = s0; s < S; s += step) {
+    const float w = wts[s];
+    const float4 x = __ldcg((const float4*)(part + (long long)s * 8 * D + d));
+    acc.x += w * x.x;
+    acc.y += w * x.y;
+    acc.z += w * x.z;
+    acc.w += w * x.w;
+  }
+  return acc;
+}
+
+// merge_row combines the splits of row r of item (b, kh, rb) with 8 warps
+// (warp, lane): warp 0 weighs the row's splits into wts; then warp w sums
+// splits w, w+8, ... with four columns a lane (16-byte loads, all in
+// flight, through L2: another block may have written them), and the warps'
+// sums are added through part_sum. sync is the barrier of the 8 warps; wts,
+// part_sum and the two scalars may be reused once merge_row returns.
+template <class Sync>
+__device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, int rb, int r, int warp, int lane,
+                                          float* wts, float (*part_sum)[256], float* row_sum, float* row_lse,
+                                          Sync sync) {
   const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
-  if (r >= min(8, group * p.sq - r0)) return;
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   if (warp == 0) {
-    const float* lse = p.part_lse + item * S * 8 + r;
-    float mx = NEG_INF;
-    bool nan = false;
-    for (int s = lane; s < S; s += 32) {
-      const float x = lse[s * 8];
-      mx = fmaxf(mx, x);
-      nan = nan || x != x;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    nan = __any_sync(0xffffffffu, nan);
-    float sum = 0.f;
-    for (int s = lane; s < S; s += 32) {
-      const float x = lse[s * 8];
-      const float w = x == NEG_INF ? 0.f : exp2f(x - mx);
-      wts[s] = w;
-      sum += w;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const SplitWeights w = split_weights(p, item, r, lane, wts);
     if (lane == 0) {
-      row_sum = nan ? __int_as_float(0x7fffffff) : sum;
-      row_lse = nan ? __int_as_float(0x7fffffff) : (sum > 0.f ? mx + log2f(sum) : NEG_INF);
+      *row_sum = w.nan ? __int_as_float(0x7fffffff) : w.sum;
+      *row_lse = w.lse2();
     }
   }
-  __syncthreads();
-  const float sum = row_sum;
+  sync();
+  const float sum = *row_sum;
   const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
   for (int d = 4 * lane; d < D; d += 128) {
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (sum > 0.f) {
-#pragma unroll 4
-      for (int s = warp; s < S; s += 8) {
-        const float w = wts[s];
-        const float4 x = *(const float4*)(part + (long long)s * 8 * D + d);
-        acc.x += w * x.x;
-        acc.y += w * x.y;
-        acc.z += w * x.z;
-        acc.w += w * x.w;
-      }
-    }
-    *(float4*)&part_sum[warp][d] = acc;
+    *(float4*)&part_sum[warp][d] =
+        sum > 0.f ? weigh_splits(part, wts, D, d, warp, S, 8) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  __syncthreads();
+  sync();
   const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
-  for (int d = threadIdx.x; d < D; d += MERGE_THREADS) {
+  for (int d = warp * 32 + lane; d < D; d += MERGE_THREADS) {
     float acc = 0.f;
 #pragma unroll
     for (int w = 0; w < 8; w++) acc += part_sum[w][d];
@@ -641,8 +795,215 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(
     if (sum != sum) val = sum;
     p.out[b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
   }
-  if (threadIdx.x == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = row_lse * LN2;
+  if (warp == 0 && lane == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = *row_lse * LN2;
 }
+
+// Combines the splits of each row: with w_s = 2^(lse_s - max), out = Σ
+// w_s·out_s / Σ w_s and lse = max + log2 Σ w_s (natural log on output). A row
+// no split saw a key for gets zeros and -inf; a NaN in any split stays NaN.
+// Grid (hkv·row_blocks, b, 8 rows), 256 threads: merge_row.
+extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(const PagedParams p) {
+  __shared__ float wts[256];                        // the row's split weights (splits <= 256)
+  __shared__ __align__(16) float part_sum[8][256];  // each warp's column sums (D <= 256)
+  __shared__ float row_sum, row_lse;
+  const int kh = blockIdx.x / p.row_blocks, rb = blockIdx.x % p.row_blocks, b = blockIdx.y, r = blockIdx.z;
+  if (r >= min(8, p.hq / p.hkv * p.sq - rb * 8)) return;
+  merge_row(p, b, kh, rb, r, threadIdx.x >> 5, threadIdx.x & 31, wts, part_sum, &row_sum, &row_lse,
+            [] { __syncthreads(); });
+}
+
+// merge_row_warp is merge_row for one warp alone (the warp-specialized
+// kernel's last split of an item runs one a row): lane s weighs splits s,
+// s+32, ... into wts (256 floats of its own), then each lane sums its four
+// columns over every split, eight loads in flight.
+__device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int kh, int rb, int r, int lane,
+                                               float* wts) {
+  const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
+  const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
+  const SplitWeights sw = split_weights(p, item, r, lane, wts);
+  __syncwarp();
+  const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
+  const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
+  float* out = p.out + b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
+  for (int d = 4 * lane; d < D; d += 128) {
+    const float4 acc = sw.sum > 0.f ? weigh_splits(part, wts, D, d, 0, S, 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+    const float inv = sw.sum > 0.f ? 1.f / sw.sum : 0.f;
+    float4 val = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+    if (sw.nan) val = make_float4(__int_as_float(0x7fffffff), __int_as_float(0x7fffffff), __int_as_float(0x7fffffff),
+                               __int_as_float(0x7fffffff));
+    *(float4*)(out + d) = val;
+  }
+  if (lane == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = sw.lse2() * LN2;
+}
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// The warp-specialized kernel (sm_90a build only; internal/tiles.PagedWSConfig):
+// one block an SM walks units blockIdx.x, blockIdx.x + gridDim.x, ... Their
+// tiles form one stream: ring position pos (counted over the block's units)
+// is slot pos % RING in phase pos / RING.
+//   Producers (warps CONSUMERS.. on, one for each consumer warp, producer
+//   pi taking the positions pi, pi+PW, ... of consumer pi): the lanes of
+//   each work out 32 of its tiles' places at once (page, offset); lane 0
+//   then, tile after tile, waits for the slot to be empty, issues 4-byte
+//   cp.asyncs of the page's K and V scales into the slot's header and the
+//   two bulk copies of its keys and values (32·D contiguous bytes each: the
+//   cache's tile layout is the shared-memory one). The slot's full barrier
+//   completes when the bytes have landed and the scales' copies arrive
+//   (cp.async.mbarrier.arrive.noinc: the barrier counts two arrivals).
+//   Consumers: warp w takes the stream's positions w, w+CW, ... (RING a
+//   multiple of CW: a slot always serves the same warp, whose 32 lanes free
+//   it after each tile, and which has consumed
+//   a slot's previous tile before it waits for the next, so a phase parity
+//   never aliases), each with its own online softmax for its unit; at a
+//   unit's end the consumers merge (named barrier 1) in their own area
+//   while the producer streams on into the next unit.
+//   Registers: the roles are whole warpgroups, and setmaxnreg gives the
+//   producers' registers to the consumers (each producer warp serves one
+//   consumer warp: with two consumers a producer, a consumer that fell
+//   behind held up the other's tiles).
+//   Splits: the unit that finishes an item's last split (a counter per
+//   item, left 0 again) merges the item's partial rows, so that no merge
+//   kernel follows.
+// (v10a had one producer lane work out every tile itself, an integer
+// division and some 100 instructions a tile: the producer, not the memory,
+// set the pace, at 2.6 TB/s on B8 Hq32 Hkv8 Sk8192; with the places worked
+// out by the lanes, one producer's 60 instructions a tile still did; four
+// producers of two consumers each held one consumer's tiles back behind
+// the other's.)
+template <int D>
+__device__ __forceinline__ void paged_ws(const PagedParams p) {
+  using T = PagedWSTiles<D>;
+  constexpr int CW = T::CONSUMERS, R = T::RING, TILE = T::TILE;
+  static_assert(T::KEYS == 32 && T::ROWS == 8 && TILE == 64 * D, "32-key tiles of keys and values, 8 rows");
+  static_assert(R % CW == 0, "a slot serves one consumer warp");
+  constexpr int PW = T::PRODUCERS;
+  static_assert(PW == CW && R % CW == 0, "a slot serves one consumer warp and its producer warp");
+  static_assert(CW >= 8, "the split merge runs merge_row_warp on a consumer warp a row");
+  static_assert(CW % 4 == 0 && PW % 4 == 0 && 32 * (CW * T::CONSUMER_REGS + PW * T::PRODUCER_REGS) <= 65536,
+                "whole warpgroups of each role, their registers within the SM's");
+  // The merge area: the warps' rows, or merge_row_warp's weights.
+  constexpr int SOF = CW * 8 * D > 8 * 256 ? CW * 8 * D : 8 * 256;
+  static_assert(T::SMEM == R * TILE + R * 24 + T::MERGE && T::MERGE == SOF * 4 + CW * 17 * 4, "layout");
+  extern __shared__ __align__(128) uint8_t ws_smem[];
+  uint8_t* ring = ws_smem;
+  uint64_t* full = (uint64_t*)(ws_smem + R * TILE);
+  uint64_t* empty = full + R;
+  float2* scales = (float2*)(empty + R);
+  float* so = (float*)(scales + R);  // [CW][8][D], or merge_row_warp's [8][256]
+  float(*sm_m)[8] = (float(*)[8])(so + SOF);
+  float(*sm_l)[8] = sm_m + CW;
+  float* sm_vs = (float*)(sm_l + CW);
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < R; s++) {
+      hopper::mbar_init(&full[s], 2);   // the producer's arrival with the bytes, and its scales' cp.asyncs
+      hopper::mbar_init(&empty[s], 32);  // every lane of the consuming warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  const int units = p.b * p.hkv * p.row_blocks * p.splits;
+  const long long blk_bytes = (long long)D * p.page_size;
+
+  if (warp >= CW) {  // a producer: positions pi, pi+PW, ... (consumer warp pi's)
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(T::PRODUCER_REGS) : "memory");
+    const int pi = warp - CW;
+    int pos0 = 0;  // the stream's position at the unit's start
+    const int table_tiles = p.pages_per_seq * (p.page_size / 32);  // a block-table row's tiles
+    for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
+      // The first batch's pages load beside the sequence's length (the
+      // tiles from ta on are known without it; a table entry past the
+      // sequence is read, within the row, and not used).
+      const int item = uid / p.splits, b = item / (p.row_blocks * p.hkv);
+      const int* table = p.block_table + (long long)b * p.pages_per_seq;
+      const int k00 = ((pi - pos0) % PW + PW) % PW, t00 = uid % p.splits * p.tiles_per_split + k00 + PW * lane;
+      int pg = t00 < table_tiles ? table[t00 * 32 / p.page_size] : 0;
+      const PagedUnit u = paged_unit_at(p, uid);
+      const int count = max(0, u.tb - u.ta);
+      // Batches of 32 of this producer's tiles: lane l works out tile
+      // k0 + PW·l's place, then lane 0 issues them in order.
+      for (int k0 = k00; k0 < count; k0 += 32 * PW) {
+        const int k = k0 + PW * lane;
+        long long off = 0;
+        int blk = 0;
+        if (k < count) {
+          const int tl = u.ta + k;
+          if (k0 != k00) pg = table[tl * 32 / p.page_size];
+          blk = pg * p.hkv + u.kh;
+          off = blk * blk_bytes + (long long)(tl * 32 % p.page_size) * D;
+        }
+        const int cnt = min(32, (count - k0 + PW - 1) / PW);
+        for (int j = 0; j < cnt; j++) {
+          const long long offj = __shfl_sync(0xffffffffu, off, j);
+          const int blkj = __shfl_sync(0xffffffffu, blk, j);
+          if (lane == 0) {
+            const int at = pos0 + k0 + PW * j, slot = at % R, phase = at / R & 1;
+            if (at >= R) hopper::mbar_wait(&empty[slot], phase ^ 1);  // its previous tile consumed
+            const uint32_t sc = hopper::smem_u32(&scales[slot]);
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sc), "l"(p.k_scale + blkj) : "memory");
+            asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sc + 4), "l"(p.v_scale + blkj) : "memory");
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(hopper::smem_u32(&full[slot]))
+                         : "memory");
+            hopper::mbar_expect_tx(&full[slot], TILE);
+            hopper::bulk_load(ring + slot * TILE, p.k + offj, 32 * D, &full[slot]);
+            hopper::bulk_load(ring + slot * TILE + 32 * D, p.v + offj, 32 * D, &full[slot]);
+          }
+          __syncwarp();
+        }
+      }
+      pos0 += count;
+    }
+    if (lane == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
+    return;
+  }
+
+  // The consumers. Lane l names shared row l of the tile for ldmatrix: key
+  // key_of_row(l), whose chunks are swizzled by k_swizzle.
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(T::CONSUMER_REGS) : "memory");
+  const int g = lane >> 2, t = lane & 3, kl = key_of_row(lane);
+  const int krow = kl * D, ksw = k_swizzle(kl, D / 16);
+  auto sync = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(CW * 32) : "memory"); };
+  __shared__ int last_split;
+  PagedWarp<D> st;
+  int pos0 = 0;
+  for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
+    const PagedUnit u = paged_unit_at(p, uid);
+    st.start(p, u, g, t);
+    const int count = max(0, u.tb - u.ta);
+    for (int k = ((warp - pos0) % CW + CW) % CW; k < count; k += CW) {
+      const int pos = pos0 + k, slot = pos % R;
+      hopper::mbar_wait(&full[slot], (pos / R) & 1);
+      const float2 sc = scales[slot];
+      const uint8_t* sk = ring + slot * TILE;
+      st.tile(sk + krow, ksw, sk + 32 * D, sc.x, sc.y, (u.ta + k) * 32, lane, t);
+      // Every lane releases its own reads of the slot (an arrival releases
+      // only the arriving thread's accesses: with lane 0 alone arriving
+      // after a __syncwarp, racecheck reported the next copies into the
+      // slot racing the other lanes' reads).
+      hopper::mbar_arrive(&empty[slot]);
+    }
+    pos0 += count;
+    st.finish();
+    merge_warps<D, D, CW>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
+    if (p.splits > 1) {
+      // The last of the item's splits to get here merges them.
+      __threadfence();
+      sync();
+      const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
+      if (warp == 0 && lane == 0) {
+        last_split = atomicAdd(&p.counters[item], 1) == p.splits - 1;
+        if (last_split) p.counters[item] = 0;  // for the next launch
+      }
+      sync();
+      if (last_split) {
+        __threadfence();
+        if (warp < u.rows_n) merge_row_warp(p, u.b, u.kh, u.rb, warp, lane, so + 256 * warp);
+      }
+    }
+  }
+}
+#endif
 
 // Entry points fp8attn_paged_d{D}, and each one's geometry for the loader's
 // check against internal/tiles: ROWS, KEYS, WARPS, RING, SMEM.
@@ -660,3 +1021,22 @@ FP8ATTN_PAGED_ENTRY(128)
 FP8ATTN_PAGED_ENTRY(160)
 FP8ATTN_PAGED_ENTRY(192)
 FP8ATTN_PAGED_ENTRY(256)
+
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// Entry points fp8attn_paged_ws_d{D} (sm_90a build), and each one's
+// geometry for the loader's check: ROWS, KEYS, CONSUMERS, PRODUCERS, RING, SMEM.
+#define FP8ATTN_PAGED_WS_ENTRY(D)                                                                           \
+  extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
+      fp8attn_paged_ws_d##D(const PagedParams p) {                                                          \
+    paged_ws<D>(p);                                                                                         \
+  }                                                                                                         \
+  extern "C" __device__ const int fp8attn_paged_ws_d##D##_config[] = {                                      \
+      PagedWSTiles<D>::ROWS, PagedWSTiles<D>::KEYS, PagedWSTiles<D>::CONSUMERS, PagedWSTiles<D>::PRODUCERS, \
+      PagedWSTiles<D>::RING,                                                                                \
+      PagedWSTiles<D>::SMEM};
+FP8ATTN_PAGED_WS_ENTRY(32)
+FP8ATTN_PAGED_WS_ENTRY(64)
+FP8ATTN_PAGED_WS_ENTRY(80)
+FP8ATTN_PAGED_WS_ENTRY(96)
+FP8ATTN_PAGED_WS_ENTRY(128)
+#endif

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "6744c969a94573ab948040486216ded2b2c26892809ef7d09ace9064b075b094"
+const SourceHash = "c637f04885a22191890abfd8e459af61beac45a33d363d995c818919b71493ad"

@@ -54,3 +54,12 @@ template <> struct PagedTiles<128> { static constexpr int ROWS = 8, KEYS = 32, W
 template <> struct PagedTiles<160> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 176, TILE = 10752, SMEM = 43008; };
 template <> struct PagedTiles<192> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 208, TILE = 12800, SMEM = 51200; };
 template <> struct PagedTiles<256> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 272, TILE = 16896, SMEM = 67584; };
+
+// The warp-specialized paged kernel (paged.cu, sm_90a): see internal/tiles.PagedWSConfig.
+#define FP8ATTN_PAGED_WS_HEAD_DIMS 32, 64, 80, 96, 128
+template <int D> struct PagedWSTiles;
+template <> struct PagedWSTiles<32> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 64, TILE = 2048, MERGE = 8736, SMEM = 141344; };
+template <> struct PagedWSTiles<64> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 48, TILE = 4096, MERGE = 16928, SMEM = 214688; };
+template <> struct PagedWSTiles<80> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 40, TILE = 5120, MERGE = 21024, SMEM = 226784; };
+template <> struct PagedWSTiles<96> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 32, TILE = 6144, MERGE = 25120, SMEM = 222496; };
+template <> struct PagedWSTiles<128> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 24, TILE = 8192, MERGE = 33312, SMEM = 230496; };

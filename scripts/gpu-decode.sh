@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine from the repository root, with bin/cuda.test
+# cross-compiled here (gzipped is fine): the paged-cache (decode) work of
+# issue #12 in one call. GEN=1 first rebuilds the kernels (gen.sh; OUT gets
+# kernels.tgz) and points the binary at them. Then the backend tests TESTS
+# names (default Paged), deliberately broken builds bin/broken-NAME.test
+# that must fail them (broken-NAME.txt), with GEN the broken kernels of
+# testdata/broken-paged (broken-kernel-NAME.txt), SDPA=1 the sdpa device,
+# graph and cache tests (bin/sdpa-cuda.test), the sanitizers on SANITIZE_TESTS
+# (SANITIZE=1), and ROUNDS rounds (default 2) of BenchmarkPagedDecode each
+# followed by bench/decode_peers.py (PyTorch on an fp16 cache, the same
+# graph-replay timer) in the same run (SKIP_BENCH=1 skips; EXTRA_BENCH, a
+# benchmark regexp run once after). NCU=1 profiles the decode kernels on
+# the B8 shape (ncu.txt, ncu-source.csv). Logs go to OUT/logs.tgz; exits non-zero if
+# anything that must pass fails.
+set -uo pipefail
+out=${OUT:-out}
+mkdir -p "$out"
+status=0
+for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
+chmod +x bin/* 2>/dev/null
+failed() { echo "gpu-decode: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/device.txt"
+if [ -n "${GEN:-}" ]; then
+  if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
+    tail -30 "$out/gen.log"; failed "kernel build (gen.log)"
+    (cd "$out" && tar czf logs.tgz *.txt *.log && rm -f *.txt *.log); exit 1
+  fi
+  tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
+    paged_compute_89.ptx paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
+  k=$PWD/backend/cuda/kernels
+  export FP8ATTN_PTX=$k/attention_compute_89.ptx FP8ATTN_CUBIN=$k/attention_sm_90a.cubin FP8ATTN_PAGED_PTX=$k/paged_compute_89.ptx \
+    FP8ATTN_PTX80=$k/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$k/paged_compute_80.ptx FP8ATTN_PAGED_CUBIN=$k/paged_sm_90a.cubin
+  grep -A12 "paged_sm_90a.cubin" backend/cuda/kernels/resources.txt | grep -E "ws_d|Used|spill" | paste - - - | sed 's/  */ /g'
+fi
+timeout 600 bin/cuda.test -test.run "${TESTS:-Paged}" -test.v -test.timeout 580s > "$out/tests.txt" 2>&1 || failed "tests (tests.txt)"
+grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
+# Broken kernels: each testdata/broken-paged/NAME.sed applied to paged.cu,
+# built for sm_90a, must fail the tests BROKEN_RUN names.
+for patch in testdata/broken-paged/*.sed; do
+  [ -n "${GEN:-}" ] || break
+  name=$(basename "$patch" .sed)
+  k=backend/cuda/kernels
+  sed -f "$patch" $k/paged.cu > $k/paged_broken.cu
+  if cmp -s $k/paged.cu $k/paged_broken.cu; then failed "$patch changes nothing"; continue; fi
+  (cd $k && nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/broken-$name.cubin paged_broken.cu)
+  built=$?; rm -f $k/paged_broken.cu
+  [ $built = 0 ] || { failed "building $name"; continue; }
+  if FP8ATTN_PAGED_CUBIN=/tmp/broken-$name.cubin timeout 300 bin/cuda.test -test.run "${BROKEN_RUN:-PagedConformance|PagedAgainstCPU}" -test.v -test.timeout 280s > "$out/broken-kernel-$name.txt" 2>&1; then
+    failed "the broken kernel $name passed (broken-kernel-$name.txt)"
+  fi
+  echo "broken kernel $name:"; grep -E "_test.go:[0-9]+: " "$out/broken-kernel-$name.txt" | grep -v seed | head -2
+done
+if [ -n "${SDPA:-}" ] && [ -x bin/sdpa-cuda.test ]; then
+  timeout 400 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 390s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
+  grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/sdpa-tests.txt" | head -5
+fi
+for bad in bin/broken-*.test; do
+  [ -x "$bad" ] || continue
+  name=${bad#bin/broken-}; name=${name%.test}
+  if timeout 300 "$bad" -test.run "${BROKEN_GO_RUN:-Paged}" -test.v -test.timeout 280s > "$out/broken-$name.txt" 2>&1; then
+    failed "the broken build $name passed (broken-$name.txt)"
+  fi
+  echo "broken-$name:"; grep -E "_test.go:[0-9]+: " "$out/broken-$name.txt" | grep -v seed | head -3
+done
+if [ -n "${SANITIZE:-}" ]; then
+  for tool in memcheck racecheck synccheck; do
+    timeout 280 compute-sanitizer --tool $tool --error-exitcode 3 bin/cuda.test -test.run "${SANITIZE_TESTS:-PagedAgainstCPU}" -test.timeout 270s > "$out/$tool.txt" 2>&1 || failed "$tool ($tool.txt)"
+    grep -E "SUMMARY" "$out/$tool.txt"
+  done
+fi
+if [ -n "${NCU:-}" ]; then
+  timeout 300 ncu --set full --import-source no --clock-control none -k 'regex:fp8attn_paged_(ws_)?d128' -c 1 -o /tmp/decode-ncu \
+    bin/cuda.test -test.run '^$' -test.bench 'PagedDecode$/B8.*/paged$' -test.benchtime 1x > "$out/ncu-run.txt" 2>&1 || failed "ncu (ncu-run.txt)"
+  ncu -i /tmp/decode-ncu.ncu-rep --page details > "$out/ncu.txt" 2>&1
+  ncu -i /tmp/decode-ncu.ncu-rep --page source --csv --print-source sass > "$out/ncu-source.csv" 2>&1
+  grep -E "Duration|Issue Slots Busy|Warp Cycles Per Issued|DRAM Throughput|Registers Per" "$out/ncu.txt" | head -8
+fi
+if [ -z "${SKIP_BENCH:-}" ]; then
+  for r in $(seq "${ROUNDS:-2}"); do
+    echo "# round $r" | tee -a "$out/decode.txt" >> "$out/decode_peers.log"
+    bin/cuda.test -test.run '^$' -test.bench 'PagedDecode$' -test.benchtime 200x >> "$out/decode.txt" 2>&1 || failed "decode benchmark (decode.txt)"
+    python3 bench/decode_peers.py "$out/decode_peers-$r.json" >> "$out/decode_peers.log" 2>&1 || failed "decode peers (decode_peers.log)"
+  done
+  grep -E "^(# round|Benchmark)" "$out/decode.txt" | sed 's/  */ /g'
+  grep -vi warning "$out/decode_peers.log" | grep -E "round|cudnn|flash" 
+  if [ -n "${EXTRA_BENCH:-}" ]; then
+    bin/cuda.test -test.run '^$' -test.bench "$EXTRA_BENCH" > "$out/extra-bench.txt" 2>&1 || failed "benchmarks (extra-bench.txt)"
+    grep -E "^Benchmark" "$out/extra-bench.txt" | sed 's/  */ /g'
+  fi
+fi
+(cd "$out" && tar czf logs.tgz $(ls *.txt *.log *.json *.csv 2>/dev/null) && rm -f *.txt *.log *.json *.csv)
+exit $status
