@@ -213,6 +213,7 @@ type pagedKV struct {
 	smem         int                 // the attention kernel's dynamic shared memory a block
 	pins         int                 // live graphs that read the cache (Close fails while not 0); under the device's lock
 	splits       int                 // benchmarks (BenchmarkPagedDecodeSplits): key splits forced; 0: splitKeys chooses
+	wsSplits     int                 // benchmarks: the warp-specialized kernel forced, with this many splits
 	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
 }
 
@@ -471,6 +472,10 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	if s.wsCfg.Consumers > 0 && s.splits == 0 { // the device has the warp-specialized kernel for D
 		splits, perSplit = s.splitKeysWS(items, maxTiles)
 		s.useWS = items*splits <= wsMaxUnitsPerBlock*s.dev.SMs
+		if n := min(s.wsSplits, maxTiles, maxSplits); n > 0 { // forced by a benchmark
+			perSplit = (maxTiles + n - 1) / n
+			splits, s.useWS = (maxTiles+perSplit-1)/perSplit, true
+		}
 	}
 	switch n := min(s.splits, maxTiles, maxSplits); {
 	case n > 0: // forced by a benchmark (the cp.async kernel)

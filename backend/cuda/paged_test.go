@@ -614,6 +614,30 @@ func TestPagedLayout(t *testing.T) {
 	}
 }
 
+// BenchmarkPagedDecodeWSSplits times the decode step of BenchmarkPagedDecode
+// with the warp-specialized kernel forced, at several key splits.
+func BenchmarkPagedDecodeWSSplits(b *testing.B) {
+	for _, s := range []struct {
+		name           string
+		b, hq, hkv, sk int
+		splits         []int
+	}{
+		{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192, []int{2, 4, 8}},
+		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768, []int{16, 32, 64}},
+		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048, []int{1, 2}},
+	} {
+		for _, n := range s.splits {
+			b.Run(fmt.Sprintf("%s/splits=%d", s.name, n), func(b *testing.B) {
+				times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, -n, 0, max(b.N, 50))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(median(times), "us/call")
+			})
+		}
+	}
+}
+
 // decodeTimes fills a GPU cache with b sequences of sk random tokens and
 // times decode steps over it, with splits key splits and at most
 // blocksPerSM blocks an SM (0: the backend's choice).
@@ -630,7 +654,11 @@ func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, bl
 		return nil, err
 	}
 	defer kv.Close()
-	kv.(*pagedKV).splits, kv.(*pagedKV).blocksPerSM = splits, blocksPerSM
+	if splits < 0 { // the warp-specialized kernel with -splits splits
+		kv.(*pagedKV).wsSplits = -splits
+	} else {
+		kv.(*pagedKV).splits, kv.(*pagedKV).blocksPerSM = splits, blocksPerSM
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	order := rng.Perm(pages)
 	if !shuffled {
