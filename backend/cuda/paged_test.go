@@ -640,7 +640,8 @@ func BenchmarkPagedDecodeWSSplits(b *testing.B) {
 
 // decodeTimes fills a GPU cache with b sequences of sk random tokens and
 // times decode steps over it, with splits key splits and at most
-// blocksPerSM blocks an SM (0: the backend's choice).
+// blocksPerSM blocks an SM (0: the backend's choice; splits < 0: the
+// warp-specialized kernel forced with -splits splits).
 func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
 	return decodeTimesOn(&Backend{name: "cuda"}, b, hq, hkv, sk, d, shuffled, splits, blocksPerSM, iters)
 }
