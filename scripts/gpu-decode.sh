@@ -14,23 +14,16 @@
 # the B8 shape (ncu.txt, ncu-source.csv). Logs go to OUT/logs.tgz; exits non-zero if
 # anything that must pass fails.
 set -uo pipefail
-out=${OUT:-out}
-mkdir -p "$out"
-status=0
-for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
-chmod +x bin/* 2>/dev/null
-failed() { echo "gpu-decode: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+name=gpu-decode
+. "$(dirname "$0")/gpu-lib.sh"
+unpack_bins
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/device.txt"
 if [ -n "${GEN:-}" ]; then
-  if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
+  if ! build_kernels; then
     tail -30 "$out/gen.log"; failed "kernel build (gen.log)"
     (cd "$out" && tar czf logs.tgz *.txt *.log && rm -f *.txt *.log); exit 1
   fi
-  tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
-    paged_compute_89.ptx paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
-  k=$PWD/backend/cuda/kernels
-  export FP8ATTN_PTX=$k/attention_compute_89.ptx FP8ATTN_CUBIN=$k/attention_sm_90a.cubin FP8ATTN_PAGED_PTX=$k/paged_compute_89.ptx \
-    FP8ATTN_PTX80=$k/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$k/paged_compute_80.ptx FP8ATTN_PAGED_CUBIN=$k/paged_sm_90a.cubin
+  use_built_kernels
   grep -A12 "paged_sm_90a.cubin" backend/cuda/kernels/resources.txt | grep -E "ws_d|Used|spill" | paste - - - | sed 's/  */ /g'
 fi
 timeout 600 bin/cuda.test -test.run "${TESTS:-Paged}" -test.v -test.timeout 580s > "$out/tests.txt" 2>&1 || failed "tests (tests.txt)"
@@ -39,17 +32,17 @@ grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
 # built for sm_90a, must fail the tests BROKEN_RUN names.
 for patch in testdata/broken-paged/*.sed; do
   [ -n "${GEN:-}" ] || break
-  name=$(basename "$patch" .sed)
-  k=backend/cuda/kernels
+  variant=$(basename "$patch" .sed)
+  k=$kernels_dir
   sed -f "$patch" $k/paged.cu > $k/paged_broken.cu
   if cmp -s $k/paged.cu $k/paged_broken.cu; then failed "$patch changes nothing"; continue; fi
-  (cd $k && nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/broken-$name.cubin paged_broken.cu)
+  (cd $k && nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/broken-$variant.cubin paged_broken.cu)
   built=$?; rm -f $k/paged_broken.cu
-  [ $built = 0 ] || { failed "building $name"; continue; }
-  if FP8ATTN_PAGED_CUBIN=/tmp/broken-$name.cubin timeout 300 bin/cuda.test -test.run "${BROKEN_RUN:-PagedConformance|PagedAgainstCPU}" -test.v -test.timeout 280s > "$out/broken-kernel-$name.txt" 2>&1; then
-    failed "the broken kernel $name passed (broken-kernel-$name.txt)"
+  [ $built = 0 ] || { failed "building $variant"; continue; }
+  if FP8ATTN_PAGED_CUBIN=/tmp/broken-$variant.cubin timeout 300 bin/cuda.test -test.run "${BROKEN_RUN:-PagedConformance|PagedAgainstCPU}" -test.v -test.timeout 280s > "$out/broken-kernel-$variant.txt" 2>&1; then
+    failed "the broken kernel $variant passed (broken-kernel-$variant.txt)"
   fi
-  echo "broken kernel $name:"; grep -E "_test.go:[0-9]+: " "$out/broken-kernel-$name.txt" | grep -v seed | head -2
+  echo "broken kernel $variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-kernel-$variant.txt" | grep -v seed | head -2
 done
 if [ -n "${SDPA:-}" ] && [ -x bin/sdpa-cuda.test ]; then
   timeout 400 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 390s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
@@ -57,11 +50,11 @@ if [ -n "${SDPA:-}" ] && [ -x bin/sdpa-cuda.test ]; then
 fi
 for bad in bin/broken-*.test; do
   [ -x "$bad" ] || continue
-  name=${bad#bin/broken-}; name=${name%.test}
-  if timeout 300 "$bad" -test.run "${BROKEN_GO_RUN:-Paged}" -test.v -test.timeout 280s > "$out/broken-$name.txt" 2>&1; then
-    failed "the broken build $name passed (broken-$name.txt)"
+  variant=${bad#bin/broken-}; variant=${variant%.test}
+  if timeout 300 "$bad" -test.run "${BROKEN_GO_RUN:-Paged}" -test.v -test.timeout 280s > "$out/broken-$variant.txt" 2>&1; then
+    failed "the broken build $variant passed (broken-$variant.txt)"
   fi
-  echo "broken-$name:"; grep -E "_test.go:[0-9]+: " "$out/broken-$name.txt" | grep -v seed | head -3
+  echo "broken-$variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-$variant.txt" | grep -v seed | head -3
 done
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do

@@ -16,32 +16,25 @@
 # Leaves logs under OUT (default ./out); exits non-zero if anything that must
 # pass fails.
 set -uo pipefail
-out=${OUT:-out}
-mkdir -p "$out"
-status=0
-for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
-chmod +x bin/* 2>/dev/null
-failed() { echo "gpu-graphs: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+name=gpu-graphs
+. "$(dirname "$0")/gpu-lib.sh"
+unpack_bins
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$out/device.txt"
 if [ -n "${GEN:-}" ]; then
-  if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
+  if ! build_kernels; then
     tail -20 "$out/gen.log"; failed "kernel build (gen.log)"; exit 1
   fi
-  tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
-    paged_compute_89.ptx paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
-  k=$PWD/backend/cuda/kernels
-  export FP8ATTN_PTX=$k/attention_compute_89.ptx FP8ATTN_CUBIN=$k/attention_sm_90a.cubin FP8ATTN_PAGED_PTX=$k/paged_compute_89.ptx \
-    FP8ATTN_PTX80=$k/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$k/paged_compute_80.ptx FP8ATTN_PAGED_CUBIN=$k/paged_sm_90a.cubin
+  use_built_kernels
 fi
 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 600s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
 tail -3 "$out/sdpa-tests.txt"
 for bad in bin/broken-*.test; do
   [ -x "$bad" ] || continue
-  name=${bad#bin/broken-}; name=${name%.test}
-  if "$bad" -test.run "${BROKEN_RUN:-Graph|PagedAppendBitExact}" -test.v -test.timeout 300s > "$out/broken-$name.txt" 2>&1; then
-    failed "the broken build $name passed (broken-$name.txt)"
+  variant=${bad#bin/broken-}; variant=${variant%.test}
+  if "$bad" -test.run "${BROKEN_RUN:-Graph|PagedAppendBitExact}" -test.v -test.timeout 300s > "$out/broken-$variant.txt" 2>&1; then
+    failed "the broken build $variant passed (broken-$variant.txt)"
   fi
-  echo "broken-$name:"; grep -E "_test.go:[0-9]+: " "$out/broken-$name.txt" | grep -v seed | head -3
+  echo "broken-$variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-$variant.txt" | grep -v seed | head -3
 done
 if [ -x bin/cuda.test ]; then
   bin/cuda.test -test.timeout 600s > "$out/cuda-tests.txt" 2>&1 || failed "backend tests (cuda-tests.txt)"

@@ -24,10 +24,8 @@
 # benchmark, default every one this GPU runs), SASS=1 (the sm_89 SASS of the
 # Ada kernel, sass89.txt).
 set -uo pipefail
-out=${OUT:-out}
-mkdir -p "$out"
-status=0
-failed() { echo "gpu-run: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+name=gpu-run
+. "$(dirname "$0")/gpu-lib.sh"
 # Everything but the kernels goes into results.tgz; with PACK_ONLY=1 the loose
 # files are then removed (the device tool brings back at most 8 files).
 pack() {
@@ -35,17 +33,10 @@ pack() {
   [ -n "${PACK_ONLY:-}" ] && find "$out" -maxdepth 1 -type f ! -name '*.tgz' -delete
   return 0
 }
-export FP8ATTN_PTX=$PWD/backend/cuda/kernels/attention_compute_89.ptx
-export FP8ATTN_CUBIN=$PWD/backend/cuda/kernels/attention_sm_90a.cubin
-export FP8ATTN_PAGED_PTX=$PWD/backend/cuda/kernels/paged_compute_89.ptx
-export FP8ATTN_PTX80=$PWD/backend/cuda/kernels/attention_compute_80.ptx
-export FP8ATTN_PAGED_PTX80=$PWD/backend/cuda/kernels/paged_compute_80.ptx
-export FP8ATTN_PAGED_CUBIN=$PWD/backend/cuda/kernels/paged_sm_90a.cubin
-if ! (cd backend/cuda/kernels && ./gen.sh) > "$out/gen.log" 2>&1; then
+use_built_kernels
+if ! build_kernels; then
   cat "$out/gen.log"; failed "kernel build (gen.log)"; pack; exit 1
 fi
-tar czf "$out/kernels.tgz" -C backend/cuda/kernels attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx \
-  paged_compute_89.ptx paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go
 grep -E "QGMMA=" backend/cuda/kernels/resources.txt | grep stage9   # the Hopper kernels' SASS
 grep -E "stage10_d[0-9]+(: loop| QMMA)" backend/cuda/kernels/resources.txt  # the Ada kernel's sm_89 SASS
 grep -E "[1-9][0-9]* bytes spill" backend/cuda/kernels/resources.txt | head -5  # any spills

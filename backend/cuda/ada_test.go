@@ -117,19 +117,7 @@ func TestAdaVImage(t *testing.T) {
 // stages 1-6 and the paged cache pass the conformance suites, and the FP8
 // mma.sync stages (7, 8, 10) and the Hopper kernel answer ErrUnsupported.
 func TestAmpereModule(t *testing.T) {
-	reopen := func(force bool) {
-		if d, err := OpenDevice(0); err == nil {
-			if err := d.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		forceCompute80 = force
-		if _, err := OpenDevice(0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reopen(true)
-	defer reopen(false)
+	defer reopenWith(t, &forceCompute80)()
 	p := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 4, D: 64}, Precision: backend.FP8E4M3}
 	for _, st := range []int{7, 8, tiles.HopperStage, tiles.AdaStage} {
 		if err := testBackend(st).Supports(p); !errors.Is(err, backend.ErrUnsupported) {

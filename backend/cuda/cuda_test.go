@@ -84,6 +84,25 @@ func runnableStages(t testing.TB) []int {
 // testBackend is stage's backend with device outputs poisoned before every
 // call (stage 0: BestStage), so that an element a kernel never writes
 // cannot pass on an old result left in a pooled buffer.
+// reopenWith closes device 0 and opens it again with *force set (a flag
+// OpenDevice reads: which modules it loads), and returns the function that
+// does the same with *force cleared, for the test to defer.
+func reopenWith(t *testing.T, force *bool) (restore func()) {
+	reopen := func(on bool) {
+		if d, err := OpenDevice(0); err == nil {
+			if err := d.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		*force = on
+		if _, err := OpenDevice(0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reopen(true)
+	return func() { reopen(false) }
+}
+
 func testBackend(stage int) *Backend {
 	name := "cuda"
 	if stage != 0 {

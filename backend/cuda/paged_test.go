@@ -43,19 +43,7 @@ func TestPagedPTXModule(t *testing.T) {
 	if d.ComputeCapability != 90 {
 		t.Skipf("compute capability %d loads the PTX anyway", d.ComputeCapability)
 	}
-	reopen := func(force bool) {
-		if d, err := OpenDevice(0); err == nil {
-			if err := d.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		forcePagedPTX = force
-		if _, err := OpenDevice(0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reopen(true)
-	defer reopen(false)
+	defer reopenWith(t, &forcePagedPTX)()
 	if d, _ := OpenDevice(0); len(d.paged.ws) != 0 {
 		t.Fatal("the PTX module has the warp-specialized kernel")
 	}

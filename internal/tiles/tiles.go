@@ -382,9 +382,9 @@ func PagedWS(d int) (PagedWSConfig, error) {
 	}
 	c := PagedWSConfig{D: d, Rows: 8, Keys: 32, Consumers: pagedWSConsumers, Producers: pagedWSProducers,
 		ConsumerRegs: 200, ProducerRegs: 56}
-	for r := c.Consumers; r <= 64; r += c.Consumers {
-		if n := c; func() bool { n.Ring = r; return n.SharedBytes() <= pagedWSShared }() {
-			c.Ring = r
+	for n := c; n.Ring+c.Consumers <= 64; {
+		if n.Ring += c.Consumers; n.SharedBytes() <= pagedWSShared {
+			c.Ring = n.Ring
 		}
 	}
 	return c, nil

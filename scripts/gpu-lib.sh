@@ -1,0 +1,38 @@
+# gpu-lib.sh: what the GPU-machine scripts share (gpu-run.sh, gpu-graphs.sh,
+# gpu-decode.sh source it after setting `name`): the output folder, failure
+# bookkeeping, unpacking the cross-compiled binaries, and the kernels gen.sh
+# builds (one list: what goes into kernels.tgz and what the FP8ATTN_*
+# variables point the binaries at).
+out=${OUT:-out}
+mkdir -p "$out"
+status=0
+
+# failed records a failure: the script goes on and exits non-zero.
+failed() { echo "$name: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
+
+# unpack_bins gunzips bin/*.gz and makes the binaries executable.
+unpack_bins() {
+  local z
+  for z in bin/*.gz; do [ -e "$z" ] && gunzip -f "$z"; done
+  chmod +x bin/* 2>/dev/null
+  return 0
+}
+
+kernels_dir=$PWD/backend/cuda/kernels
+kernel_files="attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx paged_compute_89.ptx
+  paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go"
+
+# use_built_kernels points the binaries at the kernels in the source tree
+# (instead of the ones embedded when they were compiled).
+use_built_kernels() {
+  export FP8ATTN_PTX=$kernels_dir/attention_compute_89.ptx FP8ATTN_CUBIN=$kernels_dir/attention_sm_90a.cubin \
+    FP8ATTN_PAGED_PTX=$kernels_dir/paged_compute_89.ptx FP8ATTN_PAGED_CUBIN=$kernels_dir/paged_sm_90a.cubin \
+    FP8ATTN_PTX80=$kernels_dir/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$kernels_dir/paged_compute_80.ptx
+}
+
+# build_kernels runs gen.sh (its output in gen.log) and packs what it built
+# into kernels.tgz; it fails if gen.sh does.
+build_kernels() {
+  (cd "$kernels_dir" && ./gen.sh) > "$out/gen.log" 2>&1 || return 1
+  tar czf "$out/kernels.tgz" -C "$kernels_dir" $kernel_files
+}
