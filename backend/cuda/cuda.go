@@ -968,6 +968,10 @@ type Backend struct {
 	// pagedCpAsync makes its paged caches run the cp.async attention kernel
 	// where the warp-specialized one would (tests run both).
 	pagedCpAsync bool
+	// pagedWSBlocks, if positive, makes its paged caches run the
+	// warp-specialized kernel on every call, on at most that many blocks,
+	// so that each block walks several units (tests).
+	pagedWSBlocks int
 }
 
 // stageFor opens device 0 and returns the stage to run p with.

@@ -153,7 +153,7 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	if d.capturing() != nil {
 		return nil, errCapture("making a paged cache")
 	}
-	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison}
+	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
 		s.ws = f
@@ -214,6 +214,7 @@ type pagedKV struct {
 	pins         int                 // live graphs that read the cache (Close fails while not 0); under the device's lock
 	splits       int                 // benchmarks (BenchmarkPagedDecodeSplits): key splits forced; 0: splitKeys chooses
 	wsSplits     int                 // benchmarks: the warp-specialized kernel forced, with this many splits
+	wsBlocks     int                 // tests: the warp-specialized kernel forced, on at most this many blocks
 	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
 }
 
@@ -471,7 +472,7 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	s.useWS = false
 	if s.wsCfg.Consumers > 0 && s.splits == 0 { // the device has the warp-specialized kernel for D
 		splits, perSplit = s.splitKeysWS(items, maxTiles)
-		s.useWS = items*splits <= wsMaxUnitsPerBlock*s.dev.SMs
+		s.useWS = items*splits <= wsMaxUnitsPerBlock*s.dev.SMs || s.wsBlocks > 0
 		if n := min(s.wsSplits, maxTiles, maxSplits); n > 0 { // forced by a benchmark
 			perSplit = (maxTiles + n - 1) / n
 			splits, s.useWS = (maxTiles+perSplit-1)/perSplit, true
@@ -499,7 +500,12 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		RowBlocks: int32(rowBlocks), Splits: int32(splits), TilesPerSplit: int32(perSplit),
 		ScoreScale: float32(float64(p.Scale) * math.Log2E)}
 	if s.useWS { // one block an SM walks the units
-		return min(items*splits, s.dev.SMs), 1, 1
+		blocks := min(items*splits, s.dev.SMs)
+		if s.wsBlocks > 0 {
+			blocks = min(items*splits, s.wsBlocks)
+		}
+		s.params.WSSlots = int32(wsSlots(s.wsCfg, items*splits, blocks))
+		return blocks, 1, 1
 	}
 	return splits, p.Hkv * rowBlocks, p.B
 }
@@ -534,6 +540,25 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 	}
 	return splits, perSplit
 }
+
+// wsSlots is how many of its ring's slots the warp-specialized kernel uses
+// for a call of units units on blocks blocks: two a consumer warp where each
+// block has one unit, the whole ring otherwise. Fewer tiles in flight wait
+// less in the memory's queues (the ring need only cover the memory's
+// latency), while a block with several units needs the whole ring to stream
+// on through its consumers' pause between units. Measured on the H200
+// (docs/PERF.md, v11): 16 slots against 24 at D=128, B8 Hq32 Hkv8 Sk8192
+// 38.5-39.1 µs against 40.1-40.3 and B1 Sk32768 24.6 against 25.2, one unit
+// a block; B64 Sk2048 (four a block) 78.5 against 75.1-75.5.
+func wsSlots(c tiles.PagedWSConfig, units, blocks int) int {
+	if units <= blocks {
+		return min(c.Ring, wsSlotsPerWarpOneUnit*c.Consumers)
+	}
+	return c.Ring
+}
+
+// wsSlotsPerWarpOneUnit: see wsSlots.
+const wsSlotsPerWarpOneUnit = 2
 
 // wsMaxUnitsPerBlock: a call whose units would give a block more than this
 // many runs the cp.async kernel instead. The consumers of a block meet at

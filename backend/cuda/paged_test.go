@@ -52,7 +52,9 @@ func TestPagedPTXModule(t *testing.T) {
 
 // pagedBackends are the test backends for each attention kernel this GPU
 // runs: the default (warp-specialized where the device has it) and, where
-// that is not the cp.async kernel, the cp.async kernel forced.
+// that is not the cp.async kernel, the cp.async kernel forced, and the
+// warp-specialized kernel forced on three blocks (each walks several units,
+// so that what one unit loads for the next is tested).
 func pagedBackends(t *testing.T) []*Backend {
 	d, err := OpenDevice(0)
 	if err != nil {
@@ -63,6 +65,9 @@ func pagedBackends(t *testing.T) []*Backend {
 		be := testBackend(0)
 		be.pagedCpAsync = true
 		bes = append(bes, be)
+		be = testBackend(0)
+		be.pagedWSBlocks = 3
+		bes = append(bes, be)
 	} else if d.ComputeCapability == 90 {
 		t.Errorf("a Hopper GPU without the warp-specialized paged kernel: %v", d.pagedWSErr)
 	}
@@ -71,8 +76,11 @@ func pagedBackends(t *testing.T) []*Backend {
 
 func pagedKernelName(be *Backend) string {
 	d, _ := OpenDevice(0)
-	if be.pagedCpAsync || len(d.paged.ws) == 0 {
+	switch {
+	case be.pagedCpAsync || len(d.paged.ws) == 0:
 		return "cp.async"
+	case be.pagedWSBlocks > 0:
+		return fmt.Sprintf("ws-%d-blocks", be.pagedWSBlocks)
 	}
 	return "ws"
 }
@@ -559,9 +567,23 @@ func TestPagedPlanWS(t *testing.T) {
 		for range c.items {
 			p.SeqLens = append(p.SeqLens, int32(32*c.maxTiles))
 		}
-		s.plan(p)
+		blocks, _, _ := s.plan(p)
 		if want := c.items*c.splits <= 2*dev.SMs; s.useWS != want {
 			t.Errorf("%d items of %d tiles: warp-specialized %v, want %v", c.items, c.maxTiles, s.useWS, want)
+		}
+		// Its ring: 16 of the 24 slots where each block has one unit.
+		if want := map[bool]int32{true: 16, false: 24}[c.items*c.splits <= dev.SMs]; s.useWS && s.params.WSSlots != want {
+			t.Errorf("%d items of %d tiles on %d blocks: %d ring slots, want %d", c.items, c.maxTiles, blocks, s.params.WSSlots, want)
+		}
+	}
+	// Several units a block keep the whole ring, at every head dim.
+	for _, d := range tiles.PagedWSHeadDims {
+		c, _ := tiles.PagedWS(d)
+		if got := wsSlots(c, 3*132, 132); got != c.Ring {
+			t.Errorf("D=%d, three units a block: %d slots, want the ring's %d", d, got, c.Ring)
+		}
+		if got := wsSlots(c, 100, 132); got != 2*c.Consumers || got%c.Consumers != 0 || got > c.Ring {
+			t.Errorf("D=%d, one unit a block: %d slots, want %d", d, got, 2*c.Consumers)
 		}
 	}
 }

@@ -112,6 +112,15 @@
 #ifndef FP8ATTN_PAGED_ALU_CVT
 #define FP8ATTN_PAGED_ALU_CVT 0
 #endif
+
+// FP8ATTN_PAGED_WS_L2HINT=1 (the default): the warp-specialized kernel's
+// bulk copies of the cache carry an evict_first L2 policy (the cache is
+// read once a call and would push out of L2 what is read again: queries,
+// block tables, partial rows); 0 is the experiment's baseline.
+#ifndef FP8ATTN_PAGED_WS_L2HINT
+#define FP8ATTN_PAGED_WS_L2HINT 1
+#endif
+
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 struct PagedParams {
@@ -126,6 +135,7 @@ struct PagedParams {
   int b, hq, hkv, sq, d, page_size, pages_per_seq, mask;  // mask: 0 none, 2 causal lower-right
   int row_blocks, splits, tiles_per_split;  // grid (splits, hkv·row_blocks, b)
   float score_scale;  // softmax scale·log2(e), from float64 on the host
+  int ws_slots;       // the warp-specialized kernel: ring slots in use (a multiple of its consumer warps)
 };
 
 struct AppendParams {
@@ -153,7 +163,7 @@ extern "C" __device__ const int fp8attn_paged_params_layout[] = {
     PP_OFF(lse), PP_OFF(part_out), PP_OFF(part_lse), PP_OFF(seq_lens), PP_OFF(block_table), PP_OFF(counters), PP_OFF(batch_stride),
     PP_OFF(head_stride), PP_OFF(row_stride), PP_OFF(b), PP_OFF(hq), PP_OFF(hkv), PP_OFF(sq), PP_OFF(d),
     PP_OFF(page_size), PP_OFF(pages_per_seq), PP_OFF(mask), PP_OFF(row_blocks), PP_OFF(splits),
-    PP_OFF(tiles_per_split), PP_OFF(score_scale)};
+    PP_OFF(tiles_per_split), PP_OFF(score_scale), PP_OFF(ws_slots)};
 extern "C" __device__ const int fp8attn_append_params_layout[] = {
     (int)sizeof(AppendParams), AP_OFF(k), AP_OFF(v), AP_OFF(k_scale), AP_OFF(v_scale), AP_OFF(src_k),
     AP_OFF(src_v), AP_OFF(runs), AP_OFF(batch_stride), AP_OFF(head_stride), AP_OFF(row_stride), AP_OFF(hkv),
@@ -363,7 +373,8 @@ struct PagedUnit {
   int b, kh, rb, split, group, r0, rows_n, n, ta, tb;
 };
 
-__device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int kh, int rb, int split) {
+// paged_unit_n is unit (b, kh, rb, split) of a sequence n keys long.
+__device__ __forceinline__ PagedUnit paged_unit_n(const PagedParams& p, int b, int kh, int rb, int split, int n) {
   PagedUnit u;
   u.b = b;
   u.kh = kh;
@@ -372,7 +383,7 @@ __device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int
   u.group = p.hq / p.hkv;
   u.r0 = rb * 8;
   u.rows_n = min(8, u.group * p.sq - u.r0);
-  u.n = p.seq_lens[b];
+  u.n = n;
   // The keys the unit's last row sees bound its tiles.
   const int last_i = (u.r0 + u.rows_n - 1) / u.group;
   const int vis_max = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + last_i + 1)) : u.n;
@@ -382,9 +393,19 @@ __device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int
   return u;
 }
 
-__device__ __forceinline__ PagedUnit paged_unit_at(const PagedParams& p, int u) {
-  const int split = u % p.splits, item = u / p.splits;
-  return paged_unit(p, item / (p.row_blocks * p.hkv), item / p.row_blocks % p.hkv, item % p.row_blocks, split);
+__device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int kh, int rb, int split) {
+  return paged_unit_n(p, b, kh, rb, split, p.seq_lens[b]);
+}
+
+// paged_unit_seq is the sequence of unit uid (units numbered item-major).
+__device__ __forceinline__ int paged_unit_seq(const PagedParams& p, int uid) {
+  return uid / p.splits / (p.row_blocks * p.hkv);
+}
+
+// paged_unit_at is unit uid, its sequence n keys long.
+__device__ __forceinline__ PagedUnit paged_unit_at(const PagedParams& p, int uid, int n) {
+  const int split = uid % p.splits, item = uid / p.splits;
+  return paged_unit_n(p, item / (p.row_blocks * p.hkv), item / p.row_blocks % p.hkv, item % p.row_blocks, split, n);
 }
 
 // PagedWarp is one warp's online softmax over the tiles it takes of a unit:
@@ -715,7 +736,8 @@ struct SplitWeights {
 
 // split_weights: one warp weighs the splits of row r of item, wts[s] =
 // 2^(lse_s - max) (0 for a split that saw no key), lane s taking splits s,
-// s+32, ... (loads through L2: other blocks wrote them).
+// s+32, ... (loads through L2: other blocks wrote them; each LSE is loaded
+// once, kept in wts until it is weighed).
 __device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long long item, int r, int lane,
                                                       float* wts) {
   const int S = p.splits;
@@ -724,6 +746,7 @@ __device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long
   bool nan = false;
   for (int s = lane; s < S; s += 32) {
     const float x = __ldcg(lse + s * 8);
+    wts[s] = x;  // weighed in place below (by this lane)
     mx = fmaxf(mx, x);
     nan = nan || x != x;
   }
@@ -732,7 +755,7 @@ __device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long
   nan = __any_sync(0xffffffffu, nan);
   float sum = 0.f;
   for (int s = lane; s < S; s += 32) {
-    const float x = __ldcg(lse + s * 8);
+    const float x = wts[s];
     const float w = x == NEG_INF ? 0.f : exp2f(x - mx);
     wts[s] = w;
     sum += w;
@@ -838,11 +861,14 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 // The warp-specialized kernel (sm_90a build only; internal/tiles.PagedWSConfig):
-// one block an SM walks units blockIdx.x, blockIdx.x + gridDim.x, ... Their
-// tiles form one stream: ring position pos (counted over the block's units)
-// is slot pos % RING in phase pos / RING.
+// one block an SM walks units blockIdx.x, blockIdx.x + gridDim.x, ... Tile
+// k of a unit goes to consumer warp k % CW (whatever units came before: a
+// unit's result does not depend on the block that ran it), through the
+// ring's slots w, w+CW, ... of that warp, in turn: the warp's j-th tile
+// over the block's units is slot w + CW·(j % (RING/CW)) in phase
+// j / (RING/CW).
 //   Producers (warps CONSUMERS.. on, one for each consumer warp, producer
-//   pi taking the positions pi, pi+PW, ... of consumer pi): the lanes of
+//   pi streaming consumer pi's tiles): the lanes of
 //   each work out 32 of its tiles' places at once (page, offset); lane 0
 //   then, tile after tile, waits for the slot to be empty, issues 4-byte
 //   cp.asyncs of the page's K and V scales into the slot's header and the
@@ -850,13 +876,16 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
 //   cache's tile layout is the shared-memory one). The slot's full barrier
 //   completes when the bytes have landed and the scales' copies arrive
 //   (cp.async.mbarrier.arrive.noinc: the barrier counts two arrivals).
-//   Consumers: warp w takes the stream's positions w, w+CW, ... (RING a
-//   multiple of CW: a slot always serves the same warp, whose 32 lanes free
-//   it after each tile, and which has consumed
-//   a slot's previous tile before it waits for the next, so a phase parity
-//   never aliases), each with its own online softmax for its unit; at a
+//   Consumers: a slot always serves the same warp (RING a multiple of CW),
+//   whose 32 lanes free it after each tile, and which has consumed a slot's
+//   previous tile before it waits for the next, so a phase parity never
+//   aliases; each warp runs its own online softmax for its unit; at a
 //   unit's end the consumers merge (named barrier 1) in their own area
-//   while the producer streams on into the next unit.
+//   while the producers stream on into the next unit.
+//   Boundaries: each unit's sequence length and first pages are loaded
+//   while the unit before it streams (a load issued at the boundary waits
+//   behind the memory's queue of copies, microseconds); the copies carry
+//   an evict_first L2 policy, so that its queries are found in L2.
 //   Registers: the roles are whole warpgroups, and setmaxnreg gives the
 //   producers' registers to the consumers (each producer warp serves one
 //   consumer warp: with two consumers a producer, a consumer that fell
@@ -906,74 +935,108 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   const int units = p.b * p.hkv * p.row_blocks * p.splits;
   const long long blk_bytes = (long long)D * p.page_size;
 
-  if (warp >= CW) {  // a producer: positions pi, pi+PW, ... (consumer warp pi's)
+  // A consumer warp's slots: w, w + CW, ..., PER of them. The host uses
+  // fewer than the ring holds where a block has one unit (ws_slots):
+  // fewer bytes in flight, less waiting in the memory's queues; a block
+  // with several units wants the whole ring to cover its pauses between them.
+  const int PER = max(1, min(R, p.ws_slots) / CW);
+  if (warp >= CW) {  // a producer: consumer warp pi's tiles (a unit's tiles k = pi, pi+PW, ...)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(T::PRODUCER_REGS) : "memory");
     const int pi = warp - CW;
-    int pos0 = 0;  // the stream's position at the unit's start
     const int table_tiles = p.pages_per_seq * (p.page_size / 32);  // a block-table row's tiles
+    // first loads what unit uid's first batch needs: its sequence's length
+    // and the pages of this producer's first 32 tiles (lane l: tile pi +
+    // PW·l from the split's start; an entry past the sequence is read,
+    // within the table's row, and not used). Each unit's are loaded while
+    // the one before streams: a load at the boundary would wait behind the
+    // memory's queue of copies.
+    auto first = [&](int uid, int& n, int& pg) {
+      n = pg = 0;
+      if (uid >= units) return;
+      const int b = paged_unit_seq(p, uid), t0 = uid % p.splits * p.tiles_per_split + pi + PW * lane;
+      n = p.seq_lens[b];
+      if (t0 < table_tiles) pg = p.block_table[(long long)b * p.pages_per_seq + t0 * 32 / p.page_size];
+    };
+    int n_cur, pg_cur, done = 0;  // done: this producer's tiles so far
+    first(blockIdx.x, n_cur, pg_cur);
     for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
-      // The first batch's pages load beside the sequence's length (the
-      // tiles from ta on are known without it; a table entry past the
-      // sequence is read, within the row, and not used).
-      const int item = uid / p.splits, b = item / (p.row_blocks * p.hkv);
-      const int* table = p.block_table + (long long)b * p.pages_per_seq;
-      const int k00 = ((pi - pos0) % PW + PW) % PW, t00 = uid % p.splits * p.tiles_per_split + k00 + PW * lane;
-      int pg = t00 < table_tiles ? table[t00 * 32 / p.page_size] : 0;
-      const PagedUnit u = paged_unit_at(p, uid);
+      int n_next, pg_next;
+      first(uid + gridDim.x, n_next, pg_next);
+      const PagedUnit u = paged_unit_at(p, uid, n_cur);
       const int count = max(0, u.tb - u.ta);
+      const int* table = p.block_table + (long long)u.b * p.pages_per_seq;
+      int pg = pg_cur;
       // Batches of 32 of this producer's tiles: lane l works out tile
-      // k0 + PW·l's place, then lane 0 issues them in order.
-      for (int k0 = k00; k0 < count; k0 += 32 * PW) {
-        const int k = k0 + PW * lane;
+      // k0 + PW·l's place (and loads the next batch's page), then lane 0
+      // issues them in order.
+      for (int k0 = pi; k0 < count; k0 += 32 * PW) {
+        const int k = k0 + PW * lane, kn = k + 32 * PW;
+        const int pg_after = kn < count ? table[(u.ta + kn) * 32 / p.page_size] : 0;
         long long off = 0;
         int blk = 0;
         if (k < count) {
-          const int tl = u.ta + k;
-          if (k0 != k00) pg = table[tl * 32 / p.page_size];
           blk = pg * p.hkv + u.kh;
-          off = blk * blk_bytes + (long long)(tl * 32 % p.page_size) * D;
+          off = blk * blk_bytes + (long long)((u.ta + k) * 32 % p.page_size) * D;
         }
         const int cnt = min(32, (count - k0 + PW - 1) / PW);
         for (int j = 0; j < cnt; j++) {
           const long long offj = __shfl_sync(0xffffffffu, off, j);
           const int blkj = __shfl_sync(0xffffffffu, blk, j);
           if (lane == 0) {
-            const int at = pos0 + k0 + PW * j, slot = at % R, phase = at / R & 1;
-            if (at >= R) hopper::mbar_wait(&empty[slot], phase ^ 1);  // its previous tile consumed
+            const int at = done + j, slot = pi + CW * (at % PER), phase = at / PER & 1;
+            if (at >= PER) hopper::mbar_wait(&empty[slot], phase ^ 1);  // its previous tile consumed
             const uint32_t sc = hopper::smem_u32(&scales[slot]);
             asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sc), "l"(p.k_scale + blkj) : "memory");
             asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(sc + 4), "l"(p.v_scale + blkj) : "memory");
             asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(hopper::smem_u32(&full[slot]))
                          : "memory");
             hopper::mbar_expect_tx(&full[slot], TILE);
+#if FP8ATTN_PAGED_WS_L2HINT
+            const uint64_t pol = hopper::evict_first_policy();
+            hopper::bulk_load_hinted(ring + slot * TILE, p.k + offj, 32 * D, &full[slot], pol);
+            hopper::bulk_load_hinted(ring + slot * TILE + 32 * D, p.v + offj, 32 * D, &full[slot], pol);
+#else
             hopper::bulk_load(ring + slot * TILE, p.k + offj, 32 * D, &full[slot]);
             hopper::bulk_load(ring + slot * TILE + 32 * D, p.v + offj, 32 * D, &full[slot]);
+#endif
           }
           __syncwarp();
         }
+        done += cnt;
+        pg = pg_after;
       }
-      pos0 += count;
+      n_cur = n_next;
+      pg_cur = pg_next;
     }
     if (lane == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
   }
 
   // The consumers. Lane l names shared row l of the tile for ldmatrix: key
-  // key_of_row(l), whose chunks are swizzled by k_swizzle.
+  // key_of_row(l), whose chunks are swizzled by k_swizzle. Warp w takes a
+  // unit's tiles w, w+CW, ..., whatever units came before, so that a unit's
+  // result does not depend on the block that ran it.
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(T::CONSUMER_REGS) : "memory");
   const int g = lane >> 2, t = lane & 3, kl = key_of_row(lane);
   const int krow = kl * D, ksw = k_swizzle(kl, D / 16);
   auto sync = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(CW * 32) : "memory"); };
   __shared__ int last_split;
   PagedWarp<D> st;
-  int pos0 = 0;
+  // The next unit's sequence length loads while this one's tiles stream.
+  // (Its queries too, held in registers, made ptxas spill at D = 128: it
+  // allocates within the 128 registers a thread the launch gives, not the
+  // consumers' setmaxnreg count. Loaded at the boundary, they come from L2,
+  // where the cache's evict_first copies leave them.)
+  int n_cur = blockIdx.x < units ? p.seq_lens[paged_unit_seq(p, blockIdx.x)] : 0, done = 0;  // done: this warp's tiles so far
   for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
-    const PagedUnit u = paged_unit_at(p, uid);
+    const PagedUnit u = paged_unit_at(p, uid, n_cur);
     st.start(p, u, g, t);
+    const int un = uid + gridDim.x;
+    const int n_next = un < units ? p.seq_lens[paged_unit_seq(p, un)] : 0;
     const int count = max(0, u.tb - u.ta);
-    for (int k = ((warp - pos0) % CW + CW) % CW; k < count; k += CW) {
-      const int pos = pos0 + k, slot = pos % R;
-      hopper::mbar_wait(&full[slot], (pos / R) & 1);
+    for (int k = warp; k < count; k += CW, done++) {
+      const int slot = warp + CW * (done % PER);
+      hopper::mbar_wait(&full[slot], done / PER & 1);
       const float2 sc = scales[slot];
       const uint8_t* sk = ring + slot * TILE;
       st.tile(sk + krow, ksw, sk + 32 * D, sc.x, sc.y, (u.ta + k) * 32, lane, t);
@@ -983,7 +1046,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       // slot racing the other lanes' reads).
       hopper::mbar_arrive(&empty[slot]);
     }
-    pos0 += count;
+    n_cur = n_next;
     st.finish();
     merge_warps<D, D, CW>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
     if (p.splits > 1) {

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c637f04885a22191890abfd8e459af61beac45a33d363d995c818919b71493ad"
+const SourceHash = "2627bb3f4385972511129a3c1dec64c116c5917d734661b34b84051e20072a2f"
