@@ -41,12 +41,19 @@ type captureState struct {
 	// (a paged attention's lengths and block table).
 	uploads []hostCopy
 	// zero are words allocated inside the capture that must start at 0
-	// (an output's score-factor flag): cleared on the stream when the
-	// capture ends, whether it succeeded or not.
-	zero []cu.DevicePtr
+	// (an output's score-factor flag, zeroWords' counters): cleared on the
+	// stream when the capture ends, whether it succeeded or not, and not at
+	// every replay (the kernels that use them leave them 0).
+	zero []zeroRun
 	// pinned buffers and caches may not be freed while the graph lives.
 	pinned []*Buffer
 	caches []*pagedKV
+}
+
+// zeroRun is n device words at p.
+type zeroRun struct {
+	p cu.DevicePtr
+	n int64
 }
 
 func currentThread() uint64 { return uint64(C.fp8attn_thread()) }
@@ -125,8 +132,8 @@ func (d *Device) Capture(issue func() error) (g *Graph, err error) {
 		captures.Add(-1)
 		ended = true
 		err := exec.endCapture(d.stream)
-		for _, p := range c.zero {
-			err = errors.Join(err, cu.MemsetD32Async(p, 0, 1, d.stream))
+		for _, z := range c.zero {
+			err = errors.Join(err, cu.MemsetD32Async(z.p, 0, z.n, d.stream))
 		}
 		return err
 	}

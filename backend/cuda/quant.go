@@ -306,16 +306,19 @@ func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
 
 // zeroWords returns n 32-bit device words that are 0 when the next launch
 // starts and that the kernels given them leave 0 (the quantization kernels'
-// amax and done words, quant_pack9's blocks-done counter): the device's
-// scratch, grown as needed, or inside a capture words of the graph's own,
-// zeroed at every replay. The caller is inside do.
+// amax and done words, quant_pack9's blocks-done counter, the paged
+// kernel's split counters): the device's scratch, grown as needed, or
+// inside a capture words of the graph's own, zeroed once when the capture
+// ends (a memset node would run at every replay, and the kernels leave
+// them 0). The caller is inside do.
 func (d *Device) zeroWords(n int) (uint64, error) {
 	if c := d.capturing(); c != nil {
 		p, err := d.own(c, 4*int64(n))
 		if err != nil {
 			return 0, err
 		}
-		return p, cu.MemsetD32Async(cu.DevicePtr(p), 0, int64(n), d.stream)
+		c.zero = append(c.zero, zeroRun{cu.DevicePtr(p), int64(n)})
+		return p, nil
 	}
 	if n > d.quant.scratchWords {
 		if d.quant.scratch.p != 0 {
@@ -403,7 +406,7 @@ func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer
 				}
 				out.flag = pooled{ptr, size}
 				if c := d.capturing(); c != nil { // cleared once, when the capture ends (not at every replay)
-					c.zero = append(c.zero, ptr)
+					c.zero = append(c.zero, zeroRun{ptr, 1})
 				} else if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
 					return err
 				}
