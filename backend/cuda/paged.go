@@ -562,11 +562,11 @@ const wsSlotsPerWarpOneUnit = 2
 
 // wsMaxUnitsPerBlock: a call whose units would give a block more than this
 // many runs the cp.async kernel instead. The consumers of a block meet at
-// the end of every unit, and on B64 Hq32 Hkv8 Sk2048 (3.9 units a block)
-// the warp-specialized kernel took 76.5-77.0 µs against the cp.async
-// kernel's 74.8-75.0 in the same runs (B8 and B1, one unit a block: 41.3
-// and 26.6 µs against 43.3 and 27.9; docs/PERF.md).
-const wsMaxUnitsPerBlock = 2
+// the end of every unit; on B64 Hq32 Hkv8 Sk2048 (3.9 units a block) the
+// warp-specialized kernel v10 took 76.5-77.0 µs against the cp.async
+// kernel's 74.8-75.0, v12 (transposed units) 73.0-74.8 against 75.9-76.0 in
+// the same runs (docs/PERF.md, v12).
+const wsMaxUnitsPerBlock = 4
 
 // Costs of the warp-specialized kernel's plan, in tiles' time: a unit's
 // fixed work (its query load and its warps' merge, while the producer goes

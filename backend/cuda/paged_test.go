@@ -540,8 +540,8 @@ func BenchmarkPagedDecodeSplits(b *testing.B) {
 
 // TestPagedPlanWS: the key splits of the warp-specialized kernel (one block
 // an SM, units round robin) on an H200's 132 SMs for issue #12's shapes,
-// and the kernel plan picks (the cp.async one for more than two units a
-// block: B64).
+// and the kernel plan picks (the cp.async one for more than four units a
+// block).
 func TestPagedPlanWS(t *testing.T) {
 	dev := &Device{SMs: 132}
 	for _, c := range []struct {
@@ -550,6 +550,7 @@ func TestPagedPlanWS(t *testing.T) {
 		{64, 256, 2, 128}, // B8 Hq32 Hkv8 Sk8192: 128 units, one a block
 		{8, 1024, 16, 64}, // B1 Hq32 Hkv8 Sk32768: 128 units
 		{512, 64, 1, 64},  // B64 Hq32 Hkv8 Sk2048: 3.9 units a block, no merge
+		{1024, 64, 1, 64}, // B128: 7.8 units a block, the cp.async kernel
 		{1, 2, 1, 2},      // a short sequence
 		{8, 40, 5, 8},     // a split has a tile for every consumer warp
 		{8, 10, 1, 10},    // two splits of 5 tiles would leave warps idle
@@ -568,7 +569,7 @@ func TestPagedPlanWS(t *testing.T) {
 			p.SeqLens = append(p.SeqLens, int32(32*c.maxTiles))
 		}
 		blocks, _, _ := s.plan(p)
-		if want := c.items*c.splits <= 2*dev.SMs; s.useWS != want {
+		if want := c.items*c.splits <= 4*dev.SMs; s.useWS != want {
 			t.Errorf("%d items of %d tiles: warp-specialized %v, want %v", c.items, c.maxTiles, s.useWS, want)
 		}
 		// Its ring: 16 of the 24 slots where each block has one unit.

@@ -104,6 +104,16 @@
 //                    same runs); on B64 (3.9 units a block) it was 2% slower
 //                    and paged.go runs the cp.async kernel there. The
 //                    experiments on the way are in docs/PERF.md (session 12).
+//   v11 (2026-11-23): the warp-specialized kernel's bulk copies carry an
+//                    evict_first L2 policy; each unit's length and first
+//                    pages load while the one before streams; tile k of a
+//                    unit goes to consumer warp k % 8 (a unit's result no
+//                    longer depends on its block); ring slots in use per
+//                    call (ws_slots). 38.9 / 24.5-24.8 us on B8 / B1.
+//   v12 (2026-11-23): units of at most four rows (decode with GQA groups of
+//                    up to four) run transposed in the warp-specialized
+//                    kernel (PagedWarpT: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ, half the
+//                    MMAs), and paged.go gives it B64 (3.9 units a block).
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 
 // FP8ATTN_PAGED_ALU_CVT=1 builds the attention kernels with E4M3 codes
@@ -117,6 +127,12 @@
 // bulk copies of the cache carry an evict_first L2 policy (the cache is
 // read once a call and would push out of L2 what is read again: queries,
 // block tables, partial rows); 0 is the experiment's baseline.
+// FP8ATTN_PAGED_WS_T=1 (the default): the warp-specialized kernel runs
+// units of at most four rows transposed (PagedWarpT); 0 is the
+// experiment's baseline (PagedWarp for every unit).
+#ifndef FP8ATTN_PAGED_WS_T
+#define FP8ATTN_PAGED_WS_T 1
+#endif
 #ifndef FP8ATTN_PAGED_WS_L2HINT
 #define FP8ATTN_PAGED_WS_L2HINT 1
 #endif
@@ -571,6 +587,228 @@ template <int D> struct PagedWarp {
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
   }
+
+  // store puts this warp's rows in so (row r at so + (warp·8 + r)·SO), its
+  // maxima and sums in sm_m, sm_l and its V units in sm_vs (merge_warps).
+  template <int SO>
+  __device__ __forceinline__ void store(float* so, float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp,
+                                        int lane) const {
+    const int g = lane >> 2, t = lane & 3;
+    if (t == 0) {
+      sm_m[warp][g] = m;
+      sm_l[warp][g] = l;
+    }
+    if (lane == 0) sm_vs[warp] = vs_units;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+      *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] = make_float2(o[j][0] + o[j][2], o[j][1] + o[j][3]);
+  }
+};
+
+// The 16-bit matrix transpose of an 8x8 fragment (lane 4r+c holds row r,
+// columns 2c and 2c+1; after it, the same of the transposed matrix).
+__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t a) {
+  uint32_t d;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(a));
+  return d;
+}
+
+// f16_hi_lo packs v's f16 rounding (low half) and the f16 rounding of the
+// rest (high half).
+__device__ __forceinline__ uint32_t f16_hi_lo(float v) {
+  const __half h = __float2half_rn(v), r = __float2half_rn(v - __half2float(h));
+  return (uint32_t)__half_as_ushort(h) | ((uint32_t)__half_as_ushort(r) << 16);
+}
+
+// PagedWarpT is PagedWarp for units of at most four rows (a GQA group of up
+// to four at one query position: decode), transposed: Sᵀ = K·Qᵀ with the
+// tile's 32 keys as the MMA's rows (every row of an m16 tile used, where
+// PagedWarp's Q·Kᵀ leaves 8 of its 16 empty at four rows) and row t's
+// query as columns 2t (its high f16 part) and 2t+1 (the rest); Oᵀ = Vᵀ·Pᵀ
+// likewise, P passed from the Sᵀ accumulators to the B operand by
+// movmatrix. Half PagedWarp's MMAs, half its exponentials a lane, the output
+// in half the registers. Lane 4g+t holds row t's state. The cache layouts
+// are PagedWarp's: the key at shared row 16i+8h+g (key_of_row) is
+// 16i+4(g>>1)+2h+(g&1), so the Sᵀ rows a lane holds are the keys whose
+// values its V fragments pair them with.
+template <int D> struct PagedWarpT {
+  static constexpr int NC = D / 16, NT = D / 8, NM = D / 16;
+  uint32_t qb[NC][2];  // B fragments of Qᵀ: column g is row g>>1's high (g even) or low part, scaled by 2^qe
+  float score_factor;  // row t's: softmax scale·log2(e)·2^-qe (times a page's K scale per tile)
+  float m, l, vs_units, vs_seen, pscale;  // row t's, as PagedWarp's
+  float o[NM][4];  // Oᵀ: dims 16j+g (o[j][0], o[j][1]: columns 2t, 2t+1) and 16j+8+g (o[j][2], o[j][3])
+  int vis;         // the keys row t sees
+
+  __device__ __forceinline__ void start(const PagedParams& p, const PagedUnit& u, int g, int t) {
+    int qe = 0;
+    {  // the queries of row g>>1, as columns g
+      const int r = g >> 1, row = u.r0 + r;
+      const bool row_ok = r < u.rows_n;
+      const int h = u.kh * u.group + row % u.group, i = row / u.group;
+      const float* qp = p.q + u.b * p.batch_stride + h * p.head_stride + i * p.row_stride;
+      float4 x[NC];
+      float amax = 0.f;
+#pragma unroll
+      for (int c = 0; c < NC; c++) {
+        x[c] = row_ok ? *(const float4*)(qp + 16 * c + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+        amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c].x), fabsf(x[c].y)), fmaxf(fabsf(x[c].z), fabsf(x[c].w))));
+      }
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+      if (amax > 0.f && amax <= 3.4e38f) {
+        int ex;
+        frexpf(amax, &ex);
+        qe = 8 - ex;  // amax·2^qe in [128, 256)
+      }
+#pragma unroll
+      for (int c = 0; c < NC; c++) {
+        uint32_t hi0, lo0, hi1, lo1;
+        split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), hi0, lo0);
+        split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), hi1, lo1);
+        qb[c][0] = g & 1 ? lo0 : hi0;
+        qb[c][1] = g & 1 ? lo1 : hi1;
+      }
+    }
+    // Row t's own: its exponent (from lane 8t, which loaded row t) and the keys it sees.
+    score_factor = ldexpf(p.score_scale, -__shfl_sync(0xffffffffu, qe, 8 * t));
+    vis = 0;
+    if (t < u.rows_n) {
+      const int i = (u.r0 + t) / u.group;
+      vis = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
+    }
+    m = NEG_INF;
+    l = vs_units = vs_seen = 0.f;
+    pscale = 4096.f;
+#pragma unroll
+    for (int j = 0; j < NM; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
+  }
+
+  // tile: PagedWarp::tile's arguments and meaning.
+  __device__ __forceinline__ void tile(const uint8_t* krow, int ksw, const uint8_t* sv, float ks, float vs, int j0,
+                                       int lane, int t) {
+    const int g = lane >> 2;
+    // Sᵀ over the 32 keys: m-tile i is shared rows 16i..16i+15 (ldmatrix
+    // matrices 2i and 2i+1, rows g and g+8 of the fragment).
+    float s[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int c = 0; c < NC; c++) {
+      uint32_t kr[4];
+      ldmatrix_x4(kr, krow + 16 * (c ^ ksw));
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        uint32_t a[4];
+        e4m3x4_to_f16x2(kr[2 * i], a[0], a[2]);
+        e4m3x4_to_f16x2(kr[2 * i + 1], a[1], a[3]);
+        mma_f16(s[i], a, qb[c][0], qb[c][1]);
+      }
+    }
+    if (FP8ATTN_PAGED_ALU_CVT) {  // the codes came out 2^-8 times their values
+      ks *= 256.f;
+      vs *= 256.f;
+    }
+    const float f = score_factor * ks;
+    float sc[2][2], tmax = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const int key = j0 + 16 * i + 4 * (g >> 1) + 2 * h + (g & 1);
+        const float x = (s[i][2 * h] + s[i][2 * h + 1]) * f;
+        sc[i][h] = key < vis ? x : NEG_INF;
+        tmax = fmaxf(tmax, sc[i][h]);
+      }
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 4));
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 8));
+    tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 16));
+    const float m_new = fmaxf(m, tmax), mref = m_new == NEG_INF ? 0.f : m_new;
+    const float alpha = fast_exp2(m - mref);
+    m = m_new;
+    float o_alpha = alpha;  // the V units as PagedWarp keeps them
+    if (vs != vs_seen) {
+      vs_seen = vs;
+      if (vs != 0.f) {
+        const float ratio = vs_units != 0.f ? vs / vs_units : 0.f;
+        if (ratio >= 0x1p-8f && ratio <= 8.f) {
+          pscale = 4096.f * ratio;
+        } else {
+          if (vs_units != 0.f) o_alpha *= vs_units / vs;
+          vs_units = vs;
+          pscale = 4096.f;
+        }
+      }
+    }
+    float psum = 0.f;
+    uint32_t pb[2][2];  // B fragments of Pᵀ·2^12: k-step i (keys 16i..16i+15), rows 16i+g and 16i+8+g transposed
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+      for (int h = 0; h < 2; h++) {
+        const float pv = fast_exp2(sc[i][h] - mref);
+        psum += pv;
+        pb[i][h] = movmatrix_trans(f16_hi_lo(pv * pscale));
+      }
+    l = l * alpha + psum;
+    if (__any_sync(0xffffffffu, o_alpha != 1.f)) {
+#pragma unroll
+      for (int j = 0; j < NM; j++) {
+        o[j][0] *= o_alpha;
+        o[j][1] *= o_alpha;
+        o[j][2] *= o_alpha;
+        o[j][3] *= o_alpha;
+      }
+    }
+    // Oᵀ += Vᵀ·Pᵀ: A fragments from the values (dims as rows), an ldmatrix
+    // for two m-tiles of 16 dims.
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+#pragma unroll
+      for (int j = 0; j + 4 <= NT; j += 4) {
+        uint32_t vr[4];
+        ldmatrix_x4(vr, sv + v_off(8 * j + lane, i));
+#pragma unroll
+        for (int mm = 0; mm < 2; mm++) {
+          uint32_t a[4];
+          e4m3x4_to_f16x2(vr[2 * mm], a[0], a[2]);
+          e4m3x4_to_f16x2(vr[2 * mm + 1], a[1], a[3]);
+          mma_f16(o[j / 2 + mm], a, pb[i][0], pb[i][1]);
+        }
+      }
+      if constexpr (NT % 4 == 2) {
+        uint32_t vr[2];
+        ldmatrix_x2(vr, sv + v_off(8 * (NT - 2) + (lane & 15), i));
+        uint32_t a[4];
+        e4m3x4_to_f16x2(vr[0], a[0], a[2]);
+        e4m3x4_to_f16x2(vr[1], a[1], a[3]);
+        mma_f16(o[NM - 1], a, pb[i][0], pb[i][1]);
+      }
+    }
+  }
+
+  // finish sums row t's sum over the lanes of its column (each has its keys' share).
+  __device__ __forceinline__ void finish() {
+    l += __shfl_xor_sync(0xffffffffu, l, 4);
+    l += __shfl_xor_sync(0xffffffffu, l, 8);
+    l += __shfl_xor_sync(0xffffffffu, l, 16);
+  }
+
+  // store: PagedWarp::store (rows 4-7 hold nothing: no maximum, no sum).
+  template <int SO>
+  __device__ __forceinline__ void store(float* so, float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp,
+                                        int lane) const {
+    const int g = lane >> 2, t = lane & 3;
+    if (g < 2) {
+      sm_m[warp][4 * g + t] = g == 0 ? m : NEG_INF;
+      sm_l[warp][4 * g + t] = g == 0 ? l : 0.f;
+    }
+    if (lane == 0) sm_vs[warp] = vs_units;
+#pragma unroll
+    for (int j = 0; j < NM; j++) {
+      so[(warp * 8 + t) * SO + 16 * j + g] = o[j][0] + o[j][1];
+      so[(warp * 8 + t) * SO + 16 * j + 8 + g] = o[j][2] + o[j][3];
+    }
+  }
 };
 
 // merge_warps combines the states of unit u of W warps (warp 0..W-1, lane):
@@ -580,23 +818,12 @@ template <int D> struct PagedWarp {
 // sm_l, sm_vs; then the W·32 threads write the unit's rows, to out and lse
 // (one split) or to its partial rows. sync is the barrier of those threads;
 // it runs first, so that so may hold something else until then.
-template <int D, int SO, int W, class Sync>
-__device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const PagedWarp<D>& st, float* so,
+template <int D, int SO, int W, class State, class Sync>
+__device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const State& st, float* so,
                                             float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp, int lane,
                                             Sync sync) {
-  constexpr int NT = D / 8;
-  const int g = lane >> 2, t = lane & 3;
   sync();
-  if (t == 0) {
-    sm_m[warp][g] = st.m;
-    sm_l[warp][g] = st.l;
-  }
-  if (lane == 0) sm_vs[warp] = st.vs_units;
-#pragma unroll
-  for (int j = 0; j < NT; j++) {
-    *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] =
-        make_float2(st.o[j][0] + st.o[j][2], st.o[j][1] + st.o[j][3]);
-  }
+  st.template store<SO>(so, sm_m, sm_l, sm_vs, warp, lane);
   sync();
   const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
   for (int e = warp * 32 + lane; e < 8 * D; e += W * 32) {
@@ -899,7 +1126,7 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
 // out by the lanes, one producer's 60 instructions a tile still did; four
 // producers of two consumers each held one consumer's tiles back behind
 // the other's.)
-template <int D>
+template <int D, class State>
 __device__ __forceinline__ void paged_ws(const PagedParams p) {
   using T = PagedWSTiles<D>;
   constexpr int CW = T::CONSUMERS, R = T::RING, TILE = T::TILE;
@@ -1021,7 +1248,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   const int krow = kl * D, ksw = k_swizzle(kl, D / 16);
   auto sync = [] { asm volatile("bar.sync 1, %0;\n" ::"n"(CW * 32) : "memory"); };
   __shared__ int last_split;
-  PagedWarp<D> st;
+  State st;
   // The next unit's sequence length loads while this one's tiles stream.
   // (Its queries too, held in registers, made ptxas spill at D = 128: it
   // allocates within the 128 registers a thread the launch gives, not the
@@ -1091,7 +1318,10 @@ FP8ATTN_PAGED_ENTRY(256)
 #define FP8ATTN_PAGED_WS_ENTRY(D)                                                                           \
   extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
       fp8attn_paged_ws_d##D(const PagedParams p) {                                                          \
-    paged_ws<D>(p);                                                                                         \
+    if (FP8ATTN_PAGED_WS_T && p.hq / p.hkv * p.sq <= 4)                                                     \
+      paged_ws<D, PagedWarpT<D>>(p);                                                                        \
+    else                                                                                                    \
+      paged_ws<D, PagedWarp<D>>(p);                                                                         \
   }                                                                                                         \
   extern "C" __device__ const int fp8attn_paged_ws_d##D##_config[] = {                                      \
       PagedWSTiles<D>::ROWS, PagedWSTiles<D>::KEYS, PagedWSTiles<D>::CONSUMERS, PagedWSTiles<D>::PRODUCERS, \

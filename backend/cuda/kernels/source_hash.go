@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "2627bb3f4385972511129a3c1dec64c116c5917d734661b34b84051e20072a2f"
+const SourceHash = "c19e0483780839a7c56a35a704ca5108a73315542c596eee9ca31a5afc748e2b"
