@@ -97,7 +97,7 @@ type pagedParams struct {
 	Mask                                     int32 // 0 none, 2 causal lower-right
 	RowBlocks, Splits, TilesPerSplit         int32
 	ScoreScale                               float32 // scale·log2(e), rounded once from float64
-	WSSlots                                  int32   // the warp-specialized kernel's ring slots in use (pagedKV.wsSlots)
+	WSSlots                                  int32   // the warp-specialized kernel's ring slots in use (wsSlots)
 }
 
 type appendParams struct {
