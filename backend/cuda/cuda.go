@@ -271,6 +271,7 @@ func (d *Device) loadHopper() error {
 				return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
 			}
 			*f.fn = cFunction(fn)
+			markPDL(*f.fn) // the sm_90a module's entry points keep kernels/pdl.cuh's contract
 		}
 		name := tiles.KernelName(tiles.HopperStage, hd) + "_config"
 		got, err := d.global(d.hmod, name, 7)

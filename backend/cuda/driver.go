@@ -5,6 +5,7 @@ package cuda
 /*
 #cgo LDFLAGS: -lcuda
 #include <cuda.h>
+#include <string.h>
 
 // One kernel parameter: the Params block, passed by value. cuLaunchKernel
 // copies its bytes before returning, so params may point to Go memory (it
@@ -13,6 +14,33 @@ static CUresult fp8attn_launch(CUfunction f, unsigned gx, unsigned gy, unsigned 
                                unsigned smem, CUstream s, void* params) {
 	void* args[1] = {params};
 	return cuLaunchKernel(f, gx, gy, gz, bx, 1, 1, smem, s, args, NULL);
+}
+
+// fp8attn_launch with programmatic stream serialization: f's blocks may be
+// scheduled, and run up to their griddepcontrol.wait, before the kernel
+// ahead of it in the stream has completed (kernels/pdl.cuh; compute
+// capability 9.0 and newer). In a stream capture the edge becomes a
+// programmatic one in the graph.
+static CUresult fp8attn_launch_pdl(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned smem, CUstream s, void* params) {
+	void* args[1] = {params};
+	CUlaunchAttribute attr;
+	memset(&attr, 0, sizeof attr);
+	attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	CUlaunchConfig cfg;
+	memset(&cfg, 0, sizeof cfg);
+	cfg.gridDimX = gx;
+	cfg.gridDimY = gy;
+	cfg.gridDimZ = gz;
+	cfg.blockDimX = bx;
+	cfg.blockDimY = 1;
+	cfg.blockDimZ = 1;
+	cfg.sharedMemBytes = smem;
+	cfg.hStream = s;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+	return cuLaunchKernelEx(&cfg, f, args, NULL);
 }
 
 // Lets f use up to bytes of dynamic shared memory (past the default 48 KB).
@@ -64,6 +92,9 @@ import "C"
 
 import (
 	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -102,10 +133,34 @@ func launch(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, p *para
 }
 
 // launchStruct launches fn with one parameter, the struct at args (Go
-// memory holding no Go pointers; the driver copies it before returning).
+// memory holding no Go pointers; the driver copies it before returning),
+// as a programmatic dependent launch where fn keeps pdl.cuh's contract
+// (markPDL) and PDL is on.
 func launchStruct(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, args unsafe.Pointer) error {
+	if pdlOn.Load() {
+		if _, ok := pdlKernels.Load(fn); ok {
+			return check("cuLaunchKernelEx", C.fp8attn_launch_pdl(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), C.uint(smem), cStream(s), args))
+		}
+	}
 	return check("cuLaunchKernel", C.fp8attn_launch(fn, C.uint(gx), C.uint(gy), C.uint(gz), C.uint(threads), C.uint(smem), cStream(s), args))
 }
+
+// Programmatic dependent launch (kernels/pdl.cuh). pdlKernels holds the
+// functions whose every thread runs griddepcontrol.wait before its first
+// global access: the kernels of the sm_90a modules, marked as they load.
+// A kernel launched so may start while the one before it in the stream
+// drains: its launch and set-up overlap that kernel's tail, which on a
+// microsecond kernel in a graph is a visible part of a call (docs/PERF.md).
+// pdlOn is true unless FP8ATTN_PDL=0; benchmarks switch it for A/B runs.
+var (
+	pdlKernels sync.Map // C.CUfunction → struct{}
+	pdlOn      atomic.Bool
+)
+
+func init() { pdlOn.Store(os.Getenv("FP8ATTN_PDL") != "0") }
+
+// markPDL records that fn keeps pdl.cuh's contract.
+func markPDL(fn C.CUfunction) { pdlKernels.Store(fn, struct{}{}) }
 
 func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))

@@ -127,6 +127,15 @@ func (d *Device) loadPaged(ampere bool) error {
 			}
 			k.ws[hd] = f
 		}
+		// The sm_90a build's entry points keep kernels/pdl.cuh's contract.
+		for _, f := range []C.CUfunction{k.append, k.merge, k.check} {
+			markPDL(f)
+		}
+		for _, m := range []map[int]C.CUfunction{k.attn, k.ws} {
+			for _, f := range m {
+				markPDL(f)
+			}
+		}
 	}
 	d.paged = k
 	return nil

@@ -33,6 +33,11 @@
 //                    24 SMs); then a cluster of 4 blocks a head, each
 //                    encoding a quarter of the rows, the head's amax
 //                    exchanged through distributed shared memory.
+//   v5 (2026-11-23): programmatic dependent launch (pdl.cuh): every entry
+//                    lets the next kernel's blocks be scheduled at once and
+//                    waits for the one before it only where it first
+//                    touches global memory (stage9: after its barriers'
+//                    set-up).
 #include "common.cuh"
 #include "hopper.cuh"
 
@@ -42,19 +47,24 @@
 // pack kernels.
 #define HOPPER_ENTRY(HD)                                                                                       \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9_d##HD(const __grid_constant__ Params p) { \
+    pdl_launch_dependents(); /* stage9 waits after its barriers' set-up */                                       \
     hopper::stage9<HD>(p);                                                                                       \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9q_d##HD(const __grid_constant__ Params p) {     \
+    pdl_entry();                                                                                                 \
     hopper::pack_qk<HD, true>(p);                                                                                \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9k_d##HD(const __grid_constant__ Params p) {     \
+    pdl_entry();                                                                                                 \
     hopper::pack_qk<HD, false>(p);                                                                               \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9v_d##HD(const __grid_constant__ Params p) {     \
+    pdl_entry();                                                                                                 \
     hopper::pack_v<HD>(p);                                                                                       \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(hopper::QUANT_PACK_THREADS)                                      \
       __cluster_dims__(hopper::QUANT_PACK_CLUSTER, 1, 1) fp8attn_quantpack9_d##HD(const __grid_constant__ hopper::FusedQuantParams f) {                             \
+    pdl_entry();                                                                                                 \
     hopper::quant_pack9<HD>(f);                                                                                  \
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_stage9_d##HD##_config[7] = {                                           \

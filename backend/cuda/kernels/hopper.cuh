@@ -46,6 +46,7 @@
 #pragma once
 #include "../../../wmma/include/fp8attn_wgmma.h"
 #include "bulk.cuh"   // mbarriers, bulk copies
+#include "pdl.cuh"    // programmatic dependent launch: every entry point keeps its contract
 #include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
 
 // FP8ATTN_S9_PINGPONG=1 builds stage 9 with ping-pong between its consumer
@@ -308,6 +309,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  pdl_wait();  // before the first global access (pdl.cuh)
 
   if (threadIdx.x < 128) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");

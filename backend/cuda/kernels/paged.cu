@@ -114,7 +114,13 @@
 //                    up to four) run transposed in the warp-specialized
 //                    kernel (PagedWarpT: Sᵀ = K·Qᵀ, Oᵀ = Vᵀ·Pᵀ, half the
 //                    MMAs), and paged.go gives it B64 (3.9 units a block).
+//   v13 (2026-11-23): programmatic dependent launch (pdl.cuh) in the sm_90a
+//                    build: every entry lets the next kernel's blocks be
+//                    scheduled at once and waits for the one before it only
+//                    where it first touches global memory (the ws kernel:
+//                    after its barriers' set-up).
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
+#include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
 
 // FP8ATTN_PAGED_ALU_CVT=1 builds the attention kernels with E4M3 codes
 // turned into f16 by integer instructions instead of the conversion
@@ -192,6 +198,7 @@ constexpr int CHECK_THREADS = 256;
 // Sets *p.bad to 1 if any of the 2n elements is NaN or ±Inf (exponent all
 // ones); leaves it alone otherwise. Grid-stride over the elements.
 extern "C" __global__ void __launch_bounds__(CHECK_THREADS) fp8attn_paged_check(const CheckParams p) {
+  pdl_entry();
   bool bad = false;
   const long long stride = (long long)gridDim.x * CHECK_THREADS;
   for (long long i = (long long)blockIdx.x * CHECK_THREADS + threadIdx.x; i < p.n; i += stride) {
@@ -268,6 +275,7 @@ __device__ __forceinline__ long long v_index(int slot, int d, int D) {
 }
 
 extern "C" __global__ void __launch_bounds__(APPEND_THREADS) fp8attn_paged_append(const AppendParams p) {
+  pdl_entry();
   const int* run = p.runs + 5 * blockIdx.x;
   const int b = run[0], t0 = run[1], count = run[2], page = run[3], slot0 = run[4];
   const int h = blockIdx.y, D = p.d, P = p.page_size;
@@ -1053,6 +1061,7 @@ __device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, i
 // no split saw a key for gets zeros and -inf; a NaN in any split stays NaN.
 // Grid (hkv·row_blocks, b, 8 rows), 256 threads: merge_row.
 extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(const PagedParams p) {
+  pdl_entry();
   __shared__ float wts[256];                        // the row's split weights (splits <= 256)
   __shared__ __align__(16) float part_sum[8][256];  // each warp's column sums (D <= 256)
   __shared__ float row_sum, row_lse;
@@ -1159,6 +1168,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+  pdl_wait();  // before the first global access (pdl.cuh)
   const int units = p.b * p.hkv * p.row_blocks * p.splits;
   const long long blk_bytes = (long long)D * p.page_size;
 
@@ -1250,10 +1260,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   __shared__ int last_split;
   State st;
   // The next unit's sequence length loads while this one's tiles stream.
-  // (Its queries too, held in registers, made ptxas spill at D = 128: it
-  // allocates within the 128 registers a thread the launch gives, not the
-  // consumers' setmaxnreg count. Loaded at the boundary, they come from L2,
-  // where the cache's evict_first copies leave them.)
+  // (Its queries too, held in registers, made ptxas spill at D = 128: the
+  // consumer code already uses most of the registers setmaxnreg gives it,
+  // about 200. Loaded at the boundary, they come from L2, where the cache's
+  // evict_first copies leave them.)
   int n_cur = blockIdx.x < units ? p.seq_lens[paged_unit_seq(p, blockIdx.x)] : 0, done = 0;  // done: this warp's tiles so far
   for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
     const PagedUnit u = paged_unit_at(p, uid, n_cur);
@@ -1299,6 +1309,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
 // check against internal/tiles: ROWS, KEYS, WARPS, RING, SMEM.
 #define FP8ATTN_PAGED_ENTRY(D)                                                                                 \
   extern "C" __global__ void __launch_bounds__(PagedTiles<D>::WARPS * 32) fp8attn_paged_d##D(const PagedParams p) { \
+    pdl_entry();                                                                                               \
     paged_attention<D>(p);                                                                                     \
   }                                                                                                            \
   extern "C" __device__ const int fp8attn_paged_d##D##_config[] = {                                            \
@@ -1318,6 +1329,7 @@ FP8ATTN_PAGED_ENTRY(256)
 #define FP8ATTN_PAGED_WS_ENTRY(D)                                                                           \
   extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
       fp8attn_paged_ws_d##D(const PagedParams p) {                                                          \
+    pdl_launch_dependents(); /* paged_ws waits after its barriers' set-up */                              \
     if (FP8ATTN_PAGED_WS_T && p.hq / p.hkv * p.sq <= 4)                                                     \
       paged_ws<D, PagedWarpT<D>>(p);                                                                        \
     else                                                                                                    \

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c19e0483780839a7c56a35a704ca5108a73315542c596eee9ca31a5afc748e2b"
+const SourceHash = "d36b32569e447f3184c6b79768ba43b90ac0647b7c086e4b23c690fb46eb120c"

@@ -1,0 +1,47 @@
+// pdl.cuh: programmatic dependent launch (PTX ISA griddepcontrol, sm_90 and
+// newer). The host launches a kernel of the sm_90a modules with
+// CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (backend/cuda:
+// launchStruct), so that its blocks may be scheduled, and run up to
+// pdl_wait, while the kernel before it in the stream is still running.
+//
+// The contract every entry point of those modules keeps:
+//   - pdl_wait() runs in every thread before its first access to global
+//     memory (a read of what the kernel before may write, or a write to what
+//     it may still read), and before any return: griddepcontrol.wait blocks
+//     until the grids this one depends on have completed and their memory
+//     operations are visible. A grid whose blocks all passed it completes
+//     only after those grids, so the ordering is transitive along a chain
+//     of such launches. Shared-memory set-up (mbarrier initialisation,
+//     setmaxnreg) may come before it.
+//   - pdl_launch_dependents() in every thread, at the entry: the next
+//     kernel's blocks may be scheduled once every block of this grid has
+//     issued it or exited. They only occupy what this grid leaves free,
+//     and wait in their own pdl_wait.
+// Without the launch attribute, and on an older architecture (the compute_80
+// and compute_89 builds of paged.cu), both are no-ops.
+// FP8ATTN_PDL_WAIT=0 builds the wait away: a deliberately broken build
+// (testdata/broken-pdl) that the tests must fail.
+#pragma once
+
+#ifndef FP8ATTN_PDL_WAIT
+#define FP8ATTN_PDL_WAIT 1
+#endif
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FP8ATTN_PDL_WAIT
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// pdl_entry is both, at a kernel's entry (the kernels with no shared-memory
+// set-up worth overlapping).
+__device__ __forceinline__ void pdl_entry() {
+  pdl_launch_dependents();
+  pdl_wait();
+}
