@@ -13,8 +13,9 @@
 #   SANITIZE=1 memcheck, racecheck and synccheck on SANITIZE_TESTS.
 #   ROUNDS     rounds (default 2) of: with FP8ATTN_PDL=1 then =0 (the order
 #              reversed every other round), the mission stage-9 call
-#              (sdpabench, graph replay), BenchmarkPagedDecode and
-#              BenchmarkDeviceQuantizeAttention; then, PEERS=1 (default),
+#              (sdpabench, graph replay), BenchmarkPagedDecode,
+#              BenchmarkDeviceQuantizeAttention and the sdpa API's
+#              BenchmarkGraphGPU (host time per step); then, PEERS=1 (default),
 #              bench/decode_peers.py and bench/hopper_peers.py on the mission
 #              shape. 0 skips the benchmarks.
 # Logs go to OUT/logs.tgz; exits non-zero if anything that must pass fails.
@@ -70,6 +71,9 @@ for r in $(seq "${ROUNDS:-2}"); do
     FP8ATTN_PDL=$pdl bin/sdpabench -kernel stage9 -shapes 2x8x256x256x64 -iters 2000 >> "$out/mission.txt" 2>&1 || failed "sdpabench (mission.txt)"
     FP8ATTN_PDL=$pdl bin/cuda.test -test.run '^$' -test.bench 'PagedDecode$' -test.benchtime 200x >> "$out/decode.txt" 2>&1 || failed "decode benchmark (decode.txt)"
     FP8ATTN_PDL=$pdl bin/cuda.test -test.run '^$' -test.bench 'DeviceQuantizeAttention' >> "$out/quant.txt" 2>&1 || failed "quantize benchmark (quant.txt)"
+    if [ -x bin/sdpa-cuda.test ]; then
+      FP8ATTN_PDL=$pdl bin/sdpa-cuda.test -test.run '^$' -test.bench 'GraphGPU' -test.benchtime 3000x >> "$out/quant.txt" 2>&1 || failed "graph benchmark (quant.txt)"
+    fi
   done
   if [ "${PEERS:-1}" != 0 ]; then
     echo "# round $r" >> "$out/peers.log"
