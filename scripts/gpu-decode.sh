@@ -5,13 +5,15 @@
 # kernels.tgz) and points the binary at them. Then the backend tests TESTS
 # names (default Paged), deliberately broken builds bin/broken-NAME.test
 # that must fail them (broken-NAME.txt), with GEN the broken kernels of
-# testdata/broken-paged (broken-kernel-NAME.txt), SDPA=1 the sdpa device,
+# testdata/broken-paged (broken-kernel-NAME.txt; SKIP_BROKEN=1 skips them), SDPA=1 the sdpa device,
 # graph and cache tests (bin/sdpa-cuda.test), the sanitizers on SANITIZE_TESTS
 # (SANITIZE=1), and ROUNDS rounds (default 2) of BenchmarkPagedDecode each
 # followed by bench/decode_peers.py (PyTorch on an fp16 cache, the same
 # graph-replay timer) in the same run (SKIP_BENCH=1 skips; EXTRA_BENCH, a
 # benchmark regexp run once after). NCU=1 profiles the decode kernels on
-# the B8 shape (ncu.txt, ncu-source.csv). Logs go to OUT/logs.tgz; exits non-zero if
+# the B8 shape (ncu.txt, ncu-source.csv). STAMPS=1 builds the diagnostic ws
+# kernel (FP8ATTN_PAGED_WS_STAMPS) and logs TestWSTimeline with PDL on and off
+# (timeline.txt). Logs go to OUT/logs.tgz; exits non-zero if
 # anything that must pass fails.
 set -uo pipefail
 name=gpu-decode
@@ -31,7 +33,7 @@ grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
 # Broken kernels: each testdata/broken-paged/NAME.sed applied to paged.cu,
 # built for sm_90a, must fail the tests BROKEN_RUN names.
 for patch in testdata/broken-paged/*.sed; do
-  [ -n "${GEN:-}" ] || break
+  [ -n "${GEN:-}" ] && [ -z "${SKIP_BROKEN:-}" ] || break
   variant=$(basename "$patch" .sed)
   k=$kernels_dir
   sed -f "$patch" $k/paged.cu > $k/paged_broken.cu
@@ -61,6 +63,14 @@ if [ -n "${SANITIZE:-}" ]; then
     timeout 280 compute-sanitizer --tool $tool --error-exitcode 3 bin/cuda.test -test.run "${SANITIZE_TESTS:-PagedAgainstCPU}" -test.timeout 270s > "$out/$tool.txt" 2>&1 || failed "$tool ($tool.txt)"
     grep -E "SUMMARY" "$out/$tool.txt"
   done
+fi
+if [ -n "${STAMPS:-}" ]; then
+  (cd $kernels_dir && nvcc -O3 -std=c++17 -DFP8ATTN_PAGED_WS_STAMPS=1 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/stamps.cubin paged.cu) > "$out/stamps-build.log" 2>&1 || failed "stamps build (stamps-build.log)"
+  for pdl in 1 0 1 0; do
+    echo "# FP8ATTN_PDL=$pdl" >> "$out/timeline.txt"
+    FP8ATTN_PDL=$pdl FP8ATTN_WS_STAMPS=1 FP8ATTN_PAGED_CUBIN=/tmp/stamps.cubin timeout 200 bin/cuda.test -test.run WSTimeline -test.v >> "$out/timeline.txt" 2>&1 || failed "timeline (timeline.txt)"
+  done
+  grep -vE "^(=== RUN|PASS|ok)" "$out/timeline.txt" | sed 's/^ *paged_test.go:[0-9]*: //' | head -80
 fi
 if [ -n "${NCU:-}" ]; then
   timeout 300 ncu --set full --import-source no --clock-control none -k 'regex:fp8attn_paged_(ws_)?d128' -c 1 -o /tmp/decode-ncu \

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"sort"
 	"sync"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
+	"gorgonia.org/cu"
 )
 
 // TestPagedConformance runs the paged-cache table (sdpatest.RunPaged: a model
@@ -740,4 +743,108 @@ func TestPagedPlan(t *testing.T) {
 			t.Errorf("D=%d, %d items of %d tiles: %d splits of %d tiles, want %d of %d", c.d, c.items, c.maxTiles, splits, per, c.splits, c.perSplit)
 		}
 	}
+}
+
+// TestWSTimeline is a diagnostic, not a check: with FP8ATTN_WS_STAMPS=1 and
+// FP8ATTN_PAGED_CUBIN naming a paged module built with
+// -DFP8ATTN_PAGED_WS_STAMPS=1 (kernels/paged.cu), it replays the decode
+// step of BenchmarkPagedDecode (shuffled pages) in a graph and logs where
+// the last call's time went: for each step a block records, the earliest,
+// median and latest block, in µs from the first block's pdl_wait; and the
+// splits' merges alone. Skipped otherwise.
+func TestWSTimeline(t *testing.T) {
+	if os.Getenv("FP8ATTN_WS_STAMPS") != "1" {
+		t.Skip("diagnostic: needs FP8ATTN_WS_STAMPS=1 and a paged cubin built with FP8ATTN_PAGED_WS_STAMPS=1")
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const slots, blocks = 16, 1024
+	ptr, size, err := d.pmod.Global("fp8attn_ws_stamps")
+	if err != nil || size != 4*slots*blocks {
+		t.Fatalf("fp8attn_ws_stamps: %v (size %d): not a stamps build", err, size)
+	}
+	// The steps kernels/paged.cu stamps (FP8ATTN_PAGED_WS_STAMPS), in the
+	// order they happen; slot 8 flags the merging blocks, 9 is the SM.
+	steps := []struct {
+		slot int
+		name string
+	}{
+		{0, "entry"}, {1, "past pdl_wait"}, {10, "producer 0 started"}, {11, "unit's length, pages"},
+		{12, "first tile's place"}, {2, "first copy issued"}, {15, "consumer 0 started"},
+		{3, "first tile landed"}, {4, "last tiles done"}, {5, "merge_warps done"},
+		{6, "split counter read"}, {13, "merge: LSEs loaded"}, {14, "merge: rows weighed"}, {7, "end"},
+	}
+	for _, s := range []struct {
+		name           string
+		b, hq, hkv, sk int
+	}{
+		{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192},
+		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768},
+		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048},
+	} {
+		if err := d.do(func() error { return cu.MemsetD32(ptr, 0, slots*blocks) }); err != nil {
+			t.Fatal(err)
+		}
+		times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, 0, 0, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []int32
+		if err := d.do(func() (err error) { raw, err = d.global(d.pmod, "fp8attn_ws_stamps", slots*blocks); return err }); err != nil {
+			t.Fatal(err)
+		}
+		var rows [][]int32
+		for b := range blocks {
+			if r := raw[b*slots : (b+1)*slots]; r[1] != 0 {
+				rows = append(rows, r)
+			}
+		}
+		if len(rows) == 0 {
+			t.Fatalf("%s: no block recorded a stamp (is the warp-specialized kernel running?)", s.name)
+		}
+		t0 := rows[0][1]
+		for _, r := range rows {
+			if r[1]-t0 < 0 {
+				t0 = r[1]
+			}
+		}
+		at := func(slot int, keep func([]int32) bool) string {
+			var x []float64
+			for _, r := range rows {
+				if r[slot] != 0 && (keep == nil || keep(r)) {
+					x = append(x, float64(r[slot]-t0)/1e3)
+				}
+			}
+			if len(x) == 0 {
+				return "-"
+			}
+			sort.Float64s(x)
+			return fmt.Sprintf("%7.2f %7.2f %7.2f", x[0], x[len(x)/2], x[len(x)-1])
+		}
+		t.Logf("%s: %d blocks, %.2f µs a call (graph replay, median); µs from the first pdl_wait, earliest/median/latest block:", s.name, len(rows), median(times))
+		for _, st := range steps {
+			t.Logf("  %-22s %s", st.name, at(st.slot, nil))
+		}
+		merging := func(r []int32) bool { return r[8] == 1 }
+		t.Logf("  blocks that merged the splits: end %s; from the counter read to the LSEs loaded %s, to the rows weighed %s, to the end %s",
+			at(7, merging), spans(rows, 6, 13, merging), spans(rows, 6, 14, merging), spans(rows, 6, 7, merging))
+	}
+}
+
+// spans returns the earliest, median and latest of slot b minus slot a in
+// µs over the rows keep accepts.
+func spans(rows [][]int32, a, b int, keep func([]int32) bool) string {
+	var x []float64
+	for _, r := range rows {
+		if keep(r) {
+			x = append(x, float64(r[b]-r[a])/1e3)
+		}
+	}
+	if len(x) == 0 {
+		return "-"
+	}
+	sort.Float64s(x)
+	return fmt.Sprintf("%.2f %.2f %.2f", x[0], x[len(x)/2], x[len(x)-1])
 }

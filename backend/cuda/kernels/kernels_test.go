@@ -3,6 +3,8 @@ package kernels
 import (
 	"crypto/sha256"
 	"fmt"
+	"math/bits"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -123,5 +125,46 @@ func TestPTXFresh(t *testing.T) {
 		!strings.Contains(Resources, "fp8attn_paged_d128") || !strings.Contains(Resources, "fp8attn_paged_ws_d128") || !strings.Contains(Resources, "fp8attn_stage10_d128: loop") ||
 		!strings.Contains(Resources, "sm_80") {
 		t.Error("resource report incomplete")
+	}
+}
+
+// TestFastDivFormula checks the arithmetic of paged.cu's FastDiv, written
+// here in Go: for d >= 1, s = ceil(log2 d) and m = floor(2^32·(2^s -
+// d)/d) + 1, (umulhi(n, m) + n) >> s is n / d for every 0 <= n < 2^31. It
+// runs every n below 2^16 and the top of the range for each d up to 4096,
+// and every power of two and its neighbours up to 2^30, and random pairs.
+// (The GPU tests run the kernel's own transcription on the divisors the
+// paged kernels use.)
+func TestFastDivFormula(t *testing.T) {
+	div := func(n, d uint32) uint32 {
+		s := uint32(32 - bits.LeadingZeros32(d-1))
+		m := uint32(((uint64(1)<<s-uint64(d))<<32)/uint64(d)) + 1
+		hi := uint32((uint64(n) * uint64(m)) >> 32)
+		return (hi + n) >> s
+	}
+	check := func(n, d uint32) {
+		if got := div(n, d); got != n/d {
+			t.Fatalf("%d / %d: %d, want %d", n, d, got, n/d)
+		}
+	}
+	const top = 1<<31 - 1
+	for d := uint32(1); d <= 4096; d++ {
+		for n := uint32(0); n < 1<<16; n++ {
+			check(n, d)
+		}
+		for n := uint32(top - 4096); n <= top; n++ {
+			check(n, d)
+		}
+	}
+	for k := 1; k <= 30; k++ {
+		for _, d := range []uint32{1<<k - 1, 1 << k, 1<<k + 1} {
+			for _, n := range []uint32{0, 1, d - 1, d, d + 1, 2*d - 1, 2 * d, top - 1, top} {
+				check(n%(top+1), d)
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(7, 8))
+	for range 1 << 20 {
+		check(rng.Uint32N(top+1), 1+rng.Uint32N(top))
 	}
 }

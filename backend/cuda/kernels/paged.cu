@@ -145,6 +145,44 @@
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
+// FP8ATTN_PAGED_WS_STAMPS=1 builds a diagnostic ws kernel (never embedded):
+// warp 0 of each of the first 1024 blocks records %globaltimer (ns, low 32
+// bits) at its steps into fp8attn_ws_stamps[block][WS_STAMP_SLOTS], the
+// last unit's overwriting earlier ones: 0 entry, 1 past pdl_wait, 2 the
+// first bulk copy issued (producer 0), 3 consumer warp 0's first tile
+// landed, 4 every consumer's last tile done, 5 merge_warps done, 6 the split counter
+// read, 7 the end; slot 8 is 1 where the block merged the splits, slot 9
+// its SM; 10 producer 0 past setmaxnreg, 11 its first unit's length and
+// pages in registers, 12 its first tile's place worked out, 13 the merge's
+// split weights loaded (warp 0), 14 its rows weighed, 15 consumer warp 0's
+// first unit started (queries loaded). backend/cuda's TestWSTimeline reads
+// them.
+#ifndef FP8ATTN_PAGED_WS_STAMPS
+#define FP8ATTN_PAGED_WS_STAMPS 0
+#endif
+#if FP8ATTN_PAGED_WS_STAMPS
+constexpr int WS_STAMP_SLOTS = 16;
+extern "C" {
+__device__ unsigned fp8attn_ws_stamps[1024 * WS_STAMP_SLOTS];
+}
+__device__ __forceinline__ void ws_stamp_value(int slot, unsigned v) {
+  if (blockIdx.x < 1024) fp8attn_ws_stamps[blockIdx.x * WS_STAMP_SLOTS + slot] = v;
+}
+__device__ __forceinline__ unsigned ws_now() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+  return (unsigned)t;
+}
+#define WS_STAMP(cond, slot)                  \
+  do {                                        \
+    if (cond) ws_stamp_value(slot, ws_now()); \
+  } while (0)
+#else
+#define WS_STAMP(cond, slot) \
+  do {                       \
+  } while (0)
+#endif
+
 struct PagedParams {
   const uint8_t *k, *v;            // the pool: per (page, KV head) K [P][D], V [D][P]
   const float *k_scale, *v_scale;  // per (page, KV head)
@@ -397,19 +435,48 @@ struct PagedUnit {
   int b, kh, rb, split, group, r0, rows_n, n, ta, tb;
 };
 
-// paged_unit_n is unit (b, kh, rb, split) of a sequence n keys long.
-__device__ __forceinline__ PagedUnit paged_unit_n(const PagedParams& p, int b, int kh, int rb, int split, int n) {
+// FastDiv divides 0 <= n < 2^31 by a fixed d >= 1 with a multiply-high, an
+// add and a shift (Granlund and Montgomery; CUTLASS's FastDivmod): s =
+// ceil(log2 d), m = floor(2^32·(2^s - d)/d) + 1, n/d = (umulhi(n, m) + n) >> s.
+// Making one costs a 64-bit division; a runtime int division costs some 20
+// dependent instructions. The warp-specialized kernel makes its divisors
+// before pdl_wait (PagedDivs): a unit's place from its number took 11 such
+// divisions, 1.2 us between a block's first loads and its first copy
+// (TestWSTimeline).
+struct FastDiv {
+  int d;
+  unsigned m, s;
+  __device__ __forceinline__ explicit FastDiv(int d_) : d(d_) {
+    s = 32 - __clz(d - 1);
+    m = (unsigned)((((unsigned long long)((1ull << s) - d)) << 32) / (unsigned)d) + 1;
+  }
+  __device__ __forceinline__ int div(int n) const { return (int)((__umulhi((unsigned)n, m) + (unsigned)n) >> s); }
+  __device__ __forceinline__ int mod(int n) const { return n - div(n) * d; }
+};
+
+// PlainDiv is the runtime division, for code run once a block (the cp.async
+// kernel's unit).
+struct PlainDiv {
+  int d;
+  __device__ __forceinline__ int div(int n) const { return n / d; }
+};
+
+// paged_unit_n is unit (b, kh, rb, split) of a sequence n keys long; group
+// divides by the GQA group p.hq / p.hkv.
+template <class Div>
+__device__ __forceinline__ PagedUnit paged_unit_n(const PagedParams& p, int b, int kh, int rb, int split, int n,
+                                                  const Div& group) {
   PagedUnit u;
   u.b = b;
   u.kh = kh;
   u.rb = rb;
   u.split = split;
-  u.group = p.hq / p.hkv;
+  u.group = group.d;
   u.r0 = rb * 8;
   u.rows_n = min(8, u.group * p.sq - u.r0);
   u.n = n;
   // The keys the unit's last row sees bound its tiles.
-  const int last_i = (u.r0 + u.rows_n - 1) / u.group;
+  const int last_i = group.div(u.r0 + u.rows_n - 1);
   const int vis_max = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + last_i + 1)) : u.n;
   const int tiles = (vis_max + 31) / 32;
   u.ta = split * p.tiles_per_split;
@@ -418,18 +485,30 @@ __device__ __forceinline__ PagedUnit paged_unit_n(const PagedParams& p, int b, i
 }
 
 __device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int kh, int rb, int split) {
-  return paged_unit_n(p, b, kh, rb, split, p.seq_lens[b]);
+  return paged_unit_n(p, b, kh, rb, split, p.seq_lens[b], PlainDiv{p.hq / p.hkv});
 }
+
+// PagedDivs are the warp-specialized kernel's divisors, made before its
+// pdl_wait from the launch's parameters alone.
+struct PagedDivs {
+  FastDiv splits, rbh, row_blocks, hkv, group, page;
+  __device__ __forceinline__ explicit PagedDivs(const PagedParams& p)
+      : splits(p.splits),
+        rbh(p.row_blocks * p.hkv),
+        row_blocks(p.row_blocks),
+        hkv(p.hkv),
+        group(p.hq / p.hkv),
+        page(p.page_size) {}
+};
 
 // paged_unit_seq is the sequence of unit uid (units numbered item-major).
-__device__ __forceinline__ int paged_unit_seq(const PagedParams& p, int uid) {
-  return uid / p.splits / (p.row_blocks * p.hkv);
-}
+__device__ __forceinline__ int paged_unit_seq(const PagedDivs& dv, int uid) { return dv.rbh.div(dv.splits.div(uid)); }
 
 // paged_unit_at is unit uid, its sequence n keys long.
-__device__ __forceinline__ PagedUnit paged_unit_at(const PagedParams& p, int uid, int n) {
-  const int split = uid % p.splits, item = uid / p.splits;
-  return paged_unit_n(p, item / (p.row_blocks * p.hkv), item / p.row_blocks % p.hkv, item % p.row_blocks, split, n);
+__device__ __forceinline__ PagedUnit paged_unit_at(const PagedParams& p, const PagedDivs& dv, int uid, int n) {
+  const int split = dv.splits.mod(uid), item = dv.splits.div(uid);
+  return paged_unit_n(p, dv.rbh.div(item), dv.hkv.mod(dv.row_blocks.div(item)), dv.row_blocks.mod(item), split, n,
+                      dv.group);
 }
 
 // PagedWarp is one warp's online softmax over the tiles it takes of a unit:
@@ -1080,6 +1159,10 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
   const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
   const SplitWeights sw = split_weights(p, item, r, lane, wts);
+#if FP8ATTN_PAGED_WS_STAMPS
+  asm volatile("" ::"f"(sw.sum));
+  WS_STAMP(r == 0 && lane == 0, 13);
+#endif
   __syncwarp();
   const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
   const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
@@ -1092,6 +1175,7 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
                                __int_as_float(0x7fffffff));
     *(float4*)(out + d) = val;
   }
+  WS_STAMP(r == 0 && lane == 0, 14);
   if (lane == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = sw.lse2() * LN2;
 }
 
@@ -1160,6 +1244,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   float* sm_vs = (float*)(sm_l + CW);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#if FP8ATTN_PAGED_WS_STAMPS
+  const unsigned t_entry = ws_now();  // written after pdl_wait
+#endif
+  const PagedDivs dv(p);  // from the parameters alone: before pdl_wait, beside the kernel before
   if (threadIdx.x == 0) {
     for (int s = 0; s < R; s++) {
       hopper::mbar_init(&full[s], 2);   // the producer's arrival with the bytes, and its scales' cp.asyncs
@@ -1169,6 +1257,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   }
   __syncthreads();
   pdl_wait();  // before the first global access (pdl.cuh)
+  WS_STAMP(threadIdx.x == 0, 1);
+#if FP8ATTN_PAGED_WS_STAMPS
+  if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
+#endif
   const int units = p.b * p.hkv * p.row_blocks * p.splits;
   const long long blk_bytes = (long long)D * p.page_size;
 
@@ -1179,6 +1271,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   const int PER = max(1, min(R, p.ws_slots) / CW);
   if (warp >= CW) {  // a producer: consumer warp pi's tiles (a unit's tiles k = pi, pi+PW, ...)
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(T::PRODUCER_REGS) : "memory");
+    WS_STAMP(warp == CW && lane == 0, 10);
     const int pi = warp - CW;
     const int table_tiles = p.pages_per_seq * (p.page_size / 32);  // a block-table row's tiles
     // first loads what unit uid's first batch needs: its sequence's length
@@ -1190,16 +1283,20 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     auto first = [&](int uid, int& n, int& pg) {
       n = pg = 0;
       if (uid >= units) return;
-      const int b = paged_unit_seq(p, uid), t0 = uid % p.splits * p.tiles_per_split + pi + PW * lane;
+      const int b = paged_unit_seq(dv, uid), t0 = dv.splits.mod(uid) * p.tiles_per_split + pi + PW * lane;
       n = p.seq_lens[b];
-      if (t0 < table_tiles) pg = p.block_table[(long long)b * p.pages_per_seq + t0 * 32 / p.page_size];
+      if (t0 < table_tiles) pg = p.block_table[(long long)b * p.pages_per_seq + dv.page.div(t0 * 32)];
     };
     int n_cur, pg_cur, done = 0;  // done: this producer's tiles so far
     first(blockIdx.x, n_cur, pg_cur);
+#if FP8ATTN_PAGED_WS_STAMPS
+    asm volatile("" ::"r"(n_cur), "r"(pg_cur));  // the loads have returned
+    WS_STAMP(warp == CW && lane == 0, 11);
+#endif
     for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
       int n_next, pg_next;
       first(uid + gridDim.x, n_next, pg_next);
-      const PagedUnit u = paged_unit_at(p, uid, n_cur);
+      const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
       const int count = max(0, u.tb - u.ta);
       const int* table = p.block_table + (long long)u.b * p.pages_per_seq;
       int pg = pg_cur;
@@ -1208,17 +1305,21 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       // issues them in order.
       for (int k0 = pi; k0 < count; k0 += 32 * PW) {
         const int k = k0 + PW * lane, kn = k + 32 * PW;
-        const int pg_after = kn < count ? table[(u.ta + kn) * 32 / p.page_size] : 0;
+        const int pg_after = kn < count ? table[dv.page.div((u.ta + kn) * 32)] : 0;
         long long off = 0;
         int blk = 0;
         if (k < count) {
           blk = pg * p.hkv + u.kh;
-          off = blk * blk_bytes + (long long)((u.ta + k) * 32 % p.page_size) * D;
+          off = blk * blk_bytes + (long long)dv.page.mod((u.ta + k) * 32) * D;
         }
         const int cnt = min(32, (count - k0 + PW - 1) / PW);
         for (int j = 0; j < cnt; j++) {
           const long long offj = __shfl_sync(0xffffffffu, off, j);
           const int blkj = __shfl_sync(0xffffffffu, blk, j);
+#if FP8ATTN_PAGED_WS_STAMPS
+          asm volatile("" ::"l"(offj), "r"(blkj));
+          WS_STAMP(pi == 0 && lane == 0 && done + j == 0, 12);
+#endif
           if (lane == 0) {
             const int at = done + j, slot = pi + CW * (at % PER), phase = at / PER & 1;
             if (at >= PER) hopper::mbar_wait(&empty[slot], phase ^ 1);  // its previous tile consumed
@@ -1236,6 +1337,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
             hopper::bulk_load(ring + slot * TILE, p.k + offj, 32 * D, &full[slot]);
             hopper::bulk_load(ring + slot * TILE + 32 * D, p.v + offj, 32 * D, &full[slot]);
 #endif
+            WS_STAMP(pi == 0 && at == 0, 2);
           }
           __syncwarp();
         }
@@ -1264,16 +1366,18 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   // consumer code already uses most of the registers setmaxnreg gives it,
   // about 200. Loaded at the boundary, they come from L2, where the cache's
   // evict_first copies leave them.)
-  int n_cur = blockIdx.x < units ? p.seq_lens[paged_unit_seq(p, blockIdx.x)] : 0, done = 0;  // done: this warp's tiles so far
+  int n_cur = blockIdx.x < units ? p.seq_lens[paged_unit_seq(dv, blockIdx.x)] : 0, done = 0;  // done: this warp's tiles so far
   for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
-    const PagedUnit u = paged_unit_at(p, uid, n_cur);
+    const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
     st.start(p, u, g, t);
+    WS_STAMP(warp == 0 && lane == 0 && done == 0, 15);
     const int un = uid + gridDim.x;
-    const int n_next = un < units ? p.seq_lens[paged_unit_seq(p, un)] : 0;
+    const int n_next = un < units ? p.seq_lens[paged_unit_seq(dv, un)] : 0;
     const int count = max(0, u.tb - u.ta);
     for (int k = warp; k < count; k += CW, done++) {
       const int slot = warp + CW * (done % PER);
       hopper::mbar_wait(&full[slot], done / PER & 1);
+      WS_STAMP(warp == 0 && lane == 0 && done == 0, 3);
       const float2 sc = scales[slot];
       const uint8_t* sk = ring + slot * TILE;
       st.tile(sk + krow, ksw, sk + 32 * D, sc.x, sc.y, (u.ta + k) * 32, lane, t);
@@ -1284,23 +1388,46 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       hopper::mbar_arrive(&empty[slot]);
     }
     n_cur = n_next;
+#if FP8ATTN_PAGED_WS_STAMPS
+    sync();  // every warp's last tile done (merge_warps starts with this barrier)
+#endif
+    WS_STAMP(warp == 0 && lane == 0, 4);
     st.finish();
     merge_warps<D, D, CW>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
+    WS_STAMP(warp == 0 && lane == 0, 5);
     if (p.splits > 1) {
-      // The last of the item's splits to get here merges them.
-      __threadfence();
+      // The last of the item's splits to get here merges them. The barrier
+      // orders every consumer's partial rows before thread 0's add, whose
+      // release makes them visible at GPU scope (PTX fences are
+      // cumulative); the merging block's add acquires the other splits',
+      // and the barrier after it passes them on to its warps. (CUTLASS's
+      // GenericBarrier does the same; a __threadfence in every thread
+      // before the add and after it cost 0.5-1 us at the end of a call.)
       sync();
       const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
       if (warp == 0 && lane == 0) {
-        last_split = atomicAdd(&p.counters[item], 1) == p.splits - 1;
+        int before;
+        asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(&p.counters[item]) : "memory");
+        last_split = before == p.splits - 1;
         if (last_split) p.counters[item] = 0;  // for the next launch
       }
       sync();
+      WS_STAMP(warp == 0 && lane == 0, 6);
       if (last_split) {
-        __threadfence();
         if (warp < u.rows_n) merge_row_warp(p, u.b, u.kh, u.rb, warp, lane, so + 256 * warp);
       }
+#if FP8ATTN_PAGED_WS_STAMPS
+      if (warp == 0 && lane == 0) ws_stamp_value(8, last_split);
+#endif
     }
+    WS_STAMP(warp == 0 && lane == 0, 7);
+#if FP8ATTN_PAGED_WS_STAMPS
+    if (warp == 0 && lane == 0) {
+      unsigned sm;
+      asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+      ws_stamp_value(9, sm);
+    }
+#endif
   }
 }
 #endif

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "d36b32569e447f3184c6b79768ba43b90ac0647b7c086e4b23c690fb46eb120c"
+const SourceHash = "c9e9d468efedb614e9c64464734c27d9eecdbb95b28c2d26ea448e283d809a7d"
