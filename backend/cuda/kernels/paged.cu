@@ -119,6 +119,12 @@
 //                    scheduled at once and waits for the one before it only
 //                    where it first touches global memory (the ws kernel:
 //                    after its barriers' set-up).
+//   v14 (2026-11-23): the ws kernel's divisors made before pdl_wait
+//                    (FastDiv), its split counter one acq_rel atomic (no
+//                    fences), and merge_warps working each row's weights
+//                    out once: the end of a call, measured by
+//                    FP8ATTN_PAGED_WS_STAMPS builds, was 2-5 us of
+//                    divisions, fences and repeated exponentials.
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 #include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
 
@@ -902,19 +908,27 @@ template <int D> struct PagedWarpT {
 // each puts its rows in so ([W][8][SO] floats; with SO = D+8 the eight rows
 // of a warp's 64-bit stores fall on four bank offsets, two wavefronts a
 // store, where D apart conflicts eight ways) and its maxima, sums and V units in sm_m,
-// sm_l, sm_vs; then the W·32 threads write the unit's rows, to out and lse
-// (one split) or to its partial rows. sync is the barrier of those threads;
-// it runs first, so that so may hold something else until then.
+// sm_l, sm_vs; then one thread a row works out the row's weights once
+// (w_w = 2^(m_w - max)·vs_w·2^-12 in place of sm_m[w], the sum L and the
+// log-sum-exp, where the output row starts), and the W·32 threads write the
+// unit's rows, Σ_w so_w·w_w / L, to out and lse (one split) or to its
+// partial rows. sync is the barrier of those threads; it runs first, so
+// that so may hold something else until then. (v13 worked the weights out
+// again for every element, eight exponentials each, and for the rows past
+// the unit's: 2.7 us of the B8 decode's end, TestWSTimeline.)
 template <int D, int SO, int W, class State, class Sync>
 __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const State& st, float* so,
                                             float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp, int lane,
                                             Sync sync) {
+  __shared__ float row_L[8];
+  __shared__ long long row_out[8];
+  float lse2 = NEG_INF;  // row lane's (warp 0)
   sync();
   st.template store<SO>(so, sm_m, sm_l, sm_vs, warp, lane);
   sync();
   const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
-  for (int e = warp * 32 + lane; e < 8 * D; e += W * 32) {
-    const int r = e / D, d = e % D;
+  if (warp == 0 && lane < u.rows_n) {
+    const int r = lane;
     float mx = NEG_INF;
     bool nan = false;
 #pragma unroll
@@ -922,29 +936,42 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
       mx = fmaxf(mx, sm_m[w][r]);
       nan = nan || sm_l[w][r] != sm_l[w][r];
     }
-    float L = 0.f, acc = 0.f;
-    if (mx != NEG_INF) {
+    float L = 0.f;
 #pragma unroll
-      for (int w = 0; w < W; w++) {
-        if (sm_m[w][r] == NEG_INF) continue;
+    for (int w = 0; w < W; w++) {
+      float wt = 0.f;
+      if (mx != NEG_INF && sm_m[w][r] != NEG_INF) {
         const float fw = exp2f(sm_m[w][r] - mx);
         L += fw * sm_l[w][r];
-        acc += fw * (so[(w * 8 + r) * SO + d] * 0x1p-12f) * sm_vs[w];
+        wt = fw * 0x1p-12f * sm_vs[w];
       }
+      sm_m[w][r] = wt;
     }
-    float val = L > 0.f ? acc / L : 0.f, lse2 = L > 0.f ? mx + log2f(L) : NEG_INF;
-    if (nan) val = lse2 = __int_as_float(0x7fffffff);
-    if (r >= u.rows_n) continue;
+    row_L[r] = nan ? __int_as_float(0x7fffffff) : L;
+    lse2 = nan ? __int_as_float(0x7fffffff) : (L > 0.f ? mx + log2f(L) : NEG_INF);
     if (p.splits > 1) {
-      const long long part = item * p.splits + u.split;
-      p.part_out[(part * 8 + r) * D + d] = val;
-      if (d == 0) p.part_lse[part * 8 + r] = lse2;
+      row_out[r] = ((item * p.splits + u.split) * 8 + r) * D;
     } else {
       const int rr = u.r0 + r, hh = u.kh * u.group + rr % u.group, ii = rr / u.group;
-      p.out[u.b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
-      if (d == 0 && p.lse) p.lse[((long long)u.b * p.hq + hh) * p.sq + ii] = lse2 * LN2;
+      row_out[r] = u.b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
+      if (p.lse) p.lse[((long long)u.b * p.hq + hh) * p.sq + ii] = lse2 * LN2;
     }
   }
+  sync();
+  float* dst = p.splits > 1 ? p.part_out : p.out;
+  for (int e = warp * 32 + lane; e < u.rows_n * D; e += W * 32) {
+    const int r = e / D, d = e % D;
+    float acc = 0.f;
+#pragma unroll
+    for (int w = 0; w < W; w++) {
+      const float wt = sm_m[w][r];
+      acc += wt != 0.f ? so[(w * 8 + r) * SO + d] * wt : 0.f;
+    }
+    const float L = row_L[r];
+    const float val = L != L ? L : (L > 0.f ? acc / L : 0.f);
+    dst[row_out[r] + d] = val;
+  }
+  if (p.splits > 1 && warp == 0 && lane < u.rows_n) p.part_lse[(item * p.splits + u.split) * 8 + lane] = lse2;
 }
 
 // The cp.async kernel (every GPU from sm_80): a block per unit (grid

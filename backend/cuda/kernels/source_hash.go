@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c9e9d468efedb614e9c64464734c27d9eecdbb95b28c2d26ea448e283d809a7d"
+const SourceHash = "8a58f804eda751974e8990948d715edcb23d6f5fb012c2ae3e2356d464d419e5"
