@@ -483,6 +483,17 @@ func TestPagedUnsupported(t *testing.T) {
 	}
 }
 
+// decodeShapes are issue #12's decode steps (D=128, one new token a
+// sequence, every sequence Sk long).
+var decodeShapes = []struct {
+	name           string
+	b, hq, hkv, sk int
+}{
+	{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192},
+	{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768},
+	{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048},
+}
+
 // BenchmarkPagedDecode times one decode step (one new query token per
 // sequence, attention only) over a full FP8 paged cache, per call in
 // CUDA-graph replay, on issue #12's shapes; pages shuffled ("paged") or in
@@ -491,14 +502,7 @@ func TestPagedUnsupported(t *testing.T) {
 // replaces, in the same run). Reports µs per call and the cache bytes read per
 // second (K and V codes of every sequence once).
 func BenchmarkPagedDecode(b *testing.B) {
-	for _, s := range []struct {
-		name           string
-		b, hq, hkv, sk int
-	}{
-		{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192},
-		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768},
-		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048},
-	} {
+	for _, s := range decodeShapes {
 		for _, order := range []string{"paged", "contiguous", "paged-cp.async"} {
 			b.Run(s.name+"/"+order, func(b *testing.B) {
 				be := &Backend{name: "cuda", pagedCpAsync: order == "paged-cp.async"}
@@ -776,14 +780,7 @@ func TestWSTimeline(t *testing.T) {
 		{3, "first tile landed"}, {4, "last tiles done"}, {5, "merge_warps done"},
 		{6, "split counter read"}, {13, "merge: LSEs loaded"}, {14, "merge: rows weighed"}, {7, "end"},
 	}
-	for _, s := range []struct {
-		name           string
-		b, hq, hkv, sk int
-	}{
-		{"B8-Hq32-Hkv8-Sk8192", 8, 32, 8, 8192},
-		{"B1-Hq32-Hkv8-Sk32768", 1, 32, 8, 32768},
-		{"B64-Hq32-Hkv8-Sk2048", 64, 32, 8, 2048},
-	} {
+	for _, s := range decodeShapes {
 		if err := d.do(func() error { return cu.MemsetD32(ptr, 0, slots*blocks) }); err != nil {
 			t.Fatal(err)
 		}
