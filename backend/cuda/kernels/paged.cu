@@ -517,50 +517,119 @@ __device__ __forceinline__ PagedUnit paged_unit_at(const PagedParams& p, const P
                       dv.group);
 }
 
+// load_query_row loads columns 16c+4t..16c+4t+3 of unit u's row r into
+// x[c] (zeros for a row past the unit's) and returns qe, the power of two
+// that brings the row's largest magnitude into [128, 256) (0 for a row of
+// zeros or with a non-finite value); the four lanes of a quad (4g..4g+3)
+// hold one row between them and agree on qe.
+template <int NC>
+__device__ __forceinline__ int load_query_row(const PagedParams& p, const PagedUnit& u, int r, int t,
+                                              float4 (&x)[NC]) {
+  const int row = u.r0 + r;
+  const bool row_ok = r < u.rows_n;
+  const int h = u.kh * u.group + row % u.group, i = row / u.group;
+  const float* qp = p.q + u.b * p.batch_stride + h * p.head_stride + i * p.row_stride;
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < NC; c++) {
+    x[c] = row_ok ? *(const float4*)(qp + 16 * c + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
+    amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c].x), fabsf(x[c].y)), fmaxf(fabsf(x[c].z), fabsf(x[c].w))));
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  int qe = 0;
+  if (amax > 0.f && amax <= 3.4e38f) {
+    int ex;
+    frexpf(amax, &ex);
+    qe = 8 - ex;  // amax·2^qe in [128, 256)
+  }
+  return qe;
+}
+
+// row_visible is the number of keys row r of unit u sees (0 past its rows).
+__device__ __forceinline__ int row_visible(const PagedParams& p, const PagedUnit& u, int r) {
+  if (r >= u.rows_n) return 0;
+  const int i = (u.r0 + r) / u.group;
+  return p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
+}
+
+// PagedRow is what PagedWarp and PagedWarpT keep of a row besides its
+// queries and output: the running maximum and sum (log2 domain) and the
+// units its output is kept in.
+struct PagedRow {
+  float m, l, vs_units, vs_seen, pscale;
+
+  __device__ __forceinline__ void reset() {
+    m = NEG_INF;
+    l = vs_units = vs_seen = 0.f;
+    pscale = 4096.f;
+  }
+
+  // fold_v_units returns the factor the output is multiplied by before a
+  // tile whose page has V scale vs: alpha, the running maximum's rescale,
+  // times any change of units. O is kept in units of vs_units, the V scale
+  // of a page this warp has read (scales are powers of two, so every ratio
+  // below is exact). A page whose scale is within 2^-8..2^3 of the units
+  // folds the ratio into its weights, P·2^12·ratio (pscale; below 2^15: the
+  // low f16 part keeps the weights' bits down to 2^-29 of the largest), and
+  // O stays as it is; a page outside that range, or the first one with
+  // values, moves O to its own units. A page of zeros changes nothing. The
+  // row sum l has no units.
+  __device__ __forceinline__ float fold_v_units(float vs, float alpha) {
+    float o_alpha = alpha;
+    if (vs != vs_seen) {  // a page boundary (the same for the whole warp)
+      vs_seen = vs;
+      if (vs != 0.f) {
+        const float ratio = vs_units != 0.f ? vs / vs_units : 0.f;
+        if (ratio >= 0x1p-8f && ratio <= 8.f) {
+          pscale = 4096.f * ratio;
+        } else {
+          if (vs_units != 0.f) o_alpha *= vs_units / vs;
+          vs_units = vs;
+          pscale = 4096.f;
+        }
+      }
+    }
+    return o_alpha;
+  }
+};
+
+// rescale_o multiplies the output accumulators by a where any lane's a is
+// not 1 (the running maximum moved, or the V units).
+template <int N>
+__device__ __forceinline__ void rescale_o(float (&o)[N][4], float a) {
+  if (__any_sync(0xffffffffu, a != 1.f)) {
+#pragma unroll
+    for (int j = 0; j < N; j++) {
+      o[j][0] *= a;
+      o[j][1] *= a;
+      o[j][2] *= a;
+      o[j][3] *= a;
+    }
+  }
+}
+
 // PagedWarp is one warp's online softmax over the tiles it takes of a unit:
 // lane 4g+t holds row g. Both attention kernels run it.
-template <int D> struct PagedWarp {
+template <int D> struct PagedWarp : PagedRow {
   static constexpr int NC = D / 16, NT = D / 8;
   uint32_t qa[NC][4];  // the query row as A fragments, high and low f16 parts, scaled by 2^qe
   float score_factor;  // softmax scale·log2(e)·2^-qe (times a page's K scale per tile)
-  float m, l, vs_units, vs_seen, pscale;
   float o[NT][4];
   int vis;  // the keys row g sees
 
   // start loads row g of unit u and clears the state.
   __device__ __forceinline__ void start(const PagedParams& p, const PagedUnit& u, int g, int t) {
-    const int row = u.r0 + g;
-    const bool row_ok = g < u.rows_n;
-    const int h = u.kh * u.group + row % u.group, i = row / u.group;
-    vis = 0;
-    if (row_ok) vis = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
-    int qe = 0;
-    {
-      const float* qp = p.q + u.b * p.batch_stride + h * p.head_stride + i * p.row_stride;
-      float4 x[NC];
-      float amax = 0.f;
+    vis = row_visible(p, u, g);
+    float4 x[NC];
+    const int qe = load_query_row(p, u, g, t, x);
 #pragma unroll
-      for (int c = 0; c < NC; c++) {
-        x[c] = row_ok ? *(const float4*)(qp + 16 * c + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
-        amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c].x), fabsf(x[c].y)), fmaxf(fabsf(x[c].z), fabsf(x[c].w))));
-      }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      if (amax > 0.f && amax <= 3.4e38f) {
-        int ex;
-        frexpf(amax, &ex);
-        qe = 8 - ex;  // amax·2^qe in [128, 256)
-      }
-#pragma unroll
-      for (int c = 0; c < NC; c++) {
-        split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), qa[c][0], qa[c][1]);
-        split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), qa[c][2], qa[c][3]);
-      }
+    for (int c = 0; c < NC; c++) {
+      split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), qa[c][0], qa[c][1]);
+      split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), qa[c][2], qa[c][3]);
     }
     score_factor = ldexpf(p.score_scale, -qe);
-    m = NEG_INF;
-    l = vs_units = vs_seen = 0.f;
-    pscale = 4096.f;
+    reset();
 #pragma unroll
     for (int j = 0; j < NT; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   }
@@ -608,27 +677,7 @@ template <int D> struct PagedWarp {
     const float m_new = fmaxf(m, tmax), mref = m_new == NEG_INF ? 0.f : m_new;
     const float alpha = fast_exp2(m - mref);
     m = m_new;
-    // O is kept in units of vs_units, the V scale of a page this warp has
-    // read (scales are powers of two, so every ratio below is exact). A page
-    // whose scale is within 2^-8..2^3 of the units folds the ratio into its
-    // weights, P·2^12·ratio (below 2^15; the low f16 part keeps the weights'
-    // bits down to 2^-29 of the largest), and O stays as it is; a page
-    // outside that range, or the first one with values, moves O to its own
-    // units. A page of zeros changes nothing. The row sum l has no units.
-    float o_alpha = alpha;
-    if (vs != vs_seen) {  // a page boundary (the same for the whole warp)
-      vs_seen = vs;
-      if (vs != 0.f) {
-        const float ratio = vs_units != 0.f ? vs / vs_units : 0.f;
-        if (ratio >= 0x1p-8f && ratio <= 8.f) {
-          pscale = 4096.f * ratio;
-        } else {
-          if (vs_units != 0.f) o_alpha *= vs_units / vs;
-          vs_units = vs;
-          pscale = 4096.f;
-        }
-      }
-    }
+    const float o_alpha = fold_v_units(vs, alpha);
     float psum = 0.f;
     uint32_t pa[2][4];  // A fragments of P·2^12 over keys 0-15 and 16-31
 #pragma unroll
@@ -639,15 +688,7 @@ template <int D> struct PagedWarp {
       split_f16x2(p0 * pscale, p1 * pscale, pa[j >> 1][2 * (j & 1)], pa[j >> 1][2 * (j & 1) + 1]);
     }
     l = l * alpha + psum;
-    if (__any_sync(0xffffffffu, o_alpha != 1.f)) {  // the running max moved, or the V units
-#pragma unroll
-      for (int j = 0; j < NT; j++) {
-        o[j][0] *= o_alpha;
-        o[j][1] *= o_alpha;
-        o[j][2] *= o_alpha;
-        o[j][3] *= o_alpha;
-      }
-    }
+    rescale_o(o, o_alpha);
     // O += P·V: B fragments from the transposed values, four d-tiles an ldmatrix.
 #pragma unroll
     for (int gm = 0; gm < 2; gm++) {
@@ -724,54 +765,30 @@ __device__ __forceinline__ uint32_t f16_hi_lo(float v) {
 // are PagedWarp's: the key at shared row 16i+8h+g (key_of_row) is
 // 16i+4(g>>1)+2h+(g&1), so the Sᵀ rows a lane holds are the keys whose
 // values its V fragments pair them with.
-template <int D> struct PagedWarpT {
+template <int D> struct PagedWarpT : PagedRow {
   static constexpr int NC = D / 16, NT = D / 8, NM = D / 16;
   uint32_t qb[NC][2];  // B fragments of Qᵀ: column g is row g>>1's high (g even) or low part, scaled by 2^qe
   float score_factor;  // row t's: softmax scale·log2(e)·2^-qe (times a page's K scale per tile)
-  float m, l, vs_units, vs_seen, pscale;  // row t's, as PagedWarp's
-  float o[NM][4];  // Oᵀ: dims 16j+g (o[j][0], o[j][1]: columns 2t, 2t+1) and 16j+8+g (o[j][2], o[j][3])
-  int vis;         // the keys row t sees
+  // Oᵀ: dims 16j+g (o[j][0], o[j][1]: columns 2t, 2t+1) and 16j+8+g
+  // (o[j][2], o[j][3]). PagedRow's fields are row t's.
+  float o[NM][4];
+  int vis;  // the keys row t sees
 
   __device__ __forceinline__ void start(const PagedParams& p, const PagedUnit& u, int g, int t) {
-    int qe = 0;
-    {  // the queries of row g>>1, as columns g
-      const int r = g >> 1, row = u.r0 + r;
-      const bool row_ok = r < u.rows_n;
-      const int h = u.kh * u.group + row % u.group, i = row / u.group;
-      const float* qp = p.q + u.b * p.batch_stride + h * p.head_stride + i * p.row_stride;
-      float4 x[NC];
-      float amax = 0.f;
+    float4 x[NC];  // the queries of row g>>1, as columns g
+    const int qe = load_query_row(p, u, g >> 1, t, x);
 #pragma unroll
-      for (int c = 0; c < NC; c++) {
-        x[c] = row_ok ? *(const float4*)(qp + 16 * c + 4 * t) : make_float4(0.f, 0.f, 0.f, 0.f);
-        amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x[c].x), fabsf(x[c].y)), fmaxf(fabsf(x[c].z), fabsf(x[c].w))));
-      }
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      if (amax > 0.f && amax <= 3.4e38f) {
-        int ex;
-        frexpf(amax, &ex);
-        qe = 8 - ex;  // amax·2^qe in [128, 256)
-      }
-#pragma unroll
-      for (int c = 0; c < NC; c++) {
-        uint32_t hi0, lo0, hi1, lo1;
-        split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), hi0, lo0);
-        split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), hi1, lo1);
-        qb[c][0] = g & 1 ? lo0 : hi0;
-        qb[c][1] = g & 1 ? lo1 : hi1;
-      }
+    for (int c = 0; c < NC; c++) {
+      uint32_t hi0, lo0, hi1, lo1;
+      split_f16x2(ldexpf(x[c].x, qe), ldexpf(x[c].y, qe), hi0, lo0);
+      split_f16x2(ldexpf(x[c].z, qe), ldexpf(x[c].w, qe), hi1, lo1);
+      qb[c][0] = g & 1 ? lo0 : hi0;
+      qb[c][1] = g & 1 ? lo1 : hi1;
     }
     // Row t's own: its exponent (from lane 8t, which loaded row t) and the keys it sees.
     score_factor = ldexpf(p.score_scale, -__shfl_sync(0xffffffffu, qe, 8 * t));
-    vis = 0;
-    if (t < u.rows_n) {
-      const int i = (u.r0 + t) / u.group;
-      vis = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
-    }
-    m = NEG_INF;
-    l = vs_units = vs_seen = 0.f;
-    pscale = 4096.f;
+    vis = row_visible(p, u, t);
+    reset();
 #pragma unroll
     for (int j = 0; j < NM; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   }
@@ -818,20 +835,7 @@ template <int D> struct PagedWarpT {
     const float m_new = fmaxf(m, tmax), mref = m_new == NEG_INF ? 0.f : m_new;
     const float alpha = fast_exp2(m - mref);
     m = m_new;
-    float o_alpha = alpha;  // the V units as PagedWarp keeps them
-    if (vs != vs_seen) {
-      vs_seen = vs;
-      if (vs != 0.f) {
-        const float ratio = vs_units != 0.f ? vs / vs_units : 0.f;
-        if (ratio >= 0x1p-8f && ratio <= 8.f) {
-          pscale = 4096.f * ratio;
-        } else {
-          if (vs_units != 0.f) o_alpha *= vs_units / vs;
-          vs_units = vs;
-          pscale = 4096.f;
-        }
-      }
-    }
+    const float o_alpha = fold_v_units(vs, alpha);
     float psum = 0.f;
     uint32_t pb[2][2];  // B fragments of Pᵀ·2^12: k-step i (keys 16i..16i+15), rows 16i+g and 16i+8+g transposed
 #pragma unroll
@@ -843,15 +847,7 @@ template <int D> struct PagedWarpT {
         pb[i][h] = movmatrix_trans(f16_hi_lo(pv * pscale));
       }
     l = l * alpha + psum;
-    if (__any_sync(0xffffffffu, o_alpha != 1.f)) {
-#pragma unroll
-      for (int j = 0; j < NM; j++) {
-        o[j][0] *= o_alpha;
-        o[j][1] *= o_alpha;
-        o[j][2] *= o_alpha;
-        o[j][3] *= o_alpha;
-      }
-    }
+    rescale_o(o, o_alpha);
     // Oᵀ += Vᵀ·Pᵀ: A fragments from the values (dims as rows), an ldmatrix
     // for two m-tiles of 16 dims.
 #pragma unroll

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "8a58f804eda751974e8990948d715edcb23d6f5fb012c2ae3e2356d464d419e5"
+const SourceHash = "359d647bd1c39b0fd5f32fcd7ff6553314b47fa961f34722c8a5469372645faa"
