@@ -38,6 +38,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/fp8mma"
 	"github.com/fp8attn/fp8attn/internal/seed"
 	"github.com/fp8attn/fp8attn/oracle"
 )
@@ -117,32 +118,69 @@ func FP8PTolerance(p *backend.Problem) Tolerance {
 	return t
 }
 
-// FP8MMAScoreError bounds the absolute error of a score computed by FP8
-// tensor cores: Hopper's (wgmma e4m3, QGMMA in SASS) and Ada's (mma.sync
-// m16n8k32 e4m3, QMMA). Their products are exact, but on Hopper the sum
-// inside one k32 step keeps only about 14 significant bits (DeepSeek-V3
-// technical report, section 3.3.2, measured on the H800; the H200 shows LSE
-// errors near 2^-18·M), before it joins the float32 accumulator. Ada's
-// internal sum width is undocumented and not measured here (no L4 is lent);
-// it is assumed no wider. Two such roundings relative to Σ|q_i·k_i| ≤ ‖q‖·‖k‖ bound
-// it by 2^-13·M in the natural-log domain, M = |scale|·max‖q‖·max‖k‖
-// (ScoreBound).
+// FP8MMAScoreError bounds the absolute error of every score of p computed
+// by FP8 tensor cores: Hopper's (wgmma e4m3, QGMMA in SASS) and Ada's
+// (mma.sync m16n8k32 e4m3, QMMA). Their products are exact, but Hopper's
+// adds each k step of 32 products into the float32 accumulator with about
+// 14 significant bits, truncating (fp8mma's package doc); the bound is
+// fp8mma.ErrorBound of each (query row, visible key) pair's codes times
+// |scale|·(the two heads' scales), the largest over p (pairs with NaN codes
+// left out: their scores must be NaN). Ada's internal sum
+// width is undocumented and not measured here (no L4 is lent); it is
+// assumed no narrower. Without codes (p not FP8E4M3) it is the same bound
+// with every step's largest term at M = |scale|·max‖q‖·max‖k‖ (ScoreBound).
 func FP8MMAScoreError(p *backend.Problem) float64 {
-	m, _ := ScoreBound(p)
-	return m / (1 << 13)
+	s := p.Shape
+	if p.Precision != backend.FP8E4M3 || len(p.Q8) == 0 || len(p.K8) == 0 {
+		m, _ := ScoreBound(p)
+		return fp8mma.StepTruncations * float64((s.D+31)/32) * m * (1 + 1.0/16) / (1 << 13)
+	}
+	var e float64
+	for b := 0; b < s.B; b++ {
+		for h := 0; h < s.Hq; h++ {
+			kvh := h / s.Group()
+			f := math.Abs(float64(p.Scale)) * float64(p.QScale[b*s.Hq+h]) * float64(p.KScale[b*s.Hkv+kvh])
+			for i := 0; i < s.Sq; i++ {
+				q := p.Q8[p.Layout.Offset(b, h, i, s.Hq, s.Sq, s.D):][:s.D]
+				for j := range s.VisibleKeys(p.Mask, i) {
+					k := p.K8[p.Layout.Offset(b, kvh, j, s.Hkv, s.Sk, s.D):][:s.D]
+					if b := fp8mma.ErrorBound(q, k) * f; b > e { // a NaN score (NaN codes) has no bound; the NaN rule checks it
+						e = b
+					}
+				}
+			}
+		}
+	}
+	return e
+}
+
+// FP8PVError bounds what P·V on FP8 tensor cores adds to an output beyond
+// FP8PTolerance (P rounded to E4M3), by fp8mma's bound: each k step of 32
+// keys truncates at most fp8mma.StepTruncations terms, each by less than
+// 2^-13 of the largest magnitude in play. The weights are scaled by 2^8 and
+// sum to l >= 1 (the running maximum's weight is 1), so every term is at
+// most 2^8·l·max|v|·(1 + 2^-3) (the rounding of P and the errors so far),
+// and the output, the accumulator over 2^8·l, moves by less than
+// StepTruncations·2^-13·(1 + 2^-3)·max|v| a step. The steps run over the
+// keys a kernel loads, at most Sk rounded up to a 256-key tile: (Sk +
+// 255)/32 of them. A worst case.
+func FP8PVError(p *backend.Problem) float64 {
+	_, vmax := ScoreBound(p)
+	steps := float64((p.Sk + 255) / 32)
+	return fp8mma.StepTruncations * steps * (1 + 1.0/8) / (1 << 13) * vmax
 }
 
 // FP8MMATolerance is the output bound of the kernels with both GEMMs on FP8
-// tensor cores (stage 9, Hopper; stage 10, Ada): P rounded to
-// E4M3 (FP8PTolerance) and scores off by at most e = FP8MMAScoreError, which
-// changes each normalized weight by a factor within exp(±2e), so an output
-// by at most (exp(2e)-1)·max|v|.
+// tensor cores (stage 9, Hopper; stage 10, Ada): P rounded to E4M3
+// (FP8PTolerance), P·V's truncations (FP8PVError), and scores off by at
+// most e = FP8MMAScoreError, which changes each normalized weight by a
+// factor within exp(±2e), so an output by at most (exp(2e)-1)·max|v|.
 func FP8MMATolerance(p *backend.Problem) Tolerance {
 	_, vmax := ScoreBound(p)
-	e := FP8MMAScoreError(p)
+	e, pv := FP8MMAScoreError(p), FP8PVError(p)
 	t := FP8PTolerance(p)
-	t.Atol += math.Expm1(2*e) * vmax
-	t.Why = fmt.Sprintf("scores by FP8 MMA (2^-13·M): (e^(2e)-1)·max|v|, e=%.3g + ", e) + t.Why
+	t.Atol += math.Expm1(2*e)*vmax + pv
+	t.Why = fmt.Sprintf("FP8 MMA: scores (e^(2e)-1)·max|v|, e=%.3g, P·V %.3g + ", e, pv) + t.Why
 	return t
 }
 
@@ -152,7 +190,7 @@ func FP8MMALSETolerance(p *backend.Problem) Tolerance {
 	t := LSETolerance(p)
 	e := FP8MMAScoreError(p)
 	t.Atol += e
-	t.Why = fmt.Sprintf("scores by FP8 MMA: 2^-13·M=%.3g + ", e) + t.Why
+	t.Why = fmt.Sprintf("scores by FP8 MMA: %.3g + ", e) + t.Why
 	return t
 }
 
