@@ -133,7 +133,7 @@ func FP8MMAScoreError(p *backend.Problem) float64 {
 	s := p.Shape
 	if p.Precision != backend.FP8E4M3 || len(p.Q8) == 0 || len(p.K8) == 0 {
 		m, _ := ScoreBound(p)
-		return fp8mma.StepTruncations * float64((s.D+31)/32) * m * (1 + 1.0/16) / (1 << 13)
+		return float64((s.D+31)/32) * fp8mma.StepBound(m)
 	}
 	var e float64
 	for b := 0; b < s.B; b++ {

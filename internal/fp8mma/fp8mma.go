@@ -25,16 +25,16 @@ import (
 const StepTruncations = 34
 
 // ErrorBound bounds |computed - exact| for the dot product of the codes q
-// and k (the same length, in steps of 32 from index 0) on Hopper's FP8 tensor
-// cores, in units of the codes' values: each step truncates at most
-// StepTruncations terms, each by less than 2^-13 of the largest magnitude
-// in play in the step, T = max(|incoming sum|, max|product|, |outgoing
-// sum|), taken here from the exact partial sums and raised by 2^-4 for the
-// errors the accumulator carries (under 34·8·2^-13 of it for up to 256
-// products). NaN in the codes gives NaN. A worst case: on random inputs the
-// products' truncations mostly cancel (TestWGMMAScoreError logs by how
-// much).
+// and k (in steps of 32 from index 0) on Hopper's FP8 tensor cores, in
+// units of the codes' values: the sum over the steps of StepBound(T), T =
+// max(|incoming sum|, max|product|, |outgoing sum|) taken from the exact
+// partial sums. NaN in the codes, or q and k of different lengths, give
+// NaN. A worst case: on random inputs the products' truncations mostly
+// cancel (TestWGMMAScoreError logs by how much).
 func ErrorBound(q, k []fp8.E4M3) float64 {
+	if len(q) != len(k) {
+		return math.NaN()
+	}
 	var bound, acc float64
 	for i0 := 0; i0 < len(q); i0 += 32 {
 		t := math.Abs(acc)
@@ -43,15 +43,26 @@ func ErrorBound(q, k []fp8.E4M3) float64 {
 			acc += x                                               // exact: at most 2^11 such products fit float64
 			t = max(t, math.Abs(x))
 		}
-		t = max(t, math.Abs(acc))
-		bound += t
+		bound += StepBound(max(t, math.Abs(acc)))
 	}
-	return StepTruncations * bound * (1 + 1.0/16) / (1 << 13)
+	return bound
+}
+
+// StepBound bounds what one k step loses when the largest magnitude in
+// play is t: StepTruncations terms, each by less than 2^-13 of t, with t
+// raised by 2^-4 for the errors the accumulator carries (under 34·8·2^-13
+// of it for up to 256 products).
+func StepBound(t float64) float64 {
+	return StepTruncations * t * (1 + 1.0/16) / (1 << 13)
 }
 
 // ExactDot returns Σ q[i]·k[i] over the codes' values, exactly (at most 2^11
-// products of 8 significant bits fit float64's 53).
+// products of 8 significant bits fit float64's 53); NaN if q and k differ
+// in length.
 func ExactDot(q, k []fp8.E4M3) float64 {
+	if len(q) != len(k) {
+		return math.NaN()
+	}
 	var s float64
 	for i := range q {
 		s += float64(q[i].Float32()) * float64(k[i].Float32())

@@ -80,8 +80,8 @@ func TestH200Observations(t *testing.T) {
 	}
 }
 
-// TestErrorBound: the bound is NaN for NaN codes, 0 for zeros, scales with
-// the codes' magnitudes, and is at least StepTruncations units of 2^-13 of
+// TestErrorBound: the bound is NaN for NaN codes and mismatched lengths, 0
+// for zeros, and is at least StepTruncations units of 2^-13 of
 // the largest product in each step.
 func TestErrorBound(t *testing.T) {
 	sd := seed.Get()
@@ -90,6 +90,9 @@ func TestErrorBound(t *testing.T) {
 	z := make([]fp8.E4M3, 64)
 	if b := ErrorBound(z, z); b != 0 {
 		t.Fatalf("zeros: %v", b)
+	}
+	if b, d := ErrorBound(z, z[:63]), ExactDot(z, z[:63]); !math.IsNaN(b) || !math.IsNaN(d) {
+		t.Fatalf("lengths 64 and 63: bound %v, dot %v, want NaN", b, d)
 	}
 	for range 1000 {
 		n := 1 + rng.IntN(256)
