@@ -22,8 +22,9 @@ import (
 // the layout of the Go model (per KV head, per tile of BlockN keys, D rows
 // of BlockN bytes, the keys of each 16-key group in wmma.SigmaKey order,
 // zeros past sk), byte for byte; and the kernel's output depends on it: the
-// same image written in plain key order (a doctored layout) must put the
-// output beyond tolerance of the CPU FP8 path, while the packed one passes.
+// same image written in plain key order (a doctored layout) must move the
+// output more than 4x farther (relative L2) from the CPU FP8 path than the
+// packed one, which passes the tier.
 func TestAdaVImage(t *testing.T) {
 	if !runnable(t, tiles.AdaStage) {
 		t.Skip("no FP8 mma.sync")
@@ -62,8 +63,9 @@ func TestAdaVImage(t *testing.T) {
 				return out
 			}
 			tol := tolerance(tiles.AdaStage)(p)
-			if cmp := sdpatest.Compare(run(), ref.Out, tol); cmp.Beyond > 0 {
-				t.Fatalf("%d elements beyond tolerance", cmp.Beyond)
+			good := sdpatest.Compare(run(), ref.Out, tol)
+			if good.Beyond > 0 {
+				t.Fatalf("%d elements beyond tolerance", good.Beyond)
 			}
 			cfg, _ := tiles.Ada(s.D)
 			bn, tilesPerHead := cfg.BlockN, tiles.Pad(s.Sk, cfg.BlockN)/cfg.BlockN
@@ -105,8 +107,15 @@ func TestAdaVImage(t *testing.T) {
 			if err := d.do(func() error { return cu.MemcpyHtoD(img, unsafe.Pointer(&plain[0]), int64(len(plain))) }); err != nil {
 				t.Fatal(err)
 			}
-			if cmp := sdpatest.Compare(run(), ref.Out, tol); cmp.Beyond == 0 {
-				t.Error("the output passed with V in plain key order: the check cannot see the permutation")
+			// The tier is a worst case, loose enough to let a permutation
+			// within 16-key groups through; the relative L2 distance to the
+			// CPU path is the sharp check: rounding P and the tensor cores'
+			// sums leave a few percent, a wrong pairing of weights and values
+			// changes the output itself.
+			bad := sdpatest.Compare(run(), ref.Out, tol)
+			t.Logf("relative L2 against the CPU FP8 path: image %.3g, plain key order %.3g", good.RelL2, bad.RelL2)
+			if !(bad.RelL2 > 4*good.RelL2) {
+				t.Errorf("the output with V in plain key order is %.3g from the CPU path, the right image's %.3g: the check cannot see the permutation", bad.RelL2, good.RelL2)
 			}
 		})
 	}

@@ -262,26 +262,33 @@ func testFP8PAccuracy(t *testing.T, stage int) {
 	} {
 		for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 			in := sdpatest.RandomInputs(rng, s, 1)
-			testFP8PAccuracyOn(t, stage, s, m, in, "N(0,1)")
+			testFP8PAccuracyOn(t, stage, s, m, in, "N(0,1)", 1.3)
 		}
 	}
 	// Values of one sign (mean 2, spread 1), long rows: the truncations of
-	// P·V on the FP8 tensor cores all lean the same way.
+	// P·V on the FP8 tensor cores all lean the same way. Within a tile the
+	// wgmma accumulator still truncates each k32 step relative to the
+	// tile's sum so far (stage 9 promotes per 128-key tile, as DeepSeek-V3
+	// does): 1.31-1.32x at 4096 keys, D 128 (H200, 2026-11-23), hence 1.5x
+	// here. The defects this case exists for measure 6-64x (one running
+	// accumulator), 1.9x (P·V promoted, rows normalized by the unrounded
+	// sum), and 1.59x (stage 10 with the unrounded sum): docs/ACCURACY.md.
 	for _, s := range []backend.Shape{
 		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 4096, D: 128},
 		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 1024, D: 64},
+		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 2048, D: 256},
 	} {
 		for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 			in := sdpatest.RandomInputs(rng, s, 1)
 			for i := range in.V {
 				in.V[i] += 2
 			}
-			testFP8PAccuracyOn(t, stage, s, m, in, "V 2+N(0,1)")
+			testFP8PAccuracyOn(t, stage, s, m, in, "V 2+N(0,1)", 1.5)
 		}
 	}
 }
 
-func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask, in sdpatest.Inputs, what string) {
+func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask, in sdpatest.Inputs, what string, limit float64) {
 	scale := float32(1 / math.Sqrt(float64(s.D)))
 	exact, _, _ := sdpatest.NewProblem(s, in, scale, m, backend.FP32)
 	want, _ := oracle.Naive(exact)
@@ -294,8 +301,8 @@ func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask
 	}
 	quant, ours := relL2(cpu.Default), relL2(testBackend(stage))
 	t.Logf("%+v %v %s: relative L2 vs exact: stage %d (0: BestStage) %.4g, input quantization alone %.4g, ratio %.3f", s, m, what, stage, ours, quant, ours/quant)
-	if !(ours <= 1.3*quant) {
-		t.Errorf("%+v %v %s: stage %d error %.4g is %.2fx the quantization error %.4g (limit 1.3x)", s, m, what, stage, ours, ours/quant, quant)
+	if !(ours <= limit*quant) {
+		t.Errorf("%+v %v %s: stage %d error %.4g is %.2fx the quantization error %.4g (limit %.1fx)", s, m, what, stage, ours, ours/quant, quant, limit)
 	}
 }
 

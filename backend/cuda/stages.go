@@ -41,13 +41,11 @@ var FP8MMAStages = []int{7, 8, tiles.AdaStage}
 
 // BestStage is the stage "cuda" runs for a problem of shape s on a GPU of
 // compute capability cc (major*10 + minor).
-//   - On 9.0, not the Hopper kernel (stage 9), the fastest on the H200
-//     (docs/PERF.md), while it fails the accuracy rule on values of one
-//     sign over long rows (docs/ACCURACY.md, "P·V on Hopper's FP8 tensor
-//     cores": 64x the quantization error at 4096 keys, from the tensor
-//     cores' truncated accumulation), except for the head dims only it
-//     has on Hopper (96, 192, 256); name "cuda/stage9" to run it
-//     (hopperByDefault). The last rules choose instead, as on Ampere.
+//   - On 9.0, the Hopper kernel (stage 9) for every head dim it has:
+//     the fastest on the H200 (docs/PERF.md), and within the accuracy rule
+//     since each tile's P·V is promoted to float32 and rows are normalized
+//     by the tensor cores' sum of the rounded weights (docs/ACCURACY.md,
+//     "P·V on Hopper's FP8 tensor cores, fixed"; hopperByDefault).
 //   - On 8.9 and newer other than 9.0 (Ada, and Blackwell running the
 //     compute_89 PTX), the Ada kernel (stage 10), the one with both GEMMs
 //     on FP8 tensor cores: chosen from its design and sm_89 SASS
@@ -75,10 +73,13 @@ func BestStage(s backend.Shape, cc int) int {
 }
 
 // hopperByDefault: whether BestStage chooses stage 9 on compute
-// capability 9.0. False until its P·V accumulates each tile apart from the
-// running output (promotion to float32 registers, as DeepSeek-V3's FP8 GEMMs
-// do) and passes TestFP8PAccuracy's values of one sign.
-const hopperByDefault = false
+// capability 9.0 for the head dims the other stages have too (64, 128).
+// False from commit 1927a86 while its P·V ran in one wgmma accumulator
+// (64x the quantization error on values of one sign at 4096 keys); true
+// since P·V is promoted per tile and TestFP8PAccuracy passes (1.08-1.33x on
+// values of one sign, 1.08-1.12x on N(0,1); H200, 2026-11-23). False turns
+// the choice back to stages 5-7 for D 64/128.
+const hopperByDefault = true
 
 func hopperHas(d int) bool {
 	_, err := tiles.Hopper(d)

@@ -214,10 +214,12 @@ func (c HopperConfig) KImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.DK 
 // VImageBytes: see QImageBytes.
 func (c HopperConfig) VImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.D }
 
-// SharedBytes is the dynamic shared memory a block uses: Q, the K/V ring
-// and its barriers, plus 1 KB to align the tiles to the swizzle repeat.
+// SharedBytes is the dynamic shared memory a block uses: Q, the K/V ring,
+// 1 KB of E4M3 ones (the B operand that sums the rows of P on the tensor
+// cores), the ring's barriers (1 KB), plus 1 KB to align the tiles to the
+// swizzle repeat.
 func (c HopperConfig) SharedBytes() int {
-	return c.BlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024
+	return c.BlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024 + 1024
 }
 
 // KernelName returns the entry point of stage for head dimension d.

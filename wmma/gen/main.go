@@ -141,8 +141,9 @@ func header() []byte {
 }
 
 // WGMMAShapes are the N of the m64nNk32 e4m3 wgmma wrappers fp8attn_wgmma.h
-// defines: the score tiles (64, 128 keys) and the head dims of P·V.
-var WGMMAShapes = []int{64, 96, 128, 192, 256}
+// defines: 8 (P times a block of ones: the row sums of the rounded
+// weights), the score tiles (64, 128 keys) and the head dims of P·V.
+var WGMMAShapes = []int{8, 64, 96, 128, 192, 256}
 
 // wgmmaHeader is include/fp8attn_wgmma.h: for each N, WGMMA<N>::ss (A and B
 // from shared-memory descriptors) and WGMMA<N>::rs (A from four registers of

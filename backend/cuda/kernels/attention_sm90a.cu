@@ -38,6 +38,14 @@
 //                    waits for the one before it only where it first
 //                    touches global memory (stage9: after its barriers'
 //                    set-up).
+//   v6 (2026-11-23): accuracy. Each tile's P·V into a zeroed accumulator,
+//                    added to O in float32 (FP8ATTN_S9_PROMOTE; D 192/256
+//                    in two column halves); rows normalized by the tensor
+//                    cores' sum of the rounded weights, P times a block of
+//                    E4M3 ones (FP8ATTN_S9_LSUM). The running accumulator
+//                    lost up to 64x the input-quantization error on values
+//                    of one sign; now 1.08-1.32x, at 3-29% of the speed
+//                    (docs/ACCURACY.md, docs/PERF.md).
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -30,7 +30,10 @@
 //     from the host, P scaled by 2^8 before its E4M3 cast so that its range
 //     is used (P <= 1 becomes <= 256 < 448), the row sum in float32.
 //   * P·V: wgmma m64nDk32 e4m3 with A (P) from registers, B (Vᵀ) from shared
-//     memory, into the output accumulator, rescaled in registers per tile.
+//     memory, each tile into a zeroed accumulator added to O in float32
+//     (FP8ATTN_S9_PROMOTE, D <= 128; larger D: into O, rescaled per tile);
+//     beside it P times a block of ones (m64n8k32) sums the rounded weights
+//     the output is normalized by (FP8ATTN_S9_LSUM).
 //   * Overlap (v3): within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
 //     issued together and the softmax of tile t (and its packing into a
 //     second set of P registers) runs while P·V is on the tensor cores.
@@ -56,8 +59,34 @@
 #ifndef FP8ATTN_S9_PINGPONG
 #define FP8ATTN_S9_PINGPONG 0
 #endif
+// FP8ATTN_S9_PROMOTE=1 (default) runs each tile's P·V into a zeroed
+// accumulator and adds it to O in float32 (DeepSeek-V3's promotion, their
+// §3.3.2), where the head dim leaves the registers for it (D <= 128). The
+// tensor cores truncate each k32 step's sum relative to its largest term
+// (internal/fp8mma); accumulated across tiles in one running wgmma
+// accumulator, every new product is truncated relative to the whole row
+// so far, and on values of one sign the losses add up: 7% at 4096 keys
+// (docs/ACCURACY.md). =0 builds the running accumulator, for comparison.
+#ifndef FP8ATTN_S9_PROMOTE
+#define FP8ATTN_S9_PROMOTE 1
+#endif
+// FP8ATTN_S9_LSUM=1 (default) normalizes each row by the sum of the E4M3
+// weights the tensor cores multiplied, computed by them (P times a block
+// of ones, wgmma m64n8k32, beside P·V), instead of the float32 sum of the
+// unrounded weights: then the output is a weighted mean of V's rows and
+// rounding P moves it by at most 2^-4 of V's range, not of its magnitude
+// (values of one sign lost up to 1.6x the input-quantization error
+// without it). The float32 sum still gives the LSE. =0: the old normalizer.
+#ifndef FP8ATTN_S9_LSUM
+#define FP8ATTN_S9_LSUM 1
+#endif
 
 namespace hopper {
+
+// Part<P> names a column part of P·V at compile time.
+template <int P> struct Part {
+  static constexpr int value = P;
+};
 
 // wgmma ordering.
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
@@ -103,7 +132,8 @@ template <int D> struct Geometry {
   static constexpr int QB = 64 * DK;              // one consumer's Q block, bytes
   static constexpr int KT = BN * DK, VT = D * BN; // K and V tiles, bytes
   static_assert(T::THREADS == 384 && BM == 128, "one producer and two consumer warpgroups of 64 rows");
-  static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
+  static constexpr int ONES = 1024;               // E4M3 ones: B of the row sums (FP8ATTN_S9_LSUM)
+  static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + ONES + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
 };
 
 // The image of one head's Q (R = 64) or K (R = BN) rows: byte (row, col)
@@ -286,7 +316,8 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   uint8_t* s_q = smem;
   uint8_t* s_k = s_q + BM * DK;
   uint8_t* s_v = s_k + RING * G::KT;
-  uint64_t* bars = (uint64_t*)(s_v + RING * G::VT);
+  uint8_t* s_ones = s_v + RING * G::VT;  // 1024-aligned, as the swizzled descriptors want
+  uint64_t* bars = (uint64_t*)(s_ones + G::ONES);
   uint64_t* q_full = bars;
   uint64_t* k_full = bars + 1;
   uint64_t* v_full = bars + 1 + RING;
@@ -307,6 +338,11 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
       mbar_init(&empty[s], 8);  // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if (FP8ATTN_S9_LSUM && threadIdx.x < G::ONES / 4) {
+    reinterpret_cast<uint32_t*>(s_ones)[threadIdx.x] = 0x38383838u;  // four E4M3 1.0
+    // The tensor cores read shared memory through the async proxy.
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
   __syncthreads();
   pdl_wait();  // before the first global access (pdl.cuh)
@@ -343,10 +379,22 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   const float c = fmaxf(fabsf(p.score_scale[b * p.hq + h]), 1.17549435e-38f);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
-  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
-  float o[D / 2];
+  // PROMOTE and LSUM: see their macros above. Above D = 128 a tile
+  // accumulator of D/2 registers does not fit beside O: P·V then runs in
+  // NP = 2 column halves of DP = D/2, one after the other into the same
+  // tile accumulator.
+  constexpr bool PROMOTE = FP8ATTN_S9_PROMOTE, LSUM = FP8ATTN_S9_LSUM;
+  constexpr int NP = PROMOTE && D > 128 ? 2 : 1, DP = D / NP;
+  const uint32_t ones_addr = smem_u32(s_ones);
+  // l: the float32 row sums of the unrounded weights (the LSE; without
+  // LSUM the normalizer too); lsum: the sums of the rounded weights, from the
+  // tensor cores (LSUM).
+  float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
+  float o[D / 2];  // O: with PROMOTE, the sum of the finished tiles
 #pragma unroll
   for (int i = 0; i < D / 2; i++) o[i] = 0.f;
+  float ot[PROMOTE ? DP / 2 : 1];  // one tile's P·V, or one column half of it (PROMOTE)
+  float lt[4];                    // one tile's P·ones: its rows' sums (LSUM)
   float s[BN / 2];       // scores of tile t, then its weights P·2^8
   // The weights as wgmma A registers (E4M3), tile t's in pa[t % 2], so that
   // they are packed while P·V still reads the previous tile's.
@@ -366,15 +414,29 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
     }
     wg_commit();
   };
-  // O += P(t)·V(t), issued (not waited for), P from a.
-  auto issue_pv = [&](int t, const PA& a) {
+  // P(t)·V(t) (its column part `part`: V's transposed rows DP·part ..
+  // +DP-1), issued (not waited for), P from a: into ot (PROMOTE; the first
+  // k step overwrites it) or added to o; with LSUM, and with part 0,
+  // P(t)·ones into lt. A block of ones in any layout is all ones: its
+  // descriptor only has to stay inside it.
+  auto fence_pv = [&]() {
+    if constexpr (PROMOTE) fence_regs(ot);
+    else fence_regs(o);
+    if constexpr (LSUM) fence_regs(lt);
+  };
+  auto issue_pv = [&](int t, const PA& a, auto part) {
+    constexpr int P = decltype(part)::value;
     const int st = t % RING;
-    mbar_wait(&v_full[st], (t / RING) & 1);
-    const uint32_t v_addr = smem_u32(s_v + st * G::VT);
-    fence_regs(o);
+    if (P == 0) mbar_wait(&v_full[st], (t / RING) & 1);
+    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * BN;
+    fence_pv();
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < BN / 32; k++) WGMMA<D>::rs(o, a[k], desc<WV>(v_addr + 32 * k), 1);
+    for (int k = 0; k < BN / 32; k++) {
+      if constexpr (PROMOTE) WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
+      else WGMMA<D>::rs(o, a[k], desc<WV>(v_addr + 32 * k), 1);
+      if constexpr (LSUM && P == 0) WGMMA<8>::rs(lt, a[k], desc<WV>(ones_addr + 32 * k), k > 0);
+    }
     wg_commit();
   };
   // The online softmax of tile t on s: masked keys (and keys past sk, zero
@@ -453,33 +515,77 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
     wg_wait<0>();
     fence_regs(s);
     float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
+    float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
     pack_p(pa[0]);
-    // rescale finishes tile t - 1 before its P·V: it waits for P(t-2)·V(t-2)
-    // (and frees its ring slot), then multiplies o by tile t - 1's factors.
-    // Rows whose maximum did not grow keep o as it is (alpha is exactly 1);
-    // the warp skips the rescale when none of its rows needs it.
-    auto rescale = [&](int t) {
-      wg_wait<0>();
-      fence_regs(o);
-      if (t >= 2) release(t - 2);
-      if (__any_sync(0xffffffffu, alpha.x != 1.f || alpha.y != 1.f)) {
+    // fold adds a finished tile's P·V (its column part `part`; PROMOTE)
+    // and row sums (LSUM, with part 0) to o and lsum, rescaled by that
+    // tile's factors first: o·alpha + ot, in float32. Column part p is
+    // o[p·DP/2 ..] (wmma.WGMMAAcc: 4 registers per 8 columns).
+    auto fold = [&](auto part) {
+      constexpr int P = decltype(part)::value;
+      if constexpr (PROMOTE) {
 #pragma unroll
-        for (int i = 0; i < D / 2; i++) o[i] *= (i & 2) ? alpha.y : alpha.x;
+        for (int i = 0; i < DP / 2; i++) {
+          float& x = o[P * (DP / 2) + i];
+          x = fmaf(x, (i & 2) ? alpha_pv.y : alpha_pv.x, ot[i]);
+        }
+      }
+      if constexpr (LSUM && P == 0) {
+        lsum[0] = fmaf(lsum[0], alpha_pv.x, lt[0]);
+        lsum[1] = fmaf(lsum[1], alpha_pv.y, lt[2]);
+      }
+    };
+    // Without PROMOTE, o is multiplied by tile t - 1's factors before its
+    // P·V adds to it (rows whose maximum did not grow keep o as it is,
+    // alpha being exactly 1; the warp skips the rescale when none of its
+    // rows needs it).
+    auto rescale = [&]() {
+      if constexpr (!PROMOTE) {
+        if (__any_sync(0xffffffffu, alpha.x != 1.f || alpha.y != 1.f)) {
+#pragma unroll
+          for (int i = 0; i < D / 2; i++) o[i] *= (i & 2) ? alpha.y : alpha.x;
+        }
+      }
+    };
+    // finish: the wait for every wgmma issued (at a step's start, the last
+    // part of P(t-2)·V(t-2)), folded at once. (Issuing Q·K(t)ᵀ before that
+    // fold measured slower, 707 against 747 TFLOP/s at D 128: the fold
+    // then delays P(t-1)·V(t-1), which needs ot back; docs/PERF.md.)
+    auto finish = [&]() {
+      wg_wait<0>();
+      fence_pv();
+    };
+    // With two column parts, the second is issued once the softmax is done
+    // and the first folded. (Ping-pong, FP8ATTN_S9_PINGPONG, does not take
+    // turns for it: it is built for D <= 128.)
+    auto second_part = [&](const PA& a, int t) {
+      if constexpr (NP == 2) {
+        wg_wait<0>();
+        fence_pv();
+        fold(Part<0>{});
+        issue_pv(t, a, Part<1>{});
       }
     };
     // Intra-warpgroup overlap: Q·K(t)ᵀ and P(t-1)·V(t-1) are issued
     // together, and the softmax of tile t (and its packing into next, the
     // P registers the running P·V does not read) runs while P·V is on the
-    // tensor cores. Each step begins with the previous tile's rescale, so
-    // that its wait for P·V starts a basic block: ptxas hoists a wait to
-    // the top of its block, and a wait after the softmax in the same block
-    // would be scheduled before it (docs/PERF.md, stage 9 v3). The fences
-    // keep the compiler from sinking the softmax below that wait.
+    // tensor cores. Each step begins with the wait for P(t-2)·V(t-2), so
+    // that the wait starts a basic block: ptxas hoists a wait to the top of
+    // its block, and a wait after the softmax in the same block would be
+    // scheduled before it (docs/PERF.md, stage 9 v3). The fences keep the
+    // compiler from sinking the softmax below that wait. (The second column
+    // part's wait, NP = 2, follows the softmax in its block.)
     auto step = [&](int t, const PA& prev, PA& next) {
-      rescale(t);
+      finish();
+      if (t >= 2) {
+        release(t - 2);
+        fold(Part<NP - 1>{});
+      }
+      rescale();
       my_turn();
       issue_qk(t);
-      issue_pv(t - 1, prev);
+      issue_pv(t - 1, prev, Part<0>{});
+      alpha_pv = alpha;
       your_turn();
       wg_wait<1>();
       fence_regs(s);
@@ -487,6 +593,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
       pack_p(next);
       fence_regs(next);
       fence_regs(s);
+      second_part(prev, t - 1);
     };
     // Unrolled by two, so that the P buffers are registers named
     // statically; tile t's weights are in pa[t % 2].
@@ -494,14 +601,26 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
       step(t, pa[0], pa[1]);
       if (t + 1 < ntiles) step(t + 1, pa[1], pa[0]);
     }
-    rescale(ntiles);
+    finish();
+    if (ntiles >= 2) {
+      release(ntiles - 2);
+      fold(Part<NP - 1>{});
+    }
+    rescale();
     my_turn();
-    if ((ntiles - 1) % 2) issue_pv(ntiles - 1, pa[1]);
-    else issue_pv(ntiles - 1, pa[0]);
-    your_turn();
-    wg_wait<0>();
-    fence_regs(o);
+    // The last tile's weights, in registers named statically (a reference
+    // chosen at run time would put pa in local memory).
+    auto last = [&](const PA& a) {
+      issue_pv(ntiles - 1, a, Part<0>{});
+      alpha_pv = alpha;
+      your_turn();
+      second_part(a, ntiles - 1);
+    };
+    if ((ntiles - 1) % 2) last(pa[1]);
+    else last(pa[0]);
+    finish();
     release(ntiles - 1);
+    fold(Part<NP - 1>{});
     if (cw == 0) my_turn();
   }
 
@@ -515,7 +634,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
     if (row >= sq) continue;
     const float lh = half ? l1 : l0;
     const bool keys = row_has_keys(lh);
-    const float f = vs / lh;
+    const float f = vs / (LSUM ? lsum[half] : lh);
     float* orow = out + row * p.o_row_stride;
 #pragma unroll
     for (int i = 2 * half; i < D / 2; i += 4) {

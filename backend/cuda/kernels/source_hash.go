@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "359d647bd1c39b0fd5f32fcd7ff6553314b47fa961f34722c8a5469372645faa"
+const SourceHash = "6eba1d3f6c8f282ace10da3120670d717778016362dfa915ce6eb64eb95546f7"
