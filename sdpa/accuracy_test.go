@@ -14,8 +14,8 @@ import (
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// TestAccuracyOptionsInvariant: SmoothK and Hadamard change nothing in exact
-// arithmetic. In FP32 on the CPU, the output and the (corrected) LSE stay
+// TestAccuracyOptionsInvariant: SmoothK, Hadamard and OutlierChannels change
+// nothing in exact arithmetic. In FP32 on the CPU, the output and the (corrected) LSE stay
 // within twice the float32 tolerances of the float64 oracle on the
 // untransformed inputs (twice: smoothing can double a key's norm, and M with
 // it), for every mask (empty rows included), GQA, and head dims whose
@@ -31,8 +31,9 @@ func TestAccuracyOptionsInvariant(t *testing.T) {
 	}
 	for _, s := range shapes {
 		for _, m := range []sdpa.Mask{sdpa.NoMask, sdpa.CausalUpperLeft, sdpa.CausalLowerRight} {
-			for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
-				name := fmt.Sprintf("%+v/%v/smooth=%v,hadamard=%v", s, m, o.SmoothK, o.Hadamard)
+			for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true},
+				{OutlierChannels: 4}, {OutlierChannels: s.D}, {SmoothK: true, Hadamard: true, OutlierChannels: 5}} {
+				name := fmt.Sprintf("%+v/%v/smooth=%v,hadamard=%v,outliers=%d", s, m, o.SmoothK, o.Hadamard, o.OutlierChannels)
 				q, k, v := randTensor(rng, s.B, s.Hq, s.Sq, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D)
 				for i := range k.Data { // a common offset on every channel: smoothing removes it
 					k.Data[i] += float32(i%s.D) / 8
@@ -81,9 +82,25 @@ func TestAccuracyOptionsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}} {
+	for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {OutlierChannels: 1}} {
 		if _, _, err := sdpa.AttentionQuantized(qt, qt, qt, &o); !errors.Is(err, sdpa.ErrInvalid) {
 			t.Errorf("%+v: %v", o, err)
+		}
+	}
+	x := &sdpa.Tensor{Data: make([]float32, 1*2*4*8), B: 1, H: 2, S: 4, D: 8}
+	for _, n := range []int{-1, 9, math.MinInt, math.MaxInt} {
+		out := &sdpa.Tensor{Data: make([]float32, len(x.Data)), B: 1, H: 2, S: 4, D: 8}
+		for i := range out.Data {
+			out.Data[i] = math.Float32frombits(sdpatest.Poison)
+		}
+		err := sdpa.AttentionInto(out, nil, x, x, x, &sdpa.Options{OutlierChannels: n})
+		if !errors.Is(err, sdpa.ErrInvalid) {
+			t.Errorf("OutlierChannels %d: %v", n, err)
+		}
+		for _, y := range out.Data {
+			if math.Float32bits(y) != sdpatest.Poison {
+				t.Fatalf("OutlierChannels %d: output written before the error", n)
+			}
 		}
 	}
 }
@@ -144,18 +161,21 @@ func TestAccuracyOptionsFP8(t *testing.T) {
 			t.Fatal(err)
 		}
 		baseErr := sdpatest.Compare(base.Data, exact.Data, inf).RelL2
-		for _, o := range []sdpa.Options{{}, {SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
+		for _, o := range []sdpa.Options{{}, {SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true},
+			{OutlierChannels: 4}, {SmoothK: true, OutlierChannels: 4}} {
 			o.Precision = sdpa.FP8E4M3
 			out, err := sdpa.Attention(q, k, v, &o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ratio := sdpatest.Compare(out.Data, exact.Data, inf).RelL2 / baseErr
-			t.Logf("%-6s inputs, smooth=%-5v hadamard=%-5v: %.3fx per-tensor quantization's error (%.4g)", kind, o.SmoothK, o.Hadamard, ratio, baseErr)
+			t.Logf("%-6s inputs, smooth=%-5v hadamard=%-5v outliers=%d: %.3fx per-tensor quantization's error (%.4g)", kind, o.SmoothK, o.Hadamard, o.OutlierChannels, ratio, baseErr)
 			switch {
 			case !(ratio <= 1.3) && kind == "normal":
 				t.Errorf("%s inputs %+v: %.3fx exceeds 1.3x", kind, o, ratio)
 			case !(ratio <= 0.5) && kind == "offset" && o.SmoothK:
+				t.Errorf("%s inputs %+v: %.3fx exceeds 0.5x", kind, o, ratio)
+			case !(ratio <= 0.5) && kind == "scale" && o.OutlierChannels > 0:
 				t.Errorf("%s inputs %+v: %.3fx exceeds 0.5x", kind, o, ratio)
 			}
 		}
@@ -208,5 +228,51 @@ func TestInvarianceCatchesBrokenTransforms(t *testing.T) {
 	sdpa.RotateRowsForTest(k4.Data, a, 64)
 	if err := run(q2, k4); err != nil {
 		t.Errorf("matching transforms failed: %v", err)
+	}
+
+	// The outlier split with one of its four products wrong, then right.
+	split := func(row func(dst []float32, d, i int, query bool)) func(dst, src []float32, chans []int, scale float32, query bool) {
+		return func(dst, src []float32, chans []int, scale float32, query bool) {
+			sdpa.SplitRowForTest(dst, src, chans, scale, query)
+			for i := range chans {
+				row(dst, len(src), i, query)
+			}
+		}
+	}
+	defer sdpa.SetSplitRowForTest(nil)
+	for _, c := range []struct {
+		name   string
+		broken func(dst []float32, d, i int, query bool)
+	}{
+		{"lo·lo dropped", func(dst []float32, d, i int, query bool) {
+			if query {
+				dst[d+3*i+2] = 0
+			}
+		}},
+		{"key extras in the query's order", func(dst []float32, d, i int, query bool) {
+			if !query {
+				e := dst[d+3*i : d+3*i+3]
+				e[0], e[1] = e[1], e[0]
+			}
+		}},
+	} {
+		sdpa.SetSplitRowForTest(split(c.broken))
+		out, lse, err := sdpa.AttentionLSE(q, k, v, &sdpa.Options{Backend: "cpu", Mask: sdpa.CausalUpperLeft, OutlierChannels: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := closeToOracle(out.Data, lse, q, k, v, sdpa.CausalUpperLeft); err == nil {
+			t.Errorf("outlier split, %s: passed", c.name)
+		} else {
+			t.Logf("outlier split, %s: %v", c.name, err)
+		}
+	}
+	sdpa.SetSplitRowForTest(nil)
+	out, lse, err := sdpa.AttentionLSE(q, k, v, &sdpa.Options{Backend: "cpu", Mask: sdpa.CausalUpperLeft, OutlierChannels: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := closeToOracle(out.Data, lse, q, k, v, sdpa.CausalUpperLeft); err != nil {
+		t.Errorf("outlier split: %v", err)
 	}
 }

@@ -16,11 +16,20 @@ func BenchmarkPublicCall(b *testing.B) {
 	s := sdpatest.NamedShapes["mission"]
 	rng := rand.New(rand.NewPCG(1, 2))
 	q, k, v := randTensor(rng, s.B, s.Hq, s.Sq, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D), randTensor(rng, s.B, s.Hkv, s.Sk, s.D)
-	for _, prec := range []sdpa.Precision{sdpa.FP32, sdpa.FP8E4M3} {
-		b.Run(prec.String(), func(b *testing.B) {
-			opts := &sdpa.Options{Precision: prec, Backend: "cpu"}
+	for _, c := range []struct {
+		name string
+		opts sdpa.Options
+	}{
+		{"FP32", sdpa.Options{Precision: sdpa.FP32}},
+		{"FP8E4M3", sdpa.Options{Precision: sdpa.FP8E4M3}},
+		// The accuracy option that widens the head dim (64 to 80): what it costs.
+		{"FP8E4M3-outliers4", sdpa.Options{Precision: sdpa.FP8E4M3, OutlierChannels: 4}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			opts := c.opts
+			opts.Backend = "cpu"
 			for b.Loop() {
-				if _, err := sdpa.Attention(q, k, v, opts); err != nil {
+				if _, err := sdpa.Attention(q, k, v, &opts); err != nil {
 					b.Fatal(err)
 				}
 			}

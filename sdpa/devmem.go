@@ -163,12 +163,15 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 	fused := false // quantized and attended in one backend call
 	switch {
 	case q.fp8() && k.fp8() && v.fp8():
-		if o.SmoothK || o.Hadamard {
-			return fmt.Errorf("%w: SmoothK and Hadamard transform float32 inputs before quantization; these are quantized", ErrInvalid)
+		if o.SmoothK || o.Hadamard || o.OutlierChannels != 0 {
+			return fmt.Errorf("%w: SmoothK, Hadamard and OutlierChannels transform float32 inputs before quantization; these are quantized", ErrInvalid)
 		}
 	case !q.fp8() && !k.fp8() && !v.fp8():
 		if p.Precision != FP8E4M3 {
 			return fmt.Errorf("%w: %s's kernels take FP8 inputs: ask for Precision FP8E4M3 (quantized on the device) or Quantize first", ErrUnsupported, d.name)
+		}
+		if o.OutlierChannels != 0 {
+			return fmt.Errorf("%w: OutlierChannels on %s's device tensors (host tensors and the cpu device have it)", ErrUnsupported, d.name)
 		}
 		if o.SmoothK || o.Hadamard {
 			var tq, tk *memTensor

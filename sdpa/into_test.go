@@ -48,6 +48,9 @@ func TestIntoEqualsAllocating(t *testing.T) {
 		for _, m := range []sdpa.Mask{sdpa.NoMask, sdpa.CausalUpperLeft, sdpa.CausalLowerRight} {
 			for _, smooth := range []bool{false, true} {
 				opts := &sdpa.Options{Precision: prec, Mask: m, SmoothK: smooth, Backend: "cpu"}
+				if smooth {
+					opts.OutlierChannels = 2
+				}
 				name := fmt.Sprintf("%v/%v/smooth=%v", prec, m, smooth)
 				want, wantLSE, err := sdpa.AttentionLSE(q, k, v, opts)
 				if err != nil {
@@ -130,6 +133,7 @@ func TestIntoNoAllocs(t *testing.T) {
 		for _, opts := range []*sdpa.Options{
 			{Backend: "cpu"}, {Backend: "cpu", Precision: sdpa.FP8E4M3},
 			{Backend: "cpu", Precision: sdpa.FP8E4M3, SmoothK: true, Hadamard: true, Mask: sdpa.CausalLowerRight},
+			{Backend: "cpu", Precision: sdpa.FP8E4M3, OutlierChannels: 4},
 		} {
 			call := func() {
 				if err := sdpa.AttentionInto(out, lse, q, k, v, opts); err != nil {

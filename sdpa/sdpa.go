@@ -256,6 +256,20 @@ type Options struct {
 	// outlier channels over all channels before quantization.
 	// Attention and AttentionLSE only.
 	Hadamard bool
+	// OutlierChannels, when positive, carries that many channels of each
+	// (batch, KV head) in two E4M3 terms instead of one: the channels c
+	// with the largest max|K[:,c]|·max|Q[:,c]| (Q over the heads that read
+	// the KV head), after SmoothK and Hadamard. Each splits into a value
+	// rounded to E4M3 and its remainder, spread over c and three appended
+	// channels so that Q·Kᵀ is unchanged in exact arithmetic (LLM.int8()'s
+	// outlier decomposition, in FP8). The backend then computes with head
+	// dim D+3·OutlierChannels rounded up to a multiple of 16 (V padded
+	// with zeros), so the call costs about that much more. With FP8E4M3 it
+	// removes most of what keys with a few large channels cost
+	// quantization (docs/ACCURACY.md). At most D. Attention, AttentionLSE,
+	// AttentionInto and the varlen calls on host tensors; a backend
+	// without kernels for the widened head dim reports ErrUnsupported.
+	OutlierChannels int
 }
 
 // Backends lists the registered backend names, best first.
@@ -329,8 +343,8 @@ func checkQuantized(q, k, v *QuantizedTensor, opts *Options) error {
 	if err := checkAll(q.check, k.check, v.check, nilQuant(q), nilQuant(k), nilQuant(v)); err != nil {
 		return err
 	}
-	if opts != nil && (opts.SmoothK || opts.Hadamard) {
-		return fmt.Errorf("%w: SmoothK and Hadamard transform float32 inputs before quantization; AttentionQuantized takes quantized ones", ErrInvalid)
+	if opts != nil && (opts.SmoothK || opts.Hadamard || opts.OutlierChannels != 0) {
+		return fmt.Errorf("%w: SmoothK, Hadamard and OutlierChannels transform float32 inputs before quantization; AttentionQuantized takes quantized ones", ErrInvalid)
 	}
 	return nil
 }
@@ -447,17 +461,31 @@ func attentionInto(out *Tensor, lse []float32, q, k, v *Tensor, opts *Options) e
 	if err := checkOutputs(p, out, lse); err != nil {
 		return err
 	}
-	tq, tk, means := buf.conditioned(q, k, opts)
+	tq, tk, tv, tout := q, k, v, out
+	var means []float64
+	if opts != nil && opts.OutlierChannels != 0 {
+		if err := checkOutliers(opts.OutlierChannels, q, k); err != nil {
+			return err
+		}
+	}
+	tq, tk, means = buf.conditioned(q, k, opts)
+	if opts != nil && opts.OutlierChannels > 0 {
+		tq, tk, tv, tout = buf.outliers.widen(tq, tk, v, out, opts.OutlierChannels)
+		p.D = tq.D
+	}
 	var be backend.Backend // FP8: picked on the shape, to ask whether it quantizes on read
 	if p.Precision == FP32 {
-		p.Q, p.K, p.V = tq.Data, tk.Data, v.Data
+		p.Q, p.K, p.V = tq.Data, tk.Data, tv.Data
 	} else {
 		be, _ = backend.Select(backendName(opts), p) // nil: runInto says why, after validation
 		r, ok := be.(backend.OnReadQuantizer)
-		buf.quantize(p, tq, tk, v, ok && r.QuantizesOnRead(p))
+		buf.quantize(p, tq, tk, tv, ok && r.QuantizesOnRead(p))
 	}
-	if err := runInto(be, p, out, lse, opts); err != nil {
+	if err := runInto(be, p, tout, lse, opts); err != nil {
 		return err
+	}
+	if tout != out {
+		narrow(out, tout)
 	}
 	if lse != nil && means != nil {
 		correctLSE(lse, q, k.H, means, p.Scale)
@@ -498,6 +526,7 @@ type callBuffers struct {
 	q8, k8, v8 []fp8.E4M3
 	qs, ks, vs []float32
 	job        quantJob
+	outliers   outlierBuffers // Options.OutlierChannels
 }
 
 // callBufs is a free list, not a sync.Pool, so that a warm call allocates
