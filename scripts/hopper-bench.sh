@@ -8,14 +8,15 @@
 # Validates against the float64 oracle where that is affordable on the CPU
 # (the mission and long shapes); the conformance suite covers the rest.
 # Writes OUT/hopper-bench.tgz (JSON and logs). Environment: KERNELS (default
-# stage9), PEERS=0 (ours only), SDPABENCH (the binary, default bin/sdpabench).
+# stage9), PEERS=0 (ours only), SDPABENCH (the binary, default bin/sdpabench),
+# SHAPES (a subset of the specs below, same syntax).
 set -uo pipefail
 out=${OUT:-out}
 mkdir -p "$out"
 export FP8ATTN_PTX=${FP8ATTN_PTX:-$PWD/backend/cuda/kernels/attention_compute_89.ptx}
 export FP8ATTN_CUBIN=${FP8ATTN_CUBIN:-$PWD/backend/cuda/kernels/attention_sm_90a.cubin}
 status=0
-shapes="2x8x256x256x64 1x8x2048x2048x64 4x32x4096x4096x64 4x32x4096x4096x96 4x32x4096x4096x128 4x32x4096x4096x128:causal 4x32x4096x4096x256 2x16x16384x16384x128"
+shapes=${SHAPES:-"2x8x256x256x64 1x8x2048x2048x64 4x32x4096x4096x64 4x32x4096x4096x96 4x32x4096x4096x128 4x32x4096x4096x128:causal 4x32x4096x4096x256 2x16x16384x16384x128"}
 for spec in $shapes; do
   dims=${spec%%:*}; mask=none; [ "$spec" != "$dims" ] && mask=causal
   check=-nocheck; iters=20
