@@ -36,6 +36,8 @@ func outlierDim(d, n int) int { return (d + 3*n + 15) &^ 15 }
 // checkOutliers checks Options.OutlierChannels against the call's shapes.
 func checkOutliers(n int, q, k *Tensor) error {
 	switch {
+	case n == 0:
+		return nil
 	case n < 0:
 		return fmt.Errorf("%w: OutlierChannels is %d; it must not be negative", ErrInvalid, n)
 	case n > q.D:

@@ -461,16 +461,17 @@ func attentionInto(out *Tensor, lse []float32, q, k, v *Tensor, opts *Options) e
 	if err := checkOutputs(p, out, lse); err != nil {
 		return err
 	}
-	tq, tk, tv, tout := q, k, v, out
-	var means []float64
-	if opts != nil && opts.OutlierChannels != 0 {
-		if err := checkOutliers(opts.OutlierChannels, q, k); err != nil {
-			return err
-		}
+	outliers := 0
+	if opts != nil {
+		outliers = opts.OutlierChannels
 	}
-	tq, tk, means = buf.conditioned(q, k, opts)
-	if opts != nil && opts.OutlierChannels > 0 {
-		tq, tk, tv, tout = buf.outliers.widen(tq, tk, v, out, opts.OutlierChannels)
+	if err := checkOutliers(outliers, q, k); err != nil {
+		return err
+	}
+	tq, tk, means := buf.conditioned(q, k, opts)
+	tv, tout := v, out
+	if outliers > 0 {
+		tq, tk, tv, tout = buf.outliers.widen(tq, tk, v, out, outliers)
 		p.D = tq.D
 	}
 	var be backend.Backend // FP8: picked on the shape, to ask whether it quantizes on read
