@@ -473,19 +473,19 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		kt, vb := kp.get(kb)
 		vb = vb[:n*D]
 		for g := 0; g < rowsN; g += 4 {
-			ks.scores4(s, q[g*D:(g+4)*D], kt, D, scoreScale)
+			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
+			if ks.scoresSoftmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
+				// Four full rows (visible keys only grow with the row).
+				ks.scoresSoftmax4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha)
+				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
+				continue
+			}
+			ks.scores4(s, qg, kt, D, scoreScale)
 			// Each row's softmax step over its own visible keys nr[r]:
 			// new maxima first, then the four rescale factors
 			// alpha = e^(m_old-m_new) in one vector exponential (e^0 = 1
 			// exactly where a row has no old sum), then the rows.
 			var nr [4]int
-			alpha := &sc.alpha
-			if ks.softmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
-				// Four full rows (visible keys only grow with the row).
-				ks.softmax4(s, m[g:g+4], l[g:g+4], alpha)
-				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
-				continue
-			}
 			*alpha = [8]float32{}
 			common := n
 			for r := range 4 {
@@ -538,12 +538,10 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 			}
 			continue
 		}
-		inv := outScale / l[r]
-		for d := range or {
-			or[d] = ar[d] * inv
-		}
+		ks.pv1(ar, nil, nil, D, 0, outScale/l[r]) // ar·(outScale/l), in place
+		copy(or, ar)
 		if br.lseBuf != nil {
-			br.lseBuf[br.lse(r)] = m[r] + float32(math.Log(float64(l[r])))
+			br.lseBuf[br.lse(r)] = m[r] + log32(l[r])
 		}
 	}
 }

@@ -34,13 +34,17 @@ type kernelSet struct {
 	// expSum sets s[j] = e^(s[j]-m) and returns the sum of the new s. It
 	// requires s[j] <= m or NaN (the softmax domain, m the row maximum).
 	expSum func(s []float32, m float32) float32
-	// softmax4, if not nil, runs the online-softmax step on four full
-	// score rows (panel scores each) at once: for each row r, with
-	// mNew = max(m[r], rowMax(row r)), alpha[r] = e^(m[r]-mNew) where
-	// l[r] != 0 or m[r] is NaN (else 1); row r = e^(row r - mNew);
-	// l[r] = l[r]·alpha[r] + its sum; m[r] = mNew. alpha[4:8] is scratch.
-	// block() does the same with rowMax and expSum when it is nil.
-	softmax4 func(s, m, l []float32, alpha *[8]float32)
+	// scoresSoftmax4, if not nil, is scores4 followed by the online-softmax
+	// step on the four full score rows (panel scores each) at once: for
+	// each row r, with mNew = max(m[r], rowMax(row r)), alpha[r] =
+	// e^(m[r]-mNew) where l[r] != 0 or m[r] is NaN (else 1); row r =
+	// e^(row r - mNew); l[r] = l[r]·alpha[r] + its sum; m[r] = mNew.
+	// alpha[4:8] is scratch. A NaN score, or an old maximum that is NaN,
+	// makes l[r] NaN (and with it the row's output and log-sum-exp), as
+	// it does in the step it replaces; m[r], alpha[r] and the row's
+	// weights need not then be NaN too. attendRows does the same with
+	// scores4, rowMax and expSum when it is nil.
+	scoresSoftmax4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32)
 	// transpose builds a key panel from the n <= panel key rows of k (row
 	// length d), keys n <= j < panel zero: transposed (kt[i*panel+j] =
 	// k[j*d+i], transposePanel), or, where rowPanels is set, as rows.
@@ -225,4 +229,36 @@ func exp32(x float32) float32 {
 	n1 := int32(n) >> 1
 	n2 := int32(n) - n1
 	return p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+}
+
+// log32 returns ln x in float32 arithmetic, for the log-sum-exp of a row:
+// x = 2^k·(1+f) with 1+f in [√2/2, √2), ln(1+f) = 2s + 2s³/3 + ... with
+// s = f/(2+f) by FreeBSD's logf polynomial, plus k·ln2 in two parts. Its
+// error is within 1 float32 ulp (TestLog32 measures it); zero, negative,
+// subnormal, infinite and NaN inputs go through math.Log.
+func log32(x float32) float32 {
+	const (
+		ln2hi = 6.9313812256e-01 // 0x3f317180
+		ln2lo = 9.0580006145e-06 // 0x3717f7d1
+		lg1   = 0.66666662693    // 0xaaaaaa.0p-24
+		lg2   = 0.40000972152    // 0xccce13.0p-25
+		lg3   = 0.28498786688    // 0x91e9ee.0p-25
+		lg4   = 0.24279078841    // 0xf89e26.0p-26
+	)
+	ix := math.Float32bits(x)
+	if ix-0x00800000 >= 0x7f800000-0x00800000 { // not a positive normal number
+		return float32(math.Log(float64(x)))
+	}
+	k := int32(ix>>23) - 127
+	ix &= 0x007fffff
+	i := (ix + 0x95f64<<3) & 0x800000 // the mantissa is at least √2: halve it
+	f := math.Float32frombits(ix|(i^0x3f800000)) - 1
+	k += int32(i >> 23)
+	s := f / (2 + f)
+	dk := float32(k)
+	z := s * s
+	w := z * z
+	r := z*(lg1+w*lg3) + w*(lg2+w*lg4)
+	hfsq := 0.5 * f * f
+	return dk*ln2hi - ((hfsq - (s*(hfsq+r) + dk*ln2lo)) - f)
 }

@@ -36,19 +36,19 @@ var avx2Kernels = kernelSet{
 
 // avx512Kernels: 16-wide AVX-512F, with masks for partial rows.
 var avx512Kernels = kernelSet{
-	name:      "avx512",
-	scores4:   scores4AVX512,
-	pv4:       pv4AVX512,
-	pv1:       pv1AVX512,
-	rowMax:    rowMaxAVX512,
-	expSum:    expSumAVX512,
-	softmax4:  softmax4AVX512,
-	transpose: transposePanelAVX2,
+	name:           "avx512",
+	scores4:        scores4AVX512,
+	pv4:            pv4AVX512,
+	pv1:            pv1AVX512,
+	rowMax:         rowMaxAVX512,
+	expSum:         expSumAVX512,
+	scoresSoftmax4: scoresSoftmax4AVX512,
+	transpose:      transposePanelAVX2,
 }
 
-func softmax4AVX512(s, m, l []float32, alpha *[8]float32) {
-	_, _, _ = s[4*panel-1], m[3], l[3]
-	softmax4x64AVX512(&s[0], &m[0], &l[0], &alpha[0], &alpha[4])
+func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32) {
+	_, _, _, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1], m[3], l[3]
+	scoresSoftmax4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0])
 }
 
 // The wrappers check every slice bound the assembly relies on, so that a
@@ -229,11 +229,12 @@ func max16AVX512(s *float32, n int) float32
 //go:noescape
 func expSum16AVX512(s *float32, n int, m float32) float32
 
-// softmax4x64AVX512 is the softmax step of block() (rowMax, the rescale
-// factors, expSum) on four full rows of 64 scores at once.
+// scoresSoftmax4x64AVX512 is scores4Go followed by the softmax step of
+// attendRows (rowMax, the rescale factors, expSum) on the four full rows of
+// 64 scores, which stay in registers between the two.
 //
 //go:noescape
-func softmax4x64AVX512(s, m, l, alpha, tmp *float32)
+func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)
 
 // transpose8x8AVX2 is one 8x8 block of transposePanelGo: dst[i*ldDst+j] =
 // src[j*ldSrc+i] for i, j < 8.

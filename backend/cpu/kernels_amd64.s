@@ -3,42 +3,58 @@
 #include "textflag.h"
 
 // The AVX-512 exponential of exp32, shared by expSum16AVX512 and
-// softmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
-// Z30 log2e, Z29/Z28 ln2 in two parts, Z27..Z23 the Taylor coefficients
-// 1/720..1/2, Z22 one, Z21 -87.33654 (the smallest x with a normal e^x).
-#define EXP16_CONSTANTS \
-	MOVL $0x3fb8aa3b, AX; VPBROADCASTD AX, Z30; \
-	MOVL $0x3f318000, AX; VPBROADCASTD AX, Z29; \
-	MOVL $0xb95e8083, AX; VPBROADCASTD AX, Z28; \
-	MOVL $0x3ab60b61, AX; VPBROADCASTD AX, Z27; \
-	MOVL $0x3c088889, AX; VPBROADCASTD AX, Z26; \
-	MOVL $0x3d2aaaab, AX; VPBROADCASTD AX, Z25; \
-	MOVL $0x3e2aaaab, AX; VPBROADCASTD AX, Z24; \
-	MOVL $0x3f000000, AX; VPBROADCASTD AX, Z23; \
-	MOVL $0x3f800000, AX; VPBROADCASTD AX, Z22; \
-	MOVL $0xc2aeac4f, AX; VPBROADCASTD AX, Z21
+// scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
+// Z30 log2e, Z29/Z28 ln2 in two parts, Z27 1.5·2^23 (rounds to an integer
+// when added), Z26..Z23 the Taylor coefficients 1/120..1/2, Z22 one, Z21
+// -87.33654 (the smallest x with a normal e^x). EXP16 loads 1/720 and
+// 1.5·2^23 from memory (a load port is free where an ALU port is not).
+DATA exp16c<>+0(SB)/4, $0x3fb8aa3b
+DATA exp16c<>+4(SB)/4, $0x3f318000
+DATA exp16c<>+8(SB)/4, $0xb95e8083
+DATA exp16c<>+12(SB)/4, $0x3ab60b61
+DATA exp16c<>+16(SB)/4, $0x3c088889
+DATA exp16c<>+20(SB)/4, $0x3d2aaaab
+DATA exp16c<>+24(SB)/4, $0x3e2aaaab
+DATA exp16c<>+28(SB)/4, $0x3f000000
+DATA exp16c<>+32(SB)/4, $0x3f800000
+DATA exp16c<>+36(SB)/4, $0xc2aeac4f
+DATA exp16c<>+40(SB)/4, $0x4b400000
+GLOBL exp16c<>(SB), RODATA|NOPTR, $44
 
-// EXP16(x, t1, t2, t3, k) sets x = e^x in 16 lanes (x <= 0 or NaN; the
-// softmax domain): k = round(x*log2e); r = x - k*ln2hi - k*ln2lo; e^r by
-// the degree-6 polynomial in Horner form with fused multiply-adds; times
-// 2^k by VSCALEFPS; lanes with x < -87.33654 (or -Inf) become 0, NaN stays
-// NaN. t1-t3 and the mask register k are clobbered.
-#define EXP16(x, t1, t2, t3, k) \
+#define EXP16_CONSTANTS \
+	VBROADCASTSS exp16c<>+0(SB), Z30; \
+	VBROADCASTSS exp16c<>+4(SB), Z29; \
+	VBROADCASTSS exp16c<>+8(SB), Z28; \
+	VBROADCASTSS exp16c<>+40(SB), Z27; \
+	VBROADCASTSS exp16c<>+16(SB), Z26; \
+	VBROADCASTSS exp16c<>+20(SB), Z25; \
+	VBROADCASTSS exp16c<>+24(SB), Z24; \
+	VBROADCASTSS exp16c<>+28(SB), Z23; \
+	VBROADCASTSS exp16c<>+32(SB), Z22; \
+	VBROADCASTSS exp16c<>+36(SB), Z21
+
+// EXP16(x, t1, t2, k) sets x = e^x in 16 lanes (x <= 0 or NaN; the softmax
+// domain): n = x*log2e rounded to nearest (even) by adding and subtracting
+// 1.5·2^23; r = x - n*ln2hi - n*ln2lo; e^r by the degree-6 Taylor
+// polynomial in Horner form with fused multiply-adds; times 2^n by
+// VSCALEFPS, whose zeroing mask turns lanes with x < -87.33654 (or -Inf) to
+// 0; NaN stays NaN. Twelve ALU operations and two loads; x is used for r,
+// and t1, t2 and the mask register k are clobbered.
+#define EXP16(x, t1, t2, k) \
 	VCMPPS $5, Z21, x, k; \
-	VMULPS Z30, x, t1; \
-	VRNDSCALEPS $0, t1, t1; \
-	VMOVAPS x, t2; \
-	VFNMADD231PS Z29, t1, t2; \
-	VFNMADD231PS Z28, t1, t2; \
-	VMOVAPS Z27, t3; \
-	VFMADD213PS Z26, t2, t3; \
-	VFMADD213PS Z25, t2, t3; \
-	VFMADD213PS Z24, t2, t3; \
-	VFMADD213PS Z23, t2, t3; \
-	VFMADD213PS Z22, t2, t3; \
-	VFMADD213PS Z22, t2, t3; \
-	VSCALEFPS t1, t3, x; \
-	VMOVAPS.Z x, k, x
+	VBROADCASTSS exp16c<>+40(SB), t1; \
+	VFMADD231PS Z30, x, t1; \
+	VSUBPS Z27, t1, t1; \
+	VFNMADD231PS Z29, t1, x; \
+	VFNMADD231PS Z28, t1, x; \
+	VBROADCASTSS exp16c<>+12(SB), t2; \
+	VFMADD213PS Z26, x, t2; \
+	VFMADD213PS Z25, x, t2; \
+	VFMADD213PS Z24, x, t2; \
+	VFMADD213PS Z23, x, t2; \
+	VFMADD213PS Z22, x, t2; \
+	VFMADD213PS Z22, x, t2; \
+	VSCALEFPS.Z t1, t2, k, x
 
 // The CPU backend's micro-kernels for amd64. Each routine equals the Go loop
 // named in its comment (kernels.go), with multiply-adds fused; the Go
@@ -836,7 +852,7 @@ expsum16_loop:
 	JLT expsum16_tail
 	VMOVUPS (SI), Z0
 	VSUBPS Z31, Z0, Z0
-	EXP16(Z0, Z1, Z2, Z3, K2)
+	EXP16(Z0, Z1, Z2, K2)
 	VMOVUPS Z0, (SI)
 	VADDPS Z0, Z20, Z20
 	ADDQ $64, SI
@@ -852,7 +868,7 @@ expsum16_tail:
 	KMOVW AX, K1
 	VMOVUPS.Z (SI), K1, Z0
 	VSUBPS Z31, Z0, Z0
-	EXP16(Z0, Z1, Z2, Z3, K2)
+	EXP16(Z0, Z1, Z2, K2)
 	VMOVUPS Z0, K1, (SI)
 	VADDPS Z0, Z20, K1, Z20
 
@@ -870,116 +886,215 @@ expsum16_reduce:
 	VZEROUPPER
 	RET
 
-// func softmax4x64AVX512(s, m, l, alpha, tmp *float32)
-// The online-softmax step of four full score rows (64 scores each, 256
-// bytes apart), as block() does it row by row with rowMax and expSum:
-//   mNew[r]  = max(m[r], max_j s[r][j])   (NaN if either is NaN)
-//   alpha[r] = e^(m[r]-mNew[r]) where l[r] != 0 or m[r] is NaN, else 1
-//   s[r][j]  = e^(s[r][j]-mNew[r]);  l[r] = l[r]*alpha[r] + Σ_j s[r][j];  m[r] = mNew[r]
-// with expSum16AVX512's exponential. tmp: 4 floats of scratch.
-TEXT ·softmax4x64AVX512(SB), NOSPLIT, $0-40
-	MOVQ s+0(FP), SI
-	MOVQ m+8(FP), DI
-	MOVQ l+16(FP), DX
-	MOVQ alpha+24(FP), R8
-	MOVQ tmp+32(FP), R9
+// quarterIdx spreads lanes 0-3 over the four 128-bit quarters of a vector
+// (VPERMPS); compactIdx gathers lane 0 of each quarter into lanes 0-3.
+DATA quarterIdx<>+0(SB)/8, $0
+DATA quarterIdx<>+8(SB)/8, $0
+DATA quarterIdx<>+16(SB)/8, $0x0000000100000001
+DATA quarterIdx<>+24(SB)/8, $0x0000000100000001
+DATA quarterIdx<>+32(SB)/8, $0x0000000200000002
+DATA quarterIdx<>+40(SB)/8, $0x0000000200000002
+DATA quarterIdx<>+48(SB)/8, $0x0000000300000003
+DATA quarterIdx<>+56(SB)/8, $0x0000000300000003
+GLOBL quarterIdx<>(SB), RODATA|NOPTR, $64
+DATA compactIdx<>+0(SB)/8, $0x0000000400000000
+DATA compactIdx<>+8(SB)/8, $0x0000000c00000008
+DATA compactIdx<>+16(SB)/8, $0
+DATA compactIdx<>+24(SB)/8, $0
+DATA compactIdx<>+32(SB)/8, $0
+DATA compactIdx<>+40(SB)/8, $0
+DATA compactIdx<>+48(SB)/8, $0
+DATA compactIdx<>+56(SB)/8, $0
+GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
+
+// QUARTERS(OP, r0, r1, r2, r3, t0, t1, t2) reduces the four vectors r0-r3 by
+// OP (VMAXPS for the largest, VADDPS for the sum) into r0, each
+// 128-bit quarter q of r0 holding the reduction of r<q> in all four lanes:
+// upper and lower halves of two rows side by side, then quarters, then
+// within quarters. It clobbers r1-r3 and t0-t2.
+#define QUARTERS(OP, r0, r1, r2, r3, t0, t1, t2) \
+	VSHUFF32X4 $0x44, r1, r0, t0; \
+	VSHUFF32X4 $0xee, r1, r0, t1; \
+	OP t1, t0, r0; \
+	VSHUFF32X4 $0x44, r3, r2, t0; \
+	VSHUFF32X4 $0xee, r3, r2, t1; \
+	OP t1, t0, r1; \
+	VSHUFF32X4 $0x88, r1, r0, t0; \
+	VSHUFF32X4 $0xdd, r1, r0, t1; \
+	OP t1, t0, r0; \
+	VPERMILPS $0x4e, r0, t2; \
+	OP t2, r0, r0; \
+	VPERMILPS $0xb1, r0, t2; \
+	OP t2, r0, r0
+
+// ROWEXP(a, b, c, d, sel, soff) sets the row in a-d to e^(x - mNew), mNew
+// the quarter sel of Z19, stores it at soff(DI) and leaves its sum over
+// pairs (a+b)+(c+d) in a. It clobbers Z16, Z17, Z20, Z31 and K1.
+#define ROWEXP(a, b, c, d, sel, soff) \
+	VSHUFF32X4 sel, Z19, Z19, Z31; \
+	VSUBPS Z31, a, a; \
+	VSUBPS Z31, b, b; \
+	VSUBPS Z31, c, c; \
+	VSUBPS Z31, d, d; \
+	EXP16(a, Z16, Z17, K1); \
+	EXP16(b, Z20, Z31, K1); \
+	EXP16(c, Z16, Z17, K1); \
+	EXP16(d, Z20, Z31, K1); \
+	VMOVUPS a, soff(DI); \
+	VMOVUPS b, soff+64(DI); \
+	VMOVUPS c, soff+128(DI); \
+	VMOVUPS d, soff+192(DI); \
+	VADDPS b, a, a; \
+	VADDPS d, c, c; \
+	VADDPS c, a, a
+
+// func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)
+// Equals scores4x64AVX512 followed by softmax4Go (the online-softmax step
+// of attendRows on four full rows of 64 scores), with the scores kept in
+// registers between the two: the products, then the four rows' maxima
+// reduced together (no row goes through memory), the four rescale factors
+// in one vector exponential, each row's exponentials, the four sums reduced
+// together, and l. Sums are taken in another order than expSum16AVX512's,
+// and a row with a NaN score gets a NaN sum without a NaN maximum (the
+// contract of kernelSet.scoresSoftmax4). alpha[4:8] is scratch.
+TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
+	MOVQ s+0(FP), DI
+	MOVQ q+8(FP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	LEAQ (SI)(CX*4), R8
+	LEAQ (R8)(CX*4), R9
+	LEAQ (R9)(CX*4), R10
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	VPXORD Z8, Z8, Z8
+	VPXORD Z9, Z9, Z9
+	VPXORD Z10, Z10, Z10
+	VPXORD Z11, Z11, Z11
+	VPXORD Z12, Z12, Z12
+	VPXORD Z13, Z13, Z13
+	VPXORD Z14, Z14, Z14
+	VPXORD Z15, Z15, Z15
+	TESTQ CX, CX
+	JZ ss4_scale
+
+ss4_loop:
+	VMOVUPS (DX), Z16
+	VMOVUPS 64(DX), Z17
+	VMOVUPS 128(DX), Z18
+	VMOVUPS 192(DX), Z19
+	VBROADCASTSS (SI), Z20
+	VBROADCASTSS (R8), Z21
+	VBROADCASTSS (R9), Z22
+	VBROADCASTSS (R10), Z23
+	VFMADD231PS Z16, Z20, Z0
+	VFMADD231PS Z17, Z20, Z1
+	VFMADD231PS Z18, Z20, Z2
+	VFMADD231PS Z19, Z20, Z3
+	VFMADD231PS Z16, Z21, Z4
+	VFMADD231PS Z17, Z21, Z5
+	VFMADD231PS Z18, Z21, Z6
+	VFMADD231PS Z19, Z21, Z7
+	VFMADD231PS Z16, Z22, Z8
+	VFMADD231PS Z17, Z22, Z9
+	VFMADD231PS Z18, Z22, Z10
+	VFMADD231PS Z19, Z22, Z11
+	VFMADD231PS Z16, Z23, Z12
+	VFMADD231PS Z17, Z23, Z13
+	VFMADD231PS Z18, Z23, Z14
+	VFMADD231PS Z19, Z23, Z15
+	ADDQ $256, DX
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ $4, R10
+	DECQ CX
+	JNZ ss4_loop
+
+ss4_scale:
+	VBROADCASTSS scale+32(FP), Z20
+	VMULPS Z20, Z0, Z0
+	VMULPS Z20, Z1, Z1
+	VMULPS Z20, Z2, Z2
+	VMULPS Z20, Z3, Z3
+	VMULPS Z20, Z4, Z4
+	VMULPS Z20, Z5, Z5
+	VMULPS Z20, Z6, Z6
+	VMULPS Z20, Z7, Z7
+	VMULPS Z20, Z8, Z8
+	VMULPS Z20, Z9, Z9
+	VMULPS Z20, Z10, Z10
+	VMULPS Z20, Z11, Z11
+	VMULPS Z20, Z12, Z12
+	VMULPS Z20, Z13, Z13
+	VMULPS Z20, Z14, Z14
+	VMULPS Z20, Z15, Z15
+	MOVQ m+40(FP), R11
+	MOVQ l+48(FP), R12
+	MOVQ alpha+56(FP), R13
 	EXP16_CONSTANTS
 
-	// Row maxima into tmp[0:4] (NaN where a row holds one).
-	XORQ BX, BX
-	MOVQ SI, R10
+	// Row maxima: each row's four vectors, then the four rows together
+	// into the quarters of Z16. (VMAXPS drops a NaN in its first operand;
+	// a row with a NaN gets NaN exponentials and sum below all the same.)
+	VMAXPS Z1, Z0, Z16
+	VMAXPS Z3, Z2, Z20
+	VMAXPS Z20, Z16, Z16
+	VMAXPS Z5, Z4, Z17
+	VMAXPS Z7, Z6, Z20
+	VMAXPS Z20, Z17, Z17
+	VMAXPS Z9, Z8, Z18
+	VMAXPS Z11, Z10, Z20
+	VMAXPS Z20, Z18, Z18
+	VMAXPS Z13, Z12, Z19
+	VMAXPS Z15, Z14, Z20
+	VMAXPS Z20, Z19, Z19
+	QUARTERS(VMAXPS, Z16, Z17, Z18, Z19, Z20, Z31, Z20)
 
-sm4_max:
-	VMOVUPS (R10), Z0
-	VMOVUPS 64(R10), Z1
-	VMOVUPS 128(R10), Z2
-	VMOVUPS 192(R10), Z3
-	VCMPPS $3, Z1, Z0, K1
-	VCMPPS $3, Z3, Z2, K2
+	// In quarters: mOld (Z17), l (Z18), mNew = max(mOld, row max) (Z19);
+	// alpha = e^(mOld-mNew) where l != 0 or mOld is NaN, else e^0 = 1
+	// (Z20): NaN where mOld is.
+	MOVL $15, AX
+	KMOVW AX, K3
+	VMOVDQU32 quarterIdx<>(SB), Z20
+	VMOVUPS.Z (R11), K3, Z17
+	VPERMPS Z17, Z20, Z17
+	VMOVUPS.Z (R12), K3, Z18
+	VPERMPS Z18, Z20, Z18
+	VMAXPS Z16, Z17, Z19
+	VPXORD Z20, Z20, Z20
+	VCMPPS $4, Z20, Z18, K1 // l != 0 (or NaN)
+	VCMPPS $3, Z17, Z17, K2 // mOld is NaN
 	KORW K1, K2, K1
-	VMAXPS Z1, Z0, Z0
-	VMAXPS Z3, Z2, Z2
-	VMAXPS Z2, Z0, Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VMAXPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VMAXPS X1, X0, X0
-	VPERMILPS $0x4e, X0, X1
-	VMAXPS X1, X0, X0
-	VPERMILPS $0xb1, X0, X1
-	VMAXPS X1, X0, X0
-	KORTESTW K1, K1
-	JEQ sm4_store_max
-	MOVL $0x7fc00000, AX
-	VMOVD AX, X0
+	VSUBPS Z19, Z17, Z20
+	VMOVAPS.Z Z20, K1, Z20
+	VMOVDQU32 compactIdx<>(SB), Z16
+	VPERMPS Z19, Z16, Z17
+	VMOVUPS Z17, K3, (R11) // m = mNew
+	EXP16(Z20, Z16, Z17, K1)
+	VMOVDQU32 compactIdx<>(SB), Z16
+	VPERMPS Z20, Z16, Z17
+	VMOVUPS Z17, K3, (R13) // alpha[0:4]
+	VMULPS Z20, Z18, Z18   // l·alpha
 
-sm4_store_max:
-	VMOVSS X0, (R9)(BX*4)
-	ADDQ $256, R10
-	INCQ BX
-	CMPQ BX, $4
-	JLT sm4_max
+	// Each row: e^(s-mNew) into s, then the four sums into quarters.
+	ROWEXP(Z0, Z1, Z2, Z3, $0x00, 0)
+	ROWEXP(Z4, Z5, Z6, Z7, $0x55, 256)
+	ROWEXP(Z8, Z9, Z10, Z11, $0xaa, 512)
+	ROWEXP(Z12, Z13, Z14, Z15, $0xff, 768)
+	QUARTERS(VADDPS, Z0, Z4, Z8, Z12, Z1, Z2, Z3)
 
-	// mNew, alpha (four lanes).
-	VMOVUPS (R9), X5          // row maxima
-	VMOVUPS (DI), X7          // m
-	VMOVUPS (DX), X8          // l
-	VMAXPS X5, X7, X9         // max(m, mx); mx where either is NaN
-	VCMPPS $3, X7, X7, X10    // m is NaN
-	VORPS X10, X9, X9         // ... then mNew is NaN too
-	VXORPS X11, X11, X11
-	VCMPPS $4, X11, X8, X12   // l != 0 (or NaN)
-	VORPS X10, X12, X12
-	VSUBPS X9, X7, X13        // m - mNew
-	VANDPS X12, X13, X13      // 0 where no rescale is due: e^0 = 1
-	VMOVUPS X9, (DI)
-	EXP16(Z13, Z4, Z5, Z6, K1)
-	VMOVUPS X13, (R8)
-
-	// Each row: s = e^(s-mNew), its sum into tmp[r].
-	XORQ BX, BX
-
-sm4_row:
-	VBROADCASTSS (DI)(BX*4), Z31
-	VMOVUPS 0(SI), Z0
-	VSUBPS Z31, Z0, Z0
-	VMOVUPS 64(SI), Z1
-	VSUBPS Z31, Z1, Z1
-	VMOVUPS 128(SI), Z2
-	VSUBPS Z31, Z2, Z2
-	VMOVUPS 192(SI), Z3
-	VSUBPS Z31, Z3, Z3
-	EXP16(Z0, Z4, Z5, Z6, K1)
-	EXP16(Z1, Z7, Z8, Z9, K2)
-	EXP16(Z2, Z10, Z11, Z12, K3)
-	EXP16(Z3, Z13, Z14, Z15, K4)
-	VMOVUPS Z0, 0(SI)
-	VMOVUPS Z1, 64(SI)
-	VMOVUPS Z2, 128(SI)
-	VMOVUPS Z3, 192(SI)
-	VADDPS Z1, Z0, Z0
-	VADDPS Z3, Z2, Z2
-	VADDPS Z2, Z0, Z0
-	VEXTRACTF64X4 $1, Z0, Y1
-	VADDPS Y1, Y0, Y0
-	VEXTRACTF128 $1, Y0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0x4e, X0, X1
-	VADDPS X1, X0, X0
-	VPERMILPS $0xb1, X0, X1
-	VADDPS X1, X0, X0
-	VMOVSS X0, (R9)(BX*4)
-	ADDQ $256, SI
-	INCQ BX
-	CMPQ BX, $4
-	JLT sm4_row
-
-	VMOVUPS (R8), X13
-	VMOVUPS (DX), X8
-	VMULPS X13, X8, X8
-	VMOVUPS (R9), X0
-	VADDPS X0, X8, X8
-	VMOVUPS X8, (DX)
+	// l = l·alpha + sum.
+	VADDPS Z0, Z18, Z18
+	VMOVDQU32 compactIdx<>(SB), Z16
+	VPERMPS Z18, Z16, Z17
+	VMOVUPS Z17, K3, (R12)
 	VZEROUPPER
 	RET
 

@@ -37,6 +37,30 @@ func TestExp32(t *testing.T) {
 	}
 }
 
+// TestLog32 measures log32 against math.Log on every 97th positive normal
+// float32 (-short: every 997th) and pins its special cases.
+func TestLog32(t *testing.T) {
+	var worst float64
+	step := uint32(97)
+	if testing.Short() {
+		step = 997
+	}
+	for b := uint32(0x00800000); b < 0x7f800000; b += step {
+		x := math.Float32frombits(b)
+		worst = max(worst, ulpError(log32(x), math.Log(float64(x))))
+	}
+	t.Logf("log32: max error %.2f ulp", worst)
+	if worst > 1 {
+		t.Errorf("log32 error %.2f ulp exceeds 1", worst)
+	}
+	inf := float32(math.Inf(1))
+	sub := math.Float32frombits(1)
+	if log32(1) != 0 || log32(0) != -inf || log32(inf) != inf || !math.IsNaN(float64(log32(-1))) ||
+		!math.IsNaN(float64(log32(float32(math.NaN())))) || log32(sub) != float32(math.Log(float64(sub))) {
+		t.Error("special cases")
+	}
+}
+
 // ulpError is |got-want| in float32 ulps of want: 0 when both are NaN or
 // equal (infinities included), +Inf when only one is NaN or infinite, so
 // that a comparison "ulpError > limit" can never pass a NaN.
@@ -301,21 +325,28 @@ func TestKernels(t *testing.T) {
 	}
 }
 
-// TestSoftmax4 holds every fused softmax4 to softmax4Go: random rows, some
-// with -Inf or NaN scores; running maxima finite, -Inf or NaN; sums zero or
-// not.
-func TestSoftmax4(t *testing.T) {
+// TestScoresSoftmax4 holds every fused scoresSoftmax4 to the set's own
+// scores4 followed by softmax4Go: random query rows and key panels, some
+// with NaN or ±Inf elements (rows of NaN scores, columns of ±Inf or NaN);
+// running maxima finite, -Inf or NaN; sums zero or not.
+func TestScoresSoftmax4(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 6))
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
 	same := func(a, b float32) bool { return ulpError(a, float64(b)) <= 4 }
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	dims := []int{1, 8, 16, 64, 96, 128, 256}
 	for _, ks := range kernelSets {
-		if ks.softmax4 == nil {
+		if ks.scoresSoftmax4 == nil {
 			continue
 		}
 		for trial := 0; trial < 500; trial++ {
-			s, sok := guarded(rng, 4*panel, func(int) float32 { return float32(6 * rng.NormFloat64()) })
+			d := dims[rng.IntN(len(dims))]
+			q, qok := guarded(rng, 4*d, normal)
+			kt, ktok := guarded(rng, d*panel, normal)
+			s, sok := guarded(rng, 4*panel, normal)
+			scale := float32(6 / math.Sqrt(float64(d)))
 			m := make([]float32, 4)
 			l := make([]float32, 4)
 			for r := range 4 {
@@ -328,35 +359,49 @@ func TestSoftmax4(t *testing.T) {
 					m[r], l[r] = float32(4*rng.NormFloat64()), float32(rng.Float64()*50)
 				}
 				if rng.IntN(40) == 0 {
-					s[r*panel+rng.IntN(panel)] = nan
+					q[r*d+rng.IntN(d)] = nan
 				}
-				if rng.IntN(10) == 0 {
-					s[r*panel+rng.IntN(panel)] = -inf
-				}
+			}
+			switch rng.IntN(10) {
+			case 0: // a column of ±Inf (and NaN where a q element is 0)
+				kt[rng.IntN(d*panel)] = inf * float32(1-2*rng.IntN(2))
+			case 1: // a column of NaN: one NaN score per row
+				kt[rng.IntN(d*panel)] = nan
 			}
 			if trial%50 == 7 {
 				m[rng.IntN(4)] = nan
 			}
-			ws, wm, wl := append([]float32(nil), s...), append([]float32(nil), m...), append([]float32(nil), l...)
+			ws, wm, wl := make([]float32, 4*panel), append([]float32(nil), m...), append([]float32(nil), l...)
 			var wa, a [8]float32
+			ks.scores4(ws, q, kt, d, scale)
 			softmax4Go(ws, wm, wl, &wa)
-			ks.softmax4(s, m, l, &a)
+			ks.scoresSoftmax4(s, q, kt, d, scale, m, l, &a)
 			for r := range 4 {
-				if !(m[r] == wm[r] || m[r] != m[r] && wm[r] != wm[r]) {
-					t.Fatalf("%s: m[%d] = %v, want %v", ks.name, r, m[r], wm[r])
+				if wl[r] != wl[r] {
+					// A NaN in the row or in its old maximum: l must be
+					// NaN; m, alpha and the weights may differ.
+					if l[r] == l[r] {
+						t.Fatalf("%s d=%d: l[%d] = %v, want NaN", ks.name, d, r, l[r])
+					}
+					continue
+				}
+				if m[r] != wm[r] {
+					t.Fatalf("%s d=%d: m[%d] = %v, want %v", ks.name, d, r, m[r], wm[r])
 				}
 				if !same(a[r], wa[r]) {
-					t.Fatalf("%s: alpha[%d] = %v, want %v", ks.name, r, a[r], wa[r])
+					t.Fatalf("%s d=%d: alpha[%d] = %v, want %v", ks.name, d, r, a[r], wa[r])
 				}
-				if !(close(l[r], wl[r], panel, float64(wl[r])*4) || l[r] != l[r] && wl[r] != wl[r]) {
-					t.Fatalf("%s: l[%d] = %v, want %v", ks.name, r, l[r], wl[r])
+				if !close(l[r], wl[r], panel, float64(wl[r])*4) {
+					t.Fatalf("%s d=%d: l[%d] = %v, want %v", ks.name, d, r, l[r], wl[r])
+				}
+				if j := firstMismatch(s[r*panel:(r+1)*panel], ws[r*panel:(r+1)*panel], 4); j >= 0 {
+					t.Fatalf("%s d=%d: e[%d][%d] = %v, want %v", ks.name, d, r, j, s[r*panel+j], ws[r*panel+j])
 				}
 			}
-			if j := firstMismatch(s, ws, 4); j >= 0 {
-				t.Fatalf("%s: e[%d] = %v, want %v", ks.name, j, s[j], ws[j])
-			}
-			if err := sok(); err != nil {
-				t.Fatal(err)
+			for _, ok := range []func() error{qok, ktok, sok} {
+				if err := ok(); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}
@@ -380,9 +425,10 @@ func TestISAs(t *testing.T) {
 	t.Logf("this CPU runs %v", isas)
 }
 
-// BenchmarkKernels: the two product micro-kernels of every set on one
-// 64-key panel with D = 64 (4 rows x 64 keys x 64, two flops per
-// multiply-add).
+// BenchmarkKernels: the two product micro-kernels of every set, and the
+// fused scores and softmax step where the set has one, on one 64-key panel
+// with D = 64 (4 rows x 64 keys x 64, two flops per multiply-add; the
+// softmax's work is not counted).
 func BenchmarkKernels(b *testing.B) {
 	const d = 64
 	s, q, kt := make([]float32, 4*panel), make([]float32, 4*d), make([]float32, d*panel)
@@ -396,6 +442,18 @@ func BenchmarkKernels(b *testing.B) {
 			}
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
+		if ks.scoresSoftmax4 != nil {
+			// scores4 and the softmax step: its time less scores4's is
+			// what the softmax costs.
+			b.Run("scoresSoftmax4/"+ks.name, func(b *testing.B) {
+				m, l := make([]float32, 4), make([]float32, 4)
+				var a [8]float32
+				for b.Loop() {
+					ks.scoresSoftmax4(s, q, kt, d, 1, m, l, &a)
+				}
+				b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
 		b.Run("pv4/"+ks.name, func(b *testing.B) {
 			for b.Loop() {
 				ks.pv4(acc, s, v, d, panel, &alpha)
