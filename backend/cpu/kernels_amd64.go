@@ -224,14 +224,20 @@ func expSum8AVX2(s *float32, n int, m float32) float32
 func max16AVX512(s *float32, n int) float32
 
 // expSum16AVX512 is expSumGo on s[:n], n > 0, 16 lanes at a time, with the
-// exponential of expSum8AVX2 except that 2^k is applied by VSCALEFPS.
+// exponential of expSum8AVX2 except that k = round(x·log2e) is rounded to
+// nearest even from the fused product (exp32 rounds the rounded product,
+// halves away from zero: the two differ only where x·log2e is within a
+// rounding of a half, by well under the kernels' 4-ulp tolerance) and 2^k
+// is applied by VSCALEFPS.
 //
 //go:noescape
 func expSum16AVX512(s *float32, n int, m float32) float32
 
-// scoresSoftmax4x64AVX512 is scores4Go followed by the softmax step of
-// attendRows (rowMax, the rescale factors, expSum) on the four full rows of
-// 64 scores, which stay in registers between the two.
+// scoresSoftmax4x64AVX512 is scores4x64AVX512 followed by the softmax step
+// of attendRows (rowMax, the rescale factors, expSum) on the four full rows
+// of 64 scores, which stay in registers between the two; a NaN score makes
+// its row's sum NaN without necessarily its maximum (the contract of
+// kernelSet.scoresSoftmax4).
 //
 //go:noescape
 func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)

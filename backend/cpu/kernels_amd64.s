@@ -2,8 +2,8 @@
 
 #include "textflag.h"
 
-// The AVX-512 exponential of exp32, shared by expSum16AVX512 and
-// scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
+// The AVX-512 exponential (exp32's algorithm, n rounded to nearest even),
+// shared by expSum16AVX512 and scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
 // Z30 log2e, Z29/Z28 ln2 in two parts, Z27 1.5·2^23 (rounds to an integer
 // when added), Z26..Z23 the Taylor coefficients 1/120..1/2, Z22 one, Z21
 // -87.33654 (the smallest x with a normal e^x). EXP16 loads 1/720 and
