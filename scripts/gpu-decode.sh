@@ -31,21 +31,27 @@ fi
 timeout 600 bin/cuda.test -test.run "${TESTS:-Paged}" -test.v -test.timeout 580s > "$out/tests.txt" 2>&1 || failed "tests (tests.txt)"
 grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
 # Broken kernels: each testdata/broken-paged/NAME.sed applied to paged.cu,
-# built for sm_90a, must fail the tests BROKEN_RUN names.
-for patch in testdata/broken-paged/*.sed; do
-  [ -n "${GEN:-}" ] && [ -z "${SKIP_BROKEN:-}" ] || break
-  variant=$(basename "$patch" .sed)
+# built for sm_90a (all at once, in the background), must fail the tests
+# BROKEN_RUN names.
+if [ -n "${GEN:-}" ] && [ -z "${SKIP_BROKEN:-}" ]; then
   k=$kernels_dir
-  sed -f "$patch" $k/paged.cu > $k/paged_broken.cu
-  if cmp -s $k/paged.cu $k/paged_broken.cu; then failed "$patch changes nothing"; continue; fi
-  (cd $k && nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/broken-$variant.cubin paged_broken.cu)
-  built=$?; rm -f $k/paged_broken.cu
-  [ $built = 0 ] || { failed "building $variant"; continue; }
-  if FP8ATTN_PAGED_CUBIN=/tmp/broken-$variant.cubin timeout 300 bin/cuda.test -test.run "${BROKEN_RUN:-PagedConformance|PagedAgainstCPU}" -test.v -test.timeout 280s > "$out/broken-kernel-$variant.txt" 2>&1; then
-    failed "the broken kernel $variant passed (broken-kernel-$variant.txt)"
-  fi
-  echo "broken kernel $variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-kernel-$variant.txt" | grep -v seed | head -2
-done
+  for patch in testdata/broken-paged/*.sed; do
+    variant=$(basename "$patch" .sed)
+    sed -f "$patch" $k/paged.cu > $k/paged_broken_$variant.cu
+    if cmp -s $k/paged.cu $k/paged_broken_$variant.cu; then failed "$patch changes nothing"; continue; fi
+    (cd $k && nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/broken-$variant.cubin paged_broken_$variant.cu > /tmp/broken-$variant.log 2>&1) &
+  done
+  wait
+  rm -f $k/paged_broken_*.cu
+  for patch in testdata/broken-paged/*.sed; do
+    variant=$(basename "$patch" .sed)
+    [ -s /tmp/broken-$variant.cubin ] || { failed "building $variant"; continue; }
+    if FP8ATTN_PAGED_CUBIN=/tmp/broken-$variant.cubin timeout 300 bin/cuda.test -test.run "${BROKEN_RUN:-PagedConformance|PagedAgainstCPU}" -test.v -test.timeout 280s > "$out/broken-kernel-$variant.txt" 2>&1; then
+      failed "the broken kernel $variant passed (broken-kernel-$variant.txt)"
+    fi
+    echo "broken kernel $variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-kernel-$variant.txt" | grep -v seed | head -2
+  done
+fi
 if [ -n "${SDPA:-}" ] && [ -x bin/sdpa-cuda.test ]; then
   timeout 400 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 390s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
   grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/sdpa-tests.txt" | head -5

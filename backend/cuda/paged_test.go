@@ -764,7 +764,7 @@ func TestWSTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const slots, blocks = 16, 1024
+	const slots, blocks = 24, 1024
 	ptr, size, err := d.pmod.Global("fp8attn_ws_stamps")
 	if err != nil || size != 4*slots*blocks {
 		t.Fatalf("fp8attn_ws_stamps: %v (size %d): not a stamps build", err, size)
@@ -777,7 +777,8 @@ func TestWSTimeline(t *testing.T) {
 	}{
 		{0, "entry"}, {1, "past pdl_wait"}, {10, "producer 0 started"}, {11, "unit's length, pages"},
 		{12, "first tile's place"}, {2, "first copy issued"}, {15, "consumer 0 started"},
-		{3, "first tile landed"}, {4, "last tiles done"}, {5, "merge_warps done"},
+		{3, "first tile landed"}, {4, "last tiles done"}, {20, "st.finish done"}, {16, "merge_warps: all in"},
+		{17, "merge_warps: stats in"}, {18, "merge_warps: rows weighed"}, {19, "merge_warps: written"}, {5, "merge_warps done"},
 		{6, "split counter read"}, {13, "merge: LSEs loaded"}, {14, "merge: rows weighed"}, {7, "end"},
 	}
 	for _, s := range decodeShapes {

@@ -125,6 +125,18 @@
 //                    out once: the end of a call, measured by
 //                    FP8ATTN_PAGED_WS_STAMPS builds, was 2-5 us of
 //                    divisions, fences and repeated exponentials.
+//   v15 (2026-11-23): the ws kernel's producers load their first unit's
+//                    length and pages and work out its first tiles'
+//                    places before pdl_wait (FP8ATTN_PAGED_WS_EARLY): the
+//                    call's lengths and block table are written by host
+//                    uploads only, so they may be read while the kernel
+//                    before runs; each producer waits just before its
+//                    first copy. merge_warps has every lane weigh its
+//                    own row's values before they go to shared memory
+//                    (two barriers, no lane working the weights out for
+//                    every warp), and rows are written as sums; the
+//                    split merge keeps 16 partial rows' loads in flight
+//                    (was 8).
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 #include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
 
@@ -148,6 +160,16 @@
 #ifndef FP8ATTN_PAGED_WS_L2HINT
 #define FP8ATTN_PAGED_WS_L2HINT 1
 #endif
+// FP8ATTN_PAGED_WS_EARLY=1 (the default): the warp-specialized kernel's
+// producers load their first unit's sequence length and pages and work out
+// its first tiles' places before pdl_wait, while the kernel before still
+// runs (the lengths and block table are the call's own, written by host
+// uploads only: no kernel writes them), and wait just before their first
+// copy; the consumers load their first unit's length before it. 0 is the
+// experiment's baseline (every thread waits before its first global load).
+#ifndef FP8ATTN_PAGED_WS_EARLY
+#define FP8ATTN_PAGED_WS_EARLY 1
+#endif
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
@@ -161,13 +183,16 @@
 // its SM; 10 producer 0 past setmaxnreg, 11 its first unit's length and
 // pages in registers, 12 its first tile's place worked out, 13 the merge's
 // split weights loaded (warp 0), 14 its rows weighed, 15 consumer warp 0's
-// first unit started (queries loaded). backend/cuda's TestWSTimeline reads
-// them.
+// first unit started (queries loaded); in the last unit's merge_warps
+// (warp 0): 16 every warp arrived, 17 the maxima and sums stored, 18 the
+// rows weighed and stored, 19 the rows combined and written; 20 st.finish
+// done.
+// backend/cuda's TestWSTimeline reads them.
 #ifndef FP8ATTN_PAGED_WS_STAMPS
 #define FP8ATTN_PAGED_WS_STAMPS 0
 #endif
 #if FP8ATTN_PAGED_WS_STAMPS
-constexpr int WS_STAMP_SLOTS = 16;
+constexpr int WS_STAMP_SLOTS = 24;
 extern "C" {
 __device__ unsigned fp8attn_ws_stamps[1024 * WS_STAMP_SLOTS];
 }
@@ -722,20 +747,27 @@ template <int D> struct PagedWarp : PagedRow {
     l += __shfl_xor_sync(0xffffffffu, l, 2);
   }
 
-  // store puts this warp's rows in so (row r at so + (warp·8 + r)·SO), its
-  // maxima and sums in sm_m, sm_l and its V units in sm_vs (merge_warps).
-  template <int SO>
-  __device__ __forceinline__ void store(float* so, float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp,
-                                        int lane) const {
+  // put_stats puts this warp's maxima and sums in sm_m, sm_l and its V
+  // units in sm_vs; row(lane) is the row whose values the lane holds; and
+  // put_rows puts this warp's rows, each value times sc (the lane's row's
+  // weight; 0 stays 0), in so (row r at so + (warp·8 + r)·SO). merge_warps.
+  __device__ __forceinline__ void put_stats(float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp,
+                                            int lane) const {
     const int g = lane >> 2, t = lane & 3;
     if (t == 0) {
       sm_m[warp][g] = m;
       sm_l[warp][g] = l;
     }
     if (lane == 0) sm_vs[warp] = vs_units;
+  }
+  __device__ __forceinline__ static int row(int lane) { return lane >> 2; }
+  template <int SO>
+  __device__ __forceinline__ void put_rows(float* so, int warp, int lane, float sc) const {
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < NT; j++)
-      *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] = make_float2(o[j][0] + o[j][2], o[j][1] + o[j][3]);
+      *(float2*)&so[(warp * 8 + g) * SO + 8 * j + 2 * t] =
+          make_float2(sc != 0.f ? (o[j][0] + o[j][2]) * sc : 0.f, sc != 0.f ? (o[j][1] + o[j][3]) * sc : 0.f);
   }
 };
 
@@ -882,71 +914,102 @@ template <int D> struct PagedWarpT : PagedRow {
     l += __shfl_xor_sync(0xffffffffu, l, 16);
   }
 
-  // store: PagedWarp::store (rows 4-7 hold nothing: no maximum, no sum).
-  template <int SO>
-  __device__ __forceinline__ void store(float* so, float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp,
-                                        int lane) const {
+  // put_stats, row and put_rows: PagedWarp's (rows 4-7 hold nothing: no
+  // maximum, no sum).
+  __device__ __forceinline__ void put_stats(float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp,
+                                            int lane) const {
     const int g = lane >> 2, t = lane & 3;
     if (g < 2) {
       sm_m[warp][4 * g + t] = g == 0 ? m : NEG_INF;
       sm_l[warp][4 * g + t] = g == 0 ? l : 0.f;
     }
     if (lane == 0) sm_vs[warp] = vs_units;
+  }
+  __device__ __forceinline__ static int row(int lane) { return lane & 3; }
+  template <int SO>
+  __device__ __forceinline__ void put_rows(float* so, int warp, int lane, float sc) const {
+    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int j = 0; j < NM; j++) {
-      so[(warp * 8 + t) * SO + 16 * j + g] = o[j][0] + o[j][1];
-      so[(warp * 8 + t) * SO + 16 * j + 8 + g] = o[j][2] + o[j][3];
+      so[(warp * 8 + t) * SO + 16 * j + g] = sc != 0.f ? (o[j][0] + o[j][1]) * sc : 0.f;
+      so[(warp * 8 + t) * SO + 16 * j + 8 + g] = sc != 0.f ? (o[j][2] + o[j][3]) * sc : 0.f;
     }
   }
 };
 
+// RowStats are a merged row's: the largest of the warps' maxima, the sum L
+// of their sums weighed by 2^(m_w - max), and whether a sum was NaN.
+struct RowStats {
+  float mx, L;
+  bool nan;
+};
+
+// row_stats works row r's stats out of the W warps' maxima and sums (every
+// value loaded at once: no load waits on another).
+template <int W>
+__device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8], int r) {
+  float mw[W], lw[W];
+#pragma unroll
+  for (int w = 0; w < W; w++) {
+    mw[w] = sm_m[w][r];
+    lw[w] = sm_l[w][r];
+  }
+  RowStats rs{NEG_INF, 0.f, false};
+#pragma unroll
+  for (int w = 0; w < W; w++) {
+    rs.mx = fmaxf(rs.mx, mw[w]);
+    rs.nan = rs.nan || lw[w] != lw[w];
+  }
+#pragma unroll
+  for (int w = 0; w < W; w++)
+    if (rs.mx != NEG_INF && mw[w] != NEG_INF) rs.L += exp2f(mw[w] - rs.mx) * lw[w];
+  return rs;
+}
+
 // merge_warps combines the states of unit u of W warps (warp 0..W-1, lane):
-// each puts its rows in so ([W][8][SO] floats; with SO = D+8 the eight rows
-// of a warp's 64-bit stores fall on four bank offsets, two wavefronts a
-// store, where D apart conflicts eight ways) and its maxima, sums and V units in sm_m,
-// sm_l, sm_vs; then one thread a row works out the row's weights once
-// (w_w = 2^(m_w - max)·vs_w·2^-12 in place of sm_m[w], the sum L and the
-// log-sum-exp, where the output row starts), and the W·32 threads write the
-// unit's rows, Σ_w so_w·w_w / L, to out and lse (one split) or to its
-// partial rows. sync is the barrier of those threads; it runs first, so
-// that so may hold something else until then. (v13 worked the weights out
-// again for every element, eight exponentials each, and for the rows past
-// the unit's: 2.7 us of the B8 decode's end, TestWSTimeline.)
+// each puts its rows' maxima and sums in sm_m, sm_l and its V units in
+// sm_vs; after a barrier every lane works its own row's stats out and puts
+// its values in so ([W][8][SO] floats; with SO = D+8 the eight rows of a
+// warp's 64-bit stores fall on four bank offsets, two wavefronts a store,
+// where D apart conflicts eight ways) already weighed, times
+// 2^(m_w - max)·vs_w·2^-12 / L (NaN for a row with a NaN sum, 0 for a warp
+// or row that saw no key), while the first lanes of warp 0 write the rows'
+// log-sum-exps and where their outputs start; after a second barrier the
+// W·32 threads write the unit's rows, Σ_w so_w, to out (one split) or to
+// its partial rows. sync is the barrier of those threads; it runs first,
+// so that so may hold something else until then. (v13 worked the weights
+// out again for every element; v14 had one lane a row work them out for
+// every warp, between two more barriers: 0.65 of its 1.8 us at the end of
+// a unit, TestWSTimeline.)
 template <int D, int SO, int W, class State, class Sync>
 __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const State& st, float* so,
                                             float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp, int lane,
                                             Sync sync) {
-  __shared__ float row_L[8];
   __shared__ long long row_out[8];
-  float lse2 = NEG_INF;  // row lane's (warp 0)
   sync();
-  st.template store<SO>(so, sm_m, sm_l, sm_vs, warp, lane);
+  WS_STAMP(warp == 0 && lane == 0, 16);
+  st.put_stats(sm_m, sm_l, sm_vs, warp, lane);
   sync();
+  WS_STAMP(warp == 0 && lane == 0, 17);
+  {
+    const int r = State::row(lane);
+    const RowStats rs = row_stats<W>(sm_m, sm_l, r);
+    const float mine = sm_m[warp][r];
+    float sc = 0.f;
+    if (rs.nan)
+      sc = __int_as_float(0x7fffffff);
+    else if (rs.L > 0.f && mine != NEG_INF)
+      sc = exp2f(mine - rs.mx) * 0x1p-12f * sm_vs[warp] / rs.L;
+    st.template put_rows<SO>(so, warp, lane, sc);
+  }
   const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
   if (warp == 0 && lane < u.rows_n) {
     const int r = lane;
-    float mx = NEG_INF;
-    bool nan = false;
-#pragma unroll
-    for (int w = 0; w < W; w++) {
-      mx = fmaxf(mx, sm_m[w][r]);
-      nan = nan || sm_l[w][r] != sm_l[w][r];
-    }
-    float L = 0.f;
-#pragma unroll
-    for (int w = 0; w < W; w++) {
-      float wt = 0.f;
-      if (mx != NEG_INF && sm_m[w][r] != NEG_INF) {
-        const float fw = exp2f(sm_m[w][r] - mx);
-        L += fw * sm_l[w][r];
-        wt = fw * 0x1p-12f * sm_vs[w];
-      }
-      sm_m[w][r] = wt;
-    }
-    row_L[r] = nan ? __int_as_float(0x7fffffff) : L;
-    lse2 = nan ? __int_as_float(0x7fffffff) : (L > 0.f ? mx + log2f(L) : NEG_INF);
+    const RowStats rs = row_stats<W>(sm_m, sm_l, r);
+    const float lse2 = rs.nan ? __int_as_float(0x7fffffff) : (rs.L > 0.f ? rs.mx + log2f(rs.L) : NEG_INF);
     if (p.splits > 1) {
       row_out[r] = ((item * p.splits + u.split) * 8 + r) * D;
+      p.part_lse[(item * p.splits + u.split) * 8 + r] = lse2;
     } else {
       const int rr = u.r0 + r, hh = u.kh * u.group + rr % u.group, ii = rr / u.group;
       row_out[r] = u.b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
@@ -954,20 +1017,16 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
     }
   }
   sync();
+  WS_STAMP(warp == 0 && lane == 0, 18);
   float* dst = p.splits > 1 ? p.part_out : p.out;
   for (int e = warp * 32 + lane; e < u.rows_n * D; e += W * 32) {
     const int r = e / D, d = e % D;
     float acc = 0.f;
 #pragma unroll
-    for (int w = 0; w < W; w++) {
-      const float wt = sm_m[w][r];
-      acc += wt != 0.f ? so[(w * 8 + r) * SO + d] * wt : 0.f;
-    }
-    const float L = row_L[r];
-    const float val = L != L ? L : (L > 0.f ? acc / L : 0.f);
-    dst[row_out[r] + d] = val;
+    for (int w = 0; w < W; w++) acc += so[(w * 8 + r) * SO + d];
+    dst[row_out[r] + d] = acc;
   }
-  if (p.splits > 1 && warp == 0 && lane < u.rows_n) p.part_lse[(item * p.splits + u.split) * 8 + lane] = lse2;
+  WS_STAMP(warp == 0 && lane == 0, 19);
 }
 
 // The cp.async kernel (every GPU from sm_80): a block per unit (grid
@@ -1103,11 +1162,17 @@ __device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long
 }
 
 // weigh_splits sums wts[s] times columns d..d+3 of split s's partial row
-// (part + s·8·D) over s = s0, s0+step, ... < S, eight loads in flight.
+// (part + s·8·D) over s = s0, s0+step, ... < S, SPLIT_LOADS loads in flight
+// (16, v15: one trip to L2 for the 16 splits of a B1 decode step; with 8,
+// two, and the step 0.1-0.2 us longer).
+#ifndef FP8ATTN_PAGED_SPLIT_LOADS
+#define FP8ATTN_PAGED_SPLIT_LOADS 16
+#endif
+constexpr int SPLIT_LOADS = FP8ATTN_PAGED_SPLIT_LOADS;
 __device__ __forceinline__ float4 weigh_splits(const float* part, const float* wts, int D, int d, int s0, int S,
                                                int step) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
+#pragma unroll SPLIT_LOADS
   for (int s = s0; s < S; s += step) {
     const float w = wts[s];
     const float4 x = __ldcg((const float4*)(part + (long long)s * 8 * D + d));
@@ -1279,10 +1344,12 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
+#if !FP8ATTN_PAGED_WS_EARLY
   pdl_wait();  // before the first global access (pdl.cuh)
   WS_STAMP(threadIdx.x == 0, 1);
 #if FP8ATTN_PAGED_WS_STAMPS
   if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
+#endif
 #endif
   const int units = p.b * p.hkv * p.row_blocks * p.splits;
   const long long blk_bytes = (long long)D * p.page_size;
@@ -1311,6 +1378,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       if (t0 < table_tiles) pg = p.block_table[(long long)b * p.pages_per_seq + dv.page.div(t0 * 32)];
     };
     int n_cur, pg_cur, done = 0;  // done: this producer's tiles so far
+    // (With FP8ATTN_PAGED_WS_EARLY, everything up to the first copy reads
+    // only the lengths and the block table: pdl_wait comes just before it,
+    // or before the return of a producer that has no tiles.)
+    bool waited = !FP8ATTN_PAGED_WS_EARLY;
     first(blockIdx.x, n_cur, pg_cur);
 #if FP8ATTN_PAGED_WS_STAMPS
     asm volatile("" ::"r"(n_cur), "r"(pg_cur));  // the loads have returned
@@ -1343,6 +1414,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
           asm volatile("" ::"l"(offj), "r"(blkj));
           WS_STAMP(pi == 0 && lane == 0 && done + j == 0, 12);
 #endif
+          if (!waited) {  // the warp's first copy: the scales and tiles an append before may have written
+            pdl_wait();
+            waited = true;
+          }
           if (lane == 0) {
             const int at = done + j, slot = pi + CW * (at % PER), phase = at / PER & 1;
             if (at >= PER) hopper::mbar_wait(&empty[slot], phase ^ 1);  // its previous tile consumed
@@ -1370,6 +1445,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       n_cur = n_next;
       pg_cur = pg_next;
     }
+    if (!waited) pdl_wait();  // (pdl.cuh: before any return)
     if (lane == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
     return;
   }
@@ -1390,6 +1466,13 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   // about 200. Loaded at the boundary, they come from L2, where the cache's
   // evict_first copies leave them.)
   int n_cur = blockIdx.x < units ? p.seq_lens[paged_unit_seq(dv, blockIdx.x)] : 0, done = 0;  // done: this warp's tiles so far
+#if FP8ATTN_PAGED_WS_EARLY
+  pdl_wait();  // before the queries (a kernel before may write them)
+  WS_STAMP(threadIdx.x == 0, 1);
+#if FP8ATTN_PAGED_WS_STAMPS
+  if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
+#endif
+#endif
   for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
     const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
     st.start(p, u, g, t);
@@ -1416,6 +1499,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
 #endif
     WS_STAMP(warp == 0 && lane == 0, 4);
     st.finish();
+    WS_STAMP(warp == 0 && lane == 0, 20);
     merge_warps<D, D, CW>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
     WS_STAMP(warp == 0 && lane == 0, 5);
     if (p.splits > 1) {

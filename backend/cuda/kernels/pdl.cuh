@@ -12,7 +12,11 @@
 //     operations are visible. A grid whose blocks all passed it completes
 //     only after those grids, so the ordering is transitive along a chain
 //     of such launches. Shared-memory set-up (mbarrier initialisation,
-//     setmaxnreg) may come before it.
+//     setmaxnreg) may come before it, and so may reads of what only the
+//     host writes, through copies in stream order (paged.cu's ws kernel
+//     reads the call's sequence lengths and block table before it: a copy
+//     is never overlapped by a programmatic launch, and no kernel writes
+//     them).
 //   - pdl_launch_dependents() in every thread, at the entry: the next
 //     kernel's blocks may be scheduled once every block of this grid has
 //     issued it or exited. They only occupy what this grid leaves free,

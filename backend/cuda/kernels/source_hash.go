@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "6eba1d3f6c8f282ace10da3120670d717778016362dfa915ce6eb64eb95546f7"
+const SourceHash = "c566b6d3798bdf155b0fc30f50eec20c84e7aaed9ec89b27d18d6be0a4f4ae40"
