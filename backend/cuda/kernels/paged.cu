@@ -979,7 +979,7 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
 // its partial rows. sync is the barrier of those threads; it runs first,
 // so that so may hold something else until then. (v13 worked the weights
 // out again for every element; v14 had one lane a row work them out for
-// every warp, between two more barriers: 0.65 of its 1.8 us at the end of
+// every warp, between two more barriers: 0.86 of its 1.8 us at the end of
 // a unit, TestWSTimeline.)
 template <int D, int SO, int W, class State, class Sync>
 __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const State& st, float* so,

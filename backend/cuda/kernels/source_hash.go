@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c566b6d3798bdf155b0fc30f50eec20c84e7aaed9ec89b27d18d6be0a4f4ae40"
+const SourceHash = "467f095856babc1daf22f868d1ffd601bc0320dc4c72455fbf3b9ce539315893"
