@@ -47,6 +47,7 @@ type Device struct {
 	// it is not, hopperErr says why (wrapping ErrUnsupported).
 	hmod      cu.Module
 	hopper    map[int]hopperKernels // by head dim
+	quantPack quantPackGeometry     // quant_pack9's, as the module exports it
 	hopperErr error
 	// The Ada kernel (stage 10, in mod) by head dim; empty where the GPU
 	// lacks FP8 mma.sync, and fp8mmaErr says why (stages 7, 8, 10).
@@ -86,8 +87,10 @@ type Device struct {
 type hopperKernels struct {
 	cfg                       tiles.HopperConfig
 	attn, packQ, packK, packV C.CUfunction
-	// quantPack quantizes float32 inputs into the images (quant_pack9).
-	quantPack C.CUfunction
+	// quantPack quantizes float32 inputs into the images (quant_pack9);
+	// attnFused is the attention after it (its score factors from the
+	// scales quant_pack9 wrote).
+	quantPack, attnFused C.CUfunction
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -265,6 +268,7 @@ func (d *Device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
 			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
+			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
 		} {
 			fn, err := d.hmod.Function(f.name)
 			if err != nil {
@@ -284,10 +288,20 @@ func (d *Device) loadHopper() error {
 				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
 			}
 		}
-		if err := setMaxSharedMemory(k.attn, cfg.SharedBytes()); err != nil {
-			return err
+		for _, fn := range []C.CUfunction{k.attn, k.attnFused} {
+			if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
+				return err
+			}
 		}
 		d.hopper[hd] = k
+	}
+	g, err := d.global(d.hmod, "fp8attn_quantpack9_config", 3)
+	if err != nil {
+		return err
+	}
+	d.quantPack = quantPackGeometry{Threads: int(g[0]), Cluster: int(g[1]), Codes: int(g[2])}
+	if t, c := d.quantPack.Threads, d.quantPack.Cluster; t <= 0 || t%32 != 0 || t > 1024 || c <= 0 || c > 8 || d.quantPack.Codes <= 0 {
+		return fmt.Errorf("cuda: fp8attn_quantpack9_config %v is not a launchable geometry", g)
 	}
 	return nil
 }
@@ -639,7 +653,8 @@ type Resident struct {
 	// fused marks a resident made by AttentionQuantizing: its Q, K and V
 	// buffers hold float32 inputs, which each stage-9 launch quantizes
 	// straight into the images (quant_pack9, which also writes the scale
-	// buffers and the score factors) instead of packing codes.
+	// buffers) instead of packing codes; the fused attention entry computes
+	// the score factors from those scales.
 	fused bool
 	// images holds, per stage, the device layouts its pack kernels wrote
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
@@ -761,12 +776,14 @@ func (r *Resident) launch(stage int) error {
 		if err := r.pack(stage, sizes, fns); err != nil {
 			return err
 		}
+		gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
 		if r.fused {
-			if err := r.launchQuantPack(k.quantPack); err != nil {
+			fp, err := r.launchQuantPack(k.quantPack)
+			if err != nil {
 				return err
 			}
+			return launchStruct(k.attnFused, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
 		}
-		gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
 		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
 	case tiles.AdaStage:
 		if r.dev.fp8mmaErr != nil {

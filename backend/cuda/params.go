@@ -110,12 +110,19 @@ type appendParams struct {
 }
 
 // fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper.cuh):
-// stage 9's params with float32 inputs in Q, K and V, the score-factor
-// check, and the heads-done counter of quant_pack9.
+// stage 9's params with float32 inputs in Q, K and V, and the score-factor
+// check (quant_pack9 and the fused attention entry).
 type fusedQuantParams struct {
 	P            params
-	Bad, Counter uint64
+	Bad          uint64
 	Scale, Limit float64
+}
+
+// encodeCheckParams mirrors hopper::EncodeCheckParams (kernels/hopper.cuh),
+// TestFastEncodeAllFloats's kernel's.
+type encodeCheckParams struct {
+	Amax, Result uint64
+	N            int32
 }
 
 // checkParams mirrors struct CheckParams in kernels/paged.cu.
@@ -185,6 +192,7 @@ var (
 	}
 	hopperLayouts = []layoutCheck{
 		{"fp8attn_fused_params_layout", structLayout[fusedQuantParams]()},
+		{"fp8attn_encode_check_params_layout", structLayout[encodeCheckParams]()},
 	}
 	pagedLayouts = []layoutCheck{
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},

@@ -306,11 +306,10 @@ func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
 
 // zeroWords returns n 32-bit device words that are 0 when the next launch
 // starts and that the kernels given them leave 0 (the quantization kernels'
-// amax and done words, quant_pack9's blocks-done counter, the paged
-// kernel's split counters): the device's scratch, grown as needed, or
-// inside a capture words of the graph's own, zeroed once when the capture
-// ends (a memset node would run at every replay, and the kernels leave
-// them 0). The caller is inside do.
+// amax and done words, the paged kernel's split counters): the device's
+// scratch, grown as needed, or inside a capture words of the graph's own,
+// zeroed once when the capture ends (a memset node would run at every
+// replay, and the kernels leave them 0). The caller is inside do.
 func (d *Device) zeroWords(n int) (uint64, error) {
 	if c := d.capturing(); c != nil {
 		p, err := d.own(c, 4*int64(n))
@@ -536,40 +535,60 @@ func (b *Backend) Quantize(jobs ...backend.QuantizeJob) error {
 	return d.QuantizeAll(ts)
 }
 
-// quant_pack9's geometry (QUANT_PACK_THREADS, QUANT_PACK_CLUSTER,
-// QUANT_PACK_CODES): threads a block, blocks a head (a cluster), and the
-// shared memory for a block's codes.
-const (
-	quantPackThreads = 256
-	quantPackCluster = 4
-	quantPackCodes   = 16 << 10
-)
+// quantPackGeometry is quant_pack9's geometry as the Hopper module exports
+// it (fp8attn_quantpack9_config: QUANT_PACK_THREADS, QUANT_PACK_CLUSTER,
+// QUANT_PACK_CODES in kernels/hopper.cuh): threads a block, blocks a head
+// (a thread-block cluster), and the most codes a block encodes.
+type quantPackGeometry struct {
+	Threads, Cluster, Codes int
+}
 
-// fusable reports whether quant_pack9 takes p's heads: a block's rows (a
-// quarter of the longest head's, rounded up to 16) fit its shared memory.
-func fusable(p *backend.Problem) bool {
-	rows := ((max(p.Sq, p.Sk)+quantPackCluster-1)/quantPackCluster + 15) / 16 * 16
-	return int64(rows)*int64(p.D) <= quantPackCodes && p.D%16 == 0
+// chunkRows is the rows of a head a block of quant_pack9 takes: a
+// Cluster-th of the head's, rounded up to 16 (a V key group).
+func (g quantPackGeometry) chunkRows(rows int) int {
+	return ((rows+g.Cluster-1)/g.Cluster + 15) / 16 * 16
+}
+
+// fusable reports whether quant_pack9 takes p's heads: a block's rows (the
+// longest head's chunk) times D fit its codes.
+func (d *Device) fusable(p *backend.Problem) bool {
+	g := d.quantPack
+	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && p.D%16 == 0
 }
 
 // launchQuantPack runs quant_pack9 for a fused resident: float32 Q, K and V
-// (its Q, K, V buffers) into the images, the scale buffers and the score
-// factors, a cluster of quantPackCluster blocks a head, its blocks-done
-// counter a word of zeroWords. The caller is inside do, after pack
-// allocated the images.
-func (r *Resident) launchQuantPack(fn C.CUfunction) error {
+// (its Q, K, V buffers) into the images and the scale buffers, a cluster
+// of Cluster blocks a head, each with its chunk's codes in dynamic shared
+// memory. It returns the parameters the fused attention entry takes after
+// it. The caller is inside do, after pack allocated the images.
+func (r *Resident) launchQuantPack(fn C.CUfunction) (*fusedQuantParams, error) {
 	d, s, sp := r.dev, r.shape, r.scores
-	counter, err := d.zeroWords(1)
-	if err != nil {
-		return err
+	g := d.quantPack
+	fp := &fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
+	smem := g.chunkRows(max(s.Sq, s.Sk)) * s.D
+	return fp, launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, d.stream, unsafe.Pointer(fp))
+}
+
+// encodeCheck runs the Hopper module's fp8attn_encode_check (a test
+// kernel: TestFastEncodeAllFloats) over the n float32 amax values in amax,
+// its mismatch counts and examples into result (2n words, zeroed by the
+// caller), on the stream.
+func (d *Device) encodeCheck(amax, result *Buffer, n int) error {
+	if d.hopperErr != nil {
+		return d.hopperErr
 	}
-	fp := &fusedQuantParams{P: *r.params, Bad: sp.Bad, Counter: counter, Scale: sp.Scale, Limit: sp.Limit}
-	return launchStruct(fn, quantPackCluster, s.B*s.Hq+2*s.B*s.Hkv, 1, quantPackThreads, 0, d.stream, unsafe.Pointer(fp))
+	fn, err := d.hmod.Function("fp8attn_encode_check")
+	if err != nil {
+		return fmt.Errorf("cuda: kernel fp8attn_encode_check: %w", err)
+	}
+	p := &encodeCheckParams{Amax: uint64(amax.buf.p), Result: uint64(result.buf.p), N: int32(n)}
+	return d.do(func() error { return launchStruct(cFunction(fn), 8*d.SMs, 1, 1, 256, 0, d.stream, unsafe.Pointer(p)) })
 }
 
 // AttentionQuantizing implements backend.QuantizingMemory: where the stage
 // is 9 and the heads fit quant_pack9, one launch quantizes the float32
-// inputs straight into stage 9's images and a second runs the attention,
+// inputs straight into stage 9's images and a second runs the attention
+// (its score factors from the scales the first wrote),
 // bit for bit Quantize followed by AttentionOn (its codes never written);
 // elsewhere ErrUnsupported, and the caller makes those two calls.
 func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
@@ -590,7 +609,7 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 	if err != nil {
 		return err
 	}
-	if st != tiles.HopperStage || d.hopperErr != nil || !fusable(&pp) || pp.D%4 != 0 {
+	if st != tiles.HopperStage || d.hopperErr != nil || !d.fusable(&pp) || pp.D%4 != 0 {
 		return fmt.Errorf("%w: cuda: no fused quantization for stage %d, Sq %d, Sk %d, D %d", backend.ErrUnsupported, st, pp.Sq, pp.Sk, pp.D)
 	}
 	if err := b.Supports(&pp); err != nil {

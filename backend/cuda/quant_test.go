@@ -484,7 +484,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 			// The fused path (AttentionQuantizing's resident): quant_pack9,
 			// then the attention, where stage 9 takes the heads.
 			p := &backend.Problem{Shape: s, Scale: 0.125}
-			if st != tiles.HopperStage || !fusable(p) {
+			if st != tiles.HopperStage || !d.fusable(p) {
 				return
 			}
 			fr, err := d.newResident(p, [6]*Buffer{srcs[0], srcs[1], srcs[2], bufs[3], bufs[4], bufs[5]}, nil, nil)
@@ -666,6 +666,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 40))
+	fused := 0 // shapes the geometry fuses (the others must be ErrUnsupported)
 	for _, c := range []struct {
 		s     backend.Shape
 		m     backend.Mask
@@ -735,8 +736,16 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := b.AttentionQuantizing(p, outs[1], lses[1], q, k, v); err != nil {
-			t.Fatalf("%+v: %v", s, err)
+			if d.fusable(p) || !errors.Is(err, backend.ErrUnsupported) {
+				t.Fatalf("%+v: %v", s, err)
+			}
+			t.Logf("%+v: not fused with quant_pack9's geometry %+v (%v)", s, d.quantPack, err)
+			for _, x := range append([]*Buffer{q, k, v, outs[0], outs[1], lses[0], lses[1]}, append(codes[:], scales[:]...)...) {
+				x.Free()
+			}
+			continue
 		}
+		fused++
 		var got [2][2][]float32
 		for i := range 2 {
 			got[i][0], got[i][1] = make([]float32, nq), make([]float32, s.B*s.Hq*s.Sq)
@@ -755,12 +764,18 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			x.Free()
 		}
 	}
-	// Heads that do not fit: ErrUnsupported, nothing done.
-	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 2048, D: 64}
-	x, _ := d.Alloc(4 * 2048 * 64)
+	if fused < 4 {
+		t.Fatalf("only %d of the shapes fused with quant_pack9's geometry %+v", fused, d.quantPack)
+	}
+	// Heads that do not fit: ErrUnsupported, nothing done. The shortest
+	// head at D 64 whose chunk exceeds a block's codes by a V key group.
+	g := d.quantPack
+	sk := g.Cluster * (g.Codes/64 + 16)
+	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: sk, D: 64}
+	x, _ := d.Alloc(int64(4 * sk * 64))
 	defer x.Free()
 	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("Sk 2048 D 64 (32 KB of codes a block): %v, want ErrUnsupported", err)
+		t.Errorf("Sk %d D 64 (%d codes a block, %d fit): %v, want ErrUnsupported", sk, g.chunkRows(sk)*64, g.Codes, err)
 	}
 	// A factor beyond the limit: the output's Read reports it.
 	s = backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 8, D: 64}
@@ -777,5 +792,59 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	}
 	if err := out.Read(bytesOf(make([]float32, len(in.Q)))); !errors.Is(err, backend.ErrInvalid) {
 		t.Errorf("an overflowing score factor: Read returned %v, want ErrInvalid", err)
+	}
+}
+
+// TestFastEncodeAllFloats: quant_pack9's encode (hopper::Encoder: the
+// quotient by a reciprocal and one remainder step, the code by the
+// hardware conversion) gives encode4's code, the one TestQuantizeAllFloats
+// finds equal to the Go converter's, for every float x with |x| <= amax
+// and every non-finite x, for amax of every magnitude (scales below the
+// fast path's bound too) and random ones. A build without the remainder
+// step fails it (scripts/quantpack-ab.sh, broken-quotient).
+func TestFastEncodeAllFloats(t *testing.T) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.hopperErr != nil {
+		t.Skipf("no sm_90a module here: %v", d.hopperErr)
+	}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 41))
+	amax := []float32{0, 1, 448, 1657.6, 4.5, 1.9999999, 3.4028235e38, 1e30, 1e-20, 3.7e-22, 3.6e-22, 1e-30, 1e-40,
+		float32(math.Ldexp(1, -70)), float32(math.Ldexp(0.75, 100))}
+	for range 8 { // random significands and exponents from 2^-72 to 2^110
+		amax = append(amax, float32(math.Ldexp(1+rng.Float64(), rng.IntN(183)-72)))
+	}
+	if testing.Short() {
+		amax = amax[:6]
+	}
+	in, err := d.Alloc(int64(4 * len(amax)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Free()
+	res, err := d.Alloc(int64(8 * len(amax)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Free()
+	if err := errors.Join(in.Write(bytesOf(amax)), res.Write(make([]byte, 8*len(amax)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.encodeCheck(in, res, len(amax)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]int32, 2*len(amax))
+	if err := res.Read(bytesOf(got)); err != nil {
+		t.Fatal(err)
+	}
+	for k, a := range amax {
+		if n := got[2*k]; n != 0 {
+			bits := uint32(got[2*k+1])
+			t.Errorf("amax %g: %d floats encode differently, one of them %g (%#08x)", a, uint32(n), math.Float32frombits(bits), bits)
+		}
 	}
 }

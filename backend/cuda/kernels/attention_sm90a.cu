@@ -46,17 +46,30 @@
 //                    lost up to 64x the input-quantization error on values
 //                    of one sign; now 1.08-1.32x, at 3-29% of the speed
 //                    (docs/ACCURACY.md, docs/PERF.md).
+//   v7 (2026-11-23): quant_pack9 reads its chunk once (held in registers
+//                    between the amax and the encode, its codes in dynamic
+//                    shared memory of the chunk's size) and ends with its
+//                    images: the grid's last block no longer computes the
+//                    score factors after every block's fence; the fused
+//                    attention entry (fp8attn_stage9f_d*) computes its own
+//                    from the scales quant_pack9 wrote.
 #include "common.cuh"
 #include "hopper.cuh"
 
-// Entry points per head dim: the attention kernel, its geometry exported as
+// Entry points per head dim: the attention kernel, its fused form (float32
+// inputs quantized by quant_pack9 just before: the score factors from their
+// scales), its geometry exported as
 // fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
-// (checked against internal/tiles when the module loads), and the three
-// pack kernels.
+// (checked against internal/tiles when the module loads), the three pack
+// kernels and quant_pack9.
 #define HOPPER_ENTRY(HD)                                                                                       \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9_d##HD(const __grid_constant__ Params p) { \
     pdl_launch_dependents(); /* stage9 waits after its barriers' set-up */                                       \
     hopper::stage9<HD>(p);                                                                                       \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f_d##HD(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, true>(f.p, &f);                                                                           \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9q_d##HD(const __grid_constant__ Params p) {     \
     pdl_entry();                                                                                                 \
@@ -72,7 +85,10 @@
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(hopper::QUANT_PACK_THREADS)                                      \
       __cluster_dims__(hopper::QUANT_PACK_CLUSTER, 1, 1) fp8attn_quantpack9_d##HD(const __grid_constant__ hopper::FusedQuantParams f) {                             \
-    pdl_entry();                                                                                                 \
+    pdl_launch_dependents();                                                                                     \
+    hopper::cluster_arrive(); /* waited for before the first remote store */                                    \
+    QP_STAMP(threadIdx.x == 0, 0, 0);                                                                            \
+    pdl_wait();                                                                                                  \
     hopper::quant_pack9<HD>(f);                                                                                  \
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_stage9_d##HD##_config[7] = {                                           \
@@ -84,7 +100,18 @@ HOPPER_ENTRY(128)
 HOPPER_ENTRY(192)
 HOPPER_ENTRY(256)
 
+// TestFastEncodeAllFloats's kernel (hopper.cuh's encode_check).
+extern "C" __global__ void __launch_bounds__(256) fp8attn_encode_check(const __grid_constant__ hopper::EncodeCheckParams p) {
+  pdl_entry();
+  hopper::encode_check(p);
+}
+
 FP8ATTN_EXPORT_PARAMS_LAYOUT
 #define FQP_OFF(f) (int)offsetof(hopper::FusedQuantParams, f)
 extern "C" __device__ const int fp8attn_fused_params_layout[] = {
-    (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(counter), FQP_OFF(scale), FQP_OFF(limit)};
+    (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(scale), FQP_OFF(limit)};
+#define ECP_OFF(f) (int)offsetof(hopper::EncodeCheckParams, f)
+extern "C" __device__ const int fp8attn_encode_check_params_layout[] = {(int)sizeof(hopper::EncodeCheckParams), ECP_OFF(amax),
+                                                                        ECP_OFF(result), ECP_OFF(n)};
+extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
+                                                                hopper::QUANT_PACK_CODES};

@@ -183,19 +183,79 @@ template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
 
 // FusedQuantParams: stage 9's parameters, whose Q, K and V point at
 // float32 inputs (in the codes' layout and element strides) instead of
-// codes, for quant_pack9; the score-factor check as ScoreParams has it; a
-// device word counting the blocks done (zero between launches).
+// codes, for quant_pack9 and the fused attention entry (stage9 with FUSED:
+// its score factor from the scales quant_pack9 wrote); the score-factor
+// check as ScoreParams has it.
 // Mirrored by backend/cuda's fusedQuantParams (fp8attn_fused_params_layout).
 struct FusedQuantParams {
   Params p;
   int* bad;
-  unsigned* counter;
   double scale, limit;
 };
 
-constexpr int QUANT_PACK_THREADS = 256;
-constexpr int QUANT_PACK_CLUSTER = 4;       // blocks a head (a thread-block cluster)
-constexpr int QUANT_PACK_CODES = 16 << 10;  // shared memory for a block's codes
+// quant_pack9's geometry, exported by the module as
+// fp8attn_quantpack9_config = {threads, cluster, codes}, which the host
+// launches it by: threads a block, blocks a head (a thread-block cluster),
+// and the most codes a block encodes (its rows times D; the host gives it
+// its chunk's in dynamic shared memory). Each thread holds its share of
+// those values in registers between the amax and the encode
+// (QUANT_PACK_VALS float4). The build options are for A/B runs: on the
+// mission shape (48 heads of 256×64) two blocks of 512 a head took 8.97 µs
+// with the attention in a graph, four of 256 9.80 (docs/PERF.md); fewer
+// blocks leave the attention's next blocks SMs to start on.
+#ifndef FP8ATTN_QP_THREADS
+#define FP8ATTN_QP_THREADS 512
+#endif
+#ifndef FP8ATTN_QP_CLUSTER
+#define FP8ATTN_QP_CLUSTER 2
+#endif
+#ifndef FP8ATTN_QP_CODES
+#define FP8ATTN_QP_CODES (16 << 10)
+#endif
+constexpr int QUANT_PACK_THREADS = FP8ATTN_QP_THREADS;
+constexpr int QUANT_PACK_CLUSTER = FP8ATTN_QP_CLUSTER;
+constexpr int QUANT_PACK_CODES = FP8ATTN_QP_CODES;
+constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
+
+// FP8ATTN_QP_STAMPS=1 builds a diagnostic module (never embedded): thread 0
+// of each of the first 1024 blocks of quant_pack9 (kernel 0) and of the
+// fused attention entry (kernel 1; thread 0 and the first consumer thread)
+// records %globaltimer (ns, low 32 bits) at its steps into
+// fp8attn_qp_stamps[kernel][block][QP_STAMP_SLOTS], the last launch
+// overwriting earlier ones. quant_pack9: 0 entry, 1 past pdl_wait, 2 its
+// values loaded and their amax found, 3 the block's amax, 4 the cluster's
+// exchanged, 5 the codes in shared memory, 6 the images written. The fused
+// attention: 0 entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last
+// tile done, 4 its rows written, 5 the producer's copies issued. Slot 7:
+// the SM. backend/cuda's TestQuantPackTimeline reads them.
+#ifndef FP8ATTN_QP_STAMPS
+#define FP8ATTN_QP_STAMPS 0
+#endif
+#if FP8ATTN_QP_STAMPS
+constexpr int QP_STAMP_SLOTS = 8;
+extern "C" {
+__device__ unsigned fp8attn_qp_stamps[2 * 1024 * QP_STAMP_SLOTS];
+}
+__device__ __forceinline__ void qp_stamp(int kernel, int slot) {
+  const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+  if (blk < 1024) {
+    fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + slot] = (unsigned)t;
+    fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + 7] = sm;
+  }
+}
+#define QP_STAMP(cond, kernel, slot)  \
+  do {                                \
+    if (cond) hopper::qp_stamp(kernel, slot); \
+  } while (0)
+#else
+#define QP_STAMP(cond, kernel, slot) \
+  do {                               \
+  } while (0)
+#endif
 
 // cluster_sync is barrier.cluster (arrive with release, wait with acquire):
 // every thread of the cluster's blocks reaches it before any goes on, and
@@ -204,36 +264,134 @@ __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
-// cluster_load reads the float at the shared-memory address of x in block
-// rank of this cluster (distributed shared memory).
-__device__ __forceinline__ float cluster_load(const float* x, int rank) {
+// cluster_arrive and cluster_wait are barrier.cluster's two halves, apart:
+// quant_pack9 arrives at its entry and waits before its first access to
+// another block's shared memory, which must not come before that block
+// has started (it has arrived by then).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+
+// cluster_store writes v at the shared-memory address of x in block rank of
+// this cluster (distributed shared memory).
+__device__ __forceinline__ void cluster_store(float* x, int rank, float v) {
   uint32_t remote;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(x)), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+}
+
+// FP8ATTN_QP_BROKEN_QUOTIENT=1 builds the fast encode without its
+// remainder step (the quotient x·(1/s), off by an ulp at times): a
+// deliberately broken build that TestFastEncodeAllFloats must fail.
+#ifndef FP8ATTN_QP_BROKEN_QUOTIENT
+#define FP8ATTN_QP_BROKEN_QUOTIENT 0
+#endif
+
+// Encoder is quant_pack9's encode: codes bit for bit encode4's
+// (e4m3_nosat of the IEEE quotient x/s), without encode4's division and
+// bit arithmetic where the scale allows (fast):
+//   * the quotient from the correctly rounded reciprocal r = 1/s, q0 = x·r,
+//     then one remainder step, q = q0 + (x - q0·s)·r (both FMAs): the IEEE
+//     quotient when the remainder is exact, which holds for every |x| <= amax
+//     once s >= 2^-80 (Markstein; the remainder, about 2^-24·|x|, stays normal
+//     wherever the code depends on it), with x's sign (a -0 stays -0);
+//   * the code from cvt.rn.satfinite (round to nearest even, as
+//     e4m3_nosat; no finite quotient reaches its saturation, |x/s| being
+//     at most 448 and a rounding step), NoSat's codes put back for NaN
+//     (0x7F) and ±Inf (0x7F with the sign), which it would saturate.
+// Below s = 2^-80 (heads whose amax is under 3.7e-22) it is encode4.
+// TestFastEncodeAllFloats checks it against encode4 for every float
+// |x| <= amax and every non-finite one, over a range of amax.
+struct Encoder {
+  float s, r;
+  bool fast;
+  __device__ __forceinline__ explicit Encoder(float scale) : s(scale), r(__frcp_rn(scale)), fast(scale >= 0x1p-80f) {}
+  // quotient is x/s for a finite x (a non-finite one gives NaN).
+  __device__ __forceinline__ float quotient(float x) const {
+    const float q0 = __fmul_rn(x, r);
+    if (FP8ATTN_QP_BROKEN_QUOTIENT) return q0;
+    return copysignf(__fmaf_rn(__fmaf_rn(-q0, s, x), r, q0), x);
+  }
+  // special is NoSat's code of a non-finite x in byte k of w.
+  __device__ __forceinline__ static uint32_t special(uint32_t w, float x, int k) {
+    if (fabsf(x) <= 3.40282347e38f) return w;
+    const uint32_t code = x != x ? 0x7Fu : 0x7Fu | ((__float_as_uint(x) >> 24) & 0x80u);
+    return (w & ~(0xFFu << (8 * k))) | code << (8 * k);
+  }
+  // fast4 is the fast path's codes of x, low byte first: the non-finite
+  // values' codes put back on a branch that finite inputs never take.
+  __device__ __forceinline__ uint32_t fast4(float4 x) const {
+    const uint32_t w = pack4(quotient(x.x), quotient(x.y), quotient(x.z), quotient(x.w));
+    const uint32_t top = max(max(__float_as_uint(x.x) & 0x7FFFFFFFu, __float_as_uint(x.y) & 0x7FFFFFFFu),
+                             max(__float_as_uint(x.z) & 0x7FFFFFFFu, __float_as_uint(x.w) & 0x7FFFFFFFu));
+    if (top < 0x7F800000u) return w;
+    return special(special(special(special(w, x.x, 0), x.y, 1), x.z, 2), x.w, 3);
+  }
+  __device__ __forceinline__ uint32_t operator()(float4 x) const { return fast ? fast4(x) : encode4(x, s); }
+};
+
+// EncodeCheckParams is encode_check's (mirrored by backend/cuda's
+// encodeCheckParams, fp8attn_encode_check_params_layout).
+struct EncodeCheckParams {
+  const float* amax;
+  unsigned* result;
+  int n;
+};
+
+// encode_check is TestFastEncodeAllFloats's kernel: for each of the n amax
+// values, every float x with |x| <= amax or not finite (bit patterns
+// grid-strided) through Encoder and through encode4 with the scale
+// fp8.ScaleForAmax gives; result[2k] counts the x whose codes differ,
+// result[2k+1] holds one such x's bits.
+__device__ __forceinline__ void encode_check(const EncodeCheckParams& p) {
+  const float* amax = p.amax;
+  unsigned* result = p.result;
+  const int n = p.n;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (int k = 0; k < n; k++) {
+    const float a = amax[k];
+    const Encoder enc(scale_for_amax(a));
+    unsigned bad = 0, which = 0;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32); i += 4 * stride) {
+      float4 x;
+      x.x = __uint_as_float((unsigned)i);
+      x.y = __uint_as_float((unsigned)(i + stride));
+      x.z = __uint_as_float((unsigned)(i + 2 * stride));
+      x.w = __uint_as_float((unsigned)(i + 3 * stride));
+      const uint32_t got = enc(x), want = encode4(x, enc.s);
+      const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const bool in = !(fabsf(xs[j]) <= 3.40282347e38f) || fabsf(xs[j]) <= a;
+        if (in && ((got >> (8 * j)) & 0xFFu) != ((want >> (8 * j)) & 0xFFu)) bad++, which = __float_as_uint(xs[j]);
+      }
+    }
+    if (bad) {
+      atomicAdd(&result[2 * k], bad);
+      result[2 * k + 1] = which;
+    }
+  }
 }
 
 // quant_pack9 quantizes Q, K and V straight into stage 9's images in one
 // launch. Grid (QUANT_PACK_CLUSTER, heads), one cluster a head: y takes a
 // head of Q, then of K, then of V; block x a chunk of rows (a multiple of
-// 16, so that no V key group straddles two). Each block finds its chunk's
-// amax (quant_amax's rule), the cluster's blocks exchange them through
-// distributed shared memory (the head's amax: the largest), and each block
-// encodes its rows into shared memory as quant_encode does and writes their
-// part of the head's image as pack_qk and pack_v_image do (the last block
-// also the padding; a negative score factor folded into Q, its sign the
-// softmax scale's as the descales are positive). Block 0 writes the head's
-// scale, and the last block to finish computes every score factor as
-// score_factors does. Codes, scales, images and factors are bit for bit
-// those of quant_amax, quant_encode, score_factors and the pack kernels.
+// 16, so that no V key group straddles two). Each block loads its chunk
+// into registers once and finds its amax (quant_amax's rule), the
+// cluster's blocks exchange them through distributed shared memory (each
+// block's amax stored into every block's parts, one cluster barrier; the
+// head's amax: the largest), and each block encodes its values into shared
+// memory as quant_encode does and writes their part of the head's image as
+// pack_qk and pack_v_image do (the last block also the padding; a negative
+// score factor folded into Q, its sign the softmax scale's as the descales
+// are positive). Block 0 writes the head's scale. Codes, scales and images
+// are bit for bit those of quant_amax, quant_encode and the pack kernels;
+// the score factors are the fused attention entry's (stage9).
 template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantParams& f) {
   using G = Geometry<D>;
-  constexpr int NC = QUANT_PACK_CLUSTER;
-  __shared__ __align__(16) uint8_t codes[QUANT_PACK_CODES];
-  __shared__ float warp_max[QUANT_PACK_THREADS / 32];
-  __shared__ float part;  // this block's amax, read by the cluster
-  __shared__ bool last;
+  constexpr int NC = QUANT_PACK_CLUSTER, NT = QUANT_PACK_THREADS, NV = QUANT_PACK_VALS;
+  extern __shared__ __align__(16) uint8_t codes[];  // the chunk's codes, row-major (the host sizes it)
+  __shared__ float warp_max[NT / 32];
+  __shared__ float parts[NC];  // the cluster's blocks' amax, stored by each
   const Params& p = f.p;
   const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv), tid = threadIdx.x, c = blockIdx.x;
   int head = blockIdx.y, kind = 0;  // 0: Q, 1: K, 2: V
@@ -247,25 +405,58 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   const float* src = (const float*)(kind == 0 ? p.q : kind == 1 ? p.k : p.v) +
                      b * (kind == 0 ? p.q_batch_stride : p.kv_batch_stride) +
                      h * (kind == 0 ? p.q_head_stride : p.kv_head_stride) + r0 * rs;
+  QP_STAMP(tid == 0, 0, 1);
 
+  // Thread tid holds elements 4(tid + j·NT) .. +3 of the chunk (row-major,
+  // D % 4 == 0), j < NV: every load issued before the first is used.
+  float4 x[NV];
   float m = 0.f;
-#pragma unroll 4
-  for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
-    const float4 x = *(const float4*)(src + (i / D) * rs + i % D);
-    m = amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = 4 * (tid + j * NT);
+    if (i < n) x[j] = *(const float4*)(src + (i / D) * rs + i % D);
   }
-  m = block_max(m, warp_max);
-  if (tid == 0) part = m;
-  cluster_sync();  // every block's part is written
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    if (4 * (tid + j * NT) < n) m = amax_add(amax_add(amax_add(amax_add(m, x[j].x), x[j].y), x[j].z), x[j].w);
+  }
+  QP_STAMP(tid == 0 && m >= 0.f, 0, 2);  // (m: after the loads)
+  // The block's amax: each warp's, then warp 0 over them (block_max's
+  // result, its last step by shuffles).
+  m = group_max<32>(m);
+  if (tid % 32 == 0) warp_max[tid / 32] = m;
+  __syncthreads();
+  if (tid < 32) {
+    m = group_max<32>(tid < NT / 32 ? warp_max[tid] : 0.f);
+    QP_STAMP(tid == 0 && m >= 0.f, 0, 3);
+    cluster_wait();  // every block of the cluster has started (arrived at its entry)
+    if (tid < NC) cluster_store(&parts[c], tid, m);
+  } else {
+    cluster_wait();
+  }
+  cluster_sync();  // every block's amax is in every block's parts
   m = 0.f;
 #pragma unroll
-  for (int r = 0; r < NC; r++) m = fmaxf(m, cluster_load(&part, r));
-  cluster_sync();  // every block has read the others' part (a block may exit now)
-  const float s = scale_for_amax(m);
-  for (int i = 4 * tid; i < n; i += 4 * QUANT_PACK_THREADS) {
-    *(uint32_t*)(codes + i) = encode4(*(const float4*)(src + (i / D) * rs + i % D), s);
+  for (int r = 0; r < NC; r++) m = fmaxf(m, parts[r]);
+  QP_STAMP(tid == 0, 0, 4);
+  const Encoder enc(scale_for_amax(m));
+  const float s = enc.s;
+  if (enc.fast) {  // enc(x[j]), the branch taken once
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      const int i = 4 * (tid + j * NT);
+      if (i < n) *(uint32_t*)(codes + i) = enc.fast4(x[j]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      const int i = 4 * (tid + j * NT);
+      if (i < n) *(uint32_t*)(codes + i) = encode4(x[j], s);
+    }
   }
+  if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
   __syncthreads();
+  QP_STAMP(tid == 0, 0, 5);
   const bool tail = c == NC - 1;
   if (kind < 2) {  // pack_qk's image rows of the chunk (the tail: up to the padded rows)
     constexpr int CH = G::DK / 16;
@@ -273,7 +464,7 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
     const int q0 = min(c * R, rows_p), q1 = tail ? rows_p : min(q0 + R, rows_p);
     const bool neg = kind == 0 && f.scale < 0.0;
     uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
-    for (int idx = tid; idx < (q1 - q0) * CH; idx += QUANT_PACK_THREADS) {
+    for (int idx = tid; idx < (q1 - q0) * CH; idx += NT) {
       const int col = 16 * (idx % CH), row = q0 + idx / CH;
       uint4 v = make_uint4(0, 0, 0, 0);
       if (row < rows && col < D) v = negate_if(*(const uint4*)(codes + (row - r0) * D + col), neg);
@@ -283,32 +474,18 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
     constexpr int BN = G::BN, CH = BN / 16;
     const int tiles = (rows + BN - 1) / BN, g0 = min(c * R, tiles * BN) / 16;
     const int g1 = tail ? tiles * CH : min(c * R + R, tiles * BN) / 16;
-    for (int idx = tid; idx < (g1 - g0) * D; idx += QUANT_PACK_THREADS) {
+    for (int idx = tid; idx < (g1 - g0) * D; idx += NT) {
       const int d = idx % D, g = g0 + idx / D, tile = g / CH, cc = g % CH;
       uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
       *(uint4*)(dst + swizzle<BN>(d * BN + 16 * cc)) = v_group(16 * g, rows, [&](int key) { return codes[(key - r0) * D + d]; });
     }
   }
-  if (tid == 0) {
-    if (c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
-    __threadfence();
-    last = atomicAdd(f.counter, 1u) == gridDim.x * gridDim.y - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();  // every head's scale is visible
-  const int group = (int)(p.hq / p.hkv);
-  for (int bh = tid; bh < nq; bh += QUANT_PACK_THREADS) {  // score_factors
-    const int bb = bh / (int)p.hq, hh = bh % (int)p.hq;
-    ((float*)p.score_scale)[bh] = score_factor(f.scale, f.limit, ((volatile const float*)p.q_scale)[bh],
-                                               ((volatile const float*)p.k_scale)[bb * p.hkv + hh / group], f.bad, bh);
-  }
-  if (tid == 0) *f.counter = 0u;
+  QP_STAMP(tid == 0, 0, 6);
 }
 
 // stage9 is the attention kernel. Grid (query blocks of BM rows, query
 // heads, batch); causal masks run the blocks with the most keys first.
-template <int D> __device__ __forceinline__ void stage9(const Params& p) {
+template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   extern __shared__ uint8_t smem_raw[];
@@ -330,6 +507,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   const int ntiles = (visible_keys(p, min(i0 + BM, sq) - 1) + BN - 1) / BN;
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
+  QP_STAMP(FUSED && threadIdx.x == 0, 1, 0);
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
     for (int s = 0; s < RING; s++) {
@@ -346,6 +524,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   }
   __syncthreads();
   pdl_wait();  // before the first global access (pdl.cuh)
+  QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
 
   if (threadIdx.x < 128) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
@@ -363,6 +542,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
         mbar_expect_tx(&v_full[s], G::VT);
         bulk_load(s_v + s * G::VT, vimg + (long long)t * G::VT, G::VT, &v_full[s]);
       }
+      QP_STAMP(FUSED, 1, 5);
     }
     return;
   }
@@ -375,8 +555,18 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   const int vis0 = visible_keys(p, r0), vis1 = visible_keys(p, r0 + 8);
   const int vis_min = visible_keys(p, min(wg_row, sq - 1));
   // The score factor, positive (the pack negated Q where it is not) and
-  // at least the smallest normal float, so that -Inf·c stays -Inf.
-  const float c = fmaxf(fabsf(p.score_scale[b * p.hq + h]), 1.17549435e-38f);
+  // at least the smallest normal float, so that -Inf·c stays -Inf. FUSED
+  // (inputs quantized by quant_pack9 just before): score_factors' value
+  // from the scales it wrote, a factor beyond the limit flagged in f->bad.
+  float c;
+  if constexpr (FUSED) {
+    const int bh = b * (int)p.hq + h;
+    c = score_factor(f->scale, f->limit, p.q_scale[bh], p.k_scale[b * p.hkv + kvh], f->bad, bh);
+  } else {
+    c = p.score_scale[b * p.hq + h];
+  }
+  c = fmaxf(fabsf(c), 1.17549435e-38f);
+  QP_STAMP(FUSED && threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
   // PROMOTE and LSUM: see their macros above. Above D = 128 a tile
@@ -625,6 +815,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
   }
 
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
+  QP_STAMP(FUSED && threadIdx.x == 128, 1, 3);
   const float l0 = group_sum<4>(l[0]), l1 = group_sum<4>(l[1]);
   const float vs = p.v_scale[b * p.hkv + kvh];
   float* out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
@@ -644,6 +835,7 @@ template <int D> __device__ __forceinline__ void stage9(const Params& p) {
     }
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
   }
+  QP_STAMP(FUSED && threadIdx.x == 128, 1, 4);
 }
 
 }  // namespace hopper

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "467f095856babc1daf22f868d1ffd601bc0320dc4c72455fbf3b9ce539315893"
+const SourceHash = "787915d69f47f96e418be81348f48a4b28a1886d7bda4f93f12b759114b0ca61"

@@ -1,0 +1,152 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"testing"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// TestQuantPackTimeline is a diagnostic, not a check: with FP8ATTN_QP_STAMPS=1
+// and FP8ATTN_CUBIN naming a Hopper module built with -DFP8ATTN_QP_STAMPS=1
+// (kernels/hopper.cuh), it replays the fused quantize + attention of the
+// mission shape in a graph (as BenchmarkDeviceQuantizeAttention does) and
+// logs where the last call's time went: for each step quant_pack9 and the
+// fused attention record, the earliest, median and latest block, in µs
+// from quant_pack9's first block past pdl_wait. Skipped otherwise.
+func TestQuantPackTimeline(t *testing.T) {
+	if os.Getenv("FP8ATTN_QP_STAMPS") != "1" {
+		t.Skip("diagnostic: needs FP8ATTN_QP_STAMPS=1 and a Hopper cubin built with FP8ATTN_QP_STAMPS=1")
+	}
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.hopperErr != nil {
+		t.Skipf("no stage 9 here: %v", d.hopperErr)
+	}
+	const slots, blocks = 8, 1024
+	ptr, size, err := d.hmod.Global("fp8attn_qp_stamps")
+	if err != nil || size != 4*2*slots*blocks {
+		t.Fatalf("fp8attn_qp_stamps: %v (size %d): not a stamps build", err, size)
+	}
+	s := sdpatest.NamedShapes["mission"]
+	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 77)), s, 1)
+	var srcs [3]*Buffer
+	for i, x := range [][]float32{in.Q, in.K, in.V} {
+		if srcs[i], err = d.Alloc(int64(4 * len(x))); err != nil {
+			t.Fatal(err)
+		}
+		defer srcs[i].Free()
+		if err := srcs[i].Write(bytesOf(x)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var outs [2]*Buffer // output and LSE
+	var scales [3]*Buffer
+	for i, n := range []int{s.B * s.Hq * s.Sq * s.D, s.B * s.Hq * s.Sq} {
+		if outs[i], err = d.Alloc(int64(4 * n)); err != nil {
+			t.Fatal(err)
+		}
+		defer outs[i].Free()
+	}
+	for i, n := range []int{s.B * s.Hq, s.B * s.Hkv, s.B * s.Hkv} {
+		if scales[i], err = d.Alloc(int64(4 * n)); err != nil {
+			t.Fatal(err)
+		}
+		defer scales[i].Free()
+	}
+	p := &backend.Problem{Shape: s, Scale: 0.125}
+	if !d.fusable(p) {
+		t.Fatalf("the mission shape is not fused with quant_pack9's geometry %+v", d.quantPack)
+	}
+	r, err := d.newResident(p, [6]*Buffer{srcs[0], srcs[1], srcs[2], scales[0], scales[1], scales[2]}, outs[0], outs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Free()
+	r.fused = true
+	if err := d.do(func() error { return cu.MemsetD32(ptr, 0, 2*slots*blocks) }); err != nil {
+		t.Fatal(err)
+	}
+	var times []float64
+	if err := d.do(func() (err error) {
+		times, err = d.timeCalls(200, true, func() error { return r.launch(tiles.HopperStage) })
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var raw []int32
+	if err := d.do(func() (err error) { raw, err = d.global(d.hmod, "fp8attn_qp_stamps", 2*slots*blocks); return err }); err != nil {
+		t.Fatal(err)
+	}
+	rows := [2][][]int32{}
+	for k := range 2 {
+		for b := range blocks {
+			if row := raw[(k*blocks+b)*slots : (k*blocks+b+1)*slots]; row[1] != 0 {
+				rows[k] = append(rows[k], row)
+			}
+		}
+	}
+	if len(rows[0]) == 0 || len(rows[1]) == 0 {
+		t.Fatalf("blocks that stamped: quant_pack9 %d, attention %d (is the fused path running?)", len(rows[0]), len(rows[1]))
+	}
+	t0 := rows[0][0][1]
+	for _, row := range rows[0] {
+		if row[1]-t0 < 0 {
+			t0 = row[1]
+		}
+	}
+	at := func(k, slot int) string {
+		var x []float64
+		for _, row := range rows[k] {
+			if row[slot] != 0 {
+				x = append(x, float64(row[slot]-t0)/1e3)
+			}
+		}
+		if len(x) == 0 {
+			return "-"
+		}
+		sort.Float64s(x)
+		return fmt.Sprintf("%7.2f %7.2f %7.2f", x[0], x[len(x)/2], x[len(x)-1])
+	}
+	sms := func(k int) int {
+		seen := map[int32]bool{}
+		for _, row := range rows[k] {
+			seen[row[7]] = true
+		}
+		return len(seen)
+	}
+	shared := 0
+	for _, a := range rows[1] {
+		for _, q := range rows[0] {
+			if q[7] == a[7] {
+				shared++
+				break
+			}
+		}
+	}
+	t.Logf("mission, geometry %+v: %.2f µs a call (graph replay, median); quant_pack9 %d blocks on %d SMs, attention %d blocks on %d SMs (%d on an SM a quant_pack9 block used)",
+		d.quantPack, median(times), len(rows[0]), sms(0), len(rows[1]), sms(1), shared)
+	t.Logf("µs from quant_pack9's first block past pdl_wait, earliest/median/latest block:")
+	for _, st := range []struct {
+		k, slot int
+		name    string
+	}{
+		{0, 0, "quant: entry"}, {0, 1, "quant: past pdl_wait"}, {0, 2, "quant: loaded, amax"}, {0, 3, "quant: block amax"},
+		{0, 4, "quant: cluster amax"}, {0, 5, "quant: codes in smem"}, {0, 6, "quant: images written"},
+		{1, 0, "attn: entry"}, {1, 1, "attn: past pdl_wait"}, {1, 5, "attn: copies issued"}, {1, 2, "attn: consumer started"},
+		{1, 3, "attn: last tile done"}, {1, 4, "attn: rows written"},
+	} {
+		t.Logf("  %-24s %s", st.name, at(st.k, st.slot))
+	}
+}
