@@ -646,14 +646,16 @@ func TestDeviceMemoryErrors(t *testing.T) {
 	}
 }
 
-// TestAttentionQuantizingBitExact: quant_pack9 (AttentionQuantizing: float32
-// inputs quantized straight into stage 9's images, scales and score factors
-// in one launch) gives, bit for bit, the output and LSE of Quantize
+// TestAttentionQuantizingBitExact: quant_pack9 and the fused attention entry
+// (AttentionQuantizing: float32 inputs quantized straight into stage 9's
+// images and scales in one launch, the score factors computed by the
+// attention from those scales) give, bit for bit, the output and LSE of Quantize
 // followed by AttentionOn on the codes, across head dims, GQA, both masks,
 // both layouts, a negative scale (folded into Q's codes) and heads of
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
-// AttentionOn reports it. Shapes it does not fuse are ErrUnsupported.
+// AttentionOn reports it. Shapes quant_pack9's geometry does not fuse are
+// ErrUnsupported (at least four of the six must fuse).
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d, err := OpenDevice(0)
 	if err != nil {
