@@ -9,7 +9,8 @@
 # bin/sdpa-cuda.test) on the base build, and then ROUNDS rounds
 # (default 2, the order reversed in every second) of
 # BenchmarkDeviceQuantizeAttention (graph replay) on each build, and on
-# bin/old-cuda.test with its embedded kernels where there is one. A variant
+# bin/NAME-cuda.test with its embedded kernels for each NAME in OLD_BINS
+# (default old) where there is one. A variant
 # named *-stamps (built with -DFP8ATTN_QP_STAMPS=1) runs TestQuantPackTimeline
 # instead of the tests and benchmarks; one named broken-* must fail TESTS
 # and is not timed. FULL=1 runs all of bin/cuda.test on the base build, and
@@ -75,14 +76,14 @@ if [ -n "${SANITIZE:-}" ]; then
   done
 fi
 runs=("${timed[@]}")
-[ -x bin/old-cuda.test ] && runs+=(old)
+for o in ${OLD_BINS:-old}; do [ -x "bin/$o-cuda.test" ] && runs+=("$o"); done
 for r in $(seq "${ROUNDS:-2}"); do
   order=("${runs[@]}")
   if [ $((r % 2)) = 0 ]; then order=(); for ((i = ${#runs[@]} - 1; i >= 0; i--)); do order+=("${runs[i]}"); done; fi
   for n in "${order[@]}"; do
-    if [ "$n" = old ]; then
+    if [ -x "bin/$n-cuda.test" ]; then
       env -u FP8ATTN_CUBIN -u FP8ATTN_PTX -u FP8ATTN_PAGED_PTX -u FP8ATTN_PAGED_CUBIN -u FP8ATTN_PTX80 -u FP8ATTN_PAGED_PTX80 \
-        bin/old-cuda.test -test.run '^$' -test.bench DeviceQuantizeAttention -test.benchtime 2000x > "$work/bench-$n-r$r.txt" 2>&1
+        "bin/$n-cuda.test" -test.run '^$' -test.bench DeviceQuantizeAttention -test.benchtime 2000x > "$work/bench-$n-r$r.txt" 2>&1
     else
       FP8ATTN_CUBIN=$work/$n.cubin bin/cuda.test -test.run '^$' -test.bench DeviceQuantizeAttention -test.benchtime 2000x \
         > "$work/bench-$n-r$r.txt" 2>&1

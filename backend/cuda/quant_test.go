@@ -655,7 +655,8 @@ func TestDeviceMemoryErrors(t *testing.T) {
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
 // AttentionOn reports it. Shapes quant_pack9's geometry does not fuse are
-// ErrUnsupported (at least four of the six must fuse).
+// ErrUnsupported (at least four of the six must fuse). A build whose V
+// transpose swaps columns (FP8ATTN_QP_BROKEN_V) fails it.
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d, err := OpenDevice(0)
 	if err != nil {

@@ -52,7 +52,13 @@
 //                    images: the grid's last block no longer computes the
 //                    score factors after every block's fence; the fused
 //                    attention entry (fp8attn_stage9f_d*) computes its own
-//                    from the scales quant_pack9 wrote.
+//                    from the scales quant_pack9 wrote. Its encode without
+//                    a division (hopper::Encoder), the amax exchanged with
+//                    one cluster barrier, two blocks of 512 a head.
+//   v8 (2026-11-23): quant_pack9's V transpose by 4-byte loads and byte
+//                    permutes (it was a byte load per code); redux.sync for
+//                    the block amax. (Q and K stored straight from
+//                    registers, without shared memory: slower, not kept.)
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -285,6 +285,12 @@ __device__ __forceinline__ void cluster_store(float* x, int rank, float v) {
 #ifndef FP8ATTN_QP_BROKEN_QUOTIENT
 #define FP8ATTN_QP_BROKEN_QUOTIENT 0
 #endif
+// FP8ATTN_QP_BROKEN_V=1 builds quant_pack9's V transpose with columns d+1
+// and d swapped (and d+3, d+2): a deliberately broken build that
+// TestAttentionQuantizingBitExact must fail.
+#ifndef FP8ATTN_QP_BROKEN_V
+#define FP8ATTN_QP_BROKEN_V 0
+#endif
 
 // Encoder is quant_pack9's encode: codes bit for bit encode4's
 // (e4m3_nosat of the IEEE quotient x/s), without encode4's division and
@@ -422,12 +428,12 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   }
   QP_STAMP(tid == 0 && m >= 0.f, 0, 2);  // (m: after the loads)
   // The block's amax: each warp's, then warp 0 over them (block_max's
-  // result, its last step by shuffles).
-  m = group_max<32>(m);
+  // result; redux.sync on the bits, which order non-negative floats).
+  m = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m)));
   if (tid % 32 == 0) warp_max[tid / 32] = m;
   __syncthreads();
   if (tid < 32) {
-    m = group_max<32>(tid < NT / 32 ? warp_max[tid] : 0.f);
+    m = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NT / 32 ? warp_max[tid] : 0.f)));
     QP_STAMP(tid == 0 && m >= 0.f, 0, 3);
     cluster_wait();  // every block of the cluster has started (arrived at its entry)
     if (tid < NC) cluster_store(&parts[c], tid, m);
@@ -441,7 +447,15 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   QP_STAMP(tid == 0, 0, 4);
   const Encoder enc(scale_for_amax(m));
   const float s = enc.s;
-  if (enc.fast) {  // enc(x[j]), the branch taken once
+  if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
+  const bool tail = c == NC - 1;
+  // The codes into shared memory, then for Q and K pack_qk's image rows of
+  // the chunk (the tail: up to the padded rows), for V pack_v_image's
+  // 16-key groups of the chunk (the tail: up to whole tiles), swizzled as
+  // pack_v has it: a thread takes four columns of a group, sixteen 4-byte
+  // loads (a key's four columns each) and byte permutes into the four
+  // columns' 16 bytes (v_group's bytes, which it loads one a code).
+  if (enc.fast) {
 #pragma unroll
     for (int j = 0; j < NV; j++) {
       const int i = 4 * (tid + j * NT);
@@ -454,11 +468,9 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
       if (i < n) *(uint32_t*)(codes + i) = encode4(x[j], s);
     }
   }
-  if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
   __syncthreads();
   QP_STAMP(tid == 0, 0, 5);
-  const bool tail = c == NC - 1;
-  if (kind < 2) {  // pack_qk's image rows of the chunk (the tail: up to the padded rows)
+  if (kind < 2) {
     constexpr int CH = G::DK / 16;
     const int pad = kind == 0 ? G::BM : G::BN, rows_p = (rows + pad - 1) / pad * pad;
     const int q0 = min(c * R, rows_p), q1 = tail ? rows_p : min(q0 + R, rows_p);
@@ -470,14 +482,31 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
       if (row < rows && col < D) v = negate_if(*(const uint4*)(codes + (row - r0) * D + col), neg);
       *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
     }
-  } else {  // pack_v_image's 16-key groups of the chunk (the tail: up to whole tiles), swizzled as pack_v has it
+  } else {
     constexpr int BN = G::BN, CH = BN / 16;
     const int tiles = (rows + BN - 1) / BN, g0 = min(c * R, tiles * BN) / 16;
     const int g1 = tail ? tiles * CH : min(c * R + R, tiles * BN) / 16;
-    for (int idx = tid; idx < (g1 - g0) * D; idx += NT) {
-      const int d = idx % D, g = g0 + idx / D, tile = g / CH, cc = g % CH;
+    for (int idx = tid; idx < (g1 - g0) * (D / 4); idx += NT) {
+      const int d = 4 * (idx % (D / 4)), g = g0 + idx / (D / 4), tile = g / CH, cc = g % CH;
+      uint32_t w[16];  // w[q]: columns d..d+3 of the key at position q
+#pragma unroll
+      for (int q = 0; q < 16; q++) {
+        const int key = 16 * g + sigma(q);
+        w[q] = key < rows ? *(const uint32_t*)(codes + (key - r0) * D + d) : 0u;
+      }
       uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
-      *(uint4*)(dst + swizzle<BN>(d * BN + 16 * cc)) = v_group(16 * g, rows, [&](int key) { return codes[(key - r0) * D + d]; });
+#pragma unroll
+      for (int e = 0; e < 4; e++) {  // column d + e: byte e of every w[q]
+        const int sel = FP8ATTN_QP_BROKEN_V ? e ^ 1 : e;
+        uint32_t o[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {  // bytes e of w[4k], w[4k+1], then of w[4k+2], w[4k+3]
+          const uint32_t lo = __byte_perm(w[4 * k], w[4 * k + 1], sel | (sel + 4) << 4);
+          const uint32_t hi = __byte_perm(w[4 * k + 2], w[4 * k + 3], sel | (sel + 4) << 4);
+          o[k] = __byte_perm(lo, hi, 0x5410);
+        }
+        *(uint4*)(dst + swizzle<BN>((d + e) * BN + 16 * cc)) = make_uint4(o[0], o[1], o[2], o[3]);
+      }
     }
   }
   QP_STAMP(tid == 0, 0, 6);

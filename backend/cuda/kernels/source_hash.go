@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "787915d69f47f96e418be81348f48a4b28a1886d7bda4f93f12b759114b0ca61"
+const SourceHash = "3800fa7aeca667d98042dd8f6a1f19f1cc11f5b756cfc26e35a19f9449f223e9"
