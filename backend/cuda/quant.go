@@ -550,7 +550,8 @@ func (g quantPackGeometry) chunkRows(rows int) int {
 }
 
 // fusable reports whether quant_pack9 takes p's heads: a block's rows (the
-// longest head's chunk) times D fit its codes.
+// longest head's chunk) times D fit its codes, and D is a multiple of 16
+// (whole 16-byte image chunks; the float4 loads need a multiple of 4).
 func (d *Device) fusable(p *backend.Problem) bool {
 	g := d.quantPack
 	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && p.D%16 == 0
@@ -609,7 +610,7 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 	if err != nil {
 		return err
 	}
-	if st != tiles.HopperStage || d.hopperErr != nil || !d.fusable(&pp) || pp.D%4 != 0 {
+	if st != tiles.HopperStage || d.hopperErr != nil || !d.fusable(&pp) {
 		return fmt.Errorf("%w: cuda: no fused quantization for stage %d, Sq %d, Sk %d, D %d", backend.ErrUnsupported, st, pp.Sq, pp.Sk, pp.D)
 	}
 	if err := b.Supports(&pp); err != nil {

@@ -272,6 +272,31 @@ func parallelFor(n int, f func(lo, hi int)) {
 
 // deviceInputs uploads float32 Q, K, V and quantizes them on the device,
 // returning the six buffers NewResident takes (freed by the returned func).
+// floatBuffers returns device buffers holding xs (float32, as given) and a
+// function that frees them.
+func floatBuffers(t testing.TB, d *Device, xs ...[]float32) ([]*Buffer, func()) {
+	t.Helper()
+	bufs := make([]*Buffer, 0, len(xs))
+	free := func() {
+		for _, b := range bufs {
+			b.Free()
+		}
+	}
+	for _, x := range xs {
+		b, err := d.Alloc(int64(4 * len(x)))
+		if err != nil {
+			free()
+			t.Fatal(err)
+		}
+		bufs = append(bufs, b)
+		if err := b.Write(bytesOf(x)); err != nil {
+			free()
+			t.Fatal(err)
+		}
+	}
+	return bufs, free
+}
+
 func deviceInputs(t testing.TB, d *Device, s backend.Shape, l backend.Layout, in sdpatest.Inputs) ([6]*Buffer, func()) {
 	t.Helper()
 	var bufs [6]*Buffer
@@ -429,16 +454,8 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 		b.Run(fmt.Sprintf("%s/stage%d", name, st), func(b *testing.B) {
 			bufs, free := deviceInputs(b, d, s, backend.BHSD, in)
 			defer free()
-			var srcs [3]*Buffer
-			for i, x := range [][]float32{in.Q, in.K, in.V} {
-				if srcs[i], err = d.Alloc(int64(4 * len(x))); err != nil {
-					b.Fatal(err)
-				}
-				defer srcs[i].Free()
-				if err := srcs[i].Write(bytesOf(x)); err != nil {
-					b.Fatal(err)
-				}
-			}
+			srcs, freeSrcs := floatBuffers(b, d, in.Q, in.K, in.V)
+			defer freeSrcs()
 			r, err := d.NewResident(&backend.Problem{Shape: s, Scale: 0.125}, bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5])
 			if err != nil {
 				b.Fatal(err)

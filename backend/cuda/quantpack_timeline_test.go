@@ -41,35 +41,15 @@ func TestQuantPackTimeline(t *testing.T) {
 	}
 	s := sdpatest.NamedShapes["mission"]
 	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 77)), s, 1)
-	var srcs [3]*Buffer
-	for i, x := range [][]float32{in.Q, in.K, in.V} {
-		if srcs[i], err = d.Alloc(int64(4 * len(x))); err != nil {
-			t.Fatal(err)
-		}
-		defer srcs[i].Free()
-		if err := srcs[i].Write(bytesOf(x)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var outs [2]*Buffer // output and LSE
-	var scales [3]*Buffer
-	for i, n := range []int{s.B * s.Hq * s.Sq * s.D, s.B * s.Hq * s.Sq} {
-		if outs[i], err = d.Alloc(int64(4 * n)); err != nil {
-			t.Fatal(err)
-		}
-		defer outs[i].Free()
-	}
-	for i, n := range []int{s.B * s.Hq, s.B * s.Hkv, s.B * s.Hkv} {
-		if scales[i], err = d.Alloc(int64(4 * n)); err != nil {
-			t.Fatal(err)
-		}
-		defer scales[i].Free()
-	}
+	// The inputs, then the output and LSE, then the three scale buffers.
+	bufs, free := floatBuffers(t, d, in.Q, in.K, in.V, make([]float32, s.B*s.Hq*s.Sq*s.D), make([]float32, s.B*s.Hq*s.Sq),
+		make([]float32, s.B*s.Hq), make([]float32, s.B*s.Hkv), make([]float32, s.B*s.Hkv))
+	defer free()
 	p := &backend.Problem{Shape: s, Scale: 0.125}
 	if !d.fusable(p) {
 		t.Fatalf("the mission shape is not fused with quant_pack9's geometry %+v", d.quantPack)
 	}
-	r, err := d.newResident(p, [6]*Buffer{srcs[0], srcs[1], srcs[2], scales[0], scales[1], scales[2]}, outs[0], outs[1])
+	r, err := d.newResident(p, [6]*Buffer{bufs[0], bufs[1], bufs[2], bufs[5], bufs[6], bufs[7]}, bufs[3], bufs[4])
 	if err != nil {
 		t.Fatal(err)
 	}
