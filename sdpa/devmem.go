@@ -163,7 +163,7 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 	fused := false // quantized and attended in one backend call
 	switch {
 	case q.fp8() && k.fp8() && v.fp8():
-		if o.SmoothK || o.Hadamard || o.OutlierChannels != 0 {
+		if o.transformsInputs() {
 			return fmt.Errorf("%w: SmoothK, Hadamard and OutlierChannels transform float32 inputs before quantization; these are quantized", ErrInvalid)
 		}
 	case !q.fp8() && !k.fp8() && !v.fp8():

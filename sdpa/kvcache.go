@@ -344,9 +344,9 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // CausalLowerRight (query i sees positions up to its own, Len-Sq+i, as a
 // chunk of new tokens or speculative drafts must); opts.Scale as for
 // Attention; opts.Precision is ignored (the cache is FP8, the queries
-// float32); SmoothK, Hadamard and OutlierChannels are not supported. A sequence with no
-// tokens gives zeros and LSE -Inf. After the first call of a shape it
-// allocates nothing on the cpu device.
+// float32); SmoothK, Hadamard and OutlierChannels are not supported. A
+// sequence with no tokens gives zeros and LSE -Inf. After the first call
+// of a shape it allocates nothing on the cpu device.
 func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
 	if err := q.use(c.dev, "q"); err != nil {
 		return err
@@ -410,7 +410,7 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	if err != nil {
 		return err
 	}
-	if o.SmoothK || o.Hadamard || o.OutlierChannels != 0 {
+	if o.transformsInputs() {
 		return fmt.Errorf("%w: SmoothK, Hadamard and OutlierChannels on a kv cache", ErrUnsupported)
 	}
 	scale, err := resolveScale(o.Scale, d)

@@ -272,6 +272,13 @@ type Options struct {
 	OutlierChannels int
 }
 
+// transformsInputs reports whether o asks for a transform of the float32
+// inputs before quantization (SmoothK, Hadamard, OutlierChannels), which
+// calls on inputs already quantized, and kv caches, cannot make.
+func (o *Options) transformsInputs() bool {
+	return o != nil && (o.SmoothK || o.Hadamard || o.OutlierChannels != 0)
+}
+
 // Backends lists the registered backend names, best first.
 func Backends() []string { return backend.Names() }
 
@@ -343,7 +350,7 @@ func checkQuantized(q, k, v *QuantizedTensor, opts *Options) error {
 	if err := checkAll(q.check, k.check, v.check, nilQuant(q), nilQuant(k), nilQuant(v)); err != nil {
 		return err
 	}
-	if opts != nil && (opts.SmoothK || opts.Hadamard || opts.OutlierChannels != 0) {
+	if opts.transformsInputs() {
 		return fmt.Errorf("%w: SmoothK, Hadamard and OutlierChannels transform float32 inputs before quantization; AttentionQuantized takes quantized ones", ErrInvalid)
 	}
 	return nil
