@@ -296,6 +296,11 @@ func TestPagedAgainstCPU(t *testing.T) {
 		{2, 4, 1, 128, 64, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BSHD, 0},
 		{2, 8, 3, 128, 128, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BHSD, 500},
 		{1, 2, 5, 256, 64, []int{700, 90}, backend.CausalLowerRight, backend.BSHD, 0},
+		// One item of many splits (79 and 63 on a 132-SM H200): the
+		// warp-specialized kernel's merge runs several chunks of
+		// SPLIT_LOADS splits (transposed units, then PagedWarp's).
+		{1, 4, 1, 64, 64, []int{20000}, backend.NoMask, backend.BSHD, 0},
+		{1, 8, 1, 128, 64, []int{16000}, backend.NoMask, backend.BHSD, 0},
 	} {
 		for _, be := range bes {
 			name := fmt.Sprintf("%s/hkv%d-g%d-sq%d-d%d-p%d-%v-%v-chunk%d-lens%v", pagedKernelName(be), c.hkv, c.g, c.sq, c.d, c.page, c.mask, c.layout, c.chunk, c.lens)

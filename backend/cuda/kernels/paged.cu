@@ -137,6 +137,19 @@
 //                    every warp), and rows are written as sums; the
 //                    split merge keeps 16 partial rows' loads in flight
 //                    (was 8).
+//   v16 (2026-11-23): the ends of the warp-specialized kernel's units
+//                    shortened, none of its decode steps' streams: the
+//                    split merge loads each chunk of 16 splits' LSEs with
+//                    their partial rows (one trip to L2 where v15 made
+//                    two); merge_warps writes each row's LSE from the stats
+//                    the row's first lane already has (no second
+//                    row_stats), its exponentials are the SFU's ex2 and
+//                    its reductions trees, and it writes rows four columns
+//                    a thread. B1 Sk32768 20.6 -> 19.75 us, B8 35.6 -> 34.75
+//                    (H200, docs/PERF.md). Clusters to merge an item's
+//                    splits through distributed shared memory were ruled
+//                    out first: at one block an SM, the H200 holds 7
+//                    clusters of 16 blocks (112 SMs), 15 of 8, 30 of 4.
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 #include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
 
@@ -170,6 +183,14 @@
 #ifndef FP8ATTN_PAGED_WS_EARLY
 #define FP8ATTN_PAGED_WS_EARLY 1
 #endif
+// FP8ATTN_PAGED_ROW_LEADER=1 (the default; v16): in the warp-specialized
+// kernel's merge_warps, each row's log-sum-exp is written by the first lane
+// of warp 0 holding the row, from the stats it worked out to weigh its own
+// values (0: lane r of warp 0 works row r's stats out a second time, as the
+// cp.async kernel does).
+#ifndef FP8ATTN_PAGED_ROW_LEADER
+#define FP8ATTN_PAGED_ROW_LEADER 1
+#endif
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
@@ -186,11 +207,15 @@
 // first unit started (queries loaded); in the last unit's merge_warps
 // (warp 0): 16 every warp arrived, 17 the maxima and sums stored, 18 the
 // rows weighed and stored, 19 the rows combined and written; 20 st.finish
-// done.
+// done. FP8ATTN_PAGED_WS_STAMPS=2 also runs each unit's merges twice, the
+// second from the instructions the first fetched, and stamps the second
+// (v16: as slow as the first, so instruction fetch is not what makes them
+// slow).
 // backend/cuda's TestWSTimeline reads them.
 #ifndef FP8ATTN_PAGED_WS_STAMPS
 #define FP8ATTN_PAGED_WS_STAMPS 0
 #endif
+constexpr int WS_MERGE_REPS = FP8ATTN_PAGED_WS_STAMPS == 2 ? 2 : 1;
 #if FP8ATTN_PAGED_WS_STAMPS
 constexpr int WS_STAMP_SLOTS = 24;
 extern "C" {
@@ -761,6 +786,7 @@ template <int D> struct PagedWarp : PagedRow {
     if (lane == 0) sm_vs[warp] = vs_units;
   }
   __device__ __forceinline__ static int row(int lane) { return lane >> 2; }
+  __device__ __forceinline__ static bool leads(int lane) { return (lane & 3) == 0; }  // the first lane of its row
   template <int SO>
   __device__ __forceinline__ void put_rows(float* so, int warp, int lane, float sc) const {
     const int g = lane >> 2, t = lane & 3;
@@ -926,6 +952,7 @@ template <int D> struct PagedWarpT : PagedRow {
     if (lane == 0) sm_vs[warp] = vs_units;
   }
   __device__ __forceinline__ static int row(int lane) { return lane & 3; }
+  __device__ __forceinline__ static bool leads(int lane) { return lane < 4; }  // the first lane of its row
   template <int SO>
   __device__ __forceinline__ void put_rows(float* so, int warp, int lane, float sc) const {
     const int g = lane >> 2, t = lane & 3;
@@ -944,6 +971,28 @@ struct RowStats {
   bool nan;
 };
 
+// FP8ATTN_PAGED_MERGE_EX2=1 (the default; v16): the merges' exponentials
+// are ex2 (the SFU's, subnormal results flushed: a warp or split weighs 0
+// where it is below 2^-126 of the largest) and row_stats reduces by trees;
+// 0 is v15's exp2f (subnormal results kept, three more instructions each)
+// and left-to-right chains.
+#ifndef FP8ATTN_PAGED_MERGE_EX2
+#define FP8ATTN_PAGED_MERGE_EX2 1
+#endif
+// FP8ATTN_PAGED_MERGE_VEC=1 (the default; v16): merge_warps sums and writes
+// a unit's rows four columns a thread (16-byte shared loads and global
+// stores) where the output is 16-byte aligned; 0 is v15's column a thread.
+#ifndef FP8ATTN_PAGED_MERGE_VEC
+#define FP8ATTN_PAGED_MERGE_VEC 1
+#endif
+__device__ __forceinline__ float merge_exp2(float x) {
+#if FP8ATTN_PAGED_MERGE_EX2
+  return ex2(x);
+#else
+  return exp2f(x);
+#endif
+}
+
 // row_stats works row r's stats out of the W warps' maxima and sums (every
 // value loaded at once: no load waits on another).
 template <int W>
@@ -956,13 +1005,31 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
   }
   RowStats rs{NEG_INF, 0.f, false};
 #pragma unroll
-  for (int w = 0; w < W; w++) {
-    rs.mx = fmaxf(rs.mx, mw[w]);
-    rs.nan = rs.nan || lw[w] != lw[w];
-  }
+  for (int w = 0; w < W; w++) rs.nan = rs.nan || lw[w] != lw[w];
+#if FP8ATTN_PAGED_MERGE_EX2
+  static_assert((W & (W - 1)) == 0, "a tree over the warps");
+  float t[W];
+#pragma unroll
+  for (int w = 0; w < W; w++) t[w] = mw[w];
+#pragma unroll
+  for (int h = W / 2; h > 0; h /= 2)
+#pragma unroll
+    for (int w = 0; w < h; w++) t[w] = fmaxf(t[w], t[w + h]);
+  rs.mx = t[0];
+#pragma unroll
+  for (int w = 0; w < W; w++) t[w] = rs.mx != NEG_INF && mw[w] != NEG_INF ? merge_exp2(mw[w] - rs.mx) * lw[w] : 0.f;
+#pragma unroll
+  for (int h = W / 2; h > 0; h /= 2)
+#pragma unroll
+    for (int w = 0; w < h; w++) t[w] += t[w + h];
+  rs.L = t[0];
+#else
+#pragma unroll
+  for (int w = 0; w < W; w++) rs.mx = fmaxf(rs.mx, mw[w]);
 #pragma unroll
   for (int w = 0; w < W; w++)
     if (rs.mx != NEG_INF && mw[w] != NEG_INF) rs.L += exp2f(mw[w] - rs.mx) * lw[w];
+#endif
   return rs;
 }
 
@@ -981,7 +1048,7 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
 // out again for every element; v14 had one lane a row work them out for
 // every warp, between two more barriers: 0.86 of its 1.8 us at the end of
 // a unit, TestWSTimeline.)
-template <int D, int SO, int W, class State, class Sync>
+template <int D, int SO, int W, bool LEADER = false, class State, class Sync>
 __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const State& st, float* so,
                                             float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp, int lane,
                                             Sync sync) {
@@ -991,21 +1058,10 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
   st.put_stats(sm_m, sm_l, sm_vs, warp, lane);
   sync();
   WS_STAMP(warp == 0 && lane == 0, 17);
-  {
-    const int r = State::row(lane);
-    const RowStats rs = row_stats<W>(sm_m, sm_l, r);
-    const float mine = sm_m[warp][r];
-    float sc = 0.f;
-    if (rs.nan)
-      sc = __int_as_float(0x7fffffff);
-    else if (rs.L > 0.f && mine != NEG_INF)
-      sc = exp2f(mine - rs.mx) * 0x1p-12f * sm_vs[warp] / rs.L;
-    st.template put_rows<SO>(so, warp, lane, sc);
-  }
   const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
-  if (warp == 0 && lane < u.rows_n) {
-    const int r = lane;
-    const RowStats rs = row_stats<W>(sm_m, sm_l, r);
+  // row_end writes row r's log-sum-exp (partial or final) and puts where
+  // its output goes in row_out.
+  auto row_end = [&](const RowStats& rs, int r) {
     const float lse2 = rs.nan ? __int_as_float(0x7fffffff) : (rs.L > 0.f ? rs.mx + log2f(rs.L) : NEG_INF);
     if (p.splits > 1) {
       row_out[r] = ((item * p.splits + u.split) * 8 + r) * D;
@@ -1015,16 +1071,56 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
       row_out[r] = u.b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
       if (p.lse) p.lse[((long long)u.b * p.hq + hh) * p.sq + ii] = lse2 * LN2;
     }
+  };
+  {
+    const int r = State::row(lane);
+    const RowStats rs = row_stats<W>(sm_m, sm_l, r);
+    const float mine = sm_m[warp][r];
+    float sc = 0.f;
+    if (rs.nan)
+      sc = __int_as_float(0x7fffffff);
+    else if (rs.L > 0.f && mine != NEG_INF)
+      sc = merge_exp2(mine - rs.mx) * 0x1p-12f * sm_vs[warp] / rs.L;
+    st.template put_rows<SO>(so, warp, lane, sc);
+    // LEADER (the warp-specialized kernel): the first lane of warp 0 that
+    // holds row r writes its end from the stats it has. Otherwise lane r of
+    // warp 0 works them out again (the cp.async kernel: keeping the stats
+    // live past put_rows spilled its D=256 build for sm_80 and sm_89).
+    if constexpr (LEADER) {
+      if (warp == 0 && State::leads(lane) && r < u.rows_n) row_end(rs, r);
+    }
+  }
+  if constexpr (!LEADER) {
+    if (warp == 0 && lane < u.rows_n) row_end(row_stats<W>(sm_m, sm_l, lane), lane);
   }
   sync();
   WS_STAMP(warp == 0 && lane == 0, 18);
   float* dst = p.splits > 1 ? p.part_out : p.out;
-  for (int e = warp * 32 + lane; e < u.rows_n * D; e += W * 32) {
-    const int r = e / D, d = e % D;
-    float acc = 0.f;
+  // (Rows start at multiples of D floats in dst and of SO in so: four
+  // columns a thread, 16-byte accesses, where dst is 16-byte aligned.)
+  if (FP8ATTN_PAGED_MERGE_VEC && ((uintptr_t)dst & 15) == 0) {
+    static_assert(D % 4 == 0 && SO % 4 == 0, "16-byte rows");
+    for (int e = warp * 32 + lane; e < u.rows_n * (D / 4); e += W * 32) {
+      const int r = e / (D / 4), d = 4 * (e % (D / 4));
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < W; w++) acc += so[(w * 8 + r) * SO + d];
-    dst[row_out[r] + d] = acc;
+      for (int w = 0; w < W; w++) {
+        const float4 x = *(const float4*)&so[(w * 8 + r) * SO + d];
+        acc.x += x.x;
+        acc.y += x.y;
+        acc.z += x.z;
+        acc.w += x.w;
+      }
+      *(float4*)&dst[row_out[r] + d] = acc;
+    }
+  } else {
+    for (int e = warp * 32 + lane; e < u.rows_n * D; e += W * 32) {
+      const int r = e / D, d = e % D;
+      float acc = 0.f;
+#pragma unroll
+      for (int w = 0; w < W; w++) acc += so[(w * 8 + r) * SO + d];
+      dst[row_out[r] + d] = acc;
+    }
   }
   WS_STAMP(warp == 0 && lane == 0, 19);
 }
@@ -1238,25 +1334,87 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(
             [] { __syncthreads(); });
 }
 
+// FP8ATTN_PAGED_MERGE_ONE_TRIP=1 (the default; v16): the warp-specialized
+// kernel's split merge loads each chunk of SPLIT_LOADS splits' log-sum-exps
+// together with their partial rows, one trip to L2 a chunk, and rescales
+// its running sums from chunk to chunk (merge_row_warp); 0 is v15's merge
+// (the split weights loaded and worked out first, then the rows: two trips,
+// 0.7 and 0.8 us of a B1 Sk32768 decode step's end by TestWSTimeline).
+#ifndef FP8ATTN_PAGED_MERGE_ONE_TRIP
+#define FP8ATTN_PAGED_MERGE_ONE_TRIP 1
+#endif
+
 // merge_row_warp is merge_row for one warp alone (the warp-specialized
-// kernel's last split of an item runs one a row): lane s weighs splits s,
-// s+32, ... into wts (256 floats of its own), then each lane sums its four
-// columns over every split, eight loads in flight.
+// kernel's last split of an item runs one a row): lane l owns columns 4l..4l+3
+// (D <= 128). With FP8ATTN_PAGED_MERGE_ONE_TRIP, for each chunk of
+// SPLIT_LOADS splits every lane loads the chunk's log-sum-exps and its four
+// columns of each split's partial row at once, then, with m the largest
+// log-sum-exp so far, scales what it has summed by 2^(m_before - m) and adds
+// 2^(lse_s - m)·row_s (a split that saw no key weighs 0); out = Σ / Σ
+// weights. Otherwise (v15) lane s weighs splits s, s+32, ... into wts (256
+// floats of its own) first, then each lane sums its columns over every
+// split.
+template <int D>
 __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int kh, int rb, int r, int lane,
                                                float* wts) {
-  const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
+  static_assert(D % 4 == 0 && D <= 128, "a lane's four columns cover the row");
+  const int S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
+  const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
+  const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group, d = 4 * lane;
+  float* out = p.out + b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
+#if FP8ATTN_PAGED_MERGE_ONE_TRIP
+  (void)wts;
+  const float* lse = p.part_lse + item * S * 8 + r;
+  float mx = NEG_INF, sum = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  bool nan = false;
+  for (int s0 = 0; s0 < S; s0 += SPLIT_LOADS) {
+    float l[SPLIT_LOADS];
+    float4 x[SPLIT_LOADS];
+#pragma unroll
+    for (int j = 0; j < SPLIT_LOADS; j++) {
+      const int s = s0 + j;
+      l[j] = s < S ? __ldcg(lse + s * 8) : NEG_INF;
+      x[j] = s < S && d < D ? __ldcg((const float4*)(part + (long long)s * 8 * D + d)) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#if FP8ATTN_PAGED_WS_STAMPS
+    asm volatile("" ::"f"(l[0]), "f"(x[0].x));
+    WS_STAMP(r == 0 && lane == 0 && s0 == 0, 13);
+#endif
+    float m = mx;
+#pragma unroll
+    for (int j = 0; j < SPLIT_LOADS; j++) {
+      m = fmaxf(m, l[j]);  // (fmaxf passes a NaN over)
+      nan = nan || l[j] != l[j];
+    }
+    if (m != mx) {  // m > mx: what was summed against mx (nothing while mx = -inf) scales down
+      const float c = mx == NEG_INF ? 0.f : merge_exp2(mx - m);
+      sum *= c;
+      acc = make_float4(acc.x * c, acc.y * c, acc.z * c, acc.w * c);
+      mx = m;
+    }
+#pragma unroll
+    for (int j = 0; j < SPLIT_LOADS; j++) {
+      const float w = l[j] == NEG_INF ? 0.f : merge_exp2(l[j] - mx);
+      sum += w;
+      acc.x += w * x[j].x;
+      acc.y += w * x[j].y;
+      acc.z += w * x[j].z;
+      acc.w += w * x[j].w;
+    }
+  }
+  const SplitWeights sw{sum, mx, nan};
+#else
   const SplitWeights sw = split_weights(p, item, r, lane, wts);
 #if FP8ATTN_PAGED_WS_STAMPS
   asm volatile("" ::"f"(sw.sum));
   WS_STAMP(r == 0 && lane == 0, 13);
 #endif
   __syncwarp();
-  const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
-  const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
-  float* out = p.out + b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
-  for (int d = 4 * lane; d < D; d += 128) {
-    const float4 acc = sw.sum > 0.f ? weigh_splits(part, wts, D, d, 0, S, 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+  const float4 acc = sw.sum > 0.f && d < D ? weigh_splits(part, wts, D, d, 0, S, 1) : make_float4(0.f, 0.f, 0.f, 0.f);
+#endif
+  if (d < D) {
     const float inv = sw.sum > 0.f ? 1.f / sw.sum : 0.f;
     float4 val = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     if (sw.nan) val = make_float4(__int_as_float(0x7fffffff), __int_as_float(0x7fffffff), __int_as_float(0x7fffffff),
@@ -1500,7 +1658,12 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     WS_STAMP(warp == 0 && lane == 0, 4);
     st.finish();
     WS_STAMP(warp == 0 && lane == 0, 20);
-    merge_warps<D, D, CW>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
+    // (A stamps build with FP8ATTN_PAGED_WS_STAMPS=2 runs the unit's merges
+    // twice, the second time from the instructions the first fetched: its
+    // stamps overwrite the first's.)
+#pragma unroll 1
+    for (int rep = 0; rep < WS_MERGE_REPS; rep++)
+      merge_warps<D, D, CW, FP8ATTN_PAGED_ROW_LEADER>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
     WS_STAMP(warp == 0 && lane == 0, 5);
     if (p.splits > 1) {
       // The last of the item's splits to get here merges them. The barrier
@@ -1521,7 +1684,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       sync();
       WS_STAMP(warp == 0 && lane == 0, 6);
       if (last_split) {
-        if (warp < u.rows_n) merge_row_warp(p, u.b, u.kh, u.rb, warp, lane, so + 256 * warp);
+        if (warp < u.rows_n) {
+#pragma unroll 1
+          for (int rep = 0; rep < WS_MERGE_REPS; rep++) merge_row_warp<D>(p, u.b, u.kh, u.rb, warp, lane, so + 256 * warp);
+        }
       }
 #if FP8ATTN_PAGED_WS_STAMPS
       if (warp == 0 && lane == 0) ws_stamp_value(8, last_split);

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "3800fa7aeca667d98042dd8f6a1f19f1cc11f5b756cfc26e35a19f9449f223e9"
+const SourceHash = "ca6d2cf3639412b27834bc483701bf83cc670ac447691cf6e067c6c172d6ad6e"
