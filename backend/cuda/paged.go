@@ -30,6 +30,7 @@ type pagedKernels struct {
 	append, merge, check C.CUfunction
 	attn                 map[int]C.CUfunction // the cp.async kernel, by head dim
 	ws                   map[int]C.CUfunction // the warp-specialized kernel (sm_90a module only), by head dim
+	wsq                  map[int]C.CUfunction // the same with units drawn at run time (a ticket), by head dim
 }
 
 // loadPaged loads the paged module: on compute capability 9.0 its sm_90a
@@ -90,7 +91,7 @@ func (d *Device) loadPaged(ampere bool) error {
 		}
 		return setMaxSharedMemory(f, smem)
 	}
-	k := pagedKernels{attn: map[int]C.CUfunction{}, ws: map[int]C.CUfunction{}}
+	k := pagedKernels{attn: map[int]C.CUfunction{}, ws: map[int]C.CUfunction{}, wsq: map[int]C.CUfunction{}}
 	var err error
 	if k.append, err = fn("fp8attn_paged_append"); err != nil {
 		return err
@@ -116,22 +117,28 @@ func (d *Device) loadPaged(ampere bool) error {
 	}
 	if loaded {
 		for _, hd := range tiles.PagedWSHeadDims {
-			name := fmt.Sprintf("fp8attn_paged_ws_d%d", hd)
-			f, err := fn(name)
-			if err != nil {
-				return err
-			}
+			name := fmt.Sprintf("fp8attn_paged_ws_d%d", hd) // (its _config serves both entries)
 			cfg, _ := tiles.PagedWS(hd)
-			if err := config(f, name, []int{cfg.Rows, cfg.Keys, cfg.Consumers, cfg.Producers, cfg.Ring, cfg.SharedBytes()}, cfg.SharedBytes()); err != nil {
-				return err
+			want := []int{cfg.Rows, cfg.Keys, cfg.Consumers, cfg.Producers, cfg.Ring, cfg.SharedBytes()}
+			for _, e := range []struct {
+				entry string
+				m     map[int]C.CUfunction
+			}{{name, k.ws}, {fmt.Sprintf("fp8attn_paged_wsq_d%d", hd), k.wsq}} {
+				f, err := fn(e.entry)
+				if err != nil {
+					return err
+				}
+				if err := config(f, name, want, cfg.SharedBytes()); err != nil {
+					return err
+				}
+				e.m[hd] = f
 			}
-			k.ws[hd] = f
 		}
 		// The sm_90a build's entry points keep kernels/pdl.cuh's contract.
 		for _, f := range []C.CUfunction{k.append, k.merge, k.check} {
 			markPDL(f)
 		}
-		for _, m := range []map[int]C.CUfunction{k.attn, k.ws} {
+		for _, m := range []map[int]C.CUfunction{k.attn, k.ws, k.wsq} {
 			for _, f := range m {
 				markPDL(f)
 			}
@@ -165,7 +172,7 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
-		s.ws = f
+		s.ws, s.wsq = f, d.paged.wsq[c.HeadDim]
 		s.wsCfg, _ = tiles.PagedWS(c.HeadDim)
 	}
 	codes := int64(c.Pages) * int64(c.PageSize) * int64(c.KVHeads) * int64(c.HeadDim)
@@ -215,9 +222,10 @@ type pagedKV struct {
 	params       *pagedParams
 	aparams      *appendParams
 	readK, readV []fp8.E4M3
-	ws           C.CUfunction        // the warp-specialized attention kernel, where the device has it for D (else nil: the cp.async kernel)
+	ws, wsq      C.CUfunction        // the warp-specialized attention kernel, where the device has it for D (else nil: the cp.async kernel), and its entry with units drawn at run time
 	wsCfg        tiles.PagedWSConfig // its geometry (zero where ws is nil)
 	useWS        bool                // plan chose the warp-specialized kernel for the call
+	wsDynamic    bool                // plan: the warp-specialized kernel has more units than blocks (its ticket; kernels/paged.cu, UnitQueue)
 	perSM        int                 // attention blocks an SM holds (pagedOccupancy)
 	smem         int                 // the attention kernel's dynamic shared memory a block
 	pins         int                 // live graphs that read the cache (Close fails while not 0); under the device's lock
@@ -508,12 +516,14 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq), Mask: mask,
 		RowBlocks: int32(rowBlocks), Splits: int32(splits), TilesPerSplit: int32(perSplit),
 		ScoreScale: float32(float64(p.Scale) * math.Log2E)}
+	s.wsDynamic = false
 	if s.useWS { // one block an SM walks the units
 		blocks := min(items*splits, s.dev.SMs)
 		if s.wsBlocks > 0 {
 			blocks = min(items*splits, s.wsBlocks)
 		}
 		s.params.WSSlots = int32(wsSlots(s.wsCfg, items*splits, blocks))
+		s.wsDynamic = items*splits > blocks // blocks draw their later units at run time (stageInputs: the ticket)
 		return blocks, 1, 1
 	}
 	return splits, p.Hkv * rowBlocks, p.B
@@ -678,10 +688,19 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 			return err
 		}
 	}
-	pp.Counters = 0
-	if pp.Splits > 1 && s.useWS { // the kernel's per-item counters of finished splits
-		if pp.Counters, err = s.dev.zeroWords(p.B * p.Hkv * int(pp.RowBlocks)); err != nil {
+	// The warp-specialized kernel's words, 0 between launches: a counter of
+	// finished splits per item, then the ticket its blocks draw units from.
+	pp.Counters, pp.Ticket = 0, 0
+	if items := p.B * p.Hkv * int(pp.RowBlocks); s.useWS && (pp.Splits > 1 || s.wsDynamic) {
+		words, err := s.dev.zeroWords(items + 1)
+		if err != nil {
 			return err
+		}
+		if pp.Splits > 1 {
+			pp.Counters = words
+		}
+		if s.wsDynamic {
+			pp.Ticket = words + 4*uint64(items)
 		}
 	}
 	if pp.Splits > 1 {
@@ -707,6 +726,9 @@ func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 	f, threads, smem := s.dev.paged.attn[s.cfg.HeadDim], s.tc.Threads(), s.smem
 	if s.useWS {
 		f, threads, smem = s.ws, s.wsCfg.Threads(), s.wsCfg.SharedBytes()
+		if s.wsDynamic {
+			f = s.wsq
+		}
 	}
 	if err := launchStruct(f, gx, gy, gz, threads, smem, s.dev.stream, unsafe.Pointer(pp)); err != nil {
 		return err

@@ -511,7 +511,7 @@ func BenchmarkPagedDecode(b *testing.B) {
 		for _, order := range []string{"paged", "contiguous", "paged-cp.async"} {
 			b.Run(s.name+"/"+order, func(b *testing.B) {
 				be := &Backend{name: "cuda", pagedCpAsync: order == "paged-cp.async"}
-				times, err := decodeTimesOn(be, s.b, s.hq, s.hkv, s.sk, 128, order != "contiguous", 0, 0, max(b.N, 50))
+				times, err := decodeTimesOn(be, s.b, s.hq, s.hkv, s.sk, 128, order != "contiguous", 0, 0, max(b.N, 50), nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -521,6 +521,31 @@ func BenchmarkPagedDecode(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkPagedDecodeRagged times a decode step of 64 sequences of
+// different lengths (64 to 4096 keys, 2,217 on average; fixed draws), Hq32
+// Hkv8 D128, shuffled pages, per call in CUDA-graph replay: a batch of
+// continuous batching, where units of unequal lengths meet the kernel's
+// unit scheduling (kernels/paged.cu, UnitQueue).
+func BenchmarkPagedDecodeRagged(b *testing.B) {
+	const B, hq, hkv, sk = 64, 32, 8, 4096
+	rng := rand.New(rand.NewPCG(7, 7))
+	lens, keys := make([]int32, B), 0
+	for s := range lens {
+		lens[s] = int32(64 + rng.IntN(sk-63))
+		keys += int(lens[s])
+	}
+	b.Run(fmt.Sprintf("B%d-Hq%d-Hkv%d-Sk%d-ragged/paged", B, hq, hkv, sk), func(b *testing.B) {
+		times, err := decodeTimesOn(&Backend{name: "cuda"}, B, hq, hkv, sk, 128, true, 0, 0, max(b.N, 50), lens)
+		if err != nil {
+			b.Fatal(err)
+		}
+		us := median(times)
+		b.ReportMetric(us, "us/call")
+		b.ReportMetric(float64(2*hkv*keys*128)/us/1e6, "TB/s")
+	})
+	b.Logf("mean length %d keys", keys/B)
 }
 
 // BenchmarkPagedDecodeSplits times the decode step of BenchmarkPagedDecode
@@ -588,6 +613,11 @@ func TestPagedPlanWS(t *testing.T) {
 		if want := map[bool]int32{true: 16, false: 24}[c.items*c.splits <= dev.SMs]; s.useWS && s.params.WSSlots != want {
 			t.Errorf("%d items of %d tiles on %d blocks: %d ring slots, want %d", c.items, c.maxTiles, blocks, s.params.WSSlots, want)
 		}
+		// Units drawn at run time (the ticket, fp8attn_paged_wsq_d*) where
+		// blocks have more than one.
+		if want := s.useWS && c.items*c.splits > dev.SMs; s.wsDynamic != want {
+			t.Errorf("%d items of %d tiles on %d blocks: units drawn at run time %v, want %v", c.items, c.maxTiles, blocks, s.wsDynamic, want)
+		}
 	}
 	// Several units a block keep the whole ring, at every head dim.
 	for _, d := range tiles.PagedWSHeadDims {
@@ -651,7 +681,7 @@ func BenchmarkPagedDecodeWSSplits(b *testing.B) {
 	} {
 		for _, n := range s.splits {
 			b.Run(fmt.Sprintf("%s/splits=%d", s.name, n), func(b *testing.B) {
-				times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, -n, 0, max(b.N, 50))
+				times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, -n, 0, max(b.N, 50), nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -666,11 +696,12 @@ func BenchmarkPagedDecodeWSSplits(b *testing.B) {
 // blocksPerSM blocks an SM (0: the backend's choice; splits < 0: the
 // warp-specialized kernel forced with -splits splits).
 func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
-	return decodeTimesOn(&Backend{name: "cuda"}, b, hq, hkv, sk, d, shuffled, splits, blocksPerSM, iters)
+	return decodeTimesOn(&Backend{name: "cuda"}, b, hq, hkv, sk, d, shuffled, splits, blocksPerSM, iters, nil)
 }
 
-// decodeTimesOn is decodeTimes on backend be.
-func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
+// decodeTimesOn is decodeTimes on backend be; with lens, sequence s of the
+// step is lens[s] <= sk keys long (the cache holds sk of each).
+func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int, lens []int32) ([]float64, error) {
 	const P = 64
 	pages := b * sk / P
 	kv, err := be.NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: P, Pages: pages})
@@ -712,7 +743,11 @@ func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, bl
 		p.Q[i] = float32(rng.NormFloat64())
 	}
 	for s := range b {
-		p.SeqLens = append(p.SeqLens, int32(sk))
+		n := int32(sk)
+		if lens != nil {
+			n = lens[s]
+		}
+		p.SeqLens = append(p.SeqLens, n)
 		for i := range sk / P {
 			p.BlockTable = append(p.BlockTable, int32(order[s*sk/P+i]))
 		}
@@ -790,7 +825,7 @@ func TestWSTimeline(t *testing.T) {
 		if err := d.do(func() error { return cu.MemsetD32(ptr, 0, slots*blocks) }); err != nil {
 			t.Fatal(err)
 		}
-		times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, 0, 0, 50)
+		times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, 0, 0, 50, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -98,6 +98,7 @@ type pagedParams struct {
 	RowBlocks, Splits, TilesPerSplit         int32
 	ScoreScale                               float32 // scale·log2(e), rounded once from float64
 	WSSlots                                  int32   // the warp-specialized kernel's ring slots in use (wsSlots)
+	Ticket                                   uint64  // the warp-specialized kernel's units drawn at run time: 0, or a zeroWords word
 }
 
 type appendParams struct {

@@ -10,6 +10,8 @@
 //                          chunk) against the cache, split over the keys
 //                          (cp.async into per-warp rings; every GPU).
 //   fp8attn_paged_ws_d{D}  the same, warp-specialized (bulk copies, sm_90a).
+//   fp8attn_paged_wsq_d{D} the same, its blocks drawing their later units
+//                          from a ticket (calls with more units than blocks).
 //   fp8attn_paged_merge    combines the splits by their log-sum-exps (after
 //                          fp8attn_paged_d{D}; the ws kernel merges itself).
 //   fp8attn_paged_check    flags a non-finite key or value of an append from
@@ -150,6 +152,12 @@
 //                    splits through distributed shared memory were ruled
 //                    out first: at one block an SM, the H200 holds 7
 //                    clusters of 16 blocks (112 SMs), 15 of 8, 30 of 4.
+//   v17 (2026-11-23): fp8attn_paged_wsq_d{D}, the warp-specialized kernel
+//                    for calls with more units than blocks: a block's
+//                    units after its first two are drawn from a ticket as
+//                    it gets to them (UnitQueue), no longer dealt round
+//                    robin. B64 Sk2048 65.0 -> 63.6 us; 64 sequences of
+//                    64-4096 keys 80.3 -> 77.5 us (H200, docs/PERF.md).
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 #include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
 
@@ -215,7 +223,6 @@
 #ifndef FP8ATTN_PAGED_WS_STAMPS
 #define FP8ATTN_PAGED_WS_STAMPS 0
 #endif
-constexpr int WS_MERGE_REPS = FP8ATTN_PAGED_WS_STAMPS == 2 ? 2 : 1;
 #if FP8ATTN_PAGED_WS_STAMPS
 constexpr int WS_STAMP_SLOTS = 24;
 extern "C" {
@@ -252,6 +259,7 @@ struct PagedParams {
   int row_blocks, splits, tiles_per_split;  // grid (splits, hkv·row_blocks, b)
   float score_scale;  // softmax scale·log2(e), from float64 on the host
   int ws_slots;       // the warp-specialized kernel: ring slots in use (a multiple of its consumer warps)
+  int* ticket;        // the warp-specialized kernel's units handed out at run time: null, or a counter (0 between launches)
 };
 
 struct AppendParams {
@@ -279,7 +287,7 @@ extern "C" __device__ const int fp8attn_paged_params_layout[] = {
     PP_OFF(lse), PP_OFF(part_out), PP_OFF(part_lse), PP_OFF(seq_lens), PP_OFF(block_table), PP_OFF(counters), PP_OFF(batch_stride),
     PP_OFF(head_stride), PP_OFF(row_stride), PP_OFF(b), PP_OFF(hq), PP_OFF(hkv), PP_OFF(sq), PP_OFF(d),
     PP_OFF(page_size), PP_OFF(pages_per_seq), PP_OFF(mask), PP_OFF(row_blocks), PP_OFF(splits),
-    PP_OFF(tiles_per_split), PP_OFF(score_scale), PP_OFF(ws_slots)};
+    PP_OFF(tiles_per_split), PP_OFF(score_scale), PP_OFF(ws_slots), PP_OFF(ticket)};
 extern "C" __device__ const int fp8attn_append_params_layout[] = {
     (int)sizeof(AppendParams), AP_OFF(k), AP_OFF(v), AP_OFF(k_scale), AP_OFF(v_scale), AP_OFF(src_k),
     AP_OFF(src_v), AP_OFF(runs), AP_OFF(batch_stride), AP_OFF(head_stride), AP_OFF(row_stride), AP_OFF(hkv),
@@ -1426,6 +1434,61 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// FP8ATTN_PAGED_WS_DYNAMIC=1 (the default; v17): the warp-specialized
+// kernel's entry fp8attn_paged_wsq_d{D}, which the host launches for calls
+// with more units than blocks, passing a ticket, has its blocks take their
+// units after the first two from the ticket as they get to them
+// (UnitQueue), so that blocks the memory serves faster take more; 0 makes
+// it v16's round robin (unit k of block b is b + k·grid), as
+// fp8attn_paged_ws_d{D} always is.
+#ifndef FP8ATTN_PAGED_WS_DYNAMIC
+#define FP8ATTN_PAGED_WS_DYNAMIC 1
+#endif
+
+// UnitQueue hands the units a block takes from the ticket to all of its
+// warps. Block b's units are b, b + grid, then 2·grid + t for the tickets t
+// it draws (none at or past the call's units), one a unit: producer 0's
+// lane 0 draws unit k+2 once it has issued its copies of unit k (if unit
+// k+1 exists), and publishes it as publication k; every warp reads
+// publication k after unit k (producers before they prefetch unit k+2's
+// pages, consumers before unit k+1). Publications go round NS slots: a
+// slot's full barrier completes on the publisher's arrival, its empty
+// barrier on one arrival from each of the READERS warps, which the
+// publisher waits for before it writes the slot again (a producer with no
+// tiles in short units could otherwise run NS publications ahead of a
+// consumer). A unit's result does not depend on its block (v11), so the
+// results do not depend on which block drew which ticket.
+template <int NS, int READERS> struct UnitQueue {
+  uint64_t full[NS], empty[NS];
+  int uid[NS];
+  __device__ __forceinline__ void init() {
+    for (int s = 0; s < NS; s++) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], READERS);
+    }
+  }
+  // publish (one thread) makes v publication j.
+  __device__ __forceinline__ void publish(int j, int v) {
+    const int s = j % NS;
+    if (j >= NS) hopper::mbar_wait(&empty[s], (j / NS - 1) & 1);
+    uid[s] = v;
+    hopper::mbar_arrive(&full[s]);
+  }
+  // read (a whole warp) returns publication j: lane 0 reads the slot and
+  // frees it, and passes it on (an mbarrier arrival releases only the
+  // arriving thread's own reads: racecheck).
+  __device__ __forceinline__ int read(int j, int lane) {
+    const int s = j % NS;
+    int v = 0;
+    if (lane == 0) {
+      hopper::mbar_wait(&full[s], (j / NS) & 1);
+      v = uid[s];
+      hopper::mbar_arrive(&empty[s]);
+    }
+    return __shfl_sync(0xffffffffu, v, 0);
+  }
+};
+
 // The warp-specialized kernel (sm_90a build only; internal/tiles.PagedWSConfig):
 // one block an SM walks units blockIdx.x, blockIdx.x + gridDim.x, ... Tile
 // k of a unit goes to consumer warp k % CW (whatever units came before: a
@@ -1465,7 +1528,10 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
 // out by the lanes, one producer's 60 instructions a tile still did; four
 // producers of two consumers each held one consumer's tiles back behind
 // the other's.)
-template <int D, class State>
+// (The merges of each unit run twice in a stamps build with
+// FP8ATTN_PAGED_WS_STAMPS=2, once otherwise.)
+constexpr int WS_MERGE_REPS = FP8ATTN_PAGED_WS_STAMPS == 2 ? 2 : 1;
+template <int D, class State, bool DYNAMIC>
 __device__ __forceinline__ void paged_ws(const PagedParams p) {
   using T = PagedWSTiles<D>;
   constexpr int CW = T::CONSUMERS, R = T::RING, TILE = T::TILE;
@@ -1489,6 +1555,8 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   float(*sm_l)[8] = sm_m + CW;
   float* sm_vs = (float*)(sm_l + CW);
 
+  __shared__ UnitQueue<4, CW + PW> queue;
+
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #if FP8ATTN_PAGED_WS_STAMPS
   const unsigned t_entry = ws_now();  // written after pdl_wait
@@ -1499,6 +1567,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       hopper::mbar_init(&full[s], 2);   // the producer's arrival with the bytes, and its scales' cp.asyncs
       hopper::mbar_init(&empty[s], 32);  // every lane of the consuming warp
     }
+    if (DYNAMIC) queue.init();
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -1511,6 +1580,13 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
 #endif
   const int units = p.b * p.hkv * p.row_blocks * p.splits;
   const long long blk_bytes = (long long)D * p.page_size;
+  // The block's k-th unit (UnitQueue, where DYNAMIC: the entry point's
+  // choice, where the host passed a ticket); from k = 2 on, a warp reads
+  // each publication once, in order.
+  constexpr bool dynamic = DYNAMIC;
+  auto unit_at = [&](int k) -> int {
+    return k < 2 || !dynamic ? blockIdx.x + k * gridDim.x : queue.read(k - 2, lane);
+  };
 
   // A consumer warp's slots: w, w + CW, ..., PER of them. The host uses
   // fewer than the ring holds where a block has one unit (ws_slots):
@@ -1545,9 +1621,11 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     asm volatile("" ::"r"(n_cur), "r"(pg_cur));  // the loads have returned
     WS_STAMP(warp == CW && lane == 0, 11);
 #endif
-    for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
+    const int G = gridDim.x;
+    int uid = blockIdx.x, unext = blockIdx.x + G;
+    for (int ku = 0; uid < units; ku++) {  // the block's ku-th unit
       int n_next, pg_next;
-      first(uid + gridDim.x, n_next, pg_next);
+      first(unext, n_next, pg_next);
       const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
       const int count = max(0, u.tb - u.ta);
       const int* table = p.block_table + (long long)u.b * p.pages_per_seq;
@@ -1600,8 +1678,26 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
         done += cnt;
         pg = pg_after;
       }
+      if (dynamic && pi == 0 && unext < units) {  // unit ku+2 drawn (after pdl_wait: the launch before reset the counter)
+        if (!waited) {
+          pdl_wait();
+          waited = true;
+        }
+        if (lane == 0) {
+          // The tickets a launch hands out: every block whose second unit
+          // exists draws until it draws one past the units; the last of
+          // them resets the counter for the next launch.
+          const int tickets = max(0, units - 2 * G) + min(G, max(0, units - G));
+          const int tk = atomicAdd(p.ticket, 1);
+          if (tk == tickets - 1) atomicExch(p.ticket, 0);  // every ticket of the launch drawn
+          queue.publish(ku, 2 * G + tk);
+        }
+        __syncwarp();
+      }
       n_cur = n_next;
       pg_cur = pg_next;
+      uid = unext;
+      if (uid < units) unext = unit_at(ku + 2);
     }
     if (!waited) pdl_wait();  // (pdl.cuh: before any return)
     if (lane == 0) asm volatile("cp.async.wait_all;\n" ::: "memory");
@@ -1623,7 +1719,8 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   // consumer code already uses most of the registers setmaxnreg gives it,
   // about 200. Loaded at the boundary, they come from L2, where the cache's
   // evict_first copies leave them.)
-  int n_cur = blockIdx.x < units ? p.seq_lens[paged_unit_seq(dv, blockIdx.x)] : 0, done = 0;  // done: this warp's tiles so far
+  int uid = blockIdx.x, unext = blockIdx.x + gridDim.x;
+  int n_cur = uid < units ? p.seq_lens[paged_unit_seq(dv, uid)] : 0, done = 0;  // done: this warp's tiles so far
 #if FP8ATTN_PAGED_WS_EARLY
   pdl_wait();  // before the queries (a kernel before may write them)
   WS_STAMP(threadIdx.x == 0, 1);
@@ -1631,12 +1728,11 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
 #endif
 #endif
-  for (int uid = blockIdx.x; uid < units; uid += gridDim.x) {
+  for (int ku = 0; uid < units; ku++) {  // the block's ku-th unit
     const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
     st.start(p, u, g, t);
     WS_STAMP(warp == 0 && lane == 0 && done == 0, 15);
-    const int un = uid + gridDim.x;
-    const int n_next = un < units ? p.seq_lens[paged_unit_seq(dv, un)] : 0;
+    const int n_next = unext < units ? p.seq_lens[paged_unit_seq(dv, unext)] : 0;
     const int count = max(0, u.tb - u.ta);
     for (int k = warp; k < count; k += CW, done++) {
       const int slot = warp + CW * (done % PER);
@@ -1701,6 +1797,8 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       ws_stamp_value(9, sm);
     }
 #endif
+    uid = unext;
+    if (uid < units) unext = unit_at(ku + 2);
   }
 }
 #endif
@@ -1731,9 +1829,19 @@ FP8ATTN_PAGED_ENTRY(256)
       fp8attn_paged_ws_d##D(const PagedParams p) {                                                          \
     pdl_launch_dependents(); /* paged_ws waits after its barriers' set-up */                              \
     if (FP8ATTN_PAGED_WS_T && p.hq / p.hkv * p.sq <= 4)                                                     \
-      paged_ws<D, PagedWarpT<D>>(p);                                                                        \
+      paged_ws<D, PagedWarpT<D>, false>(p);                                                                 \
     else                                                                                                    \
-      paged_ws<D, PagedWarp<D>>(p);                                                                         \
+      paged_ws<D, PagedWarp<D>, false>(p);                                                                  \
+  }                                                                                                         \
+  /* the same with units drawn from p.ticket (UnitQueue), its own kernel so */                              \
+  /* that the round robin's code is what it was */                                                          \
+  extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
+      fp8attn_paged_wsq_d##D(const PagedParams p) {                                                         \
+    pdl_launch_dependents();                                                                                \
+    if (FP8ATTN_PAGED_WS_T && p.hq / p.hkv * p.sq <= 4)                                                     \
+      paged_ws<D, PagedWarpT<D>, FP8ATTN_PAGED_WS_DYNAMIC>(p);                                              \
+    else                                                                                                    \
+      paged_ws<D, PagedWarp<D>, FP8ATTN_PAGED_WS_DYNAMIC>(p);                                               \
   }                                                                                                         \
   extern "C" __device__ const int fp8attn_paged_ws_d##D##_config[] = {                                      \
       PagedWSTiles<D>::ROWS, PagedWSTiles<D>::KEYS, PagedWSTiles<D>::CONSUMERS, PagedWSTiles<D>::PRODUCERS, \

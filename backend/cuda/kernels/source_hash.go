@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ca6d2cf3639412b27834bc483701bf83cc670ac447691cf6e067c6c172d6ad6e"
+const SourceHash = "7cd8b90109e948e3be7f5c97376d639d244510c7171617aaf0fe6f2876cf9768"
