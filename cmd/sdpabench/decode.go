@@ -92,11 +92,22 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 	for i := range table {
 		table[i] = int32(order[i])
 	}
+	// The sequences' lengths: Sk each, or with -ragged drawn from Sq..Sk
+	// (at least one key).
+	lens, keys := make([]int32, s.B), 0
+	for b := range lens {
+		lens[b] = int32(s.Sk)
+		if c.ragged {
+			lo := max(1, s.Sq)
+			lens[b] = int32(lo + rng.IntN(max(1, s.Sk-lo+1)))
+		}
+		keys += int(lens[b])
+	}
 	const chunk = 1024 // tokens per append
 	a := &backend.PagedAppend{B: 1}
 	for b := range s.B {
-		for t0 := 0; t0 < s.Sk; t0 += chunk {
-			n := min(chunk, s.Sk-t0)
+		for t0 := 0; t0 < int(lens[b]); t0 += chunk {
+			n := min(chunk, int(lens[b])-t0)
 			a.N, a.K, a.V = n, randNormal(rng, n*s.Hkv*s.D), randNormal(rng, n*s.Hkv*s.D)
 			a.Page, a.Slot = a.Page[:0], a.Slot[:0]
 			for t := t0; t < t0+n; t++ {
@@ -109,18 +120,19 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 	}
 	p := &backend.PagedProblem{B: s.B, Hq: s.Hq, Hkv: s.Hkv, Sq: s.Sq, D: s.D, Scale: float32(1 / math.Sqrt(float64(s.D))),
 		Mask: backend.CausalLowerRight, Q: randNormal(rng, s.B*s.Hq*s.Sq*s.D), BlockTable: table, PagesPerSeq: per,
-		Out: make([]float32, s.B*s.Hq*s.Sq*s.D)}
-	for range s.B {
-		p.SeqLens = append(p.SeqLens, int32(s.Sk))
-	}
+		Out: make([]float32, s.B*s.Hq*s.Sq*s.D), SeqLens: lens}
 	if err := kv.Attention(p); err != nil {
 		return Result{}, err
 	}
 	r := Result{Shape: name, Seed: seed, Backend: be.Name(), Precision: "fp8-cache", Mask: backend.CausalLowerRight.String(),
 		Date: time.Now().UTC().Format(time.RFC3339)}
-	cacheBytes := float64(2 * s.B * s.Hkv * s.Sk * s.D)
-	fmt.Printf("%s (decode): B%d Hq%d Hkv%d, %d new token(s) against %d cached, D%d, pages of %d shuffled; %.3g MB of FP8 cache; backend %s, seed %d\n",
-		name, s.B, s.Hq, s.Hkv, s.Sq, s.Sk, s.D, decodePage, cacheBytes/1e6, describeBackend(be), seed)
+	cacheBytes := float64(2 * s.Hkv * keys * s.D)
+	cached := fmt.Sprint(s.Sk)
+	if c.ragged {
+		cached = fmt.Sprintf("%d to %d (ragged, %d on average)", max(1, s.Sq), s.Sk, keys/max(1, s.B))
+	}
+	fmt.Printf("%s (decode): B%d Hq%d Hkv%d, %d new token(s) against %s cached, D%d, pages of %d shuffled; %.3g MB of FP8 cache; backend %s, seed %d\n",
+		name, s.B, s.Hq, s.Hkv, s.Sq, cached, s.D, decodePage, cacheBytes/1e6, describeBackend(be), seed)
 	if c.check {
 		reader, ok := kv.(backend.PagedReader)
 		if !ok {
@@ -167,7 +179,7 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 		lat = r.GPUP50us
 		fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
 	}
-	r.GFLOPs = 4 * float64(s.B*s.Hq*s.Sq*s.Sk*s.D) / (lat * 1e3)
+	r.GFLOPs = 4 * float64(s.Hq*s.Sq*s.D) * float64(keys) / (lat * 1e3)
 	if gbs := cacheBytes / (lat * 1e3); gbs >= 1000 {
 		fmt.Printf("  %.2f TB/s of cache (%d iters)\n", gbs/1000, n)
 	} else {
@@ -177,31 +189,35 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 }
 
 // checkDecode holds p.Out to the float64 oracle on the values the cache
-// holds, with the float32 tolerance.
+// holds, sequence by sequence (their lengths may differ), each with its own
+// float32 tolerance. The stats are merged; the tolerance returned is the
+// widest.
 func checkDecode(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig) (sdpatest.Stats, sdpatest.Tolerance, error) {
-	dp, err := denseProblem(r, p, c)
-	if err != nil {
-		return sdpatest.Stats{}, sdpatest.Tolerance{}, err
-	}
-	want, _ := oracle.Naive(dp)
-	tol := sdpatest.FP32Tolerance(dp)
-	return sdpatest.Compare(p.Out, want, tol), tol, nil
-}
-
-// denseProblem is p, whose sequences all hold SeqLens[0] tokens, as one
-// dense float32 problem on the values the cache holds: the sequences of
-// sdpatest.PagedSequence side by side.
-func denseProblem(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig) (*backend.Problem, error) {
-	dp := &backend.Problem{Shape: backend.Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: int(p.SeqLens[0]), D: p.D},
-		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32, Out: make([]float32, len(p.Out))}
+	st := sdpatest.Stats{FirstBad: -1}
+	var tol sdpatest.Tolerance
+	var errSum float64
+	rows := p.Hq * p.Sq * p.D // a sequence's outputs (the batch is outermost in every layout)
 	for b := range p.B {
 		seq, err := sdpatest.PagedSequence(r, p, c, b)
 		if err != nil {
-			return nil, err
+			return sdpatest.Stats{}, sdpatest.Tolerance{}, err
 		}
-		dp.Q, dp.K, dp.V = append(dp.Q, seq.Q...), append(dp.K, seq.K...), append(dp.V, seq.V...)
+		want, _ := oracle.Naive(seq)
+		t := sdpatest.FP32Tolerance(seq)
+		s := sdpatest.Compare(p.Out[b*rows:(b+1)*rows], want, t)
+		if s.FirstBad >= 0 && st.FirstBad < 0 {
+			st.FirstBad = b*rows + s.FirstBad
+		}
+		st.MaxErr = max(st.MaxErr, s.MaxErr)
+		errSum += s.MeanErr * float64(s.N)
+		st.Beyond += s.Beyond
+		st.N += s.N
+		if t.Atol > tol.Atol || tol.Why == "" {
+			tol = t
+		}
 	}
-	return dp, nil
+	st.MeanErr = errSum / float64(max(st.N, 1))
+	return st, tol, nil
 }
 
 func randNormal(rng *rand.Rand, n int) []float32 {

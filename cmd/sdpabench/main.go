@@ -76,7 +76,7 @@ Usage:
   sdpabench [flags]                 validate and benchmark
   sdpabench compare A.json B.json   p50 latencies and speedups of B over A (from -json files)
   sdpabench -list | -kernels | -stages
-  sdpabench -decode [-shapes decode-b8,...]   decode steps against a paged FP8 KV cache
+  sdpabench -decode [-shapes decode-b8,...] [-ragged]   decode steps against a paged FP8 KV cache
 
 Shapes: small B1 H2 S64 D64, mission B2 H8 S256 D64, long B1 H8 S2048 D64,
 large B4 H32 S4096 D128, or BxHxSqxSkxD / BxHqxHkvxSqxSkxD.
@@ -112,6 +112,7 @@ func main() {
 		stages    = flag.Bool("stages", false, "print the GPU kernel stage numbers (for scripts) and exit")
 		noCheck   = flag.Bool("nocheck", false, "skip validation (timing only)")
 		decode    = flag.Bool("decode", false, "decode mode: new tokens (Sq) against a paged FP8 KV cache of Sk tokens a sequence; shapes decode, decode-b8, decode-32k, decode-b64 or BxHqxHkvxSqxSkxD (default decode)")
+		ragged    = flag.Bool("ragged", false, "decode mode: each sequence's length drawn uniformly from Sq..Sk (by the seed), a batch of continuous batching, in place of Sk for all")
 	)
 	flag.Parse()
 	if *showKern {
@@ -136,7 +137,10 @@ func main() {
 		}
 		return
 	}
-	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck}
+	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck, ragged: *ragged}
+	if *ragged && !*decode {
+		fail(fmt.Errorf("-ragged is a decode-mode flag (with -decode)"))
+	}
 	var err error
 	if cfg.prec, err = parsePrecision(*precision); err != nil {
 		fail(err)
@@ -219,6 +223,7 @@ type config struct {
 	iters   int
 	seeds   int
 	check   bool
+	ragged  bool // decode mode: sequences of lengths drawn from Sq..Sk
 }
 
 func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
