@@ -675,13 +675,7 @@ func TestDeviceMemoryErrors(t *testing.T) {
 // ErrUnsupported (at least four of the six must fuse). A build whose V
 // transpose swaps columns (FP8ATTN_QP_BROKEN_V) fails it.
 func TestAttentionQuantizingBitExact(t *testing.T) {
-	d, err := OpenDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.hopperErr != nil {
-		t.Skipf("no stage 9 here: %v", d.hopperErr)
-	}
+	d := hopperDevice(t)
 	b := &Backend{name: "cuda/stage9", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
@@ -823,13 +817,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 // fast path's bound too) and random ones. A build without the remainder
 // step fails it (scripts/quantpack-ab.sh, broken-quotient).
 func TestFastEncodeAllFloats(t *testing.T) {
-	d, err := OpenDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.hopperErr != nil {
-		t.Skipf("no sm_90a module here: %v", d.hopperErr)
-	}
+	d := hopperDevice(t)
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 41))
@@ -867,4 +855,18 @@ func TestFastEncodeAllFloats(t *testing.T) {
 			t.Errorf("amax %g: %d floats encode differently, one of them %g (%#08x)", a, uint32(n), math.Float32frombits(bits), bits)
 		}
 	}
+}
+
+// hopperDevice is device 0 where its sm_90a module (stage 9, quant_pack9)
+// loaded; the test is skipped elsewhere.
+func hopperDevice(t *testing.T) *Device {
+	t.Helper()
+	d, err := OpenDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.hopperErr != nil {
+		t.Skipf("no sm_90a module here: %v", d.hopperErr)
+	}
+	return d
 }

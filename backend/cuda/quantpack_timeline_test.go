@@ -27,13 +27,7 @@ func TestQuantPackTimeline(t *testing.T) {
 	if os.Getenv("FP8ATTN_QP_STAMPS") != "1" {
 		t.Skip("diagnostic: needs FP8ATTN_QP_STAMPS=1 and a Hopper cubin built with FP8ATTN_QP_STAMPS=1")
 	}
-	d, err := OpenDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.hopperErr != nil {
-		t.Skipf("no stage 9 here: %v", d.hopperErr)
-	}
+	d := hopperDevice(t)
 	const slots, blocks = 8, 1024
 	ptr, size, err := d.hmod.Global("fp8attn_qp_stamps")
 	if err != nil || size != 4*2*slots*blocks {

@@ -94,12 +94,15 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 	}
 	// The sequences' lengths: Sk each, or with -ragged drawn from Sq..Sk
 	// (at least one key).
+	if c.ragged && max(1, s.Sq) > s.Sk {
+		return Result{}, fmt.Errorf("%s: -ragged draws lengths from Sq..Sk, and Sq %d > Sk %d", name, s.Sq, s.Sk)
+	}
 	lens, keys := make([]int32, s.B), 0
 	for b := range lens {
 		lens[b] = int32(s.Sk)
 		if c.ragged {
 			lo := max(1, s.Sq)
-			lens[b] = int32(lo + rng.IntN(max(1, s.Sk-lo+1)))
+			lens[b] = int32(lo + rng.IntN(s.Sk-lo+1))
 		}
 		keys += int(lens[b])
 	}

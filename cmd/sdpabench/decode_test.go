@@ -117,4 +117,9 @@ func TestRunDecodeRagged(t *testing.T) {
 	if !r.Pass || r.Iters != 2 || !(r.P50us > 0) {
 		t.Fatalf("result %+v", r)
 	}
+	// More new tokens than a sequence may hold: an error, not lengths past
+	// the sequences' pages.
+	if _, err := c.runDecode("test", backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 9, Sk: 8, D: 64}); err == nil {
+		t.Fatal("-ragged with Sq > Sk ran")
+	}
 }
