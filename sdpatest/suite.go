@@ -43,6 +43,9 @@ func Cases() []Case {
 		{"d192", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 130, Sk: 140, D: 192}, 1},
 		{"d256", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 48, Sk: 96, D: 256}, 1},
 		{"long-keys", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 600, D: 64}, 1},
+		// 129 to 256 keys at D 64: the Hopper kernel's one-tile form.
+		{"short-keys", backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 150, Sk: 200, D: 64}, 1},
+		{"keys129", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 129, D: 64}, 1},
 		{"large-values", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 40, Sk: 50, D: 64}, 30},
 		{"tiny-values", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 40, Sk: 50, D: 64}, 1e-3},
 	}
@@ -53,7 +56,7 @@ func Cases() []Case {
 		}
 	}
 	for _, sh := range shapes {
-		if sh.name == "odd" || sh.name == "gqa" || sh.name == "sq>sk" || sh.name == "mqa" {
+		if sh.name == "odd" || sh.name == "gqa" || sh.name == "sq>sk" || sh.name == "mqa" || sh.name == "short-keys" {
 			for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 				cases = append(cases, Case{Name: fmt.Sprintf("bshd/%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma, Layout: backend.BSHD})
 			}
