@@ -91,10 +91,10 @@ func roundE4M3Vector(dst, src []float32, scale float32, m Mode) int {
 // (NaN 0x7fc00000 for NoSat and Torch, 448 for SatFinite; the sign is added)
 // and nanSign is 1<<31 for Torch (a NaN keeps its sign) and 0 otherwise.
 // It is encodeE4M3AVX512 with the value in place of the code: the same IEEE
-// quotient; a normal magnitude a (a >= 2^-6) rounds to nearest even as
-// (a + 0x7ffff + (a>>20)&1) &^ 0xfffff, which is the float32 of the E4M3
-// value; a subnormal one is a·2^9 rounded to an integer (nearest even), times
-// 2^-9 (both exact); a >= 464+ulp overflows; then the sign; then NaN.
+// quotient q, rounded to E4M3's grid (nearest even) by the float sum
+// (q + M) - M, M = max(1.5·2^(e+20), 1.5·2^14) for q's binade exponent e
+// (quant_amd64.s); a >= 464+ulp overflows; then the sign (a zero result
+// loses it in the sum); then NaN.
 //
 //go:noescape
 func roundE4M3AVX512(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
@@ -109,11 +109,12 @@ func roundE4M3AVX2(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
 // positive multiple of 16), where ovf is the magnitude code of an overflow
 // (0x7f for NoSat and Torch, 0x7e for SatFinite) and nanSign is 0x80 for
 // Torch (a NaN keeps its sign) and 0 otherwise. It is e4m3Format.convert on
-// 16 lanes: the quotient is the same IEEE division; a normal magnitude a
-// (a >= 2^-6) rounds to nearest even as (a + 0x7ffff + (a>>20)&1) >> 20,
-// rebiased by 120<<3; a subnormal one is a·2^9 (exact) converted to an
-// integer with round-to-nearest-even, 0 to 8; a >= 464+ulp overflows; then
-// the sign; then NaN.
+// 16 lanes: the quotient is the same IEEE division; its magnitude a is
+// rounded to E4M3's grid as roundE4M3AVX512 rounds, and the rounded value
+// r gives its code as the bits of r·2^-120 shifted right by 20 (exact: the
+// normal values' exponent and mantissa fields, the subnormal ones' k·2^-9
+// as the float32 subnormal k<<20); a >= 464+ulp overflows; then the sign;
+// then NaN.
 //
 //go:noescape
 func encodeE4M3AVX512(dst *E4M3, src *float32, n int, scale float32, ovf, nanSign uint32)
