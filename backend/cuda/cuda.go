@@ -91,6 +91,24 @@ type hopperKernels struct {
 	// attnFused is the attention after it (its score factors from the
 	// scales quant_pack9 wrote).
 	quantPack, attnFused C.CUfunction
+	// attnOne and attnFusedOne are attn and attnFused in one tile, for the
+	// calls cfg.OneTile takes (D 64 only; nil for the other head dims).
+	attnOne, attnFusedOne C.CUfunction
+}
+
+// attention returns the entry point a call with sk keys launches: the
+// fused one (quant_pack9 before it) or not, in one tile where cfg.OneTile
+// says so.
+func (k *hopperKernels) attention(sk int, fused bool) C.CUfunction {
+	switch one := k.attnOne != nil && k.cfg.OneTile(sk); {
+	case fused && one:
+		return k.attnFusedOne
+	case fused:
+		return k.attnFused
+	case one:
+		return k.attnOne
+	}
+	return k.attn
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -259,7 +277,7 @@ func (d *Device) loadHopper() error {
 		cfg, _ := tiles.Hopper(hd)
 		var k hopperKernels
 		k.cfg = cfg
-		for _, f := range []struct {
+		entries := []struct {
 			name string
 			fn   *C.CUfunction
 		}{
@@ -269,7 +287,17 @@ func (d *Device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
 			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
-		} {
+		}
+		if cfg.OneTile(2 * cfg.BlockN) {
+			entries = append(entries, []struct {
+				name string
+				fn   *C.CUfunction
+			}{
+				{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
+				{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne},
+			}...)
+		}
+		for _, f := range entries {
 			fn, err := d.hmod.Function(f.name)
 			if err != nil {
 				return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
@@ -288,7 +316,10 @@ func (d *Device) loadHopper() error {
 				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
 			}
 		}
-		for _, fn := range []C.CUfunction{k.attn, k.attnFused} {
+		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne} {
+			if fn == nil {
+				continue
+			}
 			if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
 				return err
 			}
@@ -782,9 +813,9 @@ func (r *Resident) launch(stage int) error {
 			if err != nil {
 				return err
 			}
-			return launchStruct(k.attnFused, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
+			return launchStruct(k.attention(s.Sk, true), gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
 		}
-		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+		return launch(k.attention(s.Sk, false), gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
 	case tiles.AdaStage:
 		if r.dev.fp8mmaErr != nil {
 			return r.dev.fp8mmaErr

@@ -259,6 +259,7 @@ func testFP8PAccuracy(t *testing.T, stage int) {
 		{B: 1, Hq: 8, Hkv: 2, Sq: 512, Sk: 700, D: 64},
 		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 256, D: 256},
 		{B: 1, Hq: 4, Hkv: 4, Sq: 300, Sk: 300, D: 96},
+		{B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64}, // stage 9's one-tile form
 	} {
 		for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 			in := sdpatest.RandomInputs(rng, s, 1)
@@ -277,6 +278,7 @@ func testFP8PAccuracy(t *testing.T, stage int) {
 		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 4096, D: 128},
 		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 1024, D: 64},
 		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 2048, D: 256},
+		{B: 1, Hq: 4, Hkv: 4, Sq: 256, Sk: 256, D: 64}, // one tile of 256 keys
 	} {
 		for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 			in := sdpatest.RandomInputs(rng, s, 1)

@@ -208,6 +208,16 @@ func Pad(n, m int) int { return (n + m - 1) / m * m }
 // bytes, V transposed in tiles of D rows by BlockN keys.
 func (c HopperConfig) QImageBytes(sq int) int { return Pad(sq, c.BlockM) * c.DK }
 
+// OneTile reports whether a call with sk keys runs the Hopper kernel's
+// one-tile form (fp8attn_stage9o_d64, fp8attn_stage9fo_d64): D 64 (one
+// 64-byte K panel, so that two K tiles are one K-major block for a
+// wgmma m64n256k32) with sk padded to exactly two tiles, which the form
+// loads whole into its ring's first two slots; every K and V image is
+// the tiled kernel's.
+func (c HopperConfig) OneTile(sk int) bool {
+	return c.D == 64 && c.DK == 64 && c.Ring >= 2 && Pad(sk, c.BlockN) == 2*c.BlockN
+}
+
 // KImageBytes: see QImageBytes.
 func (c HopperConfig) KImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.DK }
 

@@ -148,3 +148,29 @@ func TestAda(t *testing.T) {
 		}
 	}
 }
+
+// TestHopperOneTile: the one-tile form takes D 64 with 129 to 256 keys
+// (two K/V tiles, both loaded into the ring at once), and nothing else:
+// shorter calls are one tile of the tiled kernel already, longer ones do
+// not fit its 256-key score tile, and wider heads have more than one K
+// panel.
+func TestHopperOneTile(t *testing.T) {
+	for _, tc := range []struct {
+		d, sk int
+		want  bool
+	}{
+		{64, 1, false}, {64, 128, false}, {64, 129, true}, {64, 200, true}, {64, 256, true}, {64, 257, false}, {64, 4096, false},
+		{96, 256, false}, {128, 200, false}, {192, 100, false}, {256, 128, false},
+	} {
+		c, err := Hopper(tc.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.OneTile(tc.sk); got != tc.want {
+			t.Errorf("D %d, %d keys: OneTile %v, want %v", tc.d, tc.sk, got, tc.want)
+		}
+		if c.OneTile(tc.sk) && (c.Ring < 2 || 2*c.BlockN > 256 || c.KImageBytes(tc.sk) != 2*c.BlockN*c.DK) {
+			t.Errorf("D %d, %d keys: %+v cannot hold its one tile", tc.d, tc.sk, c)
+		}
+	}
+}

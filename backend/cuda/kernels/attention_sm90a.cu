@@ -59,6 +59,10 @@
 //                    permutes (it was a byte load per code); redux.sync for
 //                    the block amax. (Q and K stored straight from
 //                    registers, without shared memory: slower, not kept.)
+//   v9 (2026-11-23): stage 9's one-tile form (fp8attn_stage9o_d64 and the
+//                    fused fp8attn_stage9fo_d64): D 64 with 129-256 keys in
+//                    one score tile of 256 (wgmma m64n256k32), one softmax,
+//                    no online rescale; the tiled kernel's images.
 #include "common.cuh"
 #include "hopper.cuh"
 
@@ -101,6 +105,17 @@
       HopperTiles<HD>::D,       HopperTiles<HD>::DK,   HopperTiles<HD>::BM,  HopperTiles<HD>::BN,                   \
       HopperTiles<HD>::THREADS, HopperTiles<HD>::RING, HopperTiles<HD>::SMEM};
 HOPPER_ENTRY(64)
+// The one-tile form (hopper::stage9 with ONE) for D 64, launched where
+// internal/tiles' HopperConfig.OneTile says so; FP8ATTN_S9_ONE=0 builds
+// these entries as the tiled kernel, for A/B runs.
+extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9o_d64(const __grid_constant__ Params p) {
+  pdl_launch_dependents();
+  hopper::stage9<64, false, FP8ATTN_S9_ONE>(p);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d64(const __grid_constant__ hopper::FusedQuantParams f) {
+  pdl_launch_dependents();
+  hopper::stage9<64, true, FP8ATTN_S9_ONE>(f.p, &f);
+}
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
 HOPPER_ENTRY(192)

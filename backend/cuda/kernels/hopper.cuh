@@ -512,11 +512,39 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   QP_STAMP(tid == 0, 0, 6);
 }
 
+// FP8ATTN_S9_ONE=1 (default) builds the one-tile entries
+// (fp8attn_stage9o_d64, fp8attn_stage9fo_d64) as stage9 with ONE; =0 builds
+// them as the tiled kernel, for A/B runs with the same host code.
+#ifndef FP8ATTN_S9_ONE
+#define FP8ATTN_S9_ONE 1
+#endif
+// FP8ATTN_S9_BROKEN_ONE=1 builds the one-tile P·V reading the first V tile
+// for all 256 keys: a deliberately broken build the one-tile tests must
+// fail.
+#ifndef FP8ATTN_S9_BROKEN_ONE
+#define FP8ATTN_S9_BROKEN_ONE 0
+#endif
+
 // stage9 is the attention kernel. Grid (query blocks of BM rows, query
 // heads, batch); causal masks run the blocks with the most keys first.
-template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
+//
+// ONE (D = 64, keys padded to exactly two tiles: internal/tiles'
+// HopperConfig.OneTile, which the host launches it by) is the one-tile
+// form for short sequences: both K and V tiles are loaded at once (the
+// images are the tiled kernel's: for DK = 64 two K tiles are one K-major
+// block of 2·BN rows, and V's two tiles are taken as the two halves of
+// P·V's k steps), Q·Kᵀ is one wgmma m64n256k32 per k step, and one softmax
+// over all 2·BN keys, with no online rescale, no second P buffer and no
+// promotion (P·V is one tile's, straight into O). A call that is a few
+// tiles of latency, not throughput, saves a tile's softmax and wgmma waits
+// (docs/PERF.md).
+template <int D, bool FUSED = false, bool ONE = false>
+__device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
+  // SN: the keys of one score tile.
+  constexpr int SN = ONE ? 2 * BN : BN;
+  static_assert(!ONE || (DK == WK && SN <= 256 && RING >= 2), "the one-tile form: one K panel, an n256 wgmma at most, two ring slots");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   uint8_t* s_q = smem;
@@ -563,7 +591,13 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
       const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * sk_p * D;
       mbar_expect_tx(q_full, BM * DK);
       bulk_load(s_q, qimg, BM * DK, q_full);
-      for (int t = 0; t < ntiles; t++) {
+      if constexpr (ONE) {  // both tiles into ring slots 0 and 1, on slot 0's barriers
+        mbar_expect_tx(&k_full[0], 2 * G::KT);
+        bulk_load(s_k, kimg, 2 * G::KT, &k_full[0]);
+        mbar_expect_tx(&v_full[0], 2 * G::VT);
+        bulk_load(s_v, vimg, 2 * G::VT, &v_full[0]);
+      }
+      for (int t = 0; !ONE && t < ntiles; t++) {
         const int s = t % RING;
         if (t >= RING) mbar_wait(&empty[s], (t / RING - 1) & 1);
         mbar_expect_tx(&k_full[s], G::KT);
@@ -614,10 +648,10 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
   for (int i = 0; i < D / 2; i++) o[i] = 0.f;
   float ot[PROMOTE ? DP / 2 : 1];  // one tile's P·V, or one column half of it (PROMOTE)
   float lt[4];                    // one tile's P·ones: its rows' sums (LSUM)
-  float s[BN / 2];       // scores of tile t, then its weights P·2^8
+  float s[SN / 2];       // scores of tile t, then its weights P·2^8
   // The weights as wgmma A registers (E4M3), tile t's in pa[t % 2], so that
   // they are packed while P·V still reads the previous tile's.
-  using PA = uint32_t[BN / 32][4];
+  using PA = uint32_t[SN / 32][4];
   PA pa[2];
 
   // S = Q·K(t)ᵀ, issued (not waited for).
@@ -629,7 +663,7 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
 #pragma unroll
     for (int kk = 0; kk < DK / 32; kk++) {
       const int panel = 32 * kk / WK, off = 32 * kk % WK;
-      WGMMA<BN>::ss(s, desc<WK>(q_addr + panel * 64 * WK + off), desc<WK>(k_addr + panel * BN * WK + off), kk);
+      WGMMA<SN>::ss(s, desc<WK>(q_addr + panel * 64 * WK + off), desc<WK>(k_addr + panel * BN * WK + off), kk);
     }
     wg_commit();
   };
@@ -667,10 +701,10 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
   auto softmax = [&](int t) {
     // One branch around the whole mask, so that full tiles do not run it
     // predicated off.
-    if ((t + 1) * BN > vis_min) {
+    if ((t + 1) * SN > vis_min) {
 #pragma unroll
-      for (int i = 0; i < BN / 2; i++) {
-        const int key = t * BN + 8 * (i / 4) + 2 * tq + (i & 1);
+      for (int i = 0; i < SN / 2; i++) {
+        const int key = t * SN + 8 * (i / 4) + 2 * tq + (i & 1);
         if (key >= ((i & 2) ? vis1 : vis0)) s[i] = NEG_INF;
       }
     }
@@ -683,14 +717,14 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
 #pragma unroll
     for (int j = 0; j < CH; j++) mx[0][j] = mx[1][j] = NEG_INF;
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) mx[(i >> 1) & 1][(i >> 2) % CH] = fmaxf(mx[(i >> 1) & 1][(i >> 2) % CH], s[i]);
+    for (int i = 0; i < SN / 2; i++) mx[(i >> 1) & 1][(i >> 2) % CH] = fmaxf(mx[(i >> 1) & 1][(i >> 2) % CH], s[i]);
     const float mx0 = fmaxf(fmaxf(mx[0][0], mx[0][1]), fmaxf(mx[0][2], mx[0][3]));
     const float mx1 = fmaxf(fmaxf(mx[1][0], mx[1][1]), fmaxf(mx[1][2], mx[1][3]));
     const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c), st1 = online_step(m[1], group_max<4>(mx1) * c);
     const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
     float sum[2][CH] = {};
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) {
+    for (int i = 0; i < SN / 2; i++) {
       s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
       sum[(i >> 1) & 1][(i >> 2) % CH] += s[i];
     }
@@ -701,7 +735,7 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
   // a = the weights in s as E4M3 A registers (keys in sigma order).
   auto pack_p = [&](PA& a) {
 #pragma unroll
-    for (int k = 0; k < BN / 32; k++) {
+    for (int k = 0; k < SN / 32; k++) {
       const int j = 16 * k;
       a[k][0] = pack4(s[j + 0], s[j + 1], s[j + 4], s[j + 5]);
       a[k][1] = pack4(s[j + 2], s[j + 3], s[j + 6], s[j + 7]);
@@ -723,7 +757,53 @@ template <int D, bool FUSED = false> __device__ __forceinline__ void stage9(cons
     if (lane == 0) mbar_arrive(&empty[t % RING]);
   };
 
-  if (ntiles > 0) {
+  if (ONE && ntiles > 0) {
+    // One tile of 2·BN keys (tiles 0 and 1 in ring slots 0 and 1, on slot
+    // 0's barriers): S, its softmax from m = -Inf (no rescale), then P·V
+    // and P·ones in two halves of BN keys, V's two tiles: with PROMOTE the
+    // second half into ot, added to the first in float32, as the tiled
+    // kernel adds its tiles (the same rounding of each tile's sums by the
+    // tensor cores); the row sums' halves (LSUM) likewise.
+    mbar_wait(q_full, 0);
+    issue_qk(0);
+    wg_wait<0>();
+    fence_regs(s);
+    softmax(0);
+    pack_p(pa[0]);
+    fence_regs(pa[0]);
+    mbar_wait(&v_full[0], 0);
+    const uint32_t v_addr = smem_u32(s_v);
+    const uint32_t v2_addr = v_addr + (FP8ATTN_S9_BROKEN_ONE ? 0 : G::VT);
+    float lt2[4];
+    fence_regs(o);
+    fence_pv();
+    fence_regs(lt2);
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < BN / 32; k++) {
+      WGMMA<D>::rs(o, pa[0][k], desc<WV>(v_addr + 32 * k), k > 0);
+      if constexpr (LSUM) WGMMA<8>::rs(lt, pa[0][k], desc<WV>(ones_addr + 32 * k), k > 0);
+    }
+#pragma unroll
+    for (int k = 0; k < BN / 32; k++) {
+      if constexpr (PROMOTE) WGMMA<DP>::rs(ot, pa[0][BN / 32 + k], desc<WV>(v2_addr + 32 * k), k > 0);
+      else WGMMA<D>::rs(o, pa[0][BN / 32 + k], desc<WV>(v2_addr + 32 * k), 1);
+      if constexpr (LSUM) WGMMA<8>::rs(lt2, pa[0][BN / 32 + k], desc<WV>(ones_addr + 32 * k), k > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+    fence_regs(o);
+    fence_pv();
+    fence_regs(lt2);
+    if constexpr (PROMOTE) {
+#pragma unroll
+      for (int i = 0; i < D / 2; i++) o[i] += ot[i];
+    }
+    if constexpr (LSUM) {
+      lsum[0] = lt[0] + lt2[0];
+      lsum[1] = lt[2] + lt2[2];
+    }
+  } else if (ntiles > 0) {
     // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
     // 0 takes one more at the end, so that both barriers end balanced.
     if (cw == 1) your_turn();

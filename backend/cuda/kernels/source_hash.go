@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7cd8b90109e948e3be7f5c97376d639d244510c7171617aaf0fe6f2876cf9768"
+const SourceHash = "81351ae50d366e4f0399e415fc94d83fdc6611e52cc1668843af8b162d1b7fc5"
