@@ -96,19 +96,32 @@ type hopperKernels struct {
 	attnOne, attnFusedOne C.CUfunction
 }
 
-// attention returns the entry point a call with sk keys launches: the
-// fused one (quant_pack9 before it) or not, in one tile where cfg.OneTile
-// says so.
-func (k *hopperKernels) attention(sk int, fused bool) C.CUfunction {
-	switch one := k.attnOne != nil && k.cfg.OneTile(sk); {
-	case fused && one:
-		return k.attnFusedOne
-	case fused:
-		return k.attnFused
-	case one:
-		return k.attnOne
+// hopperLaunch is one attention launch: the entry point, its grid and
+// block size.
+type hopperLaunch struct {
+	fn         C.CUfunction
+	gx, gy, gz int
+	threads    int
+}
+
+// attention returns the launch of a call of shape s: the fused entry
+// (quant_pack9 before it) or not, in one tile where cfg.OneTile says so
+// (narrower blocks: internal/tiles.OneTileBlockM rows, OneTileThreads).
+func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
+	if k.attnOne != nil && k.cfg.OneTile(s.Sk) {
+		l := hopperLaunch{fn: k.attnOne, threads: tiles.OneTileThreads}
+		if fused {
+			l.fn = k.attnFusedOne
+		}
+		l.gx, l.gy, l.gz = k.cfg.OneTileGrid(s.B, s.Hq, s.Sq)
+		return l
 	}
-	return k.attn
+	l := hopperLaunch{fn: k.attn, threads: k.cfg.Threads}
+	if fused {
+		l.fn = k.attnFused
+	}
+	l.gx, l.gy, l.gz = (s.Sq+k.cfg.BlockM-1)/k.cfg.BlockM, s.Hq, s.B
+	return l
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -313,6 +326,16 @@ func (d *Device) loadHopper() error {
 		want := []int{cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()}
 		for i := range want {
 			if int(got[i]) != want[i] {
+				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
+			}
+		}
+		if k.attnOne != nil {
+			name := fmt.Sprintf("fp8attn_stage9o_d%d_config", hd)
+			got, err := d.global(d.hmod, name, 2)
+			if err != nil {
+				return err
+			}
+			if want := []int{tiles.OneTileBlockM, tiles.OneTileThreads}; int(got[0]) != want[0] || int(got[1]) != want[1] {
 				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
 			}
 		}
@@ -807,15 +830,15 @@ func (r *Resident) launch(stage int) error {
 		if err := r.pack(stage, sizes, fns); err != nil {
 			return err
 		}
-		gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
+		l := k.attention(s.Shape, r.fused)
 		if r.fused {
 			fp, err := r.launchQuantPack(k.quantPack)
 			if err != nil {
 				return err
 			}
-			return launchStruct(k.attention(s.Sk, true), gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
+			return launchStruct(l.fn, l.gx, l.gy, l.gz, l.threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
 		}
-		return launch(k.attention(s.Sk, false), gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+		return launch(l.fn, l.gx, l.gy, l.gz, l.threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
 	case tiles.AdaStage:
 		if r.dev.fp8mmaErr != nil {
 			return r.dev.fp8mmaErr

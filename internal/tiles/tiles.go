@@ -218,6 +218,20 @@ func (c HopperConfig) OneTile(sk int) bool {
 	return c.D == 64 && c.DK == 64 && c.Ring >= 2 && Pad(sk, c.BlockN) == 2*c.BlockN
 }
 
+// The one-tile form's blocks are narrower than the tiled kernel's: one
+// producer and one consumer warpgroup, OneTileBlockM query rows (one Q
+// image block), so that a call's exponentials spread over twice the SMs.
+const (
+	OneTileBlockM  = 64
+	OneTileThreads = 256
+)
+
+// OneTileGrid is Grid for the one-tile form: (query blocks of
+// OneTileBlockM rows, query heads, batch).
+func (c HopperConfig) OneTileGrid(b, hq, sq int) (x, y, z int) {
+	return (sq + OneTileBlockM - 1) / OneTileBlockM, hq, b
+}
+
 // KImageBytes: see QImageBytes.
 func (c HopperConfig) KImageBytes(sk int) int { return Pad(sk, c.BlockN) * c.DK }
 
@@ -271,8 +285,8 @@ func Header() string {
 	b.WriteString("template <int D> struct HopperTiles;\n")
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes())
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, ONE_BM = %d, ONE_THREADS = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads)
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
 	fmt.Fprintf(&b, "#define FP8ATTN_ADA_HEAD_DIMS %s\n", joinInts(AdaHeadDims))

@@ -172,5 +172,16 @@ func TestHopperOneTile(t *testing.T) {
 		if c.OneTile(tc.sk) && (c.Ring < 2 || 2*c.BlockN > 256 || c.KImageBytes(tc.sk) != 2*c.BlockN*c.DK) {
 			t.Errorf("D %d, %d keys: %+v cannot hold its one tile", tc.d, tc.sk, c)
 		}
+		// The narrow blocks read whole 64-row blocks of the Q image, which
+		// is padded to BlockM.
+		if c.OneTile(tc.sk) && (c.BlockM%OneTileBlockM != 0 || OneTileThreads != 2*128) {
+			t.Errorf("D %d: one-tile blocks of %d rows, %d threads do not fit %+v", tc.d, OneTileBlockM, OneTileThreads, c)
+		}
+	}
+	for _, g := range []struct{ b, hq, sq, x int }{{2, 8, 256, 4}, {1, 2, 300, 5}, {1, 1, 1, 1}, {3, 4, 64, 1}, {3, 4, 65, 2}} {
+		c, _ := Hopper(64)
+		if x, y, z := c.OneTileGrid(g.b, g.hq, g.sq); x != g.x || y != g.hq || z != g.b {
+			t.Errorf("OneTileGrid(%d, %d, %d) = %d, %d, %d; want %d, %d, %d", g.b, g.hq, g.sq, x, y, z, g.x, g.hq, g.b)
+		}
 	}
 }

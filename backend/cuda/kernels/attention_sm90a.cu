@@ -63,6 +63,9 @@
 //                    fused fp8attn_stage9fo_d64): D 64 with 129-256 keys in
 //                    one score tile of 256 (wgmma m64n256k32), one softmax,
 //                    no online rescale; the tiled kernel's images.
+//   v10 (2026-11-23): the one-tile form in blocks of one consumer
+//                    warpgroup (64 rows, 256 threads): twice the blocks,
+//                    half the exponentials on each SM.
 #include "common.cuh"
 #include "hopper.cuh"
 
@@ -106,16 +109,19 @@
       HopperTiles<HD>::THREADS, HopperTiles<HD>::RING, HopperTiles<HD>::SMEM};
 HOPPER_ENTRY(64)
 // The one-tile form (hopper::stage9 with ONE) for D 64, launched where
-// internal/tiles' HopperConfig.OneTile says so; FP8ATTN_S9_ONE=0 builds
-// these entries as the tiled kernel, for A/B runs.
+// internal/tiles' HopperConfig.OneTile says so, in blocks of 256 threads
+// (one producer and one consumer warpgroup; the bounds stay the tiled
+// kernel's 384, so that the register split of setmaxnreg is the same), its
+// block exported as fp8attn_stage9o_d64_config = {ONE_BM, ONE_THREADS}.
 extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9o_d64(const __grid_constant__ Params p) {
   pdl_launch_dependents();
-  hopper::stage9<64, false, FP8ATTN_S9_ONE>(p);
+  hopper::stage9<64, false, true>(p);
 }
 extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d64(const __grid_constant__ hopper::FusedQuantParams f) {
   pdl_launch_dependents();
-  hopper::stage9<64, true, FP8ATTN_S9_ONE>(f.p, &f);
+  hopper::stage9<64, true, true>(f.p, &f);
 }
+extern "C" __device__ const int fp8attn_stage9o_d64_config[2] = {HopperTiles<64>::ONE_BM, HopperTiles<64>::ONE_THREADS};
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
 HOPPER_ENTRY(192)

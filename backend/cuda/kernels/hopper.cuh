@@ -132,6 +132,9 @@ template <int D> struct Geometry {
   static constexpr int QB = 64 * DK;              // one consumer's Q block, bytes
   static constexpr int KT = BN * DK, VT = D * BN; // K and V tiles, bytes
   static_assert(T::THREADS == 384 && BM == 128, "one producer and two consumer warpgroups of 64 rows");
+  // The one-tile form's blocks: one producer and one consumer warpgroup.
+  static constexpr int ONE_BM = T::ONE_BM;
+  static_assert(T::ONE_THREADS == 256 && ONE_BM == 64, "the one-tile form: one producer and one consumer warpgroup of 64 rows");
   static constexpr int ONES = 1024;               // E4M3 ones: B of the row sums (FP8ATTN_S9_LSUM)
   static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + ONES + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
 };
@@ -512,12 +515,6 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   QP_STAMP(tid == 0, 0, 6);
 }
 
-// FP8ATTN_S9_ONE=1 (default) builds the one-tile entries
-// (fp8attn_stage9o_d64, fp8attn_stage9fo_d64) as stage9 with ONE; =0 builds
-// them as the tiled kernel, for A/B runs with the same host code.
-#ifndef FP8ATTN_S9_ONE
-#define FP8ATTN_S9_ONE 1
-#endif
 // FP8ATTN_S9_BROKEN_ONE=1 builds the one-tile P·V reading the first V tile
 // for all 256 keys: a deliberately broken build the one-tile tests must
 // fail.
@@ -530,7 +527,9 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 //
 // ONE (D = 64, keys padded to exactly two tiles: internal/tiles'
 // HopperConfig.OneTile, which the host launches it by) is the one-tile
-// form for short sequences: both K and V tiles are loaded at once (the
+// form for short sequences, in blocks of one producer and one consumer
+// warpgroup of ONE_BM = 64 rows (the host launches 256 threads and
+// OneTileGrid), so that a call's exponentials spread over twice the SMs: both K and V tiles are loaded at once (the
 // images are the tiled kernel's: for DK = 64 two K tiles are one K-major
 // block of 2·BN rows, and V's two tiles are taken as the two halves of
 // P·V's k steps), Q·Kᵀ is one wgmma m64n256k32 per k step, and one softmax
@@ -544,6 +543,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   // SN: the keys of one score tile.
   constexpr int SN = ONE ? 2 * BN : BN;
+  // ROWS: the query rows of a block (one Q image block of 64 in the
+  // one-tile form; Q's image is in blocks of 64 rows, padded to BM).
+  constexpr int ROWS = ONE ? G::ONE_BM : BM;
   static_assert(!ONE || (DK == WK && SN <= 256 && RING >= 2), "the one-tile form: one K panel, an n256 wgmma at most, two ring slots");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
@@ -559,9 +561,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   const int qb = p.mask ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / (int)p.group;
-  const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * BM;
+  const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
   // The keys the block's last row sees bound the tiles it loads.
-  const int ntiles = (visible_keys(p, min(i0 + BM, sq) - 1) + BN - 1) / BN;
+  const int ntiles = (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN;
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 0);
@@ -589,8 +591,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       const uint8_t* qimg = p.qi + ((long long)b * p.hq + h) * sq_p * DK + (long long)i0 * DK;
       const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK;
       const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * sk_p * D;
-      mbar_expect_tx(q_full, BM * DK);
-      bulk_load(s_q, qimg, BM * DK, q_full);
+      mbar_expect_tx(q_full, ROWS * DK);
+      bulk_load(s_q, qimg, ROWS * DK, q_full);
       if constexpr (ONE) {  // both tiles into ring slots 0 and 1, on slot 0's barriers
         mbar_expect_tx(&k_full[0], 2 * G::KT);
         bulk_load(s_k, kimg, 2 * G::KT, &k_full[0]);

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "81351ae50d366e4f0399e415fc94d83fdc6611e52cc1668843af8b162d1b7fc5"
+const SourceHash = "020f6394e488855f88bc1859875e319630d632dfa96e3bb17a44e80acb5d4252"
