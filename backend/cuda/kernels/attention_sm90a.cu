@@ -66,6 +66,8 @@
 //   v10 (2026-11-23): the one-tile form in blocks of one consumer
 //                    warpgroup (64 rows, 256 threads): twice the blocks,
 //                    half the exponentials on each SM.
+//   v11 (2026-11-23): V's descale loaded at the consumers' start, not after
+//                    the last tile (the epilogue waited on it).
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "020f6394e488855f88bc1859875e319630d632dfa96e3bb17a44e80acb5d4252"
+const SourceHash = "f0f7282f6ce339192117ad52f70b45d6738e32b8a8ec9b9bcb6af70fcc4ff4d1"
