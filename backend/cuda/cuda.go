@@ -106,21 +106,19 @@ type hopperLaunch struct {
 
 // attention returns the launch of a call of shape s: the fused entry
 // (quant_pack9 before it) or not, in one tile where cfg.OneTile says so
-// (narrower blocks: internal/tiles.OneTileBlockM rows, OneTileThreads).
+// (loadHopper loads those entries for every config OneTile can hold),
+// with the grid and block cfg.Launch gives.
 func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
-	if k.attnOne != nil && k.cfg.OneTile(s.Sk) {
-		l := hopperLaunch{fn: k.attnOne, threads: tiles.OneTileThreads}
-		if fused {
-			l.fn = k.attnFusedOne
-		}
-		l.gx, l.gy, l.gz = k.cfg.OneTileGrid(s.B, s.Hq, s.Sq)
-		return l
-	}
-	l := hopperLaunch{fn: k.attn, threads: k.cfg.Threads}
-	if fused {
+	l := hopperLaunch{fn: k.attn}
+	switch one := k.cfg.OneTile(s.Sk); {
+	case one && fused:
+		l.fn = k.attnFusedOne
+	case one:
+		l.fn = k.attnOne
+	case fused:
 		l.fn = k.attnFused
 	}
-	l.gx, l.gy, l.gz = (s.Sq+k.cfg.BlockM-1)/k.cfg.BlockM, s.Hq, s.B
+	l.gx, l.gy, l.gz, l.threads = k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
 	return l
 }
 
@@ -290,10 +288,11 @@ func (d *Device) loadHopper() error {
 		cfg, _ := tiles.Hopper(hd)
 		var k hopperKernels
 		k.cfg = cfg
-		entries := []struct {
+		type entry struct {
 			name string
 			fn   *C.CUfunction
-		}{
+		}
+		entries := []entry{
 			{tiles.KernelName(tiles.HopperStage, hd), &k.attn},
 			{fmt.Sprintf("fp8attn_pack9q_d%d", hd), &k.packQ},
 			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
@@ -302,13 +301,9 @@ func (d *Device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
 		}
 		if cfg.OneTile(2 * cfg.BlockN) {
-			entries = append(entries, []struct {
-				name string
-				fn   *C.CUfunction
-			}{
-				{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
-				{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne},
-			}...)
+			entries = append(entries,
+				entry{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
+				entry{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne})
 		}
 		for _, f := range entries {
 			fn, err := d.hmod.Function(f.name)

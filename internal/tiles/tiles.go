@@ -226,10 +226,16 @@ const (
 	OneTileThreads = 256
 )
 
-// OneTileGrid is Grid for the one-tile form: (query blocks of
-// OneTileBlockM rows, query heads, batch).
-func (c HopperConfig) OneTileGrid(b, hq, sq int) (x, y, z int) {
-	return (sq + OneTileBlockM - 1) / OneTileBlockM, hq, b
+// Launch returns the launch of a call with batch b, hq query heads, sq
+// query rows and sk keys: its grid (query blocks, query heads, batch) and
+// the threads of a block, in the one-tile form's blocks where OneTile(sk)
+// says so.
+func (c HopperConfig) Launch(b, hq, sq, sk int) (x, y, z, threads int) {
+	rows, threads := c.BlockM, c.Threads
+	if c.OneTile(sk) {
+		rows, threads = OneTileBlockM, OneTileThreads
+	}
+	return (sq + rows - 1) / rows, hq, b, threads
 }
 
 // KImageBytes: see QImageBytes.

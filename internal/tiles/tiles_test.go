@@ -178,10 +178,16 @@ func TestHopperOneTile(t *testing.T) {
 			t.Errorf("D %d: one-tile blocks of %d rows, %d threads do not fit %+v", tc.d, OneTileBlockM, OneTileThreads, c)
 		}
 	}
-	for _, g := range []struct{ b, hq, sq, x int }{{2, 8, 256, 4}, {1, 2, 300, 5}, {1, 1, 1, 1}, {3, 4, 64, 1}, {3, 4, 65, 2}} {
-		c, _ := Hopper(64)
-		if x, y, z := c.OneTileGrid(g.b, g.hq, g.sq); x != g.x || y != g.hq || z != g.b {
-			t.Errorf("OneTileGrid(%d, %d, %d) = %d, %d, %d; want %d, %d, %d", g.b, g.hq, g.sq, x, y, z, g.x, g.hq, g.b)
+	// Launch: the one-tile form's narrow blocks where OneTile says so,
+	// the tiled kernel's otherwise.
+	for _, g := range []struct{ d, b, hq, sq, sk, x, threads int }{
+		{64, 2, 8, 256, 256, 4, OneTileThreads}, {64, 1, 2, 300, 129, 5, OneTileThreads}, {64, 1, 1, 1, 200, 1, OneTileThreads},
+		{64, 3, 4, 65, 256, 2, OneTileThreads}, {64, 2, 8, 256, 128, 2, 384}, {64, 1, 2, 300, 257, 3, 384},
+		{128, 2, 8, 256, 256, 2, 384}, {128, 1, 1, 129, 4096, 2, 384},
+	} {
+		c, _ := Hopper(g.d)
+		if x, y, z, th := c.Launch(g.b, g.hq, g.sq, g.sk); x != g.x || y != g.hq || z != g.b || th != g.threads {
+			t.Errorf("D %d: Launch(%d, %d, %d, %d) = %d, %d, %d, %d threads; want %d, %d, %d, %d", g.d, g.b, g.hq, g.sq, g.sk, x, y, z, th, g.x, g.hq, g.b, g.threads)
 		}
 	}
 }

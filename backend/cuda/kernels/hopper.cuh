@@ -522,21 +522,20 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 #define FP8ATTN_S9_BROKEN_ONE 0
 #endif
 
-// stage9 is the attention kernel. Grid (query blocks of BM rows, query
-// heads, batch); causal masks run the blocks with the most keys first.
+// stage9 is the attention kernel. Grid (query blocks of ROWS rows, query
+// heads, batch: internal/tiles' HopperConfig.Launch); causal masks run the
+// blocks with the most keys first.
 //
-// ONE (D = 64, keys padded to exactly two tiles: internal/tiles'
-// HopperConfig.OneTile, which the host launches it by) is the one-tile
-// form for short sequences, in blocks of one producer and one consumer
-// warpgroup of ONE_BM = 64 rows (the host launches 256 threads and
-// OneTileGrid), so that a call's exponentials spread over twice the SMs: both K and V tiles are loaded at once (the
-// images are the tiled kernel's: for DK = 64 two K tiles are one K-major
-// block of 2·BN rows, and V's two tiles are taken as the two halves of
-// P·V's k steps), Q·Kᵀ is one wgmma m64n256k32 per k step, and one softmax
-// over all 2·BN keys, with no online rescale, no second P buffer and no
-// promotion (P·V is one tile's, straight into O). A call that is a few
-// tiles of latency, not throughput, saves a tile's softmax and wgmma waits
-// (docs/PERF.md).
+// ONE (D = 64, keys padded to exactly two tiles: HopperConfig.OneTile) is
+// the one-tile form for short sequences. Its blocks are one producer and
+// one consumer warpgroup of ONE_BM = 64 rows (256 threads), so that a
+// call's exponentials spread over twice the SMs. Both K and V tiles are
+// loaded at once (the images are the tiled kernel's: for DK = 64 two K
+// tiles are one K-major block of 2·BN rows, and V's two tiles are taken as
+// the two halves of P·V's k steps), Q·Kᵀ is one wgmma m64n256k32 per k
+// step, and one softmax runs over all 2·BN keys, with no online rescale.
+// Such a call is bound by each block's own work, not by the pipeline
+// between tiles (docs/PERF.md, kernel changelog v9-v10).
 template <int D, bool FUSED = false, bool ONE = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
   using G = Geometry<D>;

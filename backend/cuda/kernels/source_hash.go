@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "f0f7282f6ce339192117ad52f70b45d6738e32b8a8ec9b9bcb6af70fcc4ff4d1"
+const SourceHash = "bc4ab8a3a88d5ced87c122b34448de8f852566aedba204b7e05ed8de6f14c551"
