@@ -94,21 +94,34 @@ type hopperKernels struct {
 	// attnOne and attnFusedOne are attn and attnFused in one tile, for the
 	// calls cfg.OneTile takes (D 64 only; nil for the other head dims).
 	attnOne, attnFusedOne C.CUfunction
+	// attnQuantizing is the one-tile form quantizing its own float32
+	// inputs, for the fused calls cfg.OneTileQuantizing takes (no
+	// quant_pack9 before it; nil where attnOne is).
+	attnQuantizing C.CUfunction
 }
 
 // hopperLaunch is one attention launch: the entry point, its grid and
-// block size.
+// block size, and whether it quantizes its own inputs (a fused call
+// without quant_pack9).
 type hopperLaunch struct {
 	fn         C.CUfunction
 	gx, gy, gz int
 	threads    int
+	quantizes  bool
 }
 
 // attention returns the launch of a call of shape s: the fused entry
 // (quant_pack9 before it) or not, in one tile where cfg.OneTile says so
 // (loadHopper loads those entries for every config OneTile can hold),
-// with the grid and block cfg.Launch gives.
+// with the grid and block cfg.Launch gives; a fused call that
+// cfg.OneTileQuantizing takes runs the one-tile form that quantizes its
+// own inputs, in the clusters cfg.QuantizingLaunch gives.
 func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
+	if fused && k.attnQuantizing != nil && k.cfg.OneTileQuantizing(s.Sq, s.Sk) {
+		l := hopperLaunch{fn: k.attnQuantizing, quantizes: true}
+		l.gx, l.gy, l.gz, l.threads = k.cfg.QuantizingLaunch(s.B, s.Hq)
+		return l
+	}
 	l := hopperLaunch{fn: k.attn}
 	switch one := k.cfg.OneTile(s.Sk); {
 	case one && fused:
@@ -303,7 +316,8 @@ func (d *Device) loadHopper() error {
 		if cfg.OneTile(2 * cfg.BlockN) {
 			entries = append(entries,
 				entry{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
-				entry{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne})
+				entry{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne},
+				entry{fmt.Sprintf("fp8attn_stage9qo_d%d", hd), &k.attnQuantizing})
 		}
 		for _, f := range entries {
 			fn, err := d.hmod.Function(f.name)
@@ -333,8 +347,15 @@ func (d *Device) loadHopper() error {
 			if want := []int{tiles.OneTileBlockM, tiles.OneTileThreads}; int(got[0]) != want[0] || int(got[1]) != want[1] {
 				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
 			}
+			name = fmt.Sprintf("fp8attn_stage9qo_d%d_config", hd)
+			if got, err = d.global(d.hmod, name, 3); err != nil {
+				return err
+			}
+			if want := []int{tiles.OneTileCluster, tiles.OneTileBlockM, tiles.OneTileThreads}; int(got[0]) != want[0] || int(got[1]) != want[1] || int(got[2]) != want[2] {
+				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
+			}
 		}
-		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne} {
+		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne, k.attnQuantizing} {
 			if fn == nil {
 				continue
 			}
@@ -827,9 +848,11 @@ func (r *Resident) launch(stage int) error {
 		}
 		l := k.attention(s.Shape, r.fused)
 		if r.fused {
-			fp, err := r.launchQuantPack(k.quantPack)
-			if err != nil {
-				return err
+			fp := r.fusedParams()
+			if !l.quantizes {
+				if err := r.launchQuantPack(k.quantPack, fp); err != nil {
+					return err
+				}
 			}
 			return launchStruct(l.fn, l.gx, l.gy, l.gz, l.threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
 		}

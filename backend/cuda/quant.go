@@ -557,17 +557,24 @@ func (d *Device) fusable(p *backend.Problem) bool {
 	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && p.D%16 == 0
 }
 
-// launchQuantPack runs quant_pack9 for a fused resident: float32 Q, K and V
-// (its Q, K, V buffers) into the images and the scale buffers, a cluster
-// of Cluster blocks a head, each with its chunk's codes in dynamic shared
-// memory. It returns the parameters the fused attention entry takes after
-// it. The caller is inside do, after pack allocated the images.
-func (r *Resident) launchQuantPack(fn C.CUfunction) (*fusedQuantParams, error) {
-	d, s, sp := r.dev, r.shape, r.scores
+// fusedParams are the parameters of a fused resident's kernels: quant_pack9
+// and the fused attention entries (float32 Q, K and V; the score-factor
+// check).
+func (r *Resident) fusedParams() *fusedQuantParams {
+	sp := r.scores
+	return &fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
+}
+
+// launchQuantPack runs quant_pack9 with fp (a fused resident's
+// fusedParams): float32 Q, K and V (its Q, K, V buffers) into the images
+// and the scale buffers, a cluster of Cluster blocks a head, each with its
+// chunk's codes in dynamic shared memory. The caller is inside do, after
+// pack allocated the images.
+func (r *Resident) launchQuantPack(fn C.CUfunction, fp *fusedQuantParams) error {
+	d, s := r.dev, r.shape
 	g := d.quantPack
-	fp := &fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
 	smem := g.chunkRows(max(s.Sq, s.Sk)) * s.D
-	return fp, launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, d.stream, unsafe.Pointer(fp))
+	return launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, d.stream, unsafe.Pointer(fp))
 }
 
 // encodeCheck runs the Hopper module's fp8attn_encode_check (a test
@@ -589,9 +596,13 @@ func (d *Device) encodeCheck(amax, result *Buffer, n int) error {
 // AttentionQuantizing implements backend.QuantizingMemory: where the stage
 // is 9 and the heads fit quant_pack9, one launch quantizes the float32
 // inputs straight into stage 9's images and a second runs the attention
-// (its score factors from the scales the first wrote),
-// bit for bit Quantize followed by AttentionOn (its codes never written);
-// elsewhere ErrUnsupported, and the caller makes those two calls.
+// (its score factors from the scales the first wrote); where the call is
+// one that the one-tile form takes whole in a cluster a head
+// (tiles.HopperConfig.OneTileQuantizing: D 64, 129-256 keys, at most 256
+// query rows), that form quantizes its own inputs in one launch. Either
+// way the output and LSE are bit for bit Quantize followed by AttentionOn
+// (its codes and scales never written); elsewhere ErrUnsupported, and the
+// caller makes those two calls.
 func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
 	bufs, err := ours(q, k, v, out, lse)
 	if err != nil {

@@ -672,15 +672,22 @@ func TestDeviceMemoryErrors(t *testing.T) {
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
 // AttentionOn reports it. Shapes quant_pack9's geometry does not fuse are
-// ErrUnsupported (at least four of the six must fuse). A build whose V
-// transpose swaps columns (FP8ATTN_QP_BROKEN_V) fails it.
+// ErrUnsupported (at least four of the six must fuse). Four D 64 shapes
+// run the one-tile form that quantizes its own inputs (fp8attn_stage9qo_d64,
+// no quant_pack9: GQA, query rows that leave blocks of its cluster
+// without rows, keys that fill part of its last block's share, both
+// masks, both layouts), and one more (300 query rows) the quant_pack9 path
+// of the one-tile form. A build whose V transpose swaps columns
+// (FP8ATTN_QP_BROKEN_V) fails it, and so does one whose quantizing form
+// takes each block's Q scale from its own rows (FP8ATTN_S9_BROKEN_QC).
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d := hopperDevice(t)
 	b := &Backend{name: "cuda/stage9", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 40))
-	fused := 0 // shapes the geometry fuses (the others must be ErrUnsupported)
+	fused := 0      // shapes the geometry fuses (the others must be ErrUnsupported)
+	quantizing := 0 // shapes run by the one-tile form quantizing its own inputs
 	for _, c := range []struct {
 		s     backend.Shape
 		m     backend.Mask
@@ -694,6 +701,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 1, Sk: 250, D: 128}, backend.NoMask, backend.BSHD, 0.09, 3e4},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 120, D: 256}, backend.CausalLowerRight, backend.BHSD, -0.06, 1},
 		{backend.Shape{B: 3, Hq: 2, Hkv: 1, Sq: 33, Sk: 170, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 200, Sk: 256, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.11, 1e-30},
+		{backend.Shape{B: 2, Hq: 3, Hkv: 1, Sq: 1, Sk: 129, D: 64}, backend.NoMask, backend.BSHD, -0.3, 3e4},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 256, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1},
 	} {
 		s := c.s
 		in := sdpatest.RandomInputs(rng, s, c.mag)
@@ -760,6 +770,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			continue
 		}
 		fused++
+		if k := d.hopper[s.D]; k.attention(s, true).quantizes {
+			quantizing++
+		}
 		var got [2][2][]float32
 		for i := range 2 {
 			got[i][0], got[i][1] = make([]float32, nq), make([]float32, s.B*s.Hq*s.Sq)
@@ -781,6 +794,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	if fused < 4 {
 		t.Fatalf("only %d of the shapes fused with quant_pack9's geometry %+v", fused, d.quantPack)
 	}
+	if quantizing < 4 {
+		t.Fatalf("only %d of the shapes ran the one-tile form quantizing its own inputs, want 4", quantizing)
+	}
 	// Heads that do not fit: ErrUnsupported, nothing done. The shortest
 	// head at D 64 whose chunk exceeds a block's codes by a V key group.
 	g := d.quantPack
@@ -791,21 +807,23 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("Sk %d D 64 (%d codes a block, %d fit): %v, want ErrUnsupported", sk, g.chunkRows(sk)*64, g.Codes, err)
 	}
-	// A factor beyond the limit: the output's Read reports it.
-	s = backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 8, D: 64}
-	in := sdpatest.RandomInputs(rng, s, 1e30)
-	q, _ := d.Alloc(int64(4 * len(in.Q)))
-	kv, _ := d.Alloc(int64(4 * len(in.K)))
-	out, _ := d.Alloc(int64(4 * len(in.Q)))
-	defer func() { errors.Join(q.Free(), kv.Free(), out.Free()) }()
-	if err := errors.Join(q.Write(bytesOf(in.Q)), kv.Write(bytesOf(in.K))); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 1}, out, nil, q, kv, kv); err != nil {
-		t.Fatal(err)
-	}
-	if err := out.Read(bytesOf(make([]float32, len(in.Q)))); !errors.Is(err, backend.ErrInvalid) {
-		t.Errorf("an overflowing score factor: Read returned %v, want ErrInvalid", err)
+	// A factor beyond the limit: the output's Read reports it, after
+	// quant_pack9 and from the quantizing one-tile form.
+	for _, s := range []backend.Shape{{B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 8, D: 64}, {B: 1, Hq: 2, Hkv: 1, Sq: 8, Sk: 200, D: 64}} {
+		in := sdpatest.RandomInputs(rng, s, 1e30)
+		q, _ := d.Alloc(int64(4 * len(in.Q)))
+		kv, _ := d.Alloc(int64(4 * len(in.K)))
+		out, _ := d.Alloc(int64(4 * len(in.Q)))
+		if err := errors.Join(q.Write(bytesOf(in.Q)), kv.Write(bytesOf(in.K))); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 1}, out, nil, q, kv, kv); err != nil {
+			t.Fatal(err)
+		}
+		if err := out.Read(bytesOf(make([]float32, len(in.Q)))); !errors.Is(err, backend.ErrInvalid) {
+			t.Errorf("%+v: an overflowing score factor: Read returned %v, want ErrInvalid", s, err)
+		}
+		errors.Join(q.Free(), kv.Free(), out.Free())
 	}
 }
 

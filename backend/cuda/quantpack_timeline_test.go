@@ -22,7 +22,10 @@ import (
 // mission shape in a graph (as BenchmarkDeviceQuantizeAttention does) and
 // logs where the last call's time went: for each step quant_pack9 and the
 // fused attention record, the earliest, median and latest block, in µs
-// from quant_pack9's first block past pdl_wait. Skipped otherwise.
+// from quant_pack9's first block past pdl_wait. Where the mission shape
+// runs the one-tile form that quantizes its own inputs, its blocks record
+// the quantization's steps in quant_pack9's slots (kernels/hopper.cuh,
+// quantize_one_tile). Skipped otherwise.
 func TestQuantPackTimeline(t *testing.T) {
 	if os.Getenv("FP8ATTN_QP_STAMPS") != "1" {
 		t.Skip("diagnostic: needs FP8ATTN_QP_STAMPS=1 and a Hopper cubin built with FP8ATTN_QP_STAMPS=1")
@@ -109,18 +112,30 @@ func TestQuantPackTimeline(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("mission, geometry %+v: %.2f µs a call (graph replay, median); quant_pack9 %d blocks on %d SMs, attention %d blocks on %d SMs (%d on an SM a quant_pack9 block used)",
-		d.quantPack, median(times), len(rows[0]), sms(0), len(rows[1]), sms(1), shared)
-	t.Logf("µs from quant_pack9's first block past pdl_wait, earliest/median/latest block:")
-	for _, st := range []struct {
+	type step struct {
 		k, slot int
 		name    string
-	}{
+	}
+	steps := []step{
 		{0, 0, "quant: entry"}, {0, 1, "quant: past pdl_wait"}, {0, 2, "quant: loaded, amax"}, {0, 3, "quant: block amax"},
 		{0, 4, "quant: cluster amax"}, {0, 5, "quant: codes in smem"}, {0, 6, "quant: images written"},
 		{1, 0, "attn: entry"}, {1, 1, "attn: past pdl_wait"}, {1, 5, "attn: copies issued"}, {1, 2, "attn: consumer started"},
 		{1, 3, "attn: last tile done"}, {1, 4, "attn: rows written"},
-	} {
+	}
+	if k := d.hopper[s.D]; k.attention(s, true).quantizes {
+		t.Logf("mission: the one-tile form quantizing its own inputs, %.2f µs a call (graph replay, median); %d blocks on %d SMs",
+			median(times), len(rows[1]), sms(1))
+		steps = []step{
+			{0, 0, "entry"}, {0, 1, "past pdl_wait"}, {0, 2, "loaded, amax"}, {0, 3, "block amax"},
+			{0, 4, "cluster amax"}, {0, 5, "codes in smem"}, {0, 6, "copies issued"},
+			{1, 2, "consumer started"}, {1, 3, "last tile done"}, {1, 4, "rows written"},
+		}
+	} else {
+		t.Logf("mission, geometry %+v: %.2f µs a call (graph replay, median); quant_pack9 %d blocks on %d SMs, attention %d blocks on %d SMs (%d on an SM a quant_pack9 block used)",
+			d.quantPack, median(times), len(rows[0]), sms(0), len(rows[1]), sms(1), shared)
+	}
+	t.Logf("µs from the first block past quant_pack9's pdl_wait (or the quantizing form's), earliest/median/latest block:")
+	for _, st := range steps {
 		t.Logf("  %-24s %s", st.name, at(st.k, st.slot))
 	}
 }

@@ -226,6 +226,29 @@ const (
 	OneTileThreads = 256
 )
 
+// OneTileCluster is the blocks of the one-tile form that quantizes its own
+// float32 inputs (fp8attn_stage9qo_d64, a fused call: OneTileQuantizing):
+// a thread-block cluster of one query head's blocks, each quantizing
+// OneTileBlockM query rows and OneTileBlockM keys of K and V, its K and V
+// codes copied into the others' shared memory. Every key of the one tile
+// (2·BlockN at D 64) is in one block's share.
+const OneTileCluster = 4
+
+// OneTileQuantizing reports whether a fused call (float32 inputs quantized
+// on launch) with sq query rows and sk keys runs the one-tile form that
+// quantizes its own inputs, in one cluster a query head: OneTile(sk), the
+// cluster's blocks holding the tile's keys, and every query row in them.
+func (c HopperConfig) OneTileQuantizing(sq, sk int) bool {
+	return c.OneTile(sk) && OneTileCluster*OneTileBlockM == 2*c.BlockN && sq >= 1 && sq <= OneTileCluster*OneTileBlockM
+}
+
+// QuantizingLaunch is the launch of a call OneTileQuantizing takes: a
+// cluster of OneTileCluster blocks (grid x) for each query head and batch,
+// OneTileThreads a block.
+func (c HopperConfig) QuantizingLaunch(b, hq int) (x, y, z, threads int) {
+	return OneTileCluster, hq, b, OneTileThreads
+}
+
 // Launch returns the launch of a call with batch b, hq query heads, sq
 // query rows and sk keys: its grid (query blocks, query heads, batch) and
 // the threads of a block, in the one-tile form's blocks where OneTile(sk)
@@ -291,8 +314,8 @@ func Header() string {
 	b.WriteString("template <int D> struct HopperTiles;\n")
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, ONE_BM = %d, ONE_THREADS = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads)
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster)
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
 	fmt.Fprintf(&b, "#define FP8ATTN_ADA_HEAD_DIMS %s\n", joinInts(AdaHeadDims))

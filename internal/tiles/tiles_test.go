@@ -191,3 +191,31 @@ func TestHopperOneTile(t *testing.T) {
 		}
 	}
 }
+
+// TestHopperOneTileQuantizing: the one-tile form that quantizes its own
+// inputs takes the fused calls of the one-tile form whose query rows fit
+// its cluster (at most 256 at D 64), and nothing else; its cluster's
+// blocks hold every key of the tile, OneTileBlockM each, and its launch is
+// one cluster a query head.
+func TestHopperOneTileQuantizing(t *testing.T) {
+	for _, tc := range []struct {
+		d, sq, sk int
+		want      bool
+	}{
+		{64, 256, 256, true}, {64, 1, 129, true}, {64, 77, 130, true}, {64, 193, 200, true},
+		{64, 257, 256, false}, {64, 0, 256, false}, {64, 256, 128, false}, {64, 100, 257, false},
+		{96, 100, 200, false}, {128, 64, 256, false},
+	} {
+		c, _ := Hopper(tc.d)
+		if got := c.OneTileQuantizing(tc.sq, tc.sk); got != tc.want {
+			t.Errorf("D %d, Sq %d, Sk %d: OneTileQuantizing %v, want %v", tc.d, tc.sq, tc.sk, got, tc.want)
+		}
+		if tc.want && (!c.OneTile(tc.sk) || OneTileCluster*OneTileBlockM != Pad(tc.sk, c.BlockN)) {
+			t.Errorf("D %d, Sk %d: a cluster of %d blocks of %d keys does not hold the tile's %d", tc.d, tc.sk, OneTileCluster, OneTileBlockM, Pad(tc.sk, c.BlockN))
+		}
+	}
+	c, _ := Hopper(64)
+	if x, y, z, th := c.QuantizingLaunch(2, 8); x != OneTileCluster || y != 8 || z != 2 || th != OneTileThreads {
+		t.Errorf("QuantizingLaunch(2, 8) = %d, %d, %d, %d threads; want %d, 8, 2, %d", x, y, z, th, OneTileCluster, OneTileThreads)
+	}
+}

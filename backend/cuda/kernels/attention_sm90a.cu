@@ -68,6 +68,12 @@
 //                    half the exponentials on each SM.
 //   v11 (2026-11-23): V's descale loaded at the consumers' start, not after
 //                    the last tile (the epilogue waited on it).
+//   v12 (2026-11-23): the one-tile form quantizing its own inputs
+//                    (fp8attn_stage9qo_d64): fused calls of at most 256
+//                    query rows in one cluster of four blocks a head, each
+//                    quantizing 64 query rows and 64 keys of K and V and
+//                    copying its K and V codes into the others' shared
+//                    memory; no quant_pack9, no images, one launch.
 #include "common.cuh"
 #include "hopper.cuh"
 
@@ -124,6 +130,18 @@ extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d64(const 
   hopper::stage9<64, true, true>(f.p, &f);
 }
 extern "C" __device__ const int fp8attn_stage9o_d64_config[2] = {HopperTiles<64>::ONE_BM, HopperTiles<64>::ONE_THREADS};
+// The one-tile form quantizing its own float32 inputs (hopper::stage9 with
+// QC; the calls internal/tiles' HopperConfig.OneTileQuantizing takes, in
+// place of quant_pack9 and fp8attn_stage9fo_d64): a cluster of ONE_CLUSTER
+// blocks a query head, exported as fp8attn_stage9qo_d64_config =
+// {ONE_CLUSTER, ONE_BM, ONE_THREADS}.
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(HopperTiles<64>::ONE_CLUSTER, 1, 1)
+    fp8attn_stage9qo_d64(const __grid_constant__ hopper::FusedQuantParams f) {
+  pdl_launch_dependents();
+  hopper::stage9<64, true, true, true>(f.p, &f);
+}
+extern "C" __device__ const int fp8attn_stage9qo_d64_config[3] = {HopperTiles<64>::ONE_CLUSTER, HopperTiles<64>::ONE_BM,
+                                                                  HopperTiles<64>::ONE_THREADS};
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
 HOPPER_ENTRY(192)

@@ -37,6 +37,21 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
                : "memory");
 }
 
+// bulk_copy_peer copies bytes of this block's shared memory at src into
+// block rank of its cluster, at the address dst has in this block, and
+// completes them on that block's mbarrier at bar's address (cp.async.bulk
+// from shared::cta to shared::cluster: the async proxy end to end, as a
+// bulk load is; src written by threads must have been fenced with
+// fence.proxy.async.shared::cta before).
+__device__ __forceinline__ void bulk_copy_peer(void* dst, const void* src, uint32_t bytes, uint64_t* bar, int rank) {
+  uint32_t rdst, rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rdst) : "r"(smem_u32(dst)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rbar) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(rdst),
+               "r"(smem_u32(src)), "r"(bytes), "r"(rbar)
+               : "memory");
+}
+
 // bulk_load_hinted is bulk_load with an L2 cache policy (createpolicy's
 // 64-bit handle, for example evict_first_policy's).
 __device__ __forceinline__ void bulk_load_hinted(void* dst, const void* src, uint32_t bytes, uint64_t* bar,

@@ -135,6 +135,9 @@ template <int D> struct Geometry {
   // The one-tile form's blocks: one producer and one consumer warpgroup.
   static constexpr int ONE_BM = T::ONE_BM;
   static_assert(T::ONE_THREADS == 256 && ONE_BM == 64, "the one-tile form: one producer and one consumer warpgroup of 64 rows");
+  // The quantizing one-tile form's cluster (quantize_one_tile): its
+  // blocks' shares of the keys, ONE_BM each, make the one tile of 2·BN.
+  static constexpr int ONE_CLUSTER = T::ONE_CLUSTER;
   static constexpr int ONES = 1024;               // E4M3 ones: B of the row sums (FP8ATTN_S9_LSUM)
   static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + ONES + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
 };
@@ -515,6 +518,139 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   QP_STAMP(tid == 0, 0, 6);
 }
 
+// FP8ATTN_S9_BROKEN_QC=1 builds the quantizing one-tile form with each
+// block's Q scale from its own rows' amax, not the head's (the cluster's
+// exchange skipped for Q): a deliberately broken build that
+// TestAttentionQuantizingBitExact must fail.
+#ifndef FP8ATTN_S9_BROKEN_QC
+#define FP8ATTN_S9_BROKEN_QC 0
+#endif
+
+// HeadScales are a query head's scale and its KV head's, as quant_pack9
+// writes them (fp8.ScaleForAmax of each head's amax).
+struct HeadScales {
+  float q, k, v;
+};
+
+// amax4 is amax_add over the four values of x.
+__device__ __forceinline__ float amax4(float m, float4 x) {
+  return amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
+}
+
+// quantize_one_tile is the quantizing one-tile form's first part
+// (fp8attn_stage9qo_d64, stage9 with QC), run by all ONE_THREADS threads
+// of block r of a cluster of ONE_CLUSTER (one query head), after pdl_wait:
+//   * it loads float32 query rows i0 .. i0+63 and keys 64r .. 64r+63 of K
+//     and V (zeros past sq and sk) into registers, twelve float4 a thread,
+//     and finds their amax (amax_add, quant_pack9's rule);
+//   * the blocks' amax are exchanged through distributed shared memory
+//     (each stored into every block's parts, one cluster barrier): the
+//     head's amax, scale and Encoder, as quant_pack9 has them;
+//   * it encodes its rows of Q into its own s_q (the Q image block,
+//     negated where the softmax scale is negative), its keys of K into
+//     s_k at their image offsets (the tiled kernel's K image: the 64 keys
+//     of block r are bytes 4096r .. +4095 of it), and its keys of V into
+//     s_v's sub-tile r: D rows (one a head-dim column) of the 64 keys,
+//     64-byte rows swizzled as Q and K are, keys permuted by sigma in each
+//     16-key group as in the V image. A thread holds keys sigma(4t .. 4t+3)
+//     of a group for four columns, so byte permutes of its codes give word
+//     t of each column's 16 bytes;
+//   * thread 0 copies its K and V shares into the other blocks' s_k and
+//     s_v (bulk copies between shared memories, on their k_full[0] and
+//     v_full[0], which expect the other blocks' bytes from the set-up).
+// The codes are bit for bit quant_pack9's (the same loads, amax, Encoder
+// and sign), so the call is bit for bit Quantize then AttentionOn; P·V
+// takes V's sub-tiles with 64-byte descriptors, the same keys in the same
+// k steps as the V image.
+template <int D>
+__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, int b, int h, int kvh, int i0, uint8_t* s_q,
+                                                        uint8_t* s_k, uint8_t* s_v, uint64_t* k_full, uint64_t* v_full) {
+  using G = Geometry<D>;
+  constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK, NW = HopperTiles<D>::ONE_THREADS / 32;
+  static_assert(D == 64 && G::DK == D && G::WK == R && NC * R == 2 * G::BN && HopperTiles<D>::ONE_THREADS == 256,
+                "the quantizing one-tile form: D 64, a block's keys one 64-byte row of V's sub-tile, 16 bytes of codes a thread");
+  __shared__ float warp_max[3][NW];
+  __shared__ float parts[3][NC];  // the cluster's blocks' amax of Q, K and V, stored by each
+  const Params& p = f.p;
+  const int r = blockIdx.x, tid = threadIdx.x, sq = (int)p.sq, sk = (int)p.sk;
+  QP_STAMP(tid == 0, 0, 1);
+  // Q and K: row `row` of the block's, columns col .. col+15.
+  const int row = tid / 4, col = 16 * (tid % 4), qrow = i0 + row, key = R * r + row;
+  // V: key group vg, columns 4vc .. 4vc+3, keys sigma(4vt .. 4vt+3) of the group.
+  const int vg = tid / 64, vc = tid / 4 % 16, vt = tid % 4;
+  const float* q = (const float*)p.q + b * p.q_batch_stride + h * p.q_head_stride;
+  const float* k = (const float*)p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  const float* v = (const float*)p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  float4 xq[4], xk[4], xv[4];
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    xq[j] = qrow < sq ? *(const float4*)(q + qrow * p.q_row_stride + col + 4 * j) : zero;
+    xk[j] = key < sk ? *(const float4*)(k + key * p.kv_row_stride + col + 4 * j) : zero;
+    const int vk = R * r + 16 * vg + sigma(4 * vt + j);
+    xv[j] = vk < sk ? *(const float4*)(v + vk * p.kv_row_stride + 4 * vc) : zero;
+  }
+  float m[3] = {0.f, 0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < 4; j++) m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]), m[2] = amax4(m[2], xv[j]);
+  QP_STAMP(tid == 0 && m[0] >= 0.f, 0, 2);  // (m: after the loads)
+  // The block's amax (redux.sync on the bits, which order non-negative
+  // floats), then every block's into every block's parts.
+#pragma unroll
+  for (int a = 0; a < 3; a++) {
+    m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m[a])));
+    if (tid % 32 == 0) warp_max[a][tid / 32] = m[a];
+  }
+  __syncthreads();
+  if (tid < 32) {
+#pragma unroll
+    for (int a = 0; a < 3; a++) m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NW ? warp_max[a][tid] : 0.f)));
+    QP_STAMP(tid == 0, 0, 3);
+    cluster_wait();  // every block of the cluster has started (arrived at the set-up)
+    if (tid < NC) {
+#pragma unroll
+      for (int a = 0; a < 3; a++) cluster_store(&parts[a][r], tid, m[a]);
+    }
+  } else {
+    cluster_wait();
+  }
+  cluster_sync();  // every block's amax is in every block's parts
+  float am[3] = {0.f, 0.f, 0.f};
+#pragma unroll
+  for (int a = 0; a < 3; a++)
+#pragma unroll
+    for (int c = 0; c < NC; c++) am[a] = fmaxf(am[a], parts[a][c]);
+  if (FP8ATTN_S9_BROKEN_QC) am[0] = parts[0][r];
+  QP_STAMP(tid == 0, 0, 4);
+  const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1])), ev(scale_for_amax(am[2]));
+  const uint4 cq = make_uint4(eq(xq[0]), eq(xq[1]), eq(xq[2]), eq(xq[3]));
+  *(uint4*)(s_q + swizzle<G::WK>(row * G::WK + col)) = qrow < sq ? negate_if(cq, f.scale < 0.0) : make_uint4(0, 0, 0, 0);
+  *(uint4*)(s_k + qk_image_offset<D, G::BN>(key, col)) = make_uint4(ek(xk[0]), ek(xk[1]), ek(xk[2]), ek(xk[3]));
+  uint32_t w[4];  // w[j]: the codes of key sigma(4vt + j), columns 4vc .. 4vc+3
+#pragma unroll
+  for (int j = 0; j < 4; j++) w[j] = ev(xv[j]);
+  uint8_t* sub = s_v + r * SHARE;
+#pragma unroll
+  for (int e = 0; e < 4; e++) {  // column 4vc + e: byte e of w[0..3]
+    const uint32_t lo = __byte_perm(w[0], w[1], e | (e + 4) << 4), hi = __byte_perm(w[2], w[3], e | (e + 4) << 4);
+    *(uint32_t*)(sub + swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt)) = __byte_perm(lo, hi, 0x5410);
+  }
+  // The tensor cores and the copies read shared memory through the async proxy.
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  __syncthreads();
+  QP_STAMP(tid == 0, 0, 5);
+  if (tid == 0) {
+#pragma unroll
+    for (int i = 1; i < NC; i++) {
+      const int peer = (r + i) % NC;
+      bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, peer);
+      bulk_copy_peer(sub, sub, SHARE, v_full, peer);
+    }
+  }
+  QP_STAMP(tid == 0, 0, 6);
+  return HeadScales{eq.s, ek.s, ev.s};
+}
+
 // FP8ATTN_S9_BROKEN_ONE=1 builds the one-tile P·V reading the first V tile
 // for all 256 keys: a deliberately broken build the one-tile tests must
 // fail.
@@ -536,7 +672,17 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 // step, and one softmax runs over all 2·BN keys, with no online rescale.
 // Such a call is bound by each block's own work, not by the pipeline
 // between tiles (docs/PERF.md, kernel changelog v9-v10).
-template <int D, bool FUSED = false, bool ONE = false>
+//
+// QC (with FUSED and ONE; HopperConfig.OneTileQuantizing) is the one-tile
+// form quantizing its own float32 inputs: a cluster of ONE_CLUSTER blocks
+// a query head (grid x), block r taking query rows 64r .. 64r+63 and
+// sharing the quantization of K and V (quantize_one_tile). No producer
+// copies: Q is encoded into s_q, and k_full[0] and v_full[0] complete when
+// the other blocks' shares of K and V have landed. Three cluster barriers:
+// every block started (before the amax exchange's remote stores), the
+// amax exchanged, and every block's shares received (before a block exits,
+// since its shares are read from its shared memory by the copies).
+template <int D, bool FUSED = false, bool ONE = false, bool QC = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
@@ -546,6 +692,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // one-tile form; Q's image is in blocks of 64 rows, padded to BM).
   constexpr int ROWS = ONE ? G::ONE_BM : BM;
   static_assert(!ONE || (DK == WK && SN <= 256 && RING >= 2), "the one-tile form: one K panel, an n256 wgmma at most, two ring slots");
+  static_assert(!QC || (FUSED && ONE), "the quantizing form is a fused one-tile form");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   uint8_t* s_q = smem;
@@ -558,11 +705,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   uint64_t* v_full = bars + 1 + RING;
   uint64_t* empty = bars + 1 + 2 * RING;
 
-  const int qb = p.mask ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  // (QC: block x is also the cluster rank, which picks the block's keys.)
+  const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / (int)p.group;
   const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
-  // The keys the block's last row sees bound the tiles it loads.
-  const int ntiles = (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN;
+  // The keys the block's last row sees bound the tiles it loads (QC: a
+  // block past the query rows quantizes its keys only).
+  const int ntiles = QC && i0 >= sq ? 0 : (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN;
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 0);
@@ -573,6 +722,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       mbar_init(&v_full[s], 1);
       mbar_init(&empty[s], 8);  // one arrival per consumer warp
     }
+    if constexpr (QC) {  // the other blocks' shares of K and V
+      mbar_expect_tx(&k_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * DK);
+      mbar_expect_tx(&v_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * D);
+    }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   if (FP8ATTN_S9_LSUM && threadIdx.x < G::ONES / 4) {
@@ -581,11 +734,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   }
   __syncthreads();
+  if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
+  QP_STAMP(QC && threadIdx.x == 0, 0, 0);
   pdl_wait();  // before the first global access (pdl.cuh)
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
+  HeadScales qc{};
+  if constexpr (QC) qc = quantize_one_tile<D>(*f, b, h, kvh, i0, s_q, s_k, s_v, k_full, v_full);
 
   if (threadIdx.x < 128) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    if constexpr (QC) {  // every block has its shares (the third cluster barrier)
+      cluster_arrive();
+      cluster_wait();
+      return;
+    }
     if (threadIdx.x == 0 && ntiles > 0) {
       const uint8_t* qimg = p.qi + ((long long)b * p.hq + h) * sq_p * DK + (long long)i0 * DK;
       const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK;
@@ -623,7 +785,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // (inputs quantized by quant_pack9 just before): score_factors' value
   // from the scales it wrote, a factor beyond the limit flagged in f->bad.
   float c;
-  if constexpr (FUSED) {
+  if constexpr (QC) {
+    c = score_factor(f->scale, f->limit, qc.q, qc.k, f->bad, b * (int)p.hq + h);
+  } else if constexpr (FUSED) {
     const int bh = b * (int)p.hq + h;
     c = score_factor(f->scale, f->limit, p.q_scale[bh], p.k_scale[b * p.hkv + kvh], f->bad, bh);
   } else {
@@ -632,7 +796,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   c = fmaxf(fabsf(c), 1.17549435e-38f);
   // V's descale, for the epilogue: loaded here, beside the tiles' trip, not
   // after the last tile (a dependent global load of 0.5 µs there).
-  const float vs = p.v_scale[b * p.hkv + kvh];
+  const float vs = QC ? qc.v : p.v_scale[b * p.hkv + kvh];
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
@@ -768,7 +932,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // second half into ot, added to the first in float32, as the tiled
     // kernel adds its tiles (the same rounding of each tile's sums by the
     // tensor cores); the row sums' halves (LSUM) likewise.
-    mbar_wait(q_full, 0);
+    if (!QC) mbar_wait(q_full, 0);
     issue_qk(0);
     wg_wait<0>();
     fence_regs(s);
@@ -778,6 +942,16 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     mbar_wait(&v_full[0], 0);
     const uint32_t v_addr = smem_u32(s_v);
     const uint32_t v2_addr = v_addr + (FP8ATTN_S9_BROKEN_ONE ? 0 : G::VT);
+    // B of k step kk (keys 32kk .. 32kk+31) of P·V: the V image's tiles of
+    // BN keys, or QC's sub-tiles of ONE_BM keys (64-byte rows).
+    auto v_desc = [&](int kk) {
+      if constexpr (QC) {
+        constexpr int per = G::ONE_BM / 32;
+        return desc<G::ONE_BM>(v_addr + kk / per * (G::ONE_BM * D) + 32 * (kk % per));
+      } else {
+        return desc<WV>((kk < BN / 32 ? v_addr : v2_addr) + 32 * (kk % (BN / 32)));
+      }
+    };
     float lt2[4];
     fence_regs(o);
     fence_pv();
@@ -785,13 +959,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     wg_fence();
 #pragma unroll
     for (int k = 0; k < BN / 32; k++) {
-      WGMMA<D>::rs(o, pa[0][k], desc<WV>(v_addr + 32 * k), k > 0);
+      WGMMA<D>::rs(o, pa[0][k], v_desc(k), k > 0);
       if constexpr (LSUM) WGMMA<8>::rs(lt, pa[0][k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
 #pragma unroll
     for (int k = 0; k < BN / 32; k++) {
-      if constexpr (PROMOTE) WGMMA<DP>::rs(ot, pa[0][BN / 32 + k], desc<WV>(v2_addr + 32 * k), k > 0);
-      else WGMMA<D>::rs(o, pa[0][BN / 32 + k], desc<WV>(v2_addr + 32 * k), 1);
+      if constexpr (PROMOTE) WGMMA<DP>::rs(ot, pa[0][BN / 32 + k], v_desc(BN / 32 + k), k > 0);
+      else WGMMA<D>::rs(o, pa[0][BN / 32 + k], v_desc(BN / 32 + k), 1);
       if constexpr (LSUM) WGMMA<8>::rs(lt2, pa[0][BN / 32 + k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
     wg_commit();
@@ -927,6 +1101,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     if (cw == 0) my_turn();
   }
 
+  if constexpr (QC) {  // every share has landed here (without a tile, too)
+    mbar_wait(&k_full[0], 0);
+    mbar_wait(&v_full[0], 0);
+    cluster_arrive();
+  }
+
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 3);
   const float l0 = group_sum<4>(l[0]), l1 = group_sum<4>(l[1]);
@@ -948,6 +1128,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
   }
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 4);
+  if constexpr (QC) cluster_wait();  // no block exits while its shares may still be read
 }
 
 }  // namespace hopper

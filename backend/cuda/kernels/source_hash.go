@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "bc4ab8a3a88d5ced87c122b34448de8f852566aedba204b7e05ed8de6f14c551"
+const SourceHash = "5fd2cc91b0219d4b56dcfff2637ae0e33a9f1a60715846c225af824c62c923cf"

@@ -29,11 +29,11 @@ template <> struct Tiles<8, 128> { static constexpr int BM = 16, BN = 32, THREAD
 
 // The Hopper kernel (stage 9, sm_90a): see internal/tiles.HopperConfig.
 template <int D> struct HopperTiles;
-template <> struct HopperTiles<64> { static constexpr int D = 64, DK = 64, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 60416, ONE_BM = 64, ONE_THREADS = 256; };
-template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 105472, ONE_BM = 64, ONE_THREADS = 256; };
-template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 117760, ONE_BM = 64, ONE_THREADS = 256; };
-template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 121856, ONE_BM = 64, ONE_THREADS = 256; };
-template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 134144, ONE_BM = 64, ONE_THREADS = 256; };
+template <> struct HopperTiles<64> { static constexpr int D = 64, DK = 64, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 60416, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4; };
+template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 105472, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4; };
+template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 117760, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4; };
+template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 121856, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4; };
+template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 134144, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4; };
 
 // The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.
 #define FP8ATTN_ADA_HEAD_DIMS 64, 96, 128, 256
