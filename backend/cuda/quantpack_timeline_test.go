@@ -127,8 +127,8 @@ func TestQuantPackTimeline(t *testing.T) {
 			median(times), len(rows[1]), sms(1))
 		steps = []step{
 			{0, 0, "entry"}, {0, 1, "past pdl_wait"}, {0, 2, "loaded, amax"}, {0, 3, "block amax"},
-			{0, 4, "cluster amax"}, {0, 5, "codes in smem"}, {0, 6, "copies issued"},
-			{1, 2, "consumer started"}, {1, 3, "last tile done"}, {1, 4, "rows written"},
+			{0, 4, "cluster amax"}, {1, 5, "codes stored"}, {0, 5, "codes in smem"}, {0, 6, "copies issued"},
+			{1, 2, "consumer started"}, {1, 0, "K shares landed"}, {1, 6, "softmax done"}, {1, 3, "last tile done"}, {1, 4, "rows written"},
 		}
 	} else {
 		t.Logf("mission, geometry %+v: %.2f µs a call (graph replay, median); quant_pack9 %d blocks on %d SMs, attention %d blocks on %d SMs (%d on an SM a quant_pack9 block used)",

@@ -74,6 +74,11 @@
 //                    quantizing 64 query rows and 64 keys of K and V and
 //                    copying its K and V codes into the others' shared
 //                    memory; no quant_pack9, no images, one launch.
+//   v13 (2026-11-23): the quantizing form's encode in straight-line code
+//                    where a thread's values are finite (one branch a
+//                    thread, not one a float4), the blocks' amax sent by
+//                    st.async on an mbarrier instead of a cluster barrier,
+//                    and the shares' copies issued by the consumer warp.
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -233,7 +233,11 @@ constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
 // exchanged, 5 the codes in shared memory, 6 the images written. The fused
 // attention: 0 entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last
 // tile done, 4 its rows written, 5 the producer's copies issued. Slot 7:
-// the SM. backend/cuda's TestQuantPackTimeline reads them.
+// the SM. The quantizing one-tile form (quantize_one_tile) records its
+// quantization in kernel 0's slots (6: its copies issued) and, in kernel
+// 1's slots 5, 0 and 6, its codes stored, the other blocks' K shares
+// landed, and its softmax done.
+// backend/cuda's TestQuantPackTimeline reads them.
 #ifndef FP8ATTN_QP_STAMPS
 #define FP8ATTN_QP_STAMPS 0
 #endif
@@ -532,9 +536,65 @@ struct HeadScales {
   float q, k, v;
 };
 
+// Build options of the quantizing one-tile form, for A/B runs (each 1 by
+// default; docs/PERF.md, kernel changelog v13):
+//   FP8ATTN_QC_STRAIGHT: a thread whose values are all finite and whose
+//     scales take Encoder's fast path encodes them in straight-line code
+//     (one branch a thread); =0 calls Encoder per float4, a branch each.
+//   FP8ATTN_QC_AMAX_TX: the blocks' amax sent by st.async into every
+//     block's parts, completing on that block's amax_full mbarrier; =0 a
+//     cluster barrier after remote stores.
+//   FP8ATTN_QC_CONSUMER_COPIES: the copies of a block's K and V shares
+//     issued by six lanes of the consumer warpgroup's first warp, so that
+//     the producer warpgroup gives its registers away at once; =0 thread
+//     0 issues them all.
+#ifndef FP8ATTN_QC_STRAIGHT
+#define FP8ATTN_QC_STRAIGHT 1
+#endif
+#ifndef FP8ATTN_QC_AMAX_TX
+#define FP8ATTN_QC_AMAX_TX 1
+#endif
+#ifndef FP8ATTN_QC_CONSUMER_COPIES
+#define FP8ATTN_QC_CONSUMER_COPIES 1
+#endif
+
+// QuantClusterShared is the quantizing form's static shared memory: the
+// cluster's blocks' amax of Q, K and V (parts[rank], a fourth word of
+// padding for 16-byte stores), their mbarrier (FP8ATTN_QC_AMAX_TX) and
+// the block's warps' amax.
+struct QuantClusterShared {
+  float4 parts[4];
+  uint64_t amax_full;
+  float warp_max[3][8];
+};
+__device__ __forceinline__ QuantClusterShared& quant_cluster_shared() {
+  __shared__ QuantClusterShared x;
+  return x;
+}
+
+// cluster_send_tx stores v at x's address in block rank of this cluster
+// and completes 16 bytes on that block's mbarrier at bar's address
+// (st.async: the store and the transaction count in one message).
+__device__ __forceinline__ void cluster_send_tx(float4* x, float4 v, uint64_t* bar, int rank) {
+  uint32_t rx, rbar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rx) : "r"(smem_u32(x)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rbar) : "r"(smem_u32(bar)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(rx),
+               "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)),
+               "r"(rbar)
+               : "memory");
+}
+
 // amax4 is amax_add over the four values of x.
 __device__ __forceinline__ float amax4(float m, float4 x) {
   return amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
+}
+
+// top4 is the largest of t and the magnitudes' bits of x (at least
+// 0x7F800000 where x holds a non-finite value).
+__device__ __forceinline__ uint32_t top4(uint32_t t, float4 x) {
+  return max(max(max(t, __float_as_uint(x.x) & 0x7FFFFFFFu), max(__float_as_uint(x.y) & 0x7FFFFFFFu, __float_as_uint(x.z) & 0x7FFFFFFFu)),
+             __float_as_uint(x.w) & 0x7FFFFFFFu);
 }
 
 // quantize_one_tile is the quantizing one-tile form's first part
@@ -544,7 +604,7 @@ __device__ __forceinline__ float amax4(float m, float4 x) {
 //     and V (zeros past sq and sk) into registers, twelve float4 a thread,
 //     and finds their amax (amax_add, quant_pack9's rule);
 //   * the blocks' amax are exchanged through distributed shared memory
-//     (each stored into every block's parts, one cluster barrier): the
+//     (sent into every block's parts, completing on its amax_full): the
 //     head's amax, scale and Encoder, as quant_pack9 has them;
 //   * it encodes its rows of Q into its own s_q (the Q image block,
 //     negated where the softmax scale is negative), its keys of K into
@@ -555,8 +615,8 @@ __device__ __forceinline__ float amax4(float m, float4 x) {
 //     16-key group as in the V image. A thread holds keys sigma(4t .. 4t+3)
 //     of a group for four columns, so byte permutes of its codes give word
 //     t of each column's 16 bytes;
-//   * thread 0 copies its K and V shares into the other blocks' s_k and
-//     s_v (bulk copies between shared memories, on their k_full[0] and
+//   * its K and V shares are copied into the other blocks' s_k and s_v
+//     (bulk copies between shared memories, on their k_full[0] and
 //     v_full[0], which expect the other blocks' bytes from the set-up).
 // The codes are bit for bit quant_pack9's (the same loads, amax, Encoder
 // and sign), so the call is bit for bit Quantize then AttentionOn; P·V
@@ -567,10 +627,9 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
                                                         uint8_t* s_k, uint8_t* s_v, uint64_t* k_full, uint64_t* v_full) {
   using G = Geometry<D>;
   constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK, NW = HopperTiles<D>::ONE_THREADS / 32;
-  static_assert(D == 64 && G::DK == D && G::WK == R && NC * R == 2 * G::BN && HopperTiles<D>::ONE_THREADS == 256,
+  static_assert(D == 64 && G::DK == D && G::WK == R && NC * R == 2 * G::BN && NC <= 4 && NW == 8,
                 "the quantizing one-tile form: D 64, a block's keys one 64-byte row of V's sub-tile, 16 bytes of codes a thread");
-  __shared__ float warp_max[3][NW];
-  __shared__ float parts[3][NC];  // the cluster's blocks' amax of Q, K and V, stored by each
+  QuantClusterShared& qs = quant_cluster_shared();
   const Params& p = f.p;
   const int r = blockIdx.x, tid = threadIdx.x, sq = (int)p.sq, sk = (int)p.sk;
   QP_STAMP(tid == 0, 0, 1);
@@ -591,63 +650,94 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
     xv[j] = vk < sk ? *(const float4*)(v + vk * p.kv_row_stride + 4 * vc) : zero;
   }
   float m[3] = {0.f, 0.f, 0.f};
+  uint32_t top = 0;  // the largest magnitude's bits: non-finite values where >= 0x7F800000
 #pragma unroll
-  for (int j = 0; j < 4; j++) m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]), m[2] = amax4(m[2], xv[j]);
+  for (int j = 0; j < 4; j++) {
+    m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]), m[2] = amax4(m[2], xv[j]);
+    top = top4(top4(top4(top, xq[j]), xk[j]), xv[j]);
+  }
   QP_STAMP(tid == 0 && m[0] >= 0.f, 0, 2);  // (m: after the loads)
   // The block's amax (redux.sync on the bits, which order non-negative
   // floats), then every block's into every block's parts.
 #pragma unroll
   for (int a = 0; a < 3; a++) {
     m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m[a])));
-    if (tid % 32 == 0) warp_max[a][tid / 32] = m[a];
+    if (tid % 32 == 0) qs.warp_max[a][tid / 32] = m[a];
   }
   __syncthreads();
   if (tid < 32) {
 #pragma unroll
-    for (int a = 0; a < 3; a++) m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NW ? warp_max[a][tid] : 0.f)));
+    for (int a = 0; a < 3; a++) m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NW ? qs.warp_max[a][tid] : 0.f)));
     QP_STAMP(tid == 0, 0, 3);
     cluster_wait();  // every block of the cluster has started (arrived at the set-up)
     if (tid < NC) {
+      if (FP8ATTN_QC_AMAX_TX) {
+        cluster_send_tx(&qs.parts[r], make_float4(m[0], m[1], m[2], 0.f), &qs.amax_full, tid);
+      } else {
 #pragma unroll
-      for (int a = 0; a < 3; a++) cluster_store(&parts[a][r], tid, m[a]);
+        for (int a = 0; a < 3; a++) cluster_store(&qs.parts[r].x + a, tid, m[a]);
+      }
     }
   } else {
     cluster_wait();
   }
-  cluster_sync();  // every block's amax is in every block's parts
+  if (FP8ATTN_QC_AMAX_TX) {
+    // Warp 0 has sent before any warp spins on the barrier: a spinning
+    // warp must not keep warp 0 from its sends (compute-sanitizer's
+    // racecheck, which schedules warps its own way, hung without this).
+    __syncthreads();
+    mbar_wait(&qs.amax_full, 0);  // every block's amax is in parts
+  } else {
+    cluster_sync();
+  }
   float am[3] = {0.f, 0.f, 0.f};
 #pragma unroll
-  for (int a = 0; a < 3; a++)
-#pragma unroll
-    for (int c = 0; c < NC; c++) am[a] = fmaxf(am[a], parts[a][c]);
-  if (FP8ATTN_S9_BROKEN_QC) am[0] = parts[0][r];
+  for (int c = 0; c < NC; c++) {
+    const float4 pc = qs.parts[c];
+    am[0] = fmaxf(am[0], pc.x), am[1] = fmaxf(am[1], pc.y), am[2] = fmaxf(am[2], pc.z);
+  }
+  if (FP8ATTN_S9_BROKEN_QC) am[0] = qs.parts[r].x;
   QP_STAMP(tid == 0, 0, 4);
   const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1])), ev(scale_for_amax(am[2]));
-  const uint4 cq = make_uint4(eq(xq[0]), eq(xq[1]), eq(xq[2]), eq(xq[3]));
-  *(uint4*)(s_q + swizzle<G::WK>(row * G::WK + col)) = qrow < sq ? negate_if(cq, f.scale < 0.0) : make_uint4(0, 0, 0, 0);
-  *(uint4*)(s_k + qk_image_offset<D, G::BN>(key, col)) = make_uint4(ek(xk[0]), ek(xk[1]), ek(xk[2]), ek(xk[3]));
+  uint4 cq, ck;
   uint32_t w[4];  // w[j]: the codes of key sigma(4vt + j), columns 4vc .. 4vc+3
+  if (FP8ATTN_QC_STRAIGHT && eq.fast && ek.fast && ev.fast && top < 0x7F800000u) {
+    auto e4 = [](const Encoder& e, float4 x) { return pack4(e.quotient(x.x), e.quotient(x.y), e.quotient(x.z), e.quotient(x.w)); };
+    cq = make_uint4(e4(eq, xq[0]), e4(eq, xq[1]), e4(eq, xq[2]), e4(eq, xq[3]));
+    ck = make_uint4(e4(ek, xk[0]), e4(ek, xk[1]), e4(ek, xk[2]), e4(ek, xk[3]));
 #pragma unroll
-  for (int j = 0; j < 4; j++) w[j] = ev(xv[j]);
+    for (int j = 0; j < 4; j++) w[j] = e4(ev, xv[j]);
+  } else {
+    cq = make_uint4(eq(xq[0]), eq(xq[1]), eq(xq[2]), eq(xq[3]));
+    ck = make_uint4(ek(xk[0]), ek(xk[1]), ek(xk[2]), ek(xk[3]));
+#pragma unroll
+    for (int j = 0; j < 4; j++) w[j] = ev(xv[j]);
+  }
+  *(uint4*)(s_q + swizzle<G::WK>(row * G::WK + col)) = qrow < sq ? negate_if(cq, f.scale < 0.0) : make_uint4(0, 0, 0, 0);
+  *(uint4*)(s_k + qk_image_offset<D, G::BN>(key, col)) = ck;
   uint8_t* sub = s_v + r * SHARE;
 #pragma unroll
   for (int e = 0; e < 4; e++) {  // column 4vc + e: byte e of w[0..3]
     const uint32_t lo = __byte_perm(w[0], w[1], e | (e + 4) << 4), hi = __byte_perm(w[2], w[3], e | (e + 4) << 4);
     *(uint32_t*)(sub + swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt)) = __byte_perm(lo, hi, 0x5410);
   }
+  QP_STAMP(tid == 0, 1, 5);
   // The tensor cores and the copies read shared memory through the async proxy.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
   QP_STAMP(tid == 0, 0, 5);
-  if (tid == 0) {
+  // The copies: lane j of the issuing warp sends share j % 2 (K, V) to the
+  // (j / 2 + 1)-th block after this one.
+  const int lane = FP8ATTN_QC_CONSUMER_COPIES ? tid - HopperTiles<D>::ONE_THREADS / 2 : tid;
+  if (FP8ATTN_QC_CONSUMER_COPIES ? lane >= 0 && lane < 2 * (NC - 1) : lane == 0) {
 #pragma unroll
-    for (int i = 1; i < NC; i++) {
-      const int peer = (r + i) % NC;
-      bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, peer);
-      bulk_copy_peer(sub, sub, SHARE, v_full, peer);
+    for (int j = FP8ATTN_QC_CONSUMER_COPIES ? lane : 0; j < 2 * (NC - 1); j += FP8ATTN_QC_CONSUMER_COPIES ? 2 * NC : 1) {
+      const int peer = (r + j / 2 + 1) % NC;
+      if (j % 2 == 0) bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, peer);
+      else bulk_copy_peer(sub, sub, SHARE, v_full, peer);
     }
+    QP_STAMP(lane == 0, 0, 6);
   }
-  QP_STAMP(tid == 0, 0, 6);
   return HeadScales{eq.s, ek.s, ev.s};
 }
 
@@ -714,7 +804,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int ntiles = QC && i0 >= sq ? 0 : (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN;
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
-  QP_STAMP(FUSED && threadIdx.x == 0, 1, 0);
+  QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
     for (int s = 0; s < RING; s++) {
@@ -722,9 +812,14 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       mbar_init(&v_full[s], 1);
       mbar_init(&empty[s], 8);  // one arrival per consumer warp
     }
-    if constexpr (QC) {  // the other blocks' shares of K and V
+    if constexpr (QC) {  // the other blocks' shares of K and V, every block's amax
       mbar_expect_tx(&k_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * DK);
       mbar_expect_tx(&v_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * D);
+      if (FP8ATTN_QC_AMAX_TX) {
+        uint64_t* amax_full = &quant_cluster_shared().amax_full;
+        mbar_init(amax_full, 1);
+        mbar_expect_tx(amax_full, G::ONE_CLUSTER * sizeof(float4));
+      }
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -933,12 +1028,15 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // kernel adds its tiles (the same rounding of each tile's sums by the
     // tensor cores); the row sums' halves (LSUM) likewise.
     if (!QC) mbar_wait(q_full, 0);
+    if (QC) mbar_wait(&k_full[0], 0);
+    QP_STAMP(QC && threadIdx.x == 128, 1, 0);
     issue_qk(0);
     wg_wait<0>();
     fence_regs(s);
     softmax(0);
     pack_p(pa[0]);
     fence_regs(pa[0]);
+    QP_STAMP(QC && threadIdx.x == 128, 1, 6);
     mbar_wait(&v_full[0], 0);
     const uint32_t v_addr = smem_u32(s_v);
     const uint32_t v2_addr = v_addr + (FP8ATTN_S9_BROKEN_ONE ? 0 : G::VT);

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "5fd2cc91b0219d4b56dcfff2637ae0e33a9f1a60715846c225af824c62c923cf"
+const SourceHash = "f70a3aa6dd2621b2397b51aea813f89eecc2a97d1793374ad0a176d9317771dd"
