@@ -536,32 +536,9 @@ struct HeadScales {
   float q, k, v;
 };
 
-// Build options of the quantizing one-tile form, for A/B runs (each 1 by
-// default; docs/PERF.md, kernel changelog v13):
-//   FP8ATTN_QC_STRAIGHT: a thread whose values are all finite and whose
-//     scales take Encoder's fast path encodes them in straight-line code
-//     (one branch a thread); =0 calls Encoder per float4, a branch each.
-//   FP8ATTN_QC_AMAX_TX: the blocks' amax sent by st.async into every
-//     block's parts, completing on that block's amax_full mbarrier; =0 a
-//     cluster barrier after remote stores.
-//   FP8ATTN_QC_CONSUMER_COPIES: the copies of a block's K and V shares
-//     issued by six lanes of the consumer warpgroup's first warp, so that
-//     the producer warpgroup gives its registers away at once; =0 thread
-//     0 issues them all.
-#ifndef FP8ATTN_QC_STRAIGHT
-#define FP8ATTN_QC_STRAIGHT 1
-#endif
-#ifndef FP8ATTN_QC_AMAX_TX
-#define FP8ATTN_QC_AMAX_TX 1
-#endif
-#ifndef FP8ATTN_QC_CONSUMER_COPIES
-#define FP8ATTN_QC_CONSUMER_COPIES 1
-#endif
-
 // QuantClusterShared is the quantizing form's static shared memory: the
 // cluster's blocks' amax of Q, K and V (parts[rank], a fourth word of
-// padding for 16-byte stores), their mbarrier (FP8ATTN_QC_AMAX_TX) and
-// the block's warps' amax.
+// padding for 16-byte stores), their mbarrier and the block's warps' amax.
 struct QuantClusterShared {
   float4 parts[4];
   uint64_t amax_full;
@@ -670,26 +647,15 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
     for (int a = 0; a < 3; a++) m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NW ? qs.warp_max[a][tid] : 0.f)));
     QP_STAMP(tid == 0, 0, 3);
     cluster_wait();  // every block of the cluster has started (arrived at the set-up)
-    if (tid < NC) {
-      if (FP8ATTN_QC_AMAX_TX) {
-        cluster_send_tx(&qs.parts[r], make_float4(m[0], m[1], m[2], 0.f), &qs.amax_full, tid);
-      } else {
-#pragma unroll
-        for (int a = 0; a < 3; a++) cluster_store(&qs.parts[r].x + a, tid, m[a]);
-      }
-    }
+    if (tid < NC) cluster_send_tx(&qs.parts[r], make_float4(m[0], m[1], m[2], 0.f), &qs.amax_full, tid);
   } else {
     cluster_wait();
   }
-  if (FP8ATTN_QC_AMAX_TX) {
-    // Warp 0 has sent before any warp spins on the barrier: a spinning
-    // warp must not keep warp 0 from its sends (compute-sanitizer's
-    // racecheck, which schedules warps its own way, hung without this).
-    __syncthreads();
-    mbar_wait(&qs.amax_full, 0);  // every block's amax is in parts
-  } else {
-    cluster_sync();
-  }
+  // Warp 0 has sent before any warp spins on the barrier: a spinning warp
+  // must not keep warp 0 from its sends (compute-sanitizer's racecheck,
+  // which schedules warps its own way, hung without this).
+  __syncthreads();
+  mbar_wait(&qs.amax_full, 0);  // every block's amax is in parts
   float am[3] = {0.f, 0.f, 0.f};
 #pragma unroll
   for (int c = 0; c < NC; c++) {
@@ -701,7 +667,10 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1])), ev(scale_for_amax(am[2]));
   uint4 cq, ck;
   uint32_t w[4];  // w[j]: the codes of key sigma(4vt + j), columns 4vc .. 4vc+3
-  if (FP8ATTN_QC_STRAIGHT && eq.fast && ek.fast && ev.fast && top < 0x7F800000u) {
+  // Where the thread's values are finite and the scales take Encoder's
+  // fast path, straight-line code (one branch a thread, not one a float4:
+  // 0.7 µs of the mission call, docs/PERF.md).
+  if (eq.fast && ek.fast && ev.fast && top < 0x7F800000u) {
     auto e4 = [](const Encoder& e, float4 x) { return pack4(e.quotient(x.x), e.quotient(x.y), e.quotient(x.z), e.quotient(x.w)); };
     cq = make_uint4(e4(eq, xq[0]), e4(eq, xq[1]), e4(eq, xq[2]), e4(eq, xq[3]));
     ck = make_uint4(e4(ek, xk[0]), e4(ek, xk[1]), e4(ek, xk[2]), e4(ek, xk[3]));
@@ -726,17 +695,15 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
   QP_STAMP(tid == 0, 0, 5);
-  // The copies: lane j of the issuing warp sends share j % 2 (K, V) to the
-  // (j / 2 + 1)-th block after this one.
-  const int lane = FP8ATTN_QC_CONSUMER_COPIES ? tid - HopperTiles<D>::ONE_THREADS / 2 : tid;
-  if (FP8ATTN_QC_CONSUMER_COPIES ? lane >= 0 && lane < 2 * (NC - 1) : lane == 0) {
-#pragma unroll
-    for (int j = FP8ATTN_QC_CONSUMER_COPIES ? lane : 0; j < 2 * (NC - 1); j += FP8ATTN_QC_CONSUMER_COPIES ? 2 * NC : 1) {
-      const int peer = (r + j / 2 + 1) % NC;
-      if (j % 2 == 0) bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, peer);
-      else bulk_copy_peer(sub, sub, SHARE, v_full, peer);
-    }
-    QP_STAMP(lane == 0, 0, 6);
+  // The copies, from lanes j < 2(NC - 1) of the consumer warpgroup's
+  // first warp (so that the producer warpgroup gives its registers away
+  // at once): share j % 2 (K, V) to the (j / 2 + 1)-th block after this.
+  const int j = tid - HopperTiles<D>::ONE_THREADS / 2;
+  if (j >= 0 && j < 2 * (NC - 1)) {
+    const int peer = (r + j / 2 + 1) % NC;
+    if (j % 2 == 0) bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, peer);
+    else bulk_copy_peer(sub, sub, SHARE, v_full, peer);
+    QP_STAMP(j == 0, 0, 6);
   }
   return HeadScales{eq.s, ek.s, ev.s};
 }
@@ -768,10 +735,11 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
 // a query head (grid x), block r taking query rows 64r .. 64r+63 and
 // sharing the quantization of K and V (quantize_one_tile). No producer
 // copies: Q is encoded into s_q, and k_full[0] and v_full[0] complete when
-// the other blocks' shares of K and V have landed. Three cluster barriers:
-// every block started (before the amax exchange's remote stores), the
-// amax exchanged, and every block's shares received (before a block exits,
-// since its shares are read from its shared memory by the copies).
+// the other blocks' shares of K and V have landed. Two cluster barriers:
+// every block started (before the amax exchange's remote stores, which
+// complete on each block's amax_full), and every block's shares received
+// (before a block exits, since its shares are read from its shared memory
+// by the copies).
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
   using G = Geometry<D>;
@@ -815,11 +783,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     if constexpr (QC) {  // the other blocks' shares of K and V, every block's amax
       mbar_expect_tx(&k_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * DK);
       mbar_expect_tx(&v_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * D);
-      if (FP8ATTN_QC_AMAX_TX) {
-        uint64_t* amax_full = &quant_cluster_shared().amax_full;
-        mbar_init(amax_full, 1);
-        mbar_expect_tx(amax_full, G::ONE_CLUSTER * sizeof(float4));
-      }
+      uint64_t* amax_full = &quant_cluster_shared().amax_full;
+      mbar_init(amax_full, 1);
+      mbar_expect_tx(amax_full, G::ONE_CLUSTER * sizeof(float4));
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -838,7 +804,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   if (threadIdx.x < 128) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if constexpr (QC) {  // every block has its shares (the third cluster barrier)
+    if constexpr (QC) {  // every block has its shares (the second cluster barrier)
       cluster_arrive();
       cluster_wait();
       return;

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "f70a3aa6dd2621b2397b51aea813f89eecc2a97d1793374ad0a176d9317771dd"
+const SourceHash = "64566121d7c799cd6c6a94b14da6b71ae6cd7787434ecd50c11c3d39c688b75d"
