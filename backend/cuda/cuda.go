@@ -327,32 +327,16 @@ func (d *Device) loadHopper() error {
 			*f.fn = cFunction(fn)
 			markPDL(*f.fn) // the sm_90a module's entry points keep kernels/pdl.cuh's contract
 		}
-		name := tiles.KernelName(tiles.HopperStage, hd) + "_config"
-		got, err := d.global(d.hmod, name, 7)
-		if err != nil {
+		if err := d.checkExported(d.hmod, tiles.KernelName(tiles.HopperStage, hd)+"_config",
+			cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()); err != nil {
 			return err
 		}
-		want := []int{cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()}
-		for i := range want {
-			if int(got[i]) != want[i] {
-				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
-			}
-		}
 		if k.attnOne != nil {
-			name := fmt.Sprintf("fp8attn_stage9o_d%d_config", hd)
-			got, err := d.global(d.hmod, name, 2)
-			if err != nil {
+			if err := errors.Join(
+				d.checkExported(d.hmod, fmt.Sprintf("fp8attn_stage9o_d%d_config", hd), tiles.OneTileBlockM, tiles.OneTileThreads),
+				d.checkExported(d.hmod, fmt.Sprintf("fp8attn_stage9qo_d%d_config", hd), tiles.OneTileCluster, tiles.OneTileBlockM, tiles.OneTileThreads),
+			); err != nil {
 				return err
-			}
-			if want := []int{tiles.OneTileBlockM, tiles.OneTileThreads}; int(got[0]) != want[0] || int(got[1]) != want[1] {
-				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
-			}
-			name = fmt.Sprintf("fp8attn_stage9qo_d%d_config", hd)
-			if got, err = d.global(d.hmod, name, 3); err != nil {
-				return err
-			}
-			if want := []int{tiles.OneTileCluster, tiles.OneTileBlockM, tiles.OneTileThreads}; int(got[0]) != want[0] || int(got[1]) != want[1] || int(got[2]) != want[2] {
-				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
 			}
 		}
 		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne, k.attnQuantizing} {
@@ -397,16 +381,9 @@ func (d *Device) loadAda() error {
 			}
 			*f.fn = cFunction(fn)
 		}
-		name := tiles.KernelName(tiles.AdaStage, hd) + "_config"
-		got, err := d.global(d.mod, name, 8)
-		if err != nil {
+		if err := d.checkExported(d.mod, tiles.KernelName(tiles.AdaStage, hd)+"_config",
+			cfg.D, cfg.BlockM(), cfg.BlockN, cfg.Warps, cfg.Ring, cfg.KPitch(), cfg.VPitch(), cfg.SharedBytes()); err != nil {
 			return err
-		}
-		want := []int{cfg.D, cfg.BlockM(), cfg.BlockN, cfg.Warps, cfg.Ring, cfg.KPitch(), cfg.VPitch(), cfg.SharedBytes()}
-		for i := range want {
-			if int(got[i]) != want[i] {
-				return fmt.Errorf("cuda: %s is %v, internal/tiles says %v", name, got, want)
-			}
 		}
 		// A block must fit the device's shared memory (less the 1 KB the
 		// hardware reserves per block); a head dim that does not is left
@@ -505,15 +482,19 @@ func (d *Device) checkLayouts(mod cu.Module, checks []layoutCheck) error {
 
 // checkConfig compares a kernel's compiled tile constants with internal/tiles.
 func (d *Device) checkConfig(stage, hd int) error {
-	got, err := d.global(d.mod, tiles.KernelName(stage, hd)+"_config", 4)
+	c, _ := tiles.Get(stage, hd)
+	return d.checkExported(d.mod, tiles.KernelName(stage, hd)+"_config", c.BlockM, c.BlockN, c.Threads, c.Ring)
+}
+
+// checkExported reads the geometry array name that mod exports (a
+// kernel's *_config, as many ints as want) and compares it with want
+// (configError).
+func (d *Device) checkExported(mod cu.Module, name string, want ...int) error {
+	got, err := d.global(mod, name, len(want))
 	if err != nil {
 		return err
 	}
-	want, _ := tiles.Get(stage, hd)
-	if int(got[0]) != want.BlockM || int(got[1]) != want.BlockN || int(got[2]) != want.Threads || int(got[3]) != want.Ring {
-		return fmt.Errorf("cuda: %s compiled with tiles %v, internal/tiles says %+v", tiles.KernelName(stage, hd), got, want)
-	}
-	return nil
+	return configError(name, got, want)
 }
 
 // do runs fn with the device's context current on this OS thread.

@@ -80,14 +80,8 @@ func (d *Device) loadPaged(ampere bool) error {
 	// config checks the geometry kernel name exports against want and
 	// raises its shared-memory limit to smem.
 	config := func(f C.CUfunction, name string, want []int, smem int) error {
-		got, err := d.global(d.pmod, name+"_config", len(want))
-		if err != nil {
+		if err := d.checkExported(d.pmod, name+"_config", want...); err != nil {
 			return err
-		}
-		for i := range want {
-			if int(got[i]) != want[i] {
-				return fmt.Errorf("cuda: %s_config is %v, internal/tiles says %v", name, got, want)
-			}
 		}
 		return setMaxSharedMemory(f, smem)
 	}
