@@ -877,7 +877,7 @@ func TestFastEncodeAllFloats(t *testing.T) {
 
 // hopperDevice is device 0 where its sm_90a module (stage 9, quant_pack9)
 // loaded; the test is skipped elsewhere.
-func hopperDevice(t *testing.T) *Device {
+func hopperDevice(t testing.TB) *Device {
 	t.Helper()
 	d, err := OpenDevice(0)
 	if err != nil {
