@@ -824,10 +824,13 @@ func (r *Resident) launch(stage int) error {
 		if r.fused {
 			fns = [3]C.CUfunction{}
 		}
+		l := k.attention(s.Shape, r.fused)
+		if l.quantizes { // its codes stay in shared memory: no images
+			sizes = [3]int64{}
+		}
 		if err := r.pack(stage, sizes, fns); err != nil {
 			return err
 		}
-		l := k.attention(s.Shape, r.fused)
 		if r.fused {
 			fp := r.fusedParams()
 			if !l.quantizes {
