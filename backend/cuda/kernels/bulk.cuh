@@ -11,6 +11,14 @@ namespace hopper {
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
+// cluster_map is the shared::cluster address of p's shared-memory location
+// in block rank of this thread block's cluster (mapa).
+__device__ __forceinline__ uint32_t cluster_map(const void* p, int rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(smem_u32(p)), "r"(rank));
+  return r;
+}
+
 // mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk).
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
@@ -44,9 +52,7 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
 // bulk load is; src written by threads must have been fenced with
 // fence.proxy.async.shared::cta before).
 __device__ __forceinline__ void bulk_copy_peer(void* dst, const void* src, uint32_t bytes, uint64_t* bar, int rank) {
-  uint32_t rdst, rbar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rdst) : "r"(smem_u32(dst)), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rbar) : "r"(smem_u32(bar)), "r"(rank));
+  const uint32_t rdst = cluster_map(dst, rank), rbar = cluster_map(bar, rank);
   asm volatile("cp.async.bulk.shared::cluster.shared::cta.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(rdst),
                "r"(smem_u32(src)), "r"(bytes), "r"(rbar)
                : "memory");

@@ -284,9 +284,19 @@ __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.w
 // cluster_store writes v at the shared-memory address of x in block rank of
 // this cluster (distributed shared memory).
 __device__ __forceinline__ void cluster_store(float* x, int rank, float v) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32(x)), "r"(rank));
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(remote), "f"(v) : "memory");
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(cluster_map(x, rank)), "f"(v) : "memory");
+}
+
+// warp_amax is the largest of the warp's non-negative m: redux.sync on
+// the bits, which order non-negative floats.
+__device__ __forceinline__ float warp_amax(float m) { return __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m))); }
+
+// byte_column is byte e of w0, w1, w2 and w3, in that order, as one word:
+// four keys' codes of one column of V, from words holding four columns of
+// each key (the V image's transpose, by byte permutes).
+__device__ __forceinline__ uint32_t byte_column(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int e) {
+  const int sel = e | (e + 4) << 4;
+  return __byte_perm(__byte_perm(w0, w1, sel), __byte_perm(w2, w3, sel), 0x5410);
 }
 
 // FP8ATTN_QP_BROKEN_QUOTIENT=1 builds the fast encode without its
@@ -439,11 +449,11 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   QP_STAMP(tid == 0 && m >= 0.f, 0, 2);  // (m: after the loads)
   // The block's amax: each warp's, then warp 0 over them (block_max's
   // result; redux.sync on the bits, which order non-negative floats).
-  m = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m)));
+  m = warp_amax(m);
   if (tid % 32 == 0) warp_max[tid / 32] = m;
   __syncthreads();
   if (tid < 32) {
-    m = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NT / 32 ? warp_max[tid] : 0.f)));
+    m = warp_amax(tid < NT / 32 ? warp_max[tid] : 0.f);
     QP_STAMP(tid == 0 && m >= 0.f, 0, 3);
     cluster_wait();  // every block of the cluster has started (arrived at its entry)
     if (tid < NC) cluster_store(&parts[c], tid, m);
@@ -510,11 +520,7 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
         const int sel = FP8ATTN_QP_BROKEN_V ? e ^ 1 : e;
         uint32_t o[4];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {  // bytes e of w[4k], w[4k+1], then of w[4k+2], w[4k+3]
-          const uint32_t lo = __byte_perm(w[4 * k], w[4 * k + 1], sel | (sel + 4) << 4);
-          const uint32_t hi = __byte_perm(w[4 * k + 2], w[4 * k + 3], sel | (sel + 4) << 4);
-          o[k] = __byte_perm(lo, hi, 0x5410);
-        }
+        for (int k = 0; k < 4; k++) o[k] = byte_column(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3], sel);
         *(uint4*)(dst + swizzle<BN>((d + e) * BN + 16 * cc)) = make_uint4(o[0], o[1], o[2], o[3]);
       }
     }
@@ -553,9 +559,7 @@ __device__ __forceinline__ QuantClusterShared& quant_cluster_shared() {
 // and completes 16 bytes on that block's mbarrier at bar's address
 // (st.async: the store and the transaction count in one message).
 __device__ __forceinline__ void cluster_send_tx(float4* x, float4 v, uint64_t* bar, int rank) {
-  uint32_t rx, rbar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rx) : "r"(smem_u32(x)), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(rbar) : "r"(smem_u32(bar)), "r"(rank));
+  const uint32_t rx = cluster_map(x, rank), rbar = cluster_map(bar, rank);
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(rx),
                "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)),
                "r"(rbar)
@@ -634,17 +638,17 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
     top = top4(top4(top4(top, xq[j]), xk[j]), xv[j]);
   }
   QP_STAMP(tid == 0 && m[0] >= 0.f, 0, 2);  // (m: after the loads)
-  // The block's amax (redux.sync on the bits, which order non-negative
-  // floats), then every block's into every block's parts.
+  // The block's amax (quant_pack9's reduction), then every block's into
+  // every block's parts.
 #pragma unroll
   for (int a = 0; a < 3; a++) {
-    m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m[a])));
+    m[a] = warp_amax(m[a]);
     if (tid % 32 == 0) qs.warp_max[a][tid / 32] = m[a];
   }
   __syncthreads();
   if (tid < 32) {
 #pragma unroll
-    for (int a = 0; a < 3; a++) m[a] = __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(tid < NW ? qs.warp_max[a][tid] : 0.f)));
+    for (int a = 0; a < 3; a++) m[a] = warp_amax(tid < NW ? qs.warp_max[a][tid] : 0.f);
     QP_STAMP(tid == 0, 0, 3);
     cluster_wait();  // every block of the cluster has started (arrived at the set-up)
     if (tid < NC) cluster_send_tx(&qs.parts[r], make_float4(m[0], m[1], m[2], 0.f), &qs.amax_full, tid);
@@ -686,10 +690,8 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   *(uint4*)(s_k + qk_image_offset<D, G::BN>(key, col)) = ck;
   uint8_t* sub = s_v + r * SHARE;
 #pragma unroll
-  for (int e = 0; e < 4; e++) {  // column 4vc + e: byte e of w[0..3]
-    const uint32_t lo = __byte_perm(w[0], w[1], e | (e + 4) << 4), hi = __byte_perm(w[2], w[3], e | (e + 4) << 4);
-    *(uint32_t*)(sub + swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt)) = __byte_perm(lo, hi, 0x5410);
-  }
+  for (int e = 0; e < 4; e++)  // column 4vc + e: byte e of w[0..3]
+    *(uint32_t*)(sub + swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt)) = byte_column(w[0], w[1], w[2], w[3], e);
   QP_STAMP(tid == 0, 1, 5);
   // The tensor cores and the copies read shared memory through the async proxy.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -713,6 +715,20 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
 // fail.
 #ifndef FP8ATTN_S9_BROKEN_ONE
 #define FP8ATTN_S9_BROKEN_ONE 0
+#endif
+// FP8ATTN_S9_DIAG_NOSTORE=1 builds stage 9 with an epilogue that computes
+// the output rows but stores only those holding a NaN (none, on finite
+// inputs): a diagnostic build, wrong by design, that times what the
+// output's stores cost a call (docs/PERF.md).
+#ifndef FP8ATTN_S9_DIAG_NOSTORE
+#define FP8ATTN_S9_DIAG_NOSTORE 0
+#endif
+// FP8ATTN_S9_DIAG_NOCOMPUTE=1 builds the one-tile form waiting for its
+// tiles and then storing rows of zeros, with no Q·Kᵀ, softmax or P·V: a
+// diagnostic build, wrong by design, that times a call without its
+// arithmetic (docs/PERF.md).
+#ifndef FP8ATTN_S9_DIAG_NOCOMPUTE
+#define FP8ATTN_S9_DIAG_NOCOMPUTE 0
 #endif
 
 // stage9 is the attention kernel. Grid (query blocks of ROWS rows, query
@@ -986,7 +1002,11 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     if (lane == 0) mbar_arrive(&empty[t % RING]);
   };
 
-  if (ONE && ntiles > 0) {
+  if (ONE && ntiles > 0 && FP8ATTN_S9_DIAG_NOCOMPUTE) {
+    if (!QC) mbar_wait(q_full, 0);
+    mbar_wait(&k_full[0], 0);
+    mbar_wait(&v_full[0], 0);
+  } else if (ONE && ntiles > 0) {
     // One tile of 2·BN keys (tiles 0 and 1 in ring slots 0 and 1, on slot
     // 0's barriers): S, its softmax from m = -Inf (no rescale), then P·V
     // and P·ones in two halves of BN keys, V's two tiles: with PROMOTE the
@@ -1187,7 +1207,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     for (int i = 2 * half; i < D / 2; i += 4) {
       const int col = 8 * (i / 4) + 2 * tq;
       const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
-      *(float2*)(orow + col) = v;
+      if (!FP8ATTN_S9_DIAG_NOSTORE || v.x != v.x) *(float2*)(orow + col) = v;
     }
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
   }

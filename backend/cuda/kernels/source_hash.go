@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "64566121d7c799cd6c6a94b14da6b71ae6cd7787434ecd50c11c3d39c688b75d"
+const SourceHash = "5cb482ddff617186e6e020576740b6c20b17226a464217f72dd5c7b0ab38b998"
