@@ -312,6 +312,18 @@ __device__ __forceinline__ uint32_t byte_column(uint32_t w0, uint32_t w1, uint32
 #define FP8ATTN_QP_BROKEN_V 0
 #endif
 
+// amax4 is amax_add over the four values of x.
+__device__ __forceinline__ float amax4(float m, float4 x) {
+  return amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
+}
+
+// top4 is the largest of t and the magnitudes' bits of x (at least
+// 0x7F800000 where x holds a non-finite value).
+__device__ __forceinline__ uint32_t top4(uint32_t t, float4 x) {
+  return max(max(max(t, __float_as_uint(x.x) & 0x7FFFFFFFu), max(__float_as_uint(x.y) & 0x7FFFFFFFu, __float_as_uint(x.z) & 0x7FFFFFFFu)),
+             __float_as_uint(x.w) & 0x7FFFFFFFu);
+}
+
 // Encoder is quant_pack9's encode: codes bit for bit encode4's
 // (e4m3_nosat of the IEEE quotient x/s), without encode4's division and
 // bit arithmetic where the scale allows (fast):
@@ -347,9 +359,7 @@ struct Encoder {
   // values' codes put back on a branch that finite inputs never take.
   __device__ __forceinline__ uint32_t fast4(float4 x) const {
     const uint32_t w = pack4(quotient(x.x), quotient(x.y), quotient(x.z), quotient(x.w));
-    const uint32_t top = max(max(__float_as_uint(x.x) & 0x7FFFFFFFu, __float_as_uint(x.y) & 0x7FFFFFFFu),
-                             max(__float_as_uint(x.z) & 0x7FFFFFFFu, __float_as_uint(x.w) & 0x7FFFFFFFu));
-    if (top < 0x7F800000u) return w;
+    if (top4(0u, x) < 0x7F800000u) return w;
     return special(special(special(special(w, x.x, 0), x.y, 1), x.z, 2), x.w, 3);
   }
   __device__ __forceinline__ uint32_t operator()(float4 x) const { return fast ? fast4(x) : encode4(x, s); }
@@ -444,11 +454,11 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   }
 #pragma unroll
   for (int j = 0; j < NV; j++) {
-    if (4 * (tid + j * NT) < n) m = amax_add(amax_add(amax_add(amax_add(m, x[j].x), x[j].y), x[j].z), x[j].w);
+    if (4 * (tid + j * NT) < n) m = amax4(m, x[j]);
   }
   QP_STAMP(tid == 0 && m >= 0.f, 0, 2);  // (m: after the loads)
   // The block's amax: each warp's, then warp 0 over them (block_max's
-  // result; redux.sync on the bits, which order non-negative floats).
+  // result, by warp_amax).
   m = warp_amax(m);
   if (tid % 32 == 0) warp_max[tid / 32] = m;
   __syncthreads();
@@ -564,18 +574,6 @@ __device__ __forceinline__ void cluster_send_tx(float4* x, float4 v, uint64_t* b
                "r"(__float_as_uint(v.x)), "r"(__float_as_uint(v.y)), "r"(__float_as_uint(v.z)), "r"(__float_as_uint(v.w)),
                "r"(rbar)
                : "memory");
-}
-
-// amax4 is amax_add over the four values of x.
-__device__ __forceinline__ float amax4(float m, float4 x) {
-  return amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
-}
-
-// top4 is the largest of t and the magnitudes' bits of x (at least
-// 0x7F800000 where x holds a non-finite value).
-__device__ __forceinline__ uint32_t top4(uint32_t t, float4 x) {
-  return max(max(max(t, __float_as_uint(x.x) & 0x7FFFFFFFu), max(__float_as_uint(x.y) & 0x7FFFFFFFu, __float_as_uint(x.z) & 0x7FFFFFFFu)),
-             __float_as_uint(x.w) & 0x7FFFFFFFu);
 }
 
 // quantize_one_tile is the quantizing one-tile form's first part

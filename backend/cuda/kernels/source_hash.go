@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "5cb482ddff617186e6e020576740b6c20b17226a464217f72dd5c7b0ab38b998"
+const SourceHash = "b6f08511b0e939aefad1c5e4c0dab2cbcb381cdf84294e1fd84d1f80bf2f42dd"
