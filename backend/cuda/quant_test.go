@@ -440,15 +440,23 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 // BenchmarkDeviceQuantizeAttention: issue #12's target for device-resident
 // float32 inputs: quantize Q, K and V on the device and run attention, all
 // in one CUDA graph, against the attention kernel alone (the same stage on
-// inputs quantized once), per call in graph replay, mission shape.
+// inputs quantized once), per call in graph replay, mission shape; the
+// long shape, and the mission's query work with grouped heads (four query
+// heads a KV head, whose quantizing form encodes each K and V head once per
+// query head).
 func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 	d, err := OpenDevice(0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, name := range []string{"mission", "long"} {
-		s := sdpatest.NamedShapes[name]
+	gqa := sdpatest.NamedShapes["mission"]
+	gqa.Hkv = gqa.Hq / 4
+	for _, c := range []struct {
+		name  string
+		shape backend.Shape
+	}{{"mission", sdpatest.NamedShapes["mission"]}, {"long", sdpatest.NamedShapes["long"]}, {"mission-gqa4", gqa}} {
+		name, s := c.name, c.shape
 		in := sdpatest.RandomInputs(rng, s, 1)
 		st := BestStage(s, d.stageCapability())
 		b.Run(fmt.Sprintf("%s/stage%d", name, st), func(b *testing.B) {

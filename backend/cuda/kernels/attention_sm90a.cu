@@ -24,7 +24,7 @@
 //                    maxima and sums over four chains a row; the rescale
 //                    skipped when no row's maximum grew. Ping-pong between
 //                    the consumer warpgroups built, measured slower, off
-//                    (FP8ATTN_S9_PINGPONG).
+//                    (FP8ATTN_S9_PINGPONG; since v15 at some head dims).
 //   v4 (2026-11-22): quant_pack9: float32 Q, K and V quantized straight into
 //                    the images in one launch (amax, encode, pack and the
 //                    score factors; bit for bit the four launches it
@@ -79,6 +79,12 @@
 //                    thread, not one a float4), the blocks' amax sent by
 //                    st.async on an mbarrier instead of a cluster barrier,
 //                    and the shares' copies issued by the consumer warp.
+//   v15 (2026-11-23): ping-pong between the tiled kernel's consumer
+//                    warpgroups at D 64, 192 and 256 (FP8ATTN_S9_PINGPONG
+//                    = 2): 1-6% faster there since promotion (v6), 6-10%
+//                    slower at D 96 and 128, which keep the v13 schedule.
+//                    (v14, the one-tile form split across a cluster of
+//                    two, was slower and not kept: docs/PERF.md.)
 #include "common.cuh"
 #include "hopper.cuh"
 

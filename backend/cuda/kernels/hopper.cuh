@@ -37,8 +37,9 @@
 //   * Overlap (v3): within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
 //     issued together and the softmax of tile t (and its packing into a
 //     second set of P registers) runs while P·V is on the tensor cores.
-//     Ping-pong between the consumer warpgroups is a build option
-//     (FP8ATTN_S9_PINGPONG), off: it measured slower.
+//     Ping-pong between the consumer warpgroups (they take turns to issue
+//     their GEMMs) at D 64, 192 and 256 (FP8ATTN_S9_PINGPONG): at D 96
+//     and 128 it measured slower.
 //
 // sigma (common.cuh): the accumulator gives thread t of a quad, in each 16-key group,
 // keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions
@@ -52,12 +53,16 @@
 #include "pdl.cuh"    // programmatic dependent launch: every entry point keeps its contract
 #include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
 
-// FP8ATTN_S9_PINGPONG=1 builds stage 9 with ping-pong between its consumer
-// warpgroups (named barriers make them take turns to issue their GEMMs, as
-// FlashAttention-3 does). Off by default: it measured 3-11% slower than
-// without (docs/PERF.md, stage 9 v3); kept for the next attempt.
+// FP8ATTN_S9_PINGPONG: where the tiled kernel runs ping-pong between its
+// consumer warpgroups (named barriers make them take turns to issue their
+// GEMMs, as FlashAttention-3 does; the second column part of D 192/256
+// takes no turn). 2 (default, v15): at the head dims where it measured
+// faster since promotion (v6), D 64 (+4%), 192 (+6%) and 256 (+1%), not at
+// D 96 and 128 (6-10% slower; docs/PERF.md, session 26); 1: every head
+// dim (v3 measured that slower everywhere but D 256, before promotion);
+// 0: none.
 #ifndef FP8ATTN_S9_PINGPONG
-#define FP8ATTN_S9_PINGPONG 0
+#define FP8ATTN_S9_PINGPONG 2
 #endif
 // FP8ATTN_S9_PROMOTE=1 (default) runs each tile's P·V into a zeroed
 // accumulator and adds it to O in float32 (DeepSeek-V3's promotion, their
@@ -986,14 +991,16 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       a[k][3] = pack4(s[j + 10], s[j + 11], s[j + 14], s[j + 15]);
     }
   };
-  // Ping-pong: the two consumer warpgroups take turns to issue their GEMMs
-  // (named barriers 1 and 2, 256 threads each: one warpgroup waits, the
-  // other arrives), so that one's softmax runs under the other's GEMMs.
+  // Ping-pong (PINGPONG): the two consumer warpgroups take turns to issue
+  // their GEMMs (named barriers 1 and 2, 256 threads each: one warpgroup
+  // waits, the other arrives), so that one's softmax runs under the
+  // other's GEMMs. The one-tile form has one consumer warpgroup.
+  constexpr bool PINGPONG = !ONE && (FP8ATTN_S9_PINGPONG == 1 || (FP8ATTN_S9_PINGPONG == 2 && D != 96 && D != 128));
   auto my_turn = [&]() {
-    if (FP8ATTN_S9_PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+    if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
   };
   auto your_turn = [&]() {
-    if (FP8ATTN_S9_PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+    if constexpr (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
   };
   auto release = [&](int t) {
     __syncwarp();
@@ -1115,8 +1122,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       fence_pv();
     };
     // With two column parts, the second is issued once the softmax is done
-    // and the first folded. (Ping-pong, FP8ATTN_S9_PINGPONG, does not take
-    // turns for it: it is built for D <= 128.)
+    // and the first folded. (Ping-pong takes no turn for it.)
     auto second_part = [&](const PA& a, int t) {
       if constexpr (NP == 2) {
         wg_wait<0>();

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "b6f08511b0e939aefad1c5e4c0dab2cbcb381cdf84294e1fd84d1f80bf2f42dd"
+const SourceHash = "ed066f6bd79a961809c72453e593e17b1a3ae251dcb8b04edb0ee79c3cd5516c"
