@@ -360,10 +360,13 @@ struct Encoder {
     const uint32_t code = x != x ? 0x7Fu : 0x7Fu | ((__float_as_uint(x) >> 24) & 0x80u);
     return (w & ~(0xFFu << (8 * k))) | code << (8 * k);
   }
+  // finite4 is the fast path's codes of x, low byte first, where x's
+  // values are finite.
+  __device__ __forceinline__ uint32_t finite4(float4 x) const { return pack4(quotient(x.x), quotient(x.y), quotient(x.z), quotient(x.w)); }
   // fast4 is the fast path's codes of x, low byte first: the non-finite
   // values' codes put back on a branch that finite inputs never take.
   __device__ __forceinline__ uint32_t fast4(float4 x) const {
-    const uint32_t w = pack4(quotient(x.x), quotient(x.y), quotient(x.z), quotient(x.w));
+    const uint32_t w = finite4(x);
     if (top4(0u, x) < 0x7F800000u) return w;
     return special(special(special(special(w, x.x, 0), x.y, 1), x.z, 2), x.w, 3);
   }
@@ -678,11 +681,10 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   // fast path, straight-line code (one branch a thread, not one a float4:
   // 0.7 µs of the mission call, docs/PERF.md).
   if (eq.fast && ek.fast && ev.fast && top < 0x7F800000u) {
-    auto e4 = [](const Encoder& e, float4 x) { return pack4(e.quotient(x.x), e.quotient(x.y), e.quotient(x.z), e.quotient(x.w)); };
-    cq = make_uint4(e4(eq, xq[0]), e4(eq, xq[1]), e4(eq, xq[2]), e4(eq, xq[3]));
-    ck = make_uint4(e4(ek, xk[0]), e4(ek, xk[1]), e4(ek, xk[2]), e4(ek, xk[3]));
+    cq = make_uint4(eq.finite4(xq[0]), eq.finite4(xq[1]), eq.finite4(xq[2]), eq.finite4(xq[3]));
+    ck = make_uint4(ek.finite4(xk[0]), ek.finite4(xk[1]), ek.finite4(xk[2]), ek.finite4(xk[3]));
 #pragma unroll
-    for (int j = 0; j < 4; j++) w[j] = e4(ev, xv[j]);
+    for (int j = 0; j < 4; j++) w[j] = ev.finite4(xv[j]);
   } else {
     cq = make_uint4(eq(xq[0]), eq(xq[1]), eq(xq[2]), eq(xq[3]));
     ck = make_uint4(ek(xk[0]), ek(xk[1]), ek(xk[2]), ek(xk[3]));

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ed066f6bd79a961809c72453e593e17b1a3ae251dcb8b04edb0ee79c3cd5516c"
+const SourceHash = "a6eea77b7d5cdb17ed8d7295084f54e3f7e18efc6773906be46943f855a135c6"
