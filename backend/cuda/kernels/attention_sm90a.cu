@@ -85,6 +85,13 @@
 //                    slower at D 96 and 128, which keep the v13 schedule.
 //                    (v14, the one-tile form split across a cluster of
 //                    two, was slower and not kept: docs/PERF.md.)
+//   v16 (2026-11-23): P·V in column parts where one tile accumulator of
+//                    D/2 registers spilled: two halves at D 128, four
+//                    quarters at D 256 (FP8ATTN_S9_PARTS_D128/_D256). A
+//                    loop timeline (FP8ATTN_S9_LOOP_STAMPS) showed the
+//                    fold of a tile taking 370-400 cycles at D 128 and
+//                    630-800 at D 256 against 80-130 at D 64: the spills'
+//                    loads and stores. +15% at D 128, +29% at D 256.
 #include "common.cuh"
 #include "hopper.cuh"
 

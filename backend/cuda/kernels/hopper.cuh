@@ -31,9 +31,10 @@
 //     is used (P <= 1 becomes <= 256 < 448), the row sum in float32.
 //   * P·V: wgmma m64nDk32 e4m3 with A (P) from registers, B (Vᵀ) from shared
 //     memory, each tile into a zeroed accumulator added to O in float32
-//     (FP8ATTN_S9_PROMOTE, D <= 128; larger D: into O, rescaled per tile);
-//     beside it P times a block of ones (m64n8k32) sums the rounded weights
-//     the output is normalized by (FP8ATTN_S9_LSUM).
+//     (FP8ATTN_S9_PROMOTE), in column parts where one accumulator of D/2
+//     registers beside O would spill (FP8ATTN_S9_PARTS_D*); beside it P
+//     times a block of ones (m64n8k32) sums the rounded weights the output
+//     is normalized by (FP8ATTN_S9_LSUM).
 //   * Overlap (v3): within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
 //     issued together and the softmax of tile t (and its packing into a
 //     second set of P registers) runs while P·V is on the tensor cores.
@@ -55,8 +56,8 @@
 
 // FP8ATTN_S9_PINGPONG: where the tiled kernel runs ping-pong between its
 // consumer warpgroups (named barriers make them take turns to issue their
-// GEMMs, as FlashAttention-3 does; the second column part of D 192/256
-// takes no turn). 2 (default, v15): at the head dims where it measured
+// GEMMs, as FlashAttention-3 does; the column parts of P·V after the
+// first take no turn). 2 (default, v15): at the head dims where it measured
 // faster since promotion (v6), D 64 (+4%), 192 (+6%) and 256 (+1%), not at
 // D 96 and 128 (6-10% slower; docs/PERF.md, session 26); 1: every head
 // dim (v3 measured that slower everywhere but D 256, before promotion);
@@ -66,7 +67,7 @@
 #endif
 // FP8ATTN_S9_PROMOTE=1 (default) runs each tile's P·V into a zeroed
 // accumulator and adds it to O in float32 (DeepSeek-V3's promotion, their
-// §3.3.2), where the head dim leaves the registers for it (D <= 128). The
+// §3.3.2), in column parts where the registers ask for it. The
 // tensor cores truncate each k32 step's sum relative to its largest term
 // (internal/fp8mma); accumulated across tiles in one running wgmma
 // accumulator, every new product is truncated relative to the whole row
@@ -74,6 +75,23 @@
 // (docs/ACCURACY.md). =0 builds the running accumulator, for comparison.
 #ifndef FP8ATTN_S9_PROMOTE
 #define FP8ATTN_S9_PROMOTE 1
+#endif
+// FP8ATTN_S9_PARTS_D128, _D192 and _D256: the column parts P·V runs in
+// with PROMOTE at those head dims (each part's tile accumulator is
+// D/parts registers a thread; the parts after the first are issued one
+// after the other once the softmax is done). v16: 2 at D 128 and 4 at
+// D 256, where one part of D/2 registers spilled (164 and 516 bytes) and
+// the spills' loads and stores doubled the fold's time (+15% and +29%:
+// docs/PERF.md, session 27); D 192 keeps 2 (no spills). D 64 and 96 run in
+// one part (no wgmma of D/2 columns for them).
+#ifndef FP8ATTN_S9_PARTS_D128
+#define FP8ATTN_S9_PARTS_D128 2
+#endif
+#ifndef FP8ATTN_S9_PARTS_D192
+#define FP8ATTN_S9_PARTS_D192 2
+#endif
+#ifndef FP8ATTN_S9_PARTS_D256
+#define FP8ATTN_S9_PARTS_D256 4
 #endif
 // FP8ATTN_S9_LSUM=1 (default) normalizes each row by the sum of the E4M3
 // weights the tensor cores multiplied, computed by them (P times a block
@@ -86,7 +104,39 @@
 #define FP8ATTN_S9_LSUM 1
 #endif
 
+// FP8ATTN_S9_LOOP_STAMPS=1 builds a diagnostic module (never embedded):
+// lane 0 of each consumer warpgroup's first warp in the first
+// LOOP_STAMP_BLOCKS blocks of the tiled kernel records the SM clock
+// (%clock) at each step of its first LOOP_STAMP_TILES tiles into
+// fp8attn_loop_stamps[block][warpgroup][tile][8]: 0 the step begins, 1 the
+// previous P·V waited for, 2 folded (before its turn), 3 its turn, 4 Q·K(t)ᵀ
+// and P(t-1)·V(t-1) issued, 5 Q·K(t)ᵀ waited for, 6 the softmax done, 7 P
+// packed (and a second column part issued). Warpgroup index 2 is the
+// producer: 0 before its wait for tile t's ring slot, 1 tile t's copies
+// issued. backend/cuda's TestStage9LoopTimeline reads them.
+#ifndef FP8ATTN_S9_LOOP_STAMPS
+#define FP8ATTN_S9_LOOP_STAMPS 0
+#endif
+#if FP8ATTN_S9_LOOP_STAMPS
+constexpr int LOOP_STAMP_BLOCKS = 4, LOOP_STAMP_TILES = 64;
+extern "C" {
+__device__ unsigned fp8attn_loop_stamps[LOOP_STAMP_BLOCKS * 3 * LOOP_STAMP_TILES * 8];
+}
+#endif
+
 namespace hopper {
+
+// loop_stamp records the SM clock into fp8attn_loop_stamps (FP8ATTN_S9_LOOP_STAMPS).
+__device__ __forceinline__ void loop_stamp(bool cond, int wg, int t, int slot) {
+#if FP8ATTN_S9_LOOP_STAMPS
+  const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (cond && blk < LOOP_STAMP_BLOCKS && t < LOOP_STAMP_TILES) {
+    unsigned c;
+    asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c)::"memory");
+    fp8attn_loop_stamps[((blk * 3 + wg) * LOOP_STAMP_TILES + t) * 8 + slot] = c;
+  }
+#endif
+}
 
 // Part<P> names a column part of P·V at compile time.
 template <int P> struct Part {
@@ -715,6 +765,12 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   return HeadScales{eq.s, ek.s, ev.s};
 }
 
+// FP8ATTN_S9_BROKEN_PARTS=1 builds the column parts of P·V after the first
+// reading the V columns of the part before: a deliberately broken build the
+// tests of D 128, 192 and 256 must fail.
+#ifndef FP8ATTN_S9_BROKEN_PARTS
+#define FP8ATTN_S9_BROKEN_PARTS 0
+#endif
 // FP8ATTN_S9_BROKEN_ONE=1 builds the one-tile P·V reading the first V tile
 // for all 256 keys: a deliberately broken build the one-tile tests must
 // fail.
@@ -844,11 +900,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       }
       for (int t = 0; !ONE && t < ntiles; t++) {
         const int s = t % RING;
+        loop_stamp(true, 2, t, 0);
         if (t >= RING) mbar_wait(&empty[s], (t / RING - 1) & 1);
         mbar_expect_tx(&k_full[s], G::KT);
         bulk_load(s_k + s * G::KT, kimg + (long long)t * G::KT, G::KT, &k_full[s]);
         mbar_expect_tx(&v_full[s], G::VT);
         bulk_load(s_v + s * G::VT, vimg + (long long)t * G::VT, G::VT, &v_full[s]);
+        loop_stamp(true, 2, t, 1);
       }
       QP_STAMP(FUSED, 1, 5);
     }
@@ -882,12 +940,17 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
-  // PROMOTE and LSUM: see their macros above. Above D = 128 a tile
-  // accumulator of D/2 registers does not fit beside O: P·V then runs in
-  // NP = 2 column halves of DP = D/2, one after the other into the same
-  // tile accumulator.
+  // PROMOTE, LSUM and the column parts: see their macros above. P·V runs
+  // in NP column parts of DP = D/NP columns, one after the other into the
+  // same tile accumulator.
   constexpr bool PROMOTE = FP8ATTN_S9_PROMOTE, LSUM = FP8ATTN_S9_LSUM;
-  constexpr int NP = PROMOTE && D > 128 ? 2 : 1, DP = D / NP;
+  constexpr int NP = !PROMOTE || ONE ? 1
+                     : D == 256 ? FP8ATTN_S9_PARTS_D256
+                     : D == 192 ? FP8ATTN_S9_PARTS_D192
+                     : D == 128 ? FP8ATTN_S9_PARTS_D128
+                                : 1;
+  constexpr int DP = D / NP;
+  static_assert(NP >= 1 && NP <= 4 && D % NP == 0, "P·V in one to four column parts");
   const uint32_t ones_addr = smem_u32(s_ones);
   // l: the float32 row sums of the unrounded weights (the LSE; without
   // LSUM the normalizer too); lsum: the sums of the rounded weights, from the
@@ -896,7 +959,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   float o[D / 2];  // O: with PROMOTE, the sum of the finished tiles
 #pragma unroll
   for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-  float ot[PROMOTE ? DP / 2 : 1];  // one tile's P·V, or one column half of it (PROMOTE)
+  float ot[PROMOTE ? DP / 2 : 1];  // one column part of one tile's P·V (PROMOTE)
   float lt[4];                    // one tile's P·ones: its rows' sums (LSUM)
   float s[SN / 2];       // scores of tile t, then its weights P·2^8
   // The weights as wgmma A registers (E4M3), tile t's in pa[t % 2], so that
@@ -931,7 +994,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     constexpr int P = decltype(part)::value;
     const int st = t % RING;
     if (P == 0) mbar_wait(&v_full[st], (t / RING) & 1);
-    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * BN;
+    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + (P - (FP8ATTN_S9_BROKEN_PARTS && P > 0)) * DP * BN;
     fence_pv();
     wg_fence();
 #pragma unroll
@@ -1075,16 +1138,24 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   } else if (ntiles > 0) {
     // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
     // 0 takes one more at the end, so that both barriers end balanced.
+    auto stamp = [&](int t, int slot) { loop_stamp(tid == 0, cw, t, slot); };
     if (cw == 1) your_turn();
     mbar_wait(q_full, 0);
+    stamp(0, 2);
     my_turn();
+    stamp(0, 3);
     issue_qk(0);
     your_turn();
+    stamp(0, 4);
     wg_wait<0>();
     fence_regs(s);
+    stamp(0, 5);
     float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
     float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
+    if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
+    stamp(0, 6);
     pack_p(pa[0]);
+    stamp(0, 7);
     // fold adds a finished tile's P·V (its column part `part`; PROMOTE)
     // and row sums (LSUM, with part 0) to o and lsum, rescaled by that
     // tile's factors first: o·alpha + ot, in float32. Column part p is
@@ -1123,14 +1194,26 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       wg_wait<0>();
       fence_pv();
     };
-    // With two column parts, the second is issued once the softmax is done
-    // and the first folded. (Ping-pong takes no turn for it.)
+    // With NP column parts, part p + 1 is issued once the softmax is done
+    // and part p folded. (Ping-pong takes no turn for them.)
     auto second_part = [&](const PA& a, int t) {
-      if constexpr (NP == 2) {
+      if constexpr (NP >= 2) {
         wg_wait<0>();
         fence_pv();
         fold(Part<0>{});
         issue_pv(t, a, Part<1>{});
+      }
+      if constexpr (NP >= 3) {
+        wg_wait<0>();
+        fence_pv();
+        fold(Part<1>{});
+        issue_pv(t, a, Part<(NP >= 3 ? 2 : 0)>{});
+      }
+      if constexpr (NP >= 4) {
+        wg_wait<0>();
+        fence_pv();
+        fold(Part<(NP >= 4 ? 2 : 0)>{});
+        issue_pv(t, a, Part<(NP >= 4 ? 3 : 0)>{});
       }
     };
     // Intra-warpgroup overlap: Q·K(t)ᵀ and P(t-1)·V(t-1) are issued
@@ -1140,27 +1223,36 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // that the wait starts a basic block: ptxas hoists a wait to the top of
     // its block, and a wait after the softmax in the same block would be
     // scheduled before it (docs/PERF.md, stage 9 v3). The fences keep the
-    // compiler from sinking the softmax below that wait. (The second column
-    // part's wait, NP = 2, follows the softmax in its block.)
+    // compiler from sinking the softmax below that wait. (The later column
+    // parts' waits, NP > 1, follow the softmax in its block.)
     auto step = [&](int t, const PA& prev, PA& next) {
+      stamp(t, 0);
       finish();
+      stamp(t, 1);
       if (t >= 2) {
         release(t - 2);
         fold(Part<NP - 1>{});
       }
       rescale();
+      stamp(t, 2);
       my_turn();
+      stamp(t, 3);
       issue_qk(t);
       issue_pv(t - 1, prev, Part<0>{});
       alpha_pv = alpha;
       your_turn();
+      stamp(t, 4);
       wg_wait<1>();
       fence_regs(s);
+      stamp(t, 5);
       alpha = softmax(t);
+      if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
+      stamp(t, 6);
       pack_p(next);
       fence_regs(next);
       fence_regs(s);
       second_part(prev, t - 1);
+      stamp(t, 7);
     };
     // Unrolled by two, so that the P buffers are registers named
     // statically; tile t's weights are in pa[t % 2].

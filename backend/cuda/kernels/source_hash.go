@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "a6eea77b7d5cdb17ed8d7295084f54e3f7e18efc6773906be46943f855a135c6"
+const SourceHash = "7a2d5c5ba9b38b3999e042d8806f87af4f7bbd4934763497dd05c2bf620d1897"

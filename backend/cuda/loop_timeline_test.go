@@ -1,0 +1,154 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// The layout of kernels/hopper.cuh's fp8attn_loop_stamps (FP8ATTN_S9_LOOP_STAMPS).
+const (
+	loopStampBlocks = 4
+	loopStampTiles  = 64
+	loopStampSlots  = 8
+)
+
+// TestStage9LoopTimeline is a diagnostic, not a check: with
+// FP8ATTN_S9_LOOP_STAMPS=1 and FP8ATTN_CUBIN naming a Hopper module built
+// with -DFP8ATTN_S9_LOOP_STAMPS=1 (kernels/hopper.cuh), it runs stage 9's
+// tiled kernel on FP8ATTN_LOOP_SHAPE (BxHxSqxSkxD, default 4x32x4096x4096x64,
+// ":causal" for the lower-right mask) and logs, for the first blocks' two
+// consumer warpgroups, how long each step of a tile took in SM cycles
+// (median over the blocks and the tiles past the first two and before the
+// last), and how much of one warpgroup's softmax ran while the other's
+// did.
+func TestStage9LoopTimeline(t *testing.T) {
+	if os.Getenv("FP8ATTN_S9_LOOP_STAMPS") != "1" {
+		t.Skip("diagnostic: needs FP8ATTN_S9_LOOP_STAMPS=1 and a Hopper cubin built with FP8ATTN_S9_LOOP_STAMPS=1")
+	}
+	d := hopperDevice(t)
+	spec := os.Getenv("FP8ATTN_LOOP_SHAPE")
+	if spec == "" {
+		spec = "4x32x4096x4096x64"
+	}
+	s, m, err := parseLoopShape(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 27)), s, 1)
+	p, _, _ := sdpatest.NewProblem(s, in, float32(0.125), m, backend.FP8E4M3)
+	times, err := testBackend(tiles.HopperStage).DeviceTimes(p, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = loopStampBlocks * 3 * loopStampTiles * loopStampSlots
+	var raw []int32
+	if err := d.do(func() (err error) { raw, err = d.global(d.hmod, "fp8attn_loop_stamps", n); return err }); err != nil {
+		t.Fatal(err)
+	}
+	at := func(blk, wg, tile, slot int) uint32 {
+		return uint32(raw[((blk*3+wg)*loopStampTiles+tile)*loopStampSlots+slot])
+	}
+	cfg, err := tiles.Hopper(s.D)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ntiles := min((s.Sk+cfg.BlockN-1)/cfg.BlockN, loopStampTiles)
+	t.Logf("%s: %.1f µs a call (median of %d); %d tiles a block, SM cycles a step, median over blocks 0-%d and tiles 2..%d",
+		spec, median(times), len(times), ntiles, loopStampBlocks-1, ntiles-2)
+	names := []string{"wait P·V(t-2)", "fold", "wait for turn", "issue", "wait Q·K(t)", "softmax", "pack"}
+	for wg := range 2 {
+		steps := make([][]float64, len(names)+1)
+		for blk := range loopStampBlocks {
+			for tile := 2; tile < ntiles-1; tile++ {
+				for k := range names {
+					steps[k] = append(steps[k], float64(at(blk, wg, tile, k+1)-at(blk, wg, tile, k)))
+				}
+				steps[len(names)] = append(steps[len(names)], float64(at(blk, wg, tile+1, 0)-at(blk, wg, tile, 0)))
+			}
+		}
+		var b strings.Builder
+		for k, name := range names {
+			fmt.Fprintf(&b, " %s %.0f,", name, med(steps[k]))
+		}
+		fmt.Fprintf(&b, " tile %.0f", med(steps[len(names)]))
+		t.Logf("warpgroup %d:%s", wg, b.String())
+	}
+	// The softmaxes (slots 5 to 6) of the two warpgroups: the cycles of
+	// warpgroup 0's that overlap any of warpgroup 1's, over its total.
+	var both, total float64
+	for blk := range loopStampBlocks {
+		for tile := 2; tile < ntiles-1; tile++ {
+			a0, a1 := at(blk, 0, tile, 5), at(blk, 0, tile, 6)
+			total += float64(a1 - a0)
+			for u := 1; u < ntiles-1; u++ {
+				b0, b1 := at(blk, 1, u, 5), at(blk, 1, u, 6)
+				lo, hi := max(int64(a0), int64(b0)), min(int64(a1), int64(b1))
+				if hi > lo && int64(a1) >= int64(a0) && int64(b1) >= int64(b0) {
+					both += float64(hi - lo)
+				}
+			}
+		}
+	}
+	if total > 0 {
+		t.Logf("softmaxes: %.0f%% of warpgroup 0's ran beside one of warpgroup 1's", 100*both/total)
+	}
+	var pw []float64
+	for blk := range loopStampBlocks {
+		for tile := 4; tile < ntiles-1; tile++ {
+			pw = append(pw, float64(at(blk, 2, tile, 1)-at(blk, 2, tile, 0)))
+		}
+	}
+	t.Logf("producer: wait for a free slot %.0f cycles (median)", med(pw))
+	for tile := range min(ntiles, 6) { // block 0, raw, from its first stamp
+		t0 := at(0, 0, 0, 2)
+		var b strings.Builder
+		for wg := range 2 {
+			fmt.Fprintf(&b, " | wg%d", wg)
+			for k := range loopStampSlots {
+				fmt.Fprintf(&b, " %d", int32(at(0, wg, tile, k)-t0))
+			}
+		}
+		t.Logf("block 0 tile %d:%s", tile, b.String())
+	}
+}
+
+func med(x []float64) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	y := append([]float64(nil), x...)
+	sort.Float64s(y)
+	return y[len(y)/2]
+}
+
+// parseLoopShape reads BxHxSqxSkxD with an optional ":causal".
+func parseLoopShape(spec string) (backend.Shape, backend.Mask, error) {
+	m := backend.NoMask
+	if s, ok := strings.CutSuffix(spec, ":causal"); ok {
+		spec, m = s, backend.CausalLowerRight
+	}
+	f := strings.Split(spec, "x")
+	if len(f) != 5 {
+		return backend.Shape{}, m, fmt.Errorf("shape %q: want BxHxSqxSkxD", spec)
+	}
+	v := make([]int, 5)
+	for i := range f {
+		n, err := strconv.Atoi(f[i])
+		if err != nil {
+			return backend.Shape{}, m, fmt.Errorf("shape %q: %v", spec, err)
+		}
+		v[i] = n
+	}
+	return backend.Shape{B: v[0], Hq: v[1], Hkv: v[1], Sq: v[2], Sk: v[3], D: v[4]}, m, nil
+}
