@@ -92,6 +92,10 @@
 //                    fold of a tile taking 370-400 cycles at D 128 and
 //                    630-800 at D 256 against 80-130 at D 64: the spills'
 //                    loads and stores. +15% at D 128, +29% at D 256.
+//   v17 (2026-11-23): Q·Kᵀ without the k steps of the images' zero columns
+//                    past D (D 96: 3 of 4, D 192: 6 of 8;
+//                    FP8ATTN_S9_PAD_STEPS=1 builds them): +4% at D 96, +3%
+//                    at D 192.
 #include "common.cuh"
 #include "hopper.cuh"
 

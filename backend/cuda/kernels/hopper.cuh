@@ -765,6 +765,9 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   return HeadScales{eq.s, ek.s, ev.s};
 }
 
+#ifndef FP8ATTN_S9_PAD_STEPS
+#define FP8ATTN_S9_PAD_STEPS 0
+#endif
 // FP8ATTN_S9_BROKEN_PARTS=1 builds the column parts of P·V after the first
 // reading the V columns of the part before: a deliberately broken build the
 // tests of D 128, 192 and 256 must fail.
@@ -973,8 +976,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     mbar_wait(&k_full[st], (t / RING) & 1);
     const uint32_t k_addr = smem_u32(s_k + st * G::KT);
     wg_fence();
+    // The k steps that hold head-dim columns: the image's zero columns
+    // past D (D 96 and 192, padded to DK 128 and 256) add nothing to a
+    // score, so they are not multiplied (FP8ATTN_S9_PAD_STEPS=1 builds
+    // them, as v16 did).
+    constexpr int KSTEPS = FP8ATTN_S9_PAD_STEPS ? DK / 32 : (D + 31) / 32;
 #pragma unroll
-    for (int kk = 0; kk < DK / 32; kk++) {
+    for (int kk = 0; kk < KSTEPS; kk++) {
       const int panel = 32 * kk / WK, off = 32 * kk % WK;
       WGMMA<SN>::ss(s, desc<WK>(q_addr + panel * 64 * WK + off), desc<WK>(k_addr + panel * BN * WK + off), kk);
     }

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7a2d5c5ba9b38b3999e042d8806f87af4f7bbd4934763497dd05c2bf620d1897"
+const SourceHash = "8645c50154e4654ddbc2785adf2df3fc4c58f62f5d763f9d2cd3b1cb544ec59c"
