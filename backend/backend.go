@@ -42,6 +42,16 @@ func (m Mask) String() string {
 	return fmt.Sprintf("Mask(%d)", int(m))
 }
 
+// ParseMask is String's inverse: "none", "causal" or "causal-lr".
+func ParseMask(s string) (Mask, error) {
+	for _, m := range []Mask{NoMask, CausalUpperLeft, CausalLowerRight} {
+		if m.String() == s {
+			return m, nil
+		}
+	}
+	return 0, fmt.Errorf("mask %q: want none, causal or causal-lr", s)
+}
+
 // Precision selects the arithmetic of the inputs.
 type Precision int
 

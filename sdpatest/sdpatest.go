@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -240,6 +241,30 @@ var NamedShapes = map[string]backend.Shape{
 	"mission": {B: 2, Hq: 8, Hkv: 8, Sq: 256, Sk: 256, D: 64},
 	"long":    {B: 1, Hq: 8, Hkv: 8, Sq: 2048, Sk: 2048, D: 64},
 	"large":   {B: 4, Hq: 32, Hkv: 32, Sq: 4096, Sk: 4096, D: 128},
+}
+
+// ParseShape reads a shape as the runners spell it: a name of NamedShapes,
+// BxHxSqxSkxD (Hq = Hkv = H), or BxHqxHkvxSqxSkxD; every size a positive
+// int. Whether the backend takes the shape (Shape.Validate) is not checked.
+func ParseShape(s string) (backend.Shape, error) {
+	if sh, ok := NamedShapes[s]; ok {
+		return sh, nil
+	}
+	var n []int
+	for _, f := range strings.Split(s, "x") {
+		v, err := strconv.Atoi(f)
+		if err != nil || v <= 0 {
+			return backend.Shape{}, fmt.Errorf("shape %q: want a name (small, mission, long, large) or BxHxSqxSkxD", s)
+		}
+		n = append(n, v)
+	}
+	switch len(n) {
+	case 5:
+		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[1], Sq: n[2], Sk: n[3], D: n[4]}, nil
+	case 6:
+		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[2], Sq: n[3], Sk: n[4], D: n[5]}, nil
+	}
+	return backend.Shape{}, fmt.Errorf("shape %q: want BxHxSqxSkxD or BxHqxHkvxSqxSkxD", s)
 }
 
 // Seed returns the seed for a run's random inputs: FP8ATTN_SEED if set (to

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -26,12 +24,13 @@ const (
 // TestStage9LoopTimeline is a diagnostic, not a check: with
 // FP8ATTN_S9_LOOP_STAMPS=1 and FP8ATTN_CUBIN naming a Hopper module built
 // with -DFP8ATTN_S9_LOOP_STAMPS=1 (kernels/hopper.cuh), it runs stage 9's
-// tiled kernel on FP8ATTN_LOOP_SHAPE (BxHxSqxSkxD, default 4x32x4096x4096x64,
-// ":causal" for the lower-right mask) and logs, for the first blocks' two
-// consumer warpgroups, how long each step of a tile took in SM cycles
-// (median over the blocks and the tiles past the first two and before the
-// last), and how much of one warpgroup's softmax ran while the other's
-// did.
+// tiled kernel on FP8ATTN_LOOP_SHAPE (a shape as sdpatest.ParseShape reads
+// it, default 4x32x4096x4096x64, then optionally ":" and a mask as
+// backend.ParseMask reads it) and logs, for the first blocks' two consumer
+// warpgroups, how long each step of a tile took in SM cycles (median over
+// the blocks and the tiles past the first two and before the last), and,
+// block by block, how much of one warpgroup's softmax ran while the
+// other's did.
 func TestStage9LoopTimeline(t *testing.T) {
 	if os.Getenv("FP8ATTN_S9_LOOP_STAMPS") != "1" {
 		t.Skip("diagnostic: needs FP8ATTN_S9_LOOP_STAMPS=1 and a Hopper cubin built with FP8ATTN_S9_LOOP_STAMPS=1")
@@ -41,9 +40,16 @@ func TestStage9LoopTimeline(t *testing.T) {
 	if spec == "" {
 		spec = "4x32x4096x4096x64"
 	}
-	s, m, err := parseLoopShape(spec)
+	dims, maskName, _ := strings.Cut(spec, ":")
+	s, err := sdpatest.ParseShape(dims)
 	if err != nil {
 		t.Fatal(err)
+	}
+	m := backend.NoMask
+	if maskName != "" {
+		if m, err = backend.ParseMask(maskName); err != nil {
+			t.Fatal(err)
+		}
 	}
 	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 27)), s, 1)
 	p, _, _ := sdpatest.NewProblem(s, in, float32(0.125), m, backend.FP8E4M3)
@@ -79,37 +85,39 @@ func TestStage9LoopTimeline(t *testing.T) {
 		}
 		var b strings.Builder
 		for k, name := range names {
-			fmt.Fprintf(&b, " %s %.0f,", name, med(steps[k]))
+			fmt.Fprintf(&b, " %s %.0f,", name, median(steps[k]))
 		}
-		fmt.Fprintf(&b, " tile %.0f", med(steps[len(names)]))
+		fmt.Fprintf(&b, " tile %.0f", median(steps[len(names)]))
 		t.Logf("warpgroup %d:%s", wg, b.String())
 	}
-	// The softmaxes (slots 5 to 6) of the two warpgroups: the cycles of
-	// warpgroup 0's that overlap any of warpgroup 1's, over its total.
-	var both, total float64
+	// The softmaxes (slots 5 to 6) of the two warpgroups, block by block:
+	// the cycles of warpgroup 0's that overlap any of warpgroup 1's, over
+	// its total.
+	overlap := make([]string, loopStampBlocks)
 	for blk := range loopStampBlocks {
+		rel := func(wg, tile, slot int) int64 { return int64(at(blk, wg, tile, slot) - at(blk, 0, 0, 2)) } // past a clock wrap too
+		var both, total int64
 		for tile := 2; tile < ntiles-1; tile++ {
-			a0, a1 := at(blk, 0, tile, 5), at(blk, 0, tile, 6)
-			total += float64(a1 - a0)
+			a0, a1 := rel(0, tile, 5), rel(0, tile, 6)
+			total += a1 - a0
 			for u := 1; u < ntiles-1; u++ {
-				b0, b1 := at(blk, 1, u, 5), at(blk, 1, u, 6)
-				lo, hi := max(int64(a0), int64(b0)), min(int64(a1), int64(b1))
-				if hi > lo && int64(a1) >= int64(a0) && int64(b1) >= int64(b0) {
-					both += float64(hi - lo)
+				b0, b1 := rel(1, u, 5), rel(1, u, 6)
+				if lo, hi := max(a0, b0), min(a1, b1); hi > lo {
+					both += hi - lo
 				}
 			}
 		}
+		overlap[blk] = fmt.Sprintf("%.0f%%", 100*float64(both)/float64(max(total, 1)))
 	}
-	if total > 0 {
-		t.Logf("softmaxes: %.0f%% of warpgroup 0's ran beside one of warpgroup 1's", 100*both/total)
-	}
+	t.Logf("softmaxes: the share of warpgroup 0's that ran beside one of warpgroup 1's, blocks 0-%d: %s",
+		loopStampBlocks-1, strings.Join(overlap, " "))
 	var pw []float64
 	for blk := range loopStampBlocks {
 		for tile := 4; tile < ntiles-1; tile++ {
 			pw = append(pw, float64(at(blk, 2, tile, 1)-at(blk, 2, tile, 0)))
 		}
 	}
-	t.Logf("producer: wait for a free slot %.0f cycles (median)", med(pw))
+	t.Logf("producer: wait for a free slot %.0f cycles (median)", median(pw))
 	for tile := range min(ntiles, 6) { // block 0, raw, from its first stamp
 		t0 := at(0, 0, 0, 2)
 		var b strings.Builder
@@ -121,34 +129,4 @@ func TestStage9LoopTimeline(t *testing.T) {
 		}
 		t.Logf("block 0 tile %d:%s", tile, b.String())
 	}
-}
-
-func med(x []float64) float64 {
-	if len(x) == 0 {
-		return 0
-	}
-	y := append([]float64(nil), x...)
-	sort.Float64s(y)
-	return y[len(y)/2]
-}
-
-// parseLoopShape reads BxHxSqxSkxD with an optional ":causal".
-func parseLoopShape(spec string) (backend.Shape, backend.Mask, error) {
-	m := backend.NoMask
-	if s, ok := strings.CutSuffix(spec, ":causal"); ok {
-		spec, m = s, backend.CausalLowerRight
-	}
-	f := strings.Split(spec, "x")
-	if len(f) != 5 {
-		return backend.Shape{}, m, fmt.Errorf("shape %q: want BxHxSqxSkxD", spec)
-	}
-	v := make([]int, 5)
-	for i := range f {
-		n, err := strconv.Atoi(f[i])
-		if err != nil {
-			return backend.Shape{}, m, fmt.Errorf("shape %q: %v", spec, err)
-		}
-		v[i] = n
-	}
-	return backend.Shape{B: v[0], Hq: v[1], Hkv: v[1], Sq: v[2], Sk: v[3], D: v[4]}, m, nil
 }

@@ -35,7 +35,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -145,7 +144,7 @@ func main() {
 	if cfg.prec, err = parsePrecision(*precision); err != nil {
 		fail(err)
 	}
-	if cfg.mask, err = parseMask(*mask); err != nil {
+	if cfg.mask, err = backend.ParseMask(*mask); err != nil {
 		fail(err)
 	}
 	cfg.backend = *be
@@ -169,7 +168,7 @@ func main() {
 			name = strings.TrimSpace(name)
 			s, ok := decodeShapes[name]
 			if !ok {
-				if s, err = parseShape(name); err != nil {
+				if s, err = sdpatest.ParseShape(name); err != nil {
 					fail(err)
 				}
 			}
@@ -185,7 +184,7 @@ func main() {
 		if *decode {
 			break
 		}
-		s, err := parseShape(strings.TrimSpace(name))
+		s, err := sdpatest.ParseShape(strings.TrimSpace(name))
 		if err != nil {
 			fail(err)
 		}
@@ -364,27 +363,6 @@ func fmtDur(us float64) string {
 	return fmt.Sprintf("%.2fµs", us)
 }
 
-func parseShape(s string) (backend.Shape, error) {
-	if sh, ok := sdpatest.NamedShapes[s]; ok {
-		return sh, nil
-	}
-	var n []int
-	for _, f := range strings.Split(s, "x") {
-		v, err := strconv.Atoi(f)
-		if err != nil || v <= 0 {
-			return backend.Shape{}, fmt.Errorf("shape %q: want a name (small, mission, long, large) or BxHxSqxSkxD", s)
-		}
-		n = append(n, v)
-	}
-	switch len(n) {
-	case 5:
-		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[1], Sq: n[2], Sk: n[3], D: n[4]}, nil
-	case 6:
-		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[2], Sq: n[3], Sk: n[4], D: n[5]}, nil
-	}
-	return backend.Shape{}, fmt.Errorf("shape %q: want BxHxSqxSkxD or BxHqxHkvxSqxSkxD", s)
-}
-
 func parsePrecision(s string) (backend.Precision, error) {
 	for _, p := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
 		if p.String() == s {
@@ -392,15 +370,6 @@ func parsePrecision(s string) (backend.Precision, error) {
 		}
 	}
 	return 0, fmt.Errorf("precision %q: want fp8 or fp32", s)
-}
-
-func parseMask(s string) (backend.Mask, error) {
-	for _, m := range []backend.Mask{backend.NoMask, backend.CausalUpperLeft, backend.CausalLowerRight} {
-		if m.String() == s {
-			return m, nil
-		}
-	}
-	return 0, fmt.Errorf("mask %q: want none, causal or causal-lr", s)
 }
 
 func load(path string) ([]Result, error) {

@@ -111,7 +111,7 @@
 // fp8attn_loop_stamps[block][warpgroup][tile][8]: 0 the step begins, 1 the
 // previous P·V waited for, 2 folded (before its turn), 3 its turn, 4 Q·K(t)ᵀ
 // and P(t-1)·V(t-1) issued, 5 Q·K(t)ᵀ waited for, 6 the softmax done, 7 P
-// packed (and a second column part issued). Warpgroup index 2 is the
+// packed (and the later column parts issued). Warpgroup index 2 is the
 // producer: 0 before its wait for tile t's ring slot, 1 tile t's copies
 // issued. backend/cuda's TestStage9LoopTimeline reads them.
 #ifndef FP8ATTN_S9_LOOP_STAMPS
@@ -765,6 +765,8 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   return HeadScales{eq.s, ek.s, ev.s};
 }
 
+// FP8ATTN_S9_PAD_STEPS=1 builds Q·Kᵀ over every k step of the padded
+// images, the zero columns past D included (v16 and before; issue_qk).
 #ifndef FP8ATTN_S9_PAD_STEPS
 #define FP8ATTN_S9_PAD_STEPS 0
 #endif
@@ -1203,26 +1205,17 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       fence_pv();
     };
     // With NP column parts, part p + 1 is issued once the softmax is done
-    // and part p folded. (Ping-pong takes no turn for them.)
-    auto second_part = [&](const PA& a, int t) {
-      if constexpr (NP >= 2) {
-        wg_wait<0>();
-        fence_pv();
-        fold(Part<0>{});
-        issue_pv(t, a, Part<1>{});
-      }
-      if constexpr (NP >= 3) {
-        wg_wait<0>();
-        fence_pv();
-        fold(Part<1>{});
-        issue_pv(t, a, Part<(NP >= 3 ? 2 : 0)>{});
-      }
-      if constexpr (NP >= 4) {
-        wg_wait<0>();
-        fence_pv();
-        fold(Part<(NP >= 4 ? 2 : 0)>{});
-        issue_pv(t, a, Part<(NP >= 4 ? 3 : 0)>{});
-      }
+    // and part p folded (next_part). (Ping-pong takes no turn for them.)
+    auto next_part = [&](const PA& a, int t, auto part) {
+      wg_wait<0>();
+      fence_pv();
+      fold(part);
+      issue_pv(t, a, Part<decltype(part)::value + 1>{});
+    };
+    auto later_parts = [&](const PA& a, int t) {
+      if constexpr (NP >= 2) next_part(a, t, Part<0>{});
+      if constexpr (NP >= 3) next_part(a, t, Part<1>{});
+      if constexpr (NP >= 4) next_part(a, t, Part<2>{});
     };
     // Intra-warpgroup overlap: Q·K(t)ᵀ and P(t-1)·V(t-1) are issued
     // together, and the softmax of tile t (and its packing into next, the
@@ -1259,7 +1252,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       pack_p(next);
       fence_regs(next);
       fence_regs(s);
-      second_part(prev, t - 1);
+      later_parts(prev, t - 1);
       stamp(t, 7);
     };
     // Unrolled by two, so that the P buffers are registers named
@@ -1281,7 +1274,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       issue_pv(ntiles - 1, a, Part<0>{});
       alpha_pv = alpha;
       your_turn();
-      second_part(a, ntiles - 1);
+      later_parts(a, ntiles - 1);
     };
     if ((ntiles - 1) % 2) last(pa[1]);
     else last(pa[0]);

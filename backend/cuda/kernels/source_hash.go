@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "8645c50154e4654ddbc2785adf2df3fc4c58f62f5d763f9d2cd3b1cb544ec59c"
+const SourceHash = "7a95afd357d42f4c6dc34d8271b77d2ddf9dc86e6bb87d0695d52bd46e4a86f2"
