@@ -72,7 +72,7 @@ func TestStage9LoopTimeline(t *testing.T) {
 	ntiles := min((s.Sk+cfg.BlockN-1)/cfg.BlockN, loopStampTiles)
 	t.Logf("%s: %.1f µs a call (median of %d); %d tiles a block, SM cycles a step, median over blocks 0-%d and tiles 2..%d",
 		spec, median(times), len(times), ntiles, loopStampBlocks-1, ntiles-2)
-	names := []string{"wait P·V(t-2)", "fold", "wait for turn", "issue", "wait Q·K(t)", "softmax", "pack"}
+	names := []string{"wait P·V(t-2)", "fold", "wait for turn", "issue", "wait Q·K(t)", "softmax (its turn included)", "pack"}
 	for wg := range 2 {
 		steps := make([][]float64, len(names)+1)
 		for blk := range loopStampBlocks {

@@ -96,6 +96,15 @@
 //                    past D (D 96: 3 of 4, D 192: 6 of 8;
 //                    FP8ATTN_S9_PAD_STEPS=1 builds them): +4% at D 96, +3%
 //                    at D 192.
+//   v18 (2026-11-23): at D 64 the consumer warpgroups take turns to run
+//                    their softmaxes (FP8ATTN_S9_SOFTMAX_TURNS), not to
+//                    issue their GEMMs, so that one's exponentials do not
+//                    share the MUFU with the other's: +12% at D 64 (511
+//                    TFLOP/s), the long shape 21.4 -> 19.0 us; slower at
+//                    D 96 to 256, which keep v17's schedule. (A turn of
+//                    the exponentials alone, and 2^x by a polynomial on
+//                    the FMA pipe for 2 or 3 of every 8 weights, measured
+//                    slower: docs/PERF.md, session 28.)
 #include "common.cuh"
 #include "hopper.cuh"
 

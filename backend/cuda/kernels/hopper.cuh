@@ -39,8 +39,9 @@
 //     issued together and the softmax of tile t (and its packing into a
 //     second set of P registers) runs while P·V is on the tensor cores.
 //     Ping-pong between the consumer warpgroups (they take turns to issue
-//     their GEMMs) at D 64, 192 and 256 (FP8ATTN_S9_PINGPONG): at D 96
-//     and 128 it measured slower.
+//     their GEMMs) at D 192 and 256 (FP8ATTN_S9_PINGPONG): at D 96 and 128
+//     it measured slower. At D 64 they take turns to run their softmaxes
+//     instead (FP8ATTN_S9_SOFTMAX_TURNS, v18).
 //
 // sigma (common.cuh): the accumulator gives thread t of a quad, in each 16-key group,
 // keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions
@@ -59,11 +60,23 @@
 // GEMMs, as FlashAttention-3 does; the column parts of P·V after the
 // first take no turn). 2 (default, v15): at the head dims where it measured
 // faster since promotion (v6), D 64 (+4%), 192 (+6%) and 256 (+1%), not at
-// D 96 and 128 (6-10% slower; docs/PERF.md, session 26); 1: every head
-// dim (v3 measured that slower everywhere but D 256, before promotion);
-// 0: none.
+// D 96 and 128 (6-10% slower; docs/PERF.md, session 26), and not where
+// the warpgroups take softmax turns instead (D 64 since v18); 1: every
+// head dim (v3 measured that slower everywhere but D 256, before
+// promotion); 0: none.
 #ifndef FP8ATTN_S9_PINGPONG
 #define FP8ATTN_S9_PINGPONG 2
+#endif
+// FP8ATTN_S9_SOFTMAX_TURNS: where the tiled kernel's consumer warpgroups
+// take turns to run their softmaxes (named barriers 3 and 4, the same
+// protocol), so that one warpgroup's exponentials do not share the SM's
+// MUFU with the other's while that one issues, waits for and folds its
+// GEMMs. 2 (default, v18): at D 64, where the GEMMs are too short to
+// keep the softmaxes apart (+12%; slower at D 96 to 256: docs/PERF.md,
+// session 28), with no ping-pong there (its issue turns measured 3% slower
+// beside these); 1: every head dim; 0: none.
+#ifndef FP8ATTN_S9_SOFTMAX_TURNS
+#define FP8ATTN_S9_SOFTMAX_TURNS 2
 #endif
 // FP8ATTN_S9_PROMOTE=1 (default) runs each tile's P·V into a zeroed
 // accumulator and adds it to O in float32 (DeepSeek-V3's promotion, their
@@ -1070,12 +1083,28 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // their GEMMs (named barriers 1 and 2, 256 threads each: one warpgroup
   // waits, the other arrives), so that one's softmax runs under the
   // other's GEMMs. The one-tile form has one consumer warpgroup.
-  constexpr bool PINGPONG = !ONE && (FP8ATTN_S9_PINGPONG == 1 || (FP8ATTN_S9_PINGPONG == 2 && D != 96 && D != 128));
+  // Softmax turns (SOFTMAX_TURNS) are the same protocol on barriers 3 and
+  // 4, around each tile's softmax.
+  constexpr bool SMTURNS = !ONE && (FP8ATTN_S9_SOFTMAX_TURNS == 1 || (FP8ATTN_S9_SOFTMAX_TURNS == 2 && D == 64));
+  constexpr bool PINGPONG =
+      !ONE && (FP8ATTN_S9_PINGPONG == 1 || (FP8ATTN_S9_PINGPONG == 2 && D != 96 && D != 128 && !SMTURNS));
   auto my_turn = [&]() {
     if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
   };
   auto your_turn = [&]() {
     if constexpr (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+  };
+  auto softmax_turn = [&]() {
+    if constexpr (SMTURNS) {
+      asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cw) : "memory");
+      fence_regs(s);  // the softmax's arithmetic stays after the turn
+    }
+  };
+  auto softmax_done = [&]() {
+    if constexpr (SMTURNS) {
+      fence_regs(s);
+      asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - cw) : "memory");
+    }
   };
   auto release = [&](int t) {
     __syncwarp();
@@ -1147,9 +1176,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     }
   } else if (ntiles > 0) {
     // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
-    // 0 takes one more at the end, so that both barriers end balanced.
+    // 0 takes one more at the end, so that every barrier ends balanced.
     auto stamp = [&](int t, int slot) { loop_stamp(tid == 0, cw, t, slot); };
     if (cw == 1) your_turn();
+    if (cw == 1) softmax_done();
     mbar_wait(q_full, 0);
     stamp(0, 2);
     my_turn();
@@ -1160,7 +1190,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     wg_wait<0>();
     fence_regs(s);
     stamp(0, 5);
+    softmax_turn();
     float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
+    softmax_done();
     float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
     if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
     stamp(0, 6);
@@ -1246,7 +1278,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       wg_wait<1>();
       fence_regs(s);
       stamp(t, 5);
+      softmax_turn();
       alpha = softmax(t);
+      softmax_done();
       if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
       stamp(t, 6);
       pack_p(next);
@@ -1282,6 +1316,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     release(ntiles - 1);
     fold(Part<NP - 1>{});
     if (cw == 0) my_turn();
+    if (cw == 0) softmax_turn();
   }
 
   if constexpr (QC) {  // every share has landed here (without a tile, too)

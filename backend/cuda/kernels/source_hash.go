@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7a95afd357d42f4c6dc34d8271b77d2ddf9dc86e6bb87d0695d52bd46e4a86f2"
+const SourceHash = "e4f12af3679242f6bc04ac837dcc7739446746d8c06cb523b58ef5fd43d8f2f2"
