@@ -156,6 +156,20 @@ template <int P> struct Part {
   static constexpr int value = P;
 };
 
+// Turns<ON, B> is two consumer warpgroups taking turns on named barriers B
+// (warpgroup 0's) and B + 1 (warpgroup 1's), 256 threads each: take waits
+// for warpgroup cw's turn, pass hands the turn to the other. Nothing when
+// !ON.
+template <bool ON, int B> struct Turns {
+  int cw;
+  __device__ __forceinline__ void take() const {
+    if constexpr (ON) asm volatile("bar.sync %0, 256;\n" ::"r"(B + cw) : "memory");
+  }
+  __device__ __forceinline__ void pass() const {
+    if constexpr (ON) asm volatile("bar.arrive %0, 256;\n" ::"r"(B + 1 - cw) : "memory");
+  }
+};
+
 // wgmma ordering.
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -1080,31 +1094,22 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     }
   };
   // Ping-pong (PINGPONG): the two consumer warpgroups take turns to issue
-  // their GEMMs (named barriers 1 and 2, 256 threads each: one warpgroup
-  // waits, the other arrives), so that one's softmax runs under the
-  // other's GEMMs. The one-tile form has one consumer warpgroup.
-  // Softmax turns (SOFTMAX_TURNS) are the same protocol on barriers 3 and
-  // 4, around each tile's softmax.
+  // their GEMMs (barriers 1 and 2), so that one's softmax runs under the
+  // other's GEMMs; or (SOFTMAX_TURNS) to run their softmaxes (barriers 3
+  // and 4). The one-tile form has one consumer warpgroup.
   constexpr bool SMTURNS = !ONE && (FP8ATTN_S9_SOFTMAX_TURNS == 1 || (FP8ATTN_S9_SOFTMAX_TURNS == 2 && D == 64));
   constexpr bool PINGPONG =
       !ONE && (FP8ATTN_S9_PINGPONG == 1 || (FP8ATTN_S9_PINGPONG == 2 && D != 96 && D != 128 && !SMTURNS));
-  auto my_turn = [&]() {
-    if constexpr (PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
-  };
-  auto your_turn = [&]() {
-    if constexpr (PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
-  };
+  const Turns<PINGPONG, 1> gemm_turns{cw};
+  const Turns<SMTURNS, 3> softmax_turns{cw};
+  // The softmax's arithmetic stays inside its turn.
   auto softmax_turn = [&]() {
-    if constexpr (SMTURNS) {
-      asm volatile("bar.sync %0, 256;\n" ::"r"(3 + cw) : "memory");
-      fence_regs(s);  // the softmax's arithmetic stays after the turn
-    }
+    softmax_turns.take();
+    if constexpr (SMTURNS) fence_regs(s);
   };
   auto softmax_done = [&]() {
-    if constexpr (SMTURNS) {
-      fence_regs(s);
-      asm volatile("bar.arrive %0, 256;\n" ::"r"(4 - cw) : "memory");
-    }
+    if constexpr (SMTURNS) fence_regs(s);
+    softmax_turns.pass();
   };
   auto release = [&](int t) {
     __syncwarp();
@@ -1178,14 +1183,16 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
     // 0 takes one more at the end, so that every barrier ends balanced.
     auto stamp = [&](int t, int slot) { loop_stamp(tid == 0, cw, t, slot); };
-    if (cw == 1) your_turn();
-    if (cw == 1) softmax_done();
+    if (cw == 1) {
+      gemm_turns.pass();
+      softmax_turns.pass();
+    }
     mbar_wait(q_full, 0);
     stamp(0, 2);
-    my_turn();
+    gemm_turns.take();
     stamp(0, 3);
     issue_qk(0);
-    your_turn();
+    gemm_turns.pass();
     stamp(0, 4);
     wg_wait<0>();
     fence_regs(s);
@@ -1268,12 +1275,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       }
       rescale();
       stamp(t, 2);
-      my_turn();
+      gemm_turns.take();
       stamp(t, 3);
       issue_qk(t);
       issue_pv(t - 1, prev, Part<0>{});
       alpha_pv = alpha;
-      your_turn();
+      gemm_turns.pass();
       stamp(t, 4);
       wg_wait<1>();
       fence_regs(s);
@@ -1301,13 +1308,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       fold(Part<NP - 1>{});
     }
     rescale();
-    my_turn();
+    gemm_turns.take();
     // The last tile's weights, in registers named statically (a reference
     // chosen at run time would put pa in local memory).
     auto last = [&](const PA& a) {
       issue_pv(ntiles - 1, a, Part<0>{});
       alpha_pv = alpha;
-      your_turn();
+      gemm_turns.pass();
       later_parts(a, ntiles - 1);
     };
     if ((ntiles - 1) % 2) last(pa[1]);
@@ -1315,8 +1322,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     finish();
     release(ntiles - 1);
     fold(Part<NP - 1>{});
-    if (cw == 0) my_turn();
-    if (cw == 0) softmax_turn();
+    if (cw == 0) {
+      gemm_turns.take();
+      softmax_turns.take();
+    }
   }
 
   if constexpr (QC) {  // every share has landed here (without a tile, too)

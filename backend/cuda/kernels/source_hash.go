@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "e4f12af3679242f6bc04ac837dcc7739446746d8c06cb523b58ef5fd43d8f2f2"
+const SourceHash = "88e091c76d8b446124d0ae7df8bb6639a4120ebb38743f39693cf9ffc818207c"
