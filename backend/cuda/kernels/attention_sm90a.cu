@@ -105,6 +105,13 @@
 //                    the exponentials alone, and 2^x by a polynomial on
 //                    the FMA pipe for 2 or 3 of every 8 weights, measured
 //                    slower: docs/PERF.md, session 28.)
+//   v19 (2026-11-23): at D 64 one set of P registers (FP8ATTN_S9_ONE_PA):
+//                    P(t-1)·V(t-1) waited for, folded and its ring slot
+//                    released after tile t's softmax, P(t) packed into the
+//                    same registers. (P·V's A from shared memory, and P·V
+//                    issued inside the softmax, measured slower: a
+//                    warpgroup's wgmma issue returns only once the tensor
+//                    cores take the work; docs/PERF.md, session 29.)
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -37,7 +37,8 @@
 //     is normalized by (FP8ATTN_S9_LSUM).
 //   * Overlap (v3): within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
 //     issued together and the softmax of tile t (and its packing into a
-//     second set of P registers) runs while P·V is on the tensor cores.
+//     second set of P registers; at D 64 into the same set, after P·V,
+//     FP8ATTN_S9_ONE_PA) runs while P·V is on the tensor cores.
 //     Ping-pong between the consumer warpgroups (they take turns to issue
 //     their GEMMs) at D 192 and 256 (FP8ATTN_S9_PINGPONG): at D 96 and 128
 //     it measured slower. At D 64 they take turns to run their softmaxes
@@ -77,6 +78,16 @@
 // beside these); 1: every head dim; 0: none.
 #ifndef FP8ATTN_S9_SOFTMAX_TURNS
 #define FP8ATTN_S9_SOFTMAX_TURNS 2
+#endif
+// FP8ATTN_S9_ONE_PA: where the tiled kernel keeps one set of P registers,
+// not two. Each step then waits for P(t-1)·V(t-1), folds it and releases
+// its ring slot after tile t's softmax, and packs P(t) into the same
+// registers. A warpgroup's wgmma issue returns only once the tensor cores
+// have taken the work (docs/PERF.md, session 29), so that P·V is about done
+// by then. 2 (default, v19): at D 64 (+6%); 1: at every head dim whose P·V
+// runs in one column part (D 96: -3%; D 128 in one part: -5%); 0: none.
+#ifndef FP8ATTN_S9_ONE_PA
+#define FP8ATTN_S9_ONE_PA 2
 #endif
 // FP8ATTN_S9_PROMOTE=1 (default) runs each tile's P·V into a zeroed
 // accumulator and adds it to O in float32 (DeepSeek-V3's promotion, their
@@ -998,6 +1009,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // they are packed while P·V still reads the previous tile's.
   using PA = uint32_t[SN / 32][4];
   PA pa[2];
+  // ONEPA: pa[0] alone (FP8ATTN_S9_ONE_PA).
+  constexpr bool ONEPA = !ONE && NP == 1 && (FP8ATTN_S9_ONE_PA == 1 || (FP8ATTN_S9_ONE_PA == 2 && D == 64));
 
   // S = Q·K(t)ᵀ, issued (not waited for).
   auto issue_qk = [&](int t) {
@@ -1267,11 +1280,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // parts' waits, NP > 1, follow the softmax in its block.)
     auto step = [&](int t, const PA& prev, PA& next) {
       stamp(t, 0);
-      finish();
-      stamp(t, 1);
-      if (t >= 2) {
-        release(t - 2);
-        fold(Part<NP - 1>{});
+      if constexpr (!ONEPA) {
+        finish();
+        stamp(t, 1);
+        if (t >= 2) {
+          release(t - 2);
+          fold(Part<NP - 1>{});
+        }
       }
       rescale();
       stamp(t, 2);
@@ -1290,6 +1305,11 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       softmax_done();
       if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
       stamp(t, 6);
+      if constexpr (ONEPA) {  // P(t-1)·V(t-1) done before P(t) takes its registers
+        finish();
+        release(t - 1);
+        fold(Part<0>{});
+      }
       pack_p(next);
       fence_regs(next);
       fence_regs(s);
@@ -1299,13 +1319,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // Unrolled by two, so that the P buffers are registers named
     // statically; tile t's weights are in pa[t % 2].
     for (int t = 1; t < ntiles; t += 2) {
-      step(t, pa[0], pa[1]);
-      if (t + 1 < ntiles) step(t + 1, pa[1], pa[0]);
+      if constexpr (ONEPA) {
+        step(t, pa[0], pa[0]);
+        if (t + 1 < ntiles) step(t + 1, pa[0], pa[0]);
+      } else {
+        step(t, pa[0], pa[1]);
+        if (t + 1 < ntiles) step(t + 1, pa[1], pa[0]);
+      }
     }
-    finish();
-    if (ntiles >= 2) {
-      release(ntiles - 2);
-      fold(Part<NP - 1>{});
+    if constexpr (!ONEPA) {
+      finish();
+      if (ntiles >= 2) {
+        release(ntiles - 2);
+        fold(Part<NP - 1>{});
+      }
     }
     rescale();
     gemm_turns.take();
@@ -1317,7 +1344,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       gemm_turns.pass();
       later_parts(a, ntiles - 1);
     };
-    if ((ntiles - 1) % 2) last(pa[1]);
+    if (!ONEPA && (ntiles - 1) % 2) last(pa[1]);
     else last(pa[0]);
     finish();
     release(ntiles - 1);

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "88e091c76d8b446124d0ae7df8bb6639a4120ebb38743f39693cf9ffc818207c"
+const SourceHash = "8b4afe97ecbfed514b578893c05e7baa3099e7a8eec82c7af427d85a3ab52c90"
