@@ -7,7 +7,8 @@
 # other round, so that drifts in the machine's speed hit both sides alike;
 # round 1 also validates ours against the oracle. Writes JSON per run and summary.txt (per-round ratios and
 # their medians) under OUT (default ./out).
-# Usage: OUT=dir ROUNDS=3 scripts/cpu-side-by-side.sh [SHAPES]
+# THREADS (default "1 all") picks the thread counts; "all" is nproc.
+# Usage: OUT=dir ROUNDS=3 [THREADS=1] scripts/cpu-side-by-side.sh [SHAPES]
 set -uo pipefail
 out=${OUT:-out}
 shapes=${1:-2x8x256x256x64,1x8x1024x1024x64}
@@ -16,7 +17,9 @@ all=$(nproc)
 mkdir -p "$out"
 lscpu > "$out/lscpu.txt"
 grep -m1 "Model name" "$out/lscpu.txt"
-for t in 1 "$all"; do
+threads=${THREADS:-1 all}
+threads=${threads//all/$all}
+for t in $threads; do
   for r in $(seq 1 "$rounds"); do
     check=-nocheck
     [ "$r" = 1 ] && check=
@@ -31,13 +34,13 @@ for t in 1 "$all"; do
     if [ $((r % 2)) = 1 ]; then ours fp32 fp8; theirs; else theirs; ours fp8 fp32; fi
   done
 done
-python3 - "$out" "$rounds" "$all" <<'PY' | tee "$out/summary.txt"
+python3 - "$out" "$rounds" $threads <<'PY' | tee "$out/summary.txt"
 import json, statistics, sys
-out, rounds, allt = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+out, rounds, threads = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(name):
     return {r["shape"]: r for r in json.load(open(f"{out}/{name}.json"))}
 print(f"{'shape':18s} {'threads':>7s} {'ours fp32':>10s} {'ours fp8':>10s} {'torch fp32':>10s} {'fp32 ratio':>10s} {'fp8 ratio':>10s}   (GFLOP/s per round; ratio = ours / torch, same round)")
-for t in ("1", allt):
+for t in threads:
     rows = {}
     for r in range(1, rounds + 1):
         g32, g8, th = load(f"go-fp32-t{t}-r{r}"), load(f"go-fp8-t{t}-r{r}"), load(f"torch-t{t}-r{r}")

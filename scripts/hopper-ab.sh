@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A/B of Hopper-kernel builds in one run, on the GPU machine, from the
-# repository root: scripts/hopper-ab.sh NAME=CUBIN [NAME=CUBIN ...] times
-# stage 9 from each cubin on issue #10's shapes (scripts/hopper-bench.sh,
+# repository root: scripts/hopper-ab.sh NAME=CUBIN[@SDPABENCH] ... times
+# stage 9 from each cubin (with its own sdpabench binary where one is named,
+# for a cubin of another tile geometry) on issue #10's shapes (scripts/hopper-bench.sh,
 # PEERS=0: graph replay, the mission and long shapes validated), ROUNDS
 # rounds (default 2) alternating the order, then prints per shape and build
 # the median over rounds of the per-call p50 (scripts/hopper_ab.py) and
@@ -16,11 +17,13 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   order=("${variants[@]}")
   if [ $((r % 2)) = 0 ]; then order=(); for ((i = ${#variants[@]} - 1; i >= 0; i--)); do order+=("${variants[i]}"); done; fi
   for v in "${order[@]}"; do
-    name=${v%%=*} cubin=${v#*=}
+    name=${v%%=*} spec=${v#*=}
+    cubin=${spec%%@*} bench=bin/sdpabench
+    [ "$cubin" != "$spec" ] && bench=${spec#*@}
     dir="$work/$name-r$r"
     mkdir -p "$dir"
-    echo "== round $r: $name ($cubin)"
-    OUT=$dir PEERS=0 FP8ATTN_CUBIN=$cubin bash scripts/hopper-bench.sh || { echo "FAILED: $name round $r"; status=1; }
+    echo "== round $r: $name ($cubin, $bench)"
+    OUT=$dir PEERS=0 FP8ATTN_CUBIN=$cubin SDPABENCH=$bench bash scripts/hopper-bench.sh || { echo "FAILED: $name round $r"; status=1; }
     tar xzf "$dir/hopper-bench.tgz" -C "$dir" && rm -f "$dir/hopper-bench.tgz"
   done
 done

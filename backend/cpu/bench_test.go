@@ -3,6 +3,7 @@ package cpu_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -78,5 +79,24 @@ func TestNoAllocs(t *testing.T) {
 		if n := testing.AllocsPerRun(20, func() { be.Attention(p) }); n > 0 {
 			t.Errorf("%v: %v allocations per call", prec, n)
 		}
+	}
+}
+
+// BenchmarkPeakFMA: the fused multiply-adds one core issues a second on
+// registers alone, per SIMD kernel set: the ceiling for BenchmarkKernels
+// and BenchmarkCPU at one thread (4·B·H·Sq·Sk·D flops of attention are
+// that many FMA lanes, plus the softmax's instructions on the same ports).
+func BenchmarkPeakFMA(b *testing.B) {
+	for _, isa := range []string{"avx512", "avx2"} {
+		b.Run(isa, func(b *testing.B) {
+			if !slices.Contains(cpu.ISAs(), isa) {
+				b.Skip("no " + isa + " on this CPU or build")
+			}
+			flops := 0.0
+			for b.Loop() {
+				flops += cpu.FMAPeak(isa, 1<<14)
+			}
+			b.ReportMetric(flops/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
 	}
 }

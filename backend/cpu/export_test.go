@@ -21,3 +21,6 @@ func PagedRows(kv backend.PagedKV, pg, h int) (k, v []float32, kScale, vScale fl
 	fp8.DecodeE4M3(v, s.v[blk:blk+P*D], s.vScale[sc])
 	return k, v, s.kScale[sc], s.vScale[sc]
 }
+
+// FMAPeak is fmaPeak.
+var FMAPeak = fmaPeak

@@ -266,3 +266,24 @@ func transposePanelAVX2(kt, k []float32, d, n int) {
 	}
 	transposePanelGo(kt[:], k[n8*d:], d, n, n8)
 }
+
+//go:noescape
+func fmaPeakAVX512(n int)
+
+//go:noescape
+func fmaPeakAVX2(n int)
+
+// fmaPeak runs n iterations of the named set's peak-rate loop of fused
+// multiply-adds (fmaPeakAVX512, fmaPeakAVX2) and returns the flops it
+// did, or 0 where this build has no such loop.
+func fmaPeak(isa string, n int) float64 {
+	switch {
+	case isa == "avx512" && cpu.X86.HasAVX512F:
+		fmaPeakAVX512(n)
+		return float64(n) * 24 * 16 * 2
+	case isa == "avx2" && cpu.X86.HasAVX2 && cpu.X86.HasFMA:
+		fmaPeakAVX2(n)
+		return float64(n) * 12 * 8 * 2
+	}
+	return 0
+}

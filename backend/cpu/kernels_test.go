@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -423,6 +424,24 @@ func TestISAs(t *testing.T) {
 		t.Fatal("NewISA(sse9) succeeded")
 	}
 	t.Logf("this CPU runs %v", isas)
+}
+
+// TestFMAPeakFlops: BenchmarkPeakFMA's loop reports the flops of its 24
+// (AVX-512) or 12 (AVX2) vector FMAs an iteration where the CPU and build
+// have the set, and none for any other name.
+func TestFMAPeakFlops(t *testing.T) {
+	for _, c := range []struct {
+		isa   string
+		flops float64 // per iteration
+	}{{"avx512", 24 * 16 * 2}, {"avx2", 12 * 8 * 2}, {"go", 0}, {"sse9", 0}} {
+		want := 0.0
+		if c.flops > 0 && slices.Contains(ISAs(), c.isa) {
+			want = 1000 * c.flops
+		}
+		if got := fmaPeak(c.isa, 1000); got != want {
+			t.Errorf("fmaPeak(%q, 1000) = %v flops, want %v", c.isa, got, want)
+		}
+	}
 }
 
 // BenchmarkKernels: the two product micro-kernels of every set, and the
