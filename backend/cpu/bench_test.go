@@ -72,12 +72,24 @@ func BenchmarkReference(b *testing.B) {
 
 // TestNoAllocs: after warm-up a call allocates nothing.
 func TestNoAllocs(t *testing.T) {
-	be := cpu.New(2)
-	for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
-		p := benchProblem(benchShapes[0].s, prec)
-		be.Attention(p)
-		if n := testing.AllocsPerRun(20, func() { be.Attention(p) }); n > 0 {
-			t.Errorf("%v: %v allocations per call", prec, n)
+	bes := []*cpu.Backend{cpu.New(2)}
+	for _, isa := range cpu.ISAs() {
+		be, err := cpu.NewISA(2, isa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bes = append(bes, be)
+	}
+	if be, ok := cpu.NewAMXEmulated(2); ok {
+		bes = append(bes, be)
+	}
+	for _, be := range bes {
+		for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+			p := benchProblem(benchShapes[0].s, prec)
+			be.Attention(p)
+			if n := testing.AllocsPerRun(20, func() { be.Attention(p) }); n > 0 {
+				t.Errorf("%v %v: %v allocations per call", be, prec, n)
+			}
 		}
 	}
 }

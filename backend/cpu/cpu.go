@@ -111,9 +111,10 @@ func NewConfig(name string, c Config) (*Backend, error) {
 	return &Backend{name: name, ks: ks, workers: c.Workers, pool: poolFor(c.Workers, spin)}, nil
 }
 
-// ISAs lists the kernel sets this build runs on this CPU, fastest first:
-// "avx512" and "avx2" on amd64 CPUs that have them (not with the purego
-// build tag), and always "go", the portable kernels.
+// ISAs lists the kernel sets this build runs on this CPU, the default
+// first: "avx512" and "avx2" on amd64 CPUs that have them (not with the
+// purego build tag), then "amx" on Linux with AMX-BF16 (selectable, never
+// the default: docs/PERF.md), and always "go", the portable kernels.
 func ISAs() []string {
 	names := make([]string, len(kernelSets))
 	for i, ks := range kernelSets {
@@ -195,7 +196,13 @@ type call struct {
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
-	scratch  freelist.List[scratch] // one per worker, reused
+	// amxOn says the AMX path runs (kernelSet.amxUsable): kAMX and vAMX
+	// then hold each full panel's B operands (amx.go) and amxOK whether
+	// AMX keeps all of the panel's elements.
+	amxOn      bool
+	kAMX, vAMX []uint16
+	amxOK      []bool
+	scratch    freelist.List[scratch] // one per worker, reused
 }
 
 // Attention computes p.Out (and p.LSE).
@@ -217,6 +224,12 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	c.kt = freelist.Grow(c.kt, panels*p.D*panel)
 	if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
 		c.vDec = freelist.Grow(c.vDec, p.B*p.Hkv*p.Sk*p.D) // V decoded or gathered, [B][Hkv][Sk][D]
+	}
+	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq))
+	if c.amxOn {
+		c.kAMX = freelist.Grow(c.kAMX, panels*amxPanelSize(p.D))
+		c.vAMX = freelist.Grow(c.vAMX, panels*amxPanelSize(p.D))
+		c.amxOK = freelist.Grow(c.amxOK, panels)
 	}
 	if cap(c.panelState) < panels {
 		c.panelState = make([]atomic.Int32, panels)
@@ -246,12 +259,19 @@ func (b *Backend) run(c *call, workers int) {
 
 // scratch is one worker's tile memory.
 type scratch struct {
-	q    []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
-	k    []float32 // FP8: one key panel decoded, before transposing (paged: the panel)
-	v    []float32 // paged: one panel of values, decoded
-	s    []float32 // 4×panel scores, then weights
-	acc  []float32 // query rows × D running output
-	m, l []float32 // running max and sum per query row
+	q []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
+	k []float32 // FP8: one key panel decoded, before transposing (paged: the panel)
+	v []float32 // paged: one panel of values, decoded
+	s []float32 // 4×panel scores, then weights
+	// The AMX path's (amx.go): the block's query parts, 16 rows' scores
+	// (then weights), their parts and P·V, and their rescale factors
+	// (four past the rows: softmax4's scratch).
+	qa, pa  []uint16
+	s16, t  []float32
+	alpha16 [amxRows + 4]float32
+	group   amxGroup  // amxGroups' argument (here, not on the heap)
+	acc     []float32 // query rows × D running output
+	m, l    []float32 // running max and sum per query row
 	// alpha: the rescale factors of one group of four rows, padded to one
 	// AVX2 vector (here, not on the stack: the kernels take its address
 	// through a function value).
@@ -268,6 +288,12 @@ func (c *call) getScratch() *scratch {
 	}
 	sc.s = freelist.Grow(sc.s, 4*panel)
 	sc.acc = freelist.Grow(sc.acc, rows*d)
+	if c.amxOn {
+		sc.qa = freelist.Grow(sc.qa, 3*rows*d)
+		sc.pa = freelist.Grow(sc.pa, 3*amxRows*panel)
+		sc.s16 = freelist.Grow(sc.s16, amxRows*panel)
+		sc.t = freelist.Grow(sc.t, amxRows*d)
+	}
 	sc.m = freelist.Grow(sc.m, rows)
 	sc.l = freelist.Grow(sc.l, rows)
 	return sc
@@ -355,6 +381,19 @@ func (c *call) buildPanel(sc *scratch, it int) {
 		c.ks.transpose(kt, k, D, n)
 	default:
 		c.ks.transpose(kt, p.K[off:off+n*D], D, n)
+	}
+	if c.amxOn {
+		c.amxOK[it] = false
+		if n == panel {
+			var v []float32
+			if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
+				v = c.vDec[off:]
+			} else {
+				v = p.V[off:]
+			}
+			sz := amxPanelSize(D)
+			c.amxOK[it] = c.ks.packAMXPanel(c.kAMX[it*sz:(it+1)*sz], c.vAMX[it*sz:(it+1)*sz], kt, v[:panel*D], D)
+		}
 	}
 }
 
@@ -447,6 +486,9 @@ type blockRows struct {
 type keyPanels struct {
 	kb0, kb1 int
 	get      func(kb int) (kt, v []float32)
+	// amx, where not nil, gives panel kb's AMX operands, followed by the
+	// next panels' (call after get), and whether the AMX path may take it.
+	amx func(kb int) (kB, vB []uint16, ok bool)
 }
 
 // attendRows runs the online softmax of a block's rowsN query rows q
@@ -464,15 +506,38 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	}
 	clear(acc)
 	s := sc.s[:4*panel]
+	// The AMX path takes groups of 16 rows whose query parts AMX keeps
+	// (amxRowsOK, a bit a group) against the full panels all their rows
+	// see whose elements AMX keeps (amxAble): the loop below leaves those
+	// to amxGroups, which runs them after it.
+	var amxRowsOK uint64
+	if kp.amx != nil {
+		for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
+			if ks.amx.splitRows(sc.qa[g*3*D:], amxRows*D, D, q[g*D:], D, amxRows, D/32) {
+				amxRowsOK |= 1 << (g / amxRows)
+			}
+		}
+	}
 	// Rows see keys [0, visible(i)); visible grows with i, so the last row
 	// bounds the block's key range.
 	nmax := min(br.visible(rowsN-1), kp.kb1*panel)
+	amxAble := func(kb, g int) bool {
+		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || br.visible(g) < (kb+1)*panel {
+			return false
+		}
+		_, _, ok := kp.amx(kb)
+		return ok
+	}
 	for kb := kp.kb0; kb*panel < nmax; kb++ {
 		j0 := kb * panel
 		n := min(panel, nmax-j0)
 		kt, vb := kp.get(kb)
 		vb = vb[:n*D]
 		for g := 0; g < rowsN; g += 4 {
+			if amxRowsOK != 0 && amxAble(kb, g) {
+				g += amxRows - 4
+				continue
+			}
 			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
 			if ks.scoresSoftmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
 				// Four full rows (visible keys only grow with the row).
@@ -528,6 +593,9 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 			}
 		}
 	}
+	if amxRowsOK != 0 {
+		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
+	}
 	for r := 0; r < rowsN; r++ {
 		o := br.out(r)
 		or, ar := br.outBuf[o:o+D], acc[r*D:(r+1)*D]
@@ -550,11 +618,20 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 // on first use (panelReady), with its value rows v.
 func (c *call) densePanels(sc *scratch, kvh int, v []float32) keyPanels {
 	D := c.d
-	return keyPanels{kb0: 0, kb1: c.panels, get: func(kb int) ([]float32, []float32) {
+	kp := keyPanels{kb0: 0, kb1: c.panels, get: func(kb int) ([]float32, []float32) {
 		pi := kvh*c.panels + kb
 		c.panelReady(sc, pi)
 		return c.kt[pi*D*panel : (pi+1)*D*panel], v[kb*panel*D:]
 	}}
+	if c.amxOn {
+		sz := amxPanelSize(D)
+		end := (kvh + 1) * c.panels * sz
+		kp.amx = func(kb int) ([]uint16, []uint16, bool) {
+			pi := kvh*c.panels + kb
+			return c.kAMX[pi*sz : end], c.vAMX[pi*sz : end], c.amxOK[pi]
+		}
+	}
+	return kp
 }
 
 // fp8Input names an input of an FP8E4M3 problem.

@@ -2,6 +2,7 @@ package cpu_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -26,6 +27,39 @@ func TestConformance(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestConformanceAMXEmulated runs the shared suite on the AMX path with its
+// tile products in Go, on CPUs that run the path's AVX-512 kernels (on CPUs
+// with AMX, TestConformance runs the path itself as ISA "amx").
+func TestConformanceAMXEmulated(t *testing.T) {
+	for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+		for _, workers := range []int{1, 3} {
+			t.Run(fmt.Sprintf("%v/workers=%d", prec, workers), func(t *testing.T) {
+				be, ok := cpu.NewAMXEmulated(workers)
+				if !ok {
+					t.Skip("this CPU does not run the AMX path's AVX-512 kernels")
+				}
+				sdpatest.Run(t, sdpatest.Config{Backend: be, Precision: prec, Tol: sdpatest.FP32Tolerance})
+			})
+		}
+	}
+}
+
+// TestConformanceAMXBroken: the suite fails an AMX path whose tile products
+// leave out two of the six part products (cpu.NewAMXBroken).
+func TestConformanceAMXBroken(t *testing.T) {
+	be, ok := cpu.NewAMXBroken(1)
+	if !ok {
+		t.Skip("this CPU does not run the AMX path's AVX-512 kernels")
+	}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	errs := sdpatest.Failures(sdpatest.Config{Backend: be, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance}, rand.New(rand.NewPCG(seed, 15)))
+	if len(errs) == 0 {
+		t.Fatal("the broken AMX path passed the suite")
+	}
+	t.Logf("%d failures, the first: %v", len(errs), errs[0])
 }
 
 // TestConformanceOnRead runs the shared FP8 suite with the inputs handed to

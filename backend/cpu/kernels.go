@@ -15,7 +15,7 @@ const panel = 64
 
 // kernelSet is one implementation of the micro-kernels.
 type kernelSet struct {
-	// name: "go", "avx2" or "avx512".
+	// name: "go", "avx2", "avx512" or "amx".
 	name string
 	// scores4 sets s[r*panel+j] = scale·(q row r · key j) for rows r < 4
 	// and keys j < panel: four query rows against one key panel as the
@@ -50,6 +50,9 @@ type kernelSet struct {
 	// k[j*d+i], transposePanel), or, where rowPanels is set, as rows.
 	transpose func(kt, k []float32, d, n int)
 	rowPanels bool
+	// amx, if not nil, runs blocks of 16 full rows against full key panels
+	// on AMX tiles (amx.go).
+	amx *amxOps
 }
 
 // goKernels are the portable kernels, always built.

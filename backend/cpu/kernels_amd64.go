@@ -8,7 +8,7 @@ import (
 	"golang.org/x/sys/cpu"
 )
 
-// kernelSets lists the kernel sets this CPU runs, fastest first.
+// kernelSets lists the kernel sets this CPU runs, the default first.
 var kernelSets = amd64KernelSets()
 
 func amd64KernelSets() []*kernelSet {
@@ -16,6 +16,12 @@ func amd64KernelSets() []*kernelSet {
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	if avx2 && cpu.X86.HasAVX512F {
 		sets = append(sets, &avx512Kernels)
+	}
+	// The AMX path is validated but measured slower than AVX-512 at one
+	// thread (docs/PERF.md), so it is never the default: it comes after
+	// avx512, selectable as ISA "amx".
+	if avx2 && cpu.X86.HasAVX512F && hasAMX() {
+		sets = append(sets, &amxKernels)
 	}
 	if avx2 {
 		sets = append(sets, &avx2Kernels)

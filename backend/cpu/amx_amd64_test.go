@@ -1,0 +1,437 @@
+//go:build !purego
+
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/sdpatest"
+	"golang.org/x/sys/cpu"
+)
+
+// amxTestable reports whether this CPU runs the AMX path's AVX-512 kernels
+// (the splits, the update and softmax4); the tile products need hasAMX too.
+func amxTestable(t *testing.T) {
+	if !cpu.X86.HasAVX512F || !cpu.X86.HasAVX512BW || !cpu.X86.HasFMA {
+		t.Skip("no AVX-512BW: the AMX path's kernels do not run on this CPU")
+	}
+}
+
+// amxValue draws an input for the splits: mostly normal values of every
+// scale, with zeros, subnormals, values just around 2^-101, ±Inf and NaN.
+func amxValue(rng *rand.Rand) float32 {
+	switch rng.IntN(40) {
+	case 0:
+		return 0
+	case 1:
+		return float32(math.Copysign(0, -1))
+	case 2:
+		return math.Float32frombits(uint32(rng.IntN(1 << 23))) // subnormal
+	case 3:
+		return math.Float32frombits(0x0D000000 - 1 + uint32(rng.IntN(3))) // around 2^-101
+	case 4:
+		return float32(math.Inf(1 - 2*rng.IntN(2)))
+	case 5:
+		return float32(math.NaN())
+	case 6, 7, 8:
+		return float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(200)-100))
+	}
+	return float32(rng.NormFloat64())
+}
+
+// TestAMXSplit holds the assembly splits to the Go loops bit for bit
+// (parts and the keep flag) on random strides and guarded buffers, and the
+// Go split to its contract: h + m + l == x exactly for every finite x, and
+// the flag false exactly where an element is non-finite or a non-zero
+// below 2^-101.
+func TestAMXSplit(t *testing.T) {
+	amxTestable(t)
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 11))
+	for trial := 0; trial < 300; trial++ {
+		clean := trial%3 != 0 // no special values: the flag must be true
+		val := func(int) float32 {
+			if clean {
+				return float32(rng.NormFloat64())
+			}
+			return amxValue(rng)
+		}
+		// Rows.
+		rows, chunks := 1+rng.IntN(17), 1+rng.IntN(4)
+		srcRow, dstRow := 32*chunks+rng.IntN(9), 32*chunks+rng.IntN(9)
+		src, srcOK := guarded(rng, (rows-1)*srcRow+32*chunks, val)
+		dstPart := rows*dstRow + rng.IntN(5)
+		got, want := make([]uint16, 3*dstPart), make([]uint16, 3*dstPart)
+		okGot := amxSplitRowsAsm(got, dstPart, dstRow, src, srcRow, rows, chunks)
+		okWant := amxSplitRowsGo(want, dstPart, dstRow, src, srcRow, rows, chunks)
+		if okGot != okWant || (clean && !okGot) {
+			t.Fatalf("splitRows trial %d: ok %v, Go %v (clean %v)", trial, okGot, okWant, clean)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("splitRows trial %d: element %d = %#04x, Go %#04x", trial, i, got[i], want[i])
+			}
+		}
+		// Pairs.
+		pairs, vecs := 1+rng.IntN(16), 1+rng.IntN(4)
+		srcRowP := 16*vecs + rng.IntN(5)
+		srcPair := 2*srcRowP + rng.IntN(5)
+		srcP, srcPOK := guarded(rng, (pairs-1)*srcPair+srcRowP+16*vecs, val)
+		dstPair := 32 + rng.IntN(3)*32
+		dstVec := pairs*dstPair + rng.IntN(3)*32
+		dstPartP := vecs*dstVec + rng.IntN(5)
+		gotP, wantP := make([]uint16, 3*dstPartP), make([]uint16, 3*dstPartP)
+		okGot = amxSplitPairsAsm(gotP, dstPartP, dstVec, dstPair, srcP, srcPair, srcRowP, pairs, vecs)
+		okWant = amxSplitPairsGo(wantP, dstPartP, dstVec, dstPair, srcP, srcPair, srcRowP, pairs, vecs)
+		if okGot != okWant || (clean && !okGot) {
+			t.Fatalf("splitPairs trial %d: ok %v, Go %v (clean %v)", trial, okGot, okWant, clean)
+		}
+		for i := range gotP {
+			if gotP[i] != wantP[i] {
+				t.Fatalf("splitPairs trial %d: element %d = %#04x, Go %#04x", trial, i, gotP[i], wantP[i])
+			}
+		}
+		for _, ok := range []func() error{srcOK, srcPOK} {
+			if err := ok(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := 0; i < 200000; i++ {
+		x := amxValue(rng)
+		h, m, l, ok := amxSplit(x)
+		b := math.Float32bits(x) & 0x7FFFFFFF
+		wantOK := b == 0 || (b >= 0x0D000000 && b < 0x7F800000)
+		if ok != wantOK {
+			t.Fatalf("amxSplit(%g): ok %v, want %v", x, ok, wantOK)
+		}
+		for _, p := range []float32{h, m, l} {
+			if ok && math.Float32bits(p)&0xFFFF != 0 {
+				t.Fatalf("amxSplit(%g): part %g is not a bfloat16", x, p)
+			}
+		}
+		if !math.IsInf(float64(x), 0) && x == x && float64(h)+float64(m)+float64(l) != float64(x) {
+			t.Fatalf("amxSplit(%g) = %g + %g + %g", x, h, m, l)
+		}
+	}
+}
+
+// TestAMXUpdate holds the assembly update to the Go loop within one
+// rounding (the assembly fuses the multiply-add).
+func TestAMXUpdate(t *testing.T) {
+	amxTestable(t)
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 12))
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	for trial := 0; trial < 100; trial++ {
+		d, rows := 16*(1+rng.IntN(16)), 1+rng.IntN(16)
+		acc, accOK := guarded(rng, rows*d, normal)
+		tt, tOK := guarded(rng, rows*d, normal)
+		alpha, aOK := guarded(rng, rows, func(int) float32 { return float32(rng.Float64()) })
+		want := append([]float32(nil), acc...)
+		amxUpdateGo(want, tt, d, alpha, rows)
+		amxUpdateAsm(acc, tt, d, alpha, rows)
+		for i := range acc {
+			if !close(acc[i], want[i], 2, math.Abs(float64(want[i]))+math.Abs(float64(tt[i]))) {
+				t.Fatalf("trial %d: acc[%d] = %v, want %v", trial, i, acc[i], want[i])
+			}
+		}
+		for _, ok := range []func() error{accOK, tOK, aOK} {
+			if err := ok(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestAMXSoftmax4 holds softmax4 to scores4's scaling followed by
+// softmax4Go, as TestScoresSoftmax4 holds the fused kernel.
+func TestAMXSoftmax4(t *testing.T) {
+	amxTestable(t)
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 13))
+	for trial := 0; trial < 300; trial++ {
+		scale := float32(0.1 + rng.Float64())
+		s, sOK := guarded(rng, 4*panel, func(int) float32 { return float32(4 * rng.NormFloat64()) })
+		if trial%20 == 3 {
+			s[rng.IntN(4*panel)] = float32(math.NaN())
+		}
+		m, l := make([]float32, 4), make([]float32, 4)
+		for r := range 4 {
+			m[r], l[r] = float32(4*rng.NormFloat64()), float32(50*rng.Float64())
+			if rng.IntN(5) == 0 {
+				m[r], l[r] = float32(math.Inf(-1)), 0
+			}
+		}
+		ws := make([]float32, 4*panel)
+		for i := range ws {
+			ws[i] = s[i] * scale
+		}
+		wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
+		var wa [8]float32
+		softmax4Go(ws, wm, wl, &wa)
+		alpha := make([]float32, 8)
+		softmax4AVX512(s, scale, m, l, alpha)
+		for r := range 4 {
+			if wl[r] != wl[r] {
+				if l[r] == l[r] {
+					t.Fatalf("trial %d: l[%d] = %v, want NaN", trial, r, l[r])
+				}
+				continue
+			}
+			if m[r] != wm[r] || ulpError(alpha[r], float64(wa[r])) > 4 || !close(l[r], wl[r], panel, float64(wl[r])*4) {
+				t.Fatalf("trial %d row %d: m %v l %v alpha %v, want %v %v %v", trial, r, m[r], l[r], alpha[r], wm[r], wl[r], wa[r])
+			}
+			if j := firstMismatch(s[r*panel:(r+1)*panel], ws[r*panel:(r+1)*panel], 4); j >= 0 {
+				t.Fatalf("trial %d: e[%d][%d] = %v, want %v", trial, r, j, s[r*panel+j], ws[r*panel+j])
+			}
+		}
+		if err := sOK(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// amxOperands builds random A rows (16 × 32ks floats) and a B operand of
+// ks k steps × 64 columns, both split, with the float32 values kept.
+func amxOperands(rng *rand.Rand, ks int) (a []float32, ap []uint16, b []float32, bp []uint16) {
+	k := 32 * ks
+	a = make([]float32, amxRows*k)
+	b = make([]float32, k*64) // b[kk*64+n]
+	for i := range a {
+		a[i] = float32(rng.NormFloat64())
+	}
+	for i := range b {
+		b[i] = float32(rng.NormFloat64())
+	}
+	ap = make([]uint16, 3*amxRows*k)
+	amxSplitRowsGo(ap, amxRows*k, k, a, k, amxRows, ks)
+	// B tiles: k step s, n tile t at (4s+t)·512; row p = k pair (2p, 2p+1).
+	part := ks * 4 * amxTile
+	bp = make([]uint16, 3*part)
+	for s := range ks {
+		amxSplitPairsGo(bp[s*4*amxTile:], part, amxTile, 32, b[32*s*64:], 2*64, 64, 16, 4)
+	}
+	return a, ap, b, bp
+}
+
+// amxGemmError returns the largest error of c against the float64 product
+// of a and b, in units of 2^-24 times the sum of the magnitudes of each
+// entry's products.
+func amxGemmError(c, a, b []float32, ks int) float64 {
+	k := 32 * ks
+	worst := 0.0
+	for r := range amxRows {
+		for n := range 64 {
+			var exact, mag float64
+			for kk := range k {
+				p := float64(a[r*k+kk]) * float64(b[kk*64+n])
+				exact += p
+				mag += math.Abs(p)
+			}
+			worst = max(worst, math.Abs(float64(c[r*64+n])-exact)/(mag*0x1p-24))
+		}
+	}
+	return worst
+}
+
+// TestAMXGemm6 holds the six-product tile sum to float32 accuracy against
+// the float64 product of the unsplit inputs: within 2(k+8) roundings of
+// 2^-24 of the products' magnitudes (k sums in float32, plus the parts
+// left out, below one). A five-product variant (h·m left out, an error
+// near 2^-8 relative) must fail the same bound. On CPUs with AMX the tile
+// instructions are held to it too.
+func TestAMXGemm6(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 14))
+	for _, ks := range []int{1, 2, 4, 8} {
+		a, ap, b, bp := amxOperands(rng, ks)
+		bound := 2 * float64(32*ks+8)
+		c := make([]float32, amxRows*64)
+		amxGemm6Go(c, 64, ap, 32*ks, amxRows*32*ks, bp, ks*4*amxTile, 4*amxTile, ks)
+		if e := amxGemmError(c, a, b, ks); e > bound {
+			t.Errorf("Go tile products, k %d: error %.1f units, bound %.0f", 32*ks, e, bound)
+		}
+		// The broken variant: part m of B zeroed drops h·m and m·m.
+		broken := append([]uint16(nil), bp...)
+		clear(broken[ks*4*amxTile : 2*ks*4*amxTile])
+		amxGemm6Go(c, 64, ap, 32*ks, amxRows*32*ks, broken, ks*4*amxTile, 4*amxTile, ks)
+		if e := amxGemmError(c, a, b, ks); e <= bound {
+			t.Errorf("broken tile products (B's middle part dropped), k %d: error %.1f units passes the bound %.0f", 32*ks, e, bound)
+		}
+		if !hasAMX() {
+			continue
+		}
+		amxGemm6Asm(c, 64, ap, 32*ks, amxRows*32*ks, bp, ks*4*amxTile, 4*amxTile, ks)
+		if e := amxGemmError(c, a, b, ks); e > bound {
+			t.Errorf("AMX tile products, k %d: error %.1f units, bound %.0f", 32*ks, e, bound)
+		}
+	}
+	if !hasAMX() {
+		t.Log("no AMX on this CPU (or not granted): only the Go tile products were checked")
+	}
+}
+
+// BenchmarkAMX times the AMX step and its parts on one 16-row group and one
+// key panel at D 64: the tile products of Q·Kᵀ at 1, 2 and 8 k steps (the
+// slope is the products' cost, the intercept the configuration, stores
+// and release), the configuration alone, the softmax of 16 rows, the
+// weights' split, the update, and the whole step.
+func BenchmarkAMX(b *testing.B) {
+	if !hasAMX() {
+		b.Skip("no AMX")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	const d = 64
+	for _, ks := range []int{1, 2, 8} {
+		_, ap, _, bp := amxOperands(rng, ks)
+		c := make([]float32, amxRows*64)
+		b.Run(fmt.Sprintf("gemm/ks=%d", ks), func(b *testing.B) {
+			for b.Loop() {
+				amxGemm6Asm(c, 64, ap, 32*ks, amxRows*32*ks, bp, ks*4*amxTile, 4*amxTile, ks)
+			}
+			b.ReportMetric(float64(6*4*ks*amxRows*16*32*2)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+		})
+	}
+	b.Run("config", func(b *testing.B) {
+		for b.Loop() {
+			amxConfigRelease()
+		}
+	})
+	s := make([]float32, amxRows*panel)
+	for i := range s {
+		s[i] = float32(rng.NormFloat64())
+	}
+	m, l, alpha := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows+4)
+	b.Run("softmax16", func(b *testing.B) {
+		for b.Loop() {
+			for r := 0; r < amxRows; r += 4 {
+				copy(m[r:r+4], []float32{9, 9, 9, 9})
+				softmax4AVX512(s[r*panel:], 1, m[r:], l[r:], alpha[r:])
+			}
+		}
+	})
+	pa := make([]uint16, 3*amxRows*panel)
+	b.Run("splitP", func(b *testing.B) {
+		for b.Loop() {
+			amxSplitRowsAsm(pa, amxRows*panel, panel, s, panel, amxRows, panel/32)
+		}
+	})
+	acc, t := make([]float32, amxRows*d), make([]float32, amxRows*d)
+	b.Run("update", func(b *testing.B) {
+		for b.Loop() {
+			amxUpdateAsm(acc, t, d, alpha, amxRows)
+		}
+	})
+	b.Run("step", func(b *testing.B) {
+		c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
+		sc := c.getScratch()
+		q := make([]float32, amxRows*d)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		amxSplitRowsAsm(sc.qa, amxRows*d, d, q, d, amxRows, d/32)
+		kB, vB := make([]uint16, amxPanelSize(d)), make([]uint16, amxPanelSize(d))
+		kt, v := make([]float32, d*panel), make([]float32, panel*d)
+		for i := range kt {
+			kt[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+		}
+		amxKernels.packAMXPanel(kB, vB, kt, v, d)
+		mm, ll, aa := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
+		for b.Loop() {
+			for r := range mm {
+				mm[r] = 30
+			}
+			c.amxStep(sc, 0, sc.qa, kB, vB, 0.125, mm, ll, aa)
+		}
+		b.ReportMetric(float64(4*amxRows*panel*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("attend64/4panels", func(b *testing.B) {
+		c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
+		sc := c.getScratch()
+		sz := amxPanelSize(d)
+		kB, vB := make([]uint16, 4*sz), make([]uint16, 4*sz)
+		for i := range 4 {
+			kt, v := make([]float32, d*panel), make([]float32, panel*d)
+			for j := range kt {
+				kt[j], v[j] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+			}
+			amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
+		}
+		mm, ll, aa := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
+		g := &amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: 4, s: sc.s16, pa: sc.pa, t: sc.t, m: mm, l: ll, alpha: sc.alpha16[:], acc: aa, scale: 0.125}
+		for b.Loop() {
+			for r := range mm {
+				mm[r] = 30
+			}
+			amxAttend64Asm(g)
+		}
+		b.ReportMetric(float64(4*4*amxRows*panel*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+	})
+	b.Run("pack", func(b *testing.B) {
+		kB, vB := make([]uint16, amxPanelSize(d)), make([]uint16, amxPanelSize(d))
+		kt, v := make([]float32, d*panel), make([]float32, panel*d)
+		for b.Loop() {
+			amxKernels.packAMXPanel(kB, vB, kt, v, d)
+		}
+	})
+}
+
+// TestAMXAttend64 holds the fused assembly to amxStep panel by panel on
+// the same tile products: the same running maxima, sums and outputs bit for
+// bit, on runs of one to five panels (AMX CPUs only).
+func TestAMXAttend64(t *testing.T) {
+	if !hasAMX() {
+		t.Skip("no AMX on this CPU (or not granted)")
+	}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 16))
+	const d = 64
+	for trial := 0; trial < 40; trial++ {
+		run := 1 + trial%5
+		c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
+		sc := c.getScratch()
+		q := make([]float32, amxRows*d)
+		for i := range q {
+			q[i] = float32(rng.NormFloat64())
+		}
+		amxSplitRowsAsm(sc.qa, amxRows*d, d, q, d, amxRows, d/32)
+		sz := amxPanelSize(d)
+		kB, vB := make([]uint16, run*sz), make([]uint16, run*sz)
+		for i := range run {
+			kt, v := make([]float32, d*panel), make([]float32, panel*d)
+			for j := range kt {
+				kt[j], v[j] = float32(rng.NormFloat64()*2), float32(rng.NormFloat64())
+			}
+			amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
+		}
+		m, l, acc := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
+		for r := range m {
+			m[r] = float32(math.Inf(-1))
+		}
+		wm, wl, wacc := append([]float32(nil), m...), append([]float32(nil), l...), append([]float32(nil), acc...)
+		for i := range run {
+			c.amxStep(sc, 0, sc.qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], 0.125, wm, wl, wacc)
+		}
+		amxAttend64Asm(&amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: run, s: sc.s16, pa: sc.pa, t: sc.t,
+			m: m, l: l, alpha: sc.alpha16[:], acc: acc, scale: 0.125})
+		for r := range m {
+			if m[r] != wm[r] || l[r] != wl[r] {
+				t.Fatalf("trial %d (%d panels) row %d: m %v l %v, step by step %v %v", trial, run, r, m[r], l[r], wm[r], wl[r])
+			}
+		}
+		for i := range acc {
+			if acc[i] != wacc[i] {
+				t.Fatalf("trial %d (%d panels): acc[%d] = %v, step by step %v", trial, run, i, acc[i], wacc[i])
+			}
+		}
+	}
+}

@@ -1,0 +1,178 @@
+// The AVX-512 softmax pieces shared by kernels_amd64.s and amx_amd64.s. Its
+// data are file-local (<>), so each including file has its own copy.
+
+// The AVX-512 exponential (exp32's algorithm, n rounded to nearest even),
+// shared by expSum16AVX512 and scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
+// Z30 log2e, Z29/Z28 ln2 in two parts, Z27 1.5·2^23 (rounds to an integer
+// when added), Z26..Z23 the Taylor coefficients 1/120..1/2, Z22 one, Z21
+// -87.33654 (the smallest x with a normal e^x). EXP16 loads 1/720 and
+// 1.5·2^23 from memory (a load port is free where an ALU port is not).
+DATA exp16c<>+0(SB)/4, $0x3fb8aa3b
+DATA exp16c<>+4(SB)/4, $0x3f318000
+DATA exp16c<>+8(SB)/4, $0xb95e8083
+DATA exp16c<>+12(SB)/4, $0x3ab60b61
+DATA exp16c<>+16(SB)/4, $0x3c088889
+DATA exp16c<>+20(SB)/4, $0x3d2aaaab
+DATA exp16c<>+24(SB)/4, $0x3e2aaaab
+DATA exp16c<>+28(SB)/4, $0x3f000000
+DATA exp16c<>+32(SB)/4, $0x3f800000
+DATA exp16c<>+36(SB)/4, $0xc2aeac4f
+DATA exp16c<>+40(SB)/4, $0x4b400000
+GLOBL exp16c<>(SB), RODATA|NOPTR, $44
+
+#define EXP16_CONSTANTS \
+	VBROADCASTSS exp16c<>+0(SB), Z30; \
+	VBROADCASTSS exp16c<>+4(SB), Z29; \
+	VBROADCASTSS exp16c<>+8(SB), Z28; \
+	VBROADCASTSS exp16c<>+40(SB), Z27; \
+	VBROADCASTSS exp16c<>+16(SB), Z26; \
+	VBROADCASTSS exp16c<>+20(SB), Z25; \
+	VBROADCASTSS exp16c<>+24(SB), Z24; \
+	VBROADCASTSS exp16c<>+28(SB), Z23; \
+	VBROADCASTSS exp16c<>+32(SB), Z22; \
+	VBROADCASTSS exp16c<>+36(SB), Z21
+
+// EXP16(x, t1, t2, k) sets x = e^x in 16 lanes (x <= 0 or NaN; the softmax
+// domain): n = x*log2e rounded to nearest (even) by adding and subtracting
+// 1.5·2^23; r = x - n*ln2hi - n*ln2lo; e^r by the degree-6 Taylor
+// polynomial in Horner form with fused multiply-adds; times 2^n by
+// VSCALEFPS, whose zeroing mask turns lanes with x < -87.33654 (or -Inf) to
+// 0; NaN stays NaN. Twelve ALU operations and two loads; x is used for r,
+// and t1, t2 and the mask register k are clobbered.
+#define EXP16(x, t1, t2, k) \
+	VCMPPS $5, Z21, x, k; \
+	VBROADCASTSS exp16c<>+40(SB), t1; \
+	VFMADD231PS Z30, x, t1; \
+	VSUBPS Z27, t1, t1; \
+	VFNMADD231PS Z29, t1, x; \
+	VFNMADD231PS Z28, t1, x; \
+	VBROADCASTSS exp16c<>+12(SB), t2; \
+	VFMADD213PS Z26, x, t2; \
+	VFMADD213PS Z25, x, t2; \
+	VFMADD213PS Z24, x, t2; \
+	VFMADD213PS Z23, x, t2; \
+	VFMADD213PS Z22, x, t2; \
+	VFMADD213PS Z22, x, t2; \
+	VSCALEFPS.Z t1, t2, k, x
+
+// quarterIdx spreads lanes 0-3 over the four 128-bit quarters of a vector
+// (VPERMPS); compactIdx gathers lane 0 of each quarter into lanes 0-3.
+DATA quarterIdx<>+0(SB)/8, $0
+DATA quarterIdx<>+8(SB)/8, $0
+DATA quarterIdx<>+16(SB)/8, $0x0000000100000001
+DATA quarterIdx<>+24(SB)/8, $0x0000000100000001
+DATA quarterIdx<>+32(SB)/8, $0x0000000200000002
+DATA quarterIdx<>+40(SB)/8, $0x0000000200000002
+DATA quarterIdx<>+48(SB)/8, $0x0000000300000003
+DATA quarterIdx<>+56(SB)/8, $0x0000000300000003
+GLOBL quarterIdx<>(SB), RODATA|NOPTR, $64
+DATA compactIdx<>+0(SB)/8, $0x0000000400000000
+DATA compactIdx<>+8(SB)/8, $0x0000000c00000008
+DATA compactIdx<>+16(SB)/8, $0
+DATA compactIdx<>+24(SB)/8, $0
+DATA compactIdx<>+32(SB)/8, $0
+DATA compactIdx<>+40(SB)/8, $0
+DATA compactIdx<>+48(SB)/8, $0
+DATA compactIdx<>+56(SB)/8, $0
+GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
+
+// QUARTERS(OP, r0, r1, r2, r3, t0, t1, t2) reduces the four vectors r0-r3 by
+// OP (VMAXPS for the largest, VADDPS for the sum) into r0, each
+// 128-bit quarter q of r0 holding the reduction of r<q> in all four lanes:
+// upper and lower halves of two rows side by side, then quarters, then
+// within quarters. It clobbers r1-r3 and t0-t2.
+#define QUARTERS(OP, r0, r1, r2, r3, t0, t1, t2) \
+	VSHUFF32X4 $0x44, r1, r0, t0; \
+	VSHUFF32X4 $0xee, r1, r0, t1; \
+	OP t1, t0, r0; \
+	VSHUFF32X4 $0x44, r3, r2, t0; \
+	VSHUFF32X4 $0xee, r3, r2, t1; \
+	OP t1, t0, r1; \
+	VSHUFF32X4 $0x88, r1, r0, t0; \
+	VSHUFF32X4 $0xdd, r1, r0, t1; \
+	OP t1, t0, r0; \
+	VPERMILPS $0x4e, r0, t2; \
+	OP t2, r0, r0; \
+	VPERMILPS $0xb1, r0, t2; \
+	OP t2, r0, r0
+
+// ROWEXP(a, b, c, d, sel, soff) sets the row in a-d to e^(x - mNew), mNew
+// the quarter sel of Z19, stores it at soff(DI) and leaves its sum over
+// pairs (a+b)+(c+d) in a. It clobbers Z16, Z17, Z20, Z31 and K1.
+#define ROWEXP(a, b, c, d, sel, soff) \
+	VSHUFF32X4 sel, Z19, Z19, Z31; \
+	VSUBPS Z31, a, a; \
+	VSUBPS Z31, b, b; \
+	VSUBPS Z31, c, c; \
+	VSUBPS Z31, d, d; \
+	EXP16(a, Z16, Z17, K1); \
+	EXP16(b, Z20, Z31, K1); \
+	EXP16(c, Z16, Z17, K1); \
+	EXP16(d, Z20, Z31, K1); \
+	VMOVUPS a, soff(DI); \
+	VMOVUPS b, soff+64(DI); \
+	VMOVUPS c, soff+128(DI); \
+	VMOVUPS d, soff+192(DI); \
+	VADDPS b, a, a; \
+	VADDPS d, c, c; \
+	VADDPS c, a, a
+
+// SOFTMAX4X64 is the online-softmax step of scoresSoftmax4x64AVX512 on four
+// rows of scaled scores in Z0-Z15 (row r in Z4r..Z4r+3), with DI the
+// weights' rows, R11 m, R12 l and R13 alpha. In order:
+//   - row maxima: each row's four vectors, then the four rows together into
+//     the quarters of Z16 (VMAXPS drops a NaN in its first operand; a row
+//     with a NaN gets NaN exponentials and sum below all the same);
+//   - in quarters: mOld (Z17), l (Z18), mNew = max(mOld, row max) (Z19);
+//     alpha = e^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else
+//     e^0 = 1 (Z20), NaN where mOld is; m = mNew, alpha[0:4] stored and
+//     l·alpha kept;
+//   - each row: e^(s-mNew) into s (ROWEXP), then the four sums into
+//     quarters, and l = l·alpha + sum.
+#define SOFTMAX4X64 \
+	EXP16_CONSTANTS; \
+	VMAXPS Z1, Z0, Z16; \
+	VMAXPS Z3, Z2, Z20; \
+	VMAXPS Z20, Z16, Z16; \
+	VMAXPS Z5, Z4, Z17; \
+	VMAXPS Z7, Z6, Z20; \
+	VMAXPS Z20, Z17, Z17; \
+	VMAXPS Z9, Z8, Z18; \
+	VMAXPS Z11, Z10, Z20; \
+	VMAXPS Z20, Z18, Z18; \
+	VMAXPS Z13, Z12, Z19; \
+	VMAXPS Z15, Z14, Z20; \
+	VMAXPS Z20, Z19, Z19; \
+	QUARTERS(VMAXPS, Z16, Z17, Z18, Z19, Z20, Z31, Z20); \
+	MOVL $15, AX; \
+	KMOVW AX, K3; \
+	VMOVDQU32 quarterIdx<>(SB), Z20; \
+	VMOVUPS.Z (R11), K3, Z17; \
+	VPERMPS Z17, Z20, Z17; \
+	VMOVUPS.Z (R12), K3, Z18; \
+	VPERMPS Z18, Z20, Z18; \
+	VMAXPS Z16, Z17, Z19; \
+	VPXORD Z20, Z20, Z20; \
+	VCMPPS $4, Z20, Z18, K1; \
+	VCMPPS $3, Z17, Z17, K2; \
+	KORW K1, K2, K1; \
+	VSUBPS Z19, Z17, Z20; \
+	VMOVAPS.Z Z20, K1, Z20; \
+	VMOVDQU32 compactIdx<>(SB), Z16; \
+	VPERMPS Z19, Z16, Z17; \
+	VMOVUPS Z17, K3, (R11); \
+	EXP16(Z20, Z16, Z17, K1); \
+	VMOVDQU32 compactIdx<>(SB), Z16; \
+	VPERMPS Z20, Z16, Z17; \
+	VMOVUPS Z17, K3, (R13); \
+	VMULPS Z20, Z18, Z18; \
+	ROWEXP(Z0, Z1, Z2, Z3, $0x00, 0); \
+	ROWEXP(Z4, Z5, Z6, Z7, $0x55, 256); \
+	ROWEXP(Z8, Z9, Z10, Z11, $0xaa, 512); \
+	ROWEXP(Z12, Z13, Z14, Z15, $0xff, 768); \
+	QUARTERS(VADDPS, Z0, Z4, Z8, Z12, Z1, Z2, Z3); \
+	VADDPS Z0, Z18, Z18; \
+	VMOVDQU32 compactIdx<>(SB), Z16; \
+	VPERMPS Z18, Z16, Z17; \
+	VMOVUPS Z17, K3, (R12);
+
