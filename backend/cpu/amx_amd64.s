@@ -59,6 +59,16 @@ loop: \
 	DECQ R8; \
 	JNZ loop
 
+// GEMM6_PAIR(i, j, loop) runs the product of A's part i and B's part j.
+#define GEMM6_PAIR(i, j, loop) \
+	MOVQ aPart+32(FP), SI; \
+	IMULQ $(i), SI; \
+	ADDQ a+16(FP), SI; \
+	MOVQ bPart+48(FP), BX; \
+	IMULQ $(j), BX; \
+	ADDQ b+40(FP), BX; \
+	GEMM6_STEPS(loop)
+
 // func amxGemm6(c *float32, ldc int, a *uint16, lda, aPart int, b *uint16, bPart, bStep, ks int)
 // Equals amxGemm6Go (strides in bytes here): C (16 rows × 64 float32, rows
 // ldc bytes apart) = the six products of the three-part split, smallest
@@ -73,38 +83,12 @@ TEXT ·amxGemm6(SB), NOSPLIT, $0-72
 	MOVQ lda+24(FP), DX
 	MOVQ $64, CX
 
-	// (2, 0): A part 2 (low) times B part 0 (high)
-	MOVQ a+16(FP), SI
-	ADDQ aPart+32(FP), SI
-	ADDQ aPart+32(FP), SI
-	MOVQ b+40(FP), BX
-	GEMM6_STEPS(gemm6_20)
-	// (1, 1)
-	MOVQ a+16(FP), SI
-	ADDQ aPart+32(FP), SI
-	MOVQ b+40(FP), BX
-	ADDQ bPart+48(FP), BX
-	GEMM6_STEPS(gemm6_11)
-	// (0, 2)
-	MOVQ a+16(FP), SI
-	MOVQ b+40(FP), BX
-	ADDQ bPart+48(FP), BX
-	ADDQ bPart+48(FP), BX
-	GEMM6_STEPS(gemm6_02)
-	// (1, 0)
-	MOVQ a+16(FP), SI
-	ADDQ aPart+32(FP), SI
-	MOVQ b+40(FP), BX
-	GEMM6_STEPS(gemm6_10)
-	// (0, 1)
-	MOVQ a+16(FP), SI
-	MOVQ b+40(FP), BX
-	ADDQ bPart+48(FP), BX
-	GEMM6_STEPS(gemm6_01)
-	// (0, 0)
-	MOVQ a+16(FP), SI
-	MOVQ b+40(FP), BX
-	GEMM6_STEPS(gemm6_00)
+	GEMM6_PAIR(2, 0, gemm6_20) // A's low part times B's high part
+	GEMM6_PAIR(1, 1, gemm6_11)
+	GEMM6_PAIR(0, 2, gemm6_02)
+	GEMM6_PAIR(1, 0, gemm6_10)
+	GEMM6_PAIR(0, 1, gemm6_01)
+	GEMM6_PAIR(0, 0, gemm6_00)
 
 	MOVQ c+0(FP), DI
 	MOVQ ldc+8(FP), AX

@@ -331,19 +331,7 @@ func BenchmarkAMX(b *testing.B) {
 		}
 	})
 	b.Run("step", func(b *testing.B) {
-		c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
-		sc := c.getScratch()
-		q := make([]float32, amxRows*d)
-		for i := range q {
-			q[i] = float32(rng.NormFloat64())
-		}
-		amxSplitRowsAsm(sc.qa, amxRows*d, d, q, d, amxRows, d/32)
-		kB, vB := make([]uint16, amxPanelSize(d)), make([]uint16, amxPanelSize(d))
-		kt, v := make([]float32, d*panel), make([]float32, panel*d)
-		for i := range kt {
-			kt[i], v[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-		}
-		amxKernels.packAMXPanel(kB, vB, kt, v, d)
+		c, sc, kB, vB := amxTestGroup(rng, 1, 1)
 		mm, ll, aa := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
 		for b.Loop() {
 			for r := range mm {
@@ -354,17 +342,7 @@ func BenchmarkAMX(b *testing.B) {
 		b.ReportMetric(float64(4*amxRows*panel*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
 	b.Run("attend64/4panels", func(b *testing.B) {
-		c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
-		sc := c.getScratch()
-		sz := amxPanelSize(d)
-		kB, vB := make([]uint16, 4*sz), make([]uint16, 4*sz)
-		for i := range 4 {
-			kt, v := make([]float32, d*panel), make([]float32, panel*d)
-			for j := range kt {
-				kt[j], v[j] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-			}
-			amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
-		}
+		_, sc, kB, vB := amxTestGroup(rng, 4, 1)
 		mm, ll, aa := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
 		g := &amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: 4, s: sc.s16, pa: sc.pa, t: sc.t, m: mm, l: ll, alpha: sc.alpha16[:], acc: aa, scale: 0.125}
 		for b.Loop() {
@@ -397,22 +375,8 @@ func TestAMXAttend64(t *testing.T) {
 	const d = 64
 	for trial := 0; trial < 40; trial++ {
 		run := 1 + trial%5
-		c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
-		sc := c.getScratch()
-		q := make([]float32, amxRows*d)
-		for i := range q {
-			q[i] = float32(rng.NormFloat64())
-		}
-		amxSplitRowsAsm(sc.qa, amxRows*d, d, q, d, amxRows, d/32)
+		c, sc, kB, vB := amxTestGroup(rng, run, 2)
 		sz := amxPanelSize(d)
-		kB, vB := make([]uint16, run*sz), make([]uint16, run*sz)
-		for i := range run {
-			kt, v := make([]float32, d*panel), make([]float32, panel*d)
-			for j := range kt {
-				kt[j], v[j] = float32(rng.NormFloat64()*2), float32(rng.NormFloat64())
-			}
-			amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
-		}
 		m, l, acc := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
 		for r := range m {
 			m[r] = float32(math.Inf(-1))
@@ -434,4 +398,28 @@ func TestAMXAttend64(t *testing.T) {
 			}
 		}
 	}
+}
+
+// amxTestGroup returns a call and scratch on the AMX set at D 64 with one
+// group of 16 random query rows split into sc.qa, and the packed operands
+// of panels random key panels (keys times kScale), one after another.
+func amxTestGroup(rng *rand.Rand, panels int, kScale float64) (*call, *scratch, []uint16, []uint16) {
+	const d = 64
+	c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
+	sc := c.getScratch()
+	q := make([]float32, amxRows*d)
+	for i := range q {
+		q[i] = float32(rng.NormFloat64())
+	}
+	amxSplitRowsAsm(sc.qa, amxRows*d, d, q, d, amxRows, d/32)
+	sz := amxPanelSize(d)
+	kB, vB := make([]uint16, panels*sz), make([]uint16, panels*sz)
+	for i := range panels {
+		kt, v := make([]float32, d*panel), make([]float32, panel*d)
+		for j := range kt {
+			kt[j], v[j] = float32(rng.NormFloat64()*kScale), float32(rng.NormFloat64())
+		}
+		amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
+	}
+	return c, sc, kB, vB
 }
