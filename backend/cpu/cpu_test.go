@@ -31,10 +31,14 @@ func TestConformance(t *testing.T) {
 
 // TestConformanceAMXEmulated runs the shared suite on the AMX path with its
 // tile products in Go, on CPUs that run the path's AVX-512 kernels (on CPUs
-// with AMX, TestConformance runs the path itself as ISA "amx").
+// with AMX, TestConformance runs the path itself as ISA "amx"). -short runs
+// FP32 on three workers only: the Go tile products are slow under -race.
 func TestConformanceAMXEmulated(t *testing.T) {
 	for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
 		for _, workers := range []int{1, 3} {
+			if testing.Short() && (prec != backend.FP32 || workers != 3) {
+				continue
+			}
 			t.Run(fmt.Sprintf("%v/workers=%d", prec, workers), func(t *testing.T) {
 				be, ok := cpu.NewAMXEmulated(workers)
 				if !ok {
@@ -47,8 +51,12 @@ func TestConformanceAMXEmulated(t *testing.T) {
 }
 
 // TestConformanceAMXBroken: the suite fails an AMX path whose tile products
-// leave out two of the six part products (cpu.NewAMXBroken).
+// leave out two of the six part products (cpu.NewAMXBroken). Skipped with
+// -short.
 func TestConformanceAMXBroken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the full run checks that the broken path fails")
+	}
 	be, ok := cpu.NewAMXBroken(1)
 	if !ok {
 		t.Skip("this CPU does not run the AMX path's AVX-512 kernels")
