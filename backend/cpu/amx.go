@@ -14,10 +14,12 @@ import "math"
 //
 //	l·h + m·m + h·l + m·h + h·m + h·h
 //
-// accumulated smallest first. The three left out (m·l, l·m, l·l) are below
-// 2^-24 of |x·y| together, under one float32 rounding of the product, so
-// the scores and outputs carry float32's error (BF16x6; FP8 values are
-// exact in h alone). AMX treats subnormal bfloat16 as zero, so a block or
+// accumulated smallest first. With |m| < 2^-7·|x| and |l| < 2^-15·|x|,
+// the three left out (m·l, l·m, l·l) are below 2^-21 of |x·y| together:
+// within the error bound of a float32 dot product of 8 or more terms
+// (about n·2^-24 of the sum of its products' magnitudes), so the scores
+// and outputs carry float32's error (BF16x6; FP8 values are exact in h
+// alone). AMX treats subnormal bfloat16 as zero, so a block or
 // panel with a non-zero element below 2^-101 in magnitude, or a non-finite
 // one, takes the AVX-512 kernels instead (the split reports it).
 //

@@ -244,7 +244,7 @@ func amxGemmError(c, a, b []float32, ks int) float64 {
 // TestAMXGemm6 holds the six-product tile sum to float32 accuracy against
 // the float64 product of the unsplit inputs: within 2(k+8) roundings of
 // 2^-24 of the products' magnitudes (k sums in float32, plus the parts
-// left out, below one). A five-product variant (h·m left out, an error
+// left out, below 8 such units: 2^-21 of each product). A five-product variant (h·m left out, an error
 // near 2^-8 relative) must fail the same bound. On CPUs with AMX the tile
 // instructions are held to it too.
 func TestAMXGemm6(t *testing.T) {
