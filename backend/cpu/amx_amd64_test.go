@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/fp8attn/fp8attn/sdpatest"
 	"golang.org/x/sys/cpu"
@@ -422,4 +423,49 @@ func amxTestGroup(rng *rand.Rand, panels int, kScale float64) (*call, *scratch, 
 		amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
 	}
 	return c, sc, kB, vB
+}
+
+// BenchmarkAMXClock asks whether tile work slows the vector units after it
+// (a lower clock while the tile unit is busy would): each iteration runs a
+// burst of about 10 µs, tile products (amx) or the AVX-512 softmax (avx512),
+// then the AVX-512 FMA peak loop, timed alone. It reports the peak loop's
+// rate after each kind of burst.
+func BenchmarkAMXClock(b *testing.B) {
+	if !hasAMX() {
+		b.Skip("no AMX")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	_, ap, _, bp := amxOperands(rng, 2)
+	c := make([]float32, amxRows*64)
+	s := make([]float32, amxRows*panel)
+	m, l, alpha := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows+4)
+	bursts := map[string]func(){
+		"amx": func() {
+			for range 20 {
+				amxGemm6Asm(c, 64, ap, 64, amxRows*64, bp, 2*4*amxTile, 4*amxTile, 2)
+			}
+		},
+		"avx512": func() {
+			for range 28 {
+				for r := 0; r < amxRows; r += 4 {
+					copy(m[r:r+4], []float32{9, 9, 9, 9})
+					softmax4AVX512(s[r*panel:], 1, m[r:], l[r:], alpha[r:])
+				}
+			}
+		},
+	}
+	for _, name := range []string{"avx512", "amx"} {
+		burst := bursts[name]
+		b.Run("after-"+name, func(b *testing.B) {
+			var peak time.Duration
+			flops := 0.0
+			for b.Loop() {
+				burst()
+				t0 := time.Now()
+				flops += fmaPeak("avx512", 1<<11)
+				peak += time.Since(t0)
+			}
+			b.ReportMetric(flops/peak.Seconds()/1e9, "peak-GFLOP/s")
+		})
+	}
 }
