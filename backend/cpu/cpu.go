@@ -385,16 +385,20 @@ func (c *call) buildPanel(sc *scratch, it int) {
 	if c.amxOn {
 		c.amxOK[it] = false
 		if n == panel {
-			var v []float32
-			if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
-				v = c.vDec[off:]
-			} else {
-				v = p.V[off:]
-			}
 			sz := amxPanelSize(D)
-			c.amxOK[it] = c.ks.packAMXPanel(c.kAMX[it*sz:(it+1)*sz], c.vAMX[it*sz:(it+1)*sz], kt, v[:panel*D], D)
+			c.amxOK[it] = c.ks.packAMXPanel(c.kAMX[it*sz:(it+1)*sz], c.vAMX[it*sz:(it+1)*sz], kt, c.values()[off:off+panel*D], D)
 		}
 	}
+}
+
+// values returns the value rows the kernels read, [B][Hkv][Sk][D]: V as
+// the problem holds it, or vDec where buildPanel decodes (FP8) or gathers
+// (other layouts) it.
+func (c *call) values() []float32 {
+	if c.p.Precision == backend.FP8E4M3 || c.p.Layout != backend.BHSD {
+		return c.vDec
+	}
+	return c.p.V
 }
 
 // block computes query block it: head (b, h), rows [i0, i1).
@@ -422,7 +426,7 @@ func (c *call) block(sc *scratch, it int) {
 
 	qOff := (bh*p.Sq + i0) * D
 	vOff := kvh * p.Sk * D
-	var q, v []float32
+	var q []float32
 	scoreScale, outScale := p.Scale, float32(1)
 	if p.Precision == backend.FP8E4M3 {
 		scoreScale = float32(p.ScoreFactor(bh))
@@ -442,21 +446,18 @@ func (c *call) block(sc *scratch, it int) {
 			}
 		}
 		clear(q[rowsN*D:])
-		v = c.vDec[vOff : vOff+p.Sk*D]
 	case p.Precision == backend.FP8E4M3:
 		q = sc.q[:rows*D]
 		fp8Rows(q[:rowsN*D], p, inQ, qOff, bh, 1)
 		clear(q[rowsN*D:])
-		v = c.vDec[vOff : vOff+p.Sk*D]
 	case rows == rowsN:
 		q = p.Q[qOff : qOff+rowsN*D]
-		v = p.V[vOff : vOff+p.Sk*D]
 	default:
 		q = sc.q[:rows*D]
 		copy(q, p.Q[qOff:qOff+rowsN*D])
 		clear(q[rowsN*D:])
-		v = p.V[vOff : vOff+p.Sk*D]
 	}
+	v := c.values()[vOff : vOff+p.Sk*D]
 
 	c.attendRows(sc, q, rowsN, scoreScale, outScale, blockRows{
 		outBuf: p.Out, lseBuf: p.LSE,
@@ -707,12 +708,7 @@ func (c *call) packedBlock(sc *scratch, it int) {
 	}
 	clear(q[rowsN*D:])
 	scoreScale, outScale := p.Scale, float32(1)
-	var v []float32
-	if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
-		v = c.vDec[kvh*p.Sk*D : (kvh+1)*p.Sk*D]
-	} else {
-		v = p.V[kvh*p.Sk*D : (kvh+1)*p.Sk*D]
-	}
+	v := c.values()[kvh*p.Sk*D : (kvh+1)*p.Sk*D]
 	if p.Precision == backend.FP8E4M3 {
 		scoreScale = float32(float64(p.Scale) * float64(p.KScale[kvh]))
 		outScale = p.VScale[kvh]

@@ -117,6 +117,26 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VADDPS d, c, c; \
 	VADDPS c, a, a
 
+// LOADSCALED4X64 loads the four rows of scores at DI (rows 256 bytes apart)
+// into Z0-Z15, times the scale in Z20.
+#define LOADSCALED4X64 \
+	VMULPS 0(DI), Z20, Z0; \
+	VMULPS 64(DI), Z20, Z1; \
+	VMULPS 128(DI), Z20, Z2; \
+	VMULPS 192(DI), Z20, Z3; \
+	VMULPS 256(DI), Z20, Z4; \
+	VMULPS 320(DI), Z20, Z5; \
+	VMULPS 384(DI), Z20, Z6; \
+	VMULPS 448(DI), Z20, Z7; \
+	VMULPS 512(DI), Z20, Z8; \
+	VMULPS 576(DI), Z20, Z9; \
+	VMULPS 640(DI), Z20, Z10; \
+	VMULPS 704(DI), Z20, Z11; \
+	VMULPS 768(DI), Z20, Z12; \
+	VMULPS 832(DI), Z20, Z13; \
+	VMULPS 896(DI), Z20, Z14; \
+	VMULPS 960(DI), Z20, Z15
+
 // SOFTMAX4X64 is the online-softmax step of scoresSoftmax4x64AVX512 on four
 // rows of scaled scores in Z0-Z15 (row r in Z4r..Z4r+3), with DI the
 // weights' rows, R11 m, R12 l and R13 alpha. In order:
