@@ -421,7 +421,7 @@ __device__ __forceinline__ uint32_t top4(uint32_t t, float4 x) {
 // (e4m3_nosat of the IEEE quotient x/s), without encode4's division and
 // bit arithmetic where the scale allows (fast):
 //   * the quotient from the correctly rounded reciprocal r = 1/s, q0 = x·r,
-//     then one remainder step, q = q0 + (x - q0·s)·r (both FMAs): the IEEE
+//     then one remainder step, q = q0 - (q0·s - x)·r (both FMAs): the IEEE
 //     quotient when the remainder is exact, which holds for every |x| <= amax
 //     once s >= 2^-80 (Markstein; the remainder, about 2^-24·|x|, stays normal
 //     wherever the code depends on it), with x's sign (a -0 stays -0);
@@ -440,7 +440,10 @@ struct Encoder {
   __device__ __forceinline__ float quotient(float x) const {
     const float q0 = __fmul_rn(x, r);
     if (FP8ATTN_QP_BROKEN_QUOTIENT) return q0;
-    return copysignf(__fmaf_rn(__fmaf_rn(-q0, s, x), r, q0), x);
+    // q0 - (q0·s - x)·r: the signs on the FMAs' operands, so that -0 keeps
+    // its sign (q0 = -0, q0·s - x = +0, -(+0)·r + -0 = -0) without a
+    // copysign (an instruction a value; session 32).
+    return __fmaf_rn(-__fmaf_rn(q0, s, -x), r, q0);
   }
   // special is NoSat's code of a non-finite x in byte k of w.
   __device__ __forceinline__ static uint32_t special(uint32_t w, float x, int k) {
@@ -672,11 +675,48 @@ __device__ __forceinline__ void cluster_send_tx(float4* x, float4 v, uint64_t* b
                : "memory");
 }
 
+// OneTileSources are a thread's twelve float32 sources in the quantizing
+// form, float4 j of its Q row (q[j]), of its key of K (k[j]) and of key
+// sigma(4vt + j) of V (v[j]); 0 where the row or key is past sq or sk (the
+// values are zeros).
+struct OneTileSources {
+  unsigned long long q[4], k[4], v[4];
+};
+
+// one_tile_sources is thread tid's sources in block r (query rows i0 ..
+// i0+63, keys 64r .. 64r+63) of a query head h of batch b, KV head kvh:
+// Q and K, row tid/4 of the block's, columns 16(tid%4) .. +15; V, key group
+// tid/64, columns 4(tid/4%16) .. +3, keys sigma(4(tid%4) .. +3) of the
+// group. Kernel parameters only: it runs before pdl_wait, under the
+// previous call, so that the loads issue back to back once the wait
+// returns (the empty asm keeps ptxas from sinking the arithmetic past it:
+// 0.15 µs of the mission call, session 32).
+template <int D>
+__device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int b, int h, int kvh, int i0, int r, int tid) {
+  constexpr int R = Geometry<D>::ONE_BM;
+  const int row = tid / 4, col = 16 * (tid % 4), qrow = i0 + row, key = R * r + row;
+  const int vg = tid / 64, vc = tid / 4 % 16, vt = tid % 4;
+  const float* q = (const float*)p.q + b * p.q_batch_stride + h * p.q_head_stride;
+  const float* k = (const float*)p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  const float* v = (const float*)p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
+  OneTileSources x;
+#pragma unroll
+  for (int j = 0; j < 4; j++) {
+    const int vk = R * r + 16 * vg + sigma(4 * vt + j);
+    x.q[j] = qrow < p.sq ? (unsigned long long)(q + qrow * p.q_row_stride + col + 4 * j) : 0ull;
+    x.k[j] = key < p.sk ? (unsigned long long)(k + key * p.kv_row_stride + col + 4 * j) : 0ull;
+    x.v[j] = vk < p.sk ? (unsigned long long)(v + vk * p.kv_row_stride + 4 * vc) : 0ull;
+    asm volatile("" : "+l"(x.q[j]), "+l"(x.k[j]), "+l"(x.v[j]));
+  }
+  return x;
+}
+
 // quantize_one_tile is the quantizing one-tile form's first part
 // (fp8attn_stage9qo_d64, stage9 with QC), run by all ONE_THREADS threads
 // of block r of a cluster of ONE_CLUSTER (one query head), after pdl_wait:
 //   * it loads float32 query rows i0 .. i0+63 and keys 64r .. 64r+63 of K
-//     and V (zeros past sq and sk) into registers, twelve float4 a thread,
+//     and V (zeros past sq and sk) into registers, twelve float4 a thread
+//     from the addresses src (one_tile_sources, computed before pdl_wait),
 //     and finds their amax (amax_add, quant_pack9's rule);
 //   * the blocks' amax are exchanged through distributed shared memory
 //     (sent into every block's parts, completing on its amax_full): the
@@ -698,7 +738,7 @@ __device__ __forceinline__ void cluster_send_tx(float4* x, float4 v, uint64_t* b
 // takes V's sub-tiles with 64-byte descriptors, the same keys in the same
 // k steps as the V image.
 template <int D>
-__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, int b, int h, int kvh, int i0, uint8_t* s_q,
+__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, const OneTileSources& src, int i0, uint8_t* s_q,
                                                         uint8_t* s_k, uint8_t* s_v, uint64_t* k_full, uint64_t* v_full) {
   using G = Geometry<D>;
   constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK, NW = HopperTiles<D>::ONE_THREADS / 32;
@@ -706,24 +746,17 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
                 "the quantizing one-tile form: D 64, a block's keys one 64-byte row of V's sub-tile, 16 bytes of codes a thread");
   QuantClusterShared& qs = quant_cluster_shared();
   const Params& p = f.p;
-  const int r = blockIdx.x, tid = threadIdx.x, sq = (int)p.sq, sk = (int)p.sk;
+  const int r = blockIdx.x, tid = threadIdx.x, sq = (int)p.sq;
   QP_STAMP(tid == 0, 0, 1);
   // Q and K: row `row` of the block's, columns col .. col+15.
   const int row = tid / 4, col = 16 * (tid % 4), qrow = i0 + row, key = R * r + row;
   // V: key group vg, columns 4vc .. 4vc+3, keys sigma(4vt .. 4vt+3) of the group.
   const int vg = tid / 64, vc = tid / 4 % 16, vt = tid % 4;
-  const float* q = (const float*)p.q + b * p.q_batch_stride + h * p.q_head_stride;
-  const float* k = (const float*)p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
-  const float* v = (const float*)p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+  const auto load = [&](unsigned long long a) { return a ? *(const float4*)a : zero; };
   float4 xq[4], xk[4], xv[4];
 #pragma unroll
-  for (int j = 0; j < 4; j++) {
-    xq[j] = qrow < sq ? *(const float4*)(q + qrow * p.q_row_stride + col + 4 * j) : zero;
-    xk[j] = key < sk ? *(const float4*)(k + key * p.kv_row_stride + col + 4 * j) : zero;
-    const int vk = R * r + 16 * vg + sigma(4 * vt + j);
-    xv[j] = vk < sk ? *(const float4*)(v + vk * p.kv_row_stride + 4 * vc) : zero;
-  }
+  for (int j = 0; j < 4; j++) xq[j] = load(src.q[j]), xk[j] = load(src.k[j]), xv[j] = load(src.v[j]);
   float m[3] = {0.f, 0.f, 0.f};
   uint32_t top = 0;  // the largest magnitude's bits: non-finite values where >= 0x7F800000
 #pragma unroll
@@ -731,6 +764,9 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
     m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]), m[2] = amax4(m[2], xv[j]);
     top = top4(top4(top4(top, xq[j]), xk[j]), xv[j]);
   }
+  // top here, where the loads' wait hides its 48 operations (ptxas would
+  // sink them past the amax exchange, onto the path to the codes).
+  asm volatile("" : "+r"(top));
   QP_STAMP(tid == 0 && m[0] >= 0.f, 0, 2);  // (m: after the loads)
   // The block's amax (quant_pack9's reduction), then every block's into
   // every block's parts.
@@ -765,10 +801,14 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1])), ev(scale_for_amax(am[2]));
   uint4 cq, ck;
   uint32_t w[4];  // w[j]: the codes of key sigma(4vt + j), columns 4vc .. 4vc+3
+  uint8_t* sub = s_v + r * SHARE;
+  // vcol(e): the byte offset in sub of the thread's word of column 4vc + e.
+  const auto vcol = [&](int e) { return swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt); };
   // Where the thread's values are finite and the scales take Encoder's
   // fast path, straight-line code (one branch a thread, not one a float4:
   // 0.7 µs of the mission call, docs/PERF.md).
-  if (eq.fast && ek.fast && ev.fast && top < 0x7F800000u) {
+  const bool straight = eq.fast && ek.fast && ev.fast && top < 0x7F800000u;
+  if (straight) {
     cq = make_uint4(eq.finite4(xq[0]), eq.finite4(xq[1]), eq.finite4(xq[2]), eq.finite4(xq[3]));
     ck = make_uint4(ek.finite4(xk[0]), ek.finite4(xk[1]), ek.finite4(xk[2]), ek.finite4(xk[3]));
 #pragma unroll
@@ -781,10 +821,9 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   }
   *(uint4*)(s_q + swizzle<G::WK>(row * G::WK + col)) = qrow < sq ? negate_if(cq, f.scale < 0.0) : make_uint4(0, 0, 0, 0);
   *(uint4*)(s_k + qk_image_offset<D, G::BN>(key, col)) = ck;
-  uint8_t* sub = s_v + r * SHARE;
 #pragma unroll
   for (int e = 0; e < 4; e++)  // column 4vc + e: byte e of w[0..3]
-    *(uint32_t*)(sub + swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt)) = byte_column(w[0], w[1], w[2], w[3], e);
+    *(uint32_t*)(sub + vcol(e)) = byte_column(w[0], w[1], w[2], w[3], e);
   QP_STAMP(tid == 0, 1, 5);
   // The tensor cores and the copies read shared memory through the async proxy.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -917,10 +956,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   __syncthreads();
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
   QP_STAMP(QC && threadIdx.x == 0, 0, 0);
+  OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
+  if constexpr (QC) src = one_tile_sources<D>(p, b, h, kvh, i0, (int)blockIdx.x, (int)threadIdx.x);
+  // (QC: the score factor's parameters, read here too, not by the
+  // consumer after the quantization.)
+  double sf_scale = 0.0, sf_limit = 0.0;
+  unsigned long long sf_bad = 0;
+  if constexpr (QC) {
+    sf_scale = f->scale, sf_limit = f->limit, sf_bad = (unsigned long long)f->bad;
+    asm volatile("" : "+d"(sf_scale), "+d"(sf_limit), "+l"(sf_bad));
+  }
   pdl_wait();  // before the first global access (pdl.cuh)
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
   HeadScales qc{};
-  if constexpr (QC) qc = quantize_one_tile<D>(*f, b, h, kvh, i0, s_q, s_k, s_v, k_full, v_full);
+  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, s_v, k_full, v_full);
 
   if (threadIdx.x < 128) {  // producer warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
@@ -969,7 +1018,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // from the scales it wrote, a factor beyond the limit flagged in f->bad.
   float c;
   if constexpr (QC) {
-    c = score_factor(f->scale, f->limit, qc.q, qc.k, f->bad, b * (int)p.hq + h);
+    c = score_factor(sf_scale, sf_limit, qc.q, qc.k, (int*)sf_bad, b * (int)p.hq + h);
   } else if constexpr (FUSED) {
     const int bh = b * (int)p.hq + h;
     c = score_factor(f->scale, f->limit, p.q_scale[bh], p.k_scale[b * p.hkv + kvh], f->bad, bh);

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "8b4afe97ecbfed514b578893c05e7baa3099e7a8eec82c7af427d85a3ab52c90"
+const SourceHash = "c263bf5878aa90a76c065ed6d4609efc49416f8446c9b735a3ad570f237439a3"
