@@ -644,6 +644,13 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 #ifndef FP8ATTN_S9_BROKEN_QC
 #define FP8ATTN_S9_BROKEN_QC 0
 #endif
+// FP8ATTN_S9_BROKEN_QV=1 builds the quantizing form's V codes with each
+// block's V scale from its own keys' amax (the producer's exchange
+// skipped, the epilogue's descale still the head's): a deliberately
+// broken build that TestAttentionQuantizingBitExact must fail.
+#ifndef FP8ATTN_S9_BROKEN_QV
+#define FP8ATTN_S9_BROKEN_QV 0
+#endif
 
 // HeadScales are a query head's scale and its KV head's, as quant_pack9
 // writes them (fp8.ScaleForAmax of each head's amax).
@@ -652,11 +659,13 @@ struct HeadScales {
 };
 
 // QuantClusterShared is the quantizing form's static shared memory: the
-// cluster's blocks' amax of Q, K and V (parts[rank], a fourth word of
-// padding for 16-byte stores), their mbarrier and the block's warps' amax.
+// cluster's blocks' amax of Q and K (parts[rank]: Q, K and two words of
+// padding for 16-byte stores) and of V (parts_v[rank]: V and padding),
+// their mbarriers, and the block's warps' amax (warp_max[0] Q and [1] K of
+// all eight warps, [2] V of the producer's four).
 struct QuantClusterShared {
-  float4 parts[4];
-  uint64_t amax_full;
+  float4 parts[4], parts_v[4];
+  uint64_t amax_full, amax_full_v;
   float warp_max[3][8];
 };
 __device__ __forceinline__ QuantClusterShared& quant_cluster_shared() {
@@ -675,71 +684,90 @@ __device__ __forceinline__ void cluster_send_tx(float4* x, float4 v, uint64_t* b
                : "memory");
 }
 
-// OneTileSources are a thread's twelve float32 sources in the quantizing
-// form, float4 j of its Q row (q[j]), of its key of K (k[j]) and of key
-// sigma(4vt + j) of V (v[j]); 0 where the row or key is past sq or sk (the
-// values are zeros).
+// producer_sync is a barrier of the producer warpgroup's 128 threads
+// alone (named barrier 6; stage 9's turns take 1 to 4).
+__device__ __forceinline__ void producer_sync() { asm volatile("bar.sync 6, 128;\n" ::: "memory"); }
+
+// OneTileSources are a thread's float32 sources in the quantizing form:
+// float4 j of its Q row (q[j]) and of its key of K (k[j]), and, in the
+// producer warpgroup, float4 j of its V keys (v[4u + j]: unit u, key
+// sigma(4vt + j) of its group); 0 where the row or key is past sq or sk
+// (the values are zeros).
 struct OneTileSources {
-  unsigned long long q[4], k[4], v[4];
+  unsigned long long q[4], k[4], v[8];
 };
+
+// one_tile_v_unit gives, for thread tid < 128 of the producer and its unit
+// u (0, 1), the V key group vg (16 keys), the four columns 4vc .. 4vc+3 and
+// the quad vt (keys sigma(4vt .. 4vt+3) of the group) it quantizes.
+struct OneTileVUnit {
+  int vg, vc, vt;
+};
+__device__ __forceinline__ OneTileVUnit one_tile_v_unit(int tid, int u) { return {tid / 64 + 2 * u, tid / 4 % 16, tid % 4}; }
 
 // one_tile_sources is thread tid's sources in block r (query rows i0 ..
 // i0+63, keys 64r .. 64r+63) of a query head h of batch b, KV head kvh:
-// Q and K, row tid/4 of the block's, columns 16(tid%4) .. +15; V, key group
-// tid/64, columns 4(tid/4%16) .. +3, keys sigma(4(tid%4) .. +3) of the
-// group. Kernel parameters only: it runs before pdl_wait, under the
-// previous call, so that the loads issue back to back once the wait
-// returns (the empty asm keeps ptxas from sinking the arithmetic past it:
-// 0.15 µs of the mission call, session 32).
+// Q and K, row tid/4 of the block's, columns 16(tid%4) .. +15; V (tid <
+// 128), the two units of one_tile_v_unit. Kernel parameters only: it runs
+// before pdl_wait, under the previous call, so that the loads issue back
+// to back once the wait returns (the empty asm keeps ptxas from sinking
+// the arithmetic past it: 0.15 µs of the mission call, session 32).
 template <int D>
 __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int b, int h, int kvh, int i0, int r, int tid) {
   constexpr int R = Geometry<D>::ONE_BM;
   const int row = tid / 4, col = 16 * (tid % 4), qrow = i0 + row, key = R * r + row;
-  const int vg = tid / 64, vc = tid / 4 % 16, vt = tid % 4;
   const float* q = (const float*)p.q + b * p.q_batch_stride + h * p.q_head_stride;
   const float* k = (const float*)p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
   const float* v = (const float*)p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
   OneTileSources x;
 #pragma unroll
   for (int j = 0; j < 4; j++) {
-    const int vk = R * r + 16 * vg + sigma(4 * vt + j);
     x.q[j] = qrow < p.sq ? (unsigned long long)(q + qrow * p.q_row_stride + col + 4 * j) : 0ull;
     x.k[j] = key < p.sk ? (unsigned long long)(k + key * p.kv_row_stride + col + 4 * j) : 0ull;
-    x.v[j] = vk < p.sk ? (unsigned long long)(v + vk * p.kv_row_stride + 4 * vc) : 0ull;
-    asm volatile("" : "+l"(x.q[j]), "+l"(x.k[j]), "+l"(x.v[j]));
+    asm volatile("" : "+l"(x.q[j]), "+l"(x.k[j]));
+  }
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    const OneTileVUnit u = one_tile_v_unit(tid, i / 4);
+    const int vk = R * r + 16 * u.vg + sigma(4 * u.vt + i % 4);
+    x.v[i] = tid < 128 && vk < p.sk ? (unsigned long long)(v + vk * p.kv_row_stride + 4 * u.vc) : 0ull;
+    asm volatile("" : "+l"(x.v[i]));
   }
   return x;
+}
+
+// one_tile_load is the float4 at a (zeros where a is 0).
+__device__ __forceinline__ float4 one_tile_load(unsigned long long a) {
+  return a ? *(const float4*)a : make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // quantize_one_tile is the quantizing one-tile form's first part
 // (fp8attn_stage9qo_d64, stage9 with QC), run by all ONE_THREADS threads
 // of block r of a cluster of ONE_CLUSTER (one query head), after pdl_wait:
 //   * it loads float32 query rows i0 .. i0+63 and keys 64r .. 64r+63 of K
-//     and V (zeros past sq and sk) into registers, twelve float4 a thread
-//     from the addresses src (one_tile_sources, computed before pdl_wait),
-//     and finds their amax (amax_add, quant_pack9's rule);
-//   * the blocks' amax are exchanged through distributed shared memory
-//     (sent into every block's parts, completing on its amax_full): the
-//     head's amax, scale and Encoder, as quant_pack9 has them;
+//     (zeros past sq and sk) into registers, eight float4 a thread from
+//     the addresses src (one_tile_sources, computed before pdl_wait), and
+//     the producer warpgroup, after them, the same keys of V into xv
+//     (eight float4 a thread, for quantize_one_tile_v);
+//   * it finds the amax of Q and K (amax_add, quant_pack9's rule); the
+//     blocks' amax are exchanged through distributed shared memory (sent
+//     into every block's parts, completing on its amax_full): the head's
+//     amax, scale and Encoder, as quant_pack9 has them;
 //   * it encodes its rows of Q into its own s_q (the Q image block,
-//     negated where the softmax scale is negative), its keys of K into
+//     negated where the softmax scale is negative) and its keys of K into
 //     s_k at their image offsets (the tiled kernel's K image: the 64 keys
-//     of block r are bytes 4096r .. +4095 of it), and its keys of V into
-//     s_v's sub-tile r: D rows (one a head-dim column) of the 64 keys,
-//     64-byte rows swizzled as Q and K are, keys permuted by sigma in each
-//     16-key group as in the V image. A thread holds keys sigma(4t .. 4t+3)
-//     of a group for four columns, so byte permutes of its codes give word
-//     t of each column's 16 bytes;
-//   * its K and V shares are copied into the other blocks' s_k and s_v
-//     (bulk copies between shared memories, on their k_full[0] and
-//     v_full[0], which expect the other blocks' bytes from the set-up).
-// The codes are bit for bit quant_pack9's (the same loads, amax, Encoder
-// and sign), so the call is bit for bit Quantize then AttentionOn; P·V
-// takes V's sub-tiles with 64-byte descriptors, the same keys in the same
-// k steps as the V image.
+//     of block r are bytes 4096r .. +4095 of it);
+//   * its K share is copied into the other blocks' s_k (bulk copies
+//     between shared memories, on their k_full[0], which expects the other
+//     blocks' bytes from the set-up).
+// V takes the producer warpgroup alone, after this and beside the
+// consumer's Q·Kᵀ and softmax (quantize_one_tile_v): P·V needs it only
+// after them. The codes are bit for bit quant_pack9's (the same loads,
+// amax, Encoder and sign), so the call is bit for bit Quantize then
+// AttentionOn. Returns the Q and K scales (v is 0: one_tile_v_scale).
 template <int D>
 __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, const OneTileSources& src, int i0, uint8_t* s_q,
-                                                        uint8_t* s_k, uint8_t* s_v, uint64_t* k_full, uint64_t* v_full) {
+                                                        uint8_t* s_k, uint64_t* k_full, float4 (&xv)[8]) {
   using G = Geometry<D>;
   constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK, NW = HopperTiles<D>::ONE_THREADS / 32;
   static_assert(D == 64 && G::DK == D && G::WK == R && NC * R == 2 * G::BN && NC <= 4 && NW == 8,
@@ -750,38 +778,38 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   QP_STAMP(tid == 0, 0, 1);
   // Q and K: row `row` of the block's, columns col .. col+15.
   const int row = tid / 4, col = 16 * (tid % 4), qrow = i0 + row, key = R * r + row;
-  // V: key group vg, columns 4vc .. 4vc+3, keys sigma(4vt .. 4vt+3) of the group.
-  const int vg = tid / 64, vc = tid / 4 % 16, vt = tid % 4;
-  const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-  const auto load = [&](unsigned long long a) { return a ? *(const float4*)a : zero; };
-  float4 xq[4], xk[4], xv[4];
+  float4 xq[4], xk[4];
 #pragma unroll
-  for (int j = 0; j < 4; j++) xq[j] = load(src.q[j]), xk[j] = load(src.k[j]), xv[j] = load(src.v[j]);
-  float m[3] = {0.f, 0.f, 0.f};
+  for (int j = 0; j < 4; j++) xq[j] = one_tile_load(src.q[j]), xk[j] = one_tile_load(src.k[j]);
+  if (tid < 128) {  // V after Q and K, so that their bytes come first
+#pragma unroll
+    for (int i = 0; i < 8; i++) xv[i] = one_tile_load(src.v[i]);
+  }
+  float m[2] = {0.f, 0.f};
   uint32_t top = 0;  // the largest magnitude's bits: non-finite values where >= 0x7F800000
 #pragma unroll
   for (int j = 0; j < 4; j++) {
-    m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]), m[2] = amax4(m[2], xv[j]);
-    top = top4(top4(top4(top, xq[j]), xk[j]), xv[j]);
+    m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]);
+    top = top4(top4(top, xq[j]), xk[j]);
   }
-  // top here, where the loads' wait hides its 48 operations (ptxas would
-  // sink them past the amax exchange, onto the path to the codes).
+  // top here, where the loads' wait hides its operations (ptxas would sink
+  // them past the amax exchange, onto the path to the codes).
   asm volatile("" : "+r"(top));
   QP_STAMP(tid == 0 && m[0] >= 0.f, 0, 2);  // (m: after the loads)
   // The block's amax (quant_pack9's reduction), then every block's into
   // every block's parts.
 #pragma unroll
-  for (int a = 0; a < 3; a++) {
+  for (int a = 0; a < 2; a++) {
     m[a] = warp_amax(m[a]);
     if (tid % 32 == 0) qs.warp_max[a][tid / 32] = m[a];
   }
   __syncthreads();
   if (tid < 32) {
 #pragma unroll
-    for (int a = 0; a < 3; a++) m[a] = warp_amax(tid < NW ? qs.warp_max[a][tid] : 0.f);
+    for (int a = 0; a < 2; a++) m[a] = warp_amax(tid < NW ? qs.warp_max[a][tid] : 0.f);
     QP_STAMP(tid == 0, 0, 3);
     cluster_wait();  // every block of the cluster has started (arrived at the set-up)
-    if (tid < NC) cluster_send_tx(&qs.parts[r], make_float4(m[0], m[1], m[2], 0.f), &qs.amax_full, tid);
+    if (tid < NC) cluster_send_tx(&qs.parts[r], make_float4(m[0], m[1], 0.f, 0.f), &qs.amax_full, tid);
   } else {
     cluster_wait();
   }
@@ -790,56 +818,120 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   // which schedules warps its own way, hung without this).
   __syncthreads();
   mbar_wait(&qs.amax_full, 0);  // every block's amax is in parts
-  float am[3] = {0.f, 0.f, 0.f};
+  float am[2] = {0.f, 0.f};
 #pragma unroll
   for (int c = 0; c < NC; c++) {
     const float4 pc = qs.parts[c];
-    am[0] = fmaxf(am[0], pc.x), am[1] = fmaxf(am[1], pc.y), am[2] = fmaxf(am[2], pc.z);
+    am[0] = fmaxf(am[0], pc.x), am[1] = fmaxf(am[1], pc.y);
   }
   if (FP8ATTN_S9_BROKEN_QC) am[0] = qs.parts[r].x;
   QP_STAMP(tid == 0, 0, 4);
-  const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1])), ev(scale_for_amax(am[2]));
+  const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1]));
   uint4 cq, ck;
-  uint32_t w[4];  // w[j]: the codes of key sigma(4vt + j), columns 4vc .. 4vc+3
-  uint8_t* sub = s_v + r * SHARE;
-  // vcol(e): the byte offset in sub of the thread's word of column 4vc + e.
-  const auto vcol = [&](int e) { return swizzle<R>((4 * vc + e) * R + 16 * vg + 4 * vt); };
   // Where the thread's values are finite and the scales take Encoder's
   // fast path, straight-line code (one branch a thread, not one a float4:
   // 0.7 µs of the mission call, docs/PERF.md).
-  const bool straight = eq.fast && ek.fast && ev.fast && top < 0x7F800000u;
-  if (straight) {
+  if (eq.fast && ek.fast && top < 0x7F800000u) {
     cq = make_uint4(eq.finite4(xq[0]), eq.finite4(xq[1]), eq.finite4(xq[2]), eq.finite4(xq[3]));
     ck = make_uint4(ek.finite4(xk[0]), ek.finite4(xk[1]), ek.finite4(xk[2]), ek.finite4(xk[3]));
-#pragma unroll
-    for (int j = 0; j < 4; j++) w[j] = ev.finite4(xv[j]);
   } else {
     cq = make_uint4(eq(xq[0]), eq(xq[1]), eq(xq[2]), eq(xq[3]));
     ck = make_uint4(ek(xk[0]), ek(xk[1]), ek(xk[2]), ek(xk[3]));
-#pragma unroll
-    for (int j = 0; j < 4; j++) w[j] = ev(xv[j]);
   }
   *(uint4*)(s_q + swizzle<G::WK>(row * G::WK + col)) = qrow < sq ? negate_if(cq, f.scale < 0.0) : make_uint4(0, 0, 0, 0);
   *(uint4*)(s_k + qk_image_offset<D, G::BN>(key, col)) = ck;
-#pragma unroll
-  for (int e = 0; e < 4; e++)  // column 4vc + e: byte e of w[0..3]
-    *(uint32_t*)(sub + vcol(e)) = byte_column(w[0], w[1], w[2], w[3], e);
   QP_STAMP(tid == 0, 1, 5);
   // The tensor cores and the copies read shared memory through the async proxy.
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
   QP_STAMP(tid == 0, 0, 5);
-  // The copies, from lanes j < 2(NC - 1) of the consumer warpgroup's
-  // first warp (so that the producer warpgroup gives its registers away
-  // at once): share j % 2 (K, V) to the (j / 2 + 1)-th block after this.
+  // The K copies, from lanes j < NC - 1 of the consumer warpgroup's first
+  // warp: this block's share to the (j + 1)-th block after it.
   const int j = tid - HopperTiles<D>::ONE_THREADS / 2;
-  if (j >= 0 && j < 2 * (NC - 1)) {
-    const int peer = (r + j / 2 + 1) % NC;
-    if (j % 2 == 0) bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, peer);
-    else bulk_copy_peer(sub, sub, SHARE, v_full, peer);
+  if (j >= 0 && j < NC - 1) {
+    bulk_copy_peer(s_k + r * SHARE, s_k + r * SHARE, SHARE, k_full, (r + j + 1) % NC);
     QP_STAMP(j == 0, 0, 6);
   }
-  return HeadScales{eq.s, ek.s, ev.s};
+  return HeadScales{eq.s, ek.s, 0.f};
+}
+
+// quantize_one_tile_v is the quantizing form's V, run by the producer
+// warpgroup (tid < 128) after quantize_one_tile, with the values it loaded
+// (xv) and at most 96 registers a thread (the consumer holds the rest):
+// the producer's amax of its V keys, the blocks' V amax exchanged as Q's
+// and K's are (parts_v, amax_full_v), and its keys of V encoded into
+// s_v's sub-tile r: D rows (one a head-dim column) of the 64 keys, 64-byte
+// rows swizzled as Q and K are, keys permuted by sigma in each 16-key
+// group as in the V image (a thread holds keys sigma(4t .. 4t+3) of a
+// group for four columns, so byte permutes of its codes give word t of
+// each column's 16 bytes); then the share is copied into the other
+// blocks' s_v (on their v_full[0]), and this block's v_full[0] gets its
+// second arrival (the consumer's P·V reads this share too). P·V takes
+// V's sub-tiles with 64-byte descriptors, the same keys in the same k
+// steps as the V image.
+template <int D>
+__device__ __forceinline__ void quantize_one_tile_v(const float4 (&xv)[8], uint8_t* s_v, uint64_t* v_full) {
+  using G = Geometry<D>;
+  constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK;
+  QuantClusterShared& qs = quant_cluster_shared();
+  const int r = blockIdx.x, tid = threadIdx.x;
+  float m = 0.f;
+  uint32_t top = 0;
+#pragma unroll
+  for (int i = 0; i < 8; i++) m = amax4(m, xv[i]), top = top4(top, xv[i]);
+  m = warp_amax(m);
+  if (tid % 32 == 0) qs.warp_max[2][tid / 32] = m;
+  producer_sync();
+  if (tid < 32) {
+    m = warp_amax(tid < 4 ? qs.warp_max[2][tid] : 0.f);
+    if (tid < NC) cluster_send_tx(&qs.parts_v[r], make_float4(m, 0.f, 0.f, 0.f), &qs.amax_full_v, tid);
+  }
+  producer_sync();  // (warp 0 has sent before any warp spins: as in quantize_one_tile)
+  mbar_wait(&qs.amax_full_v, 0);
+  float am = 0.f;
+#pragma unroll
+  for (int c = 0; c < NC; c++) am = fmaxf(am, qs.parts_v[c].x);
+  if (FP8ATTN_S9_BROKEN_QV) am = qs.parts_v[r].x;
+  const Encoder ev(scale_for_amax(am));
+  uint32_t w[8];  // w[4u + j]: the codes of unit u's key sigma(4vt + j), its four columns
+  if (ev.fast && top < 0x7F800000u) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = ev.finite4(xv[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; i++) w[i] = ev(xv[i]);
+  }
+  uint8_t* sub = s_v + r * SHARE;
+#pragma unroll
+  for (int u = 0; u < 2; u++) {
+    const OneTileVUnit vu = one_tile_v_unit(tid, u);
+#pragma unroll
+    for (int e = 0; e < 4; e++)  // column 4vc + e: byte e of the unit's w
+      *(uint32_t*)(sub + swizzle<R>((4 * vu.vc + e) * R + 16 * vu.vg + 4 * vu.vt)) =
+          byte_column(w[4 * u], w[4 * u + 1], w[4 * u + 2], w[4 * u + 3], e);
+  }
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  producer_sync();
+  if (tid < NC - 1) bulk_copy_peer(sub, sub, SHARE, v_full, (r + tid + 1) % NC);
+  // The block's own share is in s_v: v_full's second arrival (after the
+  // producer's barrier, so every producer thread's stores and proxy fence
+  // come before it). Without it the consumer's P·V could read the sub-tile
+  // before it is written: compute-sanitizer's racecheck, which schedules
+  // warps its own way, found that (session 32, run 11).
+  if (tid == NC - 1) mbar_arrive(v_full);
+}
+
+// one_tile_v_scale is the head's V scale in the quantizing form, as
+// quantize_one_tile_v found it (the consumer's descale for the epilogue):
+// every block's V amax, once they are all in parts_v.
+template <int D>
+__device__ __forceinline__ float one_tile_v_scale() {
+  QuantClusterShared& qs = quant_cluster_shared();
+  mbar_wait(&qs.amax_full_v, 0);
+  float am = 0.f;
+#pragma unroll
+  for (int c = 0; c < Geometry<D>::ONE_CLUSTER; c++) am = fmaxf(am, qs.parts_v[c].x);
+  return scale_for_amax(am);
 }
 
 // FP8ATTN_S9_PAD_STEPS=1 builds Q·Kᵀ over every k step of the padded
@@ -936,15 +1028,17 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     mbar_init(q_full, 1);
     for (int s = 0; s < RING; s++) {
       mbar_init(&k_full[s], 1);
-      mbar_init(&v_full[s], 1);
+      mbar_init(&v_full[s], QC && s == 0 ? 2 : 1);  // (QC: and the producer's own V share)
       mbar_init(&empty[s], 8);  // one arrival per consumer warp
     }
     if constexpr (QC) {  // the other blocks' shares of K and V, every block's amax
       mbar_expect_tx(&k_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * DK);
       mbar_expect_tx(&v_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * D);
-      uint64_t* amax_full = &quant_cluster_shared().amax_full;
-      mbar_init(amax_full, 1);
-      mbar_expect_tx(amax_full, G::ONE_CLUSTER * sizeof(float4));
+      QuantClusterShared& qs = quant_cluster_shared();
+      mbar_init(&qs.amax_full, 1);
+      mbar_expect_tx(&qs.amax_full, G::ONE_CLUSTER * sizeof(float4));
+      mbar_init(&qs.amax_full_v, 1);
+      mbar_expect_tx(&qs.amax_full_v, G::ONE_CLUSTER * sizeof(float4));
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -969,15 +1063,21 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   pdl_wait();  // before the first global access (pdl.cuh)
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
   HeadScales qc{};
-  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, s_v, k_full, v_full);
+  float4 xv[8];  // (QC: the producer's V values, loaded by quantize_one_tile)
+  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {  // producer warpgroup
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    if constexpr (QC) {  // every block has its shares (the second cluster barrier)
+    if constexpr (QC) {
+      // V, beside the consumer's Q·Kᵀ and softmax, in the 96 registers a
+      // thread the consumer's 240 leave; then every block has its shares
+      // (the second cluster barrier).
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 96;\n" ::: "memory");
+      quantize_one_tile_v<D>(xv, s_v, v_full);
       cluster_arrive();
       cluster_wait();
       return;
     }
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (threadIdx.x == 0 && ntiles > 0) {
       const uint8_t* qimg = p.qi + ((long long)b * p.hq + h) * sq_p * DK + (long long)i0 * DK;
       const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK;
@@ -1028,7 +1128,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   c = fmaxf(fabsf(c), 1.17549435e-38f);
   // V's descale, for the epilogue: loaded here, beside the tiles' trip, not
   // after the last tile (a dependent global load of 0.5 µs there).
-  const float vs = QC ? qc.v : p.v_scale[b * p.hkv + kvh];
+  // (QC: V's scale is known once the producer's V exchange is done, and is
+  // taken in the epilogue.)
+  float vs = QC ? 0.f : p.v_scale[b * p.hkv + kvh];
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
@@ -1408,6 +1510,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     mbar_wait(&k_full[0], 0);
     mbar_wait(&v_full[0], 0);
     cluster_arrive();
+    vs = one_tile_v_scale<D>();
   }
 
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.

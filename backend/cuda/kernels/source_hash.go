@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c263bf5878aa90a76c065ed6d4609efc49416f8446c9b735a3ad570f237439a3"
+const SourceHash = "cd32ef2e07321f50b2366714ba94adc42177ae991f803bf52e2fc25ac313489f"
