@@ -123,6 +123,11 @@
 //                    and copies beside the consumer's Q·Kᵀ and softmax (the
 //                    producer at 96 registers); the consumer waits for Q
 //                    and K only. The fused mission step 6.38 -> 6.03 us.
+//   v22 (2026-11-24): the producer's V loads issued once Q's and K's have
+//                    arrived: 6.03 -> 5.97-5.99 us. (K encoded and copied
+//                    before Q, the consumer's setmaxnreg after its prologue,
+//                    and the score factor's parameters through shared
+//                    memory measured slower or the same: docs/PERF.md.)
 #include "common.cuh"
 #include "hopper.cuh"
 

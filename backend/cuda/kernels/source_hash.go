@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "cd32ef2e07321f50b2366714ba94adc42177ae991f803bf52e2fc25ac313489f"
+const SourceHash = "bd9fbf4f173e1c00328ead088a8c2c0631cc72337a4275bd3de3b38ab60497c5"
