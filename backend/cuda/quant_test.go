@@ -688,6 +688,21 @@ func TestDeviceMemoryErrors(t *testing.T) {
 // of the one-tile form. A build whose V transpose swaps columns
 // (FP8ATTN_QP_BROKEN_V) fails it, and so does one whose quantizing form
 // takes each block's Q scale from its own rows (FP8ATTN_S9_BROKEN_QC).
+// nonFinite puts non-finite values into some heads of in (BHSD, shape s,
+// Hkv at least 2 and Hq at least 4, 256 rows and keys, D 64): +Inf in K's
+// first head (every query head it serves attends a NaN code), -Inf and NaN
+// in V's second head (two columns of its query heads' outputs NaN), +Inf in
+// a row of the last query head's Q. The rest stays finite, so the outputs
+// compare finite values too; a ±Inf encoded as ±448 instead of NoSat's
+// 0x7F makes them differ.
+func nonFinite(s backend.Shape, in sdpatest.Inputs) {
+	at := func(h, n, row, col int) int { return (h*n+row)*s.D + col }
+	in.K[at(0, s.Sk, 37, 5)] = float32(math.Inf(1))
+	in.V[at(1, s.Sk, 100, 9)] = float32(math.Inf(-1))
+	in.V[at(1, s.Sk, 200, 60)] = float32(math.NaN())
+	in.Q[at(s.Hq-1, s.Sq, 10, 0)] = float32(math.Inf(1))
+}
+
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d := hopperDevice(t)
 	b := &Backend{name: "cuda/stage9", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
@@ -702,16 +717,19 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		l     backend.Layout
 		scale float32
 		mag   float64
+		// nonFinite puts ±Inf and NaN into some heads (nonFinite's doc).
+		nonFinite bool
 	}{
-		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1},
-		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BSHD, -0.2, 1},
-		{backend.Shape{B: 1, Hq: 6, Hkv: 3, Sq: 100, Sk: 100, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1, 1e-30},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 1, Sk: 250, D: 128}, backend.NoMask, backend.BSHD, 0.09, 3e4},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 120, D: 256}, backend.CausalLowerRight, backend.BHSD, -0.06, 1},
-		{backend.Shape{B: 3, Hq: 2, Hkv: 1, Sq: 33, Sk: 170, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 200, Sk: 256, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.11, 1e-30},
-		{backend.Shape{B: 2, Hq: 3, Hkv: 1, Sq: 1, Sk: 129, D: 64}, backend.NoMask, backend.BSHD, -0.3, 3e4},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 256, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, false},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BSHD, -0.2, 1, false},
+		{backend.Shape{B: 1, Hq: 6, Hkv: 3, Sq: 100, Sk: 100, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1, 1e-30, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 1, Sk: 250, D: 128}, backend.NoMask, backend.BSHD, 0.09, 3e4, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 120, D: 256}, backend.CausalLowerRight, backend.BHSD, -0.06, 1, false},
+		{backend.Shape{B: 3, Hq: 2, Hkv: 1, Sq: 33, Sk: 170, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 200, Sk: 256, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.11, 1e-30, false},
+		{backend.Shape{B: 2, Hq: 3, Hkv: 1, Sq: 1, Sk: 129, D: 64}, backend.NoMask, backend.BSHD, -0.3, 3e4, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 256, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, true},
 	} {
 		s := c.s
 		in := sdpatest.RandomInputs(rng, s, c.mag)
@@ -722,6 +740,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			for i := range in.V {
 				in.V[i] *= 1e-10
 			}
+		}
+		if c.nonFinite {
+			nonFinite(s, in)
 		}
 		p := &backend.Problem{Shape: s, Scale: c.scale, Mask: c.m, Layout: c.l}
 		nq := s.B * s.Hq * s.Sq * s.D

@@ -651,6 +651,13 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 #ifndef FP8ATTN_S9_BROKEN_QV
 #define FP8ATTN_S9_BROKEN_QV 0
 #endif
+// FP8ATTN_S9_BROKEN_AMAX=1 builds the quantizing form's amax with the
+// magnitudes of non-finite values counted (quant_pack9's rule ignores
+// them): a deliberately broken build that TestAttentionQuantizingBitExact
+// (its case with non-finite inputs) must fail.
+#ifndef FP8ATTN_S9_BROKEN_AMAX
+#define FP8ATTN_S9_BROKEN_AMAX 0
+#endif
 
 // HeadScales are a query head's scale and its KV head's, as quant_pack9
 // writes them (fp8.ScaleForAmax of each head's amax).
@@ -736,6 +743,13 @@ __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int 
   return x;
 }
 
+// one_tile_amax4 is amax4 (FP8ATTN_S9_BROKEN_AMAX: non-finite values
+// counted).
+__device__ __forceinline__ float one_tile_amax4(float m, float4 x) {
+  if (FP8ATTN_S9_BROKEN_AMAX) return fmaxf(fmaxf(fmaxf(fmaxf(m, fabsf(x.x)), fabsf(x.y)), fabsf(x.z)), fabsf(x.w));
+  return amax4(m, x);
+}
+
 // one_tile_load is the float4 at a (zeros where a is 0).
 __device__ __forceinline__ float4 one_tile_load(unsigned long long a) {
   return a ? *(const float4*)a : make_float4(0.f, 0.f, 0.f, 0.f);
@@ -785,7 +799,7 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   uint32_t top = 0;  // the largest magnitude's bits: non-finite values where >= 0x7F800000
 #pragma unroll
   for (int j = 0; j < 4; j++) {
-    m[0] = amax4(m[0], xq[j]), m[1] = amax4(m[1], xk[j]);
+    m[0] = one_tile_amax4(m[0], xq[j]), m[1] = one_tile_amax4(m[1], xk[j]);
     top = top4(top4(top, xq[j]), xk[j]);
   }
   // top here, where the loads' wait hides its operations (ptxas would sink
@@ -880,7 +894,7 @@ __device__ __forceinline__ void quantize_one_tile_v(const float4 (&xv)[8], uint8
   float m = 0.f;
   uint32_t top = 0;
 #pragma unroll
-  for (int i = 0; i < 8; i++) m = amax4(m, xv[i]), top = top4(top, xv[i]);
+  for (int i = 0; i < 8; i++) m = one_tile_amax4(m, xv[i]), top = top4(top, xv[i]);
   m = warp_amax(m);
   if (tid % 32 == 0) qs.warp_max[2][tid / 32] = m;
   producer_sync();

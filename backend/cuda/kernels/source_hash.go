@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "bd9fbf4f173e1c00328ead088a8c2c0631cc72337a4275bd3de3b38ab60497c5"
+const SourceHash = "54fad45176b6932a928f7c27cf2043b63726d5ff0ae86a48cddbb036ee6babc7"
