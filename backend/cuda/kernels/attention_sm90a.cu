@@ -128,6 +128,10 @@
 //                    before Q, the consumer's setmaxnreg after its prologue,
 //                    and the score factor's parameters through shared
 //                    memory measured slower or the same: docs/PERF.md.)
+//   v23 (2026-11-24): the quantizing form's Q and K loads in whole 32-byte
+//                    sectors (a thread's float4 j at column 16j + 4(tid%4)),
+//                    their codes stored four bytes at a time: 6.00-6.03 ->
+//                    5.94-5.96 us.
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "54fad45176b6932a928f7c27cf2043b63726d5ff0ae86a48cddbb036ee6babc7"
+const SourceHash = "131662ddafdadfcf94e60fa11ed3b6c6d5ef9b5fd777bc1e1335312bedd60719"
