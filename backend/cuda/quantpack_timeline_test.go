@@ -138,4 +138,22 @@ func TestQuantPackTimeline(t *testing.T) {
 	for _, st := range steps {
 		t.Logf("  %-24s %s", st.name, at(st.k, st.slot))
 	}
+	if os.Getenv("FP8ATTN_QP_BLOCKS") != "" {
+		// Each block of kernel 0 (quant_pack9, or the quantizing form's
+		// quantization): its SM and its steps, latest past pdl_wait first.
+		byWait := append([][]int32(nil), rows[0]...)
+		sort.Slice(byWait, func(i, j int) bool { return byWait[i][1]-t0 > byWait[j][1]-t0 })
+		t.Logf("blocks by their pass of pdl_wait, latest first: SM, then µs at slots 0-6 of kernel 0")
+		for _, row := range byWait {
+			line := fmt.Sprintf("  SM %3d", row[7])
+			for slot := range 7 {
+				if row[slot] == 0 {
+					line += "       -"
+				} else {
+					line += fmt.Sprintf(" %7.2f", float64(row[slot]-t0)/1e3)
+				}
+			}
+			t.Log(line)
+		}
+	}
 }

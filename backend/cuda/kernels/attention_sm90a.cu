@@ -124,7 +124,7 @@
 //                    producer at 96 registers); the consumer waits for Q
 //                    and K only. The fused mission step 6.38 -> 6.03 us.
 //   v22 (2026-11-24): the producer's V loads issued once Q's and K's have
-//                    arrived: 6.03 -> 5.97-5.99 us. (K encoded and copied
+//                    arrived: 6.02-6.07 -> 6.00-6.02 us. (K encoded and copied
 //                    before Q, the consumer's setmaxnreg after its prologue,
 //                    and the score factor's parameters through shared
 //                    memory measured slower or the same: docs/PERF.md.)
@@ -132,6 +132,9 @@
 //                    sectors (a thread's float4 j at column 16j + 4(tid%4)),
 //                    their codes stored four bytes at a time: 6.00-6.03 ->
 //                    5.94-5.96 us.
+//                    (Session 33: v20's score-factor parameter hoist,
+//                    which ptxas ignored, removed; K's shares sent by
+//                    st.async from registers measured slower: docs/PERF.md.)
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -334,6 +334,14 @@ constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
 #ifndef FP8ATTN_QP_STAMPS
 #define FP8ATTN_QP_STAMPS 0
 #endif
+// FP8ATTN_QP_ENTRY_AT moves the quantizing form's entry stamp (kernel 0,
+// slot 0; its time kept in a register and stored after pdl_wait) in a
+// stamps build: 0 after the set-up's barriers, 1 at the kernel's first
+// instruction, 2 after one_tile_sources has read the parameters
+// (diagnostic builds, session 33).
+#ifndef FP8ATTN_QP_ENTRY_AT
+#define FP8ATTN_QP_ENTRY_AT 0
+#endif
 #if FP8ATTN_QP_STAMPS
 constexpr int QP_STAMP_SLOTS = 8;
 extern "C" {
@@ -354,9 +362,33 @@ __device__ __forceinline__ void qp_stamp(int kernel, int slot) {
   do {                                \
     if (cond) hopper::qp_stamp(kernel, slot); \
   } while (0)
+// qp_time is %globaltimer's low 32 bits, kept in a register: a stamp taken
+// before pdl_wait and stored after it (QP_PUT), so that no global store
+// comes before the set-up's memory barrier (MEMBAR.ALL.CTA), which waits
+// for it (session 33).
+__device__ __forceinline__ unsigned qp_time() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
+  return (unsigned)t;
+}
+__device__ __forceinline__ void qp_put(int kernel, int slot, unsigned t) {
+  const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (blk < 1024) fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + slot] = t;
+}
+#define QP_TIME(var) var = hopper::qp_time()
+#define QP_PUT(cond, kernel, slot, var) \
+  do {                                  \
+    if (cond) hopper::qp_put(kernel, slot, var); \
+  } while (0)
 #else
 #define QP_STAMP(cond, kernel, slot) \
   do {                               \
+  } while (0)
+#define QP_TIME(var) \
+  do {               \
+  } while (0)
+#define QP_PUT(cond, kernel, slot, var) \
+  do {                                  \
   } while (0)
 #endif
 
@@ -1053,6 +1085,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
+  unsigned qp_entry = 0;  // (a stamps build's entry time, stored after pdl_wait)
+  if (FP8ATTN_QP_ENTRY_AT == 1) QP_TIME(qp_entry);
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
     for (int s = 0; s < RING; s++) {
@@ -1078,19 +1112,14 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   }
   __syncthreads();
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
-  QP_STAMP(QC && threadIdx.x == 0, 0, 0);
+  if (FP8ATTN_QP_ENTRY_AT == 0) QP_TIME(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
   if constexpr (QC) src = one_tile_sources<D>(p, b, h, kvh, i0, (int)blockIdx.x, (int)threadIdx.x);
-  // (QC: the score factor's parameters, read here too, not by the
-  // consumer after the quantization.)
-  double sf_scale = 0.0, sf_limit = 0.0;
-  unsigned long long sf_bad = 0;
-  if constexpr (QC) {
-    sf_scale = f->scale, sf_limit = f->limit, sf_bad = (unsigned long long)f->bad;
-    asm volatile("" : "+d"(sf_scale), "+d"(sf_limit), "+l"(sf_bad));
-  }
+  if (FP8ATTN_QP_ENTRY_AT == 2) QP_TIME(qp_entry);
   pdl_wait();  // before the first global access (pdl.cuh)
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
+  QP_PUT(QC && threadIdx.x == 0, 0, 0, qp_entry);
+  (void)qp_entry;
   HeadScales qc{};
   float4 xv[8];  // (QC: the producer's V values, loaded by quantize_one_tile)
   if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
@@ -1147,7 +1176,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // from the scales it wrote, a factor beyond the limit flagged in f->bad.
   float c;
   if constexpr (QC) {
-    c = score_factor(sf_scale, sf_limit, qc.q, qc.k, (int*)sf_bad, b * (int)p.hq + h);
+    c = score_factor(f->scale, f->limit, qc.q, qc.k, f->bad, b * (int)p.hq + h);
   } else if constexpr (FUSED) {
     const int bh = b * (int)p.hq + h;
     c = score_factor(f->scale, f->limit, p.q_scale[bh], p.k_scale[b * p.hkv + kvh], f->bad, bh);

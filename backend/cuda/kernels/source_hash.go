@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "131662ddafdadfcf94e60fa11ed3b6c6d5ef9b5fd777bc1e1335312bedd60719"
+const SourceHash = "ef2690de6492e3e6a98074a0918b98773d7d2f80fef299ac77c134e1f4ae0454"
