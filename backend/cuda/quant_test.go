@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -452,10 +455,27 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	gqa := sdpatest.NamedShapes["mission"]
 	gqa.Hkv = gqa.Hq / 4
-	for _, c := range []struct {
+	cases := []struct {
 		name  string
 		shape backend.Shape
-	}{{"mission", sdpatest.NamedShapes["mission"]}, {"long", sdpatest.NamedShapes["long"]}, {"mission-gqa4", gqa}} {
+	}{{"mission", sdpatest.NamedShapes["mission"]}, {"long", sdpatest.NamedShapes["long"]}, {"mission-gqa4", gqa}}
+	// FP8ATTN_QA_HEADS (a comma-separated list of head counts) adds the
+	// mission's rows in one batch of that many heads: how the quantizing
+	// form's time moves with its clusters a call (an H200 holds 30
+	// clusters of four beside each other; docs/PERF.md, session 33).
+	for _, f := range strings.FieldsFunc(os.Getenv("FP8ATTN_QA_HEADS"), func(r rune) bool { return r == ',' }) {
+		h, err := strconv.Atoi(f)
+		if err != nil || h < 1 {
+			b.Fatalf("FP8ATTN_QA_HEADS: %q is not a head count", f)
+		}
+		s := sdpatest.NamedShapes["mission"]
+		s.B, s.Hq, s.Hkv = 1, h, h
+		cases = append(cases, struct {
+			name  string
+			shape backend.Shape
+		}{fmt.Sprintf("heads-%d", h), s})
+	}
+	for _, c := range cases {
 		name, s := c.name, c.shape
 		in := sdpatest.RandomInputs(rng, s, 1)
 		st := BestStage(s, d.stageCapability())
