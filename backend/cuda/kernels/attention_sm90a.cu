@@ -135,6 +135,11 @@
 //                    (Session 33: v20's score-factor parameter hoist,
 //                    which ptxas ignored, removed; K's shares sent by
 //                    st.async from registers measured slower: docs/PERF.md.)
+//   v24 (2026-11-24): the quantizing form's V addresses computed from one
+//                    per thread plus constant key offsets, without branches
+//                    (session 32's form took a branch and a parameter read
+//                    a key); FP8ATTN_S9_LATE_VSRC=1 computes them after
+//                    pdl_wait instead. Timings: docs/PERF.md, session 33.
 #include "common.cuh"
 #include "hopper.cuh"
 

@@ -750,20 +750,58 @@ struct OneTileVUnit {
 };
 __device__ __forceinline__ OneTileVUnit one_tile_v_unit(int tid, int u) { return {tid / 64 + 2 * u, tid / 4 % 16, tid % 4}; }
 
+// FP8ATTN_S9_LATE_VSRC=1 leaves V's addresses out of one_tile_sources:
+// the producer computes them in quantize_one_tile, while its Q and K loads
+// are in flight; =0 (the default) computes them before pdl_wait with Q's
+// and K's.
+#ifndef FP8ATTN_S9_LATE_VSRC
+#define FP8ATTN_S9_LATE_VSRC 0
+#endif
+// FP8ATTN_S9_BROKEN_VSRC=1 builds the V addresses with keys 8 and 9 of
+// each quad's group swapped: a deliberately broken build that
+// TestAttentionQuantizingBitExact must fail.
+#ifndef FP8ATTN_S9_BROKEN_VSRC
+#define FP8ATTN_S9_BROKEN_VSRC 0
+#endif
+
+// one_tile_v_sources sets x.v: thread tid's V sources in block r of KV
+// head kvh of batch b (tid < 128: the two units of one_tile_v_unit; 0
+// elsewhere and past sk). Unit u's key sigma(4vt + j) is key 16vg + 2vt +
+// sigma(j) with vg = tid/64 + 2u, so the eight keys are the first one
+// plus 0, 1, 8, 9, 32, 33, 40 and 41: one address computed, the others
+// offsets from it, selected without branches (session 32's form took a
+// branch and a parameter read a key: docs/PERF.md, session 33).
+template <int D>
+__device__ __forceinline__ void one_tile_v_sources(const Params& p, int b, int kvh, int r, int tid, OneTileSources& x) {
+  constexpr int R = Geometry<D>::ONE_BM;
+  const OneTileVUnit u = one_tile_v_unit(tid, 0);
+  const int k0 = R * r + 16 * u.vg + 2 * u.vt, sk = (int)p.sk;
+  const long long rs = p.kv_row_stride * (long long)sizeof(float);
+  const unsigned long long a0 =
+      (unsigned long long)((const float*)p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride + 4 * u.vc) + (unsigned long long)(k0 * rs);
+  const bool producer = tid < 128;
+#pragma unroll
+  for (int i = 0; i < 8; i++) {
+    int dk = 32 * (i / 4) + sigma(i % 4);
+    if (FP8ATTN_S9_BROKEN_VSRC && (dk & 8)) dk ^= 1;
+    x.v[i] = producer & (k0 + dk < sk) ? a0 + (unsigned long long)(dk * rs) : 0ull;
+    asm volatile("" : "+l"(x.v[i]));
+  }
+}
+
 // one_tile_sources is thread tid's sources in block r (query rows i0 ..
 // i0+63, keys 64r .. 64r+63) of a query head h of batch b, KV head kvh:
-// Q and K, row tid/4 of the block's, columns qk_col(tid, j); V (tid <
-// 128), the two units of one_tile_v_unit. Kernel parameters only: it runs
-// before pdl_wait, under the previous call, so that the loads issue back
-// to back once the wait returns (the empty asm keeps ptxas from sinking
-// the arithmetic past it: 0.15 µs of the mission call, session 32).
+// Q and K, row tid/4 of the block's, columns qk_col(tid, j) (and V's
+// where !FP8ATTN_S9_LATE_VSRC). Kernel parameters only: it runs before
+// pdl_wait, under the previous call, so that the loads issue back to back
+// once the wait returns (the empty asm keeps ptxas from sinking the
+// arithmetic past it: 0.15 µs of the mission call, session 32).
 template <int D>
 __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int b, int h, int kvh, int i0, int r, int tid) {
   constexpr int R = Geometry<D>::ONE_BM;
   const int row = tid / 4, qrow = i0 + row, key = R * r + row;
   const float* q = (const float*)p.q + b * p.q_batch_stride + h * p.q_head_stride;
   const float* k = (const float*)p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
-  const float* v = (const float*)p.v + b * p.kv_batch_stride + kvh * p.kv_head_stride;
   OneTileSources x;
 #pragma unroll
   for (int j = 0; j < 4; j++) {
@@ -771,13 +809,7 @@ __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int 
     x.k[j] = key < p.sk ? (unsigned long long)(k + key * p.kv_row_stride + qk_col(tid, j)) : 0ull;
     asm volatile("" : "+l"(x.q[j]), "+l"(x.k[j]));
   }
-#pragma unroll
-  for (int i = 0; i < 8; i++) {
-    const OneTileVUnit u = one_tile_v_unit(tid, i / 4);
-    const int vk = R * r + 16 * u.vg + sigma(4 * u.vt + i % 4);
-    x.v[i] = tid < 128 && vk < p.sk ? (unsigned long long)(v + vk * p.kv_row_stride + 4 * u.vc) : 0ull;
-    asm volatile("" : "+l"(x.v[i]));
-  }
+  if (!FP8ATTN_S9_LATE_VSRC) one_tile_v_sources<D>(p, b, kvh, r, tid, x);
   return x;
 }
 
@@ -800,7 +832,9 @@ __device__ __forceinline__ float4 one_tile_load(unsigned long long a) {
 //     (zeros past sq and sk) into registers, eight float4 a thread from
 //     the addresses src (one_tile_sources, computed before pdl_wait), and
 //     the producer warpgroup, once those have arrived, the same keys of V
-//     into xv (eight float4 a thread, for quantize_one_tile_v);
+//     into xv (eight float4 a thread, for quantize_one_tile_v; their
+//     addresses, one_tile_v_sources, computed into src while the Q and K
+//     loads are in flight where FP8ATTN_S9_LATE_VSRC);
 //   * it finds the amax of Q and K (amax_add, quant_pack9's rule); the
 //     blocks' amax are exchanged through distributed shared memory (sent
 //     into every block's parts, completing on its amax_full): the head's
@@ -818,8 +852,8 @@ __device__ __forceinline__ float4 one_tile_load(unsigned long long a) {
 // amax, Encoder and sign), so the call is bit for bit Quantize then
 // AttentionOn. Returns the Q and K scales (v is 0: one_tile_v_scale).
 template <int D>
-__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, const OneTileSources& src, int i0, uint8_t* s_q,
-                                                        uint8_t* s_k, uint64_t* k_full, float4 (&xv)[8]) {
+__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, OneTileSources& src, int b, int kvh, int i0,
+                                                        uint8_t* s_q, uint8_t* s_k, uint64_t* k_full, float4 (&xv)[8]) {
   using G = Geometry<D>;
   constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK, NW = HopperTiles<D>::ONE_THREADS / 32;
   static_assert(D == 64 && G::DK == D && G::WK == R && NC * R == 2 * G::BN && NC <= 4 && NW == 8,
@@ -833,6 +867,8 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   float4 xq[4], xk[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) xq[j] = one_tile_load(src.q[j]), xk[j] = one_tile_load(src.k[j]);
+  // (FP8ATTN_S9_LATE_VSRC: V's addresses while those loads are in flight.)
+  if (FP8ATTN_S9_LATE_VSRC) one_tile_v_sources<D>(p, b, kvh, r, tid, src);
   float m[2] = {0.f, 0.f};
   uint32_t top = 0;  // the largest magnitude's bits: non-finite values where >= 0x7F800000
 #pragma unroll
@@ -1122,7 +1158,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   (void)qp_entry;
   HeadScales qc{};
   float4 xv[8];  // (QC: the producer's V values, loaded by quantize_one_tile)
-  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
+  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, b, kvh, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {  // producer warpgroup
     if constexpr (QC) {

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ef2690de6492e3e6a98074a0918b98773d7d2f80fef299ac77c134e1f4ae0454"
+const SourceHash = "ebd423c2d14e8cf5a8276bf90cc871eafb8e5cac1fad0a7b0c23f65d2ae78695"
