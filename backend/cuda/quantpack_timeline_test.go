@@ -25,7 +25,10 @@ import (
 // from quant_pack9's first block past pdl_wait. Where the mission shape
 // runs the one-tile form that quantizes its own inputs, its blocks record
 // the quantization's steps in quant_pack9's slots (kernels/hopper.cuh,
-// quantize_one_tile). Skipped otherwise.
+// quantize_one_tile). FP8ATTN_QP_BLOCKS=1 also lists every block of the
+// quantization with its SM, latest past pdl_wait first (where a build with
+// -DFP8ATTN_QP_ENTRY_AT moved the entry stamp, that is where it was
+// taken). Skipped otherwise.
 func TestQuantPackTimeline(t *testing.T) {
 	if os.Getenv("FP8ATTN_QP_STAMPS") != "1" {
 		t.Skip("diagnostic: needs FP8ATTN_QP_STAMPS=1 and a Hopper cubin built with FP8ATTN_QP_STAMPS=1")
