@@ -455,10 +455,11 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	gqa := sdpatest.NamedShapes["mission"]
 	gqa.Hkv = gqa.Hq / 4
-	cases := []struct {
+	type benchCase struct {
 		name  string
 		shape backend.Shape
-	}{{"mission", sdpatest.NamedShapes["mission"]}, {"long", sdpatest.NamedShapes["long"]}, {"mission-gqa4", gqa}}
+	}
+	cases := []benchCase{{"mission", sdpatest.NamedShapes["mission"]}, {"long", sdpatest.NamedShapes["long"]}, {"mission-gqa4", gqa}}
 	// FP8ATTN_QA_HEADS (a comma-separated list of head counts) adds the
 	// mission's rows in one batch of that many heads: how the quantizing
 	// form's time moves with its clusters a call (an H200 holds 30
@@ -470,10 +471,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 		}
 		s := sdpatest.NamedShapes["mission"]
 		s.B, s.Hq, s.Hkv = 1, h, h
-		cases = append(cases, struct {
-			name  string
-			shape backend.Shape
-		}{fmt.Sprintf("heads-%d", h), s})
+		cases = append(cases, benchCase{fmt.Sprintf("heads-%d", h), s})
 	}
 	for _, c := range cases {
 		name, s := c.name, c.shape

@@ -347,34 +347,32 @@ constexpr int QP_STAMP_SLOTS = 8;
 extern "C" {
 __device__ unsigned fp8attn_qp_stamps[2 * 1024 * QP_STAMP_SLOTS];
 }
-__device__ __forceinline__ void qp_stamp(int kernel, int slot) {
-  const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
-  unsigned sm;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-  if (blk < 1024) {
-    fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + slot] = (unsigned)t;
-    fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + 7] = sm;
-  }
-}
-#define QP_STAMP(cond, kernel, slot)  \
-  do {                                \
-    if (cond) hopper::qp_stamp(kernel, slot); \
-  } while (0)
-// qp_time is %globaltimer's low 32 bits, kept in a register: a stamp taken
-// before pdl_wait and stored after it (QP_PUT), so that no global store
-// comes before the set-up's memory barrier (MEMBAR.ALL.CTA), which waits
-// for it (session 33).
+// qp_time is %globaltimer's low 32 bits. A stamp taken before pdl_wait
+// keeps it in a register and stores it after the wait (QP_TIME, QP_PUT),
+// so that no global store comes before the set-up's memory barrier
+// (MEMBAR.ALL.CTA), which waits for it (session 33).
 __device__ __forceinline__ unsigned qp_time() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
   return (unsigned)t;
 }
+// qp_put stores t in this block's slot of kernel (the first 1024 blocks).
 __device__ __forceinline__ void qp_put(int kernel, int slot, unsigned t) {
   const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
   if (blk < 1024) fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + slot] = t;
 }
+// qp_stamp stores the time now in slot and the SM in slot 7.
+__device__ __forceinline__ void qp_stamp(int kernel, int slot) {
+  const unsigned t = qp_time();
+  unsigned sm;
+  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
+  qp_put(kernel, slot, t);
+  qp_put(kernel, 7, sm);
+}
+#define QP_STAMP(cond, kernel, slot)  \
+  do {                                \
+    if (cond) hopper::qp_stamp(kernel, slot); \
+  } while (0)
 #define QP_TIME(var) var = hopper::qp_time()
 #define QP_PUT(cond, kernel, slot, var) \
   do {                                  \
@@ -750,13 +748,6 @@ struct OneTileVUnit {
 };
 __device__ __forceinline__ OneTileVUnit one_tile_v_unit(int tid, int u) { return {tid / 64 + 2 * u, tid / 4 % 16, tid % 4}; }
 
-// FP8ATTN_S9_LATE_VSRC=1 leaves V's addresses out of one_tile_sources:
-// the producer computes them in quantize_one_tile, while its Q and K loads
-// are in flight; =0 (the default) computes them before pdl_wait with Q's
-// and K's.
-#ifndef FP8ATTN_S9_LATE_VSRC
-#define FP8ATTN_S9_LATE_VSRC 0
-#endif
 // FP8ATTN_S9_BROKEN_VSRC=1 builds the V addresses with keys 8 and 9 of
 // each quad's group swapped: a deliberately broken build that
 // TestAttentionQuantizingBitExact must fail.
@@ -791,8 +782,8 @@ __device__ __forceinline__ void one_tile_v_sources(const Params& p, int b, int k
 
 // one_tile_sources is thread tid's sources in block r (query rows i0 ..
 // i0+63, keys 64r .. 64r+63) of a query head h of batch b, KV head kvh:
-// Q and K, row tid/4 of the block's, columns qk_col(tid, j) (and V's
-// where !FP8ATTN_S9_LATE_VSRC). Kernel parameters only: it runs before
+// Q and K, row tid/4 of the block's, columns qk_col(tid, j); V (tid <
+// 128), one_tile_v_sources. Kernel parameters only: it runs before
 // pdl_wait, under the previous call, so that the loads issue back to back
 // once the wait returns (the empty asm keeps ptxas from sinking the
 // arithmetic past it: 0.15 µs of the mission call, session 32).
@@ -809,7 +800,7 @@ __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int 
     x.k[j] = key < p.sk ? (unsigned long long)(k + key * p.kv_row_stride + qk_col(tid, j)) : 0ull;
     asm volatile("" : "+l"(x.q[j]), "+l"(x.k[j]));
   }
-  if (!FP8ATTN_S9_LATE_VSRC) one_tile_v_sources<D>(p, b, kvh, r, tid, x);
+  one_tile_v_sources<D>(p, b, kvh, r, tid, x);
   return x;
 }
 
@@ -832,9 +823,7 @@ __device__ __forceinline__ float4 one_tile_load(unsigned long long a) {
 //     (zeros past sq and sk) into registers, eight float4 a thread from
 //     the addresses src (one_tile_sources, computed before pdl_wait), and
 //     the producer warpgroup, once those have arrived, the same keys of V
-//     into xv (eight float4 a thread, for quantize_one_tile_v; their
-//     addresses, one_tile_v_sources, computed into src while the Q and K
-//     loads are in flight where FP8ATTN_S9_LATE_VSRC);
+//     into xv (eight float4 a thread, for quantize_one_tile_v);
 //   * it finds the amax of Q and K (amax_add, quant_pack9's rule); the
 //     blocks' amax are exchanged through distributed shared memory (sent
 //     into every block's parts, completing on its amax_full): the head's
@@ -852,8 +841,8 @@ __device__ __forceinline__ float4 one_tile_load(unsigned long long a) {
 // amax, Encoder and sign), so the call is bit for bit Quantize then
 // AttentionOn. Returns the Q and K scales (v is 0: one_tile_v_scale).
 template <int D>
-__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, OneTileSources& src, int b, int kvh, int i0,
-                                                        uint8_t* s_q, uint8_t* s_k, uint64_t* k_full, float4 (&xv)[8]) {
+__device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& f, const OneTileSources& src, int i0, uint8_t* s_q,
+                                                        uint8_t* s_k, uint64_t* k_full, float4 (&xv)[8]) {
   using G = Geometry<D>;
   constexpr int NC = G::ONE_CLUSTER, R = G::ONE_BM, SHARE = R * G::DK, NW = HopperTiles<D>::ONE_THREADS / 32;
   static_assert(D == 64 && G::DK == D && G::WK == R && NC * R == 2 * G::BN && NC <= 4 && NW == 8,
@@ -867,8 +856,6 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   float4 xq[4], xk[4];
 #pragma unroll
   for (int j = 0; j < 4; j++) xq[j] = one_tile_load(src.q[j]), xk[j] = one_tile_load(src.k[j]);
-  // (FP8ATTN_S9_LATE_VSRC: V's addresses while those loads are in flight.)
-  if (FP8ATTN_S9_LATE_VSRC) one_tile_v_sources<D>(p, b, kvh, r, tid, src);
   float m[2] = {0.f, 0.f};
   uint32_t top = 0;  // the largest magnitude's bits: non-finite values where >= 0x7F800000
 #pragma unroll
@@ -1158,7 +1145,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   (void)qp_entry;
   HeadScales qc{};
   float4 xv[8];  // (QC: the producer's V values, loaded by quantize_one_tile)
-  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, b, kvh, i0, s_q, s_k, k_full, xv);
+  if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {  // producer warpgroup
     if constexpr (QC) {

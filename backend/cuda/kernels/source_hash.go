@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ebd423c2d14e8cf5a8276bf90cc871eafb8e5cac1fad0a7b0c23f65d2ae78695"
+const SourceHash = "100670f554e3336629409303046e841d4b1e8b914206d733ba56a33c62110bf3"
