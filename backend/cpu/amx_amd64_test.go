@@ -176,7 +176,7 @@ func TestAMXSoftmax4(t *testing.T) {
 		}
 		wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
 		var wa [8]float32
-		softmax4Go(ws, wm, wl, &wa)
+		softmax4Go(ws, wm, wl, &wa, amxKernels.base2)
 		alpha := make([]float32, 8)
 		softmax4AVX512(s, scale, m, l, alpha)
 		for r := range 4 {

@@ -499,6 +499,14 @@ type keyPanels struct {
 // of the range gets zeros and -Inf.
 func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, br blockRows, kp keyPanels) {
 	ks, D := c.ks, c.d
+	if ks.base2 {
+		// The softmax in base 2: scores times log2e (kernelSet.base2).
+		if s2 := float32(float64(scoreScale) * math.Log2E); !math.IsInf(float64(s2), 0) {
+			scoreScale = s2
+		} else {
+			ks, kp.amx = ks.natural, nil
+		}
+	}
 	rows := (rowsN + 3) &^ 3
 	m, l, acc := sc.m[:rows], sc.l[:rows], sc.acc[:rows*D]
 	negInf := float32(math.Inf(-1))
@@ -540,6 +548,14 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				continue
 			}
 			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
+			if ks.steps4 != nil && amxRowsOK == 0 && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
+				// This group and every later full one (visible keys only
+				// grow with the row) in one call.
+				e := rowsN &^ 3
+				ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4)
+				g = e - 4
+				continue
+			}
 			if ks.scoresSoftmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
 				// Four full rows (visible keys only grow with the row).
 				ks.scoresSoftmax4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha)
@@ -597,21 +613,31 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	if amxRowsOK != 0 {
 		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
 	}
+	seen := kp.kb0*panel + 1 // the keys a row must see to have an output
 	for r := 0; r < rowsN; r++ {
 		o := br.out(r)
 		or, ar := br.outBuf[o:o+D], acc[r*D:(r+1)*D]
-		if br.visible(r) <= kp.kb0*panel {
+		if br.visible(r) < seen {
 			clear(or)
-			if br.lseBuf != nil {
-				br.lseBuf[br.lse(r)] = negInf
-			}
 			continue
 		}
 		ks.pv1(ar, nil, nil, D, 0, outScale/l[r]) // ar·(outScale/l), in place
 		copy(or, ar)
-		if br.lseBuf != nil {
-			br.lseBuf[br.lse(r)] = m[r] + log32(l[r])
+	}
+	if br.lseBuf == nil {
+		return
+	}
+	// The log-sum-exps in a loop of their own, whose logarithms overlap.
+	mScale := float32(1)
+	if ks.base2 {
+		mScale = math.Ln2
+	}
+	for r := 0; r < rowsN; r++ {
+		lse := negInf
+		if br.visible(r) >= seen {
+			lse = m[r]*mScale + log32(l[r])
 		}
+		br.lseBuf[br.lse(r)] = lse
 	}
 }
 

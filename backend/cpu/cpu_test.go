@@ -1,6 +1,7 @@
 package cpu_test
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cpu"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
@@ -116,4 +118,44 @@ func dequantize(c []fp8.E4M3, scales []float32, p *backend.Problem, heads, seq i
 		}
 	}
 	return v
+}
+
+// TestHugeScale: a scale whose base-2 form (scale·log2e, kernelSet.base2)
+// overflows float32, with inputs small enough that the scores are finite.
+// Every kernel set must match the oracle; a base-2 set that kept the
+// overflowed scale would give Inf scores and NaN rows.
+func TestHugeScale(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 21))
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 130, D: 64}
+	in := sdpatest.RandomInputs(rng, s, 1)
+	for i := range in.Q {
+		in.Q[i] *= 0x1p-63
+		in.K[i] *= 0x1p-64 // Sq·D < Sk·D: K's first Sq rows
+	}
+	for i := len(in.Q); i < len(in.K); i++ {
+		in.K[i] *= 0x1p-64
+	}
+	const scale = 3e38 // times log2e: beyond float32's largest, 3.4e38
+	for _, isa := range cpu.ISAs() {
+		be, err := cpu.NewISA(2, isa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, out, lse := sdpatest.NewProblem(s, in, scale, backend.NoMask, backend.FP32)
+		if err := be.Attention(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(out.Check("output"), lse.Check("LSE")); err != nil {
+			t.Fatalf("%s: %v", isa, err)
+		}
+		wantOut, wantLSE := oracle.Naive(p)
+		if st := sdpatest.Compare(p.Out, wantOut, sdpatest.FP32Tolerance(p)); st.Beyond > 0 {
+			t.Errorf("%s: output: %d of %d beyond tolerance, first at %d: got %v want %v", isa, st.Beyond, st.N, st.FirstBad, p.Out[st.FirstBad], wantOut[st.FirstBad])
+		}
+		if st := sdpatest.Compare(p.LSE, wantLSE, sdpatest.LSETolerance(p)); st.Beyond > 0 {
+			t.Errorf("%s: LSE: %d of %d beyond tolerance, first at %d: got %v want %v", isa, st.Beyond, st.N, st.FirstBad, p.LSE[st.FirstBad], wantLSE[st.FirstBad])
+		}
+	}
 }

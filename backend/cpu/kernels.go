@@ -31,20 +31,27 @@ type kernelSet struct {
 	// rowMax returns the largest element of s (-Inf for none), or NaN if
 	// s holds a NaN.
 	rowMax func(s []float32) float32
-	// expSum sets s[j] = e^(s[j]-m) and returns the sum of the new s. It
-	// requires s[j] <= m or NaN (the softmax domain, m the row maximum).
+	// expSum sets s[j] = e^(s[j]-m) (2^(s[j]-m) in a base2 set) and
+	// returns the sum of the new s. It requires s[j] <= m or NaN (the
+	// softmax domain, m the row maximum).
 	expSum func(s []float32, m float32) float32
 	// scoresSoftmax4, if not nil, is scores4 followed by the online-softmax
 	// step on the four full score rows (panel scores each) at once: for
 	// each row r, with mNew = max(m[r], rowMax(row r)), alpha[r] =
 	// e^(m[r]-mNew) where l[r] != 0 or m[r] is NaN (else 1); row r =
-	// e^(row r - mNew); l[r] = l[r]·alpha[r] + its sum; m[r] = mNew.
+	// e^(row r - mNew); l[r] = l[r]·alpha[r] + its sum; m[r] = mNew (2^
+	// for e^ in a base2 set).
 	// alpha[4:8] is scratch. A NaN score, or an old maximum that is NaN,
 	// makes l[r] NaN (and with it the row's output and log-sum-exp), as
 	// it does in the step it replaces; m[r], alpha[r] and the row's
 	// weights need not then be NaN too. attendRows does the same with
 	// scores4, rowMax and expSum when it is nil.
 	scoresSoftmax4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32)
+	// steps4, if not nil, is the full steps of groups groups of four rows
+	// against one full key panel (kt, and v its panel value rows): what
+	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,
+	// m and l hold the groups' rows in turn), in one call.
+	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int)
 	// transpose builds a key panel from the n <= panel key rows of k (row
 	// length d), keys n <= j < panel zero: transposed (kt[i*panel+j] =
 	// k[j*d+i], transposePanel), or, where rowPanels is set, as rows.
@@ -53,6 +60,14 @@ type kernelSet struct {
 	// amx, if not nil, runs blocks of 16 full rows against full key panels
 	// on AMX tiles (amx.go).
 	amx *amxOps
+	// base2 says the set's softmax is in base 2: expSum and scoresSoftmax4
+	// exponentiate by exp2_32's algorithm, whose vector form takes fewer
+	// instructions than exp32's. attendRows then passes the kernels
+	// scale·log2e, so that the scores, m and l are those of base e times
+	// log2e, and takes the log-sum-exp as m·ln2 + ln l. A scale whose
+	// base-2 form overflows float32 runs on natural instead.
+	base2   bool
+	natural *kernelSet
 }
 
 // goKernels are the portable kernels, always built.
@@ -169,6 +184,17 @@ func expSumGo(s []float32, m float32) float32 {
 	return sum
 }
 
+// expSum2Go is expSum in Go for the base-2 sets, through exp2_32.
+func expSum2Go(s []float32, m float32) float32 {
+	var sum float32
+	for j, x := range s {
+		e := exp2_32(x - m)
+		s[j] = e
+		sum += e
+	}
+	return sum
+}
+
 // transposePanelGo sets kt[i*panel+j] = k[(j-j0)*d+i] for keys j0 <= j < n
 // (k holds the rows of keys j0..n-1, of length d) and zeroes the columns
 // n <= j < panel.
@@ -232,6 +258,52 @@ func exp32(x float32) float32 {
 	n1 := int32(n) >> 1
 	n2 := int32(n) - n1
 	return p * math.Float32frombits(uint32(n1+127)<<23) * math.Float32frombits(uint32(n2+127)<<23)
+}
+
+// exp2_32 returns 2^x in float32 arithmetic, the algorithm of the base-2
+// kernel sets' vector exponential (EXP16 in softmax_amd64.h, whose
+// VREDUCEPS and VSCALEFPS do its first and last steps): f = x - floor(x) in
+// [0, 1), 2^f = 1 + f·(c1 + f·(c2 + f·(c3 + f·(c4 + f·c5)))) with
+// coefficients fitted for relative error on [0, 1) (8.3e-8 before float32
+// rounding; the fit is in docs/logs/session35-cpu), multiply-adds fused,
+// times 2^floor(x) through the exponent bits. TestExp2_32 measures its error
+// against math.Exp2 on [-126, 128); exp2_32(-Inf) = 0, exp2_32(NaN) = NaN,
+// and results below the normal range (x < -126) flush to 0.
+func exp2_32(x float32) float32 {
+	if !(x < 128) { // also NaN
+		if x != x {
+			return x
+		}
+		return float32(math.Inf(1))
+	}
+	if x < -126 {
+		return 0
+	}
+	n := float32(math.Floor(float64(x)))
+	f := x - n
+	p := fma32(f, exp2C5, exp2C4)
+	p = fma32(p, f, exp2C3)
+	p = fma32(p, f, exp2C2)
+	p = fma32(p, f, exp2C1)
+	p = fma32(p, f, 1)
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}
+
+// The coefficients of exp2_32's polynomial, as float32 (softmax_amd64.h
+// holds the same bits).
+const (
+	exp2C1 = float32(0.6931512951850891)    // 0x3f31725d
+	exp2C2 = float32(0.24016444385051727)   // 0x3e75edab
+	exp2C3 = float32(0.055799927562475204)  // 0x3d648e77
+	exp2C4 = float32(0.009017008356750011)  // 0x3c13bc13
+	exp2C5 = float32(0.0018671402940526605) // 0x3af4bad5
+)
+
+// fma32 returns a·b+c rounded once to float32 (the product is exact in
+// float64, and the sum rounded to float64 first differs from one rounding
+// only where that lands on a float32 tie, by one float32 ulp of the result).
+func fma32(a, b, c float32) float32 {
+	return float32(math.FMA(float64(a), float64(b), float64(c)))
 }
 
 // log32 returns ln x in float32 arithmetic, for the log-sum-exp of a row:

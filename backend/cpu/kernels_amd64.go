@@ -14,13 +14,14 @@ var kernelSets = amd64KernelSets()
 func amd64KernelSets() []*kernelSet {
 	var sets []*kernelSet
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
-	if avx2 && cpu.X86.HasAVX512F {
+	avx512 := avx2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ // DQ: VREDUCEPS
+	if avx512 {
 		sets = append(sets, &avx512Kernels)
 	}
 	// The AMX path is validated but measured slower than AVX-512 at one
 	// thread (docs/PERF.md), so it is never the default: it comes after
 	// avx512, selectable as ISA "amx".
-	if avx2 && cpu.X86.HasAVX512F && hasAMX() {
+	if avx512 && hasAMX() {
 		sets = append(sets, &amxKernels)
 	}
 	if avx2 {
@@ -49,7 +50,29 @@ var avx512Kernels = kernelSet{
 	rowMax:         rowMaxAVX512,
 	expSum:         expSumAVX512,
 	scoresSoftmax4: scoresSoftmax4AVX512,
+	steps4:         steps4AVX512,
 	transpose:      transposePanelAVX2,
+	base2:          true,
+	natural:        &avx2Kernels,
+}
+
+// steps4AVX512 is kernelSet.steps4 in assembly where d is a multiple of 16
+// (pv4x16AVX512 then covers every column).
+func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int) {
+	if groups <= 0 {
+		return
+	}
+	if d%16 != 0 {
+		for g := range groups {
+			r := 4 * g
+			scoresSoftmax4AVX512(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha)
+			pv4AVX512(acc[r*d:(r+4)*d], s, v, d, panel, (*[4]float32)(alpha[:4]))
+		}
+		return
+	}
+	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[panel*d-1], acc[4*groups*d-1]
+	_, _ = m[4*groups-1], l[4*groups-1]
+	steps4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups)
 }
 
 func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32) {
@@ -229,24 +252,27 @@ func expSum8AVX2(s *float32, n int, m float32) float32
 //go:noescape
 func max16AVX512(s *float32, n int) float32
 
-// expSum16AVX512 is expSumGo on s[:n], n > 0, 16 lanes at a time, with the
-// exponential of expSum8AVX2 except that k = round(x·log2e) is rounded to
-// nearest even from the fused product (exp32 rounds the rounded product,
-// halves away from zero: the two differ only where x·log2e is within a
-// rounding of a half, by well under the kernels' 4-ulp tolerance) and 2^k
-// is applied by VSCALEFPS.
+// expSum16AVX512 is expSum2Go on s[:n], n > 0, 16 lanes at a time (EXP16,
+// exp2_32's algorithm), the sum taken in 16 lanes and then across them.
 //
 //go:noescape
 func expSum16AVX512(s *float32, n int, m float32) float32
 
-// scoresSoftmax4x64AVX512 is scores4x64AVX512 followed by the softmax step
-// of attendRows (rowMax, the rescale factors, expSum) on the four full rows
+// scoresSoftmax4x64AVX512 is scores4x64AVX512 followed by the base-2
+// softmax step of attendRows (rowMax, the rescale factors, expSum) on the four full rows
 // of 64 scores, which stay in registers between the two; a NaN score makes
 // its row's sum NaN without necessarily its maximum (the contract of
 // kernelSet.scoresSoftmax4).
 //
 //go:noescape
 func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)
+
+// steps4x64AVX512 is, for each of groups groups of four rows, the
+// scoresSoftmax4x64AVX512 and pv4x16AVX512 calls of steps4AVX512's loop on
+// d a positive multiple of 16, in one call.
+//
+//go:noescape
+func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int)
 
 // transpose8x8AVX2 is one 8x8 block of transposePanelGo: dst[i*ldDst+j] =
 // src[j*ldSrc+i] for i, j < 8.

@@ -97,6 +97,11 @@ s4avx2_store:
 	MOVQ q+8(FP), SI; \
 	MOVQ kt+16(FP), DX; \
 	MOVQ d+24(FP), CX; \
+	SCORES4X64_REGS(loop, done)
+
+// SCORES4X64_REGS(loop, done) is SCORES4X64 with q in SI, kt in DX and d in
+// CX already (scale still at scale+32(FP)).
+#define SCORES4X64_REGS(loop, done) \
 	LEAQ (SI)(CX*4), R8; \
 	LEAQ (R8)(CX*4), R9; \
 	LEAQ (R9)(CX*4), R10; \
@@ -314,6 +319,137 @@ pv4avx2_done:
 	VZEROUPPER
 	RET
 
+// PV4X16(c64, l64, s64, c16, l16, s16, done) is the body of pv4x16AVX512
+// with acc in DI, p in SI, v in DX, d in CX, n in BX, cols in R11 and alpha
+// in AX; the arguments name its labels, done the one it ends at. It
+// clobbers Z0-Z27, CX, R8-R13 and advances DI, DX and R11.
+#define PV4X16(c64, l64, s64, c16, l16, s16, done) \
+	VBROADCASTSS 0(AX), Z24; \
+	VBROADCASTSS 4(AX), Z25; \
+	VBROADCASTSS 8(AX), Z26; \
+	VBROADCASTSS 12(AX), Z27; \
+	SHLQ $2, CX; \
+	SHLQ $2, R11; \
+	LEAQ (DI)(CX*1), R8; \
+	LEAQ (R8)(CX*1), R9; \
+	LEAQ (R9)(CX*1), R10; \
+c64: \
+	CMPQ R11, $256; \
+	JLT c16; \
+	VMULPS 0(DI), Z24, Z0; \
+	VMULPS 64(DI), Z24, Z1; \
+	VMULPS 128(DI), Z24, Z2; \
+	VMULPS 192(DI), Z24, Z3; \
+	VMULPS 0(R8), Z25, Z4; \
+	VMULPS 64(R8), Z25, Z5; \
+	VMULPS 128(R8), Z25, Z6; \
+	VMULPS 192(R8), Z25, Z7; \
+	VMULPS 0(R9), Z26, Z8; \
+	VMULPS 64(R9), Z26, Z9; \
+	VMULPS 128(R9), Z26, Z10; \
+	VMULPS 192(R9), Z26, Z11; \
+	VMULPS 0(R10), Z27, Z12; \
+	VMULPS 64(R10), Z27, Z13; \
+	VMULPS 128(R10), Z27, Z14; \
+	VMULPS 192(R10), Z27, Z15; \
+	MOVQ SI, R12; \
+	MOVQ DX, R13; \
+	MOVQ BX, AX; \
+	TESTQ AX, AX; \
+	JZ s64; \
+l64: \
+	VMOVUPS (R13), Z16; \
+	VMOVUPS 64(R13), Z17; \
+	VMOVUPS 128(R13), Z18; \
+	VMOVUPS 192(R13), Z19; \
+	VBROADCASTSS (R12), Z20; \
+	VBROADCASTSS 256(R12), Z21; \
+	VBROADCASTSS 512(R12), Z22; \
+	VBROADCASTSS 768(R12), Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z19, Z20, Z3; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z19, Z21, Z7; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z18, Z22, Z10; \
+	VFMADD231PS Z19, Z22, Z11; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13; \
+	VFMADD231PS Z18, Z23, Z14; \
+	VFMADD231PS Z19, Z23, Z15; \
+	ADDQ CX, R13; \
+	ADDQ $4, R12; \
+	DECQ AX; \
+	JNZ l64; \
+s64: \
+	VMOVUPS Z0, 0(DI); \
+	VMOVUPS Z1, 64(DI); \
+	VMOVUPS Z2, 128(DI); \
+	VMOVUPS Z3, 192(DI); \
+	VMOVUPS Z4, 0(R8); \
+	VMOVUPS Z5, 64(R8); \
+	VMOVUPS Z6, 128(R8); \
+	VMOVUPS Z7, 192(R8); \
+	VMOVUPS Z8, 0(R9); \
+	VMOVUPS Z9, 64(R9); \
+	VMOVUPS Z10, 128(R9); \
+	VMOVUPS Z11, 192(R9); \
+	VMOVUPS Z12, 0(R10); \
+	VMOVUPS Z13, 64(R10); \
+	VMOVUPS Z14, 128(R10); \
+	VMOVUPS Z15, 192(R10); \
+	ADDQ $256, DI; \
+	ADDQ $256, R8; \
+	ADDQ $256, R9; \
+	ADDQ $256, R10; \
+	ADDQ $256, DX; \
+	SUBQ $256, R11; \
+	JMP c64; \
+c16: \
+	CMPQ R11, $64; \
+	JLT done; \
+	VMULPS (DI), Z24, Z0; \
+	VMULPS (R8), Z25, Z4; \
+	VMULPS (R9), Z26, Z8; \
+	VMULPS (R10), Z27, Z12; \
+	MOVQ SI, R12; \
+	MOVQ DX, R13; \
+	MOVQ BX, AX; \
+	TESTQ AX, AX; \
+	JZ s16; \
+l16: \
+	VMOVUPS (R13), Z16; \
+	VBROADCASTSS (R12), Z20; \
+	VBROADCASTSS 256(R12), Z21; \
+	VBROADCASTSS 512(R12), Z22; \
+	VBROADCASTSS 768(R12), Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z16, Z23, Z12; \
+	ADDQ CX, R13; \
+	ADDQ $4, R12; \
+	DECQ AX; \
+	JNZ l16; \
+s16: \
+	VMOVUPS Z0, (DI); \
+	VMOVUPS Z4, (R8); \
+	VMOVUPS Z8, (R9); \
+	VMOVUPS Z12, (R10); \
+	ADDQ $64, DI; \
+	ADDQ $64, R8; \
+	ADDQ $64, R9; \
+	ADDQ $64, R10; \
+	ADDQ $64, DX; \
+	SUBQ $64, R11; \
+	JMP c16; \
+done:
+
 // func pv4x16AVX512(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
 // Equals pv4Go on columns [0, cols). Blocks of 64 columns keep 4 rows x 64
 // columns in sixteen accumulators (four v loads, four p broadcasts per key);
@@ -326,138 +462,7 @@ TEXT ·pv4x16AVX512(SB), NOSPLIT, $0-56
 	MOVQ n+32(FP), BX
 	MOVQ cols+40(FP), R11
 	MOVQ alpha+48(FP), AX
-	VBROADCASTSS 0(AX), Z24
-	VBROADCASTSS 4(AX), Z25
-	VBROADCASTSS 8(AX), Z26
-	VBROADCASTSS 12(AX), Z27
-	SHLQ $2, CX
-	SHLQ $2, R11
-	LEAQ (DI)(CX*1), R8
-	LEAQ (R8)(CX*1), R9
-	LEAQ (R9)(CX*1), R10
-
-pv4avx512_c64:
-	CMPQ R11, $256
-	JLT pv4avx512_c16
-	VMULPS 0(DI), Z24, Z0
-	VMULPS 64(DI), Z24, Z1
-	VMULPS 128(DI), Z24, Z2
-	VMULPS 192(DI), Z24, Z3
-	VMULPS 0(R8), Z25, Z4
-	VMULPS 64(R8), Z25, Z5
-	VMULPS 128(R8), Z25, Z6
-	VMULPS 192(R8), Z25, Z7
-	VMULPS 0(R9), Z26, Z8
-	VMULPS 64(R9), Z26, Z9
-	VMULPS 128(R9), Z26, Z10
-	VMULPS 192(R9), Z26, Z11
-	VMULPS 0(R10), Z27, Z12
-	VMULPS 64(R10), Z27, Z13
-	VMULPS 128(R10), Z27, Z14
-	VMULPS 192(R10), Z27, Z15
-	MOVQ SI, R12
-	MOVQ DX, R13
-	MOVQ BX, AX
-	TESTQ AX, AX
-	JZ pv4avx512_s64
-
-pv4avx512_l64:
-	VMOVUPS (R13), Z16
-	VMOVUPS 64(R13), Z17
-	VMOVUPS 128(R13), Z18
-	VMOVUPS 192(R13), Z19
-	VBROADCASTSS (R12), Z20
-	VBROADCASTSS 256(R12), Z21
-	VBROADCASTSS 512(R12), Z22
-	VBROADCASTSS 768(R12), Z23
-	VFMADD231PS Z16, Z20, Z0
-	VFMADD231PS Z17, Z20, Z1
-	VFMADD231PS Z18, Z20, Z2
-	VFMADD231PS Z19, Z20, Z3
-	VFMADD231PS Z16, Z21, Z4
-	VFMADD231PS Z17, Z21, Z5
-	VFMADD231PS Z18, Z21, Z6
-	VFMADD231PS Z19, Z21, Z7
-	VFMADD231PS Z16, Z22, Z8
-	VFMADD231PS Z17, Z22, Z9
-	VFMADD231PS Z18, Z22, Z10
-	VFMADD231PS Z19, Z22, Z11
-	VFMADD231PS Z16, Z23, Z12
-	VFMADD231PS Z17, Z23, Z13
-	VFMADD231PS Z18, Z23, Z14
-	VFMADD231PS Z19, Z23, Z15
-	ADDQ CX, R13
-	ADDQ $4, R12
-	DECQ AX
-	JNZ pv4avx512_l64
-
-pv4avx512_s64:
-	VMOVUPS Z0, 0(DI)
-	VMOVUPS Z1, 64(DI)
-	VMOVUPS Z2, 128(DI)
-	VMOVUPS Z3, 192(DI)
-	VMOVUPS Z4, 0(R8)
-	VMOVUPS Z5, 64(R8)
-	VMOVUPS Z6, 128(R8)
-	VMOVUPS Z7, 192(R8)
-	VMOVUPS Z8, 0(R9)
-	VMOVUPS Z9, 64(R9)
-	VMOVUPS Z10, 128(R9)
-	VMOVUPS Z11, 192(R9)
-	VMOVUPS Z12, 0(R10)
-	VMOVUPS Z13, 64(R10)
-	VMOVUPS Z14, 128(R10)
-	VMOVUPS Z15, 192(R10)
-	ADDQ $256, DI
-	ADDQ $256, R8
-	ADDQ $256, R9
-	ADDQ $256, R10
-	ADDQ $256, DX
-	SUBQ $256, R11
-	JMP pv4avx512_c64
-
-pv4avx512_c16:
-	CMPQ R11, $64
-	JLT pv4avx512_done
-	VMULPS (DI), Z24, Z0
-	VMULPS (R8), Z25, Z4
-	VMULPS (R9), Z26, Z8
-	VMULPS (R10), Z27, Z12
-	MOVQ SI, R12
-	MOVQ DX, R13
-	MOVQ BX, AX
-	TESTQ AX, AX
-	JZ pv4avx512_s16
-
-pv4avx512_l16:
-	VMOVUPS (R13), Z16
-	VBROADCASTSS (R12), Z20
-	VBROADCASTSS 256(R12), Z21
-	VBROADCASTSS 512(R12), Z22
-	VBROADCASTSS 768(R12), Z23
-	VFMADD231PS Z16, Z20, Z0
-	VFMADD231PS Z16, Z21, Z4
-	VFMADD231PS Z16, Z22, Z8
-	VFMADD231PS Z16, Z23, Z12
-	ADDQ CX, R13
-	ADDQ $4, R12
-	DECQ AX
-	JNZ pv4avx512_l16
-
-pv4avx512_s16:
-	VMOVUPS Z0, (DI)
-	VMOVUPS Z4, (R8)
-	VMOVUPS Z8, (R9)
-	VMOVUPS Z12, (R10)
-	ADDQ $64, DI
-	ADDQ $64, R8
-	ADDQ $64, R9
-	ADDQ $64, R10
-	ADDQ $64, DX
-	SUBQ $64, R11
-	JMP pv4avx512_c16
-
-pv4avx512_done:
+	PV4X16(pv4avx512_c64, pv4avx512_l64, pv4avx512_s64, pv4avx512_c16, pv4avx512_l16, pv4avx512_s16, pv4avx512_done)
 	VZEROUPPER
 	RET
 
@@ -790,8 +795,8 @@ max16_store:
 	RET
 
 // func expSum16AVX512(s *float32, n int, m float32) float32
-// Equals expSumGo on s[:n], any n >= 0, 16 lanes at a time (the last
-// partial vector under a mask): EXP16 of x = s-m. The sum is taken in 16
+// Equals expSum2Go on s[:n], any n >= 0, 16 lanes at a time (the last
+// partial vector under a mask): EXP16 (2^x) of x = s-m. The sum is taken in 16
 // lanes and then across them.
 TEXT ·expSum16AVX512(SB), NOSPLIT, $0-28
 	MOVQ s+0(FP), SI
@@ -840,7 +845,7 @@ expsum16_reduce:
 	RET
 
 // func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)
-// Equals scores4x64AVX512 followed by softmax4Go (the online-softmax step
+// Equals scores4x64AVX512 followed by softmax4Go in base 2 (the online-softmax step
 // of attendRows on four full rows of 64 scores), with the scores kept in
 // registers between the two: the products, then the four rows' maxima
 // reduced together (no row goes through memory), the four rescale factors
@@ -854,6 +859,53 @@ TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
 	MOVQ l+48(FP), R12
 	MOVQ alpha+56(FP), R13
 	SOFTMAX4X64
+	VZEROUPPER
+	RET
+
+// func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int)
+// Equals, for each of groups groups of four query rows (q, acc, m and l
+// advancing by four rows a group), scoresSoftmax4x64AVX512 followed by
+// pv4x16AVX512 on all 64 keys and all d columns (d a positive multiple of
+// 16): one call for a panel's run of full groups instead of two a group.
+// The locals hold the group's q, acc, m and l and the groups left.
+TEXT ·steps4x64AVX512(SB), NOSPLIT, $40-88
+	MOVQ q+8(FP), AX
+	MOVQ AX, 0(SP)
+	MOVQ acc+72(FP), AX
+	MOVQ AX, 8(SP)
+	MOVQ m+40(FP), AX
+	MOVQ AX, 16(SP)
+	MOVQ l+48(FP), AX
+	MOVQ AX, 24(SP)
+	MOVQ groups+80(FP), AX
+	MOVQ AX, 32(SP)
+
+steps_group:
+	MOVQ s+0(FP), DI
+	MOVQ 0(SP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	SCORES4X64_REGS(steps_sloop, steps_sdone)
+	MOVQ 16(SP), R11
+	MOVQ 24(SP), R12
+	MOVQ alpha+56(FP), R13
+	SOFTMAX4X64
+	MOVQ 8(SP), DI
+	MOVQ s+0(FP), SI
+	MOVQ v+64(FP), DX
+	MOVQ d+24(FP), CX
+	MOVQ $64, BX
+	MOVQ CX, R11
+	MOVQ alpha+56(FP), AX
+	PV4X16(steps_c64, steps_l64, steps_s64, steps_c16, steps_l16, steps_s16, steps_pvdone)
+	MOVQ d+24(FP), CX
+	SHLQ $4, CX
+	ADDQ CX, 0(SP)
+	ADDQ CX, 8(SP)
+	ADDQ $16, 16(SP)
+	ADDQ $16, 24(SP)
+	DECQ 32(SP)
+	JNZ steps_group
 	VZEROUPPER
 	RET
 

@@ -38,6 +38,35 @@ func TestExp32(t *testing.T) {
 	}
 }
 
+// TestExp2_32 measures exp2_32 against math.Exp2 on every 101st float32 in
+// [-126, 128) (the normal-result range; -short: every 1009th) and pins its
+// special cases.
+func TestExp2_32(t *testing.T) {
+	var worst float64
+	step := uint32(101)
+	if testing.Short() {
+		step = 1009
+	}
+	check := func(x float32) {
+		worst = max(worst, ulpError(exp2_32(x), math.Exp2(float64(x))))
+	}
+	for b := math.Float32bits(0); b < math.Float32bits(128); b += step {
+		check(math.Float32frombits(b))
+	}
+	for b := math.Float32bits(0); b <= math.Float32bits(126); b += step {
+		check(-math.Float32frombits(b))
+	}
+	t.Logf("exp2_32: max error %.2f ulp", worst)
+	if worst > 4 {
+		t.Errorf("exp2_32 error %.2f ulp exceeds 4", worst)
+	}
+	inf := float32(math.Inf(1))
+	if exp2_32(-inf) != 0 || exp2_32(inf) != inf || exp2_32(128) != inf || !math.IsNaN(float64(exp2_32(float32(math.NaN())))) ||
+		exp2_32(0) != 1 || exp2_32(-126) != 0x1p-126 || exp2_32(-126.01) != 0 || exp2_32(-3) != 0.125 {
+		t.Error("special cases")
+	}
+}
+
 // TestLog32 measures log32 against math.Log on every 97th positive normal
 // float32 (-short: every 997th) and pins its special cases.
 func TestLog32(t *testing.T) {
@@ -119,26 +148,31 @@ func TestMismatchCatchesBadLanes(t *testing.T) {
 }
 
 // TestExpSumError measures every kernel set's expSum, as an exponential,
-// against math.Exp on every 37th float32 of [-87.3, 0] (-short: every
-// 1009th), the softmax domain, and checks its zero and NaN cases.
+// against math.Exp (math.Exp2 for a base-2 set) on every 37th float32 of its
+// softmax domain, [-87.3, 0] ([-126, 0]; -short: every 1009th), and checks
+// its zero and NaN cases.
 func TestExpSumError(t *testing.T) {
 	step := uint32(37)
 	if testing.Short() {
 		step = 1009
 	}
-	var xs []float32
-	for b := math.Float32bits(0); b < math.Float32bits(87.33); b += step {
-		xs = append(xs, -math.Float32frombits(b))
-	}
-	xs = xs[:len(xs)&^63]
 	for _, ks := range kernelSets {
+		exact, lo := math.Exp, float32(87.33)
+		if ks.base2 {
+			exact, lo = math.Exp2, 126
+		}
+		var xs []float32
+		for b := math.Float32bits(0); b < math.Float32bits(lo); b += step {
+			xs = append(xs, -math.Float32frombits(b))
+		}
+		xs = xs[:len(xs)&^63]
 		var worst float64
 		s := make([]float32, 64)
 		for i := 0; i < len(xs); i += 64 {
 			copy(s, xs[i:i+64])
 			ks.expSum(s, 0)
 			for j, e := range s {
-				worst = max(worst, ulpError(e, math.Exp(float64(xs[i+j]))))
+				worst = max(worst, ulpError(e, exact(float64(xs[i+j]))))
 			}
 		}
 		t.Logf("%s: expSum max error %.2f ulp over %d points", ks.name, worst, len(xs))
@@ -148,12 +182,12 @@ func TestExpSumError(t *testing.T) {
 		nan := float32(math.NaN())
 		inf := float32(math.Inf(1))
 		// Sixteen lanes (a full AVX-512 vector), every one compared; below
-		// exp's normal range (-87.3) the kernels flush to 0.
-		s = []float32{-inf, nan, -87.4, -100, 0, -1e30, 1.5, 2, 2.25, -3, 1, 0.5, -inf, -20, 1.75, -40}
+		// the normal range (-87.3, base 2: -126) the kernels flush to 0.
+		s = []float32{-inf, nan, -lo - 0.1, -130, 0, -1e30, 1.5, 2, 2.25, -3, 1, 0.5, -inf, -20, 1.75, -40}
 		want := make([]float32, len(s))
 		for j, x := range s {
-			if x-2 > -87.3 {
-				want[j] = float32(math.Exp(float64(x) - 2))
+			if x-2 > -lo {
+				want[j] = float32(exact(float64(x) - 2))
 			}
 		}
 		want[1] = nan
@@ -310,7 +344,8 @@ func TestKernels(t *testing.T) {
 					continue
 				}
 				wantRow := append([]float32(nil), row...)
-				wantSum := expSumGo(wantRow, m)
+				_, expSumRef := refExp(ks.base2)
+				wantSum := expSumRef(wantRow, m)
 				sum := ks.expSum(row, m)
 				if j := firstMismatch(row, wantRow, 4); j >= 0 {
 					t.Fatalf("expSum n=%d: e[%d] = %v, want %v", n, j, row[j], wantRow[j])
@@ -375,7 +410,7 @@ func TestScoresSoftmax4(t *testing.T) {
 			ws, wm, wl := make([]float32, 4*panel), append([]float32(nil), m...), append([]float32(nil), l...)
 			var wa, a [8]float32
 			ks.scores4(ws, q, kt, d, scale)
-			softmax4Go(ws, wm, wl, &wa)
+			softmax4Go(ws, wm, wl, &wa, ks.base2)
 			ks.scoresSoftmax4(s, q, kt, d, scale, m, l, &a)
 			for r := range 4 {
 				if wl[r] != wl[r] {
@@ -402,6 +437,55 @@ func TestScoresSoftmax4(t *testing.T) {
 			for _, ok := range []func() error{qok, ktok, sok} {
 				if err := ok(); err != nil {
 					t.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// TestSteps4 holds every set's steps4 to its own scoresSoftmax4 and pv4
+// called group by group (steps4 in reference_test.go), bit for bit: random
+// group counts and head dims (multiples of 16 and not), running maxima
+// finite or -Inf, guard regions around every slice.
+func TestSteps4(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 7))
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	dims := []int{8, 16, 40, 64, 96, 128}
+	for _, ks := range kernelSets {
+		if ks.steps4 == nil {
+			continue
+		}
+		for trial := 0; trial < 200; trial++ {
+			d, groups := dims[rng.IntN(len(dims))], 1+rng.IntN(16)
+			rows := 4 * groups
+			q, qok := guarded(rng, rows*d, normal)
+			kt, ktok := guarded(rng, d*panel, normal)
+			v, vok := guarded(rng, panel*d, normal)
+			s, sok := guarded(rng, 4*panel, normal)
+			acc, accok := guarded(rng, rows*d, normal)
+			m, mok := guarded(rng, rows, func(int) float32 { return float32(4 * rng.NormFloat64()) })
+			l, lok := guarded(rng, rows, func(int) float32 { return float32(50 * rng.Float64()) })
+			for r := range rows {
+				if rng.IntN(4) == 0 {
+					m[r], l[r] = float32(math.Inf(-1)), 0
+				}
+			}
+			scale := float32(1 / math.Sqrt(float64(d)))
+			ws, wacc := append([]float32(nil), s...), append([]float32(nil), acc...)
+			wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
+			var a, wa [8]float32
+			steps4(ks, ws, q, kt, v, wacc, d, scale, wm, wl, &wa, groups)
+			ks.steps4(s, q, kt, v, acc, d, scale, m, l, &a, groups)
+			for name, pair := range map[string][2][]float32{"acc": {acc, wacc}, "m": {m, wm}, "l": {l, wl}, "weights": {s, ws}} {
+				if j := firstMismatch(pair[0], pair[1], 0); j >= 0 {
+					t.Fatalf("%s d=%d groups=%d: %s[%d] = %v, want %v", ks.name, d, groups, name, j, pair[0][j], pair[1][j])
+				}
+			}
+			for _, ok := range []func() error{qok, ktok, vok, sok, accok, mok, lok} {
+				if err := ok(); err != nil {
+					t.Fatalf("%s d=%d groups=%d: %v", ks.name, d, groups, err)
 				}
 			}
 		}

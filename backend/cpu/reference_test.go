@@ -4,20 +4,31 @@ package cpu
 // whose production counterparts take another form (the Go kernel set keeps
 // row panels; the fused softmax has no Go counterpart in production).
 
-// softmax4Go is softmax4 through rowMaxGo and expSumGo: the reference for
-// the fused assembly.
-func softmax4Go(s, m, l []float32, alpha *[8]float32) {
+// softmax4Go is softmax4 through rowMaxGo and expSumGo, or in base 2
+// (kernelSet.base2) exp2_32 and expSum2Go: the reference for the fused
+// assembly.
+func softmax4Go(s, m, l []float32, alpha *[8]float32, base2 bool) {
+	exp, expSum := refExp(base2)
 	for r := range 4 {
 		row := s[r*panel : (r+1)*panel]
 		mNew := max(m[r], rowMaxGo(row))
 		a := float32(1)
 		if l[r] != 0 || m[r] != m[r] {
-			a = exp32(m[r] - mNew)
+			a = exp(m[r] - mNew)
 		}
 		alpha[r] = a
-		l[r] = l[r]*a + expSumGo(row, mNew)
+		l[r] = l[r]*a + expSum(row, mNew)
 		m[r] = mNew
 	}
+}
+
+// refExp returns the Go exponential and expSum of a kernel set's base:
+// exp2_32 and expSum2Go where base2, else exp32 and expSumGo.
+func refExp(base2 bool) (func(float32) float32, func([]float32, float32) float32) {
+	if base2 {
+		return exp2_32, expSum2Go
+	}
+	return exp32, expSumGo
 }
 
 // scores4Go is scores4 in Go on a transposed panel, the reference for the
@@ -50,3 +61,13 @@ func scores4Go(s, q, kt []float32, d int, scale float32) {
 
 // transposePanel is transposePanelGo over all n keys.
 func transposePanel(kt, k []float32, d, n int) { transposePanelGo(kt, k, d, n, 0) }
+
+// steps4 runs groups full steps of four rows against one full key panel
+// with ks's scoresSoftmax4 and pv4: the reference for kernelSet.steps4.
+func steps4(ks *kernelSet, s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int) {
+	for g := range groups {
+		r := 4 * g
+		ks.scoresSoftmax4(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha)
+		ks.pv4(acc[r*d:(r+4)*d], s, v, d, panel, (*[4]float32)(alpha[:4]))
+	}
+}

@@ -1,59 +1,44 @@
 // The AVX-512 softmax pieces shared by kernels_amd64.s and amx_amd64.s. Its
 // data are file-local (<>), so each including file has its own copy.
 
-// The AVX-512 exponential (exp32's algorithm, n rounded to nearest even),
-// shared by expSum16AVX512 and scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts its constants in Z21-Z30:
-// Z30 log2e, Z29/Z28 ln2 in two parts, Z27 1.5·2^23 (rounds to an integer
-// when added), Z26..Z23 the Taylor coefficients 1/120..1/2, Z22 one, Z21
-// -87.33654 (the smallest x with a normal e^x). EXP16 loads 1/720 and
-// 1.5·2^23 from memory (a load port is free where an ALU port is not).
-DATA exp16c<>+0(SB)/4, $0x3fb8aa3b
-DATA exp16c<>+4(SB)/4, $0x3f318000
-DATA exp16c<>+8(SB)/4, $0xb95e8083
-DATA exp16c<>+12(SB)/4, $0x3ab60b61
-DATA exp16c<>+16(SB)/4, $0x3c088889
-DATA exp16c<>+20(SB)/4, $0x3d2aaaab
-DATA exp16c<>+24(SB)/4, $0x3e2aaaab
-DATA exp16c<>+28(SB)/4, $0x3f000000
-DATA exp16c<>+32(SB)/4, $0x3f800000
-DATA exp16c<>+36(SB)/4, $0xc2aeac4f
-DATA exp16c<>+40(SB)/4, $0x4b400000
-GLOBL exp16c<>(SB), RODATA|NOPTR, $44
+// The AVX-512 exponential of the base-2 sets (exp2_32's algorithm),
+// shared by expSum16AVX512 and scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts
+// its constants in Z21-Z26: Z21 -126 (the smallest x with a normal 2^x), Z22
+// one, Z23..Z26 the coefficients c1..c4 of exp2_32's polynomial. EXP16 loads
+// c5 from memory (a load port is free where an ALU port is not).
+DATA exp16c<>+0(SB)/4, $0xc2fc0000
+DATA exp16c<>+4(SB)/4, $0x3f800000
+DATA exp16c<>+8(SB)/4, $0x3f31725d
+DATA exp16c<>+12(SB)/4, $0x3e75edab
+DATA exp16c<>+16(SB)/4, $0x3d648e77
+DATA exp16c<>+20(SB)/4, $0x3c13bc13
+DATA exp16c<>+24(SB)/4, $0x3af4bad5
+GLOBL exp16c<>(SB), RODATA|NOPTR, $28
 
 #define EXP16_CONSTANTS \
-	VBROADCASTSS exp16c<>+0(SB), Z30; \
-	VBROADCASTSS exp16c<>+4(SB), Z29; \
-	VBROADCASTSS exp16c<>+8(SB), Z28; \
-	VBROADCASTSS exp16c<>+40(SB), Z27; \
-	VBROADCASTSS exp16c<>+16(SB), Z26; \
-	VBROADCASTSS exp16c<>+20(SB), Z25; \
-	VBROADCASTSS exp16c<>+24(SB), Z24; \
-	VBROADCASTSS exp16c<>+28(SB), Z23; \
-	VBROADCASTSS exp16c<>+32(SB), Z22; \
-	VBROADCASTSS exp16c<>+36(SB), Z21
+	VBROADCASTSS exp16c<>+0(SB), Z21; \
+	VBROADCASTSS exp16c<>+4(SB), Z22; \
+	VBROADCASTSS exp16c<>+8(SB), Z23; \
+	VBROADCASTSS exp16c<>+12(SB), Z24; \
+	VBROADCASTSS exp16c<>+16(SB), Z25; \
+	VBROADCASTSS exp16c<>+20(SB), Z26
 
-// EXP16(x, t1, t2, k) sets x = e^x in 16 lanes (x <= 0 or NaN; the softmax
-// domain): n = x*log2e rounded to nearest (even) by adding and subtracting
-// 1.5·2^23; r = x - n*ln2hi - n*ln2lo; e^r by the degree-6 Taylor
-// polynomial in Horner form with fused multiply-adds; times 2^n by
-// VSCALEFPS, whose zeroing mask turns lanes with x < -87.33654 (or -Inf) to
-// 0; NaN stays NaN. Twelve ALU operations and two loads; x is used for r,
-// and t1, t2 and the mask register k are clobbered.
+// EXP16(x, t1, t2, k) sets x = 2^x in 16 lanes (x <= 0 or NaN; the softmax
+// domain): f = x - floor(x) by VREDUCEPS (imm 9: round down, no precision
+// exception), 2^f by exp2_32's degree-5 polynomial in Horner form with
+// fused multiply-adds, times 2^floor(x) by VSCALEFPS, whose zeroing mask
+// turns lanes with x < -126 (or -Inf) to 0; NaN stays NaN. Eight ALU
+// operations and one load; t1, t2 and the mask register k are clobbered.
 #define EXP16(x, t1, t2, k) \
 	VCMPPS $5, Z21, x, k; \
-	VBROADCASTSS exp16c<>+40(SB), t1; \
-	VFMADD231PS Z30, x, t1; \
-	VSUBPS Z27, t1, t1; \
-	VFNMADD231PS Z29, t1, x; \
-	VFNMADD231PS Z28, t1, x; \
-	VBROADCASTSS exp16c<>+12(SB), t2; \
-	VFMADD213PS Z26, x, t2; \
-	VFMADD213PS Z25, x, t2; \
-	VFMADD213PS Z24, x, t2; \
-	VFMADD213PS Z23, x, t2; \
-	VFMADD213PS Z22, x, t2; \
-	VFMADD213PS Z22, x, t2; \
-	VSCALEFPS.Z t1, t2, k, x
+	VREDUCEPS $9, x, t1; \
+	VBROADCASTSS exp16c<>+24(SB), t2; \
+	VFMADD213PS Z26, t1, t2; \
+	VFMADD213PS Z25, t1, t2; \
+	VFMADD213PS Z24, t1, t2; \
+	VFMADD213PS Z23, t1, t2; \
+	VFMADD213PS Z22, t1, t2; \
+	VSCALEFPS.Z x, t2, k, x
 
 // quarterIdx spreads lanes 0-3 over the four 128-bit quarters of a vector
 // (VPERMPS); compactIdx gathers lane 0 of each quarter into lanes 0-3.
