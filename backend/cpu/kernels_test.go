@@ -10,24 +10,29 @@ import (
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// TestExp32 measures exp32 against math.Exp on every 101st float32 in
-// [-87.3, 88.7] (the normal-result range; -short: every 1009th) and pins
-// its special cases.
-func TestExp32(t *testing.T) {
+// expError returns the largest error in ulps of f against exact on every
+// 101st float32 of [-neg, pos] (-short: every 1009th), pos excluded.
+func expError(f func(float32) float32, exact func(float64) float64, neg, pos float32) float64 {
 	var worst float64
 	step := uint32(101)
 	if testing.Short() {
 		step = 1009
 	}
-	check := func(x float32) {
-		worst = max(worst, ulpError(exp32(x), math.Exp(float64(x))))
+	for b := math.Float32bits(0); b < math.Float32bits(pos); b += step {
+		x := math.Float32frombits(b)
+		worst = max(worst, ulpError(f(x), exact(float64(x))))
 	}
-	for b := math.Float32bits(0); b < math.Float32bits(88.72); b += step {
-		check(math.Float32frombits(b))
+	for b := math.Float32bits(0); b <= math.Float32bits(neg); b += step {
+		x := -math.Float32frombits(b)
+		worst = max(worst, ulpError(f(x), exact(float64(x))))
 	}
-	for b := math.Float32bits(0); b < math.Float32bits(87.33); b += step {
-		check(-math.Float32frombits(b))
-	}
+	return worst
+}
+
+// TestExp32 measures exp32 against math.Exp on [-87.33, 88.72) (the
+// normal-result range) and pins its special cases.
+func TestExp32(t *testing.T) {
+	worst := expError(exp32, math.Exp, 87.33, 88.72)
 	t.Logf("exp32: max error %.2f ulp", worst)
 	if worst > 4 {
 		t.Errorf("exp32 error %.2f ulp exceeds 4", worst)
@@ -38,24 +43,10 @@ func TestExp32(t *testing.T) {
 	}
 }
 
-// TestExp2_32 measures exp2_32 against math.Exp2 on every 101st float32 in
-// [-126, 128) (the normal-result range; -short: every 1009th) and pins its
-// special cases.
+// TestExp2_32 measures exp2_32 against math.Exp2 on [-126, 128) (the
+// normal-result range) and pins its special cases.
 func TestExp2_32(t *testing.T) {
-	var worst float64
-	step := uint32(101)
-	if testing.Short() {
-		step = 1009
-	}
-	check := func(x float32) {
-		worst = max(worst, ulpError(exp2_32(x), math.Exp2(float64(x))))
-	}
-	for b := math.Float32bits(0); b < math.Float32bits(128); b += step {
-		check(math.Float32frombits(b))
-	}
-	for b := math.Float32bits(0); b <= math.Float32bits(126); b += step {
-		check(-math.Float32frombits(b))
-	}
+	worst := expError(exp2_32, math.Exp2, 126, 128)
 	t.Logf("exp2_32: max error %.2f ulp", worst)
 	if worst > 4 {
 		t.Errorf("exp2_32 error %.2f ulp exceeds 4", worst)
