@@ -81,7 +81,7 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VPERMILPS $0xb1, r0, t2; \
 	OP t2, r0, r0
 
-// ROWEXP(a, b, c, d, sel, soff) sets the row in a-d to e^(x - mNew), mNew
+// ROWEXP(a, b, c, d, sel, soff) sets the row in a-d to 2^(x - mNew), mNew
 // the quarter sel of Z19, stores it at soff(DI) and leaves its sum over
 // pairs (a+b)+(c+d) in a. It clobbers Z16, Z17, Z20, Z31 and K1.
 #define ROWEXP(a, b, c, d, sel, soff) \
@@ -122,17 +122,17 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VMULPS 896(DI), Z20, Z14; \
 	VMULPS 960(DI), Z20, Z15
 
-// SOFTMAX4X64 is the online-softmax step of scoresSoftmax4x64AVX512 on four
-// rows of scaled scores in Z0-Z15 (row r in Z4r..Z4r+3), with DI the
+// SOFTMAX4X64 is the base-2 online-softmax step of scoresSoftmax4x64AVX512 on four
+// rows of scaled scores (times log2e: kernelSet.base2) in Z0-Z15 (row r in Z4r..Z4r+3), with DI the
 // weights' rows, R11 m, R12 l and R13 alpha. In order:
 //   - row maxima: each row's four vectors, then the four rows together into
 //     the quarters of Z16 (VMAXPS drops a NaN in its first operand; a row
 //     with a NaN gets NaN exponentials and sum below all the same);
 //   - in quarters: mOld (Z17), l (Z18), mNew = max(mOld, row max) (Z19);
-//     alpha = e^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else
-//     e^0 = 1 (Z20), NaN where mOld is; m = mNew, alpha[0:4] stored and
+//     alpha = 2^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else
+//     2^0 = 1 (Z20), NaN where mOld is; m = mNew, alpha[0:4] stored and
 //     l·alpha kept;
-//   - each row: e^(s-mNew) into s (ROWEXP), then the four sums into
+//   - each row: 2^(s-mNew) into s (ROWEXP), then the four sums into
 //     quarters, and l = l·alpha + sum.
 #define SOFTMAX4X64 \
 	EXP16_CONSTANTS; \
