@@ -328,9 +328,9 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 // loop), AMX_DIAG_NOSPLIT (no weights' split), AMX_DIAG_NOPV (no P·V
 // products).
 #ifdef AMX_DIAG_NOSOFTMAX
-#define SOFTMAX64
+#define SOFTMAX64(slow, rows)
 #else
-#define SOFTMAX64 SOFTMAX4X64
+#define SOFTMAX64(slow, rows) SOFTMAX4X64(slow, rows)
 #endif
 #ifdef AMX_DIAG_NOPV
 #define PV64(steps)
@@ -356,9 +356,9 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	ADDQ $64, DI; \
 	TILESTORE_DI_AX(3)
 
-// SMCHUNK(c) runs the softmax step (SOFTMAX4X64) on rows 4c..4c+3 of the
-// scores.
-#define SMCHUNK(c) \
+// SMCHUNK(c, slow, rows) runs the softmax step (SOFTMAX4X64, whose labels
+// slow and rows name) on rows 4c..4c+3 of the scores.
+#define SMCHUNK(c, slow, rows) \
 	MOVQ 32(R8), DI; \
 	ADDQ $(1024*(c)), DI; \
 	MOVQ 56(R8), R11; \
@@ -369,7 +369,7 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	ADDQ $(16*(c)), R13; \
 	VBROADCASTSS 88(R8), Z20; \
 	LOADSCALED4X64; \
-	SOFTMAX64
+	SOFTMAX64(slow, rows)
 
 // func amxAttend64(a *amxGroupArgs)
 // Equals amxStep on each of a.panels consecutive key panels in turn (D 64,
@@ -408,13 +408,13 @@ attend64_last:
 	MOVQ 0(R8), SI
 	TILEZERO4
 	QK64(STEPS64_A)
-	SMCHUNK(0)
+	SMCHUNK(0, attend64_slow0, attend64_rows0)
 	QK64(STEPS64_B)
-	SMCHUNK(1)
+	SMCHUNK(1, attend64_slow1, attend64_rows1)
 	QK64(STEPS64_C)
-	SMCHUNK(2)
+	SMCHUNK(2, attend64_slow2, attend64_rows2)
 	QK64(STEPS64_D)
-	SMCHUNK(3)
+	SMCHUNK(3, attend64_slow3, attend64_rows3)
 
 	// The weights' parts: 16 rows of two 32-key chunks.
 #ifndef AMX_DIAG_NOSPLIT

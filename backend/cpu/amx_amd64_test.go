@@ -175,23 +175,13 @@ func TestAMXSoftmax4(t *testing.T) {
 			ws[i] = s[i] * scale
 		}
 		wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
+		mOld := append([]float32(nil), m...)
 		var wa [8]float32
 		softmax4Go(ws, wm, wl, &wa, amxKernels.base2)
 		alpha := make([]float32, 8)
 		softmax4AVX512(s, scale, m, l, alpha)
-		for r := range 4 {
-			if wl[r] != wl[r] {
-				if l[r] == l[r] {
-					t.Fatalf("trial %d: l[%d] = %v, want NaN", trial, r, l[r])
-				}
-				continue
-			}
-			if m[r] != wm[r] || ulpError(alpha[r], float64(wa[r])) > 4 || !close(l[r], wl[r], panel, float64(wl[r])*4) {
-				t.Fatalf("trial %d row %d: m %v l %v alpha %v, want %v %v %v", trial, r, m[r], l[r], alpha[r], wm[r], wl[r], wa[r])
-			}
-			if j := firstMismatch(s[r*panel:(r+1)*panel], ws[r*panel:(r+1)*panel], 4); j >= 0 {
-				t.Fatalf("trial %d: e[%d][%d] = %v, want %v", trial, r, j, s[r*panel+j], ws[r*panel+j])
-			}
+		if msg := softmax4Mismatch(s, m, l, alpha, ws, wm, wl, wa[:], mOld); msg != "" {
+			t.Fatalf("trial %d: %s", trial, msg)
 		}
 		if err := sOK(); err != nil {
 			t.Fatal(err)

@@ -272,6 +272,7 @@ type scratch struct {
 	group   amxGroup  // amxGroups' argument (here, not on the heap)
 	acc     []float32 // query rows × D running output
 	m, l    []float32 // running max and sum per query row
+	f       []float32 // per query row: the output's factor (attendRows)
 	// alpha: the rescale factors of one group of four rows, padded to one
 	// AVX2 vector (here, not on the stack: the kernels take its address
 	// through a function value).
@@ -296,6 +297,7 @@ func (c *call) getScratch() *scratch {
 	}
 	sc.m = freelist.Grow(sc.m, rows)
 	sc.l = freelist.Grow(sc.l, rows)
+	sc.f = freelist.Grow(sc.f, rows)
 	return sc
 }
 
@@ -459,8 +461,9 @@ func (c *call) block(sc *scratch, it int) {
 	}
 	v := c.values()[vOff : vOff+p.Sk*D]
 
-	c.attendRows(sc, q, rowsN, scoreScale, outScale, blockRows{
-		outBuf: p.Out, lseBuf: p.LSE,
+	_, _, rowStride := p.Layout.Strides(p.Hq, p.Sq, D)
+	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, blockRows{
+		lseBuf: p.LSE, outStride: rowStride,
 		visible: func(r int) int { return p.VisibleKeys(p.Mask, i0+r) },
 		out: func(r int) int {
 			if p.Layout != backend.BHSD {
@@ -473,12 +476,14 @@ func (c *call) block(sc *scratch, it int) {
 }
 
 // blockRows says, for row r of a block, how many keys it sees and where its
-// output and log-sum-exp go: outBuf[out(r):][:D] and lseBuf[lse(r)] (no
-// log-sum-exp where lseBuf is nil).
+// output and log-sum-exp go: attendRows's outBuf[out(r):][:D] and
+// lseBuf[lse(r)] (no log-sum-exp where lseBuf is nil). Where outStride > 0,
+// out(r) is out(0) + r·outStride for every row.
 type blockRows struct {
-	visible        func(r int) int
-	out, lse       func(r int) int
-	outBuf, lseBuf []float32
+	visible   func(r int) int
+	out, lse  func(r int) int
+	lseBuf    []float32
+	outStride int
 }
 
 // keyPanels is the range of key panels [kb0, kb1) a block runs over, and
@@ -497,7 +502,7 @@ type keyPanels struct {
 // (keys kp.kb0·panel .. kp.kb1·panel-1, those a row sees) and writes each
 // row's output (scaled by outScale) and log-sum-exp; a row that sees no key
 // of the range gets zeros and -Inf.
-func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, br blockRows, kp keyPanels) {
+func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, outBuf []float32, br blockRows, kp keyPanels) {
 	ks, D := c.ks, c.d
 	if ks.base2 {
 		// The softmax in base 2: scores times log2e (kernelSet.base2).
@@ -614,15 +619,32 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
 	}
 	seen := kp.kb0*panel + 1 // the keys a row must see to have an output
-	for r := 0; r < rowsN; r++ {
-		o := br.out(r)
-		or, ar := br.outBuf[o:o+D], acc[r*D:(r+1)*D]
-		if br.visible(r) < seen {
-			clear(or)
-			continue
+	if br.outStride > 0 {
+		// Every row's output at once: a row that sees no key has acc 0,
+		// and a factor 0 makes it 0.
+		f := sc.f[:rowsN]
+		for r := range f {
+			f[r] = 0
+			if br.visible(r) >= seen {
+				f[r] = outScale / l[r]
+			}
 		}
-		ks.pv1(ar, nil, nil, D, 0, outScale/l[r]) // ar·(outScale/l), in place
-		copy(or, ar)
+		scale := ks.scaleRows
+		if scale == nil {
+			scale = scaleRowsGo
+		}
+		scale(outBuf[br.out(0):], br.outStride, acc, D, f)
+	} else {
+		for r := 0; r < rowsN; r++ {
+			o := br.out(r)
+			or, ar := outBuf[o:o+D], acc[r*D:(r+1)*D]
+			if br.visible(r) < seen {
+				clear(or)
+				continue
+			}
+			ks.pv1(ar, nil, nil, D, 0, outScale/l[r]) // ar·(outScale/l), in place
+			copy(or, ar)
+		}
 	}
 	if br.lseBuf == nil {
 		return
@@ -739,8 +761,8 @@ func (c *call) packedBlock(sc *scratch, it int) {
 		scoreScale = float32(float64(p.Scale) * float64(p.KScale[kvh]))
 		outScale = p.VScale[kvh]
 	}
-	c.attendRows(sc, q, rowsN, scoreScale, outScale, blockRows{
-		outBuf: p.Out, lseBuf: p.LSE,
+	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, blockRows{
+		lseBuf:  p.LSE,
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(p.Mask, i) },
 		out: func(r int) int {
 			h, i := head(r)

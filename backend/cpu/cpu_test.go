@@ -120,6 +120,54 @@ func dequantize(c []fp8.E4M3, scales []float32, p *backend.Problem, heads, seq i
 	return v
 }
 
+// TestRisingScores holds every kernel set to the oracle where each row's
+// scores rise by about 150 from its first key to its last, 32 a panel:
+// the running maximum must move (a base2 set's lazy rescale keeps it only
+// within lazyTau), or the later weights overflow float32.
+func TestRisingScores(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 22))
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 300, D: 64}
+	in := sdpatest.RandomInputs(rng, s, 1)
+	// Along u = (1, ..., 1)/8: q rows 8u plus noise, key j 0.5·j·u plus
+	// noise, so that at scale 1/8 score j is about 0.5·j.
+	for h := range s.Hq {
+		for i := range s.Sq {
+			row := in.Q[(h*s.Sq+i)*s.D:][:s.D]
+			for c := range row {
+				row[c] = 0.5*row[c] + 1
+			}
+		}
+		for j := range s.Sk {
+			row := in.K[(h*s.Sk+j)*s.D:][:s.D]
+			for c := range row {
+				row[c] = 0.5*row[c] + 0.5*float32(j)/8
+			}
+		}
+	}
+	for _, isa := range cpu.ISAs() {
+		be, err := cpu.NewISA(2, isa)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, out, lse := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP32)
+		if err := be.Attention(p); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(out.Check("output"), lse.Check("LSE")); err != nil {
+			t.Fatalf("%s: %v", isa, err)
+		}
+		wantOut, wantLSE := oracle.Naive(p)
+		if st := sdpatest.Compare(p.Out, wantOut, sdpatest.FP32Tolerance(p)); st.Beyond > 0 {
+			t.Errorf("%s: output: %d of %d beyond tolerance, first at %d: got %v want %v", isa, st.Beyond, st.N, st.FirstBad, p.Out[st.FirstBad], wantOut[st.FirstBad])
+		}
+		if st := sdpatest.Compare(p.LSE, wantLSE, sdpatest.LSETolerance(p)); st.Beyond > 0 {
+			t.Errorf("%s: LSE: %d of %d beyond tolerance, first at %d: got %v want %v", isa, st.Beyond, st.N, st.FirstBad, p.LSE[st.FirstBad], wantLSE[st.FirstBad])
+		}
+	}
+}
+
 // TestHugeScale: a scale whose base-2 form (scale·log2e, kernelSet.base2)
 // overflows float32, with inputs small enough that the scores are finite.
 // Every kernel set must match the oracle; a base-2 set that kept the

@@ -40,11 +40,15 @@ type kernelSet struct {
 	// each row r, with mNew = max(m[r], rowMax(row r)), alpha[r] =
 	// e^(m[r]-mNew) where l[r] != 0 or m[r] is NaN (else 1); row r =
 	// e^(row r - mNew); l[r] = l[r]·alpha[r] + its sum; m[r] = mNew (2^
-	// for e^ in a base2 set).
+	// for e^ in a base2 set). A base2 set rescales lazily: where all four
+	// rows have l[r] != 0 and a row maximum no more than lazyTau above
+	// m[r], m stays, alpha is 1 and l[r] = l[r] + the row's sum (weights
+	// then reach 2^lazyTau at most).
 	// alpha[4:8] is scratch. A NaN score, or an old maximum that is NaN,
 	// makes l[r] NaN (and with it the row's output and log-sum-exp), as
 	// it does in the step it replaces; m[r], alpha[r] and the row's
-	// weights need not then be NaN too. attendRows does the same with
+	// weights need not then be NaN too, and in a base2 set the other rows
+	// may take either rescale (their weights, m and l agree all the same). attendRows does the same with
 	// scores4, rowMax and expSum when it is nil.
 	scoresSoftmax4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32)
 	// steps4, if not nil, is the full steps of groups groups of four rows
@@ -52,6 +56,10 @@ type kernelSet struct {
 	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,
 	// m and l hold the groups' rows in turn), in one call.
 	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int)
+	// scaleRows, if not nil, sets dst[r*stride+c] = f[r]·src[r*d+c] for rows
+	// r < len(f) and c < d: the rows' outputs from their accumulators, in
+	// one call (scaleRowsGo where nil).
+	scaleRows func(dst []float32, stride int, src []float32, d int, f []float32)
 	// transpose builds a key panel from the n <= panel key rows of k (row
 	// length d), keys n <= j < panel zero: transposed (kt[i*panel+j] =
 	// k[j*d+i], transposePanel), or, where rowPanels is set, as rows.
@@ -70,6 +78,14 @@ type kernelSet struct {
 	natural *kernelSet
 }
 
+// lazyTau is how far (in base 2) a row maximum may rise above the running
+// maximum m before a base2 set's scoresSoftmax4 moves m and rescales: as
+// FlashAttention-4 does, most steps of a long row then skip the rescale
+// factors and P·V's rescale of the accumulators. Weights are then at most
+// 2^lazyTau, which leaves float32's relative precision as it is. The
+// assembly holds the same value (softmax_amd64.h, lazyTau<>).
+const lazyTau = 8
+
 // goKernels are the portable kernels, always built.
 var goKernels = kernelSet{
 	name:      "go",
@@ -80,6 +96,16 @@ var goKernels = kernelSet{
 	expSum:    expSumGo,
 	transpose: rowPanel,
 	rowPanels: true,
+}
+
+// scaleRowsGo is kernelSet.scaleRows in Go.
+func scaleRowsGo(dst []float32, stride int, src []float32, d int, f []float32) {
+	for r, fr := range f {
+		o, a := dst[r*stride:r*stride+d], src[r*d:(r+1)*d]
+		for c, x := range a {
+			o[c] = x * fr
+		}
+	}
 }
 
 // rowPanel is the Go set's panel: the n key rows as they are, then zero

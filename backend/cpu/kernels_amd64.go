@@ -51,7 +51,8 @@ var avx512Kernels = kernelSet{
 	expSum:         expSumAVX512,
 	scoresSoftmax4: scoresSoftmax4AVX512,
 	steps4:         steps4AVX512,
-	transpose:      transposePanelAVX2,
+	scaleRows:      scaleRowsAVX512,
+	transpose:      transposePanelAVX512,
 	base2:          true,
 	natural:        &avx2Kernels,
 }
@@ -279,6 +280,45 @@ func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float
 //
 //go:noescape
 func transpose8x8AVX2(dst *float32, ldDst int, src *float32, ldSrc int)
+
+// scaleRows16AVX512 is scaleRowsGo on rows > 0 rows (strides in floats).
+//
+//go:noescape
+func scaleRows16AVX512(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+
+// scaleRowsAVX512 is kernelSet.scaleRows in one assembly call.
+func scaleRowsAVX512(dst []float32, stride int, src []float32, d int, f []float32) {
+	rows := len(f)
+	if rows == 0 || d <= 0 {
+		return
+	}
+	_, _ = dst[(rows-1)*stride+d-1], src[rows*d-1]
+	scaleRows16AVX512(&dst[0], stride, &src[0], d, &f[0], rows)
+}
+
+// transpose16AVX512 is transposePanelGo's blocks of 16 keys × 16 dims for
+// the first 16·keyBlocks keys and 16·dimBlocks dims, in one call.
+//
+//go:noescape
+func transpose16AVX512(kt, k *float32, d, keyBlocks, dimBlocks int)
+
+// transposePanelAVX512 is transposePanelGo with the whole 16×16 blocks in
+// one assembly call (transpose16AVX512), then the dims after the last
+// whole block of 16 and the keys after the last whole block in Go.
+func transposePanelAVX512(kt, k []float32, d, n int) {
+	kt, k = kt[:d*panel], k[:n*d]
+	n16, d16 := n&^15, d&^15
+	if n16 > 0 && d16 > 0 {
+		_, _ = k[(n16-1)*d+d16-1], kt[(d16-1)*panel+n16-1]
+		transpose16AVX512(&kt[0], &k[0], d, n16/16, d16/16)
+	}
+	for i := d16; i < d; i++ {
+		for j := range n16 {
+			kt[i*panel+j] = k[j*d+i]
+		}
+	}
+	transposePanelGo(kt, k[n16*d:], d, n, n16)
+}
 
 // transposePanelAVX2 is transposePanelGo with the whole 8x8 blocks in
 // assembly.

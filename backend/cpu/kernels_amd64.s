@@ -87,21 +87,25 @@ s4avx2_store:
 	VZEROUPPER
 	RET
 
-// SCORES4X64(loop, done) is the body of scores4x64AVX512 up to its stores:
+// SCORES4X64(pairs, loop, done) is the body of scores4x64AVX512 up to its stores:
 // the sixteen accumulators Z0-Z15 (row r's 64 keys in Z4r..Z4r+3) of the
 // four q rows against the kt panel, times scale (arguments s, q, kt, d,
-// scale at 0-32(FP)); loop and done name its labels. It clobbers Z16-Z23,
-// CX, DX, SI and R8-R10, and leaves s in DI.
-#define SCORES4X64(loop, done) \
+// scale at 0-32(FP)); pairs, loop and done name its labels. It clobbers
+// Z16-Z23, CX, DX, SI and R8-R10, and leaves s in DI.
+#define SCORES4X64(pairs, loop, done) \
 	MOVQ s+0(FP), DI; \
 	MOVQ q+8(FP), SI; \
 	MOVQ kt+16(FP), DX; \
 	MOVQ d+24(FP), CX; \
-	SCORES4X64_REGS(loop, done)
+	SCORES4X64_REGS(pairs, loop, done)
 
-// SCORES4X64_REGS(loop, done) is SCORES4X64 with q in SI, kt in DX and d in
-// CX already (scale still at scale+32(FP)).
-#define SCORES4X64_REGS(loop, done) \
+// SCORES4X64_REGS(pairs, loop, done) is SCORES4X64 with q in SI, kt in DX and
+// d in CX already (scale still at scale+32(FP)). An odd d's first column
+// runs alone; the rest run two a trip, the four q rows addressed from their
+// ends by one negative index (CX, bytes), so that a trip of 32 multiply-adds
+// carries three scalar operations (not the twelve of two one-column trips)
+// to compete for the FMA ports.
+#define SCORES4X64_REGS(pairs, loop, done) \
 	LEAQ (SI)(CX*4), R8; \
 	LEAQ (R8)(CX*4), R9; \
 	LEAQ (R9)(CX*4), R10; \
@@ -123,8 +127,9 @@ s4avx2_store:
 	VPXORD Z15, Z15, Z15; \
 	TESTQ CX, CX; \
 	JZ done; \
-loop: \
-	VMOVUPS (DX), Z16; \
+	TESTQ $1, CX; \
+	JZ pairs; \
+	VMOVUPS 0(DX), Z16; \
 	VMOVUPS 64(DX), Z17; \
 	VMOVUPS 128(DX), Z18; \
 	VMOVUPS 192(DX), Z19; \
@@ -154,6 +159,65 @@ loop: \
 	ADDQ $4, R9; \
 	ADDQ $4, R10; \
 	DECQ CX; \
+	JZ done; \
+pairs: \
+	LEAQ (SI)(CX*4), SI; \
+	LEAQ (R8)(CX*4), R8; \
+	LEAQ (R9)(CX*4), R9; \
+	LEAQ (R10)(CX*4), R10; \
+	SHLQ $2, CX; \
+	NEGQ CX; \
+loop: \
+	VMOVUPS 0(DX), Z16; \
+	VMOVUPS 64(DX), Z17; \
+	VMOVUPS 128(DX), Z18; \
+	VMOVUPS 192(DX), Z19; \
+	VBROADCASTSS (SI)(CX*1), Z20; \
+	VBROADCASTSS (R8)(CX*1), Z21; \
+	VBROADCASTSS (R9)(CX*1), Z22; \
+	VBROADCASTSS (R10)(CX*1), Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z19, Z20, Z3; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z19, Z21, Z7; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z18, Z22, Z10; \
+	VFMADD231PS Z19, Z22, Z11; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13; \
+	VFMADD231PS Z18, Z23, Z14; \
+	VFMADD231PS Z19, Z23, Z15; \
+	VMOVUPS 256(DX), Z16; \
+	VMOVUPS 320(DX), Z17; \
+	VMOVUPS 384(DX), Z18; \
+	VMOVUPS 448(DX), Z19; \
+	VBROADCASTSS 4(SI)(CX*1), Z20; \
+	VBROADCASTSS 4(R8)(CX*1), Z21; \
+	VBROADCASTSS 4(R9)(CX*1), Z22; \
+	VBROADCASTSS 4(R10)(CX*1), Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z19, Z20, Z3; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z19, Z21, Z7; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z18, Z22, Z10; \
+	VFMADD231PS Z19, Z22, Z11; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13; \
+	VFMADD231PS Z18, Z23, Z14; \
+	VFMADD231PS Z19, Z23, Z15; \
+	ADDQ $512, DX; \
+	ADDQ $8, CX; \
 	JNZ loop; \
 done: \
 	VBROADCASTSS scale+32(FP), Z20; \
@@ -178,7 +242,7 @@ done: \
 // Equals scores4Go. All 4 rows x 64 keys in sixteen accumulators, fed per i
 // by four kt loads and four q broadcasts.
 TEXT ·scores4x64AVX512(SB), NOSPLIT, $0-36
-	SCORES4X64(s4avx512_loop, s4avx512_store)
+	SCORES4X64(s4avx512_pairs, s4avx512_loop, s4avx512_store)
 	VMOVUPS Z0, 0(DI)
 	VMOVUPS Z1, 64(DI)
 	VMOVUPS Z2, 128(DI)
@@ -319,11 +383,15 @@ pv4avx2_done:
 	VZEROUPPER
 	RET
 
-// PV4X16(c64, l64, s64, c16, l16, s16, done) is the body of pv4x16AVX512
-// with acc in DI, p in SI, v in DX, d in CX, n in BX, cols in R11 and alpha
-// in AX; the arguments name its labels, done the one it ends at. It
-// clobbers Z0-Z27, CX, R8-R13 and advances DI, DX and R11.
-#define PV4X16(c64, l64, s64, c16, l16, s16, done) \
+// PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, done) is the body of
+// pv4x16AVX512 with acc in DI, p in SI, v in DX, d in CX, n in BX, cols in
+// R11 and alpha in AX; the arguments name its labels, done the one it ends
+// at. Blocks of 64 columns load acc without the rescale where all four
+// alphas are 1 (K5; x·1 = x, so the sums are the same bits), as they are
+// after a lazy softmax step; their keys run two a trip, an odd n's first
+// alone (three scalar operations a trip of 32 multiply-adds, not six). It
+// clobbers Z0-Z27, K5, CX, R8-R13 and advances DI, DX and R11.
+#define PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, done) \
 	VBROADCASTSS 0(AX), Z24; \
 	VBROADCASTSS 4(AX), Z25; \
 	VBROADCASTSS 8(AX), Z26; \
@@ -333,9 +401,18 @@ pv4avx2_done:
 	LEAQ (DI)(CX*1), R8; \
 	LEAQ (R8)(CX*1), R9; \
 	LEAQ (R9)(CX*1), R10; \
+	KXORW K5, K5, K5; \
+	MOVQ $0x3f8000003f800000, R12; \
+	CMPQ R12, 0(AX); \
+	JNE c64; \
+	CMPQ R12, 8(AX); \
+	JNE c64; \
+	KXNORW K5, K5, K5; \
 c64: \
 	CMPQ R11, $256; \
 	JLT c16; \
+	KORTESTW K5, K5; \
+	JCS u64; \
 	VMULPS 0(DI), Z24, Z0; \
 	VMULPS 64(DI), Z24, Z1; \
 	VMULPS 128(DI), Z24, Z2; \
@@ -352,12 +429,32 @@ c64: \
 	VMULPS 64(R10), Z27, Z13; \
 	VMULPS 128(R10), Z27, Z14; \
 	VMULPS 192(R10), Z27, Z15; \
+	JMP g64; \
+u64: \
+	VMOVUPS 0(DI), Z0; \
+	VMOVUPS 64(DI), Z1; \
+	VMOVUPS 128(DI), Z2; \
+	VMOVUPS 192(DI), Z3; \
+	VMOVUPS 0(R8), Z4; \
+	VMOVUPS 64(R8), Z5; \
+	VMOVUPS 128(R8), Z6; \
+	VMOVUPS 192(R8), Z7; \
+	VMOVUPS 0(R9), Z8; \
+	VMOVUPS 64(R9), Z9; \
+	VMOVUPS 128(R9), Z10; \
+	VMOVUPS 192(R9), Z11; \
+	VMOVUPS 0(R10), Z12; \
+	VMOVUPS 64(R10), Z13; \
+	VMOVUPS 128(R10), Z14; \
+	VMOVUPS 192(R10), Z15; \
+g64: \
 	MOVQ SI, R12; \
 	MOVQ DX, R13; \
 	MOVQ BX, AX; \
 	TESTQ AX, AX; \
 	JZ s64; \
-l64: \
+	TESTQ $1, AX; \
+	JZ p64; \
 	VMOVUPS (R13), Z16; \
 	VMOVUPS 64(R13), Z17; \
 	VMOVUPS 128(R13), Z18; \
@@ -384,6 +481,61 @@ l64: \
 	VFMADD231PS Z19, Z23, Z15; \
 	ADDQ CX, R13; \
 	ADDQ $4, R12; \
+	DECQ AX; \
+	JZ s64; \
+p64: \
+	SHRQ $1, AX; \
+l64: \
+	VMOVUPS (R13), Z16; \
+	VMOVUPS 64(R13), Z17; \
+	VMOVUPS 128(R13), Z18; \
+	VMOVUPS 192(R13), Z19; \
+	VBROADCASTSS (R12), Z20; \
+	VBROADCASTSS 256(R12), Z21; \
+	VBROADCASTSS 512(R12), Z22; \
+	VBROADCASTSS 768(R12), Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z19, Z20, Z3; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z19, Z21, Z7; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z18, Z22, Z10; \
+	VFMADD231PS Z19, Z22, Z11; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13; \
+	VFMADD231PS Z18, Z23, Z14; \
+	VFMADD231PS Z19, Z23, Z15; \
+	VMOVUPS (R13)(CX*1), Z16; \
+	VMOVUPS 64(R13)(CX*1), Z17; \
+	VMOVUPS 128(R13)(CX*1), Z18; \
+	VMOVUPS 192(R13)(CX*1), Z19; \
+	VBROADCASTSS 4(R12), Z20; \
+	VBROADCASTSS 260(R12), Z21; \
+	VBROADCASTSS 516(R12), Z22; \
+	VBROADCASTSS 772(R12), Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z19, Z20, Z3; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z19, Z21, Z7; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z18, Z22, Z10; \
+	VFMADD231PS Z19, Z22, Z11; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13; \
+	VFMADD231PS Z18, Z23, Z14; \
+	VFMADD231PS Z19, Z23, Z15; \
+	LEAQ (R13)(CX*2), R13; \
+	ADDQ $8, R12; \
 	DECQ AX; \
 	JNZ l64; \
 s64: \
@@ -462,7 +614,7 @@ TEXT ·pv4x16AVX512(SB), NOSPLIT, $0-56
 	MOVQ n+32(FP), BX
 	MOVQ cols+40(FP), R11
 	MOVQ alpha+48(FP), AX
-	PV4X16(pv4avx512_c64, pv4avx512_l64, pv4avx512_s64, pv4avx512_c16, pv4avx512_l16, pv4avx512_s16, pv4avx512_done)
+	PV4X16(pv4avx512_c64, pv4avx512_u64, pv4avx512_g64, pv4avx512_p64, pv4avx512_l64, pv4avx512_s64, pv4avx512_c16, pv4avx512_l16, pv4avx512_s16, pv4avx512_done)
 	VZEROUPPER
 	RET
 
@@ -854,11 +1006,11 @@ expsum16_reduce:
 // and a row with a NaN score gets a NaN sum without a NaN maximum (the
 // contract of kernelSet.scoresSoftmax4). alpha[4:8] is scratch.
 TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
-	SCORES4X64(ss4_loop, ss4_scale)
+	SCORES4X64(ss4_pairs, ss4_loop, ss4_scale)
 	MOVQ m+40(FP), R11
 	MOVQ l+48(FP), R12
 	MOVQ alpha+56(FP), R13
-	SOFTMAX4X64
+	SOFTMAX4X64(ss4_slow, ss4_rows)
 	VZEROUPPER
 	RET
 
@@ -885,11 +1037,11 @@ steps_group:
 	MOVQ 0(SP), SI
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
-	SCORES4X64_REGS(steps_sloop, steps_sdone)
+	SCORES4X64_REGS(steps_spairs, steps_sloop, steps_sdone)
 	MOVQ 16(SP), R11
 	MOVQ 24(SP), R12
 	MOVQ alpha+56(FP), R13
-	SOFTMAX4X64
+	SOFTMAX4X64(steps_slow, steps_rows)
 	MOVQ 8(SP), DI
 	MOVQ s+0(FP), SI
 	MOVQ v+64(FP), DX
@@ -897,7 +1049,7 @@ steps_group:
 	MOVQ $64, BX
 	MOVQ CX, R11
 	MOVQ alpha+56(FP), AX
-	PV4X16(steps_c64, steps_l64, steps_s64, steps_c16, steps_l16, steps_s16, steps_pvdone)
+	PV4X16(steps_c64, steps_u64, steps_g64, steps_p64, steps_l64, steps_s64, steps_c16, steps_l16, steps_s16, steps_pvdone)
 	MOVQ d+24(FP), CX
 	SHLQ $4, CX
 	ADDQ CX, 0(SP)
@@ -920,7 +1072,7 @@ TEXT ·softmax4x64AVX512(SB), NOSPLIT, $0-40
 	MOVQ alpha+32(FP), R13
 	VBROADCASTSS scale+8(FP), Z20
 	LOADSCALED4X64
-	SOFTMAX4X64
+	SOFTMAX4X64(sm4_slow, sm4_rows)
 	VZEROUPPER
 	RET
 
@@ -979,6 +1131,225 @@ TEXT ·transpose8x8AVX2(SB), NOSPLIT, $0-32
 	VMOVUPS Y13, (DI)(DX*1)
 	VMOVUPS Y14, (DI)(DX*2)
 	VMOVUPS Y15, (DI)(BX*1)
+	VZEROUPPER
+	RET
+
+// func scaleRows16AVX512(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+// Equals scaleRowsGo: each row's d floats of src, 64 then 16 at a time and
+// the last d%16 under a mask, times the row's f, stored at its row of dst.
+TEXT ·scaleRows16AVX512(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ d+24(FP), CX
+	MOVQ f+32(FP), DX
+	MOVQ rows+40(FP), BX
+	// K1: the low d%16 lanes.
+	MOVQ CX, R12
+	ANDQ $15, CX
+	MOVL $1, R9
+	SHLL CX, R9
+	DECL R9
+	KMOVW R9, K1
+	MOVQ R12, CX
+
+sr16_row:
+	VBROADCASTSS (DX), Z15
+	MOVQ DI, R10
+	MOVQ CX, R11
+
+sr16_c64:
+	CMPQ R11, $64
+	JLT sr16_c16
+	VMULPS (SI), Z15, Z0
+	VMULPS 64(SI), Z15, Z1
+	VMULPS 128(SI), Z15, Z2
+	VMULPS 192(SI), Z15, Z3
+	VMOVUPS Z0, (R10)
+	VMOVUPS Z1, 64(R10)
+	VMOVUPS Z2, 128(R10)
+	VMOVUPS Z3, 192(R10)
+	ADDQ $256, SI
+	ADDQ $256, R10
+	SUBQ $64, R11
+	JMP sr16_c64
+
+sr16_c16:
+	CMPQ R11, $16
+	JLT sr16_tail
+	VMULPS (SI), Z15, Z0
+	VMOVUPS Z0, (R10)
+	ADDQ $64, SI
+	ADDQ $64, R10
+	SUBQ $16, R11
+	JMP sr16_c16
+
+sr16_tail:
+	TESTQ R11, R11
+	JZ sr16_next
+	VMOVUPS.Z (SI), K1, Z0
+	VMULPS Z0, Z15, Z0
+	VMOVUPS Z0, K1, (R10)
+	LEAQ (SI)(R11*4), SI
+
+sr16_next:
+	ADDQ R8, DI
+	ADDQ $4, DX
+	DECQ BX
+	JNZ sr16_row
+	VZEROUPPER
+	RET
+
+// func transpose16AVX512(kt, k *float32, d, keyBlocks, dimBlocks int)
+// Equals, for keys j < 16·keyBlocks and dims i < 16·dimBlocks:
+// kt[i*panel+j] = k[j*d+i] (d in floats): blocks of 16 keys × 16 dims,
+// each sixteen row loads, a network of 64 shuffles (pairs of rows
+// interleaved by 32 then 64 bits, then 128-bit quarters twice), and
+// sixteen stores of 16 keys, 256 bytes apart.
+TEXT ·transpose16AVX512(SB), NOSPLIT, $0-40
+	MOVQ kt+0(FP), DI
+	MOVQ k+8(FP), SI
+	MOVQ d+16(FP), CX
+	SHLQ $2, CX
+	MOVQ keyBlocks+24(FP), BX
+	TESTQ BX, BX
+	JZ t16_done
+
+t16_keys:
+	MOVQ dimBlocks+32(FP), AX
+	TESTQ AX, AX
+	JZ t16_next
+	MOVQ SI, R8
+	MOVQ DI, R9
+
+t16_dims:
+	MOVQ R8, R10
+	VMOVUPS (R10), Z0
+	ADDQ CX, R10
+	VMOVUPS (R10), Z1
+	ADDQ CX, R10
+	VMOVUPS (R10), Z2
+	ADDQ CX, R10
+	VMOVUPS (R10), Z3
+	ADDQ CX, R10
+	VMOVUPS (R10), Z4
+	ADDQ CX, R10
+	VMOVUPS (R10), Z5
+	ADDQ CX, R10
+	VMOVUPS (R10), Z6
+	ADDQ CX, R10
+	VMOVUPS (R10), Z7
+	ADDQ CX, R10
+	VMOVUPS (R10), Z8
+	ADDQ CX, R10
+	VMOVUPS (R10), Z9
+	ADDQ CX, R10
+	VMOVUPS (R10), Z10
+	ADDQ CX, R10
+	VMOVUPS (R10), Z11
+	ADDQ CX, R10
+	VMOVUPS (R10), Z12
+	ADDQ CX, R10
+	VMOVUPS (R10), Z13
+	ADDQ CX, R10
+	VMOVUPS (R10), Z14
+	ADDQ CX, R10
+	VMOVUPS (R10), Z15
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30
+	VUNPCKHPS Z15, Z14, Z31
+	VUNPCKLPD Z18, Z16, Z0
+	VUNPCKHPD Z18, Z16, Z1
+	VUNPCKLPD Z19, Z17, Z2
+	VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4
+	VUNPCKHPD Z22, Z20, Z5
+	VUNPCKLPD Z23, Z21, Z6
+	VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8
+	VUNPCKHPD Z26, Z24, Z9
+	VUNPCKLPD Z27, Z25, Z10
+	VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12
+	VUNPCKHPD Z30, Z28, Z13
+	VUNPCKLPD Z31, Z29, Z14
+	VUNPCKHPD Z31, Z29, Z15
+	VSHUFF32X4 $0x88, Z4, Z0, Z16
+	VSHUFF32X4 $0xdd, Z4, Z0, Z20
+	VSHUFF32X4 $0x88, Z5, Z1, Z17
+	VSHUFF32X4 $0xdd, Z5, Z1, Z21
+	VSHUFF32X4 $0x88, Z6, Z2, Z18
+	VSHUFF32X4 $0xdd, Z6, Z2, Z22
+	VSHUFF32X4 $0x88, Z7, Z3, Z19
+	VSHUFF32X4 $0xdd, Z7, Z3, Z23
+	VSHUFF32X4 $0x88, Z12, Z8, Z24
+	VSHUFF32X4 $0xdd, Z12, Z8, Z28
+	VSHUFF32X4 $0x88, Z13, Z9, Z25
+	VSHUFF32X4 $0xdd, Z13, Z9, Z29
+	VSHUFF32X4 $0x88, Z14, Z10, Z26
+	VSHUFF32X4 $0xdd, Z14, Z10, Z30
+	VSHUFF32X4 $0x88, Z15, Z11, Z27
+	VSHUFF32X4 $0xdd, Z15, Z11, Z31
+	VSHUFF32X4 $0x88, Z24, Z16, Z0
+	VSHUFF32X4 $0xdd, Z24, Z16, Z1
+	VSHUFF32X4 $0x88, Z25, Z17, Z2
+	VSHUFF32X4 $0xdd, Z25, Z17, Z3
+	VSHUFF32X4 $0x88, Z26, Z18, Z4
+	VSHUFF32X4 $0xdd, Z26, Z18, Z5
+	VSHUFF32X4 $0x88, Z27, Z19, Z6
+	VSHUFF32X4 $0xdd, Z27, Z19, Z7
+	VSHUFF32X4 $0x88, Z28, Z20, Z8
+	VSHUFF32X4 $0xdd, Z28, Z20, Z9
+	VSHUFF32X4 $0x88, Z29, Z21, Z10
+	VSHUFF32X4 $0xdd, Z29, Z21, Z11
+	VSHUFF32X4 $0x88, Z30, Z22, Z12
+	VSHUFF32X4 $0xdd, Z30, Z22, Z13
+	VSHUFF32X4 $0x88, Z31, Z23, Z14
+	VSHUFF32X4 $0xdd, Z31, Z23, Z15
+	VMOVUPS Z0, 0(R9)
+	VMOVUPS Z1, 2048(R9)
+	VMOVUPS Z2, 256(R9)
+	VMOVUPS Z3, 2304(R9)
+	VMOVUPS Z4, 512(R9)
+	VMOVUPS Z5, 2560(R9)
+	VMOVUPS Z6, 768(R9)
+	VMOVUPS Z7, 2816(R9)
+	VMOVUPS Z8, 1024(R9)
+	VMOVUPS Z9, 3072(R9)
+	VMOVUPS Z10, 1280(R9)
+	VMOVUPS Z11, 3328(R9)
+	VMOVUPS Z12, 1536(R9)
+	VMOVUPS Z13, 3584(R9)
+	VMOVUPS Z14, 1792(R9)
+	VMOVUPS Z15, 3840(R9)
+	ADDQ $64, R8
+	ADDQ $4096, R9
+	DECQ AX
+	JNZ t16_dims
+
+t16_next:
+	MOVQ CX, R11
+	SHLQ $4, R11
+	ADDQ R11, SI
+	ADDQ $64, DI
+	DECQ BX
+	JNZ t16_keys
+
+t16_done:
 	VZEROUPPER
 	RET
 

@@ -283,6 +283,13 @@ func TestKernels(t *testing.T) {
 				v, vok := guarded(rng, n*d, normal)
 				acc, accok := guarded(rng, 4*d, normal)
 				alpha := [4]float32{float32(rng.Float64()), 1, 0, float32(rng.Float64())}
+				switch trial % 3 {
+				case 1: // all 1: pv4 may skip the rescale
+					alpha = [4]float32{1, 1, 1, 1}
+				case 2: // all 1 but one
+					alpha = [4]float32{1, 1, 1, 1}
+					alpha[rng.IntN(4)] = float32(rng.Float64())
+				}
 				wantAcc := append([]float32(nil), acc...)
 				pv4Go(wantAcc, p, v, d, n, &alpha)
 				old := append([]float32(nil), acc...)
@@ -352,6 +359,43 @@ func TestKernels(t *testing.T) {
 	}
 }
 
+// TestScaleRows holds every set's scaleRows to scaleRowsGo, bit for bit:
+// random head dims, row counts and output strides, guard regions around
+// both slices, and factors 0 and 1 among the random ones.
+func TestScaleRows(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 8))
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	for _, ks := range kernelSets {
+		if ks.scaleRows == nil {
+			continue
+		}
+		for trial := 0; trial < 300; trial++ {
+			d, rows := 1+rng.IntN(200), 1+rng.IntN(70)
+			stride := d + rng.IntN(3)*rng.IntN(64)
+			n := (rows-1)*stride + d
+			src, srcOK := guarded(rng, rows*d, normal)
+			dst, dstOK := guarded(rng, n, normal)
+			f := make([]float32, rows)
+			for r := range f {
+				f[r] = []float32{0, 1, float32(rng.ExpFloat64())}[rng.IntN(3)]
+			}
+			want := append([]float32(nil), dst...)
+			scaleRowsGo(want, stride, src, d, f)
+			ks.scaleRows(dst, stride, src, d, f)
+			if j := firstMismatch(dst, want, 0); j >= 0 {
+				t.Fatalf("%s d=%d rows=%d stride=%d: dst[%d] = %v, want %v", ks.name, d, rows, stride, j, dst[j], want[j])
+			}
+			for _, ok := range []func() error{srcOK, dstOK} {
+				if err := ok(); err != nil {
+					t.Fatalf("%s d=%d rows=%d stride=%d: %v", ks.name, d, rows, stride, err)
+				}
+			}
+		}
+	}
+}
+
 // TestScoresSoftmax4 holds every fused scoresSoftmax4 to the set's own
 // scores4 followed by softmax4Go: random query rows and key panels, some
 // with NaN or ±Inf elements (rows of NaN scores, columns of ±Inf or NaN);
@@ -361,9 +405,10 @@ func TestScoresSoftmax4(t *testing.T) {
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 6))
 	inf, nan := float32(math.Inf(1)), float32(math.NaN())
-	same := func(a, b float32) bool { return ulpError(a, float64(b)) <= 4 }
 	normal := func(int) float32 { return float32(rng.NormFloat64()) }
 	dims := []int{1, 8, 16, 64, 96, 128, 256}
+	// The steps of each kind a set took: a base2 set must take both.
+	lazy, moved := map[string]int{}, map[string]int{}
 	for _, ks := range kernelSets {
 		if ks.scoresSoftmax4 == nil {
 			continue
@@ -376,11 +421,16 @@ func TestScoresSoftmax4(t *testing.T) {
 			scale := float32(6 / math.Sqrt(float64(d)))
 			m := make([]float32, 4)
 			l := make([]float32, 4)
+			// One trial in four puts every old maximum near or above its
+			// row's, where a base2 set's lazy rescale may keep m.
+			near := trial%4 == 1
 			for r := range 4 {
-				switch rng.IntN(6) {
-				case 0:
+				switch c := rng.IntN(6); {
+				case near:
+					m[r], l[r] = float32(10+10*rng.Float64()), float32(rng.Float64()*50)
+				case c == 0:
 					m[r], l[r] = -inf, 0
-				case 1:
+				case c == 1:
 					m[r], l[r] = float32(20*rng.Float64()), float32(rng.Float64()*50) // old max above the row's
 				default:
 					m[r], l[r] = float32(4*rng.NormFloat64()), float32(rng.Float64()*50)
@@ -399,31 +449,18 @@ func TestScoresSoftmax4(t *testing.T) {
 				m[rng.IntN(4)] = nan
 			}
 			ws, wm, wl := make([]float32, 4*panel), append([]float32(nil), m...), append([]float32(nil), l...)
+			mOld := append([]float32(nil), m...)
 			var wa, a [8]float32
 			ks.scores4(ws, q, kt, d, scale)
 			softmax4Go(ws, wm, wl, &wa, ks.base2)
 			ks.scoresSoftmax4(s, q, kt, d, scale, m, l, &a)
-			for r := range 4 {
-				if wl[r] != wl[r] {
-					// A NaN in the row or in its old maximum: l must be
-					// NaN; m, alpha and the weights may differ.
-					if l[r] == l[r] {
-						t.Fatalf("%s d=%d: l[%d] = %v, want NaN", ks.name, d, r, l[r])
-					}
-					continue
-				}
-				if m[r] != wm[r] {
-					t.Fatalf("%s d=%d: m[%d] = %v, want %v", ks.name, d, r, m[r], wm[r])
-				}
-				if !same(a[r], wa[r]) {
-					t.Fatalf("%s d=%d: alpha[%d] = %v, want %v", ks.name, d, r, a[r], wa[r])
-				}
-				if !close(l[r], wl[r], panel, float64(wl[r])*4) {
-					t.Fatalf("%s d=%d: l[%d] = %v, want %v", ks.name, d, r, l[r], wl[r])
-				}
-				if j := firstMismatch(s[r*panel:(r+1)*panel], ws[r*panel:(r+1)*panel], 4); j >= 0 {
-					t.Fatalf("%s d=%d: e[%d][%d] = %v, want %v", ks.name, d, r, j, s[r*panel+j], ws[r*panel+j])
-				}
+			if msg := softmax4Mismatch(s, m, l, a[:], ws, wm, wl, wa[:], mOld); msg != "" {
+				t.Fatalf("%s d=%d: %s", ks.name, d, msg)
+			}
+			if ks.base2 && [4]float32(wa[:4]) == [4]float32{1, 1, 1, 1} && [4]float32(wm) == [4]float32(mOld) && wl[0] == wl[0] {
+				lazy[ks.name]++
+			} else {
+				moved[ks.name]++
 			}
 			for _, ok := range []func() error{qok, ktok, sok} {
 				if err := ok(); err != nil {
@@ -432,6 +469,64 @@ func TestScoresSoftmax4(t *testing.T) {
 			}
 		}
 	}
+	for _, ks := range kernelSets {
+		name, n := ks.name, moved[ks.name]
+		if ks.scoresSoftmax4 == nil {
+			continue
+		}
+		t.Logf("%s: %d lazy steps, %d that moved m", name, lazy[name], n)
+		if n == 0 || (ks.base2 && lazy[name] == 0) {
+			t.Errorf("%s: %d lazy steps, %d that moved m: both kinds must be tested", name, lazy[name], n)
+		}
+	}
+}
+
+// softmax4Mismatch compares a softmax step's weights s, m, l and alpha with
+// softmax4Go's ws, wm, wl and wa (mOld the maxima before the step), and
+// says how they differ ("" if they agree). A row whose wl is NaN (a NaN in
+// the row or in its old maximum) must have a NaN l; its m, alpha and
+// weights may differ. The group's other rows then may have taken the other
+// rescale (kernelSet.scoresSoftmax4): m is wm or, with alpha 1, mOld, and
+// the weights and l agree once both are put on wm (times 2^(m-wm)).
+func softmax4Mismatch(s, m, l, alpha, ws, wm, wl, wa, mOld []float32) string {
+	nanGroup := false
+	for r := range 4 {
+		nanGroup = nanGroup || wl[r] != wl[r]
+	}
+	for r := range 4 {
+		row, wrow := s[r*panel:(r+1)*panel], ws[r*panel:(r+1)*panel]
+		if wl[r] != wl[r] {
+			if l[r] == l[r] {
+				return fmt.Sprintf("l[%d] = %v, want NaN", r, l[r])
+			}
+			continue
+		}
+		if m[r] == wm[r] {
+			if !(ulpError(alpha[r], float64(wa[r])) <= 4) {
+				return fmt.Sprintf("alpha[%d] = %v, want %v", r, alpha[r], wa[r])
+			}
+			if !close(l[r], wl[r], panel, float64(wl[r])*4) {
+				return fmt.Sprintf("l[%d] = %v, want %v", r, l[r], wl[r])
+			}
+			if j := firstMismatch(row, wrow, 4); j >= 0 {
+				return fmt.Sprintf("e[%d][%d] = %v, want %v", r, j, row[j], wrow[j])
+			}
+			continue
+		}
+		if !nanGroup || m[r] != mOld[r] || alpha[r] != 1 {
+			return fmt.Sprintf("m[%d] = %v alpha %v, want %v alpha %v (old m %v)", r, m[r], alpha[r], wm[r], wa[r], mOld[r])
+		}
+		f := math.Exp2(float64(m[r]) - float64(wm[r]))
+		if !close(float32(float64(l[r])*f), wl[r], panel, float64(wl[r])*8) {
+			return fmt.Sprintf("l[%d]·2^(m-wm) = %v, want %v", r, float64(l[r])*f, wl[r])
+		}
+		for j := range row {
+			if got := float64(row[j]) * f; !(math.Abs(got-float64(wrow[j])) <= 16*0x1p-24*math.Abs(float64(wrow[j]))+1e-30) {
+				return fmt.Sprintf("e[%d][%d]·2^(m-wm) = %v, want %v", r, j, got, wrow[j])
+			}
+		}
+	}
+	return ""
 }
 
 // TestSteps4 holds every set's steps4 to its own scoresSoftmax4 and pv4

@@ -265,8 +265,9 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 		fp8.DecodeE4M3(vr, kv.v[blk+col*D:blk+(col+panel)*D], kv.vScale[sIdx])
 		return kt, vr
 	}}
+	outBuf := p.Out
 	br := blockRows{
-		outBuf: p.Out, lseBuf: p.LSE,
+		lseBuf:  p.LSE,
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(b, i) },
 		out: func(r int) int {
 			h, i := head(r)
@@ -275,11 +276,11 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
 	}
 	if pc.splits > 1 {
-		br.outBuf, br.lseBuf = pc.partOut, pc.partLSE
+		outBuf, br.lseBuf, br.outStride = pc.partOut, pc.partLSE, D
 		br.out = func(r int) int { return (it*c.bq + r) * D }
 		br.lse = func(r int) int { return it*c.bq + r }
 	}
-	c.attendRows(sc, q, rowsN, p.Scale, 1, br, kp)
+	c.attendRows(sc, q, rowsN, p.Scale, 1, outBuf, br, kp)
 }
 
 // merge combines the splits' partial rows: with weights w_s = e^(lse_s -

@@ -5,13 +5,24 @@ package cpu
 // row panels; the fused softmax has no Go counterpart in production).
 
 // softmax4Go is softmax4 through rowMaxGo and expSumGo, or in base 2
-// (kernelSet.base2) exp2_32 and expSum2Go: the reference for the fused
-// assembly.
+// (kernelSet.base2) exp2_32 and expSum2Go with the base-2 sets' lazy
+// rescale (lazyTau): the reference for the fused assembly.
 func softmax4Go(s, m, l []float32, alpha *[8]float32, base2 bool) {
 	exp, expSum := refExp(base2)
+	var rm [4]float32
+	lazy := base2
+	for r := range 4 {
+		rm[r] = rowMaxGo(s[r*panel : (r+1)*panel])
+		lazy = lazy && l[r] != 0 && rm[r] <= m[r]+lazyTau
+	}
 	for r := range 4 {
 		row := s[r*panel : (r+1)*panel]
-		mNew := max(m[r], rowMaxGo(row))
+		if lazy {
+			alpha[r] = 1
+			l[r] += expSum(row, m[r])
+			continue
+		}
+		mNew := max(m[r], rm[r])
 		a := float32(1)
 		if l[r] != 0 || m[r] != m[r] {
 			a = exp(m[r] - mNew)

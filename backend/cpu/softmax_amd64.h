@@ -122,19 +122,28 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VMULPS 896(DI), Z20, Z14; \
 	VMULPS 960(DI), Z20, Z15
 
-// SOFTMAX4X64 is the base-2 online-softmax step of scoresSoftmax4x64AVX512 on four
-// rows of scaled scores (times log2e: kernelSet.base2) in Z0-Z15 (row r in Z4r..Z4r+3), with DI the
-// weights' rows, R11 m, R12 l and R13 alpha. In order:
+// lazyTau is the rescale threshold of SOFTMAX4X64 (kernelSet.scoresSoftmax4):
+// 8, in base-2 units.
+DATA lazyTau<>+0(SB)/4, $0x41000000
+GLOBL lazyTau<>(SB), RODATA|NOPTR, $4
+
+// SOFTMAX4X64(slow, rows) is the base-2 online-softmax step of
+// scoresSoftmax4x64AVX512 on four rows of scaled scores (times log2e:
+// kernelSet.base2) in Z0-Z15 (row r in Z4r..Z4r+3), with DI the weights'
+// rows, R11 m, R12 l and R13 alpha; slow and rows name its labels. In order:
 //   - row maxima: each row's four vectors, then the four rows together into
 //     the quarters of Z16 (VMAXPS drops a NaN in its first operand; a row
 //     with a NaN gets NaN exponentials and sum below all the same);
-//   - in quarters: mOld (Z17), l (Z18), mNew = max(mOld, row max) (Z19);
+//   - in quarters: mOld (Z17), l (Z18); K1 = (l != 0);
+//   - the lazy rescale: where every row has l != 0 and a maximum no more
+//     than lazyTau above mOld, m stays (Z19 = mOld) and alpha is 1, stored;
+//   - else (slow) for all four rows: mNew = max(mOld, row max) (Z19);
 //     alpha = 2^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else
 //     2^0 = 1 (Z20), NaN where mOld is; m = mNew, alpha[0:4] stored and
 //     l·alpha kept;
-//   - each row: 2^(s-mNew) into s (ROWEXP), then the four sums into
+//   - each row (rows): 2^(s-m) into s (ROWEXP), then the four sums into
 //     quarters, and l = l·alpha + sum.
-#define SOFTMAX4X64 \
+#define SOFTMAX4X64(slow, rows) \
 	EXP16_CONSTANTS; \
 	VMAXPS Z1, Z0, Z16; \
 	VMAXPS Z3, Z2, Z20; \
@@ -156,9 +165,17 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VPERMPS Z17, Z20, Z17; \
 	VMOVUPS.Z (R12), K3, Z18; \
 	VPERMPS Z18, Z20, Z18; \
-	VMAXPS Z16, Z17, Z19; \
 	VPXORD Z20, Z20, Z20; \
 	VCMPPS $4, Z20, Z18, K1; \
+	VADDPS.BCST lazyTau<>(SB), Z17, Z19; \
+	VCMPPS $2, Z19, Z16, K1, K2; \
+	KORTESTW K2, K2; \
+	JCC slow; \
+	VMOVAPS Z17, Z19; \
+	VMOVUPS Z22, K3, (R13); \
+	JMP rows; \
+slow: \
+	VMAXPS Z16, Z17, Z19; \
 	VCMPPS $3, Z17, Z17, K2; \
 	KORW K1, K2, K1; \
 	VSUBPS Z19, Z17, Z20; \
@@ -171,6 +188,7 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VPERMPS Z20, Z16, Z17; \
 	VMOVUPS Z17, K3, (R13); \
 	VMULPS Z20, Z18, Z18; \
+rows: \
 	ROWEXP(Z0, Z1, Z2, Z3, $0x00, 0); \
 	ROWEXP(Z4, Z5, Z6, Z7, $0x55, 256); \
 	ROWEXP(Z8, Z9, Z10, Z11, $0xaa, 512); \
@@ -180,4 +198,3 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VMOVDQU32 compactIdx<>(SB), Z16; \
 	VPERMPS Z18, Z16, Z17; \
 	VMOVUPS Z17, K3, (R12);
-
