@@ -146,26 +146,7 @@ func TestRisingScores(t *testing.T) {
 			}
 		}
 	}
-	for _, isa := range cpu.ISAs() {
-		be, err := cpu.NewISA(2, isa)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, out, lse := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP32)
-		if err := be.Attention(p); err != nil {
-			t.Fatal(err)
-		}
-		if err := errors.Join(out.Check("output"), lse.Check("LSE")); err != nil {
-			t.Fatalf("%s: %v", isa, err)
-		}
-		wantOut, wantLSE := oracle.Naive(p)
-		if st := sdpatest.Compare(p.Out, wantOut, sdpatest.FP32Tolerance(p)); st.Beyond > 0 {
-			t.Errorf("%s: output: %d of %d beyond tolerance, first at %d: got %v want %v", isa, st.Beyond, st.N, st.FirstBad, p.Out[st.FirstBad], wantOut[st.FirstBad])
-		}
-		if st := sdpatest.Compare(p.LSE, wantLSE, sdpatest.LSETolerance(p)); st.Beyond > 0 {
-			t.Errorf("%s: LSE: %d of %d beyond tolerance, first at %d: got %v want %v", isa, st.Beyond, st.N, st.FirstBad, p.LSE[st.FirstBad], wantLSE[st.FirstBad])
-		}
-	}
+	checkEveryISA(t, s, in, 0.125)
 }
 
 // TestHugeScale: a scale whose base-2 form (scale·log2e, kernelSet.base2)
@@ -186,6 +167,14 @@ func TestHugeScale(t *testing.T) {
 		in.K[i] *= 0x1p-64
 	}
 	const scale = 3e38 // times log2e: beyond float32's largest, 3.4e38
+	checkEveryISA(t, s, in, scale)
+}
+
+// checkEveryISA runs the FP32 problem of shape s on inputs in at scale on
+// every kernel set (two workers, guarded outputs) and holds its outputs and
+// log-sum-exps to the oracle's within the FP32 tier.
+func checkEveryISA(t *testing.T, s backend.Shape, in sdpatest.Inputs, scale float32) {
+	t.Helper()
 	for _, isa := range cpu.ISAs() {
 		be, err := cpu.NewISA(2, isa)
 		if err != nil {
