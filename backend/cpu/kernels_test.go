@@ -521,7 +521,13 @@ func softmax4Mismatch(s, m, l, alpha, ws, wm, wl, wa, mOld []float32) string {
 			return fmt.Sprintf("l[%d]·2^(m-wm) = %v, want %v", r, float64(l[r])*f, wl[r])
 		}
 		for j := range row {
-			if got := float64(row[j]) * f; !(math.Abs(got-float64(wrow[j])) <= 16*0x1p-24*math.Abs(float64(wrow[j]))+1e-30) {
+			// Each side rounds its x - m once (2^-24 of |x| + |m| at
+			// most, a relative error of ln2 times that in 2^(x-m)) and
+			// then exponentiates within 4 ulp: with x = wm + log2(want).
+			want := float64(wrow[j])
+			x := float64(wm[r]) + math.Log2(want)
+			tol := 0x1p-24 * (8 + math.Ln2*(2*math.Abs(x)+math.Abs(float64(m[r]))+math.Abs(float64(wm[r]))))
+			if got := float64(row[j]) * f; !(math.Abs(got-want) <= tol*want+1e-30) {
 				return fmt.Sprintf("e[%d][%d]·2^(m-wm) = %v, want %v", r, j, got, wrow[j])
 			}
 		}
