@@ -619,31 +619,20 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
 	}
 	seen := kp.kb0*panel + 1 // the keys a row must see to have an output
+	// Each row's output is acc·(outScale/l); a row that sees no key has acc
+	// 0, and a factor 0 makes its output 0.
+	f := sc.f[:rowsN]
+	for r := range f {
+		f[r] = 0
+		if br.visible(r) >= seen {
+			f[r] = outScale / l[r]
+		}
+	}
 	if br.outStride > 0 {
-		// Every row's output at once: a row that sees no key has acc 0,
-		// and a factor 0 makes it 0.
-		f := sc.f[:rowsN]
-		for r := range f {
-			f[r] = 0
-			if br.visible(r) >= seen {
-				f[r] = outScale / l[r]
-			}
-		}
-		scale := ks.scaleRows
-		if scale == nil {
-			scale = scaleRowsGo
-		}
-		scale(outBuf[br.out(0):], br.outStride, acc, D, f)
+		ks.scaleRows(outBuf[br.out(0):], br.outStride, acc, D, f)
 	} else {
-		for r := 0; r < rowsN; r++ {
-			o := br.out(r)
-			or, ar := outBuf[o:o+D], acc[r*D:(r+1)*D]
-			if br.visible(r) < seen {
-				clear(or)
-				continue
-			}
-			ks.pv1(ar, nil, nil, D, 0, outScale/l[r]) // ar·(outScale/l), in place
-			copy(or, ar)
+		for r := range f {
+			ks.scaleRows(outBuf[br.out(r):], D, acc[r*D:], D, f[r:r+1])
 		}
 	}
 	if br.lseBuf == nil {

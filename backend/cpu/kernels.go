@@ -48,17 +48,17 @@ type kernelSet struct {
 	// makes l[r] NaN (and with it the row's output and log-sum-exp), as
 	// it does in the step it replaces; m[r], alpha[r] and the row's
 	// weights need not then be NaN too, and in a base2 set the other rows
-	// may take either rescale (their weights, m and l agree all the same). attendRows does the same with
-	// scores4, rowMax and expSum when it is nil.
+	// may take either rescale (their weights, m and l agree all the same).
+	// attendRows does the same with scores4, rowMax and expSum when it is
+	// nil.
 	scoresSoftmax4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32)
 	// steps4, if not nil, is the full steps of groups groups of four rows
 	// against one full key panel (kt, and v its panel value rows): what
 	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,
 	// m and l hold the groups' rows in turn), in one call.
 	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int)
-	// scaleRows, if not nil, sets dst[r*stride+c] = f[r]·src[r*d+c] for rows
-	// r < len(f) and c < d: the rows' outputs from their accumulators, in
-	// one call (scaleRowsGo where nil).
+	// scaleRows sets dst[r*stride+c] = f[r]·src[r*d+c] for rows r < len(f)
+	// and c < d: the rows' outputs from their accumulators, in one call.
 	scaleRows func(dst []float32, stride int, src []float32, d int, f []float32)
 	// transpose builds a key panel from the n <= panel key rows of k (row
 	// length d), keys n <= j < panel zero: transposed (kt[i*panel+j] =
@@ -94,6 +94,7 @@ var goKernels = kernelSet{
 	pv1:       pv1Go,
 	rowMax:    rowMaxGo,
 	expSum:    expSumGo,
+	scaleRows: scaleRowsGo,
 	transpose: rowPanel,
 	rowPanels: true,
 }

@@ -38,6 +38,7 @@ var avx2Kernels = kernelSet{
 	pv1:       pv1AVX2,
 	rowMax:    rowMaxAVX2,
 	expSum:    expSumAVX2,
+	scaleRows: scaleRowsGo,
 	transpose: transposePanelAVX2,
 }
 
@@ -260,9 +261,10 @@ func max16AVX512(s *float32, n int) float32
 func expSum16AVX512(s *float32, n int, m float32) float32
 
 // scoresSoftmax4x64AVX512 is scores4x64AVX512 followed by the base-2
-// softmax step of attendRows (rowMax, the rescale factors, expSum) on the four full rows
-// of 64 scores, which stay in registers between the two; a NaN score makes
-// its row's sum NaN without necessarily its maximum (the contract of
+// softmax step of attendRows (rowMax, the rescale factors, expSum; lazily,
+// as kernelSet.scoresSoftmax4 allows) on the four full rows of 64 scores,
+// which stay in registers between the two; a NaN score makes its row's sum
+// NaN without necessarily its maximum (the contract of
 // kernelSet.scoresSoftmax4).
 //
 //go:noescape

@@ -136,7 +136,8 @@ GLOBL lazyTau<>(SB), RODATA|NOPTR, $4
 //     with a NaN gets NaN exponentials and sum below all the same);
 //   - in quarters: mOld (Z17), l (Z18); K1 = (l != 0);
 //   - the lazy rescale: where every row has l != 0 and a maximum no more
-//     than lazyTau above mOld, m stays (Z19 = mOld) and alpha is 1, stored;
+//     than lazyTau above mOld, m stays (Z19 = mOld) and alpha is 1 (Z22,
+//     EXP16's constant one), stored;
 //   - else (slow) for all four rows: mNew = max(mOld, row max) (Z19);
 //     alpha = 2^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else
 //     2^0 = 1 (Z20), NaN where mOld is; m = mNew, alpha[0:4] stored and
