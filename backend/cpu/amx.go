@@ -42,7 +42,8 @@ type amxOps struct {
 	// splitPairs splits pairs of rows of src into B-operand rows
 	// (amxSplitPairsGo).
 	splitPairs func(dst []uint16, dstPart, dstVec, dstPair int, src []float32, srcPair, srcRow, pairs, vecs int) bool
-	// softmax4 is scoresSoftmax4 on four rows of scores already in s.
+	// softmax4 is scoresSoftmax4 on four rows of dot products already in
+	// s.
 	softmax4 func(s []float32, scale float32, m, l []float32, alpha []float32)
 	// update sets acc = acc·alpha[r] + t on rows of d floats.
 	update func(acc, t []float32, d int, alpha []float32, rows int)

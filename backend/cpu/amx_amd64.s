@@ -367,8 +367,8 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	ADDQ $(16*(c)), R12; \
 	MOVQ 72(R8), R13; \
 	ADDQ $(16*(c)), R13; \
-	VBROADCASTSS 88(R8), Z20; \
-	LOADSCALED4X64; \
+	VBROADCASTSS 88(R8), Z27; \
+	LOAD4X64; \
 	SOFTMAX64(slow, rows)
 
 // func amxAttend64(a *amxGroupArgs)

@@ -150,8 +150,8 @@ func TestAMXUpdate(t *testing.T) {
 	}
 }
 
-// TestAMXSoftmax4 holds softmax4 to scores4's scaling followed by
-// softmax4Go, as TestScoresSoftmax4 holds the fused kernel.
+// TestAMXSoftmax4 holds softmax4 (on dot products) to softmax4Go, as
+// TestScoresSoftmax4 holds the fused kernel.
 func TestAMXSoftmax4(t *testing.T) {
 	amxTestable(t)
 	seed := sdpatest.Seed()
@@ -170,14 +170,11 @@ func TestAMXSoftmax4(t *testing.T) {
 				m[r], l[r] = float32(math.Inf(-1)), 0
 			}
 		}
-		ws := make([]float32, 4*panel)
-		for i := range ws {
-			ws[i] = s[i] * scale
-		}
+		ws := append([]float32(nil), s...)
 		wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
 		mOld := append([]float32(nil), m...)
 		var wa [8]float32
-		softmax4Go(ws, wm, wl, &wa, amxKernels.base2)
+		softmax4Go(ws, scale, wm, wl, &wa)
 		alpha := make([]float32, 8)
 		softmax4AVX512(s, scale, m, l, alpha)
 		if msg := softmax4Mismatch(s, m, l, alpha, ws, wm, wl, wa[:], mOld); msg != "" {

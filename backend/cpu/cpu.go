@@ -505,8 +505,10 @@ type keyPanels struct {
 func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, outBuf []float32, br blockRows, kp keyPanels) {
 	ks, D := c.ks, c.d
 	if ks.base2 {
-		// The softmax in base 2: scores times log2e (kernelSet.base2).
-		if s2 := float32(float64(scoreScale) * math.Log2E); !math.IsInf(float64(s2), 0) {
+		// The softmax in base 2: scores times log2e (kernelSet.base2),
+		// and a positive scale, which the fused step's maxima need
+		// (kernelSet.scoresSoftmax4).
+		if s2 := float32(float64(scoreScale) * math.Log2E); s2 > 0 && !math.IsInf(float64(s2), 0) {
 			scoreScale = s2
 		} else {
 			ks, kp.amx = ks.natural, nil

@@ -170,6 +170,21 @@ func TestHugeScale(t *testing.T) {
 	checkEveryISA(t, s, in, scale)
 }
 
+// TestNonPositiveScale: a negative scale (large enough that scores span
+// hundreds, so that a softmax taking the wrong maxima overflows) and scale
+// 0 run on every set, whose base-2 sets take their natural kernels there
+// (their fused step needs a positive scale), within the FP32 tier.
+func TestNonPositiveScale(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 22))
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 70, Sk: 200, D: 64}
+	in := sdpatest.RandomInputs(rng, s, 1)
+	for _, scale := range []float32{-40, 0} {
+		t.Run(fmt.Sprint(scale), func(t *testing.T) { checkEveryISA(t, s, in, scale) })
+	}
+}
+
 // checkEveryISA runs the FP32 problem of shape s on inputs in at scale on
 // every kernel set (two workers, guarded outputs) and holds its outputs and
 // log-sum-exps to the oracle's within the FP32 tier.

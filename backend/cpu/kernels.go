@@ -35,22 +35,24 @@ type kernelSet struct {
 	// returns the sum of the new s. It requires s[j] <= m or NaN (the
 	// softmax domain, m the row maximum).
 	expSum func(s []float32, m float32) float32
-	// scoresSoftmax4, if not nil, is scores4 followed by the online-softmax
-	// step on the four full score rows (panel scores each) at once: for
-	// each row r, with mNew = max(m[r], rowMax(row r)), alpha[r] =
-	// e^(m[r]-mNew) where l[r] != 0 or m[r] is NaN (else 1); row r =
-	// e^(row r - mNew); l[r] = l[r]·alpha[r] + its sum; m[r] = mNew (2^
-	// for e^ in a base2 set). A base2 set rescales lazily: where all four
-	// rows have l[r] != 0 and a row maximum no more than lazyTau above
-	// m[r], m stays, alpha is 1 and l[r] = l[r] + the row's sum (weights
-	// then reach 2^lazyTau at most).
-	// alpha[4:8] is scratch. A NaN score, or an old maximum that is NaN,
-	// makes l[r] NaN (and with it the row's output and log-sum-exp), as
-	// it does in the step it replaces; m[r], alpha[r] and the row's
-	// weights need not then be NaN too, and in a base2 set the other rows
+	// scoresSoftmax4, if not nil (base2 sets only), is scores4 followed
+	// by the base-2 online-softmax step on the four full score rows (panel
+	// scores each) at once, the scale folded into the exponentials: with
+	// x the rows' dot products and c = scale > 0, for each row r, with
+	// mNew = max(m[r], c·rowMax(x row r)) (for c > 0, the rounded product
+	// of the largest dot product is the largest rounded product), alpha[r]
+	// = 2^(m[r]-mNew) where l[r] != 0 or m[r] is NaN (else 1); row r =
+	// 2^(c·x - mNew), c·x - mNew rounded once (fma32); l[r] = l[r]·alpha[r]
+	// + its sum; m[r] = mNew. It rescales lazily: where every row's
+	// c·rowMax is below m[r] + lazyTau (so never for m[r] = -Inf or NaN), m
+	// stays, alpha is 1 and l[r] = l[r] + the row's sum (weights then reach
+	// 2^lazyTau at most). alpha[4:8] is scratch. A NaN score, or an old
+	// maximum that is NaN, makes l[r] NaN (and with it the row's output
+	// and log-sum-exp), as it does in the step it replaces; m[r], alpha[r]
+	// and the row's weights need not then be NaN too, and the other rows
 	// may take either rescale (their weights, m and l agree all the same).
 	// attendRows does the same with scores4, rowMax and expSum when it is
-	// nil.
+	// nil, and for a scale that is not positive (natural's kernels).
 	scoresSoftmax4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32)
 	// steps4, if not nil, is the full steps of groups groups of four rows
 	// against one full key panel (kt, and v its panel value rows): what
@@ -73,7 +75,8 @@ type kernelSet struct {
 	// instructions than exp32's. attendRows then passes the kernels
 	// scale·log2e, so that the scores, m and l are those of base e times
 	// log2e, and takes the log-sum-exp as m·ln2 + ln l. A scale whose
-	// base-2 form overflows float32 runs on natural instead.
+	// base-2 form overflows float32, or is not positive, runs on natural
+	// instead.
 	base2   bool
 	natural *kernelSet
 }
@@ -293,9 +296,10 @@ func exp32(x float32) float32 {
 // [0, 1), 2^f = 1 + f·(c1 + f·(c2 + f·(c3 + f·(c4 + f·c5)))) with
 // coefficients fitted for relative error on [0, 1) (8.3e-8 before float32
 // rounding; the fit is in docs/logs/session35-cpu), multiply-adds fused,
-// times 2^floor(x) through the exponent bits. TestExp2_32 measures its error
-// against math.Exp2 on [-126, 128); exp2_32(-Inf) = 0, exp2_32(NaN) = NaN,
-// and results below the normal range (x < -126) flush to 0.
+// times 2^floor(x), rounded once. TestExp2_32 measures its error against
+// math.Exp2 on [-126, 128); below that, results are 2^f·2^floor(x) rounded
+// to float32's subnormals (or 0), as VSCALEFPS rounds them; exp2_32(-Inf) =
+// 0, exp2_32(NaN) = NaN.
 func exp2_32(x float32) float32 {
 	if !(x < 128) { // also NaN
 		if x != x {
@@ -303,7 +307,7 @@ func exp2_32(x float32) float32 {
 		}
 		return float32(math.Inf(1))
 	}
-	if x < -126 {
+	if x < -160 { // also -Inf: 2^f·2^floor(x) < 2^-150 rounds to 0
 		return 0
 	}
 	n := float32(math.Floor(float64(x)))
@@ -313,6 +317,10 @@ func exp2_32(x float32) float32 {
 	p = fma32(p, f, exp2C2)
 	p = fma32(p, f, exp2C1)
 	p = fma32(p, f, 1)
+	if n < -126 {
+		// Exact in float64, then rounded once to a float32 subnormal.
+		return float32(float64(p) * math.Ldexp(1, int(n)))
+	}
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }
 
@@ -326,11 +334,28 @@ const (
 	exp2C5 = float32(0.0018671402940526605) // 0x3af4bad5
 )
 
-// fma32 returns a·b+c rounded once to float32 (the product is exact in
-// float64, and the sum rounded to float64 first differs from one rounding
-// only where that lands on a float32 tie, by one float32 ulp of the result).
+// fma32 returns a·b+c rounded once to float32, as the assembly's fused
+// multiply-adds do. The product is exact in float64; the sum is rounded to
+// float64 to odd (Boldo and Melquiond: the neighbour with an odd last bit
+// where the sum is inexact, its error found by TwoSum), after which
+// rounding to float32, 29 bits shorter, gives the correctly rounded result.
 func fma32(a, b, c float32) float32 {
-	return float32(math.FMA(float64(a), float64(b), float64(c)))
+	p, q := float64(a)*float64(b), float64(c)
+	s := p + q
+	if math.IsInf(s, 0) || math.IsNaN(s) {
+		return float32(s)
+	}
+	t := s - p
+	e := (p - (s - t)) + (q - t)
+	if bits := math.Float64bits(s); e != 0 && bits&1 == 0 {
+		if (e > 0) == (s > 0) {
+			bits++
+		} else {
+			bits--
+		}
+		s = math.Float64frombits(bits)
+	}
+	return float32(s)
 }
 
 // log32 returns ln x in float32 arithmetic, for the log-sum-exp of a row:

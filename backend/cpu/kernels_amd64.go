@@ -260,12 +260,11 @@ func max16AVX512(s *float32, n int) float32
 //go:noescape
 func expSum16AVX512(s *float32, n int, m float32) float32
 
-// scoresSoftmax4x64AVX512 is scores4x64AVX512 followed by the base-2
-// softmax step of attendRows (rowMax, the rescale factors, expSum; lazily,
-// as kernelSet.scoresSoftmax4 allows) on the four full rows of 64 scores,
-// which stay in registers between the two; a NaN score makes its row's sum
-// NaN without necessarily its maximum (the contract of
-// kernelSet.scoresSoftmax4).
+// scoresSoftmax4x64AVX512 is kernelSet.scoresSoftmax4: the products of
+// scores4x64AVX512, which stay in registers unscaled, then the base-2
+// softmax step with the scale folded into the exponentials' arguments
+// (softmax4Go); a NaN score makes its row's sum NaN without necessarily its
+// maximum.
 //
 //go:noescape
 func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)

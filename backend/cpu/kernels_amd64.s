@@ -110,9 +110,10 @@ s4avx2_store:
 
 // SCORES4X64(pairs, loop, done) is the body of scores4x64AVX512 up to its stores:
 // the sixteen accumulators Z0-Z15 (row r's 64 keys in Z4r..Z4r+3) of the
-// four q rows against the kt panel, times scale (arguments s, q, kt, d,
-// scale at 0-32(FP)); pairs, loop and done name its labels. It clobbers
-// Z16-Z23, CX, DX, SI and R8-R10, and leaves s in DI.
+// four q rows against the kt panel, the dot products not yet scaled
+// (arguments s, q, kt, d, scale at 0-32(FP)); pairs, loop and done name its
+// labels, done its end. It clobbers Z16-Z23, CX, DX, SI and R8-R10, and
+// leaves s in DI.
 #define SCORES4X64(pairs, loop, done) \
 	MOVQ s+0(FP), DI; \
 	MOVQ q+8(FP), SI; \
@@ -121,7 +122,7 @@ s4avx2_store:
 	SCORES4X64_REGS(pairs, loop, done)
 
 // SCORES4X64_REGS(pairs, loop, done) is SCORES4X64 with q in SI, kt in DX and
-// d in CX already (scale still at scale+32(FP)). An odd d's first column
+// d in CX already. An odd d's first column
 // runs alone; the rest run two a trip, the four q rows addressed from their
 // ends by one negative index (CX, bytes), so that a trip of 32 multiply-adds
 // carries three scalar operations (not the twelve of two one-column trips)
@@ -195,7 +196,11 @@ loop: \
 	ADDQ $512, DX; \
 	ADDQ $8, CX; \
 	JNZ loop; \
-done: \
+done:
+
+// SCALE16 multiplies the sixteen accumulators Z0-Z15 by the scale at
+// scale+32(FP), through Z20.
+#define SCALE16 \
 	VBROADCASTSS scale+32(FP), Z20; \
 	VMULPS Z20, Z0, Z0; \
 	VMULPS Z20, Z1, Z1; \
@@ -218,7 +223,8 @@ done: \
 // Equals scores4Go. All 4 rows x 64 keys in sixteen accumulators, fed per i
 // by four kt loads and four q broadcasts.
 TEXT ·scores4x64AVX512(SB), NOSPLIT, $0-36
-	SCORES4X64(s4avx512_pairs, s4avx512_loop, s4avx512_store)
+	SCORES4X64(s4avx512_pairs, s4avx512_loop, s4avx512_dots)
+	SCALE16
 	VMOVUPS Z0, 0(DI)
 	VMOVUPS Z1, 64(DI)
 	VMOVUPS Z2, 128(DI)
@@ -893,7 +899,7 @@ expsum16_loop:
 	JLT expsum16_tail
 	VMOVUPS (SI), Z0
 	VSUBPS Z31, Z0, Z0
-	EXP16(Z0, Z1, Z2, K2)
+	EXP16(Z0, Z1, Z2)
 	VMOVUPS Z0, (SI)
 	VADDPS Z0, Z20, Z20
 	ADDQ $64, SI
@@ -909,7 +915,7 @@ expsum16_tail:
 	KMOVW AX, K1
 	VMOVUPS.Z (SI), K1, Z0
 	VSUBPS Z31, Z0, Z0
-	EXP16(Z0, Z1, Z2, K2)
+	EXP16(Z0, Z1, Z2)
 	VMOVUPS Z0, K1, (SI)
 	VADDPS Z0, Z20, K1, Z20
 
@@ -928,16 +934,19 @@ expsum16_reduce:
 	RET
 
 // func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)
-// Equals scores4x64AVX512 followed by softmax4Go in base 2 (the online-softmax step
-// of attendRows on four full rows of 64 scores), with the scores kept in
-// registers between the two: the products, then the four rows' maxima
-// reduced together (no row goes through memory), the four rescale factors
-// in one vector exponential, each row's exponentials, the four sums reduced
-// together, and l. Sums are taken in another order than expSum16AVX512's,
-// and a row with a NaN score gets a NaN sum without a NaN maximum (the
-// contract of kernelSet.scoresSoftmax4). alpha[4:8] is scratch.
+// Equals softmax4Go on the dot products of scores4x64AVX512 (the
+// online-softmax step of attendRows on four full rows of 64 scores, the
+// scale folded into the exponentials' arguments), with the products kept in
+// registers between the two: the products, then the four rows' maxima lane
+// by lane, the lazy test, in the slow case the maxima reduced together and
+// the four rescale factors in one vector exponential, each row's
+// exponentials, the four sums reduced together, and l. Sums are taken in
+// another order than softmax4Go's, and a row with a NaN score gets a NaN
+// sum without a NaN maximum (the contract of kernelSet.scoresSoftmax4).
+// alpha[4:8] is scratch.
 TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
-	SCORES4X64(ss4_pairs, ss4_loop, ss4_scale)
+	SCORES4X64(ss4_pairs, ss4_loop, ss4_dots)
+	VBROADCASTSS scale+32(FP), Z27
 	MOVQ m+40(FP), R11
 	MOVQ l+48(FP), R12
 	MOVQ alpha+56(FP), R13
@@ -969,6 +978,7 @@ steps_group:
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
 	SCORES4X64_REGS(steps_spairs, steps_sloop, steps_sdone)
+	VBROADCASTSS scale+32(FP), Z27
 	MOVQ 16(SP), R11
 	MOVQ 24(SP), R12
 	MOVQ alpha+56(FP), R13
@@ -993,16 +1003,16 @@ steps_group:
 	RET
 
 // func softmax4x64AVX512(s *float32, scale float32, m, l, alpha *float32)
-// Equals scoresSoftmax4x64AVX512 on scores already in s: the four rows of
-// panel scores in s times scale, then the same softmax step (SOFTMAX4X64),
-// weights written back into s.
+// Equals scoresSoftmax4x64AVX512 on dot products already in s (four rows
+// of panel): the same softmax step (SOFTMAX4X64), weights written back
+// into s.
 TEXT ·softmax4x64AVX512(SB), NOSPLIT, $0-40
 	MOVQ s+0(FP), DI
 	MOVQ m+16(FP), R11
 	MOVQ l+24(FP), R12
 	MOVQ alpha+32(FP), R13
-	VBROADCASTSS scale+8(FP), Z20
-	LOADSCALED4X64
+	VBROADCASTSS scale+8(FP), Z27
+	LOAD4X64
 	SOFTMAX4X64(sm4_slow, sm4_rows)
 	VZEROUPPER
 	RET

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -53,9 +54,60 @@ func TestExp2_32(t *testing.T) {
 	}
 	inf := float32(math.Inf(1))
 	if exp2_32(-inf) != 0 || exp2_32(inf) != inf || exp2_32(128) != inf || !math.IsNaN(float64(exp2_32(float32(math.NaN())))) ||
-		exp2_32(0) != 1 || exp2_32(-126) != 0x1p-126 || exp2_32(-126.01) != 0 || exp2_32(-3) != 0.125 {
+		exp2_32(0) != 1 || exp2_32(-126) != 0x1p-126 || exp2_32(-127) != 0x1p-127 || exp2_32(-149) != 0x1p-149 ||
+		exp2_32(-150.5) != 0 || exp2_32(-1e30) != 0 || exp2_32(-3) != 0.125 {
 		t.Error("special cases")
 	}
+	// Below the normal range, rounded to subnormals: within 4 of their
+	// steps, the 4 ulps allowed at 2^-126 (2^f's error there is 2.7 steps
+	// of 2^-150).
+	for x := float32(-126); x >= -152; x -= 0.0137 {
+		if got, want := float64(exp2_32(x)), math.Exp2(float64(x)); !(math.Abs(got-want) <= 4*0x1p-149) {
+			t.Fatalf("exp2_32(%v) = %g, want %g", x, got, want)
+		}
+	}
+}
+
+// TestFMA32 holds fma32 to a·b+c rounded once, from math/big: random
+// operands over wide exponent ranges, and sums built to sit just off a
+// float32 tie by less than float64 resolves, where rounding to float64 and
+// then to float32 goes the wrong way.
+func TestFMA32(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 31))
+	exact := func(a, b, c float32) float32 {
+		x := new(big.Float).SetPrec(200).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetFloat64(float64(c)))
+		f, _ := x.Float32()
+		return f
+	}
+	random := func() float32 {
+		return float32(rng.NormFloat64() * math.Ldexp(1, rng.IntN(60)-30))
+	}
+	ties := 0
+	for trial := 0; trial < 20000; trial++ {
+		a, b, c := random(), random(), random()
+		if trial%2 == 1 {
+			// c with an odd last bit, a·b = half c's ulp times
+			// (1 - 2^-46): the exact sum is just below the tie, which
+			// float64 cannot tell from the tie itself.
+			e := rng.IntN(40) - 20
+			c = math.Float32frombits(math.Float32bits(float32(math.Ldexp(1, e))) | 1)
+			a = float32(math.Ldexp(1+0x1p-23, e/2-12))
+			b = float32(math.Ldexp(1-0x1p-23, e-e/2-12))
+			if rng.IntN(2) == 0 {
+				a, c = -a, -c
+			}
+			ties++
+		}
+		want := exact(a, b, c)
+		if got := fma32(a, b, c); math.Float32bits(got) != math.Float32bits(want) {
+			t.Fatalf("fma32(%g, %g, %g) = %g, want %g", a, b, c, got, want)
+		}
+	}
+	t.Logf("%d sums next to a tie", ties)
 }
 
 // TestLog32 measures log32 against math.Log on every 97th positive normal
@@ -173,12 +225,13 @@ func TestExpSumError(t *testing.T) {
 		nan := float32(math.NaN())
 		inf := float32(math.Inf(1))
 		// Sixteen lanes (a full AVX-512 vector), every one compared; below
-		// the normal range (-87.3, base 2: -126) the kernels flush to 0.
+		// the normal range (-87.3) the natural kernels flush to 0, and the
+		// base-2 ones (below -126) round to subnormals.
 		s = []float32{-inf, nan, -lo - 0.1, -130, 0, -1e30, 1.5, 2, 2.25, -3, 1, 0.5, -inf, -20, 1.75, -40}
 		want := make([]float32, len(s))
 		for j, x := range s {
-			if x-2 > -lo {
-				want[j] = float32(exact(float64(x) - 2))
+			if d := x - 2; d > -lo || ks.base2 { // x - 2 rounded, as the kernels round it
+				want[j] = float32(exact(float64(d)))
 			}
 		}
 		want[1] = nan
@@ -398,7 +451,7 @@ func TestScaleRows(t *testing.T) {
 }
 
 // TestScoresSoftmax4 holds every fused scoresSoftmax4 to the set's own
-// scores4 followed by softmax4Go: random query rows and key panels, some
+// scores4 (its dot products, scale 1) followed by softmax4Go: random query rows and key panels, some
 // with NaN or ±Inf elements (rows of NaN scores, columns of ±Inf or NaN);
 // running maxima finite, -Inf or NaN; sums zero or not.
 func TestScoresSoftmax4(t *testing.T) {
@@ -452,8 +505,8 @@ func TestScoresSoftmax4(t *testing.T) {
 			ws, wm, wl := make([]float32, 4*panel), append([]float32(nil), m...), append([]float32(nil), l...)
 			mOld := append([]float32(nil), m...)
 			var wa, a [8]float32
-			ks.scores4(ws, q, kt, d, scale)
-			softmax4Go(ws, wm, wl, &wa, ks.base2)
+			ks.scores4(ws, q, kt, d, 1) // the dot products
+			softmax4Go(ws, scale, wm, wl, &wa)
 			ks.scoresSoftmax4(s, q, kt, d, scale, m, l, &a)
 			if msg := softmax4Mismatch(s, m, l, a[:], ws, wm, wl, wa[:], mOld); msg != "" {
 				t.Fatalf("%s d=%d: %s", ks.name, d, msg)
@@ -522,9 +575,10 @@ func softmax4Mismatch(s, m, l, alpha, ws, wm, wl, wa, mOld []float32) string {
 			return fmt.Sprintf("l[%d]·2^(m-wm) = %v, want %v", r, float64(l[r])*f, wl[r])
 		}
 		for j := range row {
-			// Each side rounds its x - m once (2^-24 of |x| + |m| at
-			// most, a relative error of ln2 times that in 2^(x-m)) and
-			// then exponentiates within 4 ulp: with x = wm + log2(want).
+			// Each side rounds its x - m once, x the scaled score c·dot
+			// (2^-24 of |x| + |m| at most, a relative error of ln2 times
+			// that in 2^(x-m)), and then exponentiates within 4 ulp:
+			// with x = wm + log2(want).
 			want := float64(wrow[j])
 			x := float64(wm[r]) + math.Log2(want)
 			tol := 0x1p-24 * (8 + math.Ln2*(2*math.Abs(x)+math.Abs(float64(m[r]))+math.Abs(float64(wm[r]))))

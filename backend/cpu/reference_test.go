@@ -4,32 +4,39 @@ package cpu
 // whose production counterparts take another form (the Go kernel set keeps
 // row panels; the fused softmax has no Go counterpart in production).
 
-// softmax4Go is softmax4 through rowMaxGo and expSumGo, or in base 2
-// (kernelSet.base2) exp2_32 and expSum2Go with the base-2 sets' lazy
-// rescale (lazyTau): the reference for the fused assembly.
-func softmax4Go(s, m, l []float32, alpha *[8]float32, base2 bool) {
-	exp, expSum := refExp(base2)
+// softmax4Go is kernelSet.scoresSoftmax4's softmax step in Go on four rows
+// of dot products x (panel each) and a scale c > 0: the base-2 sets' step
+// (kernelSet.base2), with their lazy rescale (lazyTau), c·x - m rounded
+// once (fma32) and exp2_32: the reference for the fused assembly. The
+// weights replace x.
+func softmax4Go(x []float32, c float32, m, l []float32, alpha *[8]float32) {
 	var rm [4]float32
-	lazy := base2
+	lazy := true
 	for r := range 4 {
-		rm[r] = rowMaxGo(s[r*panel : (r+1)*panel])
-		lazy = lazy && l[r] != 0 && rm[r] <= m[r]+lazyTau
+		rm[r] = rowMaxGo(x[r*panel:(r+1)*panel]) * c
+		lazy = lazy && rm[r] < m[r]+lazyTau
 	}
 	for r := range 4 {
-		row := s[r*panel : (r+1)*panel]
-		if lazy {
+		row := x[r*panel : (r+1)*panel]
+		if !lazy {
+			mNew := max(m[r], rm[r])
+			a := float32(1)
+			if l[r] != 0 || m[r] != m[r] {
+				a = exp2_32(m[r] - mNew)
+			}
+			alpha[r] = a
+			l[r] *= a
+			m[r] = mNew
+		} else {
 			alpha[r] = 1
-			l[r] += expSum(row, m[r])
-			continue
 		}
-		mNew := max(m[r], rm[r])
-		a := float32(1)
-		if l[r] != 0 || m[r] != m[r] {
-			a = exp(m[r] - mNew)
+		var sum float32
+		for j, xj := range row {
+			e := exp2_32(fma32(xj, c, -m[r]))
+			row[j] = e
+			sum += e
 		}
-		alpha[r] = a
-		l[r] = l[r]*a + expSum(row, mNew)
-		m[r] = mNew
+		l[r] += sum
 	}
 }
 

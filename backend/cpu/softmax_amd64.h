@@ -3,42 +3,40 @@
 
 // The AVX-512 exponential of the base-2 sets (exp2_32's algorithm),
 // shared by expSum16AVX512 and scoresSoftmax4x64AVX512. EXP16_CONSTANTS puts
-// its constants in Z21-Z26: Z21 -126 (the smallest x with a normal 2^x), Z22
-// one, Z23..Z26 the coefficients c1..c4 of exp2_32's polynomial. EXP16 loads
-// c5 from memory (a load port is free where an ALU port is not).
-DATA exp16c<>+0(SB)/4, $0xc2fc0000
-DATA exp16c<>+4(SB)/4, $0x3f800000
-DATA exp16c<>+8(SB)/4, $0x3f31725d
-DATA exp16c<>+12(SB)/4, $0x3e75edab
-DATA exp16c<>+16(SB)/4, $0x3d648e77
-DATA exp16c<>+20(SB)/4, $0x3c13bc13
-DATA exp16c<>+24(SB)/4, $0x3af4bad5
-GLOBL exp16c<>(SB), RODATA|NOPTR, $28
+// its constants in Z22-Z26: Z22 one, Z23..Z26 the coefficients c1..c4 of
+// exp2_32's polynomial. EXP16 loads c5 from memory (a load port is free
+// where an ALU port is not).
+DATA exp16c<>+0(SB)/4, $0x3f800000
+DATA exp16c<>+4(SB)/4, $0x3f31725d
+DATA exp16c<>+8(SB)/4, $0x3e75edab
+DATA exp16c<>+12(SB)/4, $0x3d648e77
+DATA exp16c<>+16(SB)/4, $0x3c13bc13
+DATA exp16c<>+20(SB)/4, $0x3af4bad5
+GLOBL exp16c<>(SB), RODATA|NOPTR, $24
 
 #define EXP16_CONSTANTS \
-	VBROADCASTSS exp16c<>+0(SB), Z21; \
-	VBROADCASTSS exp16c<>+4(SB), Z22; \
-	VBROADCASTSS exp16c<>+8(SB), Z23; \
-	VBROADCASTSS exp16c<>+12(SB), Z24; \
-	VBROADCASTSS exp16c<>+16(SB), Z25; \
-	VBROADCASTSS exp16c<>+20(SB), Z26
+	VBROADCASTSS exp16c<>+0(SB), Z22; \
+	VBROADCASTSS exp16c<>+4(SB), Z23; \
+	VBROADCASTSS exp16c<>+8(SB), Z24; \
+	VBROADCASTSS exp16c<>+12(SB), Z25; \
+	VBROADCASTSS exp16c<>+16(SB), Z26
 
-// EXP16(x, t1, t2, k) sets x = 2^x in 16 lanes (x <= 0 or NaN; the softmax
+// EXP16(x, t1, t2) sets x = 2^x in 16 lanes (x < 128 or NaN; the softmax
 // domain): f = x - floor(x) by VREDUCEPS (imm 9: round down, no precision
-// exception), 2^f by exp2_32's degree-5 polynomial in Horner form with
-// fused multiply-adds, times 2^floor(x) by VSCALEFPS, whose zeroing mask
-// turns lanes with x < -126 (or -Inf) to 0; NaN stays NaN. Eight ALU
-// operations and one load; t1, t2 and the mask register k are clobbered.
-#define EXP16(x, t1, t2, k) \
-	VCMPPS $5, Z21, x, k; \
+// exception; 0 for x = -Inf), 2^f by exp2_32's degree-5 polynomial in
+// Horner form with fused multiply-adds, times 2^floor(x) by VSCALEFPS,
+// which rounds lanes below the normal range (x < -126) to subnormals or 0
+// and gives 0 for x = -Inf; NaN stays NaN. Seven ALU operations and one
+// load; t1 and t2 are clobbered.
+#define EXP16(x, t1, t2) \
 	VREDUCEPS $9, x, t1; \
-	VBROADCASTSS exp16c<>+24(SB), t2; \
+	VBROADCASTSS exp16c<>+20(SB), t2; \
 	VFMADD213PS Z26, t1, t2; \
 	VFMADD213PS Z25, t1, t2; \
 	VFMADD213PS Z24, t1, t2; \
 	VFMADD213PS Z23, t1, t2; \
 	VFMADD213PS Z22, t1, t2; \
-	VSCALEFPS.Z x, t2, k, x
+	VSCALEFPS x, t2, x
 
 // quarterIdx spreads lanes 0-3 over the four 128-bit quarters of a vector
 // (VPERMPS); compactIdx gathers lane 0 of each quarter into lanes 0-3.
@@ -81,19 +79,21 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VPERMILPS $0xb1, r0, t2; \
 	OP t2, r0, r0
 
-// ROWEXP(a, b, c, d, sel, soff) sets the row in a-d to 2^(x - mNew), mNew
-// the quarter sel of Z19, stores it at soff(DI) and leaves its sum over
-// pairs (a+b)+(c+d) in a. It clobbers Z16, Z17, Z20, Z31 and K1.
-#define ROWEXP(a, b, c, d, sel, soff) \
-	VSHUFF32X4 sel, Z19, Z19, Z31; \
-	VSUBPS Z31, a, a; \
-	VSUBPS Z31, b, b; \
-	VSUBPS Z31, c, c; \
-	VSUBPS Z31, d, d; \
-	EXP16(a, Z16, Z17, K1); \
-	EXP16(b, Z20, Z31, K1); \
-	EXP16(c, Z16, Z17, K1); \
-	EXP16(d, Z20, Z31, K1); \
+// ROWEXP(a, b, c, d, moff, soff) sets the row of raw scores (dot products)
+// in a-d to 2^(c·x - m), c the scale in Z27 and m the row's maximum at
+// moff(R11), by one fused multiply-subtract a vector (one rounding),
+// stores it at soff(DI) and leaves its sum over pairs (a+b)+(c+d) in a.
+// It clobbers Z16, Z17, Z20, Z28 and Z31.
+#define ROWEXP(a, b, c, d, moff, soff) \
+	VBROADCASTSS moff(R11), Z28; \
+	VFMSUB213PS Z28, Z27, a; \
+	VFMSUB213PS Z28, Z27, b; \
+	VFMSUB213PS Z28, Z27, c; \
+	VFMSUB213PS Z28, Z27, d; \
+	EXP16(a, Z16, Z17); \
+	EXP16(b, Z20, Z31); \
+	EXP16(c, Z16, Z17); \
+	EXP16(d, Z20, Z31); \
 	VMOVUPS a, soff(DI); \
 	VMOVUPS b, soff+64(DI); \
 	VMOVUPS c, soff+128(DI); \
@@ -102,25 +102,25 @@ GLOBL compactIdx<>(SB), RODATA|NOPTR, $64
 	VADDPS d, c, c; \
 	VADDPS c, a, a
 
-// LOADSCALED4X64 loads the four rows of scores at DI (rows 256 bytes apart)
-// into Z0-Z15, times the scale in Z20.
-#define LOADSCALED4X64 \
-	VMULPS 0(DI), Z20, Z0; \
-	VMULPS 64(DI), Z20, Z1; \
-	VMULPS 128(DI), Z20, Z2; \
-	VMULPS 192(DI), Z20, Z3; \
-	VMULPS 256(DI), Z20, Z4; \
-	VMULPS 320(DI), Z20, Z5; \
-	VMULPS 384(DI), Z20, Z6; \
-	VMULPS 448(DI), Z20, Z7; \
-	VMULPS 512(DI), Z20, Z8; \
-	VMULPS 576(DI), Z20, Z9; \
-	VMULPS 640(DI), Z20, Z10; \
-	VMULPS 704(DI), Z20, Z11; \
-	VMULPS 768(DI), Z20, Z12; \
-	VMULPS 832(DI), Z20, Z13; \
-	VMULPS 896(DI), Z20, Z14; \
-	VMULPS 960(DI), Z20, Z15
+// LOAD4X64 loads the four rows of raw scores at DI (rows 256 bytes apart)
+// into Z0-Z15.
+#define LOAD4X64 \
+	VMOVUPS 0(DI), Z0; \
+	VMOVUPS 64(DI), Z1; \
+	VMOVUPS 128(DI), Z2; \
+	VMOVUPS 192(DI), Z3; \
+	VMOVUPS 256(DI), Z4; \
+	VMOVUPS 320(DI), Z5; \
+	VMOVUPS 384(DI), Z6; \
+	VMOVUPS 448(DI), Z7; \
+	VMOVUPS 512(DI), Z8; \
+	VMOVUPS 576(DI), Z9; \
+	VMOVUPS 640(DI), Z10; \
+	VMOVUPS 704(DI), Z11; \
+	VMOVUPS 768(DI), Z12; \
+	VMOVUPS 832(DI), Z13; \
+	VMOVUPS 896(DI), Z14; \
+	VMOVUPS 960(DI), Z15
 
 // lazyTau is the rescale threshold of SOFTMAX4X64 (kernelSet.scoresSoftmax4):
 // 8, in base-2 units.
@@ -128,22 +128,26 @@ DATA lazyTau<>+0(SB)/4, $0x41000000
 GLOBL lazyTau<>(SB), RODATA|NOPTR, $4
 
 // SOFTMAX4X64(slow, rows) is the base-2 online-softmax step of
-// scoresSoftmax4x64AVX512 on four rows of scaled scores (times log2e:
-// kernelSet.base2) in Z0-Z15 (row r in Z4r..Z4r+3), with DI the weights'
-// rows, R11 m, R12 l and R13 alpha; slow and rows name its labels. In order:
-//   - row maxima: each row's four vectors, then the four rows together into
-//     the quarters of Z16 (VMAXPS drops a NaN in its first operand; a row
-//     with a NaN gets NaN exponentials and sum below all the same);
-//   - in quarters: mOld (Z17), l (Z18); K1 = (l != 0);
-//   - the lazy rescale: where every row has l != 0 and a maximum no more
-//     than lazyTau above mOld, m stays (Z19 = mOld) and alpha is 1 (Z22,
-//     EXP16's constant one), stored;
-//   - else (slow) for all four rows: mNew = max(mOld, row max) (Z19);
-//     alpha = 2^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else
-//     2^0 = 1 (Z20), NaN where mOld is; m = mNew, alpha[0:4] stored and
-//     l·alpha kept;
-//   - each row (rows): 2^(s-m) into s (ROWEXP), then the four sums into
-//     quarters, and l = l·alpha + sum.
+// scoresSoftmax4x64AVX512 on four rows of raw scores (dot products) in
+// Z0-Z15 (row r in Z4r..Z4r+3), with the scale c > 0 (times log2e:
+// kernelSet.base2) in Z27, DI the weights' rows, R11 m, R12 l and R13 alpha
+// (alpha[4:8] scratch); slow and rows name its labels. In order:
+//   - row maxima: each row's four vectors, lane by lane, times c (for c > 0
+//     the largest of the rounded products is the rounded product of the
+//     largest, so the lanes' maxima are those of the scaled scores);
+//     VMAXPS drops a NaN in its first operand; a row with a NaN gets NaN
+//     exponentials and sum below all the same;
+//   - the lazy rescale: where every lane of every row is below m + lazyTau
+//     (m + lazyTau stored in alpha[4:8]; never for m = -Inf or NaN), m
+//     stays and alpha is 1 (Z22, EXP16's constant one), stored;
+//   - else (slow): the rows' maxima reduced into the quarters of Z16, and
+//     for all four rows: mNew = max(mOld, row max) (Z19); alpha =
+//     2^(mOld-mNew) where l != 0 or mOld is NaN (K1, K2), else 2^0 = 1
+//     (Z20), NaN where mOld is; m = mNew, alpha and l·alpha stored;
+//   - each row (rows): 2^(c·x - m) into x (ROWEXP), then the four sums
+//     into quarters, and l = l + sum.
+// Every store of m, l and alpha is one unmasked 16-byte store, which the
+// next loads of single elements can take from the store buffer.
 #define SOFTMAX4X64(slow, rows) \
 	EXP16_CONSTANTS; \
 	VMAXPS Z1, Z0, Z16; \
@@ -158,44 +162,54 @@ GLOBL lazyTau<>(SB), RODATA|NOPTR, $4
 	VMAXPS Z13, Z12, Z19; \
 	VMAXPS Z15, Z14, Z20; \
 	VMAXPS Z20, Z19, Z19; \
+	VMULPS Z27, Z16, Z16; \
+	VMULPS Z27, Z17, Z17; \
+	VMULPS Z27, Z18, Z18; \
+	VMULPS Z27, Z19, Z19; \
+	VMOVUPS (R11), X20; \
+	VADDPS.BCST lazyTau<>(SB), X20, X20; \
+	VMOVUPS X20, 16(R13); \
+	VCMPPS.BCST $1, 16(R13), Z16, K1; \
+	VCMPPS.BCST $1, 20(R13), Z17, K2; \
+	VCMPPS.BCST $1, 24(R13), Z18, K3; \
+	VCMPPS.BCST $1, 28(R13), Z19, K4; \
+	KANDW K2, K1, K1; \
+	KANDW K4, K3, K3; \
+	KANDW K3, K1, K1; \
+	KORTESTW K1, K1; \
+	JCC slow; \
+	VMOVUPS X22, (R13); \
+	JMP rows; \
+slow: \
 	QUARTERS(VMAXPS, Z16, Z17, Z18, Z19, Z20, Z31, Z20); \
-	MOVL $15, AX; \
-	KMOVW AX, K3; \
 	VMOVDQU32 quarterIdx<>(SB), Z20; \
-	VMOVUPS.Z (R11), K3, Z17; \
+	VMOVUPS (R11), X17; \
 	VPERMPS Z17, Z20, Z17; \
-	VMOVUPS.Z (R12), K3, Z18; \
+	VMOVUPS (R12), X18; \
 	VPERMPS Z18, Z20, Z18; \
 	VPXORD Z20, Z20, Z20; \
 	VCMPPS $4, Z20, Z18, K1; \
-	VADDPS.BCST lazyTau<>(SB), Z17, Z19; \
-	VCMPPS $2, Z19, Z16, K1, K2; \
-	KORTESTW K2, K2; \
-	JCC slow; \
-	VMOVAPS Z17, Z19; \
-	VMOVUPS Z22, K3, (R13); \
-	JMP rows; \
-slow: \
 	VMAXPS Z16, Z17, Z19; \
 	VCMPPS $3, Z17, Z17, K2; \
 	KORW K1, K2, K1; \
 	VSUBPS Z19, Z17, Z20; \
 	VMOVAPS.Z Z20, K1, Z20; \
+	EXP16(Z20, Z16, Z17); \
+	VMULPS Z20, Z18, Z18; \
 	VMOVDQU32 compactIdx<>(SB), Z16; \
 	VPERMPS Z19, Z16, Z17; \
-	VMOVUPS Z17, K3, (R11); \
-	EXP16(Z20, Z16, Z17, K1); \
-	VMOVDQU32 compactIdx<>(SB), Z16; \
+	VMOVUPS X17, (R11); \
 	VPERMPS Z20, Z16, Z17; \
-	VMOVUPS Z17, K3, (R13); \
-	VMULPS Z20, Z18, Z18; \
-rows: \
-	ROWEXP(Z0, Z1, Z2, Z3, $0x00, 0); \
-	ROWEXP(Z4, Z5, Z6, Z7, $0x55, 256); \
-	ROWEXP(Z8, Z9, Z10, Z11, $0xaa, 512); \
-	ROWEXP(Z12, Z13, Z14, Z15, $0xff, 768); \
-	QUARTERS(VADDPS, Z0, Z4, Z8, Z12, Z1, Z2, Z3); \
-	VADDPS Z0, Z18, Z18; \
-	VMOVDQU32 compactIdx<>(SB), Z16; \
+	VMOVUPS X17, (R13); \
 	VPERMPS Z18, Z16, Z17; \
-	VMOVUPS Z17, K3, (R12);
+	VMOVUPS X17, (R12); \
+rows: \
+	ROWEXP(Z0, Z1, Z2, Z3, 0, 0); \
+	ROWEXP(Z4, Z5, Z6, Z7, 4, 256); \
+	ROWEXP(Z8, Z9, Z10, Z11, 8, 512); \
+	ROWEXP(Z12, Z13, Z14, Z15, 12, 768); \
+	QUARTERS(VADDPS, Z0, Z4, Z8, Z12, Z1, Z2, Z3); \
+	VMOVDQU32 compactIdx<>(SB), Z16; \
+	VPERMPS Z0, Z16, Z17; \
+	VADDPS (R12), X17, X17; \
+	VMOVUPS X17, (R12)
