@@ -22,5 +22,5 @@ for i in $(seq 1 $N); do
     2) torch $i; old $i; new $i;;
   esac
 done
-python3 docs/logs/session37-cpu/summary.py $r $N | tee $r/summary.txt | grep -E "MEDIAN|BEST"
+python3 docs/logs/session36-cpu/summary.py $r $N | tee $r/summary.txt | grep -E "MEDIAN|BEST"
 cd $OUT && tar czf run1.tgz run1 && rm -rf run1/*.json run1/*.log

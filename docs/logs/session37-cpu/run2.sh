@@ -18,6 +18,6 @@ for i in $(seq 1 $N); do
     2) torch $i; old $i; new $i;;
   esac
 done
-python3 docs/logs/session37-cpu/summary.py $r $N | tee $r/summary.txt | grep -E "MEDIAN|BEST"
+python3 docs/logs/session36-cpu/summary.py $r $N | tee $r/summary.txt | grep -E "MEDIAN|BEST"
 cp $r/sbs1/summary.txt $r/sbs1-summary.txt 2>/dev/null
 cd $OUT && tar czf run2.tgz run2 && rm -rf run2/*.json run2/*.log run2/sbs1
