@@ -108,6 +108,20 @@ s4avx2_store:
 	VFMADD231PS Z18, Z23, Z14; \
 	VFMADD231PS Z19, Z23, Z15
 
+// STEP4X4(v0, v1, v2, v3, b0, b1, b2, b3) is one step of the product
+// loops: the four vectors at v0-v3 into Z16-Z19, the four floats at b0-b3
+// broadcast into Z20-Z23, then FMA4X4.
+#define STEP4X4(v0, v1, v2, v3, b0, b1, b2, b3) \
+	VMOVUPS v0, Z16; \
+	VMOVUPS v1, Z17; \
+	VMOVUPS v2, Z18; \
+	VMOVUPS v3, Z19; \
+	VBROADCASTSS b0, Z20; \
+	VBROADCASTSS b1, Z21; \
+	VBROADCASTSS b2, Z22; \
+	VBROADCASTSS b3, Z23; \
+	FMA4X4
+
 // SCORES4X64(pairs, loop, done) is the body of scores4x64AVX512 up to its stores:
 // the sixteen accumulators Z0-Z15 (row r's 64 keys in Z4r..Z4r+3) of the
 // four q rows against the kt panel, the dot products not yet scaled
@@ -151,15 +165,7 @@ s4avx2_store:
 	JZ done; \
 	TESTQ $1, CX; \
 	JZ pairs; \
-	VMOVUPS 0(DX), Z16; \
-	VMOVUPS 64(DX), Z17; \
-	VMOVUPS 128(DX), Z18; \
-	VMOVUPS 192(DX), Z19; \
-	VBROADCASTSS (SI), Z20; \
-	VBROADCASTSS (R8), Z21; \
-	VBROADCASTSS (R9), Z22; \
-	VBROADCASTSS (R10), Z23; \
-	FMA4X4; \
+	STEP4X4(0(DX), 64(DX), 128(DX), 192(DX), (SI), (R8), (R9), (R10)); \
 	ADDQ $256, DX; \
 	ADDQ $4, SI; \
 	ADDQ $4, R8; \
@@ -175,24 +181,8 @@ pairs: \
 	SHLQ $2, CX; \
 	NEGQ CX; \
 loop: \
-	VMOVUPS 0(DX), Z16; \
-	VMOVUPS 64(DX), Z17; \
-	VMOVUPS 128(DX), Z18; \
-	VMOVUPS 192(DX), Z19; \
-	VBROADCASTSS (SI)(CX*1), Z20; \
-	VBROADCASTSS (R8)(CX*1), Z21; \
-	VBROADCASTSS (R9)(CX*1), Z22; \
-	VBROADCASTSS (R10)(CX*1), Z23; \
-	FMA4X4; \
-	VMOVUPS 256(DX), Z16; \
-	VMOVUPS 320(DX), Z17; \
-	VMOVUPS 384(DX), Z18; \
-	VMOVUPS 448(DX), Z19; \
-	VBROADCASTSS 4(SI)(CX*1), Z20; \
-	VBROADCASTSS 4(R8)(CX*1), Z21; \
-	VBROADCASTSS 4(R9)(CX*1), Z22; \
-	VBROADCASTSS 4(R10)(CX*1), Z23; \
-	FMA4X4; \
+	STEP4X4(0(DX), 64(DX), 128(DX), 192(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
+	STEP4X4(256(DX), 320(DX), 384(DX), 448(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
 	ADDQ $512, DX; \
 	ADDQ $8, CX; \
 	JNZ loop; \
@@ -437,15 +427,7 @@ g64: \
 	JZ s64; \
 	TESTQ $1, AX; \
 	JZ p64; \
-	VMOVUPS (R13), Z16; \
-	VMOVUPS 64(R13), Z17; \
-	VMOVUPS 128(R13), Z18; \
-	VMOVUPS 192(R13), Z19; \
-	VBROADCASTSS (R12), Z20; \
-	VBROADCASTSS 256(R12), Z21; \
-	VBROADCASTSS 512(R12), Z22; \
-	VBROADCASTSS 768(R12), Z23; \
-	FMA4X4; \
+	STEP4X4((R13), 64(R13), 128(R13), 192(R13), (R12), 256(R12), 512(R12), 768(R12)); \
 	ADDQ CX, R13; \
 	ADDQ $4, R12; \
 	DECQ AX; \
@@ -453,24 +435,8 @@ g64: \
 p64: \
 	SHRQ $1, AX; \
 l64: \
-	VMOVUPS (R13), Z16; \
-	VMOVUPS 64(R13), Z17; \
-	VMOVUPS 128(R13), Z18; \
-	VMOVUPS 192(R13), Z19; \
-	VBROADCASTSS (R12), Z20; \
-	VBROADCASTSS 256(R12), Z21; \
-	VBROADCASTSS 512(R12), Z22; \
-	VBROADCASTSS 768(R12), Z23; \
-	FMA4X4; \
-	VMOVUPS (R13)(CX*1), Z16; \
-	VMOVUPS 64(R13)(CX*1), Z17; \
-	VMOVUPS 128(R13)(CX*1), Z18; \
-	VMOVUPS 192(R13)(CX*1), Z19; \
-	VBROADCASTSS 4(R12), Z20; \
-	VBROADCASTSS 260(R12), Z21; \
-	VBROADCASTSS 516(R12), Z22; \
-	VBROADCASTSS 772(R12), Z23; \
-	FMA4X4; \
+	STEP4X4((R13), 64(R13), 128(R13), 192(R13), (R12), 256(R12), 512(R12), 768(R12)); \
+	STEP4X4((R13)(CX*1), 64(R13)(CX*1), 128(R13)(CX*1), 192(R13)(CX*1), 4(R12), 260(R12), 516(R12), 772(R12)); \
 	LEAQ (R13)(CX*2), R13; \
 	ADDQ $8, R12; \
 	DECQ AX; \
