@@ -18,17 +18,14 @@ func softmax4Go(x []float32, c float32, m, l []float32, alpha *[8]float32) {
 	}
 	for r := range 4 {
 		row := x[r*panel : (r+1)*panel]
+		alpha[r] = 1
 		if !lazy {
 			mNew := max(m[r], rm[r])
-			a := float32(1)
 			if l[r] != 0 || m[r] != m[r] {
-				a = exp2_32(m[r] - mNew)
+				alpha[r] = exp2_32(m[r] - mNew)
 			}
-			alpha[r] = a
-			l[r] *= a
+			l[r] *= alpha[r]
 			m[r] = mNew
-		} else {
-			alpha[r] = 1
 		}
 		var sum float32
 		for j, xj := range row {
