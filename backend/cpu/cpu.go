@@ -277,6 +277,11 @@ type scratch struct {
 	// AVX2 vector (here, not on the stack: the kernels take its address
 	// through a function value).
 	alpha [8]float32
+	// next is the block this worker takes after the one it runs, if it
+	// knows (else -1), and end what the block's last key panel prefetches
+	// (keyPanels.prefetch, blockEnd).
+	next int
+	end  ahead
 }
 
 func (c *call) getScratch() *scratch {
@@ -320,6 +325,10 @@ func (c *call) Work(w int) {
 			it := r.next.Add(1) - 1
 			if it >= r.end {
 				break
+			}
+			sc.next = -1
+			if it+1 < r.end {
+				sc.next = int(it + 1)
 			}
 			c.block(sc, int(it))
 		}
@@ -461,6 +470,12 @@ func (c *call) block(sc *scratch, it int) {
 	}
 	v := c.values()[vOff : vOff+p.Sk*D]
 
+	kp := c.densePanels(sc, kvh, v)
+	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
+	sc.end = ahead{}
+	if kp.prefetch && p.Mask == backend.NoMask {
+		sc.end = c.blockEnd(sc.next, qOff, rowsN*D)
+	}
 	_, _, rowStride := p.Layout.Strides(p.Hq, p.Sq, D)
 	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, blockRows{
 		lseBuf: p.LSE, outStride: rowStride,
@@ -472,7 +487,7 @@ func (c *call) block(sc *scratch, it int) {
 			return qOff + r*D
 		},
 		lse: func(r int) int { return bh*p.Sq + i0 + r },
-	}, c.densePanels(sc, kvh, v))
+	}, kp)
 }
 
 // blockRows says, for row r of a block, how many keys it sees and where its
@@ -492,6 +507,11 @@ type blockRows struct {
 type keyPanels struct {
 	kb0, kb1 int
 	get      func(kb int) (kt, v []float32)
+	// prefetch says the steps (kernelSet.steps4) of each panel but the
+	// last prefetch the next panel's inputs (panelInputs of KV head kvh);
+	// those of the last prefetch the worker's scratch.end.
+	prefetch bool
+	kvh      int
 	// amx, where not nil, gives panel kb's AMX operands, followed by the
 	// next panels' (call after get), and whether the AMX path may take it.
 	amx func(kb int) (kB, vB []uint16, ok bool)
@@ -559,7 +579,14 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				// This group and every later full one (visible keys only
 				// grow with the row) in one call.
 				e := rowsN &^ 3
-				ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4)
+				var pf ahead
+				if kp.prefetch {
+					pf = sc.end
+					if kb+1 < kp.kb1 {
+						pf = c.panelInputs(kp.kvh, kb+1)
+					}
+				}
+				ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
 				g = e - 4
 				continue
 			}
@@ -674,6 +701,61 @@ func (c *call) densePanels(sc *scratch, kvh int, v []float32) keyPanels {
 	return kp
 }
 
+// panelInputs is what the first block to reach panel kb of KV head kvh
+// reads and writes first (a problem in layout BHSD, dense): the panel's key
+// and value rows as the problem holds them, the panel it transposes the
+// keys into and, for FP8, the rows it decodes the values into; nothing
+// where the panel is built or being built.
+func (c *call) panelInputs(kvh, kb int) ahead {
+	pi := kvh*c.panels + kb
+	if c.panelState[pi].Load() != 0 {
+		return ahead{}
+	}
+	p, D := c.p, c.d
+	j0 := kb * panel
+	off := (kvh*p.Sk + j0) * D
+	end := off + min(panel, p.Sk-j0)*D
+	var pf ahead
+	pf.write[0] = floatSpan(c.kt[pi*D*panel : (pi+1)*D*panel])
+	switch {
+	case p.Precision != backend.FP8E4M3:
+		pf.read[0], pf.read[1] = floatSpan(p.K[off:end]), floatSpan(p.V[off:end])
+	case p.QuantizeOnRead:
+		pf.read[0], pf.read[1] = floatSpan(p.K[off:end]), floatSpan(p.V[off:end])
+		pf.write[1] = floatSpan(c.vDec[off:end])
+	default:
+		pf.read[0], pf.read[1] = codeSpan(p.K8[off:end]), codeSpan(p.V8[off:end])
+		pf.write[1] = floatSpan(c.vDec[off:end])
+	}
+	return pf
+}
+
+// blockEnd is what to prefetch while the last key panel of a block runs
+// (a problem in layout BHSD, dense, unmasked): the query rows of block
+// next, which the worker takes next, and, where that block's KV head's
+// first panel is not built, its inputs (panelInputs); else the output rows
+// [out, out+n) of the block, about to be written.
+func (c *call) blockEnd(next, out, n int) ahead {
+	p, D := c.p, c.d
+	var pf ahead
+	if next >= 0 {
+		bh, qb := next/c.qBlocks, next%c.qBlocks
+		i0 := qb * c.bq
+		off := (bh*p.Sq + i0) * D
+		end := off + (min(i0+c.bq, p.Sq)-i0)*D
+		pf = c.panelInputs(bh/p.Hq*p.Hkv+bh%p.Hq/p.Group(), 0)
+		if p.Precision == backend.FP8E4M3 && !p.QuantizeOnRead {
+			pf.read[2] = codeSpan(p.Q8[off:end])
+		} else {
+			pf.read[2] = floatSpan(p.Q[off:end])
+		}
+	}
+	if pf.write[0].bytes == 0 {
+		pf.write[0] = floatSpan(p.Out[out : out+n])
+	}
+	return pf
+}
+
 // fp8Input names an input of an FP8E4M3 problem.
 type fp8Input int
 
@@ -752,6 +834,9 @@ func (c *call) packedBlock(sc *scratch, it int) {
 		scoreScale = float32(float64(p.Scale) * float64(p.KScale[kvh]))
 		outScale = p.VScale[kvh]
 	}
+	kp := c.densePanels(sc, kvh, v)
+	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
+	sc.end = ahead{}
 	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, blockRows{
 		lseBuf:  p.LSE,
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(p.Mask, i) },
@@ -760,7 +845,7 @@ func (c *call) packedBlock(sc *scratch, it int) {
 			return p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
 		},
 		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
-	}, c.densePanels(sc, kvh, v))
+	}, kp)
 }
 
 // Default is the registered instance "cpu". The kernel sets are registered

@@ -1,6 +1,11 @@
 package cpu
 
-import "math"
+import (
+	"math"
+	"unsafe"
+
+	"github.com/fp8attn/fp8attn/fp8"
+)
 
 // The micro-kernels of the CPU backend, in pure Go. Each is the reference for
 // the assembly versions that replace it (kernels_amd64.s). The assembly
@@ -57,8 +62,9 @@ type kernelSet struct {
 	// steps4, if not nil, is the full steps of groups groups of four rows
 	// against one full key panel (kt, and v its panel value rows): what
 	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,
-	// m and l hold the groups' rows in turn), in one call.
-	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int)
+	// m and l hold the groups' rows in turn), in one call. While it runs it
+	// may prefetch pf's memory, spread over the groups.
+	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead)
 	// scaleRows sets dst[r*stride+c] = f[r]·src[r*d+c] for rows r < len(f)
 	// and c < d: the rows' outputs from their accumulators, in one call.
 	scaleRows func(dst []float32, stride int, src []float32, d int, f []float32)
@@ -79,6 +85,40 @@ type kernelSet struct {
 	// instead.
 	base2   bool
 	natural *kernelSet
+}
+
+// ahead is memory that the work after a steps4 call reads first, which the
+// call prefetches into the core's caches while it computes, so that those
+// reads do not wait on memory between two calls: read is brought into L2,
+// write into L1 for writing (it is about to be written whole). It changes
+// no result. attendRows prefetches the inputs of a block's next key panel
+// where no worker has built it yet, and during the last panel the next
+// block's first inputs (panelInputs, blockEnd).
+type ahead struct {
+	read  [3]span
+	write [2]span
+}
+
+// span is a range of memory to prefetch: bytes bytes from p.
+type span struct {
+	p     unsafe.Pointer
+	bytes int
+}
+
+// floatSpan is x's memory as a span.
+func floatSpan(x []float32) span {
+	if len(x) == 0 {
+		return span{}
+	}
+	return span{unsafe.Pointer(&x[0]), 4 * len(x)}
+}
+
+// codeSpan is x's memory as a span.
+func codeSpan(x []fp8.E4M3) span {
+	if len(x) == 0 {
+		return span{}
+	}
+	return span{unsafe.Pointer(&x[0]), len(x)}
 }
 
 // lazyTau is how far (in base 2) a row maximum may rise above the running

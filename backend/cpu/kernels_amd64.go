@@ -60,7 +60,7 @@ var avx512Kernels = kernelSet{
 
 // steps4AVX512 is kernelSet.steps4 in assembly where d is a multiple of 16
 // (pv4x16AVX512 then covers every column).
-func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int) {
+func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead) {
 	if groups <= 0 {
 		return
 	}
@@ -74,7 +74,7 @@ func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float
 	}
 	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[panel*d-1], acc[4*groups*d-1]
 	_, _ = m[4*groups-1], l[4*groups-1]
-	steps4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups)
+	steps4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups))
 }
 
 func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32) {
@@ -271,10 +271,25 @@ func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alph
 
 // steps4x64AVX512 is, for each of groups groups of four rows, the
 // scoresSoftmax4x64AVX512 and pv4x16AVX512 calls of steps4AVX512's loop on
-// d a positive multiple of 16, in one call.
+// d a positive multiple of 16, in one call, with prefetches (prefetchPlan).
 //
 //go:noescape
-func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int)
+func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
+
+// prefetchPlan is steps4x64AVX512's prefetch operand for pf over groups
+// groups (PREFETCH5): for each of pf's spans, reads then writes, its
+// address and the whole cache lines of it that one group prefetches, so
+// that the groups together cover its whole lines from its start (a
+// remainder of fewer lines than groups is left out).
+func prefetchPlan(pf ahead, groups int) *[10]uintptr {
+	var plan [10]uintptr
+	for i, x := range [5]span{pf.read[0], pf.read[1], pf.read[2], pf.write[0], pf.write[1]} {
+		if n := x.bytes / 64 / groups; n > 0 {
+			plan[2*i], plan[2*i+1] = uintptr(x.p), uintptr(n)
+		}
+	}
+	return &plan
+}
 
 // transpose8x8AVX2 is one 8x8 block of transposePanelGo: dst[i*ldDst+j] =
 // src[j*ldSrc+i] for i, j < 8.

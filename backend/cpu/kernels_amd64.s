@@ -920,13 +920,43 @@ TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
 	VZEROUPPER
 	RET
 
-// func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int)
+// PREFETCH_STREAM(addr, lines, loop, done, op) prefetches, with op on
+// (BX), the 64-byte lines [addr, addr + 64·lines), both words at the given
+// offsets from AX, and advances the address past them. Clobbers BX, CX.
+#define PREFETCH_STREAM(addr, lines, loop, done, op) \
+	MOVQ lines(AX), CX \
+	TESTQ CX, CX \
+	JZ done \
+	MOVQ addr(AX), BX \
+loop: \
+	op \
+	ADDQ $64, BX \
+	DECQ CX \
+	JNZ loop \
+	MOVQ BX, addr(AX) \
+done:
+
+// PREFETCH5 runs one group's share of the prefetch plan at AX
+// (prefetchPlan, [10]uintptr: five streams of {address, lines}, three read
+// into L2 with PREFETCHT1, then two brought into L1 for writing with
+// PREFETCHW, encoded as bytes since the Go assembler lacks it); the
+// arguments are the labels. Clobbers BX, CX.
+#define PREFETCH5(l0, d0, l1, d1, l2, d2, l3, d3, l4, d4) \
+	PREFETCH_STREAM(0, 8, l0, d0, PREFETCHT1 (BX)) \
+	PREFETCH_STREAM(16, 24, l1, d1, PREFETCHT1 (BX)) \
+	PREFETCH_STREAM(32, 40, l2, d2, PREFETCHT1 (BX)) \
+	PREFETCH_STREAM(48, 56, l3, d3, BYTE $0x0F; BYTE $0x0D; BYTE $0x0B) \
+	PREFETCH_STREAM(64, 72, l4, d4, BYTE $0x0F; BYTE $0x0D; BYTE $0x0B)
+
+// func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
 // Equals, for each of groups groups of four query rows (q, acc, m and l
 // advancing by four rows a group), scoresSoftmax4x64AVX512 followed by
 // pv4x16AVX512 on all 64 keys and all d columns (d a positive multiple of
 // 16): one call for a panel's run of full groups instead of two a group.
-// The locals hold the group's q, acc, m and l and the groups left.
-TEXT ·steps4x64AVX512(SB), NOSPLIT, $40-88
+// Each group first prefetches its share of pf's streams (PREFETCH5, which
+// changes no result). The locals hold the group's q, acc, m and l and the
+// groups left.
+TEXT ·steps4x64AVX512(SB), NOSPLIT, $40-96
 	MOVQ q+8(FP), AX
 	MOVQ AX, 0(SP)
 	MOVQ acc+72(FP), AX
@@ -939,6 +969,8 @@ TEXT ·steps4x64AVX512(SB), NOSPLIT, $40-88
 	MOVQ AX, 32(SP)
 
 steps_group:
+	MOVQ pf+88(FP), AX
+	PREFETCH5(steps_pl0, steps_pd0, steps_pl1, steps_pd1, steps_pl2, steps_pd2, steps_pl3, steps_pd3, steps_pl4, steps_pd4)
 	MOVQ s+0(FP), DI
 	MOVQ 0(SP), SI
 	MOVQ kt+16(FP), DX

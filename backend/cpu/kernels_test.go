@@ -624,7 +624,7 @@ func TestSteps4(t *testing.T) {
 			wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
 			var a, wa [8]float32
 			steps4(ks, ws, q, kt, v, wacc, d, scale, wm, wl, &wa, groups)
-			ks.steps4(s, q, kt, v, acc, d, scale, m, l, &a, groups)
+			ks.steps4(s, q, kt, v, acc, d, scale, m, l, &a, groups, ahead{})
 			for name, pair := range map[string][2][]float32{"acc": {acc, wacc}, "m": {m, wm}, "l": {l, wl}, "weights": {s, ws}} {
 				if j := firstMismatch(pair[0], pair[1], 0); j >= 0 {
 					t.Fatalf("%s d=%d groups=%d: %s[%d] = %v, want %v", ks.name, d, groups, name, j, pair[0][j], pair[1][j])
