@@ -208,7 +208,9 @@ loopmax:
 // Equals e4m3Table[e4m3Format.convert(src[i]/scale, mode)] for i < n, n a
 // positive multiple of 16; see the declaration in quant_amd64.go. The
 // magic sum rounds q itself (either sign), so the sign is ORed back only
-// for zero results.
+// for zero results. A vector with no lane that overflows or is NaN (nearly
+// every one, where the scale comes from the data's amax) skips the
+// overflow and NaN selects.
 TEXT ·roundE4M3AVX512(SB), NOSPLIT, $0-36
 	CONVERT_ARGS_AVX512
 	MOVL $0x7fc00000, AX
@@ -222,6 +224,18 @@ round512:
 	MAGIC_AVX512(Z0)                // q rounded (a zero result's sign lost)
 	VPANDD Z12, Z0, Z1              // a = |q|
 	VPCMPUD $5, Z6, Z1, K2          // a >= first overflow (±Inf and NaN included)
+	KORTESTW K2, K2
+	JNZ round512_ovf                // a lane overflows or is NaN: the full form
+	VPTERNLOGD $0xf8, Z2, Z0, Z16   // | q's sign
+	VMOVUPS Z16, (DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	SUBQ $16, CX
+	JNZ round512
+	VZEROUPPER
+	RET
+
+round512_ovf:
 	VMOVDQA32 Z14, K2, Z16
 	VPTERNLOGD $0xf8, Z2, Z0, Z16   // | q's sign
 	VPCMPUD $6, Z5, Z1, K3          // a > Inf bits: NaN
