@@ -227,6 +227,8 @@ round512:
 	KORTESTW K2, K2
 	JNZ round512_ovf                // a lane overflows or is NaN: the full form
 	VPTERNLOGD $0xf8, Z2, Z0, Z16   // | q's sign
+
+round512_store:
 	VMOVUPS Z16, (DI)
 	ADDQ $64, SI
 	ADDQ $64, DI
@@ -242,13 +244,7 @@ round512_ovf:
 	VMOVDQA32 Z3, Z19
 	VPTERNLOGD $0xf8, Z13, Z0, Z19  // NaN | (q & nanSign): the sign for Torch
 	VMOVDQA32 Z19, K3, Z16
-	VMOVUPS Z16, (DI)
-	ADDQ $64, SI
-	ADDQ $64, DI
-	SUBQ $16, CX
-	JNZ round512
-	VZEROUPPER
-	RET
+	JMP round512_store
 
 // func roundE4M3AVX2(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
 // roundE4M3AVX512 8 elements at a time (n a positive multiple of 8), with

@@ -1,6 +1,6 @@
 # Run 9 (session 38): run 7's measure (the FP32 and FP8 public calls alternated eight times in one
 # process, 1 thread, mission shape) on new (0f25f9f) and new2 (the rounding's fast path,
-# commit after it), twice each, in turn.
+# 732cc12), twice each, in turn.
 set -u
 r=$OUT/run9; mkdir -p $r
 cd sdpa
