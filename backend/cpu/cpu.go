@@ -716,15 +716,9 @@ func (c *call) panelInputs(kvh, kb int) ahead {
 	off := (kvh*p.Sk + j0) * D
 	end := off + min(panel, p.Sk-j0)*D
 	var pf ahead
+	pf.read[0], pf.read[1] = inputSpan(p, inK, off, end), inputSpan(p, inV, off, end)
 	pf.write[0] = floatSpan(c.kt[pi*D*panel : (pi+1)*D*panel])
-	switch {
-	case p.Precision != backend.FP8E4M3:
-		pf.read[0], pf.read[1] = floatSpan(p.K[off:end]), floatSpan(p.V[off:end])
-	case p.QuantizeOnRead:
-		pf.read[0], pf.read[1] = floatSpan(p.K[off:end]), floatSpan(p.V[off:end])
-		pf.write[1] = floatSpan(c.vDec[off:end])
-	default:
-		pf.read[0], pf.read[1] = codeSpan(p.K8[off:end]), codeSpan(p.V8[off:end])
+	if p.Precision == backend.FP8E4M3 {
 		pf.write[1] = floatSpan(c.vDec[off:end])
 	}
 	return pf
@@ -744,11 +738,7 @@ func (c *call) blockEnd(next, out, n int) ahead {
 		off := (bh*p.Sq + i0) * D
 		end := off + (min(i0+c.bq, p.Sq)-i0)*D
 		pf = c.panelInputs(bh/p.Hq*p.Hkv+bh%p.Hq/p.Group(), 0)
-		if p.Precision == backend.FP8E4M3 && !p.QuantizeOnRead {
-			pf.read[2] = codeSpan(p.Q8[off:end])
-		} else {
-			pf.read[2] = floatSpan(p.Q[off:end])
-		}
+		pf.read[2] = inputSpan(p, inQ, off, end)
 	}
 	if pf.write[0].bytes == 0 {
 		pf.write[0] = floatSpan(p.Out[out : out+n])
@@ -765,6 +755,29 @@ const (
 	inV
 )
 
+// input returns input in of p: its E4M3 codes, its float32 elements and its
+// dequantization scales (those p holds).
+func input(p *backend.Problem, in fp8Input) (codes []fp8.E4M3, raw, scales []float32) {
+	switch in {
+	case inK:
+		return p.K8, p.K, p.KScale
+	case inV:
+		return p.V8, p.V, p.VScale
+	}
+	return p.Q8, p.Q, p.QScale
+}
+
+// inputSpan is elements [off, end) of input in of a dense problem as the
+// kernels' inputs are read from it: the E4M3 codes of an FP8 problem given
+// as codes, else the float32 elements.
+func inputSpan(p *backend.Problem, in fp8Input, off, end int) span {
+	codes, raw, _ := input(p, in)
+	if p.Precision == backend.FP8E4M3 && !p.QuantizeOnRead {
+		return codeSpan(codes[off:end])
+	}
+	return floatSpan(raw[off:end])
+}
+
 // fp8Rows writes into dst what the kernels compute on for elements [off,
 // off+len(dst)) of input in of the FP8 problem p, head being the index of
 // their dequantization scale (QScale for Q, KScale and VScale for K and
@@ -773,13 +786,7 @@ const (
 // (fp8.RoundE4M3, the arithmetic of fp8.QuantizeE4M3's encode), times mul
 // where mul is not 1: the same bits either way.
 func fp8Rows(dst []float32, p *backend.Problem, in fp8Input, off, head int, mul float32) {
-	codes, raw, scales := p.Q8, p.Q, p.QScale
-	switch in {
-	case inK:
-		codes, raw, scales = p.K8, p.K, p.KScale
-	case inV:
-		codes, raw, scales = p.V8, p.V, p.VScale
-	}
+	codes, raw, scales := input(p, in)
 	n := len(dst)
 	if !p.QuantizeOnRead {
 		fp8.DecodeE4M3(dst, codes[off:off+n], mul)
