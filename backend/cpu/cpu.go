@@ -113,8 +113,11 @@ func NewConfig(name string, c Config) (*Backend, error) {
 
 // ISAs lists the kernel sets this build runs on this CPU, the default
 // first: "avx512" and "avx2" on amd64 CPUs that have them (not with the
-// purego build tag), then "amx" on Linux with AMX-BF16 (selectable, never
-// the default: docs/PERF.md), and always "go", the portable kernels.
+// purego build tag); "avx512bf16" (FP8 scores on bfloat16 pairs) where the
+// CPU has AVX512_BF16, the default on AMD and after "avx512" elsewhere,
+// where it measured slower (docs/PERF.md); then "amx" on Linux with
+// AMX-BF16 (selectable, never the default); and always "go", the portable
+// kernels.
 func ISAs() []string {
 	names := make([]string, len(kernelSets))
 	for i, ks := range kernelSets {
@@ -196,6 +199,12 @@ type call struct {
 	// kt holds every key panel, transposed: panel (kvh, kb) at
 	// (kvh*panels+kb)*D*panel. vDec holds V decoded (FP8 only).
 	kt, vDec []float32
+	// pairs says the FP8 blocks' dot products run on bfloat16 pairs
+	// (pairKernels): kt16 then holds every key panel as pairs, panel
+	// (kvh, kb) at (kvh*panels+kb)*D/2*panel, and each block its query
+	// rows as pairs (scratch.q16).
+	pairs bool
+	kt16  []uint32
 	// amxOn says the AMX path runs (kernelSet.amxUsable): kAMX and vAMX
 	// then hold each full panel's B operands (amx.go) and amxOK whether
 	// AMX keeps all of the panel's elements.
@@ -226,6 +235,12 @@ func (b *Backend) Attention(p *backend.Problem) error {
 		c.vDec = freelist.Grow(c.vDec, p.B*p.Hkv*p.Sk*p.D) // V decoded or gathered, [B][Hkv][Sk][D]
 	}
 	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq))
+	// Pairs hold the code values exactly; GQA-packed rows are scaled to
+	// one head's scale, which they need not be.
+	c.pairs = p.Precision == backend.FP8E4M3 && c.ks.pairs != nil && c.pack == 1 && p.D%16 == 0 && !c.amxOn
+	if c.pairs {
+		c.kt16 = freelist.Grow(c.kt16, panels*p.D/2*panel)
+	}
 	if c.amxOn {
 		c.kAMX = freelist.Grow(c.kAMX, panels*amxPanelSize(p.D))
 		c.vAMX = freelist.Grow(c.vAMX, panels*amxPanelSize(p.D))
@@ -259,10 +274,11 @@ func (b *Backend) run(c *call, workers int) {
 
 // scratch is one worker's tile memory.
 type scratch struct {
-	q []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
-	k []float32 // FP8: one key panel decoded, before transposing (paged: the panel)
-	v []float32 // paged: one panel of values, decoded
-	s []float32 // 4×panel scores, then weights
+	q   []float32 // query rows, padded to a multiple of 4 (FP8: decoded)
+	q16 []uint32  // q as bfloat16 pairs (call.pairs)
+	k   []float32 // FP8: one key panel decoded, before transposing (paged: the panel)
+	v   []float32 // paged: one panel of values, decoded
+	s   []float32 // 4×panel scores, then weights
 	// The AMX path's (amx.go): the block's query parts, 16 rows' scores
 	// (then weights), their parts and P·V, and their rescale factors
 	// (four past the rows: softmax4's scratch).
@@ -288,6 +304,9 @@ func (c *call) getScratch() *scratch {
 	sc := c.scratch.Get()
 	d, rows := c.d, (c.bq+3)&^3
 	sc.q = freelist.Grow(sc.q, rows*d)
+	if c.pairs {
+		sc.q16 = freelist.Grow(sc.q16, rows*d/2)
+	}
 	sc.k = freelist.Grow(sc.k, panel*d)
 	if c.pg != nil {
 		sc.v = freelist.Grow(sc.v, panel*d)
@@ -393,6 +412,9 @@ func (c *call) buildPanel(sc *scratch, it int) {
 	default:
 		c.ks.transpose(kt, p.K[off:off+n*D], D, n)
 	}
+	if c.pairs {
+		c.ks.pairs.panel(c.kt16[it*D/2*panel:(it+1)*D/2*panel], kt, D)
+	}
 	if c.amxOn {
 		c.amxOK[it] = false
 		if n == panel {
@@ -472,6 +494,10 @@ func (c *call) block(sc *scratch, it int) {
 
 	kp := c.densePanels(sc, kvh, v)
 	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
+	if c.pairs {
+		c.ks.pairs.rows(sc.q16[:rows*D/2], q)
+		kp.pairs = true
+	}
 	sc.end = ahead{}
 	if kp.prefetch && p.Mask == backend.NoMask {
 		sc.end = c.blockEnd(sc.next, qOff, rowsN*D)
@@ -512,6 +538,11 @@ type keyPanels struct {
 	// those of the last prefetch the worker's scratch.end.
 	prefetch bool
 	kvh      int
+	// pairs says the block's query rows are in scratch.q16 and KV head
+	// kvh's key panels in call.kt16 as bfloat16 pairs too, for the steps
+	// of a set with pairKernels. (Not slices here: a slice of kp passed
+	// to a function value would move kp's closures to the heap.)
+	pairs bool
 	// amx, where not nil, gives panel kb's AMX operands, followed by the
 	// next panels' (call after get), and whether the AMX path may take it.
 	amx func(kb int) (kB, vB []uint16, ok bool)
@@ -586,7 +617,12 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 						pf = c.panelInputs(kp.kvh, kb+1)
 					}
 				}
-				ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+				if ks.pairs != nil && kp.pairs {
+					pi := kp.kvh*c.panels + kb
+					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+				} else {
+					ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+				}
 				g = e - 4
 				continue
 			}

@@ -20,7 +20,7 @@ const panel = 64
 
 // kernelSet is one implementation of the micro-kernels.
 type kernelSet struct {
-	// name: "go", "avx2", "avx512" or "amx".
+	// name: "go", "avx2", "avx512", "avx512bf16" or "amx".
 	name string
 	// scores4 sets s[r*panel+j] = scale·(q row r · key j) for rows r < 4
 	// and keys j < panel: four query rows against one key panel as the
@@ -65,6 +65,10 @@ type kernelSet struct {
 	// m and l hold the groups' rows in turn), in one call. While it runs it
 	// may prefetch pf's memory, spread over the groups.
 	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead)
+	// pairs, if not nil, runs steps4 with the dot products on bfloat16
+	// pairs (pairKernels), for query rows and key panels whose elements
+	// bfloat16 holds exactly: those of an FP8 problem.
+	pairs *pairKernels
 	// scaleRows sets dst[r*stride+c] = f[r]·src[r*d+c] for rows r < len(f)
 	// and c < d: the rows' outputs from their accumulators, in one call.
 	scaleRows func(dst []float32, stride int, src []float32, d int, f []float32)
@@ -85,6 +89,79 @@ type kernelSet struct {
 	// instead.
 	base2   bool
 	natural *kernelSet
+}
+
+// pairKernels compute the query-key dot products of an FP8 problem on
+// bfloat16 pairs (AVX512_BF16's VDPBF16PS, two multiply-adds a lane per
+// instruction where a float32 FMA does one). Every E4M3 value, the code
+// values the kernels compute on, is exactly a bfloat16 (3 mantissa bits of
+// 7, exponents -9 to 8 of -133 to 127), and the product of two is exact in
+// float32, so a dot product on pairs is the float32 dot product's sum in
+// another order: each pair's odd product first, then its even one, each
+// addition rounded. Nothing else changes: the scores are the same dot
+// products within float32 summation error, the rest of the step is steps4's.
+type pairKernels struct {
+	// rows writes dst[t] = pairOf(src[2t], src[2t+1]): query rows as
+	// pairs (pairRowsGo).
+	rows func(dst []uint32, src []float32)
+	// panel writes the pairs of a transposed key panel kt of d rows (d
+	// even): dst[t*panel+j] = pairOf(kt[2t*panel+j], kt[(2t+1)*panel+j])
+	// (pairPanelGo).
+	panel func(dst []uint32, kt []float32, d int)
+	// steps4 is kernelSet.steps4 with q16 the groups' query rows as pairs
+	// (d/2 words a row) and kt16 the key panel as pairs, d a multiple of
+	// 16: the dot products as scores4PairsGo sums them.
+	steps4 func(s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead)
+}
+
+// pairOf packs the bfloat16s of a and b, the low and the high half of the
+// word: each float's high 16 bits, exact for E4M3 values (whose low 16 bits
+// are zero); a NaN gets its quiet bit first, so that it stays a NaN.
+func pairOf(a, b float32) uint32 {
+	half := func(x float32) uint32 {
+		u := math.Float32bits(x)
+		if x != x {
+			u |= 0x00400000
+		}
+		return u >> 16
+	}
+	return half(a) | half(b)<<16
+}
+
+// pairRowsGo is pairKernels.rows in Go.
+func pairRowsGo(dst []uint32, src []float32) {
+	for t := range dst {
+		dst[t] = pairOf(src[2*t], src[2*t+1])
+	}
+}
+
+// pairPanelGo is pairKernels.panel in Go.
+func pairPanelGo(dst []uint32, kt []float32, d int) {
+	for t := 0; t < d/2; t++ {
+		for j := 0; j < panel; j++ {
+			dst[t*panel+j] = pairOf(kt[2*t*panel+j], kt[(2*t+1)*panel+j])
+		}
+	}
+}
+
+// scores4PairsGo sets s[r*panel+j] to the dot product of query row r (q16,
+// d/2 pairs a row) and key j of the pair panel kt16, unscaled, summed as
+// VDPBF16PS sums it: pair by pair, the odd elements' product added first,
+// each addition rounded (the products are exact for bfloat16 operands with
+// at most 8 significant bits between them, as E4M3 values have).
+func scores4PairsGo(s []float32, q16, kt16 []uint32, d int) {
+	h := d / 2
+	for r := range 4 {
+		for j := range panel {
+			var acc float32
+			for t := range h {
+				a, b := q16[r*h+t], kt16[t*panel+j]
+				acc = fma32(fromBF16(uint16(a>>16)), fromBF16(uint16(b>>16)), acc)
+				acc = fma32(fromBF16(uint16(a)), fromBF16(uint16(b)), acc)
+			}
+			s[r*panel+j] = acc
+		}
+	}
 }
 
 // ahead is memory that the work after a steps4 call reads first, which the

@@ -15,8 +15,18 @@ func amd64KernelSets() []*kernelSet {
 	var sets []*kernelSet
 	avx2 := cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	avx512 := avx2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ // DQ: VREDUCEPS
+	// The FP8 score products on bfloat16 pairs (avx512bf16) measured
+	// faster than float32 FMAs on AMD's Zen 4 and slower on Intel's Emerald
+	// Rapids (docs/PERF.md): the default on AMD, selectable elsewhere.
+	bf16 := avx512 && cpu.X86.HasAVX512BF16
+	if bf16 && isAMD() {
+		sets = append(sets, &avx512BF16Kernels)
+	}
 	if avx512 {
 		sets = append(sets, &avx512Kernels)
+	}
+	if bf16 && !isAMD() {
+		sets = append(sets, &avx512BF16Kernels)
 	}
 	// The AMX path is validated but measured slower than AVX-512 at one
 	// thread (docs/PERF.md), so it is never the default: it comes after
@@ -75,6 +85,62 @@ func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float
 	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[panel*d-1], acc[4*groups*d-1]
 	_, _ = m[4*groups-1], l[4*groups-1]
 	steps4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups))
+}
+
+// avx512BF16Kernels is avx512Kernels with the FP8 score products on
+// bfloat16 pairs (pairKernels: AVX512_BF16's VDPBF16PS), for CPUs that have
+// AVX512_BF16 (Intel from Cooper Lake and Sapphire Rapids, AMD from Zen 4).
+var avx512BF16Kernels = withPairs()
+
+func withPairs() kernelSet {
+	ks := avx512Kernels
+	ks.name = "avx512bf16"
+	ks.pairs = &pairKernels{rows: pairRowsAVX512Checked, panel: pairPanelAVX512Checked, steps4: steps4PairsAVX512}
+	return ks
+}
+
+// cpuVendor returns CPUID leaf 0's vendor string registers.
+//
+//go:noescape
+func cpuVendor() (ebx, edx, ecx uint32)
+
+// isAMD reports whether the CPU's vendor string is "AuthenticAMD".
+func isAMD() bool {
+	b, d, c := cpuVendor()
+	return b == 0x68747541 && d == 0x69746e65 && c == 0x444d4163 // "Auth" "enti" "cAMD"
+}
+
+// steps4PairsAVX512 is pairKernels.steps4 (d a multiple of 16).
+func steps4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead) {
+	if groups <= 0 {
+		return
+	}
+	if d%16 != 0 {
+		panic("cpu: steps4Pairs with d not a multiple of 16")
+	}
+	_, _, _, _, _ = s[4*panel-1], q16[2*groups*d-1], kt16[d/2*panel-1], v[panel*d-1], acc[4*groups*d-1]
+	_, _ = m[4*groups-1], l[4*groups-1]
+	steps4x64PairsAVX512(&s[0], &q16[0], &kt16[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups))
+}
+
+// pairRowsAVX512Checked is pairKernels.rows: the assembly on whole vectors
+// of 16 floats, Go on the rest.
+func pairRowsAVX512Checked(dst []uint32, src []float32) {
+	_ = src[2*len(dst)-1:]
+	n := len(dst) &^ 7
+	if n > 0 {
+		pairRowsAVX512(&dst[0], &src[0], n)
+	}
+	pairRowsGo(dst[n:], src[2*n:])
+}
+
+// pairPanelAVX512Checked is pairKernels.panel.
+func pairPanelAVX512Checked(dst []uint32, kt []float32, d int) {
+	if d < 2 {
+		return
+	}
+	_, _ = dst[d/2*panel-1], kt[d&^1*panel-1]
+	pairPanelAVX512(&dst[0], &kt[0], d/2)
 }
 
 func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32) {
@@ -275,6 +341,22 @@ func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alph
 //
 //go:noescape
 func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
+
+// steps4x64PairsAVX512 is steps4x64AVX512 with the dot products on
+// bfloat16 pairs (pairKernels.steps4).
+//
+//go:noescape
+func steps4x64PairsAVX512(s *float32, q, kt *uint32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
+
+// pairRowsAVX512 is pairRowsGo on n pairs, n a positive multiple of 8.
+//
+//go:noescape
+func pairRowsAVX512(dst *uint32, src *float32, n int)
+
+// pairPanelAVX512 is pairPanelGo on a panel of 2·pairs rows, pairs > 0.
+//
+//go:noescape
+func pairPanelAVX512(dst *uint32, kt *float32, pairs int)
 
 // prefetchPlan is steps4x64AVX512's prefetch operand for pf over groups
 // groups (PREFETCH5): for each of pf's spans, reads then writes, its

@@ -3,6 +3,73 @@
 #include "textflag.h"
 #include "softmax_amd64.h"
 
+// (Defined here, before the first TEXT, since go vet's asmdecl would check
+// their argument references against the TEXT above them.)
+//
+// STEPS_ENTRY copies the arguments that advance by group into the locals
+// of a steps TEXT (q, acc, m, l and the groups left at 0-32(SP)).
+#define STEPS_ENTRY \
+	MOVQ q+8(FP), AX; \
+	MOVQ AX, 0(SP); \
+	MOVQ acc+72(FP), AX; \
+	MOVQ AX, 8(SP); \
+	MOVQ m+40(FP), AX; \
+	MOVQ AX, 16(SP); \
+	MOVQ l+48(FP), AX; \
+	MOVQ AX, 24(SP); \
+	MOVQ groups+80(FP), AX; \
+	MOVQ AX, 32(SP)
+
+// STEPS_REST(qshift, labels...) is the rest of a group's step after the
+// sixteen accumulators hold its dot products: the softmax, P·V into acc,
+// and the locals advanced by one group, q by d<<qshift bytes; the labels
+// are SOFTMAX4X64's and PV4X16's. Leaves the groups left in 32(SP).
+#define STEPS_REST(qshift, slow, rows, c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone) \
+	VBROADCASTSS scale+32(FP), Z27; \
+	MOVQ 16(SP), R11; \
+	MOVQ 24(SP), R12; \
+	MOVQ alpha+56(FP), R13; \
+	SOFTMAX4X64(slow, rows); \
+	MOVQ 8(SP), DI; \
+	MOVQ s+0(FP), SI; \
+	MOVQ v+64(FP), DX; \
+	MOVQ d+24(FP), CX; \
+	MOVQ $64, BX; \
+	MOVQ CX, R11; \
+	MOVQ alpha+56(FP), AX; \
+	PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone); \
+	MOVQ d+24(FP), CX; \
+	SHLQ $qshift, CX; \
+	ADDQ CX, 0(SP); \
+	MOVQ d+24(FP), CX; \
+	SHLQ $4, CX; \
+	ADDQ CX, 8(SP); \
+	ADDQ $16, 16(SP); \
+	ADDQ $16, 24(SP); \
+	DECQ 32(SP)
+
+// quietBit is a float32's quiet-NaN bit, highHalf the mask of its high 16
+// bits (the bfloat16 pairs: pairRowsAVX512, pairPanelAVX512).
+DATA quietBit<>+0(SB)/4, $0x00400000
+GLOBL quietBit<>(SB), RODATA|NOPTR, $4
+DATA highHalf<>+0(SB)/4, $0xffff0000
+GLOBL highHalf<>(SB), RODATA|NOPTR, $4
+
+// PAIR_PANEL_VEC(off) is 16 keys of one pair of panel rows (SI, the even
+// row; SI+256 the odd) into their 16 words at DI+off: Z31 the quiet bit,
+// Z30 highHalf. Clobbers Z0, Z1, K1, K2.
+#define PAIR_PANEL_VEC(off) \
+	VMOVUPS off(SI), Z0; \
+	VMOVUPS (off+256)(SI), Z1; \
+	VCMPPS $3, Z0, Z0, K1; \
+	VCMPPS $3, Z1, Z1, K2; \
+	VPORD Z31, Z0, K1, Z0; \
+	VPORD Z31, Z1, K2, Z1; \
+	VPSRLD $16, Z0, Z0; \
+	VPANDD Z30, Z1, Z1; \
+	VPORD Z1, Z0, Z0; \
+	VMOVUPS Z0, off(DI)
+
 // The CPU backend's micro-kernels for amd64. Each routine equals the Go loop
 // named in its comment (kernels.go), with multiply-adds fused; the Go
 // wrappers in kernels_amd64.go check the bounds first.
@@ -957,16 +1024,7 @@ done:
 // changes no result). The locals hold the group's q, acc, m and l and the
 // groups left.
 TEXT ·steps4x64AVX512(SB), NOSPLIT, $40-96
-	MOVQ q+8(FP), AX
-	MOVQ AX, 0(SP)
-	MOVQ acc+72(FP), AX
-	MOVQ AX, 8(SP)
-	MOVQ m+40(FP), AX
-	MOVQ AX, 16(SP)
-	MOVQ l+48(FP), AX
-	MOVQ AX, 24(SP)
-	MOVQ groups+80(FP), AX
-	MOVQ AX, 32(SP)
+	STEPS_ENTRY
 
 steps_group:
 	MOVQ pf+88(FP), AX
@@ -976,27 +1034,164 @@ steps_group:
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
 	SCORES4X64_REGS(steps_spairs, steps_sloop, steps_sdone)
-	VBROADCASTSS scale+32(FP), Z27
-	MOVQ 16(SP), R11
-	MOVQ 24(SP), R12
-	MOVQ alpha+56(FP), R13
-	SOFTMAX4X64(steps_slow, steps_rows)
-	MOVQ 8(SP), DI
-	MOVQ s+0(FP), SI
-	MOVQ v+64(FP), DX
-	MOVQ d+24(FP), CX
-	MOVQ $64, BX
-	MOVQ CX, R11
-	MOVQ alpha+56(FP), AX
-	PV4X16(steps_c64, steps_u64, steps_g64, steps_p64, steps_l64, steps_s64, steps_c16, steps_l16, steps_s16, steps_pvdone)
-	MOVQ d+24(FP), CX
-	SHLQ $4, CX
-	ADDQ CX, 0(SP)
-	ADDQ CX, 8(SP)
-	ADDQ $16, 16(SP)
-	ADDQ $16, 24(SP)
-	DECQ 32(SP)
+	STEPS_REST(4, steps_slow, steps_rows, steps_c64, steps_u64, steps_g64, steps_p64, steps_l64, steps_s64, steps_c16, steps_l16, steps_s16, steps_pvdone)
 	JNZ steps_group
+	VZEROUPPER
+	RET
+
+// VDPBF16PS_BCST(dst, src, base, disp) is VDPBF16PS with the bfloat16 pair
+// at disp·4(base)(CX*1) broadcast ({1to16}): for each lane i, Z(dst)[i] +=
+// Z(src)'s pair i · the broadcast pair, the odd element's product first,
+// each addition rounded to nearest even (DAZ and FTZ, MXCSR not read).
+// dst is one of Z0-Z15, src one of Z16-Z31 and base a general register
+// number below 16 other than SP, BP, R12 and R13 (SI is 6, R8-R10 are 8-10);
+// disp is a signed byte. Written as bytes, since the Go assembler lacks the
+// instruction (EVEX.512.F3.0F38.W0 52 /r, m32bcst, disp8·4; checked against
+// GNU as 2.40's encoding of each form used here).
+#define VDPBF16PS_BCST(dst, src, base, disp) \
+	BYTE $0x62; \
+	BYTE $(0x52 | ((8-((dst)&8))<<4) | ((8-((base)&8))<<2)); \
+	BYTE $(0x06 | ((15-((src)&15))<<3)); \
+	BYTE $0x50; \
+	BYTE $0x52; \
+	BYTE $(0x44 | (((dst)&7)<<3)); \
+	BYTE $(0x08 | ((base)&7)); \
+	BYTE $(disp)
+
+// DP4X4(disp) is FMA4X4 on bfloat16 pairs: Z(4r+c) += Z(16+c)'s pairs ·
+// the pair at disp·4 bytes past row r's (SI, R8, R9, R10) index CX,
+// broadcast, for r, c < 4.
+#define DP4X4(disp) \
+	VDPBF16PS_BCST(0, 16, 6, disp); \
+	VDPBF16PS_BCST(1, 17, 6, disp); \
+	VDPBF16PS_BCST(2, 18, 6, disp); \
+	VDPBF16PS_BCST(3, 19, 6, disp); \
+	VDPBF16PS_BCST(4, 16, 8, disp); \
+	VDPBF16PS_BCST(5, 17, 8, disp); \
+	VDPBF16PS_BCST(6, 18, 8, disp); \
+	VDPBF16PS_BCST(7, 19, 8, disp); \
+	VDPBF16PS_BCST(8, 16, 9, disp); \
+	VDPBF16PS_BCST(9, 17, 9, disp); \
+	VDPBF16PS_BCST(10, 18, 9, disp); \
+	VDPBF16PS_BCST(11, 19, 9, disp); \
+	VDPBF16PS_BCST(12, 16, 10, disp); \
+	VDPBF16PS_BCST(13, 17, 10, disp); \
+	VDPBF16PS_BCST(14, 18, 10, disp); \
+	VDPBF16PS_BCST(15, 19, 10, disp)
+
+// SCORES4X64_PAIRS_REGS(loop) is SCORES4X64_REGS on bfloat16 pairs
+// (scores4PairsGo): q in SI holds four rows of d bfloat16 (2d bytes apart),
+// kt in DX the panel's d/2 rows of 64 key pairs (256 bytes each), d in CX
+// a positive multiple of 4. Two pairs a trip: 32 VDPBF16PS, each two
+// multiply-adds a lane, against three scalar operations. Clobbers Z16-Z19,
+// CX, DX, SI and R8-R10.
+#define SCORES4X64_PAIRS_REGS(loop) \
+	LEAQ (SI)(CX*2), R8; \
+	LEAQ (R8)(CX*2), R9; \
+	LEAQ (R9)(CX*2), R10; \
+	LEAQ (R10)(CX*2), R11; \
+	VPXORD Z0, Z0, Z0; \
+	VPXORD Z1, Z1, Z1; \
+	VPXORD Z2, Z2, Z2; \
+	VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; \
+	VPXORD Z5, Z5, Z5; \
+	VPXORD Z6, Z6, Z6; \
+	VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; \
+	VPXORD Z9, Z9, Z9; \
+	VPXORD Z10, Z10, Z10; \
+	VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; \
+	VPXORD Z13, Z13, Z13; \
+	VPXORD Z14, Z14, Z14; \
+	VPXORD Z15, Z15, Z15; \
+	MOVQ R8, SI; \
+	MOVQ R9, R8; \
+	MOVQ R10, R9; \
+	MOVQ R11, R10; \
+	SHLQ $1, CX; \
+	NEGQ CX; \
+loop: \
+	VMOVUPS 0(DX), Z16; \
+	VMOVUPS 64(DX), Z17; \
+	VMOVUPS 128(DX), Z18; \
+	VMOVUPS 192(DX), Z19; \
+	DP4X4(0); \
+	VMOVUPS 256(DX), Z16; \
+	VMOVUPS 320(DX), Z17; \
+	VMOVUPS 384(DX), Z18; \
+	VMOVUPS 448(DX), Z19; \
+	DP4X4(1); \
+	ADDQ $512, DX; \
+	ADDQ $8, CX; \
+	JNZ loop
+
+// func steps4x64PairsAVX512(s *float32, q, kt *uint32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
+// Equals steps4x64AVX512 with the dot products taken on bfloat16 pairs
+// (SCORES4X64_PAIRS_REGS): q holds the groups' rows as pairRowsGo writes
+// them (2d bytes a row), kt the panel as pairPanelGo does; d a positive
+// multiple of 16. Needs AVX512_BF16.
+TEXT ·steps4x64PairsAVX512(SB), NOSPLIT, $40-96
+	STEPS_ENTRY
+
+pairs_group:
+	MOVQ pf+88(FP), AX
+	PREFETCH5(pairs_pl0, pairs_pd0, pairs_pl1, pairs_pd1, pairs_pl2, pairs_pd2, pairs_pl3, pairs_pd3, pairs_pl4, pairs_pd4)
+	MOVQ 0(SP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	SCORES4X64_PAIRS_REGS(pairs_sloop)
+	MOVQ s+0(FP), DI
+	STEPS_REST(3, pairs_slow, pairs_rows, pairs_c64, pairs_u64, pairs_g64, pairs_p64, pairs_l64, pairs_s64, pairs_c16, pairs_l16, pairs_s16, pairs_pvdone)
+	JNZ pairs_group
+	VZEROUPPER
+	RET
+
+// func pairRowsAVX512(dst *uint32, src *float32, n int)
+// Equals pairRowsGo on n pairs (n a positive multiple of 8): each float's
+// high half, a NaN's quiet bit set first, two floats to a 32-bit word:
+// VPSRLD and VPMOVDW on 16 floats at a time.
+TEXT ·pairRowsAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	VPBROADCASTD quietBit<>(SB), Z31
+
+pairrows_loop:
+	VMOVUPS (SI), Z0
+	VCMPPS $3, Z0, Z0, K1
+	VPORD Z31, Z0, K1, Z0
+	VPSRLD $16, Z0, Z0
+	VPMOVDW Z0, (DI)
+	ADDQ $64, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ pairrows_loop
+	VZEROUPPER
+	RET
+
+// func pairPanelAVX512(dst *uint32, kt *float32, pairs int)
+// Equals pairPanelGo on a panel of 2·pairs rows (pairs > 0): for each pair
+// of panel rows, a word per key of both rows' high halves (NaNs quieted
+// first): the even row's shifted down, the odd row's masked.
+TEXT ·pairPanelAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ kt+8(FP), SI
+	MOVQ pairs+16(FP), CX
+	VPBROADCASTD quietBit<>(SB), Z31
+	VPBROADCASTD highHalf<>(SB), Z30
+
+pairpanel_loop:
+	PAIR_PANEL_VEC(0)
+	PAIR_PANEL_VEC(64)
+	PAIR_PANEL_VEC(128)
+	PAIR_PANEL_VEC(192)
+	ADDQ $512, SI
+	ADDQ $256, DI
+	DECQ CX
+	JNZ pairpanel_loop
 	VZEROUPPER
 	RET
 
@@ -1399,4 +1594,14 @@ fmapeak256_loop:
 
 fmapeak256_done:
 	VZEROUPPER
+	RET
+
+// func cpuVendor() (ebx, edx, ecx uint32)
+TEXT ·cpuVendor(SB), NOSPLIT, $0-12
+	XORL AX, AX
+	XORL CX, CX
+	CPUID
+	MOVL BX, ebx+0(FP)
+	MOVL DX, edx+4(FP)
+	MOVL CX, ecx+8(FP)
 	RET
