@@ -202,6 +202,13 @@ s4avx2_store:
 	MOVQ d+24(FP), CX; \
 	SCORES4X64_REGS(pairs, loop, done)
 
+// ZERO_Z0_Z15 clears the 16 accumulators of the 4-row score kernels.
+#define ZERO_Z0_Z15 \
+	VPXORD Z0, Z0, Z0; VPXORD Z1, Z1, Z1; VPXORD Z2, Z2, Z2; VPXORD Z3, Z3, Z3; \
+	VPXORD Z4, Z4, Z4; VPXORD Z5, Z5, Z5; VPXORD Z6, Z6, Z6; VPXORD Z7, Z7, Z7; \
+	VPXORD Z8, Z8, Z8; VPXORD Z9, Z9, Z9; VPXORD Z10, Z10, Z10; VPXORD Z11, Z11, Z11; \
+	VPXORD Z12, Z12, Z12; VPXORD Z13, Z13, Z13; VPXORD Z14, Z14, Z14; VPXORD Z15, Z15, Z15
+
 // SCORES4X64_REGS(pairs, loop, done) is SCORES4X64 with q in SI, kt in DX and
 // d in CX already. An odd d's first column
 // runs alone; the rest run two a trip, the four q rows addressed from their
@@ -212,22 +219,7 @@ s4avx2_store:
 	LEAQ (SI)(CX*4), R8; \
 	LEAQ (R8)(CX*4), R9; \
 	LEAQ (R9)(CX*4), R10; \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15; \
+	ZERO_Z0_Z15; \
 	TESTQ CX, CX; \
 	JZ done; \
 	TESTQ $1, CX; \
@@ -1090,22 +1082,7 @@ steps_group:
 	LEAQ (R8)(CX*2), R9; \
 	LEAQ (R9)(CX*2), R10; \
 	LEAQ (R10)(CX*2), R11; \
-	VPXORD Z0, Z0, Z0; \
-	VPXORD Z1, Z1, Z1; \
-	VPXORD Z2, Z2, Z2; \
-	VPXORD Z3, Z3, Z3; \
-	VPXORD Z4, Z4, Z4; \
-	VPXORD Z5, Z5, Z5; \
-	VPXORD Z6, Z6, Z6; \
-	VPXORD Z7, Z7, Z7; \
-	VPXORD Z8, Z8, Z8; \
-	VPXORD Z9, Z9, Z9; \
-	VPXORD Z10, Z10, Z10; \
-	VPXORD Z11, Z11, Z11; \
-	VPXORD Z12, Z12, Z12; \
-	VPXORD Z13, Z13, Z13; \
-	VPXORD Z14, Z14, Z14; \
-	VPXORD Z15, Z15, Z15; \
+	ZERO_Z0_Z15; \
 	MOVQ R8, SI; \
 	MOVQ R9, R8; \
 	MOVQ R10, R9; \

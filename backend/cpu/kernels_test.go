@@ -610,33 +610,68 @@ func TestSteps4(t *testing.T) {
 			q, qok := guarded(rng, rows*d, normal)
 			kt, ktok := guarded(rng, d*panel, normal)
 			v, vok := guarded(rng, panel*d, normal)
-			s, sok := guarded(rng, 4*panel, normal)
-			acc, accok := guarded(rng, rows*d, normal)
-			m, mok := guarded(rng, rows, func(int) float32 { return float32(4 * rng.NormFloat64()) })
-			l, lok := guarded(rng, rows, func(int) float32 { return float32(50 * rng.Float64()) })
-			for r := range rows {
-				if rng.IntN(4) == 0 {
-					m[r], l[r] = float32(math.Inf(-1)), 0
-				}
-			}
+			got := newStepState(rng, rows, d, normal)
+			want := got.clone()
 			scale := float32(1 / math.Sqrt(float64(d)))
-			ws, wacc := append([]float32(nil), s...), append([]float32(nil), acc...)
-			wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
 			var a, wa [8]float32
-			steps4(ks, ws, q, kt, v, wacc, d, scale, wm, wl, &wa, groups)
-			ks.steps4(s, q, kt, v, acc, d, scale, m, l, &a, groups, ahead{})
-			for name, pair := range map[string][2][]float32{"acc": {acc, wacc}, "m": {m, wm}, "l": {l, wl}, "weights": {s, ws}} {
-				if j := firstMismatch(pair[0], pair[1], 0); j >= 0 {
-					t.Fatalf("%s d=%d groups=%d: %s[%d] = %v, want %v", ks.name, d, groups, name, j, pair[0][j], pair[1][j])
-				}
-			}
-			for _, ok := range []func() error{qok, ktok, vok, sok, accok, mok, lok} {
-				if err := ok(); err != nil {
-					t.Fatalf("%s d=%d groups=%d: %v", ks.name, d, groups, err)
-				}
+			steps4(ks, want.s, q, kt, v, want.acc, d, scale, want.m, want.l, &wa, groups)
+			ks.steps4(got.s, q, kt, v, got.acc, d, scale, got.m, got.l, &a, groups, ahead{})
+			if err := got.compare(want, qok, ktok, vok); err != nil {
+				t.Fatalf("%s d=%d groups=%d: %v", ks.name, d, groups, err)
 			}
 		}
 	}
+}
+
+// stepState is the state a steps4 call updates: the weights s, the
+// accumulators acc and the rows' running maxima m and sums l, each in a
+// guard region (ok checks them).
+type stepState struct {
+	s, acc, m, l []float32
+	ok           []func() error
+}
+
+// newStepState returns random state for rows rows of head dimension d, a
+// quarter of the rows with no key seen yet (m -Inf, l 0).
+func newStepState(rng *rand.Rand, rows, d int, normal func(int) float32) stepState {
+	var st stepState
+	var sok, accok, mok, lok func() error
+	st.s, sok = guarded(rng, 4*panel, normal)
+	st.acc, accok = guarded(rng, rows*d, normal)
+	st.m, mok = guarded(rng, rows, func(int) float32 { return float32(4 * rng.NormFloat64()) })
+	st.l, lok = guarded(rng, rows, func(int) float32 { return float32(50 * rng.Float64()) })
+	for r := range rows {
+		if rng.IntN(4) == 0 {
+			st.m[r], st.l[r] = float32(math.Inf(-1)), 0
+		}
+	}
+	st.ok = []func() error{sok, accok, mok, lok}
+	return st
+}
+
+// clone returns a copy of st's slices, without guards, for a reference to
+// update.
+func (st stepState) clone() stepState {
+	return stepState{s: slices.Clone(st.s), acc: slices.Clone(st.acc), m: slices.Clone(st.m), l: slices.Clone(st.l)}
+}
+
+// compare reports the first element of st that differs from want's bit for
+// bit, or a guard region written (st's and the extra ones).
+func (st stepState) compare(want stepState, extra ...func() error) error {
+	for _, c := range []struct {
+		name      string
+		got, want []float32
+	}{{"acc", st.acc, want.acc}, {"m", st.m, want.m}, {"l", st.l, want.l}, {"weights", st.s, want.s}} {
+		if j := firstMismatch(c.got, c.want, 0); j >= 0 {
+			return fmt.Errorf("%s[%d] = %v, want %v", c.name, j, c.got[j], c.want[j])
+		}
+	}
+	for _, ok := range append(st.ok, extra...) {
+		if err := ok(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TestISAs: every kernel set is selectable and "go" is always there.

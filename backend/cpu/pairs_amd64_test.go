@@ -148,28 +148,19 @@ func TestSteps4Pairs(t *testing.T) {
 		q16, kt16 := make([]uint32, rows*d/2), make([]uint32, d/2*panel)
 		ks.pairs.rows(q16, q)
 		ks.pairs.panel(kt16, kt, d)
-		v, _ := guarded(rng, panel*d, normal)
-		s, sok := guarded(rng, 4*panel, normal)
-		acc, accok := guarded(rng, rows*d, normal)
-		m, mok := guarded(rng, rows, func(int) float32 { return float32(4 * rng.NormFloat64()) })
-		l, lok := guarded(rng, rows, func(int) float32 { return float32(50 * rng.Float64()) })
-		for r := range rows {
-			if rng.IntN(4) == 0 {
-				m[r], l[r] = float32(math.Inf(-1)), 0
-			}
-		}
+		v, vok := guarded(rng, panel*d, normal)
+		got := newStepState(rng, rows, d, normal)
+		want := got.clone()
 		// Scale so that the scores (E4M3 products up to 448², d of them)
 		// stay in the softmax's useful range.
 		scale := float32(1 / (math.Sqrt(float64(d)) * 2000))
-		ws, wacc := append([]float32(nil), s...), append([]float32(nil), acc...)
-		wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
 		var a, wa [8]float32
 		dots := make([]float32, 4*panel)
 		for g := range groups {
 			r := 4 * g
-			scores4PairsGo(ws, q16[r*d/2:(r+4)*d/2], kt16, d)
+			scores4PairsGo(want.s, q16[r*d/2:(r+4)*d/2], kt16, d)
 			scores4Go(dots, q[r*d:(r+4)*d], kt, d, 1)
-			for i, x := range ws {
+			for i, x := range want.s {
 				mag := 0.0
 				for k := range d {
 					mag += math.Abs(float64(q[(r+i/panel)*d+k]) * float64(kt[k*panel+i%panel]))
@@ -178,19 +169,12 @@ func TestSteps4Pairs(t *testing.T) {
 					t.Fatalf("d=%d group %d: pair dot product %d = %v, float32 one %v", d, g, i, x, dots[i])
 				}
 			}
-			softmax4AVX512(ws, scale, wm[r:r+4], wl[r:r+4], wa[:])
-			ks.pv4(wacc[r*d:(r+4)*d], ws, v, d, panel, (*[4]float32)(wa[:4]))
+			softmax4AVX512(want.s, scale, want.m[r:r+4], want.l[r:r+4], wa[:])
+			ks.pv4(want.acc[r*d:(r+4)*d], want.s, v, d, panel, (*[4]float32)(wa[:4]))
 		}
-		ks.pairs.steps4(s, q16, kt16, v, acc, d, scale, m, l, &a, groups, ahead{})
-		for name, pair := range map[string][2][]float32{"acc": {acc, wacc}, "m": {m, wm}, "l": {l, wl}, "weights": {s, ws}} {
-			if j := firstMismatch(pair[0], pair[1], 0); j >= 0 {
-				t.Fatalf("d=%d groups=%d: %s[%d] = %v, want %v", d, groups, name, j, pair[0][j], pair[1][j])
-			}
-		}
-		for _, ok := range []func() error{sok, accok, mok, lok} {
-			if err := ok(); err != nil {
-				t.Fatalf("d=%d groups=%d: %v", d, groups, err)
-			}
+		ks.pairs.steps4(got.s, q16, kt16, v, got.acc, d, scale, got.m, got.l, &a, groups, ahead{})
+		if err := got.compare(want, vok); err != nil {
+			t.Fatalf("d=%d groups=%d: %v", d, groups, err)
 		}
 	}
 }
