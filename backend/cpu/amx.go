@@ -64,6 +64,11 @@ type amxGroup struct {
 	m, l       []float32
 	alpha, acc []float32
 	scale      float32
+	// exact says that every element of Q, K and V is a bfloat16 (an FP8
+	// problem's code values): their m and l parts are zero, and attend64
+	// leaves out the nine products of those (the results are the same, bit
+	// for bit).
+	exact bool
 }
 
 const (
@@ -91,7 +96,9 @@ func fromBF16(u uint16) float32 { return math.Float32frombits(uint32(u) << 16) }
 
 // amxSplitRowsGo writes, for rows r < rows and columns c < 32·chunks, the
 // parts of src[r·srcRow+c] into dst[i·dstPart + r·dstRow + c] (part i = 0
-// h, 1 m, 2 l). It reports whether every element is one AMX keeps.
+// h, 1 m, 2 l), l first and h last, so that with dstPart 0 it writes h
+// alone (all exact operands need). It reports whether every element is one
+// AMX keeps.
 func amxSplitRowsGo(dst []uint16, dstPart, dstRow int, src []float32, srcRow, rows, chunks int) bool {
 	ok := true
 	for r := range rows {
@@ -99,7 +106,7 @@ func amxSplitRowsGo(dst []uint16, dstPart, dstRow int, src []float32, srcRow, ro
 			h, m, l, o := amxSplit(src[r*srcRow+c])
 			ok = ok && o
 			at := r*dstRow + c
-			dst[at], dst[dstPart+at], dst[2*dstPart+at] = bf16(h), bf16(m), bf16(l)
+			dst[2*dstPart+at], dst[dstPart+at], dst[at] = bf16(l), bf16(m), bf16(h)
 		}
 	}
 	return ok
@@ -108,8 +115,8 @@ func amxSplitRowsGo(dst []uint16, dstPart, dstRow int, src []float32, srcRow, ro
 // amxSplitPairsGo writes, for pairs p < pairs, vectors v < vecs and
 // columns c < 16, the parts of x = src[p·srcPair + 16v + c] and y =
 // src[p·srcPair + srcRow + 16v + c] as bfloat16 pairs (x's low, y's high)
-// at dst[i·dstPart + p·dstPair + v·dstVec + 2c]. It reports whether every
-// element is one AMX keeps.
+// at dst[i·dstPart + p·dstPair + v·dstVec + 2c], l first and h last (as
+// amxSplitRowsGo). It reports whether every element is one AMX keeps.
 func amxSplitPairsGo(dst []uint16, dstPart, dstVec, dstPair int, src []float32, srcPair, srcRow, pairs, vecs int) bool {
 	ok := true
 	for p := range pairs {
@@ -119,9 +126,9 @@ func amxSplitPairsGo(dst []uint16, dstPart, dstVec, dstPair int, src []float32, 
 				yh, ym, yl, oy := amxSplit(src[p*srcPair+srcRow+16*v+c])
 				ok = ok && ox && oy
 				at := p*dstPair + v*dstVec + 2*c
-				dst[at], dst[at+1] = bf16(xh), bf16(yh)
-				dst[dstPart+at], dst[dstPart+at+1] = bf16(xm), bf16(ym)
 				dst[2*dstPart+at], dst[2*dstPart+at+1] = bf16(xl), bf16(yl)
+				dst[dstPart+at], dst[dstPart+at+1] = bf16(xm), bf16(ym)
+				dst[at], dst[at+1] = bf16(xh), bf16(yh)
 			}
 		}
 	}
@@ -198,10 +205,14 @@ func amxPanelSize(d int) int { return 3 * 64 * d }
 // packAMXPanel builds the B operands of one full key panel from its
 // transposed keys kt (as the AVX kernels' transpose lays them out: row i
 // the panel's element i of each key) and its value rows v, and reports
-// whether AMX keeps every element.
-func (ks *kernelSet) packAMXPanel(kB, vB []uint16, kt, v []float32, d int) bool {
+// whether AMX keeps every element. With exact (call.amxExact) it writes
+// the h parts alone, all the fused form then reads.
+func (ks *kernelSet) packAMXPanel(kB, vB []uint16, kt, v []float32, d int, exact bool) bool {
 	x := ks.amx
 	part := 64 * d
+	if exact {
+		part = 0 // h alone (amxSplitPairsGo)
+	}
 	ok := true
 	for s := range d / 32 { // K: k = head dimension, pairs of kt rows
 		ok = x.splitPairs(kB[s*4*amxTile:], part, amxTile, 32, kt[32*s*panel:], 2*panel, panel, 16, 4) && ok
@@ -235,7 +246,7 @@ func (c *call) amxGroups(sc *scratch, rowsN int, kp keyPanels, nmax int, able fu
 					qa: qa, kB: kB, vB: vB, panels: run,
 					s: sc.s16, pa: sc.pa, t: sc.t,
 					m: m[g : g+amxRows], l: l[g : g+amxRows], alpha: sc.alpha16[:], acc: acc[g*D : (g+amxRows)*D],
-					scale: scoreScale,
+					scale: scoreScale, exact: c.amxExact,
 				}
 				x.attend64(&sc.group)
 			} else {

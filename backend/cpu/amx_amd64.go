@@ -7,13 +7,25 @@ import "golang.org/x/sys/cpu"
 // amxKernels: the AVX-512 set, with blocks of 16 full rows against full key
 // panels on AMX tiles (amx.go), on CPUs with AMX-BF16 that the OS lets this
 // process use.
-var amxKernels = withAMX("amx", amxGemm6Asm)
+var amxKernels = withAMX("amx", amxGemm6Asm, true)
 
 // amxEmulated is amxKernels with the tile products in Go (amxGemm6Go): the
 // AMX path's layouts, splits and steps, testable on any AVX-512 CPU.
-var amxEmulated = withAMX("amx-emulated", amxGemm6Go)
+var amxEmulated = withAMX("amx-emulated", amxGemm6Go, false)
 
-func withAMX(name string, gemm func(c []float32, ldc int, a []uint16, lda, aPart int, b []uint16, bPart, bStep, ks int)) kernelSet {
+// amxFP8Kernels runs FP8 problems as amxKernels does, whose operands are
+// exact in bfloat16 so that the fused form needs three of its twelve
+// product steps (call.amxExact), and every other problem on avx512Kernels.
+var amxFP8Kernels = func() kernelSet {
+	ks := withAMX("amxfp8", amxGemm6Asm, true)
+	ks.amxExactOnly = true
+	return ks
+}()
+
+// withAMX returns avx512Kernels named name with the AMX path on gemm's
+// tile products, and with the fused form (amxAttend64, tile instructions)
+// if fused.
+func withAMX(name string, gemm func(c []float32, ldc int, a []uint16, lda, aPart int, b []uint16, bPart, bStep, ks int), fused bool) kernelSet {
 	ks := avx512Kernels
 	ks.name = name
 	ks.amx = &amxOps{
@@ -23,7 +35,7 @@ func withAMX(name string, gemm func(c []float32, ldc int, a []uint16, lda, aPart
 		softmax4:   softmax4AVX512,
 		update:     amxUpdateAsm,
 	}
-	if name == "amx" {
+	if fused {
 		ks.amx.attend64 = amxAttend64Asm
 	}
 	return ks
@@ -107,6 +119,9 @@ func amxAttend64Asm(a *amxGroup) {
 		s: &a.s[0], pa: &a.pa[0], t: &a.t[0],
 		m: &a.m[0], l: &a.l[0], alpha: &a.alpha[0], acc: &a.acc[0], scale: a.scale,
 	}
+	if a.exact {
+		args.exact = 1
+	}
 	amxAttend64(&args)
 }
 
@@ -121,6 +136,7 @@ type amxGroupArgs struct {
 	m, l       *float32
 	alpha, acc *float32
 	scale      float32
+	exact      int64 // amxGroup.exact: 1, else 0
 }
 
 //go:noescape

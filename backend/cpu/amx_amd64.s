@@ -175,9 +175,9 @@ splitrows_chunk:
 	VPERMT2W Z5, Z27, Z2
 	VPERMT2W Z6, Z27, Z3
 	VPERMT2W Z7, Z27, Z4
-	VMOVDQU32 Z2, (R11)
+	VMOVDQU32 Z4, (R11)(R8*2)        // l, m, h: with dstPart 0, h alone
 	VMOVDQU32 Z3, (R11)(R8*1)
-	VMOVDQU32 Z4, (R11)(R8*2)
+	VMOVDQU32 Z2, (R11)
 	ADDQ $128, R10
 	ADDQ $64, R11
 	DECQ DX
@@ -227,9 +227,9 @@ splitpairs_vec:
 	VPTERNLOGD $0xf8, Z28, Z5, Z2 // Z2 | (Z5 & 0xFFFF0000)
 	VPTERNLOGD $0xf8, Z28, Z6, Z3
 	VPTERNLOGD $0xf8, Z28, Z7, Z4
-	VMOVDQU32 Z2, (R11)
+	VMOVDQU32 Z4, (R11)(R8*2)        // l, m, h: with dstPart 0, h alone
 	VMOVDQU32 Z3, (R11)(R8*1)
-	VMOVDQU32 Z4, (R11)(R8*2)
+	VMOVDQU32 Z2, (R11)
 	ADDQ $64, R10
 	ADDQ dstVec+16(FP), R11
 	DECQ DX
@@ -318,7 +318,28 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 #define STEPS64_A STEP64(2, 0, 0); STEP64(2, 0, 1); STEP64(1, 1, 0)
 #define STEPS64_B STEP64(1, 1, 1); STEP64(0, 2, 0); STEP64(0, 2, 1)
 #define STEPS64_C STEP64(1, 0, 0); STEP64(1, 0, 1); STEP64(0, 1, 0)
-#define STEPS64_D STEP64(0, 1, 1); STEP64(0, 0, 0); STEP64(0, 0, 1)
+#define STEPS64_D STEP64(0, 1, 1); STEPS64_HH
+#define STEPS64_HH STEP64(0, 0, 0); STEP64(0, 0, 1)
+
+// With exact operands (amxGroupArgs.exact: every element of Q, K and V a
+// bfloat16, as an FP8 problem's code values are), the m and l parts of Q,
+// K and V are zero, and so are nine of the twelve products' steps: Q·Kᵀ is
+// h·h (STEPS64_HH), P·V the weights' three parts times V's h, in the
+// six-product order (STEPS64_PV3). Leaving out exact zeros changes no bit:
+// the tiles start at +0 and a zero product adds +0 or -0.
+#ifdef AMX_BROKEN_EXACT
+#define PV3_M(s)
+#else
+#define PV3_M(s) STEP64(1, 0, s)
+#endif
+#define STEPS64_PV3 STEP64(2, 0, 0); STEP64(2, 0, 1); PV3_M(0); PV3_M(1); STEPS64_HH
+
+// QKGROUP(steps, skip) runs steps unless the operands are exact (then
+// jumps to skip).
+#define QKGROUP(steps, skip) \
+	CMPQ 96(R8), $0; \
+	JNE skip; \
+	QK64(steps)
 
 #define TILEZERO4 TILEZERO(0); TILEZERO(1); TILEZERO(2); TILEZERO(3)
 
@@ -326,7 +347,8 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 // amxAttend64 without one of its parts (docs/PERF.md): AMX_DIAG_NOSOFTMAX
 // (the scores loaded, no softmax), AMX_DIAG_NOQK (no next scores in the
 // loop), AMX_DIAG_NOSPLIT (no weights' split), AMX_DIAG_NOPV (no P·V
-// products).
+// products). AMX_BROKEN_EXACT leaves the weights' m part out of the exact
+// form's P·V (the test of the exact form must fail).
 #ifdef AMX_DIAG_NOSOFTMAX
 #define SOFTMAX64(slow, rows)
 #else
@@ -387,10 +409,15 @@ TEXT ·amxAttend64(SB), NOSPLIT, $0-8
 	MOVQ 0(R8), SI
 	MOVQ 8(R8), BX
 	TILEZERO4
+	CMPQ 96(R8), $0
+	JNE attend64_first_hh
 	STEPS64_A
 	STEPS64_B
 	STEPS64_C
-	STEPS64_D
+	STEP64(0, 1, 1)
+
+attend64_first_hh:
+	STEPS64_HH
 	STORE4(32)
 	XORQ R10, R10
 	MOVQ 24(R8), R9
@@ -407,13 +434,22 @@ attend64_panel:
 attend64_last:
 	MOVQ 0(R8), SI
 	TILEZERO4
-	QK64(STEPS64_A)
+	QKGROUP(STEPS64_A, attend64_qk0)
+
+attend64_qk0:
 	SMCHUNK(0, attend64_slow0, attend64_rows0)
-	QK64(STEPS64_B)
+	QKGROUP(STEPS64_B, attend64_qk1)
+
+attend64_qk1:
 	SMCHUNK(1, attend64_slow1, attend64_rows1)
-	QK64(STEPS64_C)
+	QKGROUP(STEPS64_C, attend64_qk2)
+
+attend64_qk2:
 	SMCHUNK(2, attend64_slow2, attend64_rows2)
-	QK64(STEPS64_D)
+	QKGROUP(STEP64(0, 1, 1), attend64_qk3)
+
+attend64_qk3:
+	QK64(STEPS64_HH)
 	SMCHUNK(3, attend64_slow3, attend64_rows3)
 
 	// The weights' parts: 16 rows of two 32-key chunks.
@@ -447,10 +483,18 @@ attend64_split:
 	MOVQ 16(R8), BX
 	ADDQ R10, BX
 	TILEZERO4
+	CMPQ 96(R8), $0
+	JNE attend64_pv3
 	PV64(STEPS64_A)
 	PV64(STEPS64_B)
 	PV64(STEPS64_C)
 	PV64(STEPS64_D)
+	JMP attend64_pv
+
+attend64_pv3:
+	PV64(STEPS64_PV3)
+
+attend64_pv:
 	STORE4(48)
 
 	// acc = acc·alpha + P·V, row by row.

@@ -66,7 +66,11 @@ func TestAMXSplit(t *testing.T) {
 		srcRow, dstRow := 32*chunks+rng.IntN(9), 32*chunks+rng.IntN(9)
 		src, srcOK := guarded(rng, (rows-1)*srcRow+32*chunks, val)
 		dstPart := rows*dstRow + rng.IntN(5)
-		got, want := make([]uint16, 3*dstPart), make([]uint16, 3*dstPart)
+		if trial%4 == 3 {
+			dstPart = 0 // h alone, as for exact operands
+		}
+		n := max(3*dstPart, rows*dstRow)
+		got, want := make([]uint16, n), make([]uint16, n)
 		okGot := amxSplitRowsAsm(got, dstPart, dstRow, src, srcRow, rows, chunks)
 		okWant := amxSplitRowsGo(want, dstPart, dstRow, src, srcRow, rows, chunks)
 		if okGot != okWant || (clean && !okGot) {
@@ -85,7 +89,11 @@ func TestAMXSplit(t *testing.T) {
 		dstPair := 32 + rng.IntN(3)*32
 		dstVec := pairs*dstPair + rng.IntN(3)*32
 		dstPartP := vecs*dstVec + rng.IntN(5)
-		gotP, wantP := make([]uint16, 3*dstPartP), make([]uint16, 3*dstPartP)
+		if trial%4 == 3 {
+			dstPartP = 0
+		}
+		nP := max(3*dstPartP, vecs*dstVec)
+		gotP, wantP := make([]uint16, nP), make([]uint16, nP)
 		okGot = amxSplitPairsAsm(gotP, dstPartP, dstVec, dstPair, srcP, srcPair, srcRowP, pairs, vecs)
 		okWant = amxSplitPairsGo(wantP, dstPartP, dstVec, dstPair, srcP, srcPair, srcRowP, pairs, vecs)
 		if okGot != okWant || (clean && !okGot) {
@@ -319,7 +327,7 @@ func BenchmarkAMX(b *testing.B) {
 		}
 	})
 	b.Run("step", func(b *testing.B) {
-		c, sc, kB, vB := amxTestGroup(rng, 1, 1)
+		c, sc, kB, vB := amxTestGroup(rng, 1, normalValues(rng, 1), normalValues(rng, 1), normalValues(rng, 1))
 		mm, ll, aa := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
 		for b.Loop() {
 			for r := range mm {
@@ -330,7 +338,7 @@ func BenchmarkAMX(b *testing.B) {
 		b.ReportMetric(float64(4*amxRows*panel*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
 	b.Run("attend64/4panels", func(b *testing.B) {
-		_, sc, kB, vB := amxTestGroup(rng, 4, 1)
+		_, sc, kB, vB := amxTestGroup(rng, 4, normalValues(rng, 1), normalValues(rng, 1), normalValues(rng, 1))
 		mm, ll, aa := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
 		g := &amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: 4, s: sc.s16, pa: sc.pa, t: sc.t, m: mm, l: ll, alpha: sc.alpha16[:], acc: aa, scale: 0.125}
 		for b.Loop() {
@@ -345,7 +353,7 @@ func BenchmarkAMX(b *testing.B) {
 		kB, vB := make([]uint16, amxPanelSize(d)), make([]uint16, amxPanelSize(d))
 		kt, v := make([]float32, d*panel), make([]float32, panel*d)
 		for b.Loop() {
-			amxKernels.packAMXPanel(kB, vB, kt, v, d)
+			amxKernels.packAMXPanel(kB, vB, kt, v, d, false)
 		}
 	})
 }
@@ -361,9 +369,20 @@ func TestAMXAttend64(t *testing.T) {
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 16))
 	const d = 64
-	for trial := 0; trial < 40; trial++ {
-		run := 1 + trial%5
-		c, sc, kB, vB := amxTestGroup(rng, run, 2)
+	for trial := 0; trial < 80; trial++ {
+		// Half the trials have E4M3 values, exact in bfloat16, and run the
+		// fused form with exact set on operands split as exact ones are (h
+		// alone, the other parts NaN patterns): it leaves out the products
+		// of the zero parts, and must still equal amxStep's six, on the
+		// full split, bit for bit.
+		exact := trial%2 == 1
+		run, scale := 1+trial%5, float32(0.125)
+		q, k, v := normalValues(rng, 1), normalValues(rng, 2), normalValues(rng, 1)
+		if exact {
+			scale, q, k, v = 2e-5, e4m3Values(rng), e4m3Values(rng), e4m3Values(rng)
+		}
+		c, sc, ops := amxTestOperands(rng, run, q, k, v)
+		kB, vB := ops[1], ops[2]
 		sz := amxPanelSize(d)
 		m, l, acc := make([]float32, amxRows), make([]float32, amxRows), make([]float32, amxRows*d)
 		for r := range m {
@@ -371,45 +390,72 @@ func TestAMXAttend64(t *testing.T) {
 		}
 		wm, wl, wacc := append([]float32(nil), m...), append([]float32(nil), l...), append([]float32(nil), acc...)
 		for i := range run {
-			c.amxStep(sc, 0, sc.qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], 0.125, wm, wl, wacc)
+			c.amxStep(sc, 0, sc.qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], scale, wm, wl, wacc)
 		}
-		amxAttend64Asm(&amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: run, s: sc.s16, pa: sc.pa, t: sc.t,
-			m: m, l: l, alpha: sc.alpha16[:], acc: acc, scale: 0.125})
+		g := amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: run, s: sc.s16, pa: sc.pa, t: sc.t,
+			m: m, l: l, alpha: sc.alpha16[:], acc: acc, scale: scale, exact: exact}
+		if exact { // the operands split as exact ones are: h alone
+			g.qa, g.kB, g.vB = ops[3], ops[4], ops[5]
+		}
+		amxAttend64Asm(&g)
 		for r := range m {
 			if m[r] != wm[r] || l[r] != wl[r] {
-				t.Fatalf("trial %d (%d panels) row %d: m %v l %v, step by step %v %v", trial, run, r, m[r], l[r], wm[r], wl[r])
+				t.Fatalf("trial %d (%d panels, exact %v) row %d: m %v l %v, step by step %v %v", trial, run, exact, r, m[r], l[r], wm[r], wl[r])
 			}
 		}
 		for i := range acc {
 			if acc[i] != wacc[i] {
-				t.Fatalf("trial %d (%d panels): acc[%d] = %v, step by step %v", trial, run, i, acc[i], wacc[i])
+				t.Fatalf("trial %d (%d panels, exact %v): acc[%d] = %v, step by step %v", trial, run, exact, i, acc[i], wacc[i])
 			}
 		}
 	}
 }
 
+// normalValues returns a generator of normal values times sigma.
+func normalValues(rng *rand.Rand, sigma float64) func(int) float32 {
+	return func(int) float32 { return float32(rng.NormFloat64() * sigma) }
+}
+
 // amxTestGroup returns a call and scratch on the AMX set at D 64 with one
-// group of 16 random query rows split into sc.qa, and the packed operands
-// of panels random key panels (keys times kScale), one after another.
-func amxTestGroup(rng *rand.Rand, panels int, kScale float64) (*call, *scratch, []uint16, []uint16) {
+// group of 16 query rows from qv split into sc.qa, and the packed operands
+// of panels key panels (keys from kv, values from vv), one after another.
+func amxTestGroup(rng *rand.Rand, panels int, qv, kv, vv func(int) float32) (*call, *scratch, []uint16, []uint16) {
+	c, sc, ops := amxTestOperands(rng, panels, qv, kv, vv)
+	return c, sc, ops[1], ops[2]
+}
+
+// amxTestOperands is amxTestGroup, the operands in ops[0:3] (query parts,
+// K, V) as they are split for every problem, and in ops[3:6] as for exact
+// operands: h alone, every other part filled with a NaN pattern that no
+// result may show.
+func amxTestOperands(rng *rand.Rand, panels int, qv, kv, vv func(int) float32) (*call, *scratch, [6][]uint16) {
 	const d = 64
 	c := &call{ks: &amxKernels, d: d, bq: 64, amxOn: true}
 	sc := c.getScratch()
 	q := make([]float32, amxRows*d)
 	for i := range q {
-		q[i] = float32(rng.NormFloat64())
+		q[i] = qv(i)
 	}
-	amxSplitRowsAsm(sc.qa, amxRows*d, d, q, d, amxRows, d/32)
 	sz := amxPanelSize(d)
-	kB, vB := make([]uint16, panels*sz), make([]uint16, panels*sz)
+	var ops [6][]uint16
+	ops[0], ops[1], ops[2] = sc.qa, make([]uint16, panels*sz), make([]uint16, panels*sz)
+	ops[3], ops[4], ops[5] = make([]uint16, len(sc.qa)), make([]uint16, panels*sz), make([]uint16, panels*sz)
+	for _, o := range ops[3:] {
+		for i := range o {
+			o[i] = 0x7fa5
+		}
+	}
+	amxSplitRowsAsm(ops[0], amxRows*d, d, q, d, amxRows, d/32)
+	amxSplitRowsAsm(ops[3], 0, d, q, d, amxRows, d/32)
 	for i := range panels {
 		kt, v := make([]float32, d*panel), make([]float32, panel*d)
 		for j := range kt {
-			kt[j], v[j] = float32(rng.NormFloat64()*kScale), float32(rng.NormFloat64())
+			kt[j], v[j] = kv(j), vv(j)
 		}
-		amxKernels.packAMXPanel(kB[i*sz:], vB[i*sz:], kt, v, d)
+		amxKernels.packAMXPanel(ops[1][i*sz:], ops[2][i*sz:], kt, v, d, false)
+		amxKernels.packAMXPanel(ops[4][i*sz:], ops[5][i*sz:], kt, v, d, true)
 	}
-	return c, sc, kB, vB
+	return c, sc, ops
 }
 
 // BenchmarkAMXClock asks whether tile work slows the vector units after it

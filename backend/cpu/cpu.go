@@ -112,12 +112,13 @@ func NewConfig(name string, c Config) (*Backend, error) {
 }
 
 // ISAs lists the kernel sets this build runs on this CPU, the default
-// first: "avx512" and "avx2" on amd64 CPUs that have them (not with the
-// purego build tag); "avx512bf16" (FP8 scores on bfloat16 pairs) where the
-// CPU has AVX512_BF16, the default on AMD and after "avx512" elsewhere,
-// where it measured slower (docs/PERF.md); then "amx" on Linux with
-// AMX-BF16 (selectable, never the default); and always "go", the portable
-// kernels.
+// first: "amxfp8" (FP8 problems on AMX tiles, the others on avx512) on
+// Linux with AMX-BF16; "avx512" and "avx2" on amd64 CPUs that have them
+// (not with the purego build tag); "avx512bf16" (FP8 scores on bfloat16
+// pairs) where the CPU has AVX512_BF16, the default on AMD and after
+// "avx512" elsewhere, where it measured slower (docs/PERF.md); "amx" (every
+// problem on AMX tiles, selectable, never the default) with AMX-BF16; and
+// always "go", the portable kernels.
 func ISAs() []string {
 	names := make([]string, len(kernelSets))
 	for i, ks := range kernelSets {
@@ -207,11 +208,13 @@ type call struct {
 	kt16  []uint32
 	// amxOn says the AMX path runs (kernelSet.amxUsable): kAMX and vAMX
 	// then hold each full panel's B operands (amx.go) and amxOK whether
-	// AMX keeps all of the panel's elements.
-	amxOn      bool
-	kAMX, vAMX []uint16
-	amxOK      []bool
-	scratch    freelist.List[scratch] // one per worker, reused
+	// AMX keeps all of the panel's elements. amxExact says that its
+	// operands are exact in bfloat16 and the fused form runs them
+	// (amxGroup.exact): their splits write the h parts alone.
+	amxOn, amxExact bool
+	kAMX, vAMX      []uint16
+	amxOK           []bool
+	scratch         freelist.List[scratch] // one per worker, reused
 }
 
 // Attention computes p.Out (and p.LSE).
@@ -234,10 +237,12 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	if p.Precision == backend.FP8E4M3 || p.Layout != backend.BHSD {
 		c.vDec = freelist.Grow(c.vDec, p.B*p.Hkv*p.Sk*p.D) // V decoded or gathered, [B][Hkv][Sk][D]
 	}
-	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq))
-	// Pairs hold the code values exactly; GQA-packed rows are scaled to
-	// one head's scale, which they need not be.
-	c.pairs = p.Precision == backend.FP8E4M3 && c.ks.pairs != nil && c.pack == 1 && p.D%16 == 0 && !c.amxOn
+	// An FP8 problem's elements are E4M3 code values, each exactly a
+	// bfloat16, but for GQA-packed query rows, scaled to one head's scale.
+	exact := p.Precision == backend.FP8E4M3 && c.pack == 1
+	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq)) && (exact || !c.ks.amxExactOnly)
+	c.amxExact = c.amxOn && exact && c.ks.amx.attend64 != nil // only the fused form leaves out the zero parts
+	c.pairs = exact && c.ks.pairs != nil && p.D%16 == 0 && !c.amxOn
 	if c.pairs {
 		c.kt16 = freelist.Grow(c.kt16, panels*p.D/2*panel)
 	}
@@ -419,7 +424,7 @@ func (c *call) buildPanel(sc *scratch, it int) {
 		c.amxOK[it] = false
 		if n == panel {
 			sz := amxPanelSize(D)
-			c.amxOK[it] = c.ks.packAMXPanel(c.kAMX[it*sz:(it+1)*sz], c.vAMX[it*sz:(it+1)*sz], kt, c.values()[off:off+panel*D], D)
+			c.amxOK[it] = c.ks.packAMXPanel(c.kAMX[it*sz:(it+1)*sz], c.vAMX[it*sz:(it+1)*sz], kt, c.values()[off:off+panel*D], D, c.amxExact)
 		}
 	}
 }
@@ -580,7 +585,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	var amxRowsOK uint64
 	if kp.amx != nil {
 		for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
-			if ks.amx.splitRows(sc.qa[g*3*D:], amxRows*D, D, q[g*D:], D, amxRows, D/32) {
+			part := amxRows * D
+			if c.amxExact {
+				part = 0 // h alone: the exact form reads no other part
+			}
+			if ks.amx.splitRows(sc.qa[g*3*D:], part, D, q[g*D:], D, amxRows, D/32) {
 				amxRowsOK |= 1 << (g / amxRows)
 			}
 		}

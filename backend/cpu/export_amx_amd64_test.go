@@ -30,7 +30,7 @@ func NewAMXBroken(workers int) (*Backend, bool) {
 		broken := append([]uint16(nil), bp...)
 		clear(broken[bPart : 2*bPart])
 		amxGemm6Go(c, ldc, a, lda, aPart, broken, bPart, bStep, n)
-	})
+	}, false)
 	b.name, b.ks = "cpu/amx-broken", &ks
 	return b, true
 }

@@ -20,7 +20,7 @@ const panel = 64
 
 // kernelSet is one implementation of the micro-kernels.
 type kernelSet struct {
-	// name: "go", "avx2", "avx512", "avx512bf16" or "amx".
+	// name: "go", "avx2", "avx512", "avx512bf16", "amx" or "amxfp8".
 	name string
 	// scores4 sets s[r*panel+j] = scale·(q row r · key j) for rows r < 4
 	// and keys j < panel: four query rows against one key panel as the
@@ -80,6 +80,9 @@ type kernelSet struct {
 	// amx, if not nil, runs blocks of 16 full rows against full key panels
 	// on AMX tiles (amx.go).
 	amx *amxOps
+	// amxExactOnly limits amx to problems whose operands are exact in
+	// bfloat16 (FP8, call.amxExact); the others run the vector kernels.
+	amxExactOnly bool
 	// base2 says the set's softmax is in base 2: expSum and scoresSoftmax4
 	// exponentiate by exp2_32's algorithm, whose vector form takes fewer
 	// instructions than exp32's. attendRows then passes the kernels

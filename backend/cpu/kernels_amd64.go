@@ -19,6 +19,13 @@ func amd64KernelSets() []*kernelSet {
 	// faster than float32 FMAs on AMD's Zen 4 and slower on Intel's Emerald
 	// Rapids (docs/PERF.md): the default on AMD, selectable elsewhere.
 	bf16 := avx512 && cpu.X86.HasAVX512BF16
+	amx := avx512 && hasAMX()
+	// FP8 blocks on AMX tiles with exact operands (amxfp8) measured 1.2x
+	// the avx512 set's FP8 speed and more on Emerald Rapids (docs/PERF.md):
+	// the default where the tiles are granted; FP32 runs avx512 there.
+	if amx {
+		sets = append(sets, &amxFP8Kernels)
+	}
 	if bf16 && isAMD() {
 		sets = append(sets, &avx512BF16Kernels)
 	}
@@ -28,10 +35,10 @@ func amd64KernelSets() []*kernelSet {
 	if bf16 && !isAMD() {
 		sets = append(sets, &avx512BF16Kernels)
 	}
-	// The AMX path is validated but measured slower than AVX-512 at one
-	// thread (docs/PERF.md), so it is never the default: it comes after
-	// avx512, selectable as ISA "amx".
-	if avx512 && hasAMX() {
+	// The AMX path for every problem is validated but measured slower than
+	// AVX-512 for FP32 at one thread (docs/PERF.md): selectable as ISA
+	// "amx", never the default.
+	if amx {
 		sets = append(sets, &amxKernels)
 	}
 	if avx2 {
