@@ -544,9 +544,9 @@ type keyPanels struct {
 	prefetch bool
 	kvh      int
 	// pairs says the block's query rows are in scratch.q16 and KV head
-	// kvh's key panels in call.kt16 as bfloat16 pairs too, for the steps
-	// of a set with pairKernels. (Not slices here: a slice of kp passed
-	// to a function value would move kp's closures to the heap.)
+	// kvh's key panels in call.kt16 as bfloat16 pairs too (call.pairs: the
+	// set has pairKernels), for its steps. (Not slices here: a slice of kp
+	// passed to a function value would move kp's closures to the heap.)
 	pairs bool
 	// amx, where not nil, gives panel kb's AMX operands, followed by the
 	// next panels' (call after get), and whether the AMX path may take it.
@@ -584,11 +584,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	// to amxGroups, which runs them after it.
 	var amxRowsOK uint64
 	if kp.amx != nil {
+		part := amxRows * D
+		if c.amxExact {
+			part = 0 // h alone: the exact form reads no other part
+		}
 		for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
-			part := amxRows * D
-			if c.amxExact {
-				part = 0 // h alone: the exact form reads no other part
-			}
 			if ks.amx.splitRows(sc.qa[g*3*D:], part, D, q[g*D:], D, amxRows, D/32) {
 				amxRowsOK |= 1 << (g / amxRows)
 			}
@@ -626,7 +626,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 						pf = c.panelInputs(kp.kvh, kb+1)
 					}
 				}
-				if ks.pairs != nil && kp.pairs {
+				if kp.pairs {
 					pi := kp.kvh*c.panels + kb
 					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
 				} else {

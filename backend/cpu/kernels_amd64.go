@@ -133,7 +133,10 @@ func steps4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32, d int,
 // pairRowsAVX512Checked is pairKernels.rows: the assembly on whole vectors
 // of 16 floats, Go on the rest.
 func pairRowsAVX512Checked(dst []uint32, src []float32) {
-	_ = src[2*len(dst)-1:]
+	if len(dst) == 0 {
+		return
+	}
+	_ = src[2*len(dst)-1]
 	n := len(dst) &^ 7
 	if n > 0 {
 		pairRowsAVX512(&dst[0], &src[0], n)
