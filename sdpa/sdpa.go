@@ -1,20 +1,3 @@
-// Package sdpa computes scaled-dot-product attention,
-//
-//	out = softmax(scale · Q·Kᵀ + mask) · V,
-//
-// with PyTorch's scaled_dot_product_attention semantics, in float32 or with
-// FP8 E4M3 inputs, on the pure-Go CPU backend (always available) or on an
-// NVIDIA GPU (build with -tags cuda).
-//
-// Tensors are dense row-major [B][H][S][D]. The query may have more heads
-// than the key and value (grouped-query and multi-query attention): query
-// head h reads key/value head h / (q.H / k.H), as PyTorch's enable_gqa. Sq
-// may differ from Sk. A query row that sees no key (lower-right causal mask
-// with Sq > Sk) gets zeros and log-sum-exp -Inf.
-//
-// Bad input is reported as an error wrapping ErrInvalid (or
-// ErrUnsupported, ErrUnknownBackend); no function here panics on it, and no
-// output is returned with an error.
 package sdpa
 
 import (

@@ -1,0 +1,141 @@
+// Package sdpa computes scaled-dot-product attention,
+//
+//	out = softmax(scale · Q·Kᵀ + mask) · V,
+//
+// with PyTorch's scaled_dot_product_attention semantics, in float32 or with
+// FP8 E4M3 inputs, on the pure-Go CPU backend (always available) or on an
+// NVIDIA GPU (build with -tags cuda).
+//
+// # Calls on host memory
+//
+// Attention, AttentionLSE and AttentionQuantized allocate their results;
+// AttentionInto and AttentionQuantizedInto write into caller-owned buffers
+// and, on the CPU backend, allocate nothing after the first call of a shape
+// (FP8 and the accuracy options included). AttentionVarlenInto takes
+// sequences of different lengths packed one after another in BSHD, with
+// cumulative offsets as FlashAttention's cu_seqlens; masks and FP8 scales
+// apply per sequence.
+//
+// # Semantics
+//
+//   - Scale 0 means 1/sqrt(D); any finite scale is allowed.
+//   - Tensors are [B][H][S][D] in BHSD (the zero Layout) or BSHD order (a
+//     projection's [S][H·D] output as it is). Q, K, V and the output share
+//     one layout, and results come in it.
+//   - Sq may differ from Sk. Grouped-query and multi-query attention when
+//     k.H divides q.H: query head h reads KV head h / (q.H/k.H), as
+//     PyTorch's enable_gqa.
+//   - CausalUpperLeft is PyTorch's is_causal=True (query i sees keys
+//     j <= i); CausalLowerRight is PyTorch's causal_lower_right and
+//     FlashAttention's alignment (j <= i + Sk - Sq). A row that sees no key
+//     gives zeros and log-sum-exp -Inf.
+//   - AttentionLSE also returns the natural log-sum-exp per [B][Hq][Sq].
+//
+// # NaN and infinities
+//
+// A NaN in Q row i makes that row NaN (if it sees any key). A NaN in K at
+// key j makes NaN every row that sees key j. A NaN in V at key j, column d,
+// makes column d NaN in every row that sees key j, and on the GPU kernels
+// also in the other rows of the same block of query rows that load key j's
+// tile (their weight for it is exactly 0, and 0·NaN is NaN, as in any dense
+// P·V). Rows that see no key stay 0; other heads and columns are never
+// touched. ±Inf behaves as in float32 attention. The exact rule is in
+// package sdpatest, which checks it element by element on every backend.
+//
+// # Errors
+//
+// Bad input returns an error wrapping ErrInvalid: nil tensors, data length
+// against shape, non-positive sizes or sizes whose product overflows int,
+// mismatched B or D, K and V of different shapes, q.H not a multiple of
+// k.H, a NaN or infinite scale, an unknown mask, layout or precision, FP8
+// scales that could make a score overflow float32. An unknown backend name
+// gives ErrUnknownBackend, a call a backend has no kernel for
+// ErrUnsupported, a device allocation past its bound ErrOutOfMemory, a full
+// KVCache ErrCacheFull. Arguments are checked before anything is written;
+// no output is returned with an error, and no exported function panics on
+// any input (a probe test and fuzz targets over sizes near the int limits
+// hold the package to it).
+//
+// # Concurrency
+//
+// Every function is safe to call from many goroutines at once. Inputs are
+// only read during a call: do not change them while it runs. An output,
+// returned or caller-owned, is written only by its call: do not hand one
+// output to two calls running at once; device tensors follow the same
+// rule (one writer at a time). The CPU backend serves concurrent calls on
+// one shared set of helper goroutines. A KVCache is safe for concurrent
+// use: Attention calls run together; AddSequence, Append, Drop and Close
+// wait for them.
+//
+// # FP8
+//
+// Precision FP8E4M3 quantizes Q, K and V to E4M3 with one amax scale per
+// (batch, head) (scale = amax/448; NaN and ±Inf quantize to NaN) and
+// computes as the GPU kernels do: exact E4M3 values, products accumulated in
+// float32, the Q and K descales folded into the softmax scale (their product
+// taken in float64) and the V descale into the output. A scale product so
+// large that a score could exceed float32 is an error naming the values,
+// not a NaN. Already-quantized tensors (Quantize, NewQuantizedTensor) go
+// through AttentionQuantized without re-quantization.
+//
+// Three options, exact in exact arithmetic, reduce the FP8 error on inputs
+// with outlier channels (docs/ACCURACY.md has the measurements):
+// Options.SmoothK subtracts each head's mean key before quantization (the
+// returned LSE is corrected), Options.Hadamard rotates Q and K by a
+// random-sign block Walsh-Hadamard matrix, and Options.OutlierChannels
+// carries the n channels with the largest |Q|·|K| in two E4M3 terms (the
+// head dim grows to D+3n rounded up to 16).
+//
+// # Backends
+//
+// Options.Backend names the backend: "" (the best registered backend that
+// supports the call), "cpu" (and its kernel sets "cpu/avx512", "cpu/avx2",
+// "cpu/go", ...), "cuda" (the best kernel for the GPU at hand), "cuda/sm90"
+// (the Hopper kernel), "cuda/sm89" (the Ada kernel), "cuda/sm80" (the
+// Ampere kernels) and "reference" (float64, slow). Backends lists what this
+// build registered. Without -tags cuda, "cuda" returns an error that says
+// to rebuild with the tag, and "" falls back to the CPU.
+//
+// # Devices
+//
+// Open returns a Device ("cpu", "cuda", or "" for the best available). A
+// Device holds tensors (Upload, UploadQuantized, NewTensor, CopyFrom,
+// Download, Free), quantizes them (Quantize) and runs Attention on them.
+// On "cuda" the tensors live in GPU memory: Quantize runs on the GPU, bit
+// for bit as on the host, and float32 inputs with Precision FP8E4M3 are
+// quantized there per call (after SmoothK and Hadamard where asked). The
+// GPU kernels take FP8 only: FP32 precision on GPU tensors is
+// ErrUnsupported. MemoryHeld reports the device memory held (tensors, the
+// pool of idle buffers, cache pages) and SetMemoryLimit bounds it: past the
+// bound idle pooled memory is released first, then the allocation fails
+// with ErrOutOfMemory.
+//
+// # The FP8 KV cache
+//
+// Device.NewKVCache makes a paged cache of E4M3 keys and values for
+// inference: many sequences of different lengths in pages of
+// KVCacheConfig.PageSize tokens (64 by default). Append and Attention take
+// a batch of sequences (one call per decode step for all of them), with
+// float32 queries against E4M3 keys and values. Appending costs the same at
+// any length. Each (page, KV head) has its own power-of-two scale, grown
+// (one page re-encoded, exactly for normal values) when a token would not
+// fit: nothing saturates, and non-finite values are refused with an error
+// before anything is written. Drop returns a sequence's pages to the pool.
+// A decode step allocates nothing after warm-up. On "cuda" the pages live
+// in GPU memory, Append quantizes there bit for bit as the cpu cache does,
+// and Attention returns without waiting for the GPU (an error surfaces at
+// the next read).
+//
+// # Graphs
+//
+// Device.Capture records the device calls of a function (Attention,
+// Quantize, KVCache.Attention on device tensors) into a Graph that Replay
+// runs again on the tensors' contents at that time. A captured
+// KVCache.Attention reads its sequences' lengths and pages at each replay,
+// so one capture serves every later decode step of sequences up to
+// KVCacheConfig.MaxSeqLen. On "cuda" a Graph is a CUDA graph: nothing runs
+// at capture, calls that move host data fail inside it (ErrUnsupported),
+// other goroutines' calls wait for it, and the tensors and caches a live
+// graph uses cannot be freed or closed. On "cpu" the function is called
+// again.
+package sdpa
