@@ -1,0 +1,238 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/checked"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+)
+
+// Backend runs one kernel stage (stage 0: BestStage for the problem's shape) on
+// device 0, which opens on first use.
+type Backend struct {
+	name  string
+	stage int
+	// poison makes every call fill the device outputs with
+	// backend.PoisonBits before the kernel runs, so that an element the
+	// kernel never writes cannot pass a test (pooled buffers hold earlier
+	// results). Tests set it; the registered backends do not.
+	poison bool
+	// pagedCpAsync makes its paged caches run the cp.async attention kernel
+	// where the warp-specialized one would (tests run both).
+	pagedCpAsync bool
+	// pagedWSBlocks, if positive, makes its paged caches run the
+	// warp-specialized kernel on every call, on at most that many blocks,
+	// so that each block walks several units (tests).
+	pagedWSBlocks int
+}
+
+// stageFor opens device 0 and returns the stage to run p with.
+func (b *Backend) stageFor(p *backend.Problem) (*Device, int, error) {
+	d, err := OpenDevice(0)
+	if err != nil {
+		return nil, 0, err
+	}
+	if b.stage == 0 {
+		return d, BestStage(p.Shape, d.stageCapability()), nil
+	}
+	return d, b.stage, nil
+}
+
+// Name returns "cuda" or "cuda/stageN".
+func (b *Backend) Name() string { return b.name }
+
+// Supports accepts FP8E4M3 problems whose head dim the stage has (HeadDims;
+// HopperHeadDims for stage 9) on a GPU that loads the stage.
+func (b *Backend) Supports(p *backend.Problem) error {
+	if b.stage != 0 { // a fixed stage: shape errors without touching the GPU
+		if err := supports(p, b.stage); err != nil {
+			return err
+		}
+	}
+	d, st, err := b.stageFor(p)
+	if err != nil {
+		return err
+	}
+	if b.stage == 0 { // the stage BestStage chose for this GPU
+		if err := supports(p, st); err != nil {
+			return err
+		}
+	}
+	if st == tiles.HopperStage {
+		return d.hopperErr
+	}
+	if slices.Contains(FP8MMAStages, st) && d.fp8mmaErr != nil {
+		return d.fp8mmaErr
+	}
+	if _, ok := d.ada[p.D]; st == tiles.AdaStage && !ok {
+		return d.adaMissing(p.D)
+	}
+	return nil
+}
+
+// QuantizesOnRead reports whether the backend encodes p's float32 inputs
+// itself (backend.Problem.QuantizeOnRead): when their codes fit the
+// page-locked staging memory, it encodes them straight into it, so no codes
+// are written to Go memory and copied again.
+func (b *Backend) QuantizesOnRead(p *backend.Problem) bool {
+	if p == nil {
+		return false
+	}
+	nq, ok1 := checked.Mul(p.B, p.Hq, p.Sq, p.D)
+	nkv, ok2 := checked.Mul(p.B, p.Hkv, p.Sk, p.D)
+	return ok1 && ok2 && nq <= stagingMax && nkv <= stagingMax && nq+2*nkv <= stagingMax
+}
+
+// Attention uploads p, runs the stage, and downloads the result.
+func (b *Backend) Attention(p *backend.Problem) (err error) {
+	d, st, err := b.stageFor(p)
+	if err != nil {
+		return err
+	}
+	r, err := d.Upload(p)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	if b.poison {
+		if err := r.Poison(); err != nil {
+			return err
+		}
+	}
+	if err := r.Run(st); err != nil {
+		return err
+	}
+	return r.Download(p.Out, p.LSE)
+}
+
+// DeviceTimes implements backend.Timer: per-call device time in CUDA-graph
+// replay.
+func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) {
+	return b.times(p, iters, true)
+}
+
+// LaunchTimes implements backend.LaunchTimer: per-call device time of
+// launches issued back to back.
+func (b *Backend) LaunchTimes(p *backend.Problem, iters int) ([]float64, error) {
+	return b.times(p, iters, false)
+}
+
+func (b *Backend) times(p *backend.Problem, iters int, graphed bool) ([]float64, error) {
+	d, st, err := b.stageFor(p)
+	if err != nil {
+		return nil, err
+	}
+	r, err := d.Upload(p)
+	if err != nil {
+		return nil, err
+	}
+	times, err := r.Times(st, iters, graphed)
+	return times, errors.Join(err, r.Free())
+}
+
+func init() {
+	backend.MustRegister(&Backend{name: "cuda"}, 20)
+	for _, s := range Stages {
+		backend.MustRegister(&Backend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
+	}
+}
+
+// AttentionQuantizing implements backend.QuantizingMemory: where the stage
+// is 9 and the heads fit quant_pack9, one launch quantizes the float32
+// inputs straight into stage 9's images and a second runs the attention
+// (its score factors from the scales the first wrote); where the call is
+// one that the one-tile form takes whole in a cluster a head
+// (tiles.HopperConfig.OneTileQuantizing: D 64, 129-256 keys, at most 256
+// query rows), that form quantizes its own inputs in one launch. Either
+// way the output and LSE are bit for bit Quantize followed by AttentionOn
+// (its codes and scales never written); elsewhere ErrUnsupported, and the
+// caller makes those two calls.
+func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
+	bufs, err := ours(q, k, v, out, lse)
+	if err != nil {
+		return err
+	}
+	if p == nil || bufs[0] == nil || bufs[1] == nil || bufs[2] == nil || bufs[3] == nil {
+		return fmt.Errorf("%w: cuda: AttentionQuantizing without a problem, an input or an output buffer", backend.ErrInvalid)
+	}
+	pp := *p
+	pp.Precision = backend.FP8E4M3
+	nq, nkv, err := problemShape(&pp)
+	if err != nil {
+		return err
+	}
+	d, st, err := b.stageFor(&pp)
+	if err != nil {
+		return err
+	}
+	if st != tiles.HopperStage || d.hopperErr != nil || !d.fusable(&pp) {
+		return fmt.Errorf("%w: cuda: no fused quantization for stage %d, Sq %d, Sk %d, D %d", backend.ErrUnsupported, st, pp.Sq, pp.Sk, pp.D)
+	}
+	if err := b.Supports(&pp); err != nil {
+		return err
+	}
+	for i, x := range bufs[:3] {
+		if err := x.fits(d, 4*[]int64{nq, nkv, nkv}[i], [...]string{"q", "k", "v"}[i]); err != nil {
+			return err
+		}
+	}
+	var scales [3]*Buffer
+	defer func() {
+		for _, sc := range scales {
+			if sc != nil {
+				err = errors.Join(err, sc.Free())
+			}
+		}
+	}()
+	for i, n := range []int{pp.B * pp.Hq, pp.B * pp.Hkv, pp.B * pp.Hkv} {
+		if scales[i], err = d.Alloc(4 * int64(n)); err != nil {
+			return err
+		}
+	}
+	r, err := d.newResident(&pp, [6]*Buffer{bufs[0], bufs[1], bufs[2], scales[0], scales[1], scales[2]}, bufs[3], bufs[4])
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	r.fused = true
+	return r.Run(st)
+}
+
+// AttentionOn implements backend.Memory: a resident over the buffers
+// (NewResident) run with the backend's stage (BestStage for "cuda"), its
+// output and LSE written into out and lse. It returns without waiting for
+// the device: a score factor beyond the limit is reported by out's Read.
+func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6]backend.Buffer) (err error) {
+	bufs, err := ours(append(in[:], out, lse)...)
+	if err != nil {
+		return err
+	}
+	if bufs[6] == nil || p == nil {
+		return fmt.Errorf("%w: cuda: AttentionOn without a problem or an output buffer", backend.ErrInvalid)
+	}
+	for _, x := range bufs[:6] {
+		if x == nil {
+			return fmt.Errorf("%w: cuda: AttentionOn with a nil input buffer", backend.ErrInvalid)
+		}
+	}
+	pp := *p
+	pp.Precision = backend.FP8E4M3
+	d, st, err := b.stageFor(&pp)
+	if err != nil {
+		return err
+	}
+	if err := b.Supports(&pp); err != nil { // the stage's shape check and the device's
+		return err
+	}
+	r, err := d.newResident(&pp, [6]*Buffer(bufs[:6]), bufs[6], bufs[7])
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.Free()) }()
+	return r.Run(st)
+}

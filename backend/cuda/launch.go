@@ -1,0 +1,285 @@
+//go:build cuda
+
+package cuda
+
+// #include <cuda.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+)
+
+// hopperLaunch is one attention launch: the entry point, its grid and
+// block size, and whether it quantizes its own inputs (a fused call
+// without quant_pack9).
+type hopperLaunch struct {
+	fn         C.CUfunction
+	gx, gy, gz int
+	threads    int
+	quantizes  bool
+}
+
+// attention returns the launch of a call of shape s: the fused entry
+// (quant_pack9 before it) or not, in one tile where cfg.OneTile says so
+// (loadHopper loads those entries for every config OneTile can hold),
+// with the grid and block cfg.Launch gives; a fused call that
+// cfg.OneTileQuantizing takes runs the one-tile form that quantizes its
+// own inputs, in the clusters cfg.QuantizingLaunch gives.
+func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
+	if fused && k.attnQuantizing != nil && k.cfg.OneTileQuantizing(s.Sq, s.Sk) {
+		l := hopperLaunch{fn: k.attnQuantizing, quantizes: true}
+		l.gx, l.gy, l.gz, l.threads = k.cfg.QuantizingLaunch(s.B, s.Hq)
+		return l
+	}
+	l := hopperLaunch{fn: k.attn}
+	switch one := k.cfg.OneTile(s.Sk); {
+	case one && fused:
+		l.fn = k.attnFusedOne
+	case one:
+		l.fn = k.attnOne
+	case fused:
+		l.fn = k.attnFused
+	}
+	l.gx, l.gy, l.gz, l.threads = k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
+	return l
+}
+
+func (r *Resident) launch(stage int) error {
+	tc, err := geometry(stage, r.shape.D)
+	if err != nil {
+		return err
+	}
+	if len(r.bufs) == 0 {
+		return errors.New("cuda: resident used after Free")
+	}
+	if r.fused && stage != tiles.HopperStage {
+		return fmt.Errorf("%w: cuda: float32 inputs quantized on launch run on stage %d only", backend.ErrUnsupported, tiles.HopperStage)
+	}
+	if r.scores != nil && !r.fused {
+		if err := r.launchScores(); err != nil {
+			return err
+		}
+	}
+	s := r.shape
+	switch stage {
+	case tiles.HopperStage:
+		if r.dev.hopperErr != nil {
+			return r.dev.hopperErr
+		}
+		k := r.dev.hopper[s.D]
+		b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
+		sizes := [3]int64{b * hq * int64(k.cfg.QImageBytes(s.Sq)), b * hkv * int64(k.cfg.KImageBytes(s.Sk)), b * hkv * int64(k.cfg.VImageBytes(s.Sk))}
+		fns := [3]C.CUfunction{k.packQ, k.packK, k.packV}
+		if r.fused {
+			fns = [3]C.CUfunction{}
+		}
+		l := k.attention(s.Shape, r.fused)
+		if l.quantizes { // its codes stay in shared memory: no images
+			sizes = [3]int64{}
+		}
+		if err := r.pack(stage, sizes, fns); err != nil {
+			return err
+		}
+		if r.fused {
+			fp := r.fusedParams()
+			if !l.quantizes {
+				if err := r.launchQuantPack(k.quantPack, fp); err != nil {
+					return err
+				}
+			}
+			return launchStruct(l.fn, l.gx, l.gy, l.gz, l.threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
+		}
+		return launch(l.fn, l.gx, l.gy, l.gz, l.threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+	case tiles.AdaStage:
+		if r.dev.fp8mmaErr != nil {
+			return r.dev.fp8mmaErr
+		}
+		k, ok := r.dev.ada[s.D]
+		if !ok {
+			return r.dev.adaMissing(s.D)
+		}
+		sizes := [3]int64{0, 0, int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))}
+		if err := r.pack(stage, sizes, [3]C.CUfunction{nil, nil, k.packV}); err != nil {
+			return err
+		}
+		gx, gy, gz := k.cfg.Grid(s.B, s.Hkv, s.Group(), s.Sq)
+		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+	}
+	if r.dev.fp8mmaErr != nil && slices.Contains(FP8MMAStages, stage) {
+		return r.dev.fp8mmaErr
+	}
+	gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
+	return launch(r.dev.fns[[2]int{stage, s.D}], gx, gy, gz, tc.Threads, 0, r.dev.stream, r.params)
+}
+
+// pack lays the resident's inputs out for stage on the device: the pack
+// kernels (one per image with a nonzero size; one thread per 16 image
+// bytes, 256 a block) write the Q, K and V images, which stay with the
+// resident until Free; once for Upload's residents, at every launch for
+// NewResident's (whose inputs may change); a nil kernel only allocates its
+// image (quant_pack9 fills them). It leaves the stage's images in the
+// params block. The caller holds d.mu with the context current.
+func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
+	imgs, ok := r.images[stage]
+	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
+	if ok && r.scores == nil { // inputs that cannot change: packed once
+		return nil
+	}
+	for i, n := range sizes {
+		if n == 0 || ok {
+			continue
+		}
+		p, size, err := r.dev.alloc(n)
+		if err != nil {
+			return err
+		}
+		r.bufs = append(r.bufs, pooled{p, size})
+		imgs[i] = uint64(p)
+	}
+	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
+	for i, fn := range fns {
+		if sizes[i] == 0 || fn == nil { // (no pack kernels: quant_pack9 writes the images)
+			continue
+		}
+		if err := launch(fn, int((sizes[i]/16+255)/256), 1, 1, 256, 0, r.dev.stream, r.params); err != nil {
+			return err
+		}
+	}
+	if r.images == nil {
+		r.images = map[int][3]uint64{}
+	}
+	r.images[stage] = imgs
+	return nil
+}
+
+// Times measures stage's device time per call, in microseconds, one figure
+// per batch of calls (see Device.timeCalls); warm-up launches (which also
+// pack the Hopper kernel's inputs) come first.
+func (r *Resident) Times(stage, iters int, graphed bool) ([]float64, error) {
+	var out []float64
+	err := r.dev.do(func() error {
+		var err error
+		out, err = r.dev.timeCalls(iters, graphed, func() error { return r.launch(stage) })
+		return err
+	})
+	return out, err
+}
+
+// timeCalls measures the device time of one call (the work call issues on
+// the stream), in microseconds, one figure per batch of 10 calls, after 10
+// warm-up calls. With graphed, a batch is captured once in a CUDA graph and
+// the graph is replayed between CUDA events, so that host launch overhead
+// stays out (the method of the PyTorch and Triton scripts in bench/).
+// Without, the batch is launched back to back between events (launch
+// overhead included where the kernel is shorter than a launch). The caller
+// holds d.mu with the context current (inside do).
+func (d *Device) timeCalls(iters int, graphed bool, call func() error) ([]float64, error) {
+	const batch = 10
+	n := max(iters/batch, 5)
+	out := make([]float64, n)
+	evs := make([]cu.Event, n+1)
+	for i := range evs {
+		ev, err := cu.MakeEvent(cu.DefaultEvent)
+		if err != nil {
+			return nil, err
+		}
+		evs[i] = ev
+		defer cu.DestroyEvent(&evs[i])
+	}
+	for i := 0; i < 10; i++ { // warm up
+		if err := call(); err != nil {
+			return nil, err
+		}
+	}
+	issue := func() error {
+		for j := 0; j < batch; j++ {
+			if err := call(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if graphed {
+		g, err := capture(d.stream, issue)
+		if err != nil {
+			return nil, err
+		}
+		defer g.destroy()
+		issue = func() error { return g.launch(d.stream) }
+		if err := issue(); err != nil { // the graph's first replay uploads it
+			return nil, err
+		}
+	}
+	if err := evs[0].Record(d.stream); err != nil {
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		if err := issue(); err != nil {
+			return nil, err
+		}
+		if err := evs[i+1].Record(d.stream); err != nil {
+			return nil, err
+		}
+	}
+	if err := evs[n].Synchronize(); err != nil {
+		return nil, fmt.Errorf("cuda: kernel failed: %w", err)
+	}
+	for i := range out {
+		ms, err := evs[i].Elapsed(evs[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ms * 1e3 / batch
+	}
+	return out, nil
+}
+
+// quantPackGeometry is quant_pack9's geometry as the Hopper module exports
+// it (fp8attn_quantpack9_config: QUANT_PACK_THREADS, QUANT_PACK_CLUSTER,
+// QUANT_PACK_CODES in kernels/hopper.cuh): threads a block, blocks a head
+// (a thread-block cluster), and the most codes a block encodes.
+type quantPackGeometry struct {
+	Threads, Cluster, Codes int
+}
+
+// chunkRows is the rows of a head a block of quant_pack9 takes: a
+// Cluster-th of the head's, rounded up to 16 (a V key group).
+func (g quantPackGeometry) chunkRows(rows int) int {
+	return ((rows+g.Cluster-1)/g.Cluster + 15) / 16 * 16
+}
+
+// fusable reports whether quant_pack9 takes p's heads: a block's rows (the
+// longest head's chunk) times D fit its codes, and D is a multiple of 16
+// (whole 16-byte image chunks; the float4 loads need a multiple of 4).
+func (d *Device) fusable(p *backend.Problem) bool {
+	g := d.quantPack
+	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && p.D%16 == 0
+}
+
+// fusedParams are the parameters of a fused resident's kernels: quant_pack9
+// and the fused attention entries (float32 Q, K and V; the score-factor
+// check).
+func (r *Resident) fusedParams() *fusedQuantParams {
+	sp := r.scores
+	return &fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
+}
+
+// launchQuantPack runs quant_pack9 with fp (a fused resident's
+// fusedParams): float32 Q, K and V (its Q, K, V buffers) into the images
+// and the scale buffers, a cluster of Cluster blocks a head, each with its
+// chunk's codes in dynamic shared memory. The caller is inside do, after
+// pack allocated the images.
+func (r *Resident) launchQuantPack(fn C.CUfunction, fp *fusedQuantParams) error {
+	d, s := r.dev, r.shape
+	g := d.quantPack
+	smem := g.chunkRows(max(s.Sq, s.Sk)) * s.D
+	return launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, d.stream, unsafe.Pointer(fp))
+}

@@ -1,0 +1,419 @@
+//go:build cuda
+
+package cuda
+
+// #include <cuda.h>
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+)
+
+// hopperKernels are the Hopper module's kernels for one head dim.
+type hopperKernels struct {
+	cfg                       tiles.HopperConfig
+	attn, packQ, packK, packV C.CUfunction
+	// quantPack quantizes float32 inputs into the images (quant_pack9);
+	// attnFused is the attention after it (its score factors from the
+	// scales quant_pack9 wrote).
+	quantPack, attnFused C.CUfunction
+	// attnOne and attnFusedOne are attn and attnFused in one tile, for the
+	// calls cfg.OneTile takes (D 64 only; nil for the other head dims).
+	attnOne, attnFusedOne C.CUfunction
+	// attnQuantizing is the one-tile form quantizing its own float32
+	// inputs, for the fused calls cfg.OneTileQuantizing takes (no
+	// quant_pack9 before it; nil where attnOne is).
+	attnQuantizing C.CUfunction
+}
+
+// adaKernels are the Ada kernel and its V image pack for one head dim.
+type adaKernels struct {
+	cfg         tiles.AdaConfig
+	attn, packV C.CUfunction
+}
+
+// loadHopper loads the sm_90a module (the embedded cubin, or the file
+// FP8ATTN_CUBIN names; its PTX if the driver refuses the cubin), checks its
+// Params layout and every kernel's geometry against internal/tiles, and
+// raises each attention kernel's dynamic shared-memory limit.
+func (d *Device) loadHopper() error {
+	image, err := moduleImage("FP8ATTN_CUBIN", string(kernels.HopperCubin))
+	if err != nil {
+		return err
+	}
+	if len(image) == 0 {
+		return errors.New("cuda: no sm_90a cubin embedded (run go generate ./backend/cuda/kernels on a machine with nvcc)")
+	}
+	// cu.LoadData copies the image with C.CString, which copies every byte
+	// (NULs included) and appends one.
+	if d.hmod, err = cu.LoadData(image); err != nil {
+		var perr error
+		if d.hmod, perr = cu.LoadData(kernels.HopperPTX); perr != nil {
+			return fmt.Errorf("cuda: loading the sm_90a module: cubin: %v; PTX: %w", err, perr)
+		}
+	}
+	if err := d.checkParamsLayout(d.hmod); err != nil {
+		return err
+	}
+	if err := d.checkLayouts(d.hmod, hopperLayouts); err != nil {
+		return err
+	}
+	for _, hd := range HopperHeadDims {
+		cfg, _ := tiles.Hopper(hd)
+		var k hopperKernels
+		k.cfg = cfg
+		type entry struct {
+			name string
+			fn   *C.CUfunction
+		}
+		entries := []entry{
+			{tiles.KernelName(tiles.HopperStage, hd), &k.attn},
+			{fmt.Sprintf("fp8attn_pack9q_d%d", hd), &k.packQ},
+			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
+			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
+			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
+			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
+		}
+		if cfg.OneTile(2 * cfg.BlockN) {
+			entries = append(entries,
+				entry{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
+				entry{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne},
+				entry{fmt.Sprintf("fp8attn_stage9qo_d%d", hd), &k.attnQuantizing})
+		}
+		for _, f := range entries {
+			fn, err := d.hmod.Function(f.name)
+			if err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+			}
+			*f.fn = cFunction(fn)
+			markPDL(*f.fn) // the sm_90a module's entry points keep kernels/pdl.cuh's contract
+		}
+		if err := d.checkExported(d.hmod, tiles.KernelName(tiles.HopperStage, hd)+"_config",
+			cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()); err != nil {
+			return err
+		}
+		if k.attnOne != nil {
+			if err := errors.Join(
+				d.checkExported(d.hmod, fmt.Sprintf("fp8attn_stage9o_d%d_config", hd), tiles.OneTileBlockM, tiles.OneTileThreads),
+				d.checkExported(d.hmod, fmt.Sprintf("fp8attn_stage9qo_d%d_config", hd), tiles.OneTileCluster, tiles.OneTileBlockM, tiles.OneTileThreads),
+			); err != nil {
+				return err
+			}
+		}
+		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne, k.attnQuantizing} {
+			if fn == nil {
+				continue
+			}
+			if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
+				return err
+			}
+		}
+		d.hopper[hd] = k
+	}
+	g, err := d.global(d.hmod, "fp8attn_quantpack9_config", 3)
+	if err != nil {
+		return err
+	}
+	d.quantPack = quantPackGeometry{Threads: int(g[0]), Cluster: int(g[1]), Codes: int(g[2])}
+	if t, c := d.quantPack.Threads, d.quantPack.Cluster; t <= 0 || t%32 != 0 || t > 1024 || c <= 0 || c > 8 || d.quantPack.Codes <= 0 {
+		return fmt.Errorf("cuda: fp8attn_quantpack9_config %v is not a launchable geometry", g)
+	}
+	return nil
+}
+
+// loadAda finds the Ada kernel (stage 10) and its pack kernel for every
+// head dim in the compute_89 module, checks their geometry against
+// internal/tiles, and raises the dynamic shared-memory limit where a
+// block needs more than the default 48 KB.
+func (d *Device) loadAda() error {
+	for _, hd := range AdaHeadDims {
+		cfg, _ := tiles.Ada(hd)
+		k := adaKernels{cfg: cfg}
+		for _, f := range []struct {
+			name string
+			fn   *C.CUfunction
+		}{
+			{tiles.KernelName(tiles.AdaStage, hd), &k.attn},
+			{fmt.Sprintf("fp8attn_pack10v_d%d", hd), &k.packV},
+		} {
+			fn, err := d.mod.Function(f.name)
+			if err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+			}
+			*f.fn = cFunction(fn)
+		}
+		if err := d.checkExported(d.mod, tiles.KernelName(tiles.AdaStage, hd)+"_config",
+			cfg.D, cfg.BlockM(), cfg.BlockN, cfg.Warps, cfg.Ring, cfg.KPitch(), cfg.VPitch(), cfg.SharedBytes()); err != nil {
+			return err
+		}
+		// A block must fit the device's shared memory (less the 1 KB the
+		// hardware reserves per block); a head dim that does not is left
+		// out (Supports then says ErrUnsupported) rather than failing at
+		// launch.
+		if cfg.SharedBytes()+1024 > d.SharedPerSM {
+			continue
+		}
+		if cfg.SharedBytes() > 48*1024 {
+			if err := setMaxSharedMemory(k.attn, cfg.SharedBytes()); err != nil {
+				return err
+			}
+		}
+		d.ada[hd] = k
+	}
+	return nil
+}
+
+// adaMissing explains a head dim the Ada kernel has but this device did
+// not load (its block needs more shared memory than an SM has).
+func (d *Device) adaMissing(hd int) error {
+	cfg, _ := tiles.Ada(hd)
+	return fmt.Errorf("%w: stage %d at D=%d needs %d bytes of shared memory a block; %s has %d an SM", backend.ErrUnsupported,
+		tiles.AdaStage, hd, cfg.SharedBytes(), d.Name, d.SharedPerSM)
+}
+
+// forceCompute80 makes OpenDevice load the compute_80 (Ampere) modules on
+// any GPU, so that a test can run them where no Ampere GPU is lent.
+var forceCompute80 bool
+
+// forcePagedPTX makes OpenDevice load the paged module's compute_89 PTX on
+// compute capability 9.0 instead of its sm_90a cubin (tests: the PTX is
+// what an Ada GPU, and a Hopper whose driver refuses the cubin, runs).
+var forcePagedPTX bool
+
+// moduleImage returns a module's image: the file the environment variable
+// env names (for kernel development: scripts/gpu-run.sh points them at
+// freshly built kernels), or the embedded one.
+func moduleImage(env, embedded string) (string, error) {
+	f := os.Getenv(env)
+	if f == "" {
+		return embedded, nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("cuda: %s: %w", env, err)
+	}
+	return string(b), nil
+}
+
+// global reads the int32 array module mod exports under name.
+func (d *Device) global(mod cu.Module, name string, n int) ([]int32, error) {
+	ptr, size, err := mod.Global(name)
+	if err != nil || size != int64(4*n) {
+		return nil, fmt.Errorf("cuda: %s (%d ints) missing from the module (size %d): %v", name, n, size, err)
+	}
+	got := make([]int32, n)
+	if err := cu.MemcpyDtoH(unsafe.Pointer(&got[0]), ptr, size); err != nil {
+		return nil, fmt.Errorf("cuda: reading %s: %w", name, err)
+	}
+	return got, nil
+}
+
+// checkParamsLayout compares the Go params struct with the kernels' Params
+// as the kernel compiler laid it out (sizeof, then every field's offset).
+func (d *Device) checkParamsLayout(mod cu.Module) error {
+	want := paramsLayout()
+	got, err := d.global(mod, "fp8attn_params_layout", len(want))
+	if err != nil {
+		return err
+	}
+	for i := range want {
+		if int(got[i]) != want[i] {
+			return fmt.Errorf("cuda: Params layout: the kernels have %v (sizeof, offsets), Go has %v", got, want)
+		}
+	}
+	return nil
+}
+
+// checkLayouts compares each parameter-block layout a module exports with
+// its Go mirror.
+func (d *Device) checkLayouts(mod cu.Module, checks []layoutCheck) error {
+	for _, c := range checks {
+		got, err := d.global(mod, c.name, len(c.want))
+		if err != nil {
+			return err
+		}
+		for i := range c.want {
+			if int(got[i]) != c.want[i] {
+				return fmt.Errorf("cuda: %s: the kernels have %v (sizeof, offsets), Go has %v", c.name, got, c.want)
+			}
+		}
+	}
+	return nil
+}
+
+// checkConfig compares a kernel's compiled tile constants with internal/tiles.
+func (d *Device) checkConfig(stage, hd int) error {
+	c, _ := tiles.Get(stage, hd)
+	return d.checkExported(d.mod, tiles.KernelName(stage, hd)+"_config", c.BlockM, c.BlockN, c.Threads, c.Ring)
+}
+
+// checkExported reads the geometry array name that mod exports (a
+// kernel's *_config, as many ints as want) and compares it with want
+// (configError).
+func (d *Device) checkExported(mod cu.Module, name string, want ...int) error {
+	got, err := d.global(mod, name, len(want))
+	if err != nil {
+		return err
+	}
+	return configError(name, got, want)
+}
+
+// quantKernels are the device quantization kernels (kernels/quant.cuh).
+type quantKernels struct {
+	amax, encode [2]C.CUfunction // [0]: one element at a time; [1]: four (D % 4 == 0)
+	iota, scores C.CUfunction
+	// The accuracy options (SmoothK, Hadamard) and the LSE correction.
+	smoothK, rotate, correctLSE C.CUfunction
+	scratch                     pooled // words kept 0 between launches (zeroWords)
+	scratchWords                int
+}
+
+// loadQuant finds the quantization kernels in the attention module and
+// checks their parameter blocks' layouts.
+func (d *Device) loadQuant() error {
+	if err := d.checkLayouts(d.mod, quantLayouts); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		fn   *C.CUfunction
+	}{
+		{"fp8attn_quant_amax", &d.quant.amax[0]}, {"fp8attn_quant_encode", &d.quant.encode[0]},
+		{"fp8attn_quant_amax4", &d.quant.amax[1]}, {"fp8attn_quant_encode4", &d.quant.encode[1]},
+		{"fp8attn_quant_iota", &d.quant.iota}, {"fp8attn_score_factors", &d.quant.scores},
+		{"fp8attn_smooth_k", &d.quant.smoothK}, {"fp8attn_rotate", &d.quant.rotate}, {"fp8attn_correct_lse", &d.quant.correctLSE},
+	} {
+		fn, err := d.mod.Function(f.name)
+		if err != nil {
+			return fmt.Errorf("cuda: kernel %s: %w", f.name, err)
+		}
+		*f.fn = cFunction(fn)
+	}
+	return nil
+}
+
+// pagedKernels are the paged module's kernels.
+type pagedKernels struct {
+	append, merge, check C.CUfunction
+	attn                 map[int]C.CUfunction // the cp.async kernel, by head dim
+	ws                   map[int]C.CUfunction // the warp-specialized kernel (sm_90a module only), by head dim
+	wsq                  map[int]C.CUfunction // the same with units drawn at run time (a ticket), by head dim
+}
+
+// loadPaged loads the paged module: on compute capability 9.0 its sm_90a
+// build (the embedded cubin, or the file FP8ATTN_PAGED_CUBIN names), which
+// adds the warp-specialized attention kernel; elsewhere, or if the driver
+// refuses the cubin, the compute_89 PTX (or the file FP8ATTN_PAGED_PTX
+// names; with ampere, the compute_80 build, or FP8ATTN_PAGED_PTX80). It
+// checks the parameter layouts and every attention kernel's geometry against
+// internal/tiles, and raises the kernels' dynamic shared-memory limits. The
+// caller holds the context current.
+func (d *Device) loadPaged(ampere bool) error {
+	env, embedded := "FP8ATTN_PAGED_PTX", kernels.PagedPTX
+	if ampere {
+		env, embedded = "FP8ATTN_PAGED_PTX80", kernels.PagedPTX80
+	}
+	loaded := false
+	if d.ComputeCapability == 90 && !ampere && !forcePagedPTX {
+		cubin, err := moduleImage("FP8ATTN_PAGED_CUBIN", string(kernels.PagedCubin))
+		if err != nil {
+			return err
+		}
+		if d.pmod, err = cu.LoadData(cubin); err == nil {
+			loaded = true
+		} else {
+			d.pagedWSErr = fmt.Errorf("cuda: the sm_90a paged module did not load (%v); the cp.async kernel runs", err)
+		}
+	}
+	if !loaded {
+		ptx, err := moduleImage(env, embedded)
+		if err != nil {
+			return err
+		}
+		if d.pmod, err = cu.LoadData(ptx); err != nil {
+			return fmt.Errorf("cuda: loading the paged-cache PTX: %w", err)
+		}
+	}
+	if err := d.checkLayouts(d.pmod, pagedLayouts); err != nil {
+		return err
+	}
+	fn := func(name string) (C.CUfunction, error) {
+		f, err := d.pmod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		return cFunction(f), nil
+	}
+	// config checks the geometry kernel name exports against want and
+	// raises its shared-memory limit to smem.
+	config := func(f C.CUfunction, name string, want []int, smem int) error {
+		if err := d.checkExported(d.pmod, name+"_config", want...); err != nil {
+			return err
+		}
+		return setMaxSharedMemory(f, smem)
+	}
+	k := pagedKernels{attn: map[int]C.CUfunction{}, ws: map[int]C.CUfunction{}, wsq: map[int]C.CUfunction{}}
+	var err error
+	if k.append, err = fn("fp8attn_paged_append"); err != nil {
+		return err
+	}
+	if k.merge, err = fn("fp8attn_paged_merge"); err != nil {
+		return err
+	}
+	if k.check, err = fn("fp8attn_paged_check"); err != nil {
+		return err
+	}
+	for _, hd := range tiles.PagedHeadDims {
+		name := fmt.Sprintf("fp8attn_paged_d%d", hd)
+		f, err := fn(name)
+		if err != nil {
+			return err
+		}
+		cfg, _ := tiles.Paged(hd)
+		want := []int{cfg.Rows, cfg.Keys, cfg.Warps, cfg.Ring, cfg.SharedBytes()}
+		if err := config(f, name, want, max(cfg.SharedBytes(), d.SharedPerSM/2)); err != nil { // room for pagedOccupancy's padding
+			return err
+		}
+		k.attn[hd] = f
+	}
+	if loaded {
+		for _, hd := range tiles.PagedWSHeadDims {
+			name := fmt.Sprintf("fp8attn_paged_ws_d%d", hd) // (its _config serves both entries)
+			cfg, _ := tiles.PagedWS(hd)
+			want := []int{cfg.Rows, cfg.Keys, cfg.Consumers, cfg.Producers, cfg.Ring, cfg.SharedBytes()}
+			for _, e := range []struct {
+				entry string
+				m     map[int]C.CUfunction
+			}{{name, k.ws}, {fmt.Sprintf("fp8attn_paged_wsq_d%d", hd), k.wsq}} {
+				f, err := fn(e.entry)
+				if err != nil {
+					return err
+				}
+				if err := config(f, name, want, cfg.SharedBytes()); err != nil {
+					return err
+				}
+				e.m[hd] = f
+			}
+		}
+		// The sm_90a build's entry points keep kernels/pdl.cuh's contract.
+		for _, f := range []C.CUfunction{k.append, k.merge, k.check} {
+			markPDL(f)
+		}
+		for _, m := range []map[int]C.CUfunction{k.attn, k.ws, k.wsq} {
+			for _, f := range m {
+				markPDL(f)
+			}
+		}
+	}
+	d.paged = k
+	return nil
+}
