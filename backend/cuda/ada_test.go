@@ -29,7 +29,7 @@ func TestAdaVImage(t *testing.T) {
 	if !runnable(t, tiles.AdaStage) {
 		t.Skip("no FP8 mma.sync")
 	}
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestAmpereModule(t *testing.T) {
 	t.Run("cuda", func(t *testing.T) {
 		sdpatest.Run(t, sdpatest.Config{Backend: testBackend(0), Precision: backend.FP8E4M3, Tol: sdpatest.F16PTolerance,
 			LoadedKeys: func(s backend.Shape, m backend.Mask, i int) int {
-				return loadedKeys(BestStage(s, 80))(s, m, i)
+				return loadedKeys(bestStage(s, 80))(s, m, i)
 			}})
 	})
 	t.Run("paged", func(t *testing.T) { sdpatest.RunPaged(t, testBackend(0)) })

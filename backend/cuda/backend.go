@@ -12,9 +12,9 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// Backend runs one kernel stage (stage 0: BestStage for the problem's shape) on
+// kernelBackend runs one kernel stage (stage 0: bestStage for the problem's shape) on
 // device 0, which opens on first use.
-type Backend struct {
+type kernelBackend struct {
 	name  string
 	stage int
 	// poison makes every call fill the device outputs with
@@ -32,23 +32,23 @@ type Backend struct {
 }
 
 // stageFor opens device 0 and returns the stage to run p with.
-func (b *Backend) stageFor(p *backend.Problem) (*Device, int, error) {
-	d, err := OpenDevice(0)
+func (b *kernelBackend) stageFor(p *backend.Problem) (*device, int, error) {
+	d, err := openDevice(0)
 	if err != nil {
 		return nil, 0, err
 	}
 	if b.stage == 0 {
-		return d, BestStage(p.Shape, d.stageCapability()), nil
+		return d, bestStage(p.Shape, d.stageCapability()), nil
 	}
 	return d, b.stage, nil
 }
 
 // Name returns "cuda" or "cuda/stageN".
-func (b *Backend) Name() string { return b.name }
+func (b *kernelBackend) Name() string { return b.name }
 
-// Supports accepts FP8E4M3 problems whose head dim the stage has (HeadDims;
-// HopperHeadDims for stage 9) on a GPU that loads the stage.
-func (b *Backend) Supports(p *backend.Problem) error {
+// Supports accepts FP8E4M3 problems whose head dim the stage has (headDims;
+// hopperHeadDims for stage 9) on a GPU that loads the stage.
+func (b *kernelBackend) Supports(p *backend.Problem) error {
 	if b.stage != 0 { // a fixed stage: shape errors without touching the GPU
 		if err := supports(p, b.stage); err != nil {
 			return err
@@ -58,7 +58,7 @@ func (b *Backend) Supports(p *backend.Problem) error {
 	if err != nil {
 		return err
 	}
-	if b.stage == 0 { // the stage BestStage chose for this GPU
+	if b.stage == 0 { // the stage bestStage chose for this GPU
 		if err := supports(p, st); err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func (b *Backend) Supports(p *backend.Problem) error {
 	if st == tiles.HopperStage {
 		return d.hopperErr
 	}
-	if slices.Contains(FP8MMAStages, st) && d.fp8mmaErr != nil {
+	if slices.Contains(fp8mmaStages, st) && d.fp8mmaErr != nil {
 		return d.fp8mmaErr
 	}
 	if _, ok := d.ada[p.D]; st == tiles.AdaStage && !ok {
@@ -79,7 +79,7 @@ func (b *Backend) Supports(p *backend.Problem) error {
 // itself (backend.Problem.QuantizeOnRead): when their codes fit the
 // page-locked staging memory, it encodes them straight into it, so no codes
 // are written to Go memory and copied again.
-func (b *Backend) QuantizesOnRead(p *backend.Problem) bool {
+func (b *kernelBackend) QuantizesOnRead(p *backend.Problem) bool {
 	if p == nil {
 		return false
 	}
@@ -89,7 +89,7 @@ func (b *Backend) QuantizesOnRead(p *backend.Problem) bool {
 }
 
 // Attention uploads p, runs the stage, and downloads the result.
-func (b *Backend) Attention(p *backend.Problem) (err error) {
+func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
 	d, st, err := b.stageFor(p)
 	if err != nil {
 		return err
@@ -112,17 +112,17 @@ func (b *Backend) Attention(p *backend.Problem) (err error) {
 
 // DeviceTimes implements backend.Timer: per-call device time in CUDA-graph
 // replay.
-func (b *Backend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) {
+func (b *kernelBackend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) {
 	return b.times(p, iters, true)
 }
 
 // LaunchTimes implements backend.LaunchTimer: per-call device time of
 // launches issued back to back.
-func (b *Backend) LaunchTimes(p *backend.Problem, iters int) ([]float64, error) {
+func (b *kernelBackend) LaunchTimes(p *backend.Problem, iters int) ([]float64, error) {
 	return b.times(p, iters, false)
 }
 
-func (b *Backend) times(p *backend.Problem, iters int, graphed bool) ([]float64, error) {
+func (b *kernelBackend) times(p *backend.Problem, iters int, graphed bool) ([]float64, error) {
 	d, st, err := b.stageFor(p)
 	if err != nil {
 		return nil, err
@@ -136,9 +136,9 @@ func (b *Backend) times(p *backend.Problem, iters int, graphed bool) ([]float64,
 }
 
 func init() {
-	backend.MustRegister(&Backend{name: "cuda"}, 20)
-	for _, s := range Stages {
-		backend.MustRegister(&Backend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
+	backend.MustRegister(&kernelBackend{name: "cuda"}, 20)
+	for _, s := range allStages {
+		backend.MustRegister(&kernelBackend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
 	}
 }
 
@@ -152,7 +152,7 @@ func init() {
 // way the output and LSE are bit for bit Quantize followed by AttentionOn
 // (its codes and scales never written); elsewhere ErrUnsupported, and the
 // caller makes those two calls.
-func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
+func (b *kernelBackend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
 	bufs, err := ours(q, k, v, out, lse)
 	if err != nil {
 		return err
@@ -181,7 +181,7 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 			return err
 		}
 	}
-	var scales [3]*Buffer
+	var scales [3]*buffer
 	defer func() {
 		for _, sc := range scales {
 			if sc != nil {
@@ -194,7 +194,7 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 			return err
 		}
 	}
-	r, err := d.newResident(&pp, [6]*Buffer{bufs[0], bufs[1], bufs[2], scales[0], scales[1], scales[2]}, bufs[3], bufs[4])
+	r, err := d.newResident(&pp, [6]*buffer{bufs[0], bufs[1], bufs[2], scales[0], scales[1], scales[2]}, bufs[3], bufs[4])
 	if err != nil {
 		return err
 	}
@@ -204,10 +204,10 @@ func (b *Backend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v back
 }
 
 // AttentionOn implements backend.Memory: a resident over the buffers
-// (NewResident) run with the backend's stage (BestStage for "cuda"), its
+// (NewResident) run with the backend's stage (bestStage for "cuda"), its
 // output and LSE written into out and lse. It returns without waiting for
 // the device: a score factor beyond the limit is reported by out's Read.
-func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6]backend.Buffer) (err error) {
+func (b *kernelBackend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6]backend.Buffer) (err error) {
 	bufs, err := ours(append(in[:], out, lse)...)
 	if err != nil {
 		return err
@@ -229,7 +229,7 @@ func (b *Backend) AttentionOn(p *backend.Problem, out, lse backend.Buffer, in [6
 	if err := b.Supports(&pp); err != nil { // the stage's shape check and the device's
 		return err
 	}
-	r, err := d.newResident(&pp, [6]*Buffer(bufs[:6]), bufs[6], bufs[7])
+	r, err := d.newResident(&pp, [6]*buffer(bufs[:6]), bufs[6], bufs[7])
 	if err != nil {
 		return err
 	}

@@ -10,15 +10,15 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 )
 
-// Buffer is device memory of a Device, from its pool (never managed
+// buffer is device memory of a device, from its pool (never managed
 // memory). Its contents are ordered with all other work of the device on
 // its stream.
-type Buffer struct {
-	dev *Device
+type buffer struct {
+	dev *device
 	buf pooled
 	n   int64
 	// flag is a device word (0 when unused) where an attention that wrote
-	// into this buffer (Backend.AttentionOn) flags a score factor beyond
+	// into this buffer (kernelBackend.AttentionOn) flags a score factor beyond
 	// backend.MaxScoreFactor; Read reports and clears it.
 	flag pooled
 	// pins counts the live graphs that use the buffer (Free fails while
@@ -28,11 +28,11 @@ type Buffer struct {
 
 // Alloc returns a buffer of n bytes (n > 0). Its contents are undefined
 // until written.
-func (d *Device) Alloc(n int64) (*Buffer, error) {
+func (d *device) Alloc(n int64) (*buffer, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("%w: cuda: allocating %d bytes", backend.ErrInvalid, n)
 	}
-	b := &Buffer{dev: d, n: n}
+	b := &buffer{dev: d, n: n}
 	err := d.do(func() error {
 		p, size, err := d.alloc(n)
 		b.buf = pooled{p, size}
@@ -45,18 +45,18 @@ func (d *Device) Alloc(n int64) (*Buffer, error) {
 }
 
 // Len returns the buffer's size in bytes.
-func (b *Buffer) Len() int64 { return b.n }
+func (b *buffer) Len() int64 { return b.n }
 
 // capturing returns the capture the calling goroutine records on b's
 // device, or nil.
-func (b *Buffer) capturing() *captureState {
+func (b *buffer) capturing() *captureState {
 	if b == nil || b.dev == nil {
 		return nil
 	}
 	return b.dev.capturing()
 }
 
-func (b *Buffer) live() error {
+func (b *buffer) live() error {
 	if b == nil || b.dev == nil {
 		return fmt.Errorf("%w: cuda: nil buffer", backend.ErrInvalid)
 	}
@@ -68,7 +68,7 @@ func (b *Buffer) live() error {
 
 // fits checks that b is a live buffer of device d holding at least want
 // bytes (the name says which operand, in the error).
-func (b *Buffer) fits(d *Device, want int64, name string) error {
+func (b *buffer) fits(d *device, want int64, name string) error {
 	if err := b.live(); err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -80,7 +80,7 @@ func (b *Buffer) fits(d *Device, want int64, name string) error {
 
 // Write copies src to the start of the buffer, on the stream; src may be
 // reused when Write returns.
-func (b *Buffer) Write(src []byte) error {
+func (b *buffer) Write(src []byte) error {
 	if err := b.live(); err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (b *Buffer) Write(src []byte) error {
 
 // Read copies the start of the buffer into dst behind the work issued on
 // the stream, and waits for it (a kernel's failure is reported here).
-func (b *Buffer) Read(dst []byte) error {
+func (b *buffer) Read(dst []byte) error {
 	if err := b.live(); err != nil {
 		return err
 	}
@@ -120,7 +120,7 @@ func (b *Buffer) Read(dst []byte) error {
 
 // Free returns the buffer to the device's pool once the work issued on it
 // so far has completed. A second Free does nothing.
-func (b *Buffer) Free() error {
+func (b *buffer) Free() error {
 	if b == nil || b.dev == nil || b.buf.p == 0 {
 		return nil
 	}
@@ -138,7 +138,7 @@ func (b *Buffer) Free() error {
 }
 
 // Zero sets the buffer's bytes to 0, on the stream.
-func (b *Buffer) Zero() error {
+func (b *buffer) Zero() error {
 	if err := b.live(); err != nil {
 		return err
 	}
@@ -154,8 +154,8 @@ func (b *Buffer) Zero() error {
 }
 
 // Alloc implements backend.Memory on device 0.
-func (b *Backend) Alloc(n int64) (backend.Buffer, error) {
-	d, err := OpenDevice(0)
+func (b *kernelBackend) Alloc(n int64) (backend.Buffer, error) {
+	d, err := openDevice(0)
 	if err != nil {
 		return nil, err
 	}
@@ -168,13 +168,13 @@ func (b *Backend) Alloc(n int64) (backend.Buffer, error) {
 
 // ours returns the cuda buffers behind backend buffers (nil stays nil),
 // pinned to the graph when the caller is capturing one.
-func ours(bufs ...backend.Buffer) ([]*Buffer, error) {
-	out := make([]*Buffer, len(bufs))
+func ours(bufs ...backend.Buffer) ([]*buffer, error) {
+	out := make([]*buffer, len(bufs))
 	for i, b := range bufs {
 		if b == nil {
 			continue
 		}
-		cb, ok := b.(*Buffer)
+		cb, ok := b.(*buffer)
 		if !ok {
 			return nil, fmt.Errorf("%w: cuda: a buffer of another backend (%T)", backend.ErrInvalid, b)
 		}
@@ -187,7 +187,7 @@ func ours(bufs ...backend.Buffer) ([]*Buffer, error) {
 }
 
 // Held implements backend.Memory: device 0's MemoryHeld (0 before it opens).
-func (b *Backend) Held() int64 {
+func (b *kernelBackend) Held() int64 {
 	devicesMu.Lock()
 	d := devices[0]
 	devicesMu.Unlock()
@@ -198,8 +198,8 @@ func (b *Backend) Held() int64 {
 }
 
 // SetLimit implements backend.Memory: device 0's SetMemoryLimit.
-func (b *Backend) SetLimit(n int64) error {
-	d, err := OpenDevice(0)
+func (b *kernelBackend) SetLimit(n int64) error {
+	d, err := openDevice(0)
 	if err != nil {
 		return err
 	}
@@ -207,6 +207,6 @@ func (b *Backend) SetLimit(n int64) error {
 }
 
 var (
-	_ backend.Memory = (*Backend)(nil)
-	_ backend.Buffer = (*Buffer)(nil)
+	_ backend.Memory = (*kernelBackend)(nil)
+	_ backend.Buffer = (*buffer)(nil)
 )

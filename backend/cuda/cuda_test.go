@@ -49,11 +49,11 @@ func lseTolerance(stage int) func(*backend.Problem) sdpatest.Tolerance {
 // compute capability 9.0, where failing to load it is an error; the FP8
 // mma.sync stages (7, 8, 10) on 8.9 and newer.
 func runnable(t testing.TB, stage int) bool {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(FP8MMAStages, stage) && d.fp8mmaErr != nil {
+	if slices.Contains(fp8mmaStages, stage) && d.fp8mmaErr != nil {
 		if d.ComputeCapability >= 89 && !forceCompute80 {
 			t.Fatalf("FP8 mma.sync stages refused on %s (sm_%d): %v", d.Name, d.ComputeCapability, d.fp8mmaErr)
 		}
@@ -73,7 +73,7 @@ func runnable(t testing.TB, stage int) bool {
 // runnableStages are the stages device 0 runs.
 func runnableStages(t testing.TB) []int {
 	var out []int
-	for _, st := range Stages {
+	for _, st := range allStages {
 		if runnable(t, st) {
 			out = append(out, st)
 		}
@@ -82,20 +82,20 @@ func runnableStages(t testing.TB) []int {
 }
 
 // testBackend is stage's backend with device outputs poisoned before every
-// call (stage 0: BestStage), so that an element a kernel never writes
+// call (stage 0: bestStage), so that an element a kernel never writes
 // cannot pass on an old result left in a pooled buffer.
 // reopenWith closes device 0 and opens it again with *force set (a flag
-// OpenDevice reads: which modules it loads), and returns the function that
+// openDevice reads: which modules it loads), and returns the function that
 // does the same with *force cleared, for the test to defer.
 func reopenWith(t *testing.T, force *bool) (restore func()) {
 	reopen := func(on bool) {
-		if d, err := OpenDevice(0); err == nil {
+		if d, err := openDevice(0); err == nil {
 			if err := d.Close(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		*force = on
-		if _, err := OpenDevice(0); err != nil {
+		if _, err := openDevice(0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,12 +103,12 @@ func reopenWith(t *testing.T, force *bool) (restore func()) {
 	return func() { reopen(false) }
 }
 
-func testBackend(stage int) *Backend {
+func testBackend(stage int) *kernelBackend {
 	name := "cuda"
 	if stage != 0 {
 		name = fmt.Sprintf("cuda/stage%d", stage)
 	}
-	return &Backend{name: name, stage: stage, poison: true}
+	return &kernelBackend{name: name, stage: stage, poison: true}
 }
 
 // loadedKeys is the GPU stages' NaN-in-V rule (sdpatest's package doc): a
@@ -166,7 +166,7 @@ func TestConcurrentCalls(t *testing.T) {
 			for c := range calls {
 				hkv := 1 + rng.IntN(3)
 				s := backend.Shape{B: 1 + rng.IntN(2), Hq: hkv * (1 + rng.IntN(3)), Hkv: hkv,
-					Sq: 1 + rng.IntN(150), Sk: 1 + rng.IntN(300), D: HeadDims[rng.IntN(len(HeadDims))]}
+					Sq: 1 + rng.IntN(150), Sk: 1 + rng.IntN(300), D: headDims[rng.IntN(len(headDims))]}
 				m := backend.Mask(rng.IntN(3))
 				st := stages[rng.IntN(len(stages))]
 				in := sdpatest.RandomInputs(rng, s, 1)
@@ -302,7 +302,7 @@ func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask
 		return sdpatest.Compare(p.Out, want, sdpatest.Tolerance{Atol: math.Inf(1)}).RelL2
 	}
 	quant, ours := relL2(cpu.Default), relL2(testBackend(stage))
-	t.Logf("%+v %v %s: relative L2 vs exact: stage %d (0: BestStage) %.4g, input quantization alone %.4g, ratio %.3f", s, m, what, stage, ours, quant, ours/quant)
+	t.Logf("%+v %v %s: relative L2 vs exact: stage %d (0: bestStage) %.4g, input quantization alone %.4g, ratio %.3f", s, m, what, stage, ours, quant, ours/quant)
 	if !(ours <= limit*quant) {
 		t.Errorf("%+v %v %s: stage %d error %.4g is %.2fx the quantization error %.4g (limit %.1fx)", s, m, what, stage, ours, ours/quant, quant, limit)
 	}
@@ -311,7 +311,7 @@ func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask
 // TestLayoutOnDevice: the accumulator formulas the kernels use equal the
 // generated, hardware-verified table, on this GPU.
 func TestLayoutOnDevice(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestLayoutOnDevice(t *testing.T) {
 }
 
 func TestResidentReuse(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +440,7 @@ func median(x []float64) float64 {
 // when their codes fit the page-locked staging buffer, not beyond, not for
 // a shape whose sizes overflow, and a nil problem is a no, not a panic.
 func TestQuantizesOnRead(t *testing.T) {
-	var b Backend
+	var b kernelBackend
 	for _, tc := range []struct {
 		name string
 		p    *backend.Problem

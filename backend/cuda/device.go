@@ -20,16 +20,16 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// Device is one GPU with its primary context, a stream, the loaded kernels
+// device is one GPU with its primary context, a stream, the loaded kernels
 // and a pool of device memory. It is safe for use from many goroutines:
 // calls take the device's lock and bind its context to the calling OS
 // thread for their duration, with no goroutine hops.
 //
-// All device work of a Device is ordered on its one stream: uploads, the
+// All device work of a device is ordered on its one stream: uploads, the
 // kernels, downloads (copies and memsets are asynchronous on it). A freed
 // buffer goes back to the pool only once an event recorded after its last
 // use on the stream has completed.
-type Device struct {
+type device struct {
 	Ordinal int
 	Name    string
 	// ComputeCapability is major*10 + minor (89 for an L4, 90 for an H200).
@@ -82,14 +82,14 @@ type Device struct {
 
 var (
 	devicesMu sync.Mutex
-	devices   = map[int]*Device{}
+	devices   = map[int]*device{}
 )
 
-// OpenDevice returns the Device for a GPU ordinal, creating it (retaining
+// openDevice returns the device for a GPU ordinal, creating it (retaining
 // the primary context, loading the PTX, checking every kernel's compiled
 // tile configuration against Tiles) on first use. The PTX is the embedded
 // one unless FP8ATTN_PTX names a file (for kernel development).
-func OpenDevice(ordinal int) (*Device, error) {
+func openDevice(ordinal int) (*device, error) {
 	devicesMu.Lock()
 	defer devicesMu.Unlock()
 	if d, ok := devices[ordinal]; ok && !d.closed {
@@ -102,7 +102,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 	if ordinal < 0 || ordinal >= n {
 		return nil, fmt.Errorf("%w: no CUDA device %d (%d present)", backend.ErrUnsupported, ordinal, n)
 	}
-	d := &Device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}, hopper: map[int]hopperKernels{},
+	d := &device{Ordinal: ordinal, fns: map[[2]int]C.CUfunction{}, pool: map[int64][]cu.DevicePtr{}, hopper: map[int]hopperKernels{},
 		ada: map[int]adaKernels{}, owned: map[cu.DevicePtr]int64{}}
 	if err := d.init(); err != nil {
 		return nil, err
@@ -111,7 +111,7 @@ func OpenDevice(ordinal int) (*Device, error) {
 	return d, nil
 }
 
-func (d *Device) init() error {
+func (d *device) init() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	ctx, err := retainPrimary(d.Ordinal)
@@ -149,7 +149,7 @@ func (d *Device) init() error {
 	if ampere {
 		ptxEnv, ptxEmbedded = "FP8ATTN_PTX80", kernels.PTX80
 		d.fp8mmaErr = fmt.Errorf("%w: stages %v use FP8 mma.sync, which needs compute capability 8.9; %s is %d", backend.ErrUnsupported,
-			FP8MMAStages, d.Name, d.ComputeCapability)
+			fp8mmaStages, d.Name, d.ComputeCapability)
 	}
 	ptx, err := moduleImage(ptxEnv, ptxEmbedded)
 	if err != nil {
@@ -171,10 +171,10 @@ func (d *Device) init() error {
 		return err
 	}
 	for _, st := range tiles.Stages {
-		if ampere && slices.Contains(FP8MMAStages, st) {
+		if ampere && slices.Contains(fp8mmaStages, st) {
 			continue
 		}
-		for _, hd := range HeadDims {
+		for _, hd := range headDims {
 			name := tiles.KernelName(st, hd)
 			fn, err := d.mod.Function(name)
 			if err != nil {
@@ -205,7 +205,7 @@ func (d *Device) init() error {
 }
 
 // do runs fn with the device's context current on this OS thread.
-func (d *Device) do(fn func() error) error {
+func (d *device) do(fn func() error) error {
 	if d.capturing() != nil { // the capturing goroutine: it holds mu on this thread
 		return fn()
 	}
@@ -224,7 +224,7 @@ func (d *Device) do(fn func() error) error {
 
 // Close waits for the device's stream, frees its memory and events, and
 // releases its context. Residents must not be used afterwards.
-func (d *Device) Close() error {
+func (d *device) Close() error {
 	if d.capturing() != nil {
 		return errCapture("closing the device")
 	}
@@ -252,9 +252,9 @@ func (d *Device) Close() error {
 	return err
 }
 
-// stageCapability is the compute capability BestStage chooses for: the
+// stageCapability is the compute capability bestStage chooses for: the
 // device's, or 80 where the Ampere build is loaded (forceCompute80).
-func (d *Device) stageCapability() int {
+func (d *device) stageCapability() int {
 	if d.fp8mmaErr != nil {
 		return min(d.ComputeCapability, 80)
 	}

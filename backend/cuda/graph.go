@@ -22,7 +22,7 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 )
 
-// Callers' graphs (backend.Capturer): Device.Capture runs an issue function
+// Callers' graphs (backend.Capturer): device.Capture runs an issue function
 // with the device's lock held and its stream capturing; the calls issue
 // makes from its goroutine pass through do without taking the lock (they
 // are on the capturing OS thread), every other goroutine's calls wait for
@@ -46,7 +46,7 @@ type captureState struct {
 	// every replay (the kernels that use them leave them 0).
 	zero []zeroRun
 	// pinned buffers and caches may not be freed while the graph lives.
-	pinned []*Buffer
+	pinned []*buffer
 	caches []*pagedKV
 }
 
@@ -64,7 +64,7 @@ func currentThread() uint64 { return uint64(C.fp8attn_thread()) }
 var captures atomic.Int32
 
 // capturing returns the capture the calling goroutine is recording, or nil.
-func (d *Device) capturing() *captureState {
+func (d *device) capturing() *captureState {
 	c := d.capture.Load()
 	if c == nil || c.thread != currentThread() {
 		return nil
@@ -79,11 +79,11 @@ func errCapture(what string) error {
 
 // pin keeps b from being freed while the graph being captured lives. The
 // caller is the capturing goroutine.
-func (c *captureState) pin(b *Buffer) { c.pinned = append(c.pinned, b) }
+func (c *captureState) pin(b *buffer) { c.pinned = append(c.pinned, b) }
 
 // own allocates n bytes that belong to the graph being captured. The
 // caller is inside do, capturing.
-func (d *Device) own(c *captureState, n int64) (uint64, error) {
+func (d *device) own(c *captureState, n int64) (uint64, error) {
 	p, size, err := d.alloc(n)
 	if err != nil {
 		return 0, err
@@ -92,9 +92,9 @@ func (d *Device) own(c *captureState, n int64) (uint64, error) {
 	return uint64(p), nil
 }
 
-// Graph is an instantiated capture of a device's calls (backend.Graph).
-type Graph struct {
-	dev    *Device
+// deviceGraph is an instantiated capture of a device's calls (backend.Graph).
+type deviceGraph struct {
+	dev    *device
 	exec   graph
 	state  *captureState
 	closed bool
@@ -102,7 +102,7 @@ type Graph struct {
 
 // Capture implements backend.Capturer on the device: issue's calls from
 // this goroutine are recorded into a CUDA graph.
-func (d *Device) Capture(issue func() error) (g *Graph, err error) {
+func (d *device) Capture(issue func() error) (g *deviceGraph, err error) {
 	if issue == nil {
 		return nil, fmt.Errorf("%w: cuda: capturing a nil function", backend.ErrInvalid)
 	}
@@ -163,15 +163,15 @@ func (d *Device) Capture(issue func() error) (g *Graph, err error) {
 	for _, s := range c.caches {
 		s.pins++
 	}
-	return &Graph{dev: d, exec: exec, state: c}, nil
+	return &deviceGraph{dev: d, exec: exec, state: c}, nil
 }
 
 // Capturing implements backend.Capturer.
-func (d *Device) Capturing() bool { return d.capturing() != nil }
+func (d *device) Capturing() bool { return d.capturing() != nil }
 
 // Replay uploads the capture's host inputs (paged lengths and block
 // tables) and launches the graph on the stream, without waiting.
-func (g *Graph) Replay() error {
+func (g *deviceGraph) Replay() error {
 	if g == nil || g.dev == nil {
 		return fmt.Errorf("%w: cuda: a graph not made by Capture", backend.ErrInvalid)
 	}
@@ -193,7 +193,7 @@ func (g *Graph) Replay() error {
 
 // Close waits for the graph's replays, destroys it, releases its memory
 // and unpins its buffers and caches. A second Close does nothing.
-func (g *Graph) Close() error {
+func (g *deviceGraph) Close() error {
 	if g == nil || g.dev == nil {
 		return nil
 	}
@@ -220,8 +220,8 @@ func (g *Graph) Close() error {
 }
 
 // Capture implements backend.Capturer on device 0.
-func (b *Backend) Capture(issue func() error) (backend.Graph, error) {
-	d, err := OpenDevice(0)
+func (b *kernelBackend) Capture(issue func() error) (backend.Graph, error) {
+	d, err := openDevice(0)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (b *Backend) Capture(issue func() error) (backend.Graph, error) {
 
 // Capturing implements backend.Capturer: whether the calling goroutine is
 // capturing on device 0 (false when it is not open).
-func (b *Backend) Capturing() bool {
+func (b *kernelBackend) Capturing() bool {
 	if captures.Load() == 0 {
 		return false
 	}

@@ -52,7 +52,7 @@ func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
 	return l
 }
 
-func (r *Resident) launch(stage int) error {
+func (r *resident) launch(stage int) error {
 	tc, err := geometry(stage, r.shape.D)
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func (r *Resident) launch(stage int) error {
 		gx, gy, gz := k.cfg.Grid(s.B, s.Hkv, s.Group(), s.Sq)
 		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
 	}
-	if r.dev.fp8mmaErr != nil && slices.Contains(FP8MMAStages, stage) {
+	if r.dev.fp8mmaErr != nil && slices.Contains(fp8mmaStages, stage) {
 		return r.dev.fp8mmaErr
 	}
 	gx, gy, gz := tc.Grid(s.B, s.Hq, s.Sq)
@@ -127,7 +127,7 @@ func (r *Resident) launch(stage int) error {
 // NewResident's (whose inputs may change); a nil kernel only allocates its
 // image (quant_pack9 fills them). It leaves the stage's images in the
 // params block. The caller holds d.mu with the context current.
-func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
+func (r *resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
 	imgs, ok := r.images[stage]
 	r.params.QImage, r.params.KImage, r.params.VImage = imgs[0], imgs[1], imgs[2]
 	if ok && r.scores == nil { // inputs that cannot change: packed once
@@ -161,9 +161,9 @@ func (r *Resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
 }
 
 // Times measures stage's device time per call, in microseconds, one figure
-// per batch of calls (see Device.timeCalls); warm-up launches (which also
+// per batch of calls (see device.timeCalls); warm-up launches (which also
 // pack the Hopper kernel's inputs) come first.
-func (r *Resident) Times(stage, iters int, graphed bool) ([]float64, error) {
+func (r *resident) Times(stage, iters int, graphed bool) ([]float64, error) {
 	var out []float64
 	err := r.dev.do(func() error {
 		var err error
@@ -181,7 +181,7 @@ func (r *Resident) Times(stage, iters int, graphed bool) ([]float64, error) {
 // Without, the batch is launched back to back between events (launch
 // overhead included where the kernel is shorter than a launch). The caller
 // holds d.mu with the context current (inside do).
-func (d *Device) timeCalls(iters int, graphed bool, call func() error) ([]float64, error) {
+func (d *device) timeCalls(iters int, graphed bool, call func() error) ([]float64, error) {
 	const batch = 10
 	n := max(iters/batch, 5)
 	out := make([]float64, n)
@@ -259,7 +259,7 @@ func (g quantPackGeometry) chunkRows(rows int) int {
 // fusable reports whether quant_pack9 takes p's heads: a block's rows (the
 // longest head's chunk) times D fit its codes, and D is a multiple of 16
 // (whole 16-byte image chunks; the float4 loads need a multiple of 4).
-func (d *Device) fusable(p *backend.Problem) bool {
+func (d *device) fusable(p *backend.Problem) bool {
 	g := d.quantPack
 	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && p.D%16 == 0
 }
@@ -267,7 +267,7 @@ func (d *Device) fusable(p *backend.Problem) bool {
 // fusedParams are the parameters of a fused resident's kernels: quant_pack9
 // and the fused attention entries (float32 Q, K and V; the score-factor
 // check).
-func (r *Resident) fusedParams() *fusedQuantParams {
+func (r *resident) fusedParams() *fusedQuantParams {
 	sp := r.scores
 	return &fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
 }
@@ -277,7 +277,7 @@ func (r *Resident) fusedParams() *fusedQuantParams {
 // and the scale buffers, a cluster of Cluster blocks a head, each with its
 // chunk's codes in dynamic shared memory. The caller is inside do, after
 // pack allocated the images.
-func (r *Resident) launchQuantPack(fn C.CUfunction, fp *fusedQuantParams) error {
+func (r *resident) launchQuantPack(fn C.CUfunction, fp *fusedQuantParams) error {
 	d, s := r.dev, r.shape
 	g := d.quantPack
 	smem := g.chunkRows(max(s.Sq, s.Sk)) * s.D

@@ -45,7 +45,7 @@ type adaKernels struct {
 // FP8ATTN_CUBIN names; its PTX if the driver refuses the cubin), checks its
 // Params layout and every kernel's geometry against internal/tiles, and
 // raises each attention kernel's dynamic shared-memory limit.
-func (d *Device) loadHopper() error {
+func (d *device) loadHopper() error {
 	image, err := moduleImage("FP8ATTN_CUBIN", string(kernels.HopperCubin))
 	if err != nil {
 		return err
@@ -67,7 +67,7 @@ func (d *Device) loadHopper() error {
 	if err := d.checkLayouts(d.hmod, hopperLayouts); err != nil {
 		return err
 	}
-	for _, hd := range HopperHeadDims {
+	for _, hd := range hopperHeadDims {
 		cfg, _ := tiles.Hopper(hd)
 		var k hopperKernels
 		k.cfg = cfg
@@ -134,8 +134,8 @@ func (d *Device) loadHopper() error {
 // head dim in the compute_89 module, checks their geometry against
 // internal/tiles, and raises the dynamic shared-memory limit where a
 // block needs more than the default 48 KB.
-func (d *Device) loadAda() error {
-	for _, hd := range AdaHeadDims {
+func (d *device) loadAda() error {
+	for _, hd := range adaHeadDims {
 		cfg, _ := tiles.Ada(hd)
 		k := adaKernels{cfg: cfg}
 		for _, f := range []struct {
@@ -174,17 +174,17 @@ func (d *Device) loadAda() error {
 
 // adaMissing explains a head dim the Ada kernel has but this device did
 // not load (its block needs more shared memory than an SM has).
-func (d *Device) adaMissing(hd int) error {
+func (d *device) adaMissing(hd int) error {
 	cfg, _ := tiles.Ada(hd)
 	return fmt.Errorf("%w: stage %d at D=%d needs %d bytes of shared memory a block; %s has %d an SM", backend.ErrUnsupported,
 		tiles.AdaStage, hd, cfg.SharedBytes(), d.Name, d.SharedPerSM)
 }
 
-// forceCompute80 makes OpenDevice load the compute_80 (Ampere) modules on
+// forceCompute80 makes openDevice load the compute_80 (Ampere) modules on
 // any GPU, so that a test can run them where no Ampere GPU is lent.
 var forceCompute80 bool
 
-// forcePagedPTX makes OpenDevice load the paged module's compute_89 PTX on
+// forcePagedPTX makes openDevice load the paged module's compute_89 PTX on
 // compute capability 9.0 instead of its sm_90a cubin (tests: the PTX is
 // what an Ada GPU, and a Hopper whose driver refuses the cubin, runs).
 var forcePagedPTX bool
@@ -205,7 +205,7 @@ func moduleImage(env, embedded string) (string, error) {
 }
 
 // global reads the int32 array module mod exports under name.
-func (d *Device) global(mod cu.Module, name string, n int) ([]int32, error) {
+func (d *device) global(mod cu.Module, name string, n int) ([]int32, error) {
 	ptr, size, err := mod.Global(name)
 	if err != nil || size != int64(4*n) {
 		return nil, fmt.Errorf("cuda: %s (%d ints) missing from the module (size %d): %v", name, n, size, err)
@@ -219,7 +219,7 @@ func (d *Device) global(mod cu.Module, name string, n int) ([]int32, error) {
 
 // checkParamsLayout compares the Go params struct with the kernels' Params
 // as the kernel compiler laid it out (sizeof, then every field's offset).
-func (d *Device) checkParamsLayout(mod cu.Module) error {
+func (d *device) checkParamsLayout(mod cu.Module) error {
 	want := paramsLayout()
 	got, err := d.global(mod, "fp8attn_params_layout", len(want))
 	if err != nil {
@@ -235,7 +235,7 @@ func (d *Device) checkParamsLayout(mod cu.Module) error {
 
 // checkLayouts compares each parameter-block layout a module exports with
 // its Go mirror.
-func (d *Device) checkLayouts(mod cu.Module, checks []layoutCheck) error {
+func (d *device) checkLayouts(mod cu.Module, checks []layoutCheck) error {
 	for _, c := range checks {
 		got, err := d.global(mod, c.name, len(c.want))
 		if err != nil {
@@ -251,7 +251,7 @@ func (d *Device) checkLayouts(mod cu.Module, checks []layoutCheck) error {
 }
 
 // checkConfig compares a kernel's compiled tile constants with internal/tiles.
-func (d *Device) checkConfig(stage, hd int) error {
+func (d *device) checkConfig(stage, hd int) error {
 	c, _ := tiles.Get(stage, hd)
 	return d.checkExported(d.mod, tiles.KernelName(stage, hd)+"_config", c.BlockM, c.BlockN, c.Threads, c.Ring)
 }
@@ -259,7 +259,7 @@ func (d *Device) checkConfig(stage, hd int) error {
 // checkExported reads the geometry array name that mod exports (a
 // kernel's *_config, as many ints as want) and compares it with want
 // (configError).
-func (d *Device) checkExported(mod cu.Module, name string, want ...int) error {
+func (d *device) checkExported(mod cu.Module, name string, want ...int) error {
 	got, err := d.global(mod, name, len(want))
 	if err != nil {
 		return err
@@ -279,7 +279,7 @@ type quantKernels struct {
 
 // loadQuant finds the quantization kernels in the attention module and
 // checks their parameter blocks' layouts.
-func (d *Device) loadQuant() error {
+func (d *device) loadQuant() error {
 	if err := d.checkLayouts(d.mod, quantLayouts); err != nil {
 		return err
 	}
@@ -317,7 +317,7 @@ type pagedKernels struct {
 // checks the parameter layouts and every attention kernel's geometry against
 // internal/tiles, and raises the kernels' dynamic shared-memory limits. The
 // caller holds the context current.
-func (d *Device) loadPaged(ampere bool) error {
+func (d *device) loadPaged(ampere bool) error {
 	env, embedded := "FP8ATTN_PAGED_PTX", kernels.PagedPTX
 	if ampere {
 		env, embedded = "FP8ATTN_PAGED_PTX80", kernels.PagedPTX80

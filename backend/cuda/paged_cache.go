@@ -25,7 +25,7 @@ import (
 // NewPagedKV implements backend.PagedBackend: a paged cache in the memory of
 // device 0. Head dims are tiles.PagedHeadDims and page sizes multiples of
 // tiles.PagedPageMultiple; others get ErrUnsupported.
-func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
+func (b *kernelBackend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -36,7 +36,7 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	if c.PageSize%tiles.PagedPageMultiple != 0 {
 		return nil, fmt.Errorf("%w: the cuda backend's pages hold a multiple of %d tokens, not %d", backend.ErrUnsupported, tiles.PagedPageMultiple, c.PageSize)
 	}
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 // [P][D] codes, values [P/32][D][32] codes, scales in ks and vs. Every call runs
 // under the device's lock, so the staging buffers are shared by calls.
 type pagedKV struct {
-	dev          *Device
+	dev          *device
 	cfg          backend.PagedConfig
 	tc           tiles.PagedConfig
 	k, v, ks, vs cu.DevicePtr
@@ -178,7 +178,7 @@ func (s *pagedKV) buf(use string, n int64) (uint64, error) {
 }
 
 // put returns the device buffer for use holding a copy of src, the copy
-// added to copies (for Device.upload).
+// added to copies (for device.upload).
 func (s *pagedKV) put(copies *[]hostCopy, use string, src []byte) (uint64, error) {
 	p, err := s.buf(use, int64(len(src)))
 	if err == nil {
@@ -311,7 +311,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	}
 	pp := s.params
 	var err error
-	var bufs []*Buffer
+	var bufs []*buffer
 	if p.QBuf != nil {
 		if bufs, err = ours(p.QBuf, p.OutBuf, p.LSEBuf); err != nil {
 			return err

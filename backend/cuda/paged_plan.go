@@ -21,7 +21,7 @@ const pagedWarpsPerSM = 8
 // pagedOccupancy returns how many attention blocks of tiles tc an SM of d
 // holds (want, if positive; else pagedWarpsPerSM's worth, at most what fits),
 // and the dynamic shared memory a block asks for so that no more fit.
-func pagedOccupancy(d *Device, tc tiles.PagedConfig, want int) (perSM, smem int) {
+func pagedOccupancy(d *device, tc tiles.PagedConfig, want int) (perSM, smem int) {
 	const reserved = 1024 + 512 // the driver's reservation and the kernel's static shared memory, a block
 	fit := max(1, d.SharedPerSM/(tc.SharedBytes()+reserved))
 	if want <= 0 {

@@ -39,7 +39,7 @@ func TestPagedConformance(t *testing.T) {
 // module where the device would load its sm_90a cubin (Hopper): the build an
 // Ada GPU runs, JIT-compiled here, which the other tests do not load.
 func TestPagedPTXModule(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestPagedPTXModule(t *testing.T) {
 		t.Skipf("compute capability %d loads the PTX anyway", d.ComputeCapability)
 	}
 	defer reopenWith(t, &forcePagedPTX)()
-	if d, _ := OpenDevice(0); len(d.paged.ws) != 0 {
+	if d, _ := openDevice(0); len(d.paged.ws) != 0 {
 		t.Fatal("the PTX module has the warp-specialized kernel")
 	}
 	sdpatest.RunPaged(t, testBackend(0))
@@ -58,12 +58,12 @@ func TestPagedPTXModule(t *testing.T) {
 // that is not the cp.async kernel, the cp.async kernel forced, and the
 // warp-specialized kernel forced on three blocks (each walks several units,
 // so that what one unit loads for the next is tested).
-func pagedBackends(t *testing.T) []*Backend {
-	d, err := OpenDevice(0)
+func pagedBackends(t *testing.T) []*kernelBackend {
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	bes := []*Backend{testBackend(0)}
+	bes := []*kernelBackend{testBackend(0)}
 	if len(d.paged.ws) > 0 {
 		be := testBackend(0)
 		be.pagedCpAsync = true
@@ -77,8 +77,8 @@ func pagedBackends(t *testing.T) []*Backend {
 	return bes
 }
 
-func pagedKernelName(be *Backend) string {
-	d, _ := OpenDevice(0)
+func pagedKernelName(be *kernelBackend) string {
+	d, _ := openDevice(0)
 	switch {
 	case be.pagedCpAsync || len(d.paged.ws) == 0:
 		return "cp.async"
@@ -172,7 +172,7 @@ func TestPagedAppendBitExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dev.Close()
-			d, err := OpenDevice(0)
+			d, err := openDevice(0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -510,7 +510,7 @@ func BenchmarkPagedDecode(b *testing.B) {
 	for _, s := range decodeShapes {
 		for _, order := range []string{"paged", "contiguous", "paged-cp.async"} {
 			b.Run(s.name+"/"+order, func(b *testing.B) {
-				be := &Backend{name: "cuda", pagedCpAsync: order == "paged-cp.async"}
+				be := &kernelBackend{name: "cuda", pagedCpAsync: order == "paged-cp.async"}
 				times, err := decodeTimesOn(be, s.b, s.hq, s.hkv, s.sk, 128, order != "contiguous", 0, 0, max(b.N, 50), nil)
 				if err != nil {
 					b.Fatal(err)
@@ -537,7 +537,7 @@ func BenchmarkPagedDecodeRagged(b *testing.B) {
 		keys += int(lens[s])
 	}
 	b.Run(fmt.Sprintf("B%d-Hq%d-Hkv%d-Sk%d-ragged/paged", B, hq, hkv, sk), func(b *testing.B) {
-		times, err := decodeTimesOn(&Backend{name: "cuda"}, B, hq, hkv, sk, 128, true, 0, 0, max(b.N, 50), lens)
+		times, err := decodeTimesOn(&kernelBackend{name: "cuda"}, B, hq, hkv, sk, 128, true, 0, 0, max(b.N, 50), lens)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -580,7 +580,7 @@ func BenchmarkPagedDecodeSplits(b *testing.B) {
 // and the kernel plan picks (the cp.async one for more than four units a
 // block).
 func TestPagedPlanWS(t *testing.T) {
-	dev := &Device{SMs: 132}
+	dev := &device{SMs: 132}
 	for _, c := range []struct {
 		items, maxTiles, splits, perSplit int
 	}{
@@ -681,7 +681,7 @@ func BenchmarkPagedDecodeWSSplits(b *testing.B) {
 	} {
 		for _, n := range s.splits {
 			b.Run(fmt.Sprintf("%s/splits=%d", s.name, n), func(b *testing.B) {
-				times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, -n, 0, max(b.N, 50), nil)
+				times, err := decodeTimesOn(&kernelBackend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, -n, 0, max(b.N, 50), nil)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -696,12 +696,12 @@ func BenchmarkPagedDecodeWSSplits(b *testing.B) {
 // blocksPerSM blocks an SM (0: the backend's choice; splits < 0: the
 // warp-specialized kernel forced with -splits splits).
 func decodeTimes(b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int) ([]float64, error) {
-	return decodeTimesOn(&Backend{name: "cuda"}, b, hq, hkv, sk, d, shuffled, splits, blocksPerSM, iters, nil)
+	return decodeTimesOn(&kernelBackend{name: "cuda"}, b, hq, hkv, sk, d, shuffled, splits, blocksPerSM, iters, nil)
 }
 
 // decodeTimesOn is decodeTimes on backend be; with lens, sequence s of the
 // step is lens[s] <= sk keys long (the cache holds sk of each).
-func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int, lens []int32) ([]float64, error) {
+func decodeTimesOn(be *kernelBackend, b, hq, hkv, sk, d int, shuffled bool, splits, blocksPerSM, iters int, lens []int32) ([]float64, error) {
 	const P = 64
 	pages := b * sk / P
 	kv, err := be.NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: P, Pages: pages})
@@ -760,7 +760,7 @@ func decodeTimesOn(be *Backend, b, hq, hkv, sk, d int, shuffled bool, splits, bl
 // (the choices BenchmarkPagedDecodeSplits measured fastest) and the other
 // head dims' occupancy.
 func TestPagedPlan(t *testing.T) {
-	dev := &Device{SMs: 132, SharedPerSM: 233472}
+	dev := &device{SMs: 132, SharedPerSM: 233472}
 	for _, c := range []struct {
 		d, items, maxTiles      int
 		perSM, splits, perSplit int
@@ -800,7 +800,7 @@ func TestWSTimeline(t *testing.T) {
 	if os.Getenv("FP8ATTN_WS_STAMPS") != "1" {
 		t.Skip("diagnostic: needs FP8ATTN_WS_STAMPS=1 and a paged cubin built with FP8ATTN_PAGED_WS_STAMPS=1")
 	}
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -825,7 +825,7 @@ func TestWSTimeline(t *testing.T) {
 		if err := d.do(func() error { return cu.MemsetD32(ptr, 0, slots*blocks) }); err != nil {
 			t.Fatal(err)
 		}
-		times, err := decodeTimesOn(&Backend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, 0, 0, 50, nil)
+		times, err := decodeTimesOn(&kernelBackend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, 0, 0, 50, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -184,7 +184,7 @@ type layoutCheck struct {
 // quantLayouts, hopperLayouts and pagedLayouts are the parameter blocks of
 // the quantization kernels (attention module), of quant_pack9 (the Hopper
 // module) and of the paged module, checked
-// at load (Device.checkLayouts) and against the committed PTX by CPU tests.
+// at load (device.checkLayouts) and against the committed PTX by CPU tests.
 var (
 	quantLayouts = []layoutCheck{
 		{"fp8attn_quant_params_layout", quantLayout()},

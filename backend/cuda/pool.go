@@ -20,7 +20,7 @@ type pendingFree struct {
 // alloc takes a buffer of at least n bytes from the pool (sizes rounded to
 // powers of two) or from cuMemAlloc. Never managed memory. The caller holds
 // d.mu with the context current.
-func (d *Device) alloc(n int64) (cu.DevicePtr, int64, error) {
+func (d *device) alloc(n int64) (cu.DevicePtr, int64, error) {
 	size := int64(256)
 	for size < n {
 		size <<= 1
@@ -42,7 +42,7 @@ func (d *Device) alloc(n int64) (cu.DevicePtr, int64, error) {
 // within limit. Over the limit, or when the driver refuses, it first frees
 // the pool's idle buffers, then fails with ErrOutOfMemory. The caller is
 // inside do.
-func (d *Device) devAlloc(n int64) (cu.DevicePtr, error) {
+func (d *device) devAlloc(n int64) (cu.DevicePtr, error) {
 	if d.limit > 0 && d.held+n > d.limit {
 		if err := d.trimPool(); err != nil {
 			return 0, err
@@ -68,7 +68,7 @@ func (d *Device) devAlloc(n int64) (cu.DevicePtr, error) {
 // devFree frees an allocation of devAlloc (after the stream's work: the
 // caller has made sure nothing still uses it). Freeing what the device no
 // longer owns (after Close) does nothing. The caller is inside do.
-func (d *Device) devFree(p cu.DevicePtr) error {
+func (d *device) devFree(p cu.DevicePtr) error {
 	n, ok := d.owned[p]
 	if !ok {
 		return nil
@@ -80,7 +80,7 @@ func (d *Device) devFree(p cu.DevicePtr) error {
 
 // trimPool frees the pool's idle buffers (those whose last use has
 // completed; the ones still pending stay). The caller is inside do.
-func (d *Device) trimPool() error {
+func (d *device) trimPool() error {
 	d.reap()
 	var errs []error
 	for size, free := range d.pool {
@@ -94,7 +94,7 @@ func (d *Device) trimPool() error {
 
 // MemoryHeld returns the bytes of device memory the device holds: its pool
 // (buffers in use and idle), its paged caches' pages.
-func (d *Device) MemoryHeld() int64 {
+func (d *device) MemoryHeld() int64 {
 	var n int64
 	d.do(func() error { n = d.held; return nil })
 	return n
@@ -102,7 +102,7 @@ func (d *Device) MemoryHeld() int64 {
 
 // SetMemoryLimit bounds MemoryHeld (see devAlloc); n <= 0 removes the bound.
 // A bound below what is held frees the idle pool now; memory in use stays.
-func (d *Device) SetMemoryLimit(n int64) error {
+func (d *device) SetMemoryLimit(n int64) error {
 	return d.do(func() error {
 		d.limit = max(n, 0)
 		if d.limit > 0 && d.held > d.limit {
@@ -114,7 +114,7 @@ func (d *Device) SetMemoryLimit(n int64) error {
 
 // reap returns to the pool the freed buffers whose event has completed.
 // The caller holds d.mu with the context current.
-func (d *Device) reap() {
+func (d *device) reap() {
 	kept := d.pending[:0]
 	for _, pf := range d.pending {
 		if pf.ev.Query() != nil { // CUDA_ERROR_NOT_READY: the stream has not got there
@@ -133,7 +133,7 @@ func (d *Device) reap() {
 // release queues bufs for the pool behind an event recorded now on the
 // stream, after every use of them issued so far. The caller holds d.mu with
 // the context current.
-func (d *Device) release(bufs []pooled) error {
+func (d *device) release(bufs []pooled) error {
 	if c := d.capturing(); c != nil { // the graph being captured uses them
 		c.bufs = append(c.bufs, bufs...)
 		return nil
@@ -165,7 +165,7 @@ type pooled struct {
 // scratch, grown as needed, or inside a capture words of the graph's own,
 // zeroed once when the capture ends (a memset node would run at every
 // replay, and the kernels leave them 0). The caller is inside do.
-func (d *Device) zeroWords(n int) (uint64, error) {
+func (d *device) zeroWords(n int) (uint64, error) {
 	if c := d.capturing(); c != nil {
 		p, err := d.own(c, 4*int64(n))
 		if err != nil {

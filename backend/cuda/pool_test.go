@@ -13,7 +13,7 @@ import (
 // it makes allocations fail with ErrOutOfMemory once idle pooled buffers
 // are released; freeing brings allocations back; a paged cache counts.
 func TestMemoryLimit(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +26,7 @@ func TestMemoryLimit(t *testing.T) {
 	if err := d.SetMemoryLimit(limit); err != nil {
 		t.Fatal(err)
 	}
-	var bufs []*Buffer
+	var bufs []*buffer
 	defer func() {
 		for _, b := range bufs {
 			b.Free()
@@ -94,7 +94,7 @@ func TestMemoryLimit(t *testing.T) {
 // nil, freed, foreign-sized and inconsistent operands with errors wrapping
 // ErrInvalid (or ErrUnsupported), never a panic.
 func TestDeviceMemoryErrors(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestDeviceMemoryErrors(t *testing.T) {
 	defer small.Free()
 	freed, _ := d.Alloc(64)
 	freed.Free()
-	var nilBuf *Buffer
+	var nilBuf *buffer
 	ok := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 4, Sk: 4, D: 64}, Scale: 0.125}
 	zeroHeads := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 2, Hkv: 0, Sq: 4, Sk: 4, D: 64}, Scale: 0.125}
 	six := [6]backend.Buffer{small, small, small, small, small, small}
@@ -119,9 +119,9 @@ func TestDeviceMemoryErrors(t *testing.T) {
 		{"Write nil buffer", func() error { return nilBuf.Write([]byte{1}) }},
 		{"Read freed", func() error { return freed.Read(make([]byte, 4)) }},
 		{"Write too much", func() error { return small.Write(make([]byte, 65)) }},
-		{"Quantize small", func() error { return d.Quantize(small, small, small, TensorShape{1, 1, 4, 64, backend.BHSD}) }},
-		{"Quantize nil", func() error { return d.Quantize(nil, small, small, TensorShape{1, 1, 1, 4, backend.BHSD}) }},
-		{"Quantize bad shape", func() error { return d.Quantize(small, small, small, TensorShape{1, 0, 1, 4, backend.BHSD}) }},
+		{"Quantize small", func() error { return d.Quantize(small, small, small, tensorShape{1, 1, 4, 64, backend.BHSD}) }},
+		{"Quantize nil", func() error { return d.Quantize(nil, small, small, tensorShape{1, 1, 1, 4, backend.BHSD}) }},
+		{"Quantize bad shape", func() error { return d.Quantize(small, small, small, tensorShape{1, 0, 1, 4, backend.BHSD}) }},
 		{"NewResident nil", func() error { _, err := d.NewResident(nil, small, small, small, small, small, small); return err }},
 		{"NewResident zero heads", func() error {
 			_, err := d.NewResident(zeroHeads, small, small, small, small, small, small)

@@ -14,14 +14,14 @@ import (
 	"github.com/fp8attn/fp8attn/internal/checked"
 )
 
-// TensorShape is a [B][H][S][D] tensor's shape and memory order.
-type TensorShape struct {
+// tensorShape is a [B][H][S][D] tensor's shape and memory order.
+type tensorShape struct {
 	B, H, S, D int
 	Layout     backend.Layout
 }
 
 // elements returns the element count, or an error for a bad shape.
-func (s TensorShape) elements() (int64, error) {
+func (s tensorShape) elements() (int64, error) {
 	n, ok := checked.Mul(s.B, s.H, s.S, s.D)
 	if s.B <= 0 || s.H <= 0 || s.S <= 0 || s.D <= 0 || !ok || s.B*s.H > math.MaxInt32 || s.S*s.D > math.MaxInt32 {
 		return 0, fmt.Errorf("%w: cuda: tensor shape %+v", backend.ErrInvalid, s)
@@ -37,19 +37,19 @@ func (s TensorShape) elements() (int64, error) {
 // (batch, head) (float32, [B][H]), on the device's stream, bit for bit as
 // fp8.QuantizeE4M3 does per head on the host (amax/448 scales; NaN and ±Inf
 // become NaN codes): the codes and scales sdpa.Quantize gives.
-func (d *Device) Quantize(codes, scales, src *Buffer, s TensorShape) error {
-	return d.QuantizeAll([]QuantizeTensor{{codes, scales, src, s}})
+func (d *device) Quantize(codes, scales, src *buffer, s tensorShape) error {
+	return d.QuantizeAll([]quantizeTensor{{codes, scales, src, s}})
 }
 
-// QuantizeTensor is one tensor for QuantizeAll.
-type QuantizeTensor struct {
-	Codes, Scales, Src *Buffer
-	Shape              TensorShape
+// quantizeTensor is one tensor for QuantizeAll.
+type quantizeTensor struct {
+	Codes, Scales, Src *buffer
+	Shape              tensorShape
 }
 
 // QuantizeAll is Quantize for several tensors, up to three of one head dim
 // per launch of each phase (a call's Q, K and V in two launches).
-func (d *Device) QuantizeAll(ts []QuantizeTensor) error {
+func (d *device) QuantizeAll(ts []quantizeTensor) error {
 	for _, t := range ts {
 		n, err := t.Shape.elements()
 		if err != nil {
@@ -76,7 +76,7 @@ func (d *Device) QuantizeAll(ts []QuantizeTensor) error {
 }
 
 // quantTensorOf fills the kernels' description of one tensor to quantize.
-func quantTensorOf(src, codes, scales *Buffer, s TensorShape) quantTensor {
+func quantTensorOf(src, codes, scales *buffer, s tensorShape) quantTensor {
 	bs, hs, rs := s.Layout.Strides(s.H, s.S, s.D)
 	return quantTensor{Src: uint64(src.buf.p), Codes: uint64(codes.buf.p), Scales: uint64(scales.buf.p),
 		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs), B: int32(s.B), H: int32(s.H), S: int32(s.S), D: int32(s.D)}
@@ -87,11 +87,11 @@ func quantTensorOf(src, codes, scales *Buffer, s TensorShape) quantTensor {
 // floats a block. qp is Go memory the driver copies at launch; quantize
 // fills its scratch and chunk fields. The tensors share one head dim. The
 // caller is inside do.
-func (d *Device) quantize(qp *quantParams) error { return d.quantizePhases(qp, true) }
+func (d *device) quantize(qp *quantParams) error { return d.quantizePhases(qp, true) }
 
 // quantizePhases is quantize, the amax phase left out when amax is false
 // (a test sets the head's amax word itself).
-func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
+func (d *device) quantizePhases(qp *quantParams, amax bool) error {
 	heads, chunks := 0, 0
 	dim := int(qp.T[0].D)
 	qp.Rows = int32(max(1, 4096/dim))
@@ -119,19 +119,19 @@ func (d *Device) quantizePhases(qp *quantParams, amax bool) error {
 	return launchStruct(d.quant.encode[v], chunks, heads, 1, 256, 0, d.stream, unsafe.Pointer(qp))
 }
 
-// Quantize implements backend.Memory: Device.QuantizeAll on device 0.
-func (b *Backend) Quantize(jobs ...backend.QuantizeJob) error {
-	d, err := OpenDevice(0)
+// Quantize implements backend.Memory: device.QuantizeAll on device 0.
+func (b *kernelBackend) Quantize(jobs ...backend.QuantizeJob) error {
+	d, err := openDevice(0)
 	if err != nil {
 		return err
 	}
-	ts := make([]QuantizeTensor, len(jobs))
+	ts := make([]quantizeTensor, len(jobs))
 	for i, j := range jobs {
 		bufs, err := ours(j.Codes, j.Scales, j.Src)
 		if err != nil {
 			return err
 		}
-		ts[i] = QuantizeTensor{bufs[0], bufs[1], bufs[2], TensorShape{j.B, j.H, j.S, j.D, j.Layout}}
+		ts[i] = quantizeTensor{bufs[0], bufs[1], bufs[2], tensorShape{j.B, j.H, j.S, j.D, j.Layout}}
 	}
 	return d.QuantizeAll(ts)
 }
@@ -140,7 +140,7 @@ func (b *Backend) Quantize(jobs ...backend.QuantizeJob) error {
 // kernel: TestFastEncodeAllFloats) over the n float32 amax values in amax,
 // its mismatch counts and examples into result (2n words, zeroed by the
 // caller), on the stream.
-func (d *Device) encodeCheck(amax, result *Buffer, n int) error {
+func (d *device) encodeCheck(amax, result *buffer, n int) error {
 	if d.hopperErr != nil {
 		return d.hopperErr
 	}
@@ -154,7 +154,7 @@ func (d *Device) encodeCheck(amax, result *Buffer, n int) error {
 
 // transformOf describes a float32 tensor of shape (b, h, s, d) in layout l
 // at x for the transform kernels.
-func transformOf(x *Buffer, b, h, s, d int, l backend.Layout) transformParams {
+func transformOf(x *buffer, b, h, s, d int, l backend.Layout) transformParams {
 	bs, hs, rs := l.Strides(h, s, d)
 	return transformParams{X: uint64(x.buf.p), BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs),
 		B: int32(b), H: int32(h), S: int32(s), D: int32(d), Group: 1}
@@ -163,12 +163,12 @@ func transformOf(x *Buffer, b, h, s, d int, l backend.Layout) transformParams {
 // Condition implements backend.Memory (kernels/quant.cuh: smooth_k,
 // rotate): copies of q and k, transformed on the device bit for bit as
 // sdpa's host code does.
-func (b *Backend) Condition(p *backend.Problem, tq, tk, q, k, means, signs backend.Buffer, smooth bool, block int) error {
+func (b *kernelBackend) Condition(p *backend.Problem, tq, tk, q, k, means, signs backend.Buffer, smooth bool, block int) error {
 	bufs, err := ours(tq, tk, q, k, means, signs)
 	if err != nil {
 		return err
 	}
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func (b *Backend) Condition(p *backend.Problem, tq, tk, q, k, means, signs backe
 		}
 		norm := float32(1 / math.Sqrt(float64(block)))
 		for _, x := range []struct {
-			buf       *Buffer
+			buf       *buffer
 			h, n, grp int
 		}{{bufs[0], s.Hq, s.Sq, s.Group()}, {bufs[1], s.Hkv, s.Sk, 1}} {
 			tp := transformOf(x.buf, s.B, x.h, x.n, s.D, p.Layout)
@@ -221,12 +221,12 @@ func (b *Backend) Condition(p *backend.Problem, tq, tk, q, k, means, signs backe
 }
 
 // CorrectLSE implements backend.Memory (kernels/quant.cuh: correct_lse).
-func (b *Backend) CorrectLSE(p *backend.Problem, lse, q, means backend.Buffer) error {
+func (b *kernelBackend) CorrectLSE(p *backend.Problem, lse, q, means backend.Buffer) error {
 	bufs, err := ours(lse, q, means)
 	if err != nil {
 		return err
 	}
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ import (
 // hostQuantize is the reference: per (batch, head), the head's elements in
 // (row, column) order through fp8.QuantizeE4M3 with mode m for the codes
 // (NoSat is the library's), scattered back by the layout.
-func hostQuantize(x []float32, s TensorShape, m fp8.Mode) ([]fp8.E4M3, []float32) {
+func hostQuantize(x []float32, s tensorShape, m fp8.Mode) ([]fp8.E4M3, []float32) {
 	codes, scales := make([]fp8.E4M3, len(x)), make([]float32, s.B*s.H)
 	head := make([]float32, s.S*s.D)
 	hc := make([]fp8.E4M3, s.S*s.D)
@@ -47,7 +47,7 @@ func hostQuantize(x []float32, s TensorShape, m fp8.Mode) ([]fp8.E4M3, []float32
 // a head of only NaN and ±Inf (amax 0, scale 1), amax 448 exactly with
 // E4M3's rounding ties and overflow edges, and ordinary values sprinkled
 // with NaN, ±Inf, ±0 and float32 subnormals.
-func specialInputs(rng *rand.Rand, s TensorShape) []float32 {
+func specialInputs(rng *rand.Rand, s tensorShape) []float32 {
 	x := make([]float32, s.B*s.H*s.S*s.D)
 	edges := []float32{448, 464, math.Nextafter32(464, 500), math.Nextafter32(464, 0), 480, 0.5 / 512, 1.5 / 512, 0.75 / 512,
 		0.25 / 512, math.Nextafter32(0.5/512, 1), 1.0 / 64, 15.0 / 512, 15.5 / 512, 17, 18, 19, 0}
@@ -93,7 +93,7 @@ func specialInputs(rng *rand.Rand, s TensorShape) []float32 {
 	return x
 }
 
-func deviceQuantize(t *testing.T, d *Device, x []float32, s TensorShape) ([]fp8.E4M3, []float32) {
+func deviceQuantize(t *testing.T, d *device, x []float32, s tensorShape) ([]fp8.E4M3, []float32) {
 	t.Helper()
 	src, err := d.Alloc(int64(4 * len(x)))
 	if err != nil {
@@ -145,20 +145,20 @@ func diffQuant(c1 []fp8.E4M3, s1 []float32, c2 []fp8.E4M3, s2 []float32) (codes,
 	return codes, scales, first
 }
 
-// TestQuantizeBitExact: Device.Quantize gives the host's codes and scales
+// TestQuantizeBitExact: device.Quantize gives the host's codes and scales
 // bit for bit, in both layouts, on heads built to hit every case (special
 // values, ties, overflow, subnormal scales). The same comparison against
 // the host in SatFinite mode must fail (overflow codes differ), so the
 // check can tell rounding modes apart.
 func TestQuantizeBitExact(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 11))
-	for _, s := range []TensorShape{{2, 7, 33, 64, backend.BHSD}, {1, 7, 130, 128, backend.BSHD}, {3, 7, 1, 16, backend.BHSD}} {
+	for _, s := range []tensorShape{{2, 7, 33, 64, backend.BHSD}, {1, 7, 130, 128, backend.BSHD}, {3, 7, 1, 16, backend.BHSD}} {
 		t.Run(fmt.Sprintf("%+v", s), func(t *testing.T) {
 			x := specialInputs(rng, s)
 			gotC, gotS := deviceQuantize(t, d, x, s)
@@ -181,7 +181,7 @@ func TestQuantizeBitExact(t *testing.T) {
 // the scale it reports is fp8.ScaleForAmax's. -short tests every 16th
 // chunk.
 func TestQuantizeAllFloats(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,7 +49,7 @@ func TestQuantPackTimeline(t *testing.T) {
 	if !d.fusable(p) {
 		t.Fatalf("the mission shape is not fused with quant_pack9's geometry %+v", d.quantPack)
 	}
-	r, err := d.newResident(p, [6]*Buffer{bufs[0], bufs[1], bufs[2], bufs[5], bufs[6], bufs[7]}, bufs[3], bufs[4])
+	r, err := d.newResident(p, [6]*buffer{bufs[0], bufs[1], bufs[2], bufs[5], bufs[6], bufs[7]}, bufs[3], bufs[4])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,10 +13,10 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 )
 
-// Resident is one problem's tensors on the device: upload once, run many
+// resident is one problem's tensors on the device: upload once, run many
 // times, download when asked.
-type Resident struct {
-	dev   *Device
+type resident struct {
+	dev   *device
 	shape backend.Problem // shape, scale, mask; no host data
 	// params has an allocation of its own: it holds no Go pointers, so cgo
 	// lets the launcher pass its address to the driver.
@@ -52,7 +52,7 @@ type Resident struct {
 // one copy, staged through page-locked memory when small (the codes are
 // encoded straight into it). The host slices may be reused once Upload
 // returns.
-func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
+func (d *device) Upload(p *backend.Problem) (*resident, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: cuda: uploading a nil problem", backend.ErrInvalid)
 	}
@@ -62,7 +62,7 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 	if err := supportsInputs(p); err != nil {
 		return nil, err
 	}
-	r := &Resident{dev: d, shape: *p, params: new(params), outN: int64(len(p.Out)), lse: p.LSE != nil}
+	r := &resident{dev: d, shape: *p, params: new(params), outN: int64(len(p.Out)), lse: p.LSE != nil}
 	scores := scoreScales(p)
 	r.shape.Q, r.shape.K, r.shape.V = nil, nil, nil
 	r.shape.Q8, r.shape.K8, r.shape.V8, r.shape.Out, r.shape.LSE = nil, nil, nil, nil, nil
@@ -106,7 +106,7 @@ func (d *Device) Upload(p *backend.Problem) (*Resident, error) {
 // Poison fills the device output (and LSE) with backend.PoisonBits, on the
 // stream, so that an element a kernel never writes is recognisable after
 // Download. Tests use it; production calls do not.
-func (r *Resident) Poison() error {
+func (r *resident) Poison() error {
 	return r.dev.do(func() error {
 		err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), backend.PoisonBits, r.outN, r.dev.stream)
 		if err == nil && r.lse {
@@ -117,14 +117,14 @@ func (r *Resident) Poison() error {
 }
 
 // Run launches stage's kernel on the device's stream (asynchronously).
-func (r *Resident) Run(stage int) error {
+func (r *resident) Run(stage int) error {
 	return r.dev.do(func() error { return r.launch(stage) })
 }
 
 // Download copies the output (and LSE, when lse is not nil and the problem
 // has one) to the host behind the launched work on the stream, waits for it,
 // and reports a kernel's failure.
-func (r *Resident) Download(out, lse []float32) error {
+func (r *resident) Download(out, lse []float32) error {
 	if int64(len(out)) != r.outN {
 		return fmt.Errorf("%w: download into %d elements, output has %d", backend.ErrInvalid, len(out), r.outN)
 	}
@@ -154,7 +154,7 @@ func (r *Resident) Download(out, lse []float32) error {
 // Free hands the resident's buffers back: they return to the device's pool
 // once the work issued on them so far has completed on the stream. A
 // resident must not be used after Free; a second Free does nothing.
-func (r *Resident) Free() error {
+func (r *resident) Free() error {
 	return r.dev.do(func() error {
 		if len(r.bufs) == 0 {
 			return nil
@@ -173,10 +173,10 @@ func problemShape(p *backend.Problem) (nq, nkv int64, err error) {
 		return 0, 0, fmt.Errorf("%w: cuda: nil problem", backend.ErrInvalid)
 	}
 	s := p.Shape
-	if nq, err = (TensorShape{s.B, s.Hq, s.Sq, s.D, p.Layout}).elements(); err != nil {
+	if nq, err = (tensorShape{s.B, s.Hq, s.Sq, s.D, p.Layout}).elements(); err != nil {
 		return 0, 0, err
 	}
-	if nkv, err = (TensorShape{s.B, s.Hkv, s.Sk, s.D, p.Layout}).elements(); err != nil {
+	if nkv, err = (tensorShape{s.B, s.Hkv, s.Sk, s.D, p.Layout}).elements(); err != nil {
 		return 0, 0, err
 	}
 	if s.Hq%s.Hkv != 0 || math.IsNaN(float64(p.Scale)) || math.IsInf(float64(p.Scale), 0) || p.Mask < backend.NoMask || p.Mask > backend.CausalLowerRight {
@@ -185,7 +185,7 @@ func problemShape(p *backend.Problem) (nq, nkv int64, err error) {
 	return nq, nkv, nil
 }
 
-// NewResident makes a Resident over FP8 inputs already in device memory:
+// NewResident makes a resident over FP8 inputs already in device memory:
 // E4M3 codes q, k, v and their per-(batch, head) dequantization scales qs,
 // ks, vs, as Quantize leaves them, for a problem of p's shape, scale, mask
 // and layout (p's data fields are ignored; p.LSE != nil asks for an LSE
@@ -196,14 +196,14 @@ func problemShape(p *backend.Problem) (nq, nkv int64, err error) {
 // stages that read a packed layout (9, 10) pack it again. A factor beyond
 // backend.MaxScoreFactor (the host's Validate error) is reported by
 // Download.
-func (d *Device) NewResident(p *backend.Problem, q, k, v, qs, ks, vs *Buffer) (*Resident, error) {
-	return d.newResident(p, [6]*Buffer{q, k, v, qs, ks, vs}, nil, nil)
+func (d *device) NewResident(p *backend.Problem, q, k, v, qs, ks, vs *buffer) (*resident, error) {
+	return d.newResident(p, [6]*buffer{q, k, v, qs, ks, vs}, nil, nil)
 }
 
 // newResident is NewResident writing its output (and LSE) into out and lse
 // when they are not nil; with out, the score-factor flag is out's (Read
 // reports it) instead of the resident's.
-func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer) (*Resident, error) {
+func (d *device) newResident(p *backend.Problem, in [6]*buffer, out, lse *buffer) (*resident, error) {
 	nq, nkv, err := problemShape(p)
 	if err != nil {
 		return nil, err
@@ -227,7 +227,7 @@ func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer
 	if err := supportsInputs(&pp); err != nil {
 		return nil, err
 	}
-	r := &Resident{dev: d, shape: pp, params: new(params), outN: nq, lse: p.LSE != nil || lse != nil}
+	r := &resident{dev: d, shape: pp, params: new(params), outN: nq, lse: p.LSE != nil || lse != nil}
 	err = d.do(func() error {
 		own := func(n int64) (uint64, error) {
 			ptr, size, err := d.alloc(n)
@@ -296,7 +296,7 @@ func (d *Device) newResident(p *backend.Problem, in [6]*Buffer, out, lse *Buffer
 // launchScores computes the score factors of a resident over device
 // inputs from the scales in its buffers now, flagging a factor beyond the
 // limit. The caller is inside do.
-func (r *Resident) launchScores() error {
+func (r *resident) launchScores() error {
 	sp := r.scores
 	return launchStruct(r.dev.quant.scores, (int(sp.B*sp.Hq)+255)/256, 1, 1, 256, 0, r.dev.stream, unsafe.Pointer(sp))
 }

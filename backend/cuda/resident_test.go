@@ -23,9 +23,9 @@ import (
 // returning the six buffers NewResident takes (freed by the returned func).
 // floatBuffers returns device buffers holding xs (float32, as given) and a
 // function that frees them.
-func floatBuffers(t testing.TB, d *Device, xs ...[]float32) ([]*Buffer, func()) {
+func floatBuffers(t testing.TB, d *device, xs ...[]float32) ([]*buffer, func()) {
 	t.Helper()
-	bufs := make([]*Buffer, 0, len(xs))
+	bufs := make([]*buffer, 0, len(xs))
 	free := func() {
 		for _, b := range bufs {
 			b.Free()
@@ -46,16 +46,16 @@ func floatBuffers(t testing.TB, d *Device, xs ...[]float32) ([]*Buffer, func()) 
 	return bufs, free
 }
 
-func deviceInputs(t testing.TB, d *Device, s backend.Shape, l backend.Layout, in sdpatest.Inputs) ([6]*Buffer, func()) {
+func deviceInputs(t testing.TB, d *device, s backend.Shape, l backend.Layout, in sdpatest.Inputs) ([6]*buffer, func()) {
 	t.Helper()
-	var bufs [6]*Buffer
-	var all []*Buffer
+	var bufs [6]*buffer
+	var all []*buffer
 	free := func() {
 		for _, b := range all {
 			b.Free()
 		}
 	}
-	alloc := func(n int) *Buffer {
+	alloc := func(n int) *buffer {
 		b, err := d.Alloc(int64(n))
 		if err != nil {
 			t.Fatal(err)
@@ -68,7 +68,7 @@ func deviceInputs(t testing.TB, d *Device, s backend.Shape, l backend.Layout, in
 		if i == 0 {
 			h, n = s.Hq, s.Sq
 		}
-		ts := TensorShape{s.B, h, n, s.D, l}
+		ts := tensorShape{s.B, h, n, s.D, l}
 		src := alloc(4 * len(x))
 		data := x
 		if l == backend.BSHD {
@@ -92,7 +92,7 @@ func deviceInputs(t testing.TB, d *Device, s backend.Shape, l backend.Layout, in
 // included; rewriting the inputs between runs is seen by the next run;
 // and a score factor the host would refuse is reported by Download.
 func TestNewResidentMatchesUpload(t *testing.T) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			}
 			var outs [2][]float32
 			var lses [2][]float32
-			for i, res := range []*Resident{up, r} {
+			for i, res := range []*resident{up, r} {
 				outs[i], lses[i] = make([]float32, len(ref.Out)), make([]float32, len(ref.LSE))
 				if err := errors.Join(res.Poison(), res.Run(st)); err != nil {
 					t.Fatal(err)
@@ -155,7 +155,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			}
 		}
 		ref2, _, _ := sdpatest.NewProblemLayout(c.s, in2, 0.125, c.m, backend.FP8E4M3, c.l)
-		st := BestStage(c.s, d.stageCapability())
+		st := bestStage(c.s, d.stageCapability())
 		out := make([]float32, len(ref2.Out))
 		if err := errors.Join(ref2.Validate(), testBackend(st).Attention(ref2), r.Run(st), r.Download(out, nil)); err != nil {
 			t.Fatal(err)
@@ -194,7 +194,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 // heads a KV head, whose quantizing form encodes each K and V head once per
 // query head).
 func BenchmarkDeviceQuantizeAttention(b *testing.B) {
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -222,7 +222,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 	for _, c := range cases {
 		name, s := c.name, c.shape
 		in := sdpatest.RandomInputs(rng, s, 1)
-		st := BestStage(s, d.stageCapability())
+		st := bestStage(s, d.stageCapability())
 		b.Run(fmt.Sprintf("%s/stage%d", name, st), func(b *testing.B) {
 			bufs, free := deviceInputs(b, d, s, backend.BHSD, in)
 			defer free()
@@ -239,7 +239,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 				if i == 0 {
 					h, n = s.Hq, s.Sq
 				}
-				qp.T[i] = quantTensorOf(srcs[i], bufs[i], bufs[3+i], TensorShape{s.B, h, n, s.D, backend.BHSD})
+				qp.T[i] = quantTensorOf(srcs[i], bufs[i], bufs[3+i], tensorShape{s.B, h, n, s.D, backend.BHSD})
 			}
 			ref, _, _ := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP8E4M3)
 			up, err := d.Upload(ref)
@@ -276,7 +276,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 			if st != tiles.HopperStage || !d.fusable(p) {
 				return
 			}
-			fr, err := d.newResident(p, [6]*Buffer{srcs[0], srcs[1], srcs[2], bufs[3], bufs[4], bufs[5]}, nil, nil)
+			fr, err := d.newResident(p, [6]*buffer{srcs[0], srcs[1], srcs[2], bufs[3], bufs[4], bufs[5]}, nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 }
 
 // copyDtoD copies src's bytes into dst on the stream. The caller is inside do.
-func copyDtoD(d *Device, dst, src *Buffer) error {
+func copyDtoD(d *device, dst, src *buffer) error {
 	return cu.MemcpyDtoDAsync(dst.buf.p, src.buf.p, min(dst.n, src.n), d.stream)
 }
 
@@ -336,7 +336,7 @@ func nonFinite(s backend.Shape, in sdpatest.Inputs) {
 
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d := hopperDevice(t)
-	b := &Backend{name: "cuda/stage9", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
+	b := &kernelBackend{name: "cuda/stage9", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 40))
@@ -377,7 +377,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		}
 		p := &backend.Problem{Shape: s, Scale: c.scale, Mask: c.m, Layout: c.l}
 		nq := s.B * s.Hq * s.Sq * s.D
-		buf := func(data []float32, h, n int) *Buffer {
+		buf := func(data []float32, h, n int) *buffer {
 			x, err := d.Alloc(int64(4 * len(data)))
 			if err != nil {
 				t.Fatal(err)
@@ -391,7 +391,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			return x
 		}
 		q, k, v := buf(in.Q, s.Hq, s.Sq), buf(in.K, s.Hkv, s.Sk), buf(in.V, s.Hkv, s.Sk)
-		var outs, lses [2]*Buffer
+		var outs, lses [2]*buffer
 		for i := range 2 {
 			outs[i], _ = d.Alloc(int64(4 * nq))
 			lses[i], _ = d.Alloc(int64(4 * s.B * s.Hq * s.Sq))
@@ -404,10 +404,10 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			}
 		}
 		// The two calls: Quantize then AttentionOn, and the fused one.
-		codes := [3]*Buffer{}
-		scales := [3]*Buffer{}
+		codes := [3]*buffer{}
+		scales := [3]*buffer{}
 		var jobs []backend.QuantizeJob
-		for i, src := range []*Buffer{q, k, v} {
+		for i, src := range []*buffer{q, k, v} {
 			h, n := s.Hkv, s.Sk
 			if i == 0 {
 				h, n = s.Hq, s.Sq
@@ -424,7 +424,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 				t.Fatalf("%+v: %v", s, err)
 			}
 			t.Logf("%+v: not fused with quant_pack9's geometry %+v (%v)", s, d.quantPack, err)
-			for _, x := range append([]*Buffer{q, k, v, outs[0], outs[1], lses[0], lses[1]}, append(codes[:], scales[:]...)...) {
+			for _, x := range append([]*buffer{q, k, v, outs[0], outs[1], lses[0], lses[1]}, append(codes[:], scales[:]...)...) {
 				x.Free()
 			}
 			continue
@@ -447,7 +447,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 				}
 			}
 		}
-		for _, x := range append([]*Buffer{q, k, v, outs[0], outs[1], lses[0], lses[1]}, append(codes[:], scales[:]...)...) {
+		for _, x := range append([]*buffer{q, k, v, outs[0], outs[1], lses[0], lses[1]}, append(codes[:], scales[:]...)...) {
 			x.Free()
 		}
 	}
@@ -489,9 +489,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 
 // hopperDevice is device 0 where its sm_90a module (stage 9, quant_pack9)
 // loaded; the test is skipped elsewhere.
-func hopperDevice(t testing.TB) *Device {
+func hopperDevice(t testing.TB) *device {
 	t.Helper()
-	d, err := OpenDevice(0)
+	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}

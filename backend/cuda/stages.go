@@ -5,8 +5,8 @@
 // saying so.
 //
 // Backends registered: "cuda" (the fastest stage that passed validation, see
-// BestStage) and "cuda/stage1" .. "cuda/stageN" (one kernel stage each; the
-// list is Stages).
+// bestStage) and "cuda/stage1" .. "cuda/stageN" (one kernel stage each; the
+// list is allStages).
 package cuda
 
 import (
@@ -18,28 +18,28 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// Stages are the kernel stages, in the order they were built: the
+// allStages are the kernel stages, in the order they were built: the
 // compute_89 family (tiles.Stages), the Hopper kernel, tiles.HopperStage
 // (sm_90a, loaded on compute capability 9.0 only), and the Ada kernel,
 // tiles.AdaStage (compute_89, both GEMMs on FP8 mma.sync). Each is complete
 // and validated; docs/PERF.md records where each one is fastest
-// (BestStage). Every stage's geometry is defined once, in internal/tiles.
-var Stages = append(append([]int(nil), tiles.Stages...), tiles.HopperStage, tiles.AdaStage)
+// (bestStage). Every stage's geometry is defined once, in internal/tiles.
+var allStages = append(append([]int(nil), tiles.Stages...), tiles.HopperStage, tiles.AdaStage)
 
-// HeadDims are the head dimensions of stages 1-8.
-var HeadDims = append([]int(nil), tiles.HeadDims...)
+// headDims are the head dimensions of stages 1-8.
+var headDims = append([]int(nil), tiles.HeadDims...)
 
-// HopperHeadDims are the head dimensions of the Hopper kernel (stage 9).
-var HopperHeadDims = append([]int(nil), tiles.HopperHeadDims...)
+// hopperHeadDims are the head dimensions of the Hopper kernel (stage 9).
+var hopperHeadDims = append([]int(nil), tiles.HopperHeadDims...)
 
-// AdaHeadDims are the head dimensions of the Ada kernel (stage 10).
-var AdaHeadDims = append([]int(nil), tiles.AdaHeadDims...)
+// adaHeadDims are the head dimensions of the Ada kernel (stage 10).
+var adaHeadDims = append([]int(nil), tiles.AdaHeadDims...)
 
-// FP8MMAStages need FP8 mma.sync (compute capability 8.9 or newer): the
+// fp8mmaStages need FP8 mma.sync (compute capability 8.9 or newer): the
 // compute_80 build for Ampere leaves them out.
-var FP8MMAStages = []int{7, 8, tiles.AdaStage}
+var fp8mmaStages = []int{7, 8, tiles.AdaStage}
 
-// BestStage is the stage "cuda" runs for a problem of shape s on a GPU of
+// bestStage is the stage "cuda" runs for a problem of shape s on a GPU of
 // compute capability cc (major*10 + minor).
 //   - On 9.0, the Hopper kernel (stage 9) for every head dim it has:
 //     the fastest on the H200 (docs/PERF.md), and within the accuracy rule
@@ -56,7 +56,7 @@ var FP8MMAStages = []int{7, 8, tiles.AdaStage}
 //     where the later stages' extra warps only add merge work) and stage 7
 //     beyond (long 80.1 µs against stage 5's 81.9), stage 6 where 7 is
 //     missing.
-func BestStage(s backend.Shape, cc int) int {
+func bestStage(s backend.Shape, cc int) int {
 	switch {
 	case cc == 90 && hopperHas(s.D) && (hopperByDefault || !slices.Contains(tiles.HeadDims, s.D)):
 		return tiles.HopperStage
@@ -72,7 +72,7 @@ func BestStage(s backend.Shape, cc int) int {
 	return 7
 }
 
-// hopperByDefault: whether BestStage chooses stage 9 on compute
+// hopperByDefault: whether bestStage chooses stage 9 on compute
 // capability 9.0 for the head dims the other stages have too (64, 128).
 // False from commit 1927a86 while its P·V ran in one wgmma accumulator
 // (64x the quantization error on values of one sign at 4096 keys); true

@@ -32,12 +32,12 @@ func TestBestStage(t *testing.T) {
 		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 8, Sk: 8, D: 192}, 90, 9}, // only stage 9 has D = 192 on Hopper
 		{backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 8, Sk: 8, D: 96}, 90, 9},
 	} {
-		got := BestStage(tc.s, tc.cc)
+		got := bestStage(tc.s, tc.cc)
 		if got != tc.want {
-			t.Errorf("BestStage(%v, %d) = %d, want %d", tc.s, tc.cc, got, tc.want)
+			t.Errorf("bestStage(%v, %d) = %d, want %d", tc.s, tc.cc, got, tc.want)
 		}
 		if _, err := geometry(got, tc.s.D); err != nil {
-			t.Errorf("BestStage(%v, %d): %v", tc.s, tc.cc, err)
+			t.Errorf("bestStage(%v, %d): %v", tc.s, tc.cc, err)
 		}
 	}
 }
@@ -49,7 +49,7 @@ func TestSupports(t *testing.T) {
 		t.Errorf("d=96: %v", err)
 	}
 	p.D = 64
-	if err := supports(p, len(Stages)+1); !errors.Is(err, backend.ErrUnsupported) {
+	if err := supports(p, len(allStages)+1); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("stage past the list: %v", err)
 	}
 	for _, d := range []int{64, 96, 128, 192, 256} {

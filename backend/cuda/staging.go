@@ -54,7 +54,7 @@ func stagedBytes(copies []hostCopy) int {
 
 // staging returns the device's page-locked buffer, at least n bytes, once
 // the copies that read it before have completed. The caller is inside do.
-func (d *Device) staging(n int) ([]byte, error) {
+func (d *device) staging(n int) ([]byte, error) {
 	if d.stageBusy {
 		if err := d.stageDone.Synchronize(); err != nil {
 			return nil, fmt.Errorf("cuda: staged copy: %w", err)
@@ -94,7 +94,7 @@ func staged(buf []byte, copies []hostCopy) (pinned, host [][]byte) {
 // upload copies each piece's host bytes to its device memory, on the
 // stream, staged through page-locked memory when they are small together.
 // The Go memory may be reused when upload returns. The caller is inside do.
-func (d *Device) upload(copies []hostCopy) error {
+func (d *device) upload(copies []hostCopy) error {
 	if d.capturing() != nil {
 		return errCapture("copying host memory to the device")
 	}
@@ -133,7 +133,7 @@ func (d *Device) upload(copies []hostCopy) error {
 // download copies each piece's device memory into its host bytes, behind
 // the work issued on the stream, and waits for it: an error from any
 // kernel before it is reported here. The caller is inside do.
-func (d *Device) download(copies []hostCopy) error {
+func (d *device) download(copies []hostCopy) error {
 	if d.capturing() != nil {
 		return errCapture("copying device memory to the host")
 	}
@@ -223,7 +223,7 @@ func (l inputLayout) fill(buf []byte) {
 // uploadInputs copies the inputs to the device block at dev in one copy on
 // the stream: staged through page-locked memory when they fit, else from a
 // Go buffer (pageable). The caller is inside do.
-func (d *Device) uploadInputs(dev cu.DevicePtr, l inputLayout) error {
+func (d *device) uploadInputs(dev cu.DevicePtr, l inputLayout) error {
 	if d.capturing() != nil {
 		return errCapture("copying host memory to the device")
 	}

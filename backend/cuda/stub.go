@@ -28,7 +28,7 @@ func (u unavailable) Available() error {
 
 func init() {
 	backend.MustRegister(unavailable{"cuda"}, 20)
-	for _, s := range Stages {
+	for _, s := range allStages {
 		backend.MustRegister(unavailable{fmt.Sprintf("cuda/stage%d", s)}, -1)
 	}
 }
