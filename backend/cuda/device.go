@@ -88,7 +88,8 @@ var (
 // openDevice returns the device for a GPU ordinal, creating it (retaining
 // the primary context, loading the PTX, checking every kernel's compiled
 // tile configuration against Tiles) on first use. The PTX is the embedded
-// one unless FP8ATTN_PTX names a file (for kernel development).
+// one (a kernel development build may read FP8ATTN_PTX's file instead:
+// overrides_kerneldev.go).
 func openDevice(ordinal int) (*device, error) {
 	devicesMu.Lock()
 	defer devicesMu.Unlock()

@@ -92,7 +92,6 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -150,14 +149,16 @@ func launchStruct(fn C.CUfunction, gx, gy, gz, threads, smem int, s cu.Stream, a
 // global access: the kernels of the sm_90a modules, marked as they load.
 // A kernel launched so may start while the one before it in the stream
 // drains: its launch and set-up overlap that kernel's tail, which on a
-// microsecond kernel in a graph is a visible part of a call (docs/PERF.md).
-// pdlOn is true unless FP8ATTN_PDL=0; benchmarks switch it for A/B runs.
+// microsecond kernel in a graph is a visible part of a call
+// (docs/design/hopper-prefill.md). pdlOn starts as pdlDefault (on, unless a
+// kernel development build is told FP8ATTN_PDL=0); benchmarks switch it for
+// A/B runs.
 var (
 	pdlKernels sync.Map // C.CUfunction → struct{}
 	pdlOn      atomic.Bool
 )
 
-func init() { pdlOn.Store(os.Getenv("FP8ATTN_PDL") != "0") }
+func init() { pdlOn.Store(pdlDefault()) }
 
 // markPDL records that fn keeps pdl.cuh's contract.
 func markPDL(fn C.CUfunction) { pdlKernels.Store(fn, struct{}{}) }

@@ -8,7 +8,6 @@ import "C"
 import (
 	"errors"
 	"fmt"
-	"os"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -41,8 +40,9 @@ type adaKernels struct {
 	attn, packV C.CUfunction
 }
 
-// loadHopper loads the sm_90a module (the embedded cubin, or the file
-// FP8ATTN_CUBIN names; its PTX if the driver refuses the cubin), checks its
+// loadHopper loads the sm_90a module (the embedded cubin, or in a kernel
+// development build the file FP8ATTN_CUBIN names; its PTX if the driver
+// refuses the cubin), checks its
 // Params layout and every kernel's geometry against internal/tiles, and
 // raises each attention kernel's dynamic shared-memory limit.
 func (d *device) loadHopper() error {
@@ -189,21 +189,6 @@ var forceCompute80 bool
 // what an Ada GPU, and a Hopper whose driver refuses the cubin, runs).
 var forcePagedPTX bool
 
-// moduleImage returns a module's image: the file the environment variable
-// env names (for kernel development: scripts/gpu-run.sh points them at
-// freshly built kernels), or the embedded one.
-func moduleImage(env, embedded string) (string, error) {
-	f := os.Getenv(env)
-	if f == "" {
-		return embedded, nil
-	}
-	b, err := os.ReadFile(f)
-	if err != nil {
-		return "", fmt.Errorf("cuda: %s: %w", env, err)
-	}
-	return string(b), nil
-}
-
 // global reads the int32 array module mod exports under name.
 func (d *device) global(mod cu.Module, name string, n int) ([]int32, error) {
 	ptr, size, err := mod.Global(name)
@@ -310,10 +295,11 @@ type pagedKernels struct {
 }
 
 // loadPaged loads the paged module: on compute capability 9.0 its sm_90a
-// build (the embedded cubin, or the file FP8ATTN_PAGED_CUBIN names), which
-// adds the warp-specialized attention kernel; elsewhere, or if the driver
-// refuses the cubin, the compute_89 PTX (or the file FP8ATTN_PAGED_PTX
-// names; with ampere, the compute_80 build, or FP8ATTN_PAGED_PTX80). It
+// build (the embedded cubin), which adds the warp-specialized attention
+// kernel; elsewhere, or if the driver refuses the cubin, the compute_89 PTX
+// (with ampere, the compute_80 build). A kernel development build may read
+// each from a file instead (FP8ATTN_PAGED_CUBIN, FP8ATTN_PAGED_PTX,
+// FP8ATTN_PAGED_PTX80: overrides_kerneldev.go). It
 // checks the parameter layouts and every attention kernel's geometry against
 // internal/tiles, and raises the kernels' dynamic shared-memory limits. The
 // caller holds the context current.

@@ -1,0 +1,14 @@
+//go:build cuda && !kerneldev
+
+package cuda
+
+// Production builds load the embedded modules only and launch with
+// programmatic dependent launch; the environment overrides exist in
+// kernel development builds (overrides_kerneldev.go, -tags cuda,kerneldev).
+
+// moduleImage returns the embedded module image (env names the variable a
+// kernel development build would read instead).
+func moduleImage(env, embedded string) (string, error) { return embedded, nil }
+
+// pdlDefault is whether launches use programmatic dependent launch: always.
+func pdlDefault() bool { return true }

@@ -1,0 +1,35 @@
+//go:build cuda && kerneldev
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+)
+
+// Kernel development builds (-tags cuda,kerneldev): the environment may
+// replace the embedded modules with files (the variables FP8ATTN_PTX,
+// FP8ATTN_PTX80, FP8ATTN_CUBIN, FP8ATTN_PAGED_PTX, FP8ATTN_PAGED_PTX80,
+// FP8ATTN_PAGED_CUBIN; scripts/gpu-lib.sh's use_built_kernels points them at
+// freshly built kernels) and FP8ATTN_PDL=0 turns programmatic dependent
+// launch off for A/B runs. Production builds (overrides_default.go) always
+// load the embedded modules with PDL on. docs/DEVELOPING.md describes the
+// workflow.
+
+// moduleImage returns a module's image: the file the environment variable
+// env names, or the embedded one.
+func moduleImage(env, embedded string) (string, error) {
+	f := os.Getenv(env)
+	if f == "" {
+		return embedded, nil
+	}
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("cuda: %s: %w", env, err)
+	}
+	return string(b), nil
+}
+
+// pdlDefault is whether launches use programmatic dependent launch: unless
+// FP8ATTN_PDL=0.
+func pdlDefault() bool { return os.Getenv("FP8ATTN_PDL") != "0" }
