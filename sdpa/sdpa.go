@@ -221,7 +221,7 @@ type Options struct {
 	Precision Precision
 	// Backend is "" (the best registered backend that supports the call),
 	// "cpu", "cuda" (with -tags cuda), "reference" (float64, slow), or a
-	// backend-specific name such as a CUDA kernel stage ("cuda/stage2").
+	// backend-specific name such as a GPU architecture's kernel ("cuda/sm90").
 	Backend string
 
 	// SmoothK subtracts, before quantization, each (batch, KV head)'s mean

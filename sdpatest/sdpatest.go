@@ -418,15 +418,16 @@ func Compare[G, W float](got []G, want []W, tol Tolerance) Stats {
 	return st
 }
 
-// ToleranceFor returns the tolerance rule for a backend by name: the CUDA
-// kernel stages 2-8 round P to float16 before P·V (F16PTolerance), stages 9
-// (Hopper) and 10 (Ada) also compute scores on FP8 tensor cores and round P
-// to E4M3 (FP8MMATolerance), and "cuda" runs one of those on sm_89 and
-// sm_90 GPUs; every other backend computes in float32 or better
-// (FP32Tolerance).
+// ToleranceFor returns the tolerance rule for a backend by name: the
+// Hopper and Ada kernels ("cuda/sm90", "cuda/sm89") compute scores on FP8
+// tensor cores and round P to E4M3 (FP8MMATolerance), and "cuda" runs one
+// of those on sm_89 and sm_90 GPUs; Ampere's kernels ("cuda/sm80") and the
+// ladder stages ("cuda/stageN", run by name through internal/kernelreg)
+// round P to float16 before P·V (F16PTolerance); every other backend
+// computes in float32 or better (FP32Tolerance).
 func ToleranceFor(name string) func(*backend.Problem) Tolerance {
 	switch {
-	case name == "cuda" || name == "cuda/stage9" || name == "cuda/stage10":
+	case name == "cuda" || name == "cuda/sm90" || name == "cuda/sm89":
 		return FP8MMATolerance
 	case strings.HasPrefix(name, "cuda"):
 		return F16PTolerance

@@ -9,14 +9,19 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/internal/checked"
+	"github.com/fp8attn/fp8attn/internal/kernelreg"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// kernelBackend runs one kernel stage (stage 0: bestStage for the problem's shape) on
-// device 0, which opens on first use.
+// kernelBackend runs one kernel stage (stage 0: bestStage for the
+// problem's shape) on device 0, which opens on first use.
 type kernelBackend struct {
 	name  string
 	stage int
+	// cc, if not 0, is the compute capability bestStage chooses for (stage
+	// 0) in place of the device's: "cuda/sm80" runs Ampere's choice on any
+	// GPU.
+	cc int
 	// poison makes every call fill the device outputs with
 	// backend.PoisonBits before the kernel runs, so that an element the
 	// kernel never writes cannot pass a test (pooled buffers hold earlier
@@ -38,12 +43,17 @@ func (b *kernelBackend) stageFor(p *backend.Problem) (*device, int, error) {
 		return nil, 0, err
 	}
 	if b.stage == 0 {
-		return d, bestStage(p.Shape, d.stageCapability()), nil
+		cc := d.stageCapability()
+		if b.cc != 0 {
+			cc = min(cc, b.cc)
+		}
+		return d, bestStage(p.Shape, cc), nil
 	}
 	return d, b.stage, nil
 }
 
-// Name returns "cuda" or "cuda/stageN".
+// Name returns "cuda", a target's "cuda/smNN", or a ladder stage's
+// "cuda/stageN".
 func (b *kernelBackend) Name() string { return b.name }
 
 // Supports accepts FP8E4M3 problems whose head dim the stage has (headDims;
@@ -135,10 +145,17 @@ func (b *kernelBackend) times(p *backend.Problem, iters int, graphed bool) ([]fl
 	return times, errors.Join(err, r.Free())
 }
 
+// init registers "cuda" and the targets as backends, and the targets and
+// the ladder stages with internal/kernelreg.
 func init() {
 	backend.MustRegister(&kernelBackend{name: "cuda"}, 20)
-	for _, s := range allStages {
-		backend.MustRegister(&kernelBackend{name: fmt.Sprintf("cuda/stage%d", s), stage: s}, -1)
+	for _, t := range targets {
+		b := &kernelBackend{name: "cuda/" + t.kernel, stage: t.stage, cc: t.cc}
+		backend.MustRegister(b, -1)
+		kernelreg.Register(t.kernel, b)
+	}
+	for _, s := range tiles.Stages {
+		kernelreg.Register(kernelName(s), &kernelBackend{name: stageBackendName(s), stage: s})
 	}
 }
 

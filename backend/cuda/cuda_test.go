@@ -81,9 +81,6 @@ func runnableStages(t testing.TB) []int {
 	return out
 }
 
-// testBackend is stage's backend with device outputs poisoned before every
-// call (stage 0: bestStage), so that an element a kernel never writes
-// cannot pass on an old result left in a pooled buffer.
 // reopenWith closes device 0 and opens it again with *force set (a flag
 // openDevice reads: which modules it loads), and returns the function that
 // does the same with *force cleared, for the test to defer.
@@ -103,10 +100,13 @@ func reopenWith(t *testing.T, force *bool) (restore func()) {
 	return func() { reopen(false) }
 }
 
+// testBackend is stage's backend with device outputs poisoned before every
+// call (stage 0: bestStage), so that an element a kernel never writes
+// cannot pass on an old result left in a pooled buffer.
 func testBackend(stage int) *kernelBackend {
 	name := "cuda"
 	if stage != 0 {
-		name = fmt.Sprintf("cuda/stage%d", stage)
+		name = stageBackendName(stage)
 	}
 	return &kernelBackend{name: name, stage: stage, poison: true}
 }
@@ -244,7 +244,7 @@ func TestAgainstCPUFP8(t *testing.T) {
 func TestFP8PAccuracy(t *testing.T) {
 	for _, st := range []int{tiles.HopperStage, tiles.AdaStage} {
 		if runnable(t, st) {
-			t.Run(fmt.Sprintf("stage%d", st), func(t *testing.T) { testFP8PAccuracy(t, st) })
+			t.Run(kernelName(st), func(t *testing.T) { testFP8PAccuracy(t, st) })
 		}
 	}
 	t.Run("default", func(t *testing.T) { testFP8PAccuracy(t, 0) }) // what "cuda" runs
@@ -411,7 +411,7 @@ func BenchmarkStages(b *testing.B) {
 		in := sdpatest.RandomInputs(rng, sh.s, 1)
 		p, _, _ := sdpatest.NewProblem(sh.s, in, 0.125, backend.NoMask, backend.FP8E4M3)
 		for _, st := range runnableStages(b) {
-			b.Run(fmt.Sprintf("%s/stage%d", sh.name, st), func(b *testing.B) {
+			b.Run(sh.name+"/"+kernelName(st), func(b *testing.B) {
 				times, err := testBackend(st).DeviceTimes(p, max(b.N, 20))
 				if err != nil {
 					b.Fatal(err)

@@ -223,7 +223,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 		name, s := c.name, c.shape
 		in := sdpatest.RandomInputs(rng, s, 1)
 		st := bestStage(s, d.stageCapability())
-		b.Run(fmt.Sprintf("%s/stage%d", name, st), func(b *testing.B) {
+		b.Run(name+"/"+kernelName(st), func(b *testing.B) {
 			bufs, free := deviceInputs(b, d, s, backend.BHSD, in)
 			defer free()
 			srcs, freeSrcs := floatBuffers(b, d, in.Q, in.K, in.V)
@@ -336,7 +336,7 @@ func nonFinite(s backend.Shape, in sdpatest.Inputs) {
 
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d := hopperDevice(t)
-	b := &kernelBackend{name: "cuda/stage9", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
+	b := &kernelBackend{name: "cuda/sm90", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 40))

@@ -4,9 +4,13 @@
 // only with -tags cuda; without the tag, selecting "cuda" returns an error
 // saying so.
 //
-// Backends registered: "cuda" (the fastest stage that passed validation, see
-// bestStage) and "cuda/stage1" .. "cuda/stageN" (one kernel stage each; the
-// list is allStages).
+// Backends registered: "cuda" (the best kernel for the GPU at hand, see
+// bestStage) and one per target architecture (targets): "cuda/sm90" (the
+// Hopper kernel), "cuda/sm89" (the Ada kernel) and "cuda/sm80" (Ampere's
+// kernels, chosen by shape). The ladder of stages 1-8, the validated
+// progression the targets grew from (docs/design/ladder.md), is not
+// registered as backends: tests run every stage, and tools name them
+// through internal/kernelreg ("stage1" .. "stage8", sdpabench -kernel).
 package cuda
 
 import (
@@ -19,12 +23,44 @@ import (
 )
 
 // allStages are the kernel stages, in the order they were built: the
-// compute_89 family (tiles.Stages), the Hopper kernel, tiles.HopperStage
-// (sm_90a, loaded on compute capability 9.0 only), and the Ada kernel,
-// tiles.AdaStage (compute_89, both GEMMs on FP8 mma.sync). Each is complete
-// and validated; docs/PERF.md records where each one is fastest
-// (bestStage). Every stage's geometry is defined once, in internal/tiles.
+// ladder (tiles.Stages, the compute_89 family), the Hopper kernel,
+// tiles.HopperStage (sm_90a, loaded on compute capability 9.0 only), and
+// the Ada kernel, tiles.AdaStage (compute_89, both GEMMs on FP8 mma.sync).
+// Each is complete and validated; docs/BENCHMARKS.md records where each one
+// is fastest (bestStage). Every stage's geometry is defined once, in
+// internal/tiles.
 var allStages = append(append([]int(nil), tiles.Stages...), tiles.HopperStage, tiles.AdaStage)
+
+// A target is a public backend for one GPU architecture: "cuda/" + kernel.
+// It runs a fixed stage, or (stage 0) the stage bestStage chooses for
+// compute capability cc.
+type target struct {
+	kernel    string // the name in internal/kernelreg
+	stage, cc int
+}
+
+// targets are the public per-architecture backends.
+var targets = []target{
+	{kernel: "sm90", stage: tiles.HopperStage},
+	{kernel: "sm89", stage: tiles.AdaStage},
+	{kernel: "sm80", cc: 80}, // stages 5 and 6, by shape
+}
+
+// kernelName is the internal/kernelreg name of a stage: its target's
+// ("sm90", "sm89") or, for the ladder, "stageN".
+func kernelName(stage int) string {
+	for _, t := range targets {
+		if t.stage != 0 && t.stage == stage {
+			return t.kernel
+		}
+	}
+	return fmt.Sprintf("stage%d", stage)
+}
+
+// stageBackendName is the backend name of a stage's kernel: "cuda/sm90",
+// "cuda/sm89", or "cuda/stageN" for a ladder stage (reported by tools, never
+// registered with package backend).
+func stageBackendName(stage int) string { return "cuda/" + kernelName(stage) }
 
 // headDims are the head dimensions of stages 1-8.
 var headDims = append([]int(nil), tiles.HeadDims...)
@@ -42,14 +78,14 @@ var fp8mmaStages = []int{7, 8, tiles.AdaStage}
 // bestStage is the stage "cuda" runs for a problem of shape s on a GPU of
 // compute capability cc (major*10 + minor).
 //   - On 9.0, the Hopper kernel (stage 9) for every head dim it has:
-//     the fastest on the H200 (docs/PERF.md), and within the accuracy rule
+//     the fastest on the H200 (docs/BENCHMARKS.md), and within the accuracy rule
 //     since each tile's P·V is promoted to float32 and rows are normalized
 //     by the tensor cores' sum of the rounded weights (docs/ACCURACY.md,
 //     "P·V on Hopper's FP8 tensor cores, fixed"; hopperByDefault).
 //   - On 8.9 and newer other than 9.0 (Ada, and Blackwell running the
 //     compute_89 PTX), the Ada kernel (stage 10), the one with both GEMMs
 //     on FP8 tensor cores: chosen from its design and sm_89 SASS
-//     (docs/PERF.md, "Ada"); no L4 time is measured.
+//     (docs/design/ada-prefill.md); no L4 time is measured.
 //   - Otherwise (Ampere, and head dims the kernels above lack), from
 //     stages 1-6 and, on 8.9+, 7 (commit 1ef45cc, H200): stage 6 for D=128;
 //     for D=64, stage 5 up to 512 keys (small 4.50 µs, mission 7.96 µs,

@@ -2,9 +2,13 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/kernelreg"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -78,5 +82,41 @@ func TestSupports(t *testing.T) {
 	p.Precision = backend.FP32
 	if err := supports(p, 1); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("fp32: %v", err)
+	}
+}
+
+// TestNames: the public backends are "cuda" and the targets; the ladder
+// stages are reachable through internal/kernelreg only, with the targets
+// under their kernel names, in both builds (with -tags cuda and without).
+func TestNames(t *testing.T) {
+	var cudaNames []string
+	for _, n := range backend.Names() {
+		if strings.HasPrefix(n, "cuda") {
+			cudaNames = append(cudaNames, n)
+		}
+	}
+	if want := []string{"cuda", "cuda/sm90", "cuda/sm89", "cuda/sm80"}; !slices.Equal(cudaNames, want) {
+		t.Errorf("registered cuda backends %v, want %v", cudaNames, want)
+	}
+	want := []string{"sm90", "sm89", "sm80"}
+	for _, s := range tiles.Stages {
+		want = append(want, fmt.Sprintf("stage%d", s))
+	}
+	if got := kernelreg.Names(); !slices.Equal(got, want) {
+		t.Fatalf("kernelreg names %v, want %v", got, want)
+	}
+	for _, n := range want {
+		b, err := kernelreg.Lookup(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Name() != "cuda/"+n {
+			t.Errorf("kernel %s is backend %q, want %q", n, b.Name(), "cuda/"+n)
+		}
+	}
+	for stage, name := range map[int]string{tiles.HopperStage: "sm90", tiles.AdaStage: "sm89", 3: "stage3"} {
+		if got := kernelName(stage); got != name {
+			t.Errorf("kernelName(%d) = %q, want %q", stage, got, name)
+		}
 	}
 }

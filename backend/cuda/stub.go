@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/kernelreg"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
 // unavailable stands in for the GPU backends in builds without -tags cuda,
@@ -28,7 +30,12 @@ func (u unavailable) Available() error {
 
 func init() {
 	backend.MustRegister(unavailable{"cuda"}, 20)
-	for _, s := range allStages {
-		backend.MustRegister(unavailable{fmt.Sprintf("cuda/stage%d", s)}, -1)
+	for _, t := range targets {
+		u := unavailable{"cuda/" + t.kernel}
+		backend.MustRegister(u, -1)
+		kernelreg.Register(t.kernel, u)
+	}
+	for _, s := range tiles.Stages {
+		kernelreg.Register(kernelName(s), unavailable{stageBackendName(s)})
 	}
 }

@@ -41,9 +41,10 @@ var decodeShapes = map[string]backend.Shape{
 	"decode-b64": {B: 64, Hq: 32, Hkv: 8, Sq: 1, Sk: 2048, D: 128},
 }
 
-// pagedBackend returns the named backend, or the first registered one that
-// is available and has a paged cache.
-func pagedBackend(name string) (backend.Backend, backend.PagedBackend, error) {
+// pagedBackend returns kernel (-kernel's) if it is not nil, else the named
+// backend, or the first registered one that is available and has a paged
+// cache.
+func pagedBackend(name string, kernel backend.Backend) (backend.Backend, backend.PagedBackend, error) {
 	names := []string{name}
 	if name == "" {
 		names = backend.Names()
@@ -51,6 +52,9 @@ func pagedBackend(name string) (backend.Backend, backend.PagedBackend, error) {
 	var errs []error
 	for _, n := range names {
 		be, err := backend.Lookup(n)
+		if kernel != nil {
+			be, err, n = kernel, nil, kernel.Name()
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -74,7 +78,7 @@ func pagedBackend(name string) (backend.Backend, backend.PagedBackend, error) {
 // runDecode fills a cache for shape s and validates and times attention of
 // s.Sq new tokens per sequence against it.
 func (c config) runDecode(name string, s backend.Shape) (Result, error) {
-	be, pb, err := pagedBackend(c.backend)
+	be, pb, err := pagedBackend(c.backend, c.kernel)
 	if err != nil {
 		return Result{}, err
 	}

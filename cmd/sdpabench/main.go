@@ -8,9 +8,9 @@
 //
 //	sdpabench [flags]                 validate and benchmark (-h lists the flags)
 //	sdpabench compare A.json B.json   p50 latencies and speedups of B over A, shape by shape
-//	sdpabench -list                   the registered backends, marking those this build lacks
+//	sdpabench -list                   the registered backends and the GPU kernels -kernel names, marking those this build lacks
 //	sdpabench -kernels                the GPU kernels' ptxas resource report
-//	sdpabench -stages                 the GPU kernel stage numbers (for scripts)
+//	sdpabench -stages                 the GPU kernel names -kernel takes, on one line (for scripts)
 //	sdpabench -decode                 a decode step against a paged FP8 KV cache (decode.go)
 //
 // For backends that time on the device (cuda), the latency is also measured
@@ -40,7 +40,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
-	"github.com/fp8attn/fp8attn/internal/tiles"
+	"github.com/fp8attn/fp8attn/internal/kernelreg"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa" // registers the backends
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -102,13 +102,13 @@ func main() {
 		seeds     = flag.Int("seeds", 1, "random input sets per shape (each validated, the first timed)")
 		iters     = flag.Int("iters", 0, "timed iterations (0: enough for about one second, at least 5)")
 		be        = flag.String("backend", "", "backend name (default: best available); see -list")
-		kernel    = flag.String("kernel", "", "GPU kernel stage, e.g. stage2 (selects backend cuda/STAGE)")
+		kernel    = flag.String("kernel", "", "GPU kernel by name: a target (sm90, sm89, sm80: backend cuda/NAME) or a ladder stage (stage1 .. stage8); see -stages")
 		precision = flag.String("precision", "fp8", "fp8 or fp32")
 		mask      = flag.String("mask", "none", "none, causal (upper-left) or causal-lr (lower-right)")
 		jsonOut   = flag.String("json", "", "write results as JSON to this file")
 		list      = flag.Bool("list", false, "list the registered backends and exit")
 		showKern  = flag.Bool("kernels", false, "print the GPU kernels' ptxas resource report (registers, shared memory, spills) and exit")
-		stages    = flag.Bool("stages", false, "print the GPU kernel stage numbers (for scripts) and exit")
+		stages    = flag.Bool("stages", false, "print the GPU kernel names -kernel takes (for scripts) and exit")
 		noCheck   = flag.Bool("nocheck", false, "skip validation (timing only)")
 		decode    = flag.Bool("decode", false, "decode mode: new tokens (Sq) against a paged FP8 KV cache of Sk tokens a sequence; shapes decode, decode-b8, decode-32k, decode-b64 or BxHqxHkvxSqxSkxD (default decode)")
 		ragged    = flag.Bool("ragged", false, "decode mode: each sequence's length drawn uniformly from Sq..Sk (by the seed), a batch of continuous batching, in place of Sk for all")
@@ -119,20 +119,18 @@ func main() {
 		return
 	}
 	if *stages {
-		fmt.Println(strings.Trim(fmt.Sprint(append(append([]int(nil), tiles.Stages...), tiles.HopperStage, tiles.AdaStage)), "[]"))
+		fmt.Println(strings.Join(kernelreg.Names(), " "))
 		return
 	}
 	if *list {
 		for _, name := range sdpa.Backends() {
-			note := ""
-			if be, err := backend.Lookup(name); err == nil {
-				if a, ok := be.(backend.Availability); ok {
-					if err := a.Available(); err != nil {
-						note = "(" + err.Error() + ")"
-					}
-				}
-			}
-			fmt.Printf("%-14s%s\n", name, note)
+			be, err := backend.Lookup(name)
+			fmt.Printf("%-14s%s\n", name, availability(be, err))
+		}
+		fmt.Println("GPU kernels (-kernel NAME):")
+		for _, name := range kernelreg.Names() {
+			be, err := kernelreg.Lookup(name)
+			fmt.Printf("  %-12s%s\n", name, availability(be, err))
 		}
 		return
 	}
@@ -149,7 +147,12 @@ func main() {
 	}
 	cfg.backend = *be
 	if *kernel != "" {
-		cfg.backend = "cuda/" + *kernel
+		if *be != "" {
+			fail(errors.New("-backend and -kernel name one backend each: give one"))
+		}
+		if cfg.kernel, err = kernelreg.Lookup(*kernel); err != nil {
+			fail(err)
+		}
 	}
 	var results []Result
 	allPass := true
@@ -217,6 +220,7 @@ func fail(err error) {
 
 type config struct {
 	backend string
+	kernel  backend.Backend // -kernel's, nil when none: used in place of backend
 	prec    backend.Precision
 	mask    backend.Mask
 	iters   int
@@ -235,7 +239,7 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
-		be, err := backend.Select(c.backend, p)
+		be, err := c.selectBackend(p)
 		if err != nil {
 			return nil, err
 		}
@@ -318,6 +322,32 @@ func describe(s backend.Shape) string {
 		seq = fmt.Sprintf("Sq%d Sk%d", s.Sq, s.Sk)
 	}
 	return fmt.Sprintf("B%d %s %s D%d (%.3g GFLOP without mask)", s.B, heads, seq, s.D, s.FLOPs(backend.NoMask)/1e9)
+}
+
+// selectBackend returns the backend to run p with: -kernel's if it
+// supports p, else backend.Select's for -backend.
+func (c config) selectBackend(p *backend.Problem) (backend.Backend, error) {
+	if c.kernel == nil {
+		return backend.Select(c.backend, p)
+	}
+	if err := c.kernel.Supports(p); err != nil {
+		return nil, err
+	}
+	return c.kernel, nil
+}
+
+// availability is the note -list prints after a backend's name: empty, or
+// why this build or machine lacks it.
+func availability(be backend.Backend, err error) string {
+	if err == nil {
+		if a, ok := be.(backend.Availability); ok {
+			err = a.Available()
+		}
+	}
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	return ""
 }
 
 // describeBackend names a backend with its configuration where it has one.
