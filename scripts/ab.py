@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Compares BenchmarkStages outputs of two builds (scripts/gpu-run.sh writes
 bench-old-rN.txt and bench-new-rN.txt, rounds alternating which ran first):
-the median us/call of each (shape, stage) over the rounds, and new/old."""
+the median us/call of each (shape, kernel) over the rounds, and new/old.
+A binary built before the kernels were named by target reports stages 9
+and 10 as stage9 and stage10: those are read as sm90 and sm89."""
 import glob, re, statistics, sys
 
 out = sys.argv[1] if len(sys.argv) > 1 else "out"
@@ -13,14 +15,19 @@ def load(side):
         for line in open(f):
             m = pat.search(line)
             if m:
-                runs.setdefault(m.group(1), []).append(float(m.group(2)))
+                key = m.group(1).replace("/stage9", "/sm90").replace("/stage10", "/sm89")
+                runs.setdefault(key, []).append(float(m.group(2)))
     return {k: (statistics.median(v), len(v)) for k, v in runs.items()}
 
 old, new = load("old"), load("new")
 order = {"small": 0, "mission": 1, "long": 2, "large": 3}
-print(f"{'shape/stage':18s} {'old us':>10s} {'new us':>10s} {'new/old':>8s}  (median of rounds)")
+kernels = ["sm90", "sm89", "sm80"] + [f"stage{i}" for i in range(1, 9)]
+print(f"{'shape/kernel':18s} {'old us':>10s} {'new us':>10s} {'new/old':>8s}  (median of rounds)")
 worst = 0.0
-for k in sorted(new, key=lambda k: (order.get(k.split('/')[0], 9), int(k.split('stage')[1]))):
+def rank(k):
+    kernel = k.split('/')[1]
+    return (order.get(k.split('/')[0], 9), kernels.index(kernel) if kernel in kernels else len(kernels))
+for k in sorted(new, key=rank):
     if k in old:
         r = new[k][0] / old[k][0]
         worst = max(worst, r)

@@ -35,8 +35,8 @@ acc() {  # acc LABEL RUN [VAR=VALUE ...]
   return $rc
 }
 acc default 'TestFP8PAccuracy' || failed "TestFP8PAccuracy on the defaults"
-for v in "${!s9[@]}"; do acc "s9-$v" 'TestFP8PAccuracy/stage9' FP8ATTN_CUBIN="$work/s9-$v.cubin"; done
-acc s10-running 'TestFP8PAccuracy/stage10' FP8ATTN_PTX="$work/s10-running.ptx"
+for v in "${!s9[@]}"; do acc "s9-$v" 'TestFP8PAccuracy/sm90' FP8ATTN_CUBIN="$work/s9-$v.cubin"; done
+acc s10-running 'TestFP8PAccuracy/sm89' FP8ATTN_PTX="$work/s10-running.ptx"
 if [ "${FULL:-1}" != 0 ]; then
   (cd backend/cuda && timeout 300 ../../bin/cuda.test -test.timeout 290s > "$work/full.log" 2>&1) || failed "backend suite (full.log)"
   grep -E "^(--- FAIL|FAIL|ok|PASS)" "$work/full.log" | head -20

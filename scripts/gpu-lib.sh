@@ -23,7 +23,12 @@ kernel_files="attention_compute_89.ptx attention_sm_90a.cubin attention_compute_
   paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go"
 
 # use_built_kernels points the binaries at the kernels in the source tree
-# (instead of the ones embedded when they were compiled).
+# (instead of the ones embedded when they were compiled). Only binaries built
+# with -tags cuda,kerneldev read these variables (go test -c -tags
+# cuda,kerneldev -o bin/cuda.test ./backend/cuda; go build -tags
+# cuda,kerneldev -o bin/sdpabench ./cmd/sdpabench): a production build
+# (-tags cuda) always runs its embedded kernels and ignores them, as it
+# ignores FP8ATTN_PDL=0.
 use_built_kernels() {
   export FP8ATTN_PTX=$kernels_dir/attention_compute_89.ptx FP8ATTN_CUBIN=$kernels_dir/attention_sm_90a.cubin \
     FP8ATTN_PAGED_PTX=$kernels_dir/paged_compute_89.ptx FP8ATTN_PAGED_CUBIN=$kernels_dir/paged_sm_90a.cubin \

@@ -68,7 +68,7 @@ for r in $(seq "${ROUNDS:-2}"); do
   order="1 0"; [ $((r % 2)) = 0 ] && order="0 1"
   for pdl in $order; do
     echo "# round $r FP8ATTN_PDL=$pdl" | tee -a "$out/mission.txt" "$out/decode.txt" >> "$out/quant.txt"
-    FP8ATTN_PDL=$pdl bin/sdpabench -kernel stage9 -shapes 2x8x256x256x64 -iters 2000 >> "$out/mission.txt" 2>&1 || failed "sdpabench (mission.txt)"
+    FP8ATTN_PDL=$pdl bin/sdpabench -kernel sm90 -shapes 2x8x256x256x64 -iters 2000 >> "$out/mission.txt" 2>&1 || failed "sdpabench (mission.txt)"
     FP8ATTN_PDL=$pdl bin/cuda.test -test.run '^$' -test.bench 'PagedDecode$' -test.benchtime 200x >> "$out/decode.txt" 2>&1 || failed "decode benchmark (decode.txt)"
     FP8ATTN_PDL=$pdl bin/cuda.test -test.run '^$' -test.bench 'DeviceQuantizeAttention' >> "$out/quant.txt" 2>&1 || failed "quantize benchmark (quant.txt)"
     if [ -x bin/sdpa-cuda.test ]; then

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine (nvcc, PyTorch, no Go) from the repository root, with
-# bin/cuda.test and bin/sdpabench cross-compiled here (README: "GPU tests").
-# Builds the PTX, runs the GPU tests, optionally the sanitizers, benchmarks
-# every stage this GPU runs and PyTorch in one run, and leaves everything
-# under OUT (default ./out), stderr included. Exits non-zero if the kernel
-# build, any test, any validation or any sanitizer fails; the last lines say
-# which. Device-aware: by compute capability it benchmarks stage 9 (Hopper)
-# on 9.0 only and the FP8 mma.sync stages (7, 8, 10) on 8.9 and newer; on an
-# L4 it is the one command that measures the Ada kernel (stage 10) beside
+# bin/cuda.test and bin/sdpabench cross-compiled here with -tags
+# cuda,kerneldev (so that they run the kernels built here: gpu-lib.sh,
+# use_built_kernels; docs/DEVELOPING.md). Builds the PTX, runs the GPU tests,
+# optionally the sanitizers, benchmarks every kernel this GPU runs (the names
+# sdpabench -stages prints: the targets sm90, sm89, sm80 and the ladder
+# stage1 .. stage8) and PyTorch in one run, and leaves everything under OUT
+# (default ./out), stderr included. Exits non-zero if the kernel build, any
+# test, any validation or any sanitizer fails; the last lines say which.
+# Device-aware: by compute capability it benchmarks sm90 (Hopper) on 9.0
+# only and the FP8 mma.sync kernels (sm89, stage7, stage8) on 8.9 and newer;
+# on an L4 it is the one command that measures the Ada kernel (sm89) beside
 # PyTorch.
 #
 # Environment: TESTS (test regexp, default all), SKIP (tests to skip),
@@ -17,12 +20,13 @@
 # against this build (scripts/ab.py prints the table), ROUNDS rounds
 # alternating which goes first (default 2), PACK_ONLY=1 (leave only the two
 # archives in OUT),
-# NCU=stage (Nsight Compute on that stage, mission shape), TORCH=0 (no PyTorch),
+# NCU=kernel (Nsight Compute on that kernel, e.g. sm90 or stage5, mission
+# shape), TORCH=0 (no PyTorch),
 # WMMA=1 (rebuild and check the fragment dumps of testdata/wmma: wmma.tgz),
 # TEST_TIMEOUT seconds for the test binary (default 1200), DECODE=1 (the paged
-# decode benchmark beside bench/decode_peers.py), STAGES (the stages to
-# benchmark, default every one this GPU runs), SASS=1 (the sm_89 SASS of the
-# Ada kernel, sass89.txt).
+# decode benchmark beside bench/decode_peers.py), STAGES (the kernels to
+# benchmark, sdpabench -kernel names, default every one this GPU runs),
+# SASS=1 (the sm_89 SASS of the Ada kernel, sass89.txt).
 set -uo pipefail
 name=gpu-run
 . "$(dirname "$0")/gpu-lib.sh"
@@ -52,17 +56,17 @@ if [ -n "${WMMA:-}" ]; then
 fi
 nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d ' .')
-# The stages this GPU runs (the cuda backend refuses the others).
+# The kernels this GPU runs (the cuda backend refuses the others).
 run_stages=""
 for st in $(bin/sdpabench -stages); do
   case $st in
-    9) [ "$cc" = 90 ] || continue ;;
-    7|8|10) [ "$cc" -ge 89 ] || continue ;;
+    sm90) [ "$cc" = 90 ] || continue ;;
+    sm89|stage7|stage8) [ "$cc" -ge 89 ] || continue ;;
   esac
   run_stages="$run_stages $st"
 done
 [ -n "${STAGES:-}" ] && run_stages=$STAGES  # a subset, for kernel work
-echo "stages on this GPU (sm_$cc):$run_stages"
+echo "kernels on this GPU (sm_$cc):$run_stages"
 if [ -z "${SKIP_TESTS:-}" ]; then
   timeout "${TEST_TIMEOUT:-1200}" bin/cuda.test -test.v -test.count=1 -test.timeout "${TEST_TIMEOUT:-1200}s" -test.run "${TESTS:-.}" \
     -test.skip "${SKIP:-^$}" > "$out/test.log" 2>&1 || failed "GPU tests (test.log)"
@@ -77,9 +81,9 @@ if [ -n "${SANITIZE:-}" ]; then
 fi
 if [ -z "${SKIP_BENCH:-}" ]; then
   for st in $run_stages; do
-    bin/sdpabench -kernel stage$st -shapes small,mission,long -json "$out/stage$st.json" > "$out/stage$st.log" 2>&1 || failed "stage $st validation or run (stage$st.log)"
-    bin/sdpabench -kernel stage$st -shapes large -nocheck -iters 50 -json "$out/stage$st-large.json" >> "$out/stage$st.log" 2>&1 || failed "stage $st large (stage$st.log)"
-    grep -E "PASS|FAIL|device" "$out/stage$st.log"
+    bin/sdpabench -kernel $st -shapes small,mission,long -json "$out/$st.json" > "$out/$st.log" 2>&1 || failed "$st validation or run ($st.log)"
+    bin/sdpabench -kernel $st -shapes large -nocheck -iters 50 -json "$out/$st-large.json" >> "$out/$st.log" 2>&1 || failed "$st large ($st.log)"
+    grep -E "PASS|FAIL|device" "$out/$st.log"
   done
   if [ "${TORCH:-1}" != 0 ]; then
     python3 bench/torch_sdpa.py "$out/torch.json" > "$out/torch.log" 2>&1 || failed "PyTorch (torch.log)"
@@ -87,7 +91,7 @@ if [ -z "${SKIP_BENCH:-}" ]; then
   fi
 fi
 if [ -n "${DECODE:-}" ]; then
-  # The paged FP8 decode kernel and its peers, in one run (issue #12).
+  # The paged FP8 decode kernel and its peers, in one run.
   bin/cuda.test -test.run '^$' -test.bench PagedDecode -test.benchtime 200x > "$out/decode.txt" 2>&1 || failed "decode benchmark (decode.txt)"
   grep -E "^Benchmark" "$out/decode.txt"
   python3 bench/decode_peers.py "$out/decode_peers.json" > "$out/decode_peers.log" 2>&1 || failed "decode peers (decode_peers.log)"
@@ -110,8 +114,10 @@ if [ -n "${BASELINE:-}" ]; then
   python3 scripts/ab.py "$out" | tee "$out/ab.txt"
 fi
 if [ -n "${NCU:-}" ]; then
-  ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats -k "regex:stage${NCU}_d64" -c 1 \
-    bin/sdpabench -kernel stage$NCU -shapes mission -nocheck -iters 5 > "$out/ncu.txt" 2>&1 || failed "ncu (ncu.txt)"
+  # The kernels' entry points keep their stage numbers (fp8attn_stage9_d64).
+  case $NCU in sm90) entry=stage9 ;; sm89) entry=stage10 ;; sm80) entry="stage[56]" ;; *) entry=$NCU ;; esac
+  ncu --clock-control none --section SpeedOfLight --section Occupancy --section WarpStateStats -k "regex:${entry}_d64" -c 1 \
+    bin/sdpabench -kernel $NCU -shapes mission -nocheck -iters 5 > "$out/ncu.txt" 2>&1 || failed "ncu (ncu.txt)"
   grep -E "Duration|Throughput|Achieved|Warp Cycles Per Issued" "$out/ncu.txt"
 fi
 [ -s "$out/failures.txt" ] && cat "$out/failures.txt"

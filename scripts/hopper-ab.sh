@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A/B of Hopper-kernel builds in one run, on the GPU machine, from the
 # repository root: scripts/hopper-ab.sh NAME=CUBIN[@SDPABENCH] ... times
-# stage 9 from each cubin (with its own sdpabench binary where one is named,
-# for a cubin of another tile geometry) on issue #10's shapes (scripts/hopper-bench.sh,
+# the Hopper kernel (sm90) from each cubin (with its own sdpabench binary
+# where one is named, for a cubin of another tile geometry; every sdpabench
+# built with -tags cuda,kerneldev, which reads FP8ATTN_CUBIN) on the
+# large-shape table's shapes (scripts/hopper-bench.sh,
 # PEERS=0: graph replay, the mission and long shapes validated), ROUNDS
 # rounds (default 2) alternating the order, then prints per shape and build
 # the median over rounds of the per-call p50 (scripts/hopper_ab.py) and

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Times the Hopper kernel (stage 9) beside its peers in one run, on the GPU
-# machine, from the repository root, after scripts/gpu-run.sh has built the
-# kernels (or with FP8ATTN_CUBIN/FP8ATTN_PTX pointing at built ones):
-# sdpabench (CUDA-graph replay and back-to-back launches) on issue #10's
-# shapes for stage 9 and for the best compute_89 stage, then
+# Times the Hopper kernel (sdpabench -kernel sm90) beside its peers in one
+# run, on the GPU machine, from the repository root, after
+# scripts/gpu-run.sh has built the kernels (or with FP8ATTN_CUBIN/FP8ATTN_PTX
+# pointing at built ones; sdpabench built with -tags cuda,kerneldev reads
+# them): sdpabench (CUDA-graph replay and back-to-back launches) on the
+# large-shape table's shapes (docs/BENCHMARKS.md), then
 # bench/hopper_peers.py (cuDNN, flash, Triton FP8; graph replay).
 # Validates against the float64 oracle where that is affordable on the CPU
 # (the mission and long shapes); the conformance suite covers the rest.
-# Writes OUT/hopper-bench.tgz (JSON and logs). Environment: KERNELS (default
-# stage9), PEERS=0 (ours only), SDPABENCH (the binary, default bin/sdpabench),
+# Writes OUT/hopper-bench.tgz (JSON and logs). Environment: KERNELS (names
+# sdpabench -kernel takes, default sm90), PEERS=0 (ours only), SDPABENCH (the binary, default bin/sdpabench),
 # SHAPES (a subset of the specs below, same syntax).
 set -uo pipefail
 out=${OUT:-out}
@@ -21,7 +22,7 @@ for spec in $shapes; do
   dims=${spec%%:*}; mask=none; [ "$spec" != "$dims" ] && mask=causal
   check=-nocheck; iters=20
   case $dims in 2x8x256x256x64|1x8x2048x2048x64) check=; iters=2000 ;; esac
-  for kernel in ${KERNELS:-stage9}; do
+  for kernel in ${KERNELS:-sm90}; do
     name=$(echo "$spec" | tr ':' '-')
     ${SDPABENCH:-bin/sdpabench} -kernel $kernel -shapes $dims -mask $mask $check -iters $iters -json "$out/hopper-$kernel-$name.json" \
       > "$out/hopper-$kernel-$name.log" 2>&1 || { echo "FAILED: $kernel $spec"; status=1; }

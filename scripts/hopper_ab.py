@@ -14,8 +14,8 @@ for d in sorted(glob.glob(os.path.join(root, "*-r*"))):
     name = base.rpartition("-r")[0]
     if name not in order:
         order.append(name)
-    for f in glob.glob(os.path.join(d, "hopper-stage9-*.json")):
-        shape = os.path.basename(f)[len("hopper-stage9-"):-len(".json")]
+    for f in glob.glob(os.path.join(d, "hopper-sm90-*.json")):
+        shape = os.path.basename(f)[len("hopper-sm90-"):-len(".json")]
         for rec in json.load(open(f)):
             runs.setdefault(name, {}).setdefault(shape, []).append(rec["gpu_p50_us"])
             flops[shape] = rec["gflops"] * rec["gpu_p50_us"] * 1e3  # FLOP of the call
