@@ -127,24 +127,6 @@ func (l Layout) HeadRuns(b, hd, h, s, d int, fn func(off, n int)) {
 	fn(l.Offset(b, hd, 0, h, s, d), s*d)
 }
 
-// Permute returns a copy of x, a [b][h][s][d] tensor in BHSD order, in
-// layout l (nil stays nil).
-func Permute[T any](x []T, b, h, s, d int, l Layout) []T {
-	if x == nil {
-		return nil
-	}
-	y := make([]T, len(x))
-	for bb := 0; bb < b; bb++ {
-		for hh := 0; hh < h; hh++ {
-			for i := 0; i < s; i++ {
-				src, dst := ((bb*h+hh)*s+i)*d, l.Offset(bb, hh, i, h, s, d)
-				copy(y[dst:dst+d], x[src:src+d])
-			}
-		}
-	}
-	return y
-}
-
 // Errors a backend or the registry returns; callers test them with errors.Is.
 var (
 	// ErrInvalid marks a Problem that no backend could run: bad shapes,
@@ -159,26 +141,6 @@ var (
 	// or the bound set on it (Memory.SetLimit) refused.
 	ErrOutOfMemory = errors.New("out of device memory")
 )
-
-// PoisonBits is the float32 bit pattern (a quiet NaN with a payload no
-// arithmetic produces) that tests and backends write into outputs before a
-// kernel runs, so that an element never written is recognisable.
-const PoisonBits = 0x7FC0BAD0
-
-// Timer is implemented by backends that can time their kernels on the
-// device. DeviceTimes runs p about iters times and returns per-call device
-// times in microseconds, from CUDA-graph replay (launch overhead out, as
-// the PyTorch and Triton scripts in bench/ measure).
-type Timer interface {
-	DeviceTimes(p *Problem, iters int) ([]float64, error)
-}
-
-// LaunchTimer is implemented by backends that can also time launches
-// issued back to back from the host (launch overhead in, where a kernel is
-// shorter than a launch). Same units as Timer.
-type LaunchTimer interface {
-	LaunchTimes(p *Problem, iters int) ([]float64, error)
-}
 
 // Shape holds the dimensions of one attention call. Hq must be a multiple of
 // Hkv: query head h reads key/value head h / (Hq/Hkv) (grouped-query and

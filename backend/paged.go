@@ -105,14 +105,6 @@ type PagedReader interface {
 	ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale float32, err error)
 }
 
-// PagedTimer is implemented by paged storages on devices that time their
-// attention kernels: per-call device time in microseconds, one figure per
-// batch of calls, in CUDA-graph replay (as Timer). p is staged on the
-// device once; its Out and LSE are not written.
-type PagedTimer interface {
-	PagedTimes(p *PagedProblem, iters int) ([]float64, error)
-}
-
 // PagedAppend is a batch of new tokens: for each of B sequences, N tokens,
 // whose key and value rows are K and V, float32 [B][Hkv][N][D] in Layout
 // (BSHD: [B][N][Hkv][D], a projection's output). Token t of sequence b goes

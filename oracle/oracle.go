@@ -17,6 +17,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/layout"
 )
 
 // Inputs returns float64 copies of p's Q, K and V in [B][H][S][D] order,
@@ -56,7 +57,7 @@ func inLayout(p *backend.Problem, out []float64) []float64 {
 	if p.Layout == backend.BHSD {
 		return out
 	}
-	return backend.Permute(out, p.B, p.Hq, p.Sq, p.D, p.Layout)
+	return layout.Permute(out, p.B, p.Hq, p.Sq, p.D, p.Layout)
 }
 
 func widen(x []float32) []float64 {

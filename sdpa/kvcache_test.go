@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -146,7 +147,7 @@ func TestKVCachePrefillThenDecode(t *testing.T) {
 				for i, e := range x.Data {
 					y[i] = e * 17 / 16
 				}
-				return backend.Permute(y, 1, x.H, S, tc.d, backend.BHSD) // layout does not matter to the bound
+				return layout.Permute(y, 1, x.H, S, tc.d, backend.BHSD) // layout does not matter to the bound
 			}
 			bp := &backend.Problem{Shape: sh, Scale: float32(1 / math.Sqrt(float64(tc.d))), Mask: backend.CausalLowerRight,
 				Q: q.Data, K: grow(k), V: grow(v), Out: make([]float32, len(q.Data))}

@@ -6,14 +6,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
 // bshd returns t ([B][H][S][D]) copied into [B][S][H][D].
 func bshd(t *sdpa.Tensor) *sdpa.Tensor {
-	return &sdpa.Tensor{Data: backend.Permute(t.Data, t.B, t.H, t.S, t.D, sdpa.BSHD), B: t.B, H: t.H, S: t.S, D: t.D, Layout: sdpa.BSHD}
+	return &sdpa.Tensor{Data: layout.Permute(t.Data, t.B, t.H, t.S, t.D, sdpa.BSHD), B: t.B, H: t.H, S: t.S, D: t.D, Layout: sdpa.BSHD}
 }
 
 // TestLayoutsThroughTheAPI: the same problem given in [B][S][H][D] returns

@@ -40,6 +40,8 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/fp8mma"
+	"github.com/fp8attn/fp8attn/internal/layout"
+	"github.com/fp8attn/fp8attn/internal/poison"
 	"github.com/fp8attn/fp8attn/internal/seed"
 	"github.com/fp8attn/fp8attn/oracle"
 )
@@ -290,7 +292,7 @@ func RandomInputs(rng *rand.Rand, s backend.Shape, sigma float64) Inputs {
 
 // Poison is the bit pattern written into outputs before a backend runs (a
 // quiet NaN with a payload no arithmetic produces).
-const Poison = backend.PoisonBits
+const Poison = poison.Bits
 
 // GuardLen is the number of poisoned elements on each side of an output.
 const GuardLen = 64
@@ -346,8 +348,8 @@ func NewProblemLayout(s backend.Shape, in Inputs, scale float32, m backend.Mask,
 		return p, out, lse
 	}
 	p.Layout = l
-	perm := func(x []float32, h, n int) []float32 { return backend.Permute(x, s.B, h, n, s.D, l) }
-	perm8 := func(x []fp8.E4M3, h, n int) []fp8.E4M3 { return backend.Permute(x, s.B, h, n, s.D, l) }
+	perm := func(x []float32, h, n int) []float32 { return layout.Permute(x, s.B, h, n, s.D, l) }
+	perm8 := func(x []fp8.E4M3, h, n int) []fp8.E4M3 { return layout.Permute(x, s.B, h, n, s.D, l) }
 	p.Q, p.K, p.V = perm(p.Q, s.Hq, s.Sq), perm(p.K, s.Hkv, s.Sk), perm(p.V, s.Hkv, s.Sk)
 	p.Q8, p.K8, p.V8 = perm8(p.Q8, s.Hq, s.Sq), perm8(p.K8, s.Hkv, s.Sk), perm8(p.V8, s.Hkv, s.Sk)
 	return p, out, lse

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/oracle"
 )
 
@@ -365,7 +366,7 @@ func testLayouts(cfg Config, rng *rand.Rand) error {
 		return err
 	}
 	tol := cfg.Tol(p1)
-	if st := Compare(p2.Out, backend.Permute(p1.Out, s.B, s.Hq, s.Sq, s.D, backend.BSHD), tol); st.Beyond > 0 {
+	if st := Compare(p2.Out, layout.Permute(p1.Out, s.B, s.Hq, s.Sq, s.D, backend.BSHD), tol); st.Beyond > 0 {
 		return fmt.Errorf("bshd output differs from bhsd on %d elements (max %.3g)", st.Beyond, st.MaxErr)
 	}
 	if st := Compare(p2.LSE, p1.LSE, cfg.lseTol(p1)); st.Beyond > 0 {

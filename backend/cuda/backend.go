@@ -11,6 +11,7 @@ import (
 	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/kernelreg"
 	"github.com/fp8attn/fp8attn/internal/tiles"
+	"github.com/fp8attn/fp8attn/internal/timing"
 )
 
 // kernelBackend runs one kernel stage (stage 0: bestStage for the
@@ -23,7 +24,7 @@ type kernelBackend struct {
 	// GPU.
 	cc int
 	// poison makes every call fill the device outputs with
-	// backend.PoisonBits before the kernel runs, so that an element the
+	// poison.Bits before the kernel runs, so that an element the
 	// kernel never writes cannot pass a test (pooled buffers hold earlier
 	// results). Tests set it; the registered backends do not.
 	poison bool
@@ -120,13 +121,13 @@ func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
 	return r.Download(p.Out, p.LSE)
 }
 
-// DeviceTimes implements backend.Timer: per-call device time in CUDA-graph
+// DeviceTimes implements timing.Timer: per-call device time in CUDA-graph
 // replay.
 func (b *kernelBackend) DeviceTimes(p *backend.Problem, iters int) ([]float64, error) {
 	return b.times(p, iters, true)
 }
 
-// LaunchTimes implements backend.LaunchTimer: per-call device time of
+// LaunchTimes implements timing.LaunchTimer: per-call device time of
 // launches issued back to back.
 func (b *kernelBackend) LaunchTimes(p *backend.Problem, iters int) ([]float64, error) {
 	return b.times(p, iters, false)
@@ -253,3 +254,10 @@ func (b *kernelBackend) AttentionOn(p *backend.Problem, out, lse backend.Buffer,
 	defer func() { err = errors.Join(err, r.Free()) }()
 	return r.Run(st)
 }
+
+// The device-timing interfaces sdpabench uses.
+var (
+	_ timing.Timer       = (*kernelBackend)(nil)
+	_ timing.LaunchTimer = (*kernelBackend)(nil)
+	_ timing.PagedTimer  = (*pagedKV)(nil)
+)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/poison"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
@@ -87,7 +88,7 @@ type pagedKV struct {
 	owned        []cu.DevicePtr
 	bytes        int64
 	closed       bool
-	poison       bool              // fill the outputs with backend.PoisonBits before each call (tests)
+	poison       bool              // fill the outputs with poison.Bits before each call (tests)
 	stage        map[string]pooled // device staging buffers by use, grown on demand
 	runs         []int32           // Append's runs, host side
 	waves        []int             // Append: the first run of each wave, and len(runs)
@@ -414,8 +415,8 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		}
 		if s.poison {
 			pp := s.params
-			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), backend.PoisonBits, int64(p.B*p.Hq*p.Sq*p.D), s.dev.stream),
-				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), backend.PoisonBits, int64(p.B*p.Hq*p.Sq), s.dev.stream)); err != nil {
+			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), poison.Bits, int64(p.B*p.Hq*p.Sq*p.D), s.dev.stream),
+				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), poison.Bits, int64(p.B*p.Hq*p.Sq), s.dev.stream)); err != nil {
 				return err
 			}
 		}
@@ -436,7 +437,7 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	})
 }
 
-// PagedTimes implements backend.PagedTimer.
+// PagedTimes implements timing.PagedTimer.
 func (s *pagedKV) PagedTimes(p *backend.PagedProblem, iters int) ([]float64, error) {
 	if err := s.errClosed(); err != nil {
 		return nil, err

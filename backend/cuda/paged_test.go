@@ -16,6 +16,7 @@ import (
 	"github.com/fp8attn/fp8attn/backend/cpu"
 	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/tiles"
+	"github.com/fp8attn/fp8attn/internal/timing"
 	"github.com/fp8attn/fp8attn/sdpatest"
 	"gorgonia.org/cu"
 )
@@ -752,7 +753,7 @@ func decodeTimesOn(be *kernelBackend, b, hq, hkv, sk, d int, shuffled bool, spli
 			p.BlockTable = append(p.BlockTable, int32(order[s*sk/P+i]))
 		}
 	}
-	return kv.(backend.PagedTimer).PagedTimes(p, iters)
+	return kv.(timing.PagedTimer).PagedTimes(p, iters)
 }
 
 // TestPagedPlan: the occupancy and key splits the decode kernel is launched

@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/poison"
 )
 
 // resident is one problem's tensors on the device: upload once, run many
@@ -103,14 +104,14 @@ func (d *device) Upload(p *backend.Problem) (*resident, error) {
 	return r, nil
 }
 
-// Poison fills the device output (and LSE) with backend.PoisonBits, on the
+// Poison fills the device output (and LSE) with poison.Bits, on the
 // stream, so that an element a kernel never writes is recognisable after
 // Download. Tests use it; production calls do not.
 func (r *resident) Poison() error {
 	return r.dev.do(func() error {
-		err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), backend.PoisonBits, r.outN, r.dev.stream)
+		err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, r.dev.stream)
 		if err == nil && r.lse {
-			err = cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), backend.PoisonBits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
+			err = cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
 		}
 		return err
 	})

@@ -15,6 +15,8 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/layout"
+	"github.com/fp8attn/fp8attn/internal/poison"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -72,7 +74,7 @@ func deviceInputs(t testing.TB, d *device, s backend.Shape, l backend.Layout, in
 		src := alloc(4 * len(x))
 		data := x
 		if l == backend.BSHD {
-			data = backend.Permute(x, s.B, h, n, s.D, backend.BSHD)
+			data = layout.Permute(x, s.B, h, n, s.D, backend.BSHD)
 		}
 		if err := src.Write(bytesOf(data)); err != nil {
 			t.Fatal(err)
@@ -383,7 +385,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 				t.Fatal(err)
 			}
 			if c.l == backend.BSHD {
-				data = backend.Permute(data, s.B, h, n, s.D, backend.BSHD)
+				data = layout.Permute(data, s.B, h, n, s.D, backend.BSHD)
 			}
 			if err := x.Write(bytesOf(data)); err != nil {
 				t.Fatal(err)
@@ -395,11 +397,11 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		for i := range 2 {
 			outs[i], _ = d.Alloc(int64(4 * nq))
 			lses[i], _ = d.Alloc(int64(4 * s.B * s.Hq * s.Sq))
-			poison := make([]float32, nq)
-			for j := range poison {
-				poison[j] = math.Float32frombits(backend.PoisonBits)
+			poisoned := make([]float32, nq)
+			for j := range poisoned {
+				poisoned[j] = math.Float32frombits(poison.Bits)
 			}
-			if err := errors.Join(outs[i].Write(bytesOf(poison)), lses[i].Write(bytesOf(poison[:s.B*s.Hq*s.Sq]))); err != nil {
+			if err := errors.Join(outs[i].Write(bytesOf(poisoned)), lses[i].Write(bytesOf(poisoned[:s.B*s.Hq*s.Sq]))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -442,7 +444,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		}
 		for j, what := range []string{"output", "LSE"} {
 			for e := range got[0][j] {
-				if x, y := got[0][j][e], got[1][j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == backend.PoisonBits {
+				if x, y := got[0][j][e], got[1][j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == poison.Bits {
 					t.Fatalf("%+v %v %v scale %g: %s %d is %g fused, %g from Quantize and AttentionOn", s, c.m, c.l, c.scale, what, e, y, x)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/timing"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -23,7 +24,7 @@ import (
 // cache's pages back (backend.PagedReader) and holds the result to the
 // float64 oracle on exactly those values, with the float32 tier the paged
 // suite uses; the timing is host end to end per step, and per step in
-// CUDA-graph replay where the backend times its kernels (backend.PagedTimer).
+// CUDA-graph replay where the backend times its kernels (timing.PagedTimer).
 
 // decodeLegend explains the decode mode's check line.
 const decodeLegend = "check: |ours - float64 oracle| on the values the cache holds (its E4M3 codes times their page scales,\n" +
@@ -176,7 +177,7 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 	r.Iters, r.P50us, r.P90us = n, d[n/2], d[n*9/10]
 	lat := r.P50us
 	fmt.Printf("  time   host p50 %s p90 %s", fmtDur(r.P50us), fmtDur(r.P90us))
-	if tm, ok := kv.(backend.PagedTimer); ok {
+	if tm, ok := kv.(timing.PagedTimer); ok {
 		times, err := tm.PagedTimes(p, n)
 		if err != nil {
 			return Result{}, err

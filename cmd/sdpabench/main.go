@@ -41,6 +41,7 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
 	"github.com/fp8attn/fp8attn/internal/kernelreg"
+	"github.com/fp8attn/fp8attn/internal/timing"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa" // registers the backends
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -273,7 +274,7 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 		if seedIdx == 0 {
 			c.time(&r, be, p, s)
 			fmt.Printf("  time   host p50 %s p90 %s", fmtDur(r.P50us), fmtDur(r.P90us))
-			if tm, ok := be.(backend.Timer); ok {
+			if tm, ok := be.(timing.Timer); ok {
 				times, err := tm.DeviceTimes(p, r.Iters)
 				if err != nil {
 					return nil, err
@@ -283,7 +284,7 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 				r.GFLOPs = s.FLOPs(c.mask) / (r.GPUP50us * 1e3)
 				fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
 			}
-			if tm, ok := be.(backend.LaunchTimer); ok {
+			if tm, ok := be.(timing.LaunchTimer); ok {
 				times, err := tm.LaunchTimes(p, r.Iters)
 				if err != nil {
 					return nil, err
