@@ -1,4 +1,4 @@
-"""The peers of the paged FP8 decode kernel (issue #12), timed as sdpabench and
+"""The peers of the paged FP8 decode kernel, timed as sdpabench and
 BenchmarkPagedDecode time ours: per-call device time in CUDA-graph replay
 (graphtime.py), p50 and p90 over the replays.
 

@@ -1,6 +1,7 @@
-"""The peers of the Hopper kernel (stage 9), timed the way sdpabench times ours.
+"""The peers of the Hopper kernel (cuda/sm90), timed the way sdpabench times ours.
 
-For each shape of issue #10 (sdpabench shape strings, optional ":causal"):
+For each shape given (sdpabench shape strings, optional ":causal"; the
+large-shape table of docs/BENCHMARKS.md):
   torch-cudnn, torch-flash  PyTorch SDPA, fp16 inputs (bf16 where fp16 is
                             refused), cuDNN and FlashAttention backends;
   triton-fp8                a Triton flash-attention forward with E4M3 Q, K, V

@@ -1,4 +1,4 @@
-"""The peers' accuracy on the inputs of our TestFP8PAccuracy (issue #10's rule).
+"""The peers' accuracy on the inputs of our TestFP8PAccuracy (docs/ACCURACY.md's rule).
 
 For each case (B1, Hq = Hkv = 4, Sq 256, the keys and head dim given), Q and K
 N(0, 1), V either N(0, 1) or 2 + N(0, 1) (values of one sign, where a running

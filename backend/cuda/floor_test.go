@@ -17,7 +17,7 @@ import (
 // block, and more blocks than the H200's 132 SMs; each as a programmatic
 // dependent launch (pdl) and as a plain one. The figures bound from below
 // what any kernel of that grid costs a call in a graph of back-to-back
-// calls (issue #10's mission target is 2.5 µs).
+// calls (the mission call's target is 2.5 µs: docs/BENCHMARKS.md).
 func BenchmarkDeviceLaunchFloor(b *testing.B) {
 	d := hopperDevice(b)
 	fn, err := d.hmod.Function("fp8attn_encode_check")

@@ -11,7 +11,8 @@ import (
 )
 
 // pagedWarpsPerSM is how many warps of the attention kernel an SM runs at
-// once. Measured on the H200 at D=128 (BenchmarkPagedDecodeSplits, docs/PERF.md):
+// once. Measured on the H200 at D=128 (BenchmarkPagedDecodeSplits,
+// docs/design/paged-decode.md):
 // an SM reads the cache as fast with 8 warps (two blocks) as with 12 (three,
 // all that its shared memory holds), and at two blocks an SM the grid fills
 // whole waves more often: B64 Hq32 Hkv8 Sk2048 took 81 µs at two blocks an SM
@@ -171,7 +172,7 @@ func (s *pagedKV) splitKeys(items, maxTiles int) (splits, perSplit int) {
 // less in the memory's queues (the ring need only cover the memory's
 // latency), while a block with several units needs the whole ring to stream
 // on through its consumers' pause between units. Measured on the H200
-// (docs/PERF.md, v11): 16 slots against 24 at D=128, B8 Hq32 Hkv8 Sk8192
+// (docs/design/paged-decode.md): 16 slots against 24 at D=128, B8 Hq32 Hkv8 Sk8192
 // 38.5-39.1 µs against 40.1-40.3 and B1 Sk32768 24.6 against 25.2, one unit
 // a block; B64 Sk2048 (four a block) 78.5 against 75.1-75.5.
 func wsSlots(c tiles.PagedWSConfig, units, blocks int) int {
@@ -187,9 +188,9 @@ const wsSlotsPerWarpOneUnit = 2
 // wsMaxUnitsPerBlock: a call whose units would give a block more than this
 // many runs the cp.async kernel instead. The consumers of a block meet at
 // the end of every unit; on B64 Hq32 Hkv8 Sk2048 (3.9 units a block) the
-// warp-specialized kernel v10 took 76.5-77.0 µs against the cp.async
-// kernel's 74.8-75.0, v12 (transposed units) 73.0-74.8 against 75.9-76.0 in
-// the same runs (docs/PERF.md, v12).
+// warp-specialized kernel with transposed units took 73.0-74.8 µs against
+// the cp.async kernel's 75.9-76.0 in the same runs (without them it was
+// the slower, 76.5-77.0 against 74.8-75.0; docs/design/paged-decode.md).
 const wsMaxUnitsPerBlock = 4
 
 // Costs of the warp-specialized kernel's plan, in tiles' time: a unit's

@@ -489,7 +489,7 @@ func TestPagedUnsupported(t *testing.T) {
 	}
 }
 
-// decodeShapes are issue #12's decode steps (D=128, one new token a
+// decodeShapes are the decode table's steps (docs/BENCHMARKS.md; D=128, one new token a
 // sequence, every sequence Sk long).
 var decodeShapes = []struct {
 	name           string
@@ -502,7 +502,7 @@ var decodeShapes = []struct {
 
 // BenchmarkPagedDecode times one decode step (one new query token per
 // sequence, attention only) over a full FP8 paged cache, per call in
-// CUDA-graph replay, on issue #12's shapes; pages shuffled ("paged") or in
+// CUDA-graph replay, on decodeShapes; pages shuffled ("paged") or in
 // order ("contiguous"), and shuffled with the cp.async kernel forced
 // ("paged-cp.async": on Hopper, the kernel the warp-specialized one
 // replaces, in the same run). Reports µs per call and the cache bytes read per
@@ -577,7 +577,7 @@ func BenchmarkPagedDecodeSplits(b *testing.B) {
 }
 
 // TestPagedPlanWS: the key splits of the warp-specialized kernel (one block
-// an SM, units round robin) on an H200's 132 SMs for issue #12's shapes,
+// an SM, units round robin) on an H200's 132 SMs for decodeShapes,
 // and the kernel plan picks (the cp.async one for more than four units a
 // block).
 func TestPagedPlanWS(t *testing.T) {
@@ -757,7 +757,7 @@ func decodeTimesOn(be *kernelBackend, b, hq, hkv, sk, d int, shuffled bool, spli
 }
 
 // TestPagedPlan: the occupancy and key splits the decode kernel is launched
-// with, on an H200's SM count and shared memory, for issue #12's shapes
+// with, on an H200's SM count and shared memory, for decodeShapes
 // (the choices BenchmarkPagedDecodeSplits measured fastest) and the other
 // head dims' occupancy.
 func TestPagedPlan(t *testing.T) {

@@ -188,8 +188,8 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	}
 }
 
-// BenchmarkDeviceQuantizeAttention: issue #12's target for device-resident
-// float32 inputs: quantize Q, K and V on the device and run attention, all
+// BenchmarkDeviceQuantizeAttention: the case of device-resident float32
+// inputs (docs/design/quantize.md): quantize Q, K and V on the device and run attention, all
 // in one CUDA graph, against the attention kernel alone (the same stage on
 // inputs quantized once), per call in graph replay, mission shape; the
 // long shape, and the mission's query work with grouped heads (four query
@@ -211,7 +211,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 	// FP8ATTN_QA_HEADS (a comma-separated list of head counts) adds the
 	// mission's rows in one batch of that many heads: how the quantizing
 	// form's time moves with its clusters a call (an H200 holds 30
-	// clusters of four beside each other; docs/PERF.md, session 33).
+	// clusters of four beside each other; docs/design/quantize.md).
 	for _, f := range strings.FieldsFunc(os.Getenv("FP8ATTN_QA_HEADS"), func(r rune) bool { return r == ',' }) {
 		h, err := strconv.Atoi(f)
 		if err != nil || h < 1 {

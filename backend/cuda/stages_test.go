@@ -13,7 +13,7 @@ import (
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// TestBestStage: the choice recorded in docs/PERF.md, by shape and compute
+// TestBestStage: the choice recorded in docs/BENCHMARKS.md, by shape and compute
 // capability.
 func TestBestStage(t *testing.T) {
 	for _, tc := range []struct {
