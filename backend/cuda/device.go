@@ -9,15 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
-	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
-	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
 // device is one GPU with its primary context, a stream, the loaded kernels
@@ -112,6 +109,8 @@ func openDevice(ordinal int) (*device, error) {
 	return d, nil
 }
 
+// init retains the device's primary context, reads its attributes, makes
+// its stream, and loads its kernel modules (loadModules).
 func (d *device) init() error {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
@@ -143,66 +142,13 @@ func (d *device) init() error {
 	if d.ComputeCapability < 80 {
 		return fmt.Errorf("%w: %s is sm_%d; the kernels need sm_80 or newer", backend.ErrUnsupported, d.Name, d.ComputeCapability)
 	}
-	// Ampere (sm_80-sm_88) loads the compute_80 build: the stages that
-	// decode FP8 to f16 before the MMA.
-	ampere := d.ComputeCapability < 89 || forceCompute80
-	ptxEnv, ptxEmbedded := "FP8ATTN_PTX", kernels.PTX
-	if ampere {
-		ptxEnv, ptxEmbedded = "FP8ATTN_PTX80", kernels.PTX80
-		d.fp8mmaErr = fmt.Errorf("%w: stages %v use FP8 mma.sync, which needs compute capability 8.9; %s is %d", backend.ErrUnsupported,
-			fp8mmaStages, d.Name, d.ComputeCapability)
-	}
-	ptx, err := moduleImage(ptxEnv, ptxEmbedded)
-	if err != nil {
-		return err
-	}
-	if d.mod, err = cu.LoadData(ptx); err != nil {
-		return fmt.Errorf("cuda: loading PTX: %w", err)
-	}
 	if d.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("cuda: stream: %w", err)
 	}
 	if d.stageDone, err = cu.MakeEvent(cu.DisableTiming); err != nil {
 		return fmt.Errorf("cuda: event: %w", err)
 	}
-	if err := d.checkParamsLayout(d.mod); err != nil {
-		return err
-	}
-	if err := d.loadQuant(); err != nil {
-		return err
-	}
-	for _, st := range tiles.Stages {
-		if ampere && slices.Contains(fp8mmaStages, st) {
-			continue
-		}
-		for _, hd := range headDims {
-			name := tiles.KernelName(st, hd)
-			fn, err := d.mod.Function(name)
-			if err != nil {
-				return fmt.Errorf("cuda: kernel %s: %w", name, err)
-			}
-			if err := d.checkConfig(st, hd); err != nil {
-				return err
-			}
-			d.fns[[2]int{st, hd}] = cFunction(fn)
-		}
-	}
-	if !ampere {
-		if err := d.loadAda(); err != nil {
-			return err
-		}
-	}
-	if err := d.loadPaged(ampere); err != nil {
-		return err
-	}
-	if d.ComputeCapability == 90 && !forceCompute80 {
-		// A module that does not load on the GPU it was built for is a
-		// failure, not a fallback.
-		return d.loadHopper()
-	}
-	d.hopperErr = fmt.Errorf("%w: the Hopper kernel (stage %d) needs compute capability 9.0; %s is %d", backend.ErrUnsupported,
-		tiles.HopperStage, d.Name, d.ComputeCapability)
-	return nil
+	return d.loadModules()
 }
 
 // do runs fn with the device's context current on this OS thread.

@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -16,6 +17,70 @@ import (
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
+
+// loadModules loads the kernel modules the device runs: the attention
+// module (the compute_89 PTX, or on Ampere the compute_80 build without
+// the FP8 mma.sync stages) with the ladder's kernels, the quantization
+// kernels and, beyond Ampere, the Ada kernel; the paged module; and on
+// compute capability 9.0 the Hopper module. Every module's parameter
+// layouts and every kernel's compiled geometry are checked against Go and
+// internal/tiles as they load. The caller holds the context current.
+func (d *device) loadModules() error {
+	// Ampere (sm_80-sm_88) loads the compute_80 build: the stages that
+	// decode FP8 to f16 before the MMA.
+	ampere := d.ComputeCapability < 89 || forceCompute80
+	ptxEnv, ptxEmbedded := "FP8ATTN_PTX", kernels.PTX
+	if ampere {
+		ptxEnv, ptxEmbedded = "FP8ATTN_PTX80", kernels.PTX80
+		d.fp8mmaErr = fmt.Errorf("%w: stages %v use FP8 mma.sync, which needs compute capability 8.9; %s is %d", backend.ErrUnsupported,
+			fp8mmaStages, d.Name, d.ComputeCapability)
+	}
+	ptx, err := moduleImage(ptxEnv, ptxEmbedded)
+	if err != nil {
+		return err
+	}
+	if d.mod, err = cu.LoadData(ptx); err != nil {
+		return fmt.Errorf("cuda: loading PTX: %w", err)
+	}
+	if err := d.checkParamsLayout(d.mod); err != nil {
+		return err
+	}
+	if err := d.loadQuant(); err != nil {
+		return err
+	}
+	for _, st := range tiles.Stages {
+		if ampere && slices.Contains(fp8mmaStages, st) {
+			continue
+		}
+		for _, hd := range headDims {
+			name := tiles.KernelName(st, hd)
+			fn, err := d.mod.Function(name)
+			if err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", name, err)
+			}
+			if err := d.checkConfig(st, hd); err != nil {
+				return err
+			}
+			d.fns[[2]int{st, hd}] = cFunction(fn)
+		}
+	}
+	if !ampere {
+		if err := d.loadAda(); err != nil {
+			return err
+		}
+	}
+	if err := d.loadPaged(ampere); err != nil {
+		return err
+	}
+	if d.ComputeCapability == 90 && !forceCompute80 {
+		// A module that does not load on the GPU it was built for is a
+		// failure, not a fallback.
+		return d.loadHopper()
+	}
+	d.hopperErr = fmt.Errorf("%w: the Hopper kernel (stage %d) needs compute capability 9.0; %s is %d", backend.ErrUnsupported,
+		tiles.HopperStage, d.Name, d.ComputeCapability)
+	return nil
+}
 
 // hopperKernels are the Hopper module's kernels for one head dim.
 type hopperKernels struct {
