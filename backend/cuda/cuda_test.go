@@ -147,6 +147,42 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// TestTargets: the registered per-architecture backends run the stages
+// they name: "cuda/sm90" and "cuda/sm89" their kernel's (which
+// TestConformance runs stage by stage), "cuda/sm80" Ampere's choice of
+// stage 5 or 6 by shape on any GPU, which passes the conformance suite.
+func TestTargets(t *testing.T) {
+	for _, tg := range targets {
+		b, err := backend.Lookup("cuda/" + tg.kernel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kb, ok := b.(*kernelBackend); !ok || kb.stage != tg.stage || kb.cc != tg.cc {
+			t.Errorf("%s is %#v, want stage %d, cc %d", b.Name(), b, tg.stage, tg.cc)
+		}
+	}
+	be := &kernelBackend{name: "cuda/sm80", cc: 80, poison: true}
+	for _, tc := range []struct {
+		s    backend.Shape
+		want int
+	}{
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 256, D: 64}, 5},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 2048, D: 64}, 6},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 256, D: 128}, 6},
+	} {
+		_, st, err := be.stageFor(&backend.Problem{Shape: tc.s, Precision: backend.FP8E4M3})
+		if err != nil || st != tc.want {
+			t.Errorf("cuda/sm80 on %+v: stage %d (%v), want %d", tc.s, st, err, tc.want)
+		}
+	}
+	t.Run(be.Name(), func(t *testing.T) {
+		sdpatest.Run(t, sdpatest.Config{Backend: be, Precision: backend.FP8E4M3, Tol: sdpatest.F16PTolerance,
+			LoadedKeys: func(s backend.Shape, m backend.Mask, i int) int {
+				return loadedKeys(bestStage(s, 80))(s, m, i)
+			}})
+	})
+}
+
 // TestConcurrentCalls: many goroutines share device 0 through the cuda
 // backend, each with its own shape and inputs; every result is checked
 // against the CPU backend's FP8 path. Run it under compute-sanitizer
