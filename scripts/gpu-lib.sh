@@ -30,9 +30,24 @@ kernel_files="attention_compute_89.ptx attention_sm_90a.cubin attention_compute_
 # (-tags cuda) always runs its embedded kernels and ignores them, as it
 # ignores FP8ATTN_PDL=0.
 use_built_kernels() {
+  require_kerneldev
   export FP8ATTN_PTX=$kernels_dir/attention_compute_89.ptx FP8ATTN_CUBIN=$kernels_dir/attention_sm_90a.cubin \
     FP8ATTN_PAGED_PTX=$kernels_dir/paged_compute_89.ptx FP8ATTN_PAGED_CUBIN=$kernels_dir/paged_sm_90a.cubin \
     FP8ATTN_PTX80=$kernels_dir/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$kernels_dir/paged_compute_80.ptx
+}
+
+# require_kerneldev fails the run for each Go binary in bin/ built without
+# -tags kerneldev (whose symbol table lacks overrides_kerneldev.go): such a
+# binary ignores the FP8ATTN_* module variables and FP8ATTN_PDL, so it would
+# time and test its embedded kernels in place of the ones built here.
+require_kerneldev() {
+  local b
+  for b in bin/cuda.test bin/sdpa-cuda.test bin/sdpabench; do
+    [ -f "$b" ] || continue
+    grep -aq overrides_kerneldev.go "$b" ||
+      failed "$b was built without -tags kerneldev: it would run its embedded kernels, not these"
+  done
+  return 0
 }
 
 # build_kernels runs gen.sh (its output in gen.log) and packs what it built

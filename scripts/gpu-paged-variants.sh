@@ -13,6 +13,7 @@ name=gpu-paged-variants
 . scripts/gpu-lib.sh
 out=$(cd "$out" && pwd)
 unpack_bins
+require_kerneldev # FP8ATTN_PAGED_CUBIN acts only in kerneldev builds
 k=$kernels_dir
 IFS=';' read -ra vs <<< "${VARIANTS}"
 for v in "${vs[@]}"; do

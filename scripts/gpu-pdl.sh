@@ -24,6 +24,7 @@ name=gpu-pdl
 . "$(dirname "$0")/gpu-lib.sh"
 out=$(cd "$out" && pwd)
 unpack_bins
+require_kerneldev # FP8ATTN_PDL=0 acts only in kerneldev builds
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$out/device.txt"
 if [ -n "${GEN:-}" ]; then
   if ! build_kernels; then
