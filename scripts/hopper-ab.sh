@@ -22,6 +22,8 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     name=${v%%=*} spec=${v#*=}
     cubin=${spec%%@*} bench=bin/sdpabench
     [ "$cubin" != "$spec" ] && bench=${spec#*@}
+    # Only a kerneldev build reads FP8ATTN_CUBIN (gpu-lib.sh, require_kerneldev).
+    grep -aq overrides_kerneldev.go "$bench" || { echo "FAILED: $bench was built without -tags kerneldev"; status=1; continue; }
     dir="$work/$name-r$r"
     mkdir -p "$dir"
     echo "== round $r: $name ($cubin, $bench)"
