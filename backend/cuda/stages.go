@@ -11,6 +11,10 @@
 // progression the targets grew from (docs/design/ladder.md), is not
 // registered as backends: tests run every stage, and tools name them
 // through internal/kernelreg ("stage1" .. "stage8", sdpabench -kernel).
+//
+// A build always runs the kernel modules it embeds. Kernel development
+// builds (-tags cuda,kerneldev) may load them from files the environment
+// names instead (overrides_kerneldev.go; docs/DEVELOPING.md).
 package cuda
 
 import (
