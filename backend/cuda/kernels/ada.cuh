@@ -37,17 +37,13 @@
 //     applied only on tiles some row of the block does not fully see.
 #pragma once
 
-// FP8ATTN_S10_LSUM=1 (default) normalizes each row by the sum of the E4M3
-// weights the tensor cores multiplied (one more mma a k32 step: P times B
-// registers of E4M3 ones), instead of the float32 sum of the unrounded
-// weights, which stays for the LSE. The output is then a weighted mean of
-// V's rows, and rounding P moves it by at most 2^-4 of V's range; with the
-// unrounded sum, values of one sign measured 1.34-1.58x the
-// input-quantization error on the H200 (docs/ACCURACY.md). =0: the old
-// normalizer, for comparison.
-#ifndef FP8ATTN_S10_LSUM
-#define FP8ATTN_S10_LSUM 1
-#endif
+// Each row is normalized by the sum of the E4M3 weights the tensor cores
+// multiplied (one more mma a k32 step: P times B registers of E4M3 ones),
+// instead of the float32 sum of the unrounded weights, which stays for the
+// LSE. The output is then a weighted mean of V's rows, and rounding P moves
+// it by at most 2^-4 of V's range; with the unrounded sum, values of one
+// sign measured 1.34-1.58x the input-quantization error on the H200
+// (docs/ACCURACY.md).
 
 namespace ada {
 
@@ -216,7 +212,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   // beside m, as it changes only when m does; it starts at FLT_MAX, so that
   // masked keys' weights 2^(-Inf·c + off) are 0 while no key is seen.
   float m[2] = {-3.40282347e38f, -3.40282347e38f}, l[2] = {0.f, 0.f}, off[2] = {3.40282347e38f, 3.40282347e38f};
-  // lsum: P·ones, the sums of the rounded weights (FP8ATTN_S10_LSUM): every
+  // lsum: P·ones, the sums of the rounded weights (the normalizer): every
   // column of the accumulator holds its row's sum; 0 and 2 are read.
   float lsum[4] = {0.f, 0.f, 0.f, 0.f};
   constexpr uint32_t ONES = 0x38383838u;  // four E4M3 1.0
@@ -310,7 +306,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
       for (int h = 0; h < 2; h++) {
         const float alpha = ex2((m[h] - m_new[h]) * c[h]);
         l[h] *= alpha;
-        if (FP8ATTN_S10_LSUM) lsum[2 * h] *= alpha;
+        lsum[2 * h] *= alpha;
         off[h] = 8.f - m_new[h] * c[h];  // P·2^8 = exp2(s·c - m·c + 8)
         m[h] = m_new[h];
 #pragma unroll
@@ -338,10 +334,8 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
         const int n = 4 * k + 2 * (r >> 1), e = 2 * (r & 1);
         pa[k][r] = pack4(s[n][e], s[n][e + 1], s[n + 1][e], s[n + 1][e + 1]);
       }
-    if (FP8ATTN_S10_LSUM) {
 #pragma unroll
-      for (int k = 0; k < PS; k++) mma(lsum, pa[k], ONES, ONES);
-    }
+    for (int k = 0; k < PS; k++) mma(lsum, pa[k], ONES, ONES);
     // O += P·V: the transposed tile's row d = 8dt + lr, 16-key chunks.
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {
@@ -381,7 +375,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
     const float lh = group_sum<4>(l[h]);
     if (!valid[h]) continue;
     const bool keys = row_has_keys(lh);
-    const float f = vs / (FP8ATTN_S10_LSUM ? lsum[2 * h] : lh);
+    const float f = vs / lsum[2 * h];
     float* orow = p.out + b * p.o_batch_stride + qh[h] * p.o_head_stride + (long long)pos[h] * p.o_row_stride;
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {

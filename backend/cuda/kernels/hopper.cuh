@@ -89,17 +89,13 @@
 #ifndef FP8ATTN_S9_ONE_PA
 #define FP8ATTN_S9_ONE_PA 2
 #endif
-// FP8ATTN_S9_PROMOTE=1 (default) runs each tile's P·V into a zeroed
-// accumulator and adds it to O in float32 (DeepSeek-V3's promotion, their
-// §3.3.2), in column parts where the registers ask for it. The
-// tensor cores truncate each k32 step's sum relative to its largest term
-// (internal/fp8mma); accumulated across tiles in one running wgmma
-// accumulator, every new product is truncated relative to the whole row
-// so far, and on values of one sign the losses add up: 7% at 4096 keys
-// (docs/ACCURACY.md). =0 builds the running accumulator, for comparison.
-#ifndef FP8ATTN_S9_PROMOTE
-#define FP8ATTN_S9_PROMOTE 1
-#endif
+// Promotion: each tile's P·V runs into a zeroed accumulator and is added
+// to O in float32 (DeepSeek-V3's promotion, their §3.3.2), in column parts
+// where the registers ask for it. The tensor cores truncate each k32 step's
+// sum relative to its largest term (internal/fp8mma); accumulated across
+// tiles in one running wgmma accumulator, every new product would be
+// truncated relative to the whole row so far, and on values of one sign
+// the losses add up: 7% at 4096 keys (docs/ACCURACY.md).
 // FP8ATTN_S9_PARTS_D128, _D192 and _D256: the column parts P·V runs in
 // with PROMOTE at those head dims (each part's tile accumulator is
 // D/parts registers a thread; the parts after the first are issued one
@@ -117,16 +113,13 @@
 #ifndef FP8ATTN_S9_PARTS_D256
 #define FP8ATTN_S9_PARTS_D256 4
 #endif
-// FP8ATTN_S9_LSUM=1 (default) normalizes each row by the sum of the E4M3
-// weights the tensor cores multiplied, computed by them (P times a block
-// of ones, wgmma m64n8k32, beside P·V), instead of the float32 sum of the
-// unrounded weights: then the output is a weighted mean of V's rows and
-// rounding P moves it by at most 2^-4 of V's range, not of its magnitude
-// (values of one sign lost up to 1.6x the input-quantization error
-// without it). The float32 sum still gives the LSE. =0: the old normalizer.
-#ifndef FP8ATTN_S9_LSUM
-#define FP8ATTN_S9_LSUM 1
-#endif
+// The normalizer: each row is divided by the sum of the E4M3 weights the
+// tensor cores multiplied, computed by them (P times a block of ones,
+// wgmma m64n8k32, beside P·V), instead of the float32 sum of the unrounded
+// weights: then the output is a weighted mean of V's rows and rounding P
+// moves it by at most 2^-4 of V's range, not of its magnitude (values of
+// one sign lost up to 1.6x the input-quantization error without it). The
+// float32 sum still gives the LSE.
 
 // FP8ATTN_S9_LOOP_STAMPS=1 builds a diagnostic module (never embedded):
 // lane 0 of each consumer warpgroup's first warp in the first
@@ -231,7 +224,7 @@ template <int D> struct Geometry {
   // The quantizing one-tile form's cluster (quantize_one_tile): its
   // blocks' shares of the keys, ONE_BM each, make the one tile of 2·BN.
   static constexpr int ONE_CLUSTER = T::ONE_CLUSTER;
-  static constexpr int ONES = 1024;               // E4M3 ones: B of the row sums (FP8ATTN_S9_LSUM)
+  static constexpr int ONES = 1024;               // E4M3 ones: B of the row sums (the normalizer)
   static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + ONES + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
 };
 
@@ -302,18 +295,9 @@ struct FusedQuantParams {
 // mission shape (48 heads of 256×64) two blocks of 512 a head took 8.97 µs
 // with the attention in a graph, four of 256 9.80 (docs/PERF.md); fewer
 // blocks leave the attention's next blocks SMs to start on.
-#ifndef FP8ATTN_QP_THREADS
-#define FP8ATTN_QP_THREADS 512
-#endif
-#ifndef FP8ATTN_QP_CLUSTER
-#define FP8ATTN_QP_CLUSTER 2
-#endif
-#ifndef FP8ATTN_QP_CODES
-#define FP8ATTN_QP_CODES (16 << 10)
-#endif
-constexpr int QUANT_PACK_THREADS = FP8ATTN_QP_THREADS;
-constexpr int QUANT_PACK_CLUSTER = FP8ATTN_QP_CLUSTER;
-constexpr int QUANT_PACK_CODES = FP8ATTN_QP_CODES;
+constexpr int QUANT_PACK_THREADS = 512;
+constexpr int QUANT_PACK_CLUSTER = 2;
+constexpr int QUANT_PACK_CODES = (16 << 10);
 constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
 
 // FP8ATTN_QP_STAMPS=1 builds a diagnostic module (never embedded): thread 0
@@ -1018,11 +1002,6 @@ __device__ __forceinline__ float one_tile_v_scale() {
   return scale_for_amax(am);
 }
 
-// FP8ATTN_S9_PAD_STEPS=1 builds Q·Kᵀ over every k step of the padded
-// images, the zero columns past D included (v16 and before; issue_qk).
-#ifndef FP8ATTN_S9_PAD_STEPS
-#define FP8ATTN_S9_PAD_STEPS 0
-#endif
 // FP8ATTN_S9_BROKEN_PARTS=1 builds the column parts of P·V after the first
 // reading the V columns of the part before: a deliberately broken build the
 // tests of D 128, 192 and 256 must fail.
@@ -1034,20 +1013,6 @@ __device__ __forceinline__ float one_tile_v_scale() {
 // fail.
 #ifndef FP8ATTN_S9_BROKEN_ONE
 #define FP8ATTN_S9_BROKEN_ONE 0
-#endif
-// FP8ATTN_S9_DIAG_NOSTORE=1 builds stage 9 with an epilogue that computes
-// the output rows but stores only those holding a NaN (none, on finite
-// inputs): a diagnostic build, wrong by design, that times what the
-// output's stores cost a call (docs/PERF.md).
-#ifndef FP8ATTN_S9_DIAG_NOSTORE
-#define FP8ATTN_S9_DIAG_NOSTORE 0
-#endif
-// FP8ATTN_S9_DIAG_NOCOMPUTE=1 builds the one-tile form waiting for its
-// tiles and then storing rows of zeros, with no Q·Kᵀ, softmax or P·V: a
-// diagnostic build, wrong by design, that times a call without its
-// arithmetic (docs/PERF.md).
-#ifndef FP8ATTN_S9_DIAG_NOCOMPUTE
-#define FP8ATTN_S9_DIAG_NOCOMPUTE 0
 #endif
 
 // stage9 is the attention kernel. Grid (query blocks of ROWS rows, query
@@ -1128,7 +1093,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
-  if (FP8ATTN_S9_LSUM && threadIdx.x < G::ONES / 4) {
+  if (threadIdx.x < G::ONES / 4) {
     reinterpret_cast<uint32_t*>(s_ones)[threadIdx.x] = 0x38383838u;  // four E4M3 1.0
     // The tensor cores read shared memory through the async proxy.
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -1218,8 +1183,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // PROMOTE, LSUM and the column parts: see their macros above. P·V runs
   // in NP column parts of DP = D/NP columns, one after the other into the
   // same tile accumulator.
-  constexpr bool PROMOTE = FP8ATTN_S9_PROMOTE, LSUM = FP8ATTN_S9_LSUM;
-  constexpr int NP = !PROMOTE || ONE ? 1
+  constexpr int NP = ONE ? 1
                      : D == 256 ? FP8ATTN_S9_PARTS_D256
                      : D == 192 ? FP8ATTN_S9_PARTS_D192
                      : D == 128 ? FP8ATTN_S9_PARTS_D128
@@ -1227,15 +1191,14 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   constexpr int DP = D / NP;
   static_assert(NP >= 1 && NP <= 4 && D % NP == 0, "P·V in one to four column parts");
   const uint32_t ones_addr = smem_u32(s_ones);
-  // l: the float32 row sums of the unrounded weights (the LSE; without
-  // LSUM the normalizer too); lsum: the sums of the rounded weights, from the
-  // tensor cores (LSUM).
+  // l: the float32 row sums of the unrounded weights (the LSE); lsum: the
+  // sums of the rounded weights, from the tensor cores (the normalizer).
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
-  float o[D / 2];  // O: with PROMOTE, the sum of the finished tiles
+  float o[D / 2];  // O: the sum of the finished tiles
 #pragma unroll
   for (int i = 0; i < D / 2; i++) o[i] = 0.f;
-  float ot[PROMOTE ? DP / 2 : 1];  // one column part of one tile's P·V (PROMOTE)
-  float lt[4];                    // one tile's P·ones: its rows' sums (LSUM)
+  float ot[DP / 2];  // one column part of one tile's P·V
+  float lt[4];       // one tile's P·ones: its rows' sums
   float s[SN / 2];       // scores of tile t, then its weights P·2^8
   // The weights as wgmma A registers (E4M3), tile t's in pa[t % 2], so that
   // they are packed while P·V still reads the previous tile's.
@@ -1252,9 +1215,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     wg_fence();
     // The k steps that hold head-dim columns: the image's zero columns
     // past D (D 96 and 192, padded to DK 128 and 256) add nothing to a
-    // score, so they are not multiplied (FP8ATTN_S9_PAD_STEPS=1 builds
-    // them, as v16 did).
-    constexpr int KSTEPS = FP8ATTN_S9_PAD_STEPS ? DK / 32 : (D + 31) / 32;
+    // score, so they are not multiplied.
+    constexpr int KSTEPS = (D + 31) / 32;
 #pragma unroll
     for (int kk = 0; kk < KSTEPS; kk++) {
       const int panel = 32 * kk / WK, off = 32 * kk % WK;
@@ -1263,14 +1225,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     wg_commit();
   };
   // P(t)·V(t) (its column part `part`: V's transposed rows DP·part ..
-  // +DP-1), issued (not waited for), P from a: into ot (PROMOTE; the first
-  // k step overwrites it) or added to o; with LSUM, and with part 0,
-  // P(t)·ones into lt. A block of ones in any layout is all ones: its
+  // +DP-1), issued (not waited for), P from a: into ot (the first k step
+  // overwrites it); with part 0, P(t)·ones into lt. A block of ones in any layout is all ones: its
   // descriptor only has to stay inside it.
   auto fence_pv = [&]() {
-    if constexpr (PROMOTE) fence_regs(ot);
-    else fence_regs(o);
-    if constexpr (LSUM) fence_regs(lt);
+    fence_regs(ot);
+    fence_regs(lt);
   };
   auto issue_pv = [&](int t, const PA& a, auto part) {
     constexpr int P = decltype(part)::value;
@@ -1281,9 +1241,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     wg_fence();
 #pragma unroll
     for (int k = 0; k < BN / 32; k++) {
-      if constexpr (PROMOTE) WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
-      else WGMMA<D>::rs(o, a[k], desc<WV>(v_addr + 32 * k), 1);
-      if constexpr (LSUM && P == 0) WGMMA<8>::rs(lt, a[k], desc<WV>(ones_addr + 32 * k), k > 0);
+      WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
+      if constexpr (P == 0) WGMMA<8>::rs(lt, a[k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
     wg_commit();
   };
@@ -1361,17 +1320,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     if (lane == 0) mbar_arrive(&empty[t % RING]);
   };
 
-  if (ONE && ntiles > 0 && FP8ATTN_S9_DIAG_NOCOMPUTE) {
-    if (!QC) mbar_wait(q_full, 0);
-    mbar_wait(&k_full[0], 0);
-    mbar_wait(&v_full[0], 0);
-  } else if (ONE && ntiles > 0) {
+  if (ONE && ntiles > 0) {
     // One tile of 2·BN keys (tiles 0 and 1 in ring slots 0 and 1, on slot
     // 0's barriers): S, its softmax from m = -Inf (no rescale), then P·V
-    // and P·ones in two halves of BN keys, V's two tiles: with PROMOTE the
-    // second half into ot, added to the first in float32, as the tiled
-    // kernel adds its tiles (the same rounding of each tile's sums by the
-    // tensor cores); the row sums' halves (LSUM) likewise.
+    // and P·ones in two halves of BN keys, V's two tiles: the second half
+    // into ot, added to the first in float32, as the tiled kernel adds its
+    // tiles (the same rounding of each tile's sums by the tensor cores); the
+    // row sums' halves likewise.
     if (!QC) mbar_wait(q_full, 0);
     if (QC) mbar_wait(&k_full[0], 0);
     QP_STAMP(QC && threadIdx.x == 128, 1, 0);
@@ -1403,27 +1358,22 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 #pragma unroll
     for (int k = 0; k < BN / 32; k++) {
       WGMMA<D>::rs(o, pa[0][k], v_desc(k), k > 0);
-      if constexpr (LSUM) WGMMA<8>::rs(lt, pa[0][k], desc<WV>(ones_addr + 32 * k), k > 0);
+      WGMMA<8>::rs(lt, pa[0][k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
 #pragma unroll
     for (int k = 0; k < BN / 32; k++) {
-      if constexpr (PROMOTE) WGMMA<DP>::rs(ot, pa[0][BN / 32 + k], v_desc(BN / 32 + k), k > 0);
-      else WGMMA<D>::rs(o, pa[0][BN / 32 + k], v_desc(BN / 32 + k), 1);
-      if constexpr (LSUM) WGMMA<8>::rs(lt2, pa[0][BN / 32 + k], desc<WV>(ones_addr + 32 * k), k > 0);
+      WGMMA<DP>::rs(ot, pa[0][BN / 32 + k], v_desc(BN / 32 + k), k > 0);
+      WGMMA<8>::rs(lt2, pa[0][BN / 32 + k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
     wg_commit();
     wg_wait<0>();
     fence_regs(o);
     fence_pv();
     fence_regs(lt2);
-    if constexpr (PROMOTE) {
 #pragma unroll
-      for (int i = 0; i < D / 2; i++) o[i] += ot[i];
-    }
-    if constexpr (LSUM) {
-      lsum[0] = lt[0] + lt2[0];
-      lsum[1] = lt[2] + lt2[2];
-    }
+    for (int i = 0; i < D / 2; i++) o[i] += ot[i];
+    lsum[0] = lt[0] + lt2[0];
+    lsum[1] = lt[2] + lt2[2];
   } else if (ntiles > 0) {
     // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
     // 0 takes one more at the end, so that every barrier ends balanced.
@@ -1450,34 +1400,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     stamp(0, 6);
     pack_p(pa[0]);
     stamp(0, 7);
-    // fold adds a finished tile's P·V (its column part `part`; PROMOTE)
-    // and row sums (LSUM, with part 0) to o and lsum, rescaled by that
-    // tile's factors first: o·alpha + ot, in float32. Column part p is
-    // o[p·DP/2 ..] (wmma.WGMMAAcc: 4 registers per 8 columns).
+    // fold adds a finished tile's P·V (its column part `part`) and row
+    // sums (with part 0) to o and lsum, rescaled by that tile's factors
+    // first: o·alpha + ot, in float32. Column part p is o[p·DP/2 ..]
+    // (wmma.WGMMAAcc: 4 registers per 8 columns).
     auto fold = [&](auto part) {
       constexpr int P = decltype(part)::value;
-      if constexpr (PROMOTE) {
 #pragma unroll
-        for (int i = 0; i < DP / 2; i++) {
-          float& x = o[P * (DP / 2) + i];
-          x = fmaf(x, (i & 2) ? alpha_pv.y : alpha_pv.x, ot[i]);
-        }
+      for (int i = 0; i < DP / 2; i++) {
+        float& x = o[P * (DP / 2) + i];
+        x = fmaf(x, (i & 2) ? alpha_pv.y : alpha_pv.x, ot[i]);
       }
-      if constexpr (LSUM && P == 0) {
+      if constexpr (P == 0) {
         lsum[0] = fmaf(lsum[0], alpha_pv.x, lt[0]);
         lsum[1] = fmaf(lsum[1], alpha_pv.y, lt[2]);
-      }
-    };
-    // Without PROMOTE, o is multiplied by tile t - 1's factors before its
-    // P·V adds to it (rows whose maximum did not grow keep o as it is,
-    // alpha being exactly 1; the warp skips the rescale when none of its
-    // rows needs it).
-    auto rescale = [&]() {
-      if constexpr (!PROMOTE) {
-        if (__any_sync(0xffffffffu, alpha.x != 1.f || alpha.y != 1.f)) {
-#pragma unroll
-          for (int i = 0; i < D / 2; i++) o[i] *= (i & 2) ? alpha.y : alpha.x;
-        }
       }
     };
     // finish: the wait for every wgmma issued (at a step's start, the last
@@ -1520,7 +1456,6 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
           fold(Part<NP - 1>{});
         }
       }
-      rescale();
       stamp(t, 2);
       gemm_turns.take();
       stamp(t, 3);
@@ -1566,7 +1501,6 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
         fold(Part<NP - 1>{});
       }
     }
-    rescale();
     gemm_turns.take();
     // The last tile's weights, in registers named statically (a reference
     // chosen at run time would put pa in local memory).
@@ -1604,13 +1538,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     if (row >= sq) continue;
     const float lh = half ? l1 : l0;
     const bool keys = row_has_keys(lh);
-    const float f = vs / (LSUM ? lsum[half] : lh);
+    const float f = vs / lsum[half];
     float* orow = out + row * p.o_row_stride;
 #pragma unroll
     for (int i = 2 * half; i < D / 2; i += 4) {
       const int col = 8 * (i / 4) + 2 * tq;
       const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
-      if (!FP8ATTN_S9_DIAG_NOSTORE || v.x != v.x) *(float2*)(orow + col) = v;
+      *(float2*)(orow + col) = v;
     }
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
   }

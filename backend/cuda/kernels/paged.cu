@@ -161,45 +161,6 @@
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 #include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
 
-// FP8ATTN_PAGED_ALU_CVT=1 builds the attention kernels with E4M3 codes
-// turned into f16 by integer instructions instead of the conversion
-// instruction (an experiment: see docs/PERF.md).
-#ifndef FP8ATTN_PAGED_ALU_CVT
-#define FP8ATTN_PAGED_ALU_CVT 0
-#endif
-
-// FP8ATTN_PAGED_WS_L2HINT=1 (the default): the warp-specialized kernel's
-// bulk copies of the cache carry an evict_first L2 policy (the cache is
-// read once a call and would push out of L2 what is read again: queries,
-// block tables, partial rows); 0 is the experiment's baseline.
-// FP8ATTN_PAGED_WS_T=1 (the default): the warp-specialized kernel runs
-// units of at most four rows transposed (PagedWarpT); 0 is the
-// experiment's baseline (PagedWarp for every unit).
-#ifndef FP8ATTN_PAGED_WS_T
-#define FP8ATTN_PAGED_WS_T 1
-#endif
-#ifndef FP8ATTN_PAGED_WS_L2HINT
-#define FP8ATTN_PAGED_WS_L2HINT 1
-#endif
-// FP8ATTN_PAGED_WS_EARLY=1 (the default): the warp-specialized kernel's
-// producers load their first unit's sequence length and pages and work out
-// its first tiles' places before pdl_wait, while the kernel before still
-// runs (the lengths and block table are the call's own, written by host
-// uploads only: no kernel writes them), and wait just before their first
-// copy; the consumers load their first unit's length before it. 0 is the
-// experiment's baseline (every thread waits before its first global load).
-#ifndef FP8ATTN_PAGED_WS_EARLY
-#define FP8ATTN_PAGED_WS_EARLY 1
-#endif
-// FP8ATTN_PAGED_ROW_LEADER=1 (the default; v16): in the warp-specialized
-// kernel's merge_warps, each row's log-sum-exp is written by the first lane
-// of warp 0 holding the row, from the stats it worked out to weigh its own
-// values (0: lane r of warp 0 works row r's stats out a second time, as the
-// cp.async kernel does).
-#ifndef FP8ATTN_PAGED_ROW_LEADER
-#define FP8ATTN_PAGED_ROW_LEADER 1
-#endif
-
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 // FP8ATTN_PAGED_WS_STAMPS=1 builds a diagnostic ws kernel (never embedded):
@@ -446,15 +407,7 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* smem) 
 // halves directly); compute_80 has no E4M3 conversion instruction, and
 // cuda_fp8.h's does it in integer arithmetic.
 __device__ __forceinline__ void e4m3x4_to_f16x2(uint32_t x, uint32_t& lo, uint32_t& hi) {
-#if FP8ATTN_PAGED_ALU_CVT
-  // Integer arithmetic: an E4M3 code's bits (sign; exponent and mantissa
-  // moved right by one) as an f16 are its value times 2^-8, subnormals
-  // included (the cache holds no NaN code); tile() takes the 2^8 back in
-  // the page scales.
-  const uint32_t l = __byte_perm(x, 0, 0x1404), h = __byte_perm(x, 0, 0x3424);
-  lo = (l & 0x80008000u) | ((l >> 1) & 0x3f803f80u);
-  hi = (h & 0x80008000u) | ((h >> 1) & 0x3f803f80u);
-#elif __CUDA_ARCH__ >= 890
+#if __CUDA_ARCH__ >= 890
   asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
       : "=r"(lo), "=r"(hi)
       : "r"(x));
@@ -715,10 +668,6 @@ template <int D> struct PagedWarp : PagedRow {
     }
     // Scores in the log2 domain; n-tile j, element e (0, 1) is key
     // 16(j>>1) + 4t + 2(j&1) + e. Keys at or past the row's limit are -inf.
-    if (FP8ATTN_PAGED_ALU_CVT) {  // the codes came out 2^-8 times their values
-      ks *= 256.f;
-      vs *= 256.f;
-    }
     const float f = score_factor * ks;
     float sc[4][2], tmax = NEG_INF;
 #pragma unroll
@@ -880,10 +829,6 @@ template <int D> struct PagedWarpT : PagedRow {
         mma_f16(s[i], a, qb[c][0], qb[c][1]);
       }
     }
-    if (FP8ATTN_PAGED_ALU_CVT) {  // the codes came out 2^-8 times their values
-      ks *= 256.f;
-      vs *= 256.f;
-    }
     const float f = score_factor * ks;
     float sc[2][2], tmax = NEG_INF;
 #pragma unroll
@@ -979,26 +924,11 @@ struct RowStats {
   bool nan;
 };
 
-// FP8ATTN_PAGED_MERGE_EX2=1 (the default; v16): the merges' exponentials
-// are ex2 (the SFU's, subnormal results flushed: a warp or split weighs 0
-// where it is below 2^-126 of the largest) and row_stats reduces by trees;
-// 0 is v15's exp2f (subnormal results kept, three more instructions each)
-// and left-to-right chains.
-#ifndef FP8ATTN_PAGED_MERGE_EX2
-#define FP8ATTN_PAGED_MERGE_EX2 1
-#endif
-// FP8ATTN_PAGED_MERGE_VEC=1 (the default; v16): merge_warps sums and writes
-// a unit's rows four columns a thread (16-byte shared loads and global
-// stores) where the output is 16-byte aligned; 0 is v15's column a thread.
-#ifndef FP8ATTN_PAGED_MERGE_VEC
-#define FP8ATTN_PAGED_MERGE_VEC 1
-#endif
+// merge_exp2 is the merges' exponential: ex2 (the SFU's, subnormal results
+// flushed: a warp or split weighs 0 where it is below 2^-126 of the
+// largest); row_stats reduces by trees.
 __device__ __forceinline__ float merge_exp2(float x) {
-#if FP8ATTN_PAGED_MERGE_EX2
   return ex2(x);
-#else
-  return exp2f(x);
-#endif
 }
 
 // row_stats works row r's stats out of the W warps' maxima and sums (every
@@ -1014,7 +944,6 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
   RowStats rs{NEG_INF, 0.f, false};
 #pragma unroll
   for (int w = 0; w < W; w++) rs.nan = rs.nan || lw[w] != lw[w];
-#if FP8ATTN_PAGED_MERGE_EX2
   static_assert((W & (W - 1)) == 0, "a tree over the warps");
   float t[W];
 #pragma unroll
@@ -1031,13 +960,6 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
 #pragma unroll
     for (int w = 0; w < h; w++) t[w] += t[w + h];
   rs.L = t[0];
-#else
-#pragma unroll
-  for (int w = 0; w < W; w++) rs.mx = fmaxf(rs.mx, mw[w]);
-#pragma unroll
-  for (int w = 0; w < W; w++)
-    if (rs.mx != NEG_INF && mw[w] != NEG_INF) rs.L += exp2f(mw[w] - rs.mx) * lw[w];
-#endif
   return rs;
 }
 
@@ -1106,7 +1028,7 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
   float* dst = p.splits > 1 ? p.part_out : p.out;
   // (Rows start at multiples of D floats in dst and of SO in so: four
   // columns a thread, 16-byte accesses, where dst is 16-byte aligned.)
-  if (FP8ATTN_PAGED_MERGE_VEC && ((uintptr_t)dst & 15) == 0) {
+  if (((uintptr_t)dst & 15) == 0) {
     static_assert(D % 4 == 0 && SO % 4 == 0, "16-byte rows");
     for (int e = warp * 32 + lane; e < u.rows_n * (D / 4); e += W * 32) {
       const int r = e / (D / 4), d = 4 * (e % (D / 4));
@@ -1269,10 +1191,7 @@ __device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long
 // (part + s·8·D) over s = s0, s0+step, ... < S, SPLIT_LOADS loads in flight
 // (16, v15: one trip to L2 for the 16 splits of a B1 decode step; with 8,
 // two, and the step 0.1-0.2 us longer).
-#ifndef FP8ATTN_PAGED_SPLIT_LOADS
-#define FP8ATTN_PAGED_SPLIT_LOADS 16
-#endif
-constexpr int SPLIT_LOADS = FP8ATTN_PAGED_SPLIT_LOADS;
+constexpr int SPLIT_LOADS = 16;
 __device__ __forceinline__ float4 weigh_splits(const float* part, const float* wts, int D, int d, int s0, int S,
                                                int step) {
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -1342,19 +1261,9 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(
             [] { __syncthreads(); });
 }
 
-// FP8ATTN_PAGED_MERGE_ONE_TRIP=1 (the default; v16): the warp-specialized
-// kernel's split merge loads each chunk of SPLIT_LOADS splits' log-sum-exps
-// together with their partial rows, one trip to L2 a chunk, and rescales
-// its running sums from chunk to chunk (merge_row_warp); 0 is v15's merge
-// (the split weights loaded and worked out first, then the rows: two trips,
-// 0.7 and 0.8 us of a B1 Sk32768 decode step's end by TestWSTimeline).
-#ifndef FP8ATTN_PAGED_MERGE_ONE_TRIP
-#define FP8ATTN_PAGED_MERGE_ONE_TRIP 1
-#endif
-
 // merge_row_warp is merge_row for one warp alone (the warp-specialized
 // kernel's last split of an item runs one a row): lane l owns columns 4l..4l+3
-// (D <= 128). With FP8ATTN_PAGED_MERGE_ONE_TRIP, for each chunk of
+// (D <= 128). For each chunk of
 // SPLIT_LOADS splits every lane loads the chunk's log-sum-exps and its four
 // columns of each split's partial row at once, then, with m the largest
 // log-sum-exp so far, scales what it has summed by 2^(m_before - m) and adds
@@ -1371,7 +1280,6 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
   const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
   const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group, d = 4 * lane;
   float* out = p.out + b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
-#if FP8ATTN_PAGED_MERGE_ONE_TRIP
   (void)wts;
   const float* lse = p.part_lse + item * S * 8 + r;
   float mx = NEG_INF, sum = 0.f;
@@ -1413,15 +1321,6 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
     }
   }
   const SplitWeights sw{sum, mx, nan};
-#else
-  const SplitWeights sw = split_weights(p, item, r, lane, wts);
-#if FP8ATTN_PAGED_WS_STAMPS
-  asm volatile("" ::"f"(sw.sum));
-  WS_STAMP(r == 0 && lane == 0, 13);
-#endif
-  __syncwarp();
-  const float4 acc = sw.sum > 0.f && d < D ? weigh_splits(part, wts, D, d, 0, S, 1) : make_float4(0.f, 0.f, 0.f, 0.f);
-#endif
   if (d < D) {
     const float inv = sw.sum > 0.f ? 1.f / sw.sum : 0.f;
     float4 val = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
@@ -1434,16 +1333,12 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
 }
 
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-// FP8ATTN_PAGED_WS_DYNAMIC=1 (the default; v17): the warp-specialized
-// kernel's entry fp8attn_paged_wsq_d{D}, which the host launches for calls
-// with more units than blocks, passing a ticket, has its blocks take their
-// units after the first two from the ticket as they get to them
-// (UnitQueue), so that blocks the memory serves faster take more; 0 makes
-// it v16's round robin (unit k of block b is b + k·grid), as
-// fp8attn_paged_ws_d{D} always is.
-#ifndef FP8ATTN_PAGED_WS_DYNAMIC
-#define FP8ATTN_PAGED_WS_DYNAMIC 1
-#endif
+// The warp-specialized kernel's entry fp8attn_paged_wsq_d{D}, which the
+// host launches for calls with more units than blocks, passing a ticket,
+// has its blocks take their units after the first two from the ticket as
+// they get to them (UnitQueue), so that blocks the memory serves faster
+// take more; fp8attn_paged_ws_d{D} deals them round robin (unit k of block
+// b is b + k·grid).
 
 // UnitQueue hands the units a block takes from the ticket to all of its
 // warps. Block b's units are b, b + grid, then 2·grid + t for the tickets t
@@ -1571,13 +1466,6 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-#if !FP8ATTN_PAGED_WS_EARLY
-  pdl_wait();  // before the first global access (pdl.cuh)
-  WS_STAMP(threadIdx.x == 0, 1);
-#if FP8ATTN_PAGED_WS_STAMPS
-  if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
-#endif
-#endif
   const int units = p.b * p.hkv * p.row_blocks * p.splits;
   const long long blk_bytes = (long long)D * p.page_size;
   // The block's k-th unit (UnitQueue, where DYNAMIC: the entry point's
@@ -1612,10 +1500,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       if (t0 < table_tiles) pg = p.block_table[(long long)b * p.pages_per_seq + dv.page.div(t0 * 32)];
     };
     int n_cur, pg_cur, done = 0;  // done: this producer's tiles so far
-    // (With FP8ATTN_PAGED_WS_EARLY, everything up to the first copy reads
+    // (Everything up to the first copy reads
     // only the lengths and the block table: pdl_wait comes just before it,
     // or before the return of a producer that has no tiles.)
-    bool waited = !FP8ATTN_PAGED_WS_EARLY;
+    bool waited = false;
     first(blockIdx.x, n_cur, pg_cur);
 #if FP8ATTN_PAGED_WS_STAMPS
     asm volatile("" ::"r"(n_cur), "r"(pg_cur));  // the loads have returned
@@ -1663,14 +1551,9 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
             asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(hopper::smem_u32(&full[slot]))
                          : "memory");
             hopper::mbar_expect_tx(&full[slot], TILE);
-#if FP8ATTN_PAGED_WS_L2HINT
             const uint64_t pol = hopper::evict_first_policy();
             hopper::bulk_load_hinted(ring + slot * TILE, p.k + offj, 32 * D, &full[slot], pol);
             hopper::bulk_load_hinted(ring + slot * TILE + 32 * D, p.v + offj, 32 * D, &full[slot], pol);
-#else
-            hopper::bulk_load(ring + slot * TILE, p.k + offj, 32 * D, &full[slot]);
-            hopper::bulk_load(ring + slot * TILE + 32 * D, p.v + offj, 32 * D, &full[slot]);
-#endif
             WS_STAMP(pi == 0 && at == 0, 2);
           }
           __syncwarp();
@@ -1721,12 +1604,10 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   // evict_first copies leave them.)
   int uid = blockIdx.x, unext = blockIdx.x + gridDim.x;
   int n_cur = uid < units ? p.seq_lens[paged_unit_seq(dv, uid)] : 0, done = 0;  // done: this warp's tiles so far
-#if FP8ATTN_PAGED_WS_EARLY
   pdl_wait();  // before the queries (a kernel before may write them)
   WS_STAMP(threadIdx.x == 0, 1);
 #if FP8ATTN_PAGED_WS_STAMPS
   if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
-#endif
 #endif
   for (int ku = 0; uid < units; ku++) {  // the block's ku-th unit
     const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
@@ -1759,7 +1640,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     // stamps overwrite the first's.)
 #pragma unroll 1
     for (int rep = 0; rep < WS_MERGE_REPS; rep++)
-      merge_warps<D, D, CW, FP8ATTN_PAGED_ROW_LEADER>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
+      merge_warps<D, D, CW, true>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
     WS_STAMP(warp == 0 && lane == 0, 5);
     if (p.splits > 1) {
       // The last of the item's splits to get here merges them. The barrier
@@ -1828,7 +1709,7 @@ FP8ATTN_PAGED_ENTRY(256)
   extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
       fp8attn_paged_ws_d##D(const PagedParams p) {                                                          \
     pdl_launch_dependents(); /* paged_ws waits after its barriers' set-up */                              \
-    if (FP8ATTN_PAGED_WS_T && p.hq / p.hkv * p.sq <= 4)                                                     \
+    if (p.hq / p.hkv * p.sq <= 4)                                                     \
       paged_ws<D, PagedWarpT<D>, false>(p);                                                                 \
     else                                                                                                    \
       paged_ws<D, PagedWarp<D>, false>(p);                                                                  \
@@ -1838,10 +1719,10 @@ FP8ATTN_PAGED_ENTRY(256)
   extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
       fp8attn_paged_wsq_d##D(const PagedParams p) {                                                         \
     pdl_launch_dependents();                                                                                \
-    if (FP8ATTN_PAGED_WS_T && p.hq / p.hkv * p.sq <= 4)                                                     \
-      paged_ws<D, PagedWarpT<D>, FP8ATTN_PAGED_WS_DYNAMIC>(p);                                              \
+    if (p.hq / p.hkv * p.sq <= 4)                                                     \
+      paged_ws<D, PagedWarpT<D>, true>(p);                                              \
     else                                                                                                    \
-      paged_ws<D, PagedWarp<D>, FP8ATTN_PAGED_WS_DYNAMIC>(p);                                               \
+      paged_ws<D, PagedWarp<D>, true>(p);                                               \
   }                                                                                                         \
   extern "C" __device__ const int fp8attn_paged_ws_d##D##_config[] = {                                      \
       PagedWSTiles<D>::ROWS, PagedWSTiles<D>::KEYS, PagedWSTiles<D>::CONSUMERS, PagedWSTiles<D>::PRODUCERS, \

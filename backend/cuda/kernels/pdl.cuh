@@ -23,16 +23,12 @@
 //     and wait in their own pdl_wait.
 // Without the launch attribute, and on an older architecture (the compute_80
 // and compute_89 builds of paged.cu), both are no-ops.
-// FP8ATTN_PDL_WAIT=0 builds the wait away: a deliberately broken build
-// (testdata/broken-pdl) that the tests must fail.
+// The mutant mutants/pdl-no-wait.sed builds the wait away: the tests must
+// fail it.
 #pragma once
 
-#ifndef FP8ATTN_PDL_WAIT
-#define FP8ATTN_PDL_WAIT 1
-#endif
-
 __device__ __forceinline__ void pdl_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && FP8ATTN_PDL_WAIT
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }
