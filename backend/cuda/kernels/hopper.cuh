@@ -406,19 +406,6 @@ __device__ __forceinline__ uint32_t byte_column(uint32_t w0, uint32_t w1, uint32
   return __byte_perm(__byte_perm(w0, w1, sel), __byte_perm(w2, w3, sel), 0x5410);
 }
 
-// FP8ATTN_QP_BROKEN_QUOTIENT=1 builds the fast encode without its
-// remainder step (the quotient x·(1/s), off by an ulp at times): a
-// deliberately broken build that TestFastEncodeAllFloats must fail.
-#ifndef FP8ATTN_QP_BROKEN_QUOTIENT
-#define FP8ATTN_QP_BROKEN_QUOTIENT 0
-#endif
-// FP8ATTN_QP_BROKEN_V=1 builds quant_pack9's V transpose with columns d+1
-// and d swapped (and d+3, d+2): a deliberately broken build that
-// TestAttentionQuantizingBitExact must fail.
-#ifndef FP8ATTN_QP_BROKEN_V
-#define FP8ATTN_QP_BROKEN_V 0
-#endif
-
 // amax4 is amax_add over the four values of x.
 __device__ __forceinline__ float amax4(float m, float4 x) {
   return amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
@@ -453,7 +440,6 @@ struct Encoder {
   // quotient is x/s for a finite x (a non-finite one gives NaN).
   __device__ __forceinline__ float quotient(float x) const {
     const float q0 = __fmul_rn(x, r);
-    if (FP8ATTN_QP_BROKEN_QUOTIENT) return q0;
     // q0 - (q0·s - x)·r: the signs on the FMAs' operands, so that -0 keeps
     // its sign (q0 = -0, q0·s - x = +0, -(+0)·r + -0 = -0) without a
     // copysign (an instruction a value; session 32).
@@ -640,7 +626,7 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
       uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
 #pragma unroll
       for (int e = 0; e < 4; e++) {  // column d + e: byte e of every w[q]
-        const int sel = FP8ATTN_QP_BROKEN_V ? e ^ 1 : e;
+        const int sel = e;
         uint32_t o[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) o[k] = byte_column(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3], sel);
@@ -651,27 +637,6 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   QP_STAMP(tid == 0, 0, 6);
 }
 
-// FP8ATTN_S9_BROKEN_QC=1 builds the quantizing one-tile form with each
-// block's Q scale from its own rows' amax, not the head's (the cluster's
-// exchange skipped for Q): a deliberately broken build that
-// TestAttentionQuantizingBitExact must fail.
-#ifndef FP8ATTN_S9_BROKEN_QC
-#define FP8ATTN_S9_BROKEN_QC 0
-#endif
-// FP8ATTN_S9_BROKEN_QV=1 builds the quantizing form's V codes with each
-// block's V scale from its own keys' amax (the producer's exchange
-// skipped, the epilogue's descale still the head's): a deliberately
-// broken build that TestAttentionQuantizingBitExact must fail.
-#ifndef FP8ATTN_S9_BROKEN_QV
-#define FP8ATTN_S9_BROKEN_QV 0
-#endif
-// FP8ATTN_S9_BROKEN_AMAX=1 builds the quantizing form's amax with the
-// magnitudes of non-finite values counted (quant_pack9's rule ignores
-// them): a deliberately broken build that TestAttentionQuantizingBitExact
-// (its case with non-finite inputs) must fail.
-#ifndef FP8ATTN_S9_BROKEN_AMAX
-#define FP8ATTN_S9_BROKEN_AMAX 0
-#endif
 // qk_col is the first column of float4 j of a Q or K row for thread tid of
 // the quantizing form: 16j + 4(tid % 4), so that the four threads of a row
 // take 64 contiguous bytes in each load instruction (whole 32-byte sectors;
@@ -732,13 +697,6 @@ struct OneTileVUnit {
 };
 __device__ __forceinline__ OneTileVUnit one_tile_v_unit(int tid, int u) { return {tid / 64 + 2 * u, tid / 4 % 16, tid % 4}; }
 
-// FP8ATTN_S9_BROKEN_VSRC=1 builds the V addresses with keys 8 and 9 of
-// each quad's group swapped: a deliberately broken build that
-// TestAttentionQuantizingBitExact must fail.
-#ifndef FP8ATTN_S9_BROKEN_VSRC
-#define FP8ATTN_S9_BROKEN_VSRC 0
-#endif
-
 // one_tile_v_sources sets x.v: thread tid's V sources in block r of KV
 // head kvh of batch b (tid < 128: the two units of one_tile_v_unit; 0
 // elsewhere and past sk). Unit u's key sigma(4vt + j) is key 16vg + 2vt +
@@ -758,7 +716,6 @@ __device__ __forceinline__ void one_tile_v_sources(const Params& p, int b, int k
 #pragma unroll
   for (int i = 0; i < 8; i++) {
     int dk = 32 * (i / 4) + sigma(i % 4);
-    if (FP8ATTN_S9_BROKEN_VSRC && (dk & 8)) dk ^= 1;
     x.v[i] = producer & (k0 + dk < sk) ? a0 + (unsigned long long)(dk * rs) : 0ull;
     asm volatile("" : "+l"(x.v[i]));
   }
@@ -788,10 +745,9 @@ __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int 
   return x;
 }
 
-// one_tile_amax4 is amax4 (FP8ATTN_S9_BROKEN_AMAX: non-finite values
-// counted).
+// one_tile_amax4 is the quantizing form's amax4 (non-finite values not
+// counted; mutants/s9-amax-counts-nonfinite.sed counts them).
 __device__ __forceinline__ float one_tile_amax4(float m, float4 x) {
-  if (FP8ATTN_S9_BROKEN_AMAX) return fmaxf(fmaxf(fmaxf(fmaxf(m, fabsf(x.x)), fabsf(x.y)), fabsf(x.z)), fabsf(x.w));
   return amax4(m, x);
 }
 
@@ -885,7 +841,6 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
     const float4 pc = qs.parts[c];
     am[0] = fmaxf(am[0], pc.x), am[1] = fmaxf(am[1], pc.y);
   }
-  if (FP8ATTN_S9_BROKEN_QC) am[0] = qs.parts[r].x;
   QP_STAMP(tid == 0, 0, 4);
   const Encoder eq(scale_for_amax(am[0])), ek(scale_for_amax(am[1]));
   uint4 cq, ck;
@@ -959,7 +914,6 @@ __device__ __forceinline__ void quantize_one_tile_v(const float4 (&xv)[8], uint8
   float am = 0.f;
 #pragma unroll
   for (int c = 0; c < NC; c++) am = fmaxf(am, qs.parts_v[c].x);
-  if (FP8ATTN_S9_BROKEN_QV) am = qs.parts_v[r].x;
   const Encoder ev(scale_for_amax(am));
   uint32_t w[8];  // w[4u + j]: the codes of unit u's key sigma(4vt + j), its four columns
   if (ev.fast && top < 0x7F800000u) {
@@ -1002,18 +956,6 @@ __device__ __forceinline__ float one_tile_v_scale() {
   return scale_for_amax(am);
 }
 
-// FP8ATTN_S9_BROKEN_PARTS=1 builds the column parts of P·V after the first
-// reading the V columns of the part before: a deliberately broken build the
-// tests of D 128, 192 and 256 must fail.
-#ifndef FP8ATTN_S9_BROKEN_PARTS
-#define FP8ATTN_S9_BROKEN_PARTS 0
-#endif
-// FP8ATTN_S9_BROKEN_ONE=1 builds the one-tile P·V reading the first V tile
-// for all 256 keys: a deliberately broken build the one-tile tests must
-// fail.
-#ifndef FP8ATTN_S9_BROKEN_ONE
-#define FP8ATTN_S9_BROKEN_ONE 0
-#endif
 
 // stage9 is the attention kernel. Grid (query blocks of ROWS rows, query
 // heads, batch: internal/tiles' HopperConfig.Launch); causal masks run the
@@ -1236,7 +1178,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     constexpr int P = decltype(part)::value;
     const int st = t % RING;
     if (P == 0) mbar_wait(&v_full[st], (t / RING) & 1);
-    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + (P - (FP8ATTN_S9_BROKEN_PARTS && P > 0)) * DP * BN;
+    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * BN;
     fence_pv();
     wg_fence();
 #pragma unroll
@@ -1339,7 +1281,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     QP_STAMP(QC && threadIdx.x == 128, 1, 6);
     mbar_wait(&v_full[0], 0);
     const uint32_t v_addr = smem_u32(s_v);
-    const uint32_t v2_addr = v_addr + (FP8ATTN_S9_BROKEN_ONE ? 0 : G::VT);
+    const uint32_t v2_addr = v_addr + G::VT;
     // B of k step kk (keys 32kk .. 32kk+31) of P·V: the V image's tiles of
     // BN keys, or QC's sub-tiles of ONE_BM keys (64-byte rows).
     auto v_desc = [&](int kk) {

@@ -1,3 +1,5 @@
+# module: paged.cu
+# tests: TestPagedConformance TestPagedAgainstCPU
 # The transposed warp state (PagedWarpT) passes P to the P·V product in the
 # Sᵀ accumulators' layout, without movmatrix's transpose: the decode cases of
 # TestPagedConformance and TestPagedAgainstCPU (four rows a unit or fewer)

@@ -1,3 +1,5 @@
+# module: paged.cu
+# tests: TestPagedConformance TestPagedAgainstCPU
 # The warp-specialized kernel's merge of an item's splits (merge_row_warp)
 # does not rescale what it summed when a later chunk of splits raises the
 # largest log-sum-exp: the many-split cases of TestPagedAgainstCPU (79 and

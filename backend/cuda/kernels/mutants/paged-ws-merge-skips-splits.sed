@@ -1,3 +1,5 @@
+# module: paged.cu
+# tests: TestPagedConformance TestPagedAgainstCPU
 # The warp-specialized kernel's merge of an item's splits (merge_row_warp)
 # leaves every other split out: the split cases of TestPagedConformance and
 # TestPagedAgainstCPU must fail on it.
