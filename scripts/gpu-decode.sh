@@ -4,15 +4,15 @@
 # issue #12 in one call. GEN=1 first rebuilds the kernels (gen.sh; OUT gets
 # kernels.tgz) and points the binary at them. Then the backend tests TESTS
 # names (default Paged), deliberately broken builds bin/broken-NAME.test
-# that must fail them (broken-NAME.txt), with GEN the broken kernels of
-# testdata/broken-paged (broken-kernel-NAME.txt; SKIP_BROKEN=1 skips them), SDPA=1 the sdpa device,
+# that must fail them (broken-NAME.txt), with GEN the paged mutants of
+# backend/cuda/kernels/mutants (mutant-NAME.log; SKIP_BROKEN=1 skips them), SDPA=1 the sdpa device,
 # graph and cache tests (bin/sdpa-cuda.test), the sanitizers on SANITIZE_TESTS
 # (SANITIZE=1), and ROUNDS rounds (default 2) of BenchmarkPagedDecode each
 # followed by bench/decode_peers.py (PyTorch on an fp16 cache, the same
 # graph-replay timer) in the same run (SKIP_BENCH=1 skips; EXTRA_BENCH, a
 # benchmark regexp run once after). NCU=1 profiles the decode kernels on
-# the B8 shape (ncu.txt, ncu-source.csv). STAMPS=1 builds the diagnostic ws
-# kernel (FP8ATTN_PAGED_WS_STAMPS) and logs TestWSTimeline with PDL on and off
+# the B8 shape (ncu.txt, ncu-source.csv). STAMPS=1 builds the profile ws
+# kernel (-DFP8ATTN_PROFILE) and logs TestWSTimeline with PDL on and off
 # (timeline.txt). Logs go to OUT/logs.tgz; exits non-zero if
 # anything that must pass fails.
 set -uo pipefail
@@ -30,27 +30,10 @@ if [ -n "${GEN:-}" ]; then
 fi
 timeout 600 bin/cuda.test -test.run "${TESTS:-Paged}" -test.v -test.timeout 580s > "$out/tests.txt" 2>&1 || failed "tests (tests.txt)"
 grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
-# Broken kernels: each testdata/broken-paged/NAME.sed applied to paged.cu,
-# built for sm_90a (all at once, in the background), must fail the tests
-# BROKEN_RUN names.
+# Broken kernels: the paged mutants (backend/cuda/kernels/mutants/paged-*.sed)
+# must fail their tests (scripts/gpu-mutants.sh, with bin/cuda-kerneldev.test).
 if [ -n "${GEN:-}" ] && [ -z "${SKIP_BROKEN:-}" ]; then
-  k=$kernels_dir
-  for patch in testdata/broken-paged/*.sed; do
-    variant=$(basename "$patch" .sed)
-    sed -f "$patch" $k/paged.cu > $k/paged_broken_$variant.cu
-    if cmp -s $k/paged.cu $k/paged_broken_$variant.cu; then failed "$patch changes nothing"; continue; fi
-    (cd $k && nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/broken-$variant.cubin paged_broken_$variant.cu > /tmp/broken-$variant.log 2>&1) &
-  done
-  wait
-  rm -f $k/paged_broken_*.cu
-  for patch in testdata/broken-paged/*.sed; do
-    variant=$(basename "$patch" .sed)
-    [ -s /tmp/broken-$variant.cubin ] || { failed "building $variant"; continue; }
-    if FP8ATTN_PAGED_CUBIN=/tmp/broken-$variant.cubin timeout 300 bin/cuda.test -test.run "${BROKEN_RUN:-PagedConformance|PagedAgainstCPU}" -test.v -test.timeout 280s > "$out/broken-kernel-$variant.txt" 2>&1; then
-      failed "the broken kernel $variant passed (broken-kernel-$variant.txt)"
-    fi
-    echo "broken kernel $variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-kernel-$variant.txt" | grep -v seed | head -2
-  done
+  MUTANTS='^paged-' bash scripts/gpu-mutants.sh || failed "a paged mutant passed its tests or did not build (gpu-mutants)"
 fi
 if [ -n "${SDPA:-}" ] && [ -x bin/sdpa-cuda.test ]; then
   timeout 400 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 390s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
@@ -71,10 +54,10 @@ if [ -n "${SANITIZE:-}" ]; then
   done
 fi
 if [ -n "${STAMPS:-}" ]; then
-  (cd $kernels_dir && nvcc -O3 -std=c++17 -DFP8ATTN_PAGED_WS_STAMPS=1 -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/stamps.cubin paged.cu) > "$out/stamps-build.log" 2>&1 || failed "stamps build (stamps-build.log)"
+  (cd $kernels_dir && nvcc -O3 -std=c++17 -DFP8ATTN_PROFILE -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/stamps.cubin paged.cu) > "$out/stamps-build.log" 2>&1 || failed "stamps build (stamps-build.log)"
   for pdl in 1 0 1 0; do
     echo "# FP8ATTN_PDL=$pdl" >> "$out/timeline.txt"
-    FP8ATTN_PDL=$pdl FP8ATTN_WS_STAMPS=1 FP8ATTN_PAGED_CUBIN=/tmp/stamps.cubin timeout 200 bin/cuda.test -test.run WSTimeline -test.v >> "$out/timeline.txt" 2>&1 || failed "timeline (timeline.txt)"
+    FP8ATTN_PDL=$pdl FP8ATTN_PROFILE=1 FP8ATTN_PAGED_CUBIN=/tmp/stamps.cubin timeout 200 bin/cuda.test -test.run WSTimeline -test.v >> "$out/timeline.txt" 2>&1 || failed "timeline (timeline.txt)"
   done
   grep -vE "^(=== RUN|PASS|ok)" "$out/timeline.txt" | sed 's/^ *paged_test.go:[0-9]*: //' | head -80
 fi

@@ -7,9 +7,9 @@
 #              point the binaries at them.
 #   TESTS      the backend tests to run with PDL on (default: all of them),
 #              then the sdpa device, graph and cache tests.
-#   BROKEN=1   build both sm_90a modules with FP8ATTN_PDL_WAIT=0 (no
-#              griddepcontrol.wait: a kernel may read what the one before it
-#              has not written yet) and run BROKEN_RUN on them: they must fail.
+#   BROKEN=1   the mutant mutants/pdl-no-wait.sed (no griddepcontrol.wait: a
+#              kernel may read what the one before it has not written yet)
+#              must fail its tests (scripts/gpu-mutants.sh).
 #   SANITIZE=1 memcheck, racecheck and synccheck on SANITIZE_TESTS.
 #   ROUNDS     rounds (default 2) of: with FP8ATTN_PDL=1 then =0 (the order
 #              reversed every other round), the mission stage-9 call
@@ -35,29 +35,14 @@ if [ -n "${GEN:-}" ]; then
   grep -E "griddepcontrol|spill" "$out/gen.log" | head -5
 fi
 k=$kernels_dir
-if [ -n "${BROKEN:-}" ]; then  # built beside the tests (CPU), run after them
-  flags="-O3 -std=c++17 -DFP8ATTN_PDL_WAIT=0 -gencode=arch=compute_90a,code=sm_90a -cubin"
-  (cd $k && nvcc $flags -o /tmp/nowait-attention.cubin attention_sm90a.cu && nvcc $flags -o /tmp/nowait-paged.cubin paged.cu) > "$out/broken-build.log" 2>&1 &
-  broken_pid=$!
-fi
 timeout 420 bin/cuda.test -test.run "${TESTS:-.}" -test.v -test.timeout 410s > "$out/tests.txt" 2>&1 || failed "tests (tests.txt)"
 grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
 if [ -x bin/sdpa-cuda.test ]; then
   timeout 300 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 290s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
   grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/sdpa-tests.txt" | head -5
 fi
-if [ -n "${BROKEN:-}" ]; then
-  if wait $broken_pid; then
-    run=${BROKEN_RUN:-AttentionQuantizingBitExact|NewResidentMatchesUpload|PagedAgainstCPU|PagedConformance}
-    if FP8ATTN_CUBIN=/tmp/nowait-attention.cubin FP8ATTN_PAGED_CUBIN=/tmp/nowait-paged.cubin \
-      timeout 300 bin/cuda.test -test.run "$run" -test.v -test.timeout 290s > "$out/broken-nowait.txt" 2>&1; then
-      failed "the build without griddepcontrol.wait passed (broken-nowait.txt)"
-    fi
-    echo "broken nowait:"; grep -E "^(--- FAIL|ok|FAIL)" "$out/broken-nowait.txt" | head -8
-    grep -E "_test.go:[0-9]+: " "$out/broken-nowait.txt" | grep -v seed | head -3
-  else
-    failed "building the broken kernels (broken-build.log)"; tail -5 "$out/broken-build.log"
-  fi
+if [ -n "${BROKEN:-}" ]; then  # the mutant without griddepcontrol.wait must fail its tests
+  MUTANTS='^pdl-no-wait$' bash scripts/gpu-mutants.sh || failed "the build without griddepcontrol.wait passed or did not build (gpu-mutants)"
 fi
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do

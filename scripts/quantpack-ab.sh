@@ -11,7 +11,7 @@
 # BenchmarkDeviceQuantizeAttention (graph replay) on each build, and on
 # bin/NAME-cuda.test with its embedded kernels for each NAME in OLD_BINS
 # (default old) where there is one. A variant
-# named *-stamps (built with -DFP8ATTN_QP_STAMPS=1) runs TestQuantPackTimeline
+# named *-stamps (built with -DFP8ATTN_PROFILE) runs TestQuantPackTimeline
 # instead of the tests and benchmarks; one named broken-* must fail TESTS
 # and is not timed. FULL=1 runs all of bin/cuda.test on the base build, and
 # SANITIZE=1 memcheck, racecheck and synccheck on SANITIZE_TESTS (default
@@ -41,7 +41,7 @@ timed=()
 for n in "${builds[@]}"; do
   [ -s "$work/$n.cubin" ] || { failed "build $n ($n-build.log)"; continue; }
   if [[ $n == *-stamps ]]; then
-    FP8ATTN_QP_STAMPS=1 FP8ATTN_CUBIN=$work/$n.cubin bin/cuda.test -test.run QuantPackTimeline -test.v -test.timeout 120s \
+    FP8ATTN_PROFILE=1 FP8ATTN_CUBIN=$work/$n.cubin bin/cuda.test -test.run QuantPackTimeline -test.v -test.timeout 120s \
       > "$work/timeline-$n.txt" 2>&1 || failed "timeline on $n (timeline-$n.txt)"
     grep -E "timeline_test.go:[0-9]+:|^\s{4,}" "$work/timeline-$n.txt" | grep -v seed
     continue

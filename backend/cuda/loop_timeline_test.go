@@ -9,21 +9,73 @@ import (
 	"strings"
 	"testing"
 
+	"gorgonia.org/cu"
+
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/profile"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// The layout of kernels/hopper.cuh's fp8attn_loop_stamps (FP8ATTN_S9_LOOP_STAMPS).
+// The main loop's events (kernels/hopper.cuh, loop_stamp): the blocks read,
+// the tiles a warpgroup records (row 64·warpgroup + tile), the slots.
 const (
 	loopStampBlocks = 4
 	loopStampTiles  = 64
 	loopStampSlots  = 8
 )
 
+// profileSkip skips a timeline test unless FP8ATTN_PROFILE=1 says that the
+// modules the FP8ATTN_* variables name are profile builds.
+func profileSkip(t *testing.T, module string) {
+	if os.Getenv("FP8ATTN_PROFILE") != "1" {
+		t.Skipf("diagnostic: needs FP8ATTN_PROFILE=1 and %s built with -DFP8ATTN_PROFILE (kernels/profile.cuh)", module)
+	}
+}
+
+// clearProfile zeroes the event table of mod, a profile build's module.
+func clearProfile(t *testing.T, d *device, mod cu.Module) {
+	ptr, size, err := mod.Global(profile.TableSymbol)
+	if err != nil {
+		t.Fatalf("%s: %v: not a profile build", profile.TableSymbol, err)
+	}
+	if err := d.do(func() error { return cu.MemsetD32(ptr, 0, size/4) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readProfile reads the event table of mod, a profile build's module.
+func readProfile(t *testing.T, d *device, mod cu.Module) *profile.Table {
+	var lw, raw []int32
+	if err := d.do(func() (err error) { lw, err = d.global(mod, profile.LayoutSymbol, 4); return err }); err != nil {
+		t.Fatalf("%s: %v: not a profile build", profile.LayoutSymbol, err)
+	}
+	l, err := profile.ParseLayout(lw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.do(func() (err error) { raw, err = d.global(mod, profile.TableSymbol, l.Words()); return err }); err != nil {
+		t.Fatal(err)
+	}
+	tab, err := profile.Decode(l, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tab
+}
+
+// profileRow is row r of block b's events of kernel k, its first n slots.
+func profileRow(tab *profile.Table, k, b, r, n int) []int32 {
+	row := make([]int32, n)
+	for s := range row {
+		row[s] = int32(tab.At(k, b, r, s))
+	}
+	return row
+}
+
 // TestStage9LoopTimeline is a diagnostic, not a check: with
-// FP8ATTN_S9_LOOP_STAMPS=1 and FP8ATTN_CUBIN naming a Hopper module built
-// with -DFP8ATTN_S9_LOOP_STAMPS=1 (kernels/hopper.cuh), it runs stage 9's
+// FP8ATTN_PROFILE=1 and FP8ATTN_CUBIN naming a Hopper module built with
+// -DFP8ATTN_PROFILE (kernels/profile.cuh), it runs stage 9's
 // tiled kernel on FP8ATTN_LOOP_SHAPE (a shape as sdpatest.ParseShape reads
 // it, default 4x32x4096x4096x64, then optionally ":" and a mask as
 // backend.ParseMask reads it) and logs, for the first blocks' two consumer
@@ -32,9 +84,7 @@ const (
 // block by block, how much of one warpgroup's softmax ran while the
 // other's did.
 func TestStage9LoopTimeline(t *testing.T) {
-	if os.Getenv("FP8ATTN_S9_LOOP_STAMPS") != "1" {
-		t.Skip("diagnostic: needs FP8ATTN_S9_LOOP_STAMPS=1 and a Hopper cubin built with FP8ATTN_S9_LOOP_STAMPS=1")
-	}
+	profileSkip(t, "the Hopper cubin (FP8ATTN_CUBIN)")
 	d := hopperDevice(t)
 	spec := os.Getenv("FP8ATTN_LOOP_SHAPE")
 	if spec == "" {
@@ -57,14 +107,8 @@ func TestStage9LoopTimeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const n = loopStampBlocks * 3 * loopStampTiles * loopStampSlots
-	var raw []int32
-	if err := d.do(func() (err error) { raw, err = d.global(d.hmod, "fp8attn_loop_stamps", n); return err }); err != nil {
-		t.Fatal(err)
-	}
-	at := func(blk, wg, tile, slot int) uint32 {
-		return uint32(raw[((blk*3+wg)*loopStampTiles+tile)*loopStampSlots+slot])
-	}
+	tab := readProfile(t, d, d.hmod)
+	at := func(blk, wg, tile, slot int) uint32 { return tab.At(profile.Loop, blk, loopStampTiles*wg+tile, slot) }
 	cfg, err := tiles.Hopper(s.D)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"sync"
 	"testing"
@@ -18,7 +17,6 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/internal/timing"
 	"github.com/fp8attn/fp8attn/sdpatest"
-	"gorgonia.org/cu"
 )
 
 // TestPagedConformance runs the paged-cache table (sdpatest.RunPaged: a model
@@ -790,27 +788,21 @@ func TestPagedPlan(t *testing.T) {
 	}
 }
 
-// TestWSTimeline is a diagnostic, not a check: with FP8ATTN_WS_STAMPS=1 and
-// FP8ATTN_PAGED_CUBIN naming a paged module built with
-// -DFP8ATTN_PAGED_WS_STAMPS=1 (kernels/paged.cu), it replays the decode
+// TestWSTimeline is a diagnostic, not a check: with FP8ATTN_PROFILE=1 and
+// FP8ATTN_PAGED_CUBIN naming a paged module built with -DFP8ATTN_PROFILE
+// (kernels/profile.cuh; the events: kernels/paged.cu, WS_STAMP), it replays the decode
 // step of BenchmarkPagedDecode (shuffled pages) in a graph and logs where
 // the last call's time went: for each step a block records, the earliest,
 // median and latest block, in µs from the first block's pdl_wait; and the
 // splits' merges alone. Skipped otherwise.
 func TestWSTimeline(t *testing.T) {
-	if os.Getenv("FP8ATTN_WS_STAMPS") != "1" {
-		t.Skip("diagnostic: needs FP8ATTN_WS_STAMPS=1 and a paged cubin built with FP8ATTN_PAGED_WS_STAMPS=1")
-	}
+	profileSkip(t, "the paged cubin (FP8ATTN_PAGED_CUBIN)")
 	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const slots, blocks = 24, 1024
-	ptr, size, err := d.pmod.Global("fp8attn_ws_stamps")
-	if err != nil || size != 4*slots*blocks {
-		t.Fatalf("fp8attn_ws_stamps: %v (size %d): not a stamps build", err, size)
-	}
-	// The steps kernels/paged.cu stamps (FP8ATTN_PAGED_WS_STAMPS), in the
+	const slots = 24 // of kernel 0, row 0
+	// The steps kernels/paged.cu records (WS_STAMP), in the
 	// order they happen; slot 8 flags the merging blocks, 9 is the SM.
 	steps := []struct {
 		slot int
@@ -823,20 +815,15 @@ func TestWSTimeline(t *testing.T) {
 		{6, "split counter read"}, {13, "merge: LSEs loaded"}, {14, "merge: rows weighed"}, {7, "end"},
 	}
 	for _, s := range decodeShapes {
-		if err := d.do(func() error { return cu.MemsetD32(ptr, 0, slots*blocks) }); err != nil {
-			t.Fatal(err)
-		}
+		clearProfile(t, d, d.pmod)
 		times, err := decodeTimesOn(&kernelBackend{name: "cuda"}, s.b, s.hq, s.hkv, s.sk, 128, true, 0, 0, 50, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var raw []int32
-		if err := d.do(func() (err error) { raw, err = d.global(d.pmod, "fp8attn_ws_stamps", slots*blocks); return err }); err != nil {
-			t.Fatal(err)
-		}
+		tab := readProfile(t, d, d.pmod)
 		var rows [][]int32
-		for b := range blocks {
-			if r := raw[b*slots : (b+1)*slots]; r[1] != 0 {
+		for b := range tab.Blocks {
+			if r := profileRow(tab, 0, b, 0, slots); r[1] != 0 {
 				rows = append(rows, r)
 			}
 		}

@@ -9,16 +9,14 @@ import (
 	"sort"
 	"testing"
 
-	"gorgonia.org/cu"
-
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
-// TestQuantPackTimeline is a diagnostic, not a check: with FP8ATTN_QP_STAMPS=1
-// and FP8ATTN_CUBIN naming a Hopper module built with -DFP8ATTN_QP_STAMPS=1
-// (kernels/hopper.cuh), it replays the fused quantize + attention of the
+// TestQuantPackTimeline is a diagnostic, not a check: with FP8ATTN_PROFILE=1
+// and FP8ATTN_CUBIN naming a Hopper module built with -DFP8ATTN_PROFILE
+// (kernels/profile.cuh), it replays the fused quantize + attention of the
 // mission shape in a graph (as BenchmarkDeviceQuantizeAttention does) and
 // logs where the last call's time went: for each step quant_pack9 and the
 // fused attention record, the earliest, median and latest block, in µs
@@ -26,19 +24,11 @@ import (
 // runs the one-tile form that quantizes its own inputs, its blocks record
 // the quantization's steps in quant_pack9's slots (kernels/hopper.cuh,
 // quantize_one_tile). FP8ATTN_QP_BLOCKS=1 also lists every block of the
-// quantization with its SM, latest past pdl_wait first (where a build with
-// -DFP8ATTN_QP_ENTRY_AT moved the entry stamp, that is where it was
-// taken). Skipped otherwise.
+// quantization with its SM, latest past pdl_wait first. Skipped otherwise.
 func TestQuantPackTimeline(t *testing.T) {
-	if os.Getenv("FP8ATTN_QP_STAMPS") != "1" {
-		t.Skip("diagnostic: needs FP8ATTN_QP_STAMPS=1 and a Hopper cubin built with FP8ATTN_QP_STAMPS=1")
-	}
+	profileSkip(t, "the Hopper cubin (FP8ATTN_CUBIN)")
 	d := hopperDevice(t)
-	const slots, blocks = 8, 1024
-	ptr, size, err := d.hmod.Global("fp8attn_qp_stamps")
-	if err != nil || size != 4*2*slots*blocks {
-		t.Fatalf("fp8attn_qp_stamps: %v (size %d): not a stamps build", err, size)
-	}
+	const slots = 8 // of row 0 of kernels profile.Quant and profile.Attention; 7 is the SM
 	s := sdpatest.NamedShapes["mission"]
 	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 77)), s, 1)
 	// The inputs, then the output and LSE, then the three scale buffers.
@@ -55,9 +45,7 @@ func TestQuantPackTimeline(t *testing.T) {
 	}
 	defer r.Free()
 	r.fused = true
-	if err := d.do(func() error { return cu.MemsetD32(ptr, 0, 2*slots*blocks) }); err != nil {
-		t.Fatal(err)
-	}
+	clearProfile(t, d, d.hmod)
 	var times []float64
 	if err := d.do(func() (err error) {
 		times, err = d.timeCalls(200, true, func() error { return r.launch(tiles.HopperStage) })
@@ -65,14 +53,11 @@ func TestQuantPackTimeline(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var raw []int32
-	if err := d.do(func() (err error) { raw, err = d.global(d.hmod, "fp8attn_qp_stamps", 2*slots*blocks); return err }); err != nil {
-		t.Fatal(err)
-	}
+	tab := readProfile(t, d, d.hmod)
 	rows := [2][][]int32{}
-	for k := range 2 {
-		for b := range blocks {
-			if row := raw[(k*blocks+b)*slots : (k*blocks+b+1)*slots]; row[1] != 0 {
+	for k := range 2 { // profile.Quant, profile.Attention
+		for b := range tab.Blocks {
+			if row := profileRow(tab, k, b, 0, slots); row[1] != 0 {
 				rows[k] = append(rows[k], row)
 			}
 		}

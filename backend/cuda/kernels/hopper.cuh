@@ -54,6 +54,7 @@
 #include "../../../wmma/include/fp8attn_wgmma.h"
 #include "bulk.cuh"   // mbarriers, bulk copies
 #include "pdl.cuh"    // programmatic dependent launch: every entry point keeps its contract
+#include "profile.cuh"  // timelines (-DFP8ATTN_PROFILE builds only)
 #include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
 
 // FP8ATTN_S9_PINGPONG: where the tiled kernel runs ping-pong between its
@@ -121,38 +122,19 @@
 // one sign lost up to 1.6x the input-quantization error without it). The
 // float32 sum still gives the LSE.
 
-// FP8ATTN_S9_LOOP_STAMPS=1 builds a diagnostic module (never embedded):
-// lane 0 of each consumer warpgroup's first warp in the first
-// LOOP_STAMP_BLOCKS blocks of the tiled kernel records the SM clock
-// (%clock) at each step of its first LOOP_STAMP_TILES tiles into
-// fp8attn_loop_stamps[block][warpgroup][tile][8]: 0 the step begins, 1 the
-// previous P·V waited for, 2 folded (before its turn), 3 its turn, 4 Q·K(t)ᵀ
-// and P(t-1)·V(t-1) issued, 5 Q·K(t)ᵀ waited for, 6 the softmax done, 7 P
-// packed (and the later column parts issued). Warpgroup index 2 is the
-// producer: 0 before its wait for tile t's ring slot, 1 tile t's copies
-// issued. backend/cuda's TestStage9LoopTimeline reads them.
-#ifndef FP8ATTN_S9_LOOP_STAMPS
-#define FP8ATTN_S9_LOOP_STAMPS 0
-#endif
-#if FP8ATTN_S9_LOOP_STAMPS
-constexpr int LOOP_STAMP_BLOCKS = 4, LOOP_STAMP_TILES = 64;
-extern "C" {
-__device__ unsigned fp8attn_loop_stamps[LOOP_STAMP_BLOCKS * 3 * LOOP_STAMP_TILES * 8];
-}
-#endif
-
 namespace hopper {
 
-// loop_stamp records the SM clock into fp8attn_loop_stamps (FP8ATTN_S9_LOOP_STAMPS).
+// loop_stamp is the tiled kernel's main-loop event (profile.cuh, kernel
+// PROFILE_LOOP, SM cycles): lane 0 of each consumer warpgroup's first warp
+// records step `slot` of each of its first 64 tiles t in row 64·wg + t: 0
+// the step begins, 1 the previous P·V waited for, 2 folded (before its
+// turn), 3 its turn, 4 Q·K(t)ᵀ and P(t-1)·V(t-1) issued, 5 Q·K(t)ᵀ waited
+// for, 6 the softmax done, 7 P packed (and the later column parts issued).
+// Warpgroup index 2 is the producer: 0 before its wait for tile t's ring
+// slot, 1 tile t's copies issued. backend/cuda's TestStage9LoopTimeline
+// reads them.
 __device__ __forceinline__ void loop_stamp(bool cond, int wg, int t, int slot) {
-#if FP8ATTN_S9_LOOP_STAMPS
-  const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (cond && blk < LOOP_STAMP_BLOCKS && t < LOOP_STAMP_TILES) {
-    unsigned c;
-    asm volatile("mov.u32 %0, %%clock;\n" : "=r"(c)::"memory");
-    fp8attn_loop_stamps[((blk * 3 + wg) * LOOP_STAMP_TILES + t) * 8 + slot] = c;
-  }
-#endif
+  PROFILE_CYCLES(cond && t < 64, PROFILE_LOOP, 64 * wg + t, slot);
 }
 
 // Part<P> names a column part of P·V at compile time.
@@ -300,79 +282,22 @@ constexpr int QUANT_PACK_CLUSTER = 2;
 constexpr int QUANT_PACK_CODES = (16 << 10);
 constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
 
-// FP8ATTN_QP_STAMPS=1 builds a diagnostic module (never embedded): thread 0
-// of each of the first 1024 blocks of quant_pack9 (kernel 0) and of the
-// fused attention entry (kernel 1; thread 0 and the first consumer thread)
-// records %globaltimer (ns, low 32 bits) at its steps into
-// fp8attn_qp_stamps[kernel][block][QP_STAMP_SLOTS], the last launch
-// overwriting earlier ones. quant_pack9: 0 entry, 1 past pdl_wait, 2 its
-// values loaded and their amax found, 3 the block's amax, 4 the cluster's
-// exchanged, 5 the codes in shared memory, 6 the images written. The fused
-// attention: 0 entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last
-// tile done, 4 its rows written, 5 the producer's copies issued. Slot 7:
-// the SM. The quantizing one-tile form (quantize_one_tile) records its
-// quantization in kernel 0's slots (6: its copies issued) and, in kernel
-// 1's slots 5, 0 and 6, its codes stored, the other blocks' K shares
-// landed, and its softmax done.
-// backend/cuda's TestQuantPackTimeline reads them.
-#ifndef FP8ATTN_QP_STAMPS
-#define FP8ATTN_QP_STAMPS 0
-#endif
-// FP8ATTN_QP_ENTRY_AT moves the quantizing form's entry stamp (kernel 0,
-// slot 0; its time kept in a register and stored after pdl_wait) in a
-// stamps build: 0 after the set-up's barriers, 1 at the kernel's first
-// instruction, 2 after one_tile_sources has read the parameters
-// (diagnostic builds, session 33).
-#ifndef FP8ATTN_QP_ENTRY_AT
-#define FP8ATTN_QP_ENTRY_AT 0
-#endif
-#if FP8ATTN_QP_STAMPS
-constexpr int QP_STAMP_SLOTS = 8;
-extern "C" {
-__device__ unsigned fp8attn_qp_stamps[2 * 1024 * QP_STAMP_SLOTS];
-}
-// qp_time is %globaltimer's low 32 bits. A stamp taken before pdl_wait
-// keeps it in a register and stores it after the wait (QP_TIME, QP_PUT),
-// so that no global store comes before the set-up's memory barrier
-// (MEMBAR.ALL.CTA), which waits for it (session 33).
-__device__ __forceinline__ unsigned qp_time() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
-  return (unsigned)t;
-}
-// qp_put stores t in this block's slot of kernel (the first 1024 blocks).
-__device__ __forceinline__ void qp_put(int kernel, int slot, unsigned t) {
-  const unsigned blk = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (blk < 1024) fp8attn_qp_stamps[(kernel * 1024 + blk) * QP_STAMP_SLOTS + slot] = t;
-}
-// qp_stamp stores the time now in slot and the SM in slot 7.
-__device__ __forceinline__ void qp_stamp(int kernel, int slot) {
-  const unsigned t = qp_time();
-  unsigned sm;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-  qp_put(kernel, slot, t);
-  qp_put(kernel, 7, sm);
-}
-#define QP_STAMP(cond, kernel, slot)  \
-  do {                                \
-    if (cond) hopper::qp_stamp(kernel, slot); \
+// QP_STAMP(cond, kernel, slot) is a quantization event (profile.cuh, row 0,
+// %globaltimer) with the SM in slot 7. Kernel PROFILE_QUANT, quant_pack9:
+// 0 entry, 1 past pdl_wait, 2 its values loaded and their amax found, 3 the
+// block's amax, 4 the cluster's exchanged, 5 the codes in shared memory, 6
+// the images written. Kernel PROFILE_ATTENTION, the fused attention: 0
+// entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last tile done, 4 its
+// rows written, 5 the producer's copies issued. The quantizing one-tile
+// form (quantize_one_tile) records its quantization in PROFILE_QUANT's
+// slots (6: its copies issued) and, in PROFILE_ATTENTION's slots 5, 0 and
+// 6, its codes stored, the other blocks' K shares landed, and its softmax
+// done. backend/cuda's TestQuantPackTimeline reads them.
+#define QP_STAMP(cond, kernel, slot)                         \
+  do {                                                       \
+    PROFILE_TIME(cond, kernel, 0, slot);                     \
+    PROFILE_VALUE(cond, kernel, 0, 7, profile::sm());        \
   } while (0)
-#define QP_TIME(var) var = hopper::qp_time()
-#define QP_PUT(cond, kernel, slot, var) \
-  do {                                  \
-    if (cond) hopper::qp_put(kernel, slot, var); \
-  } while (0)
-#else
-#define QP_STAMP(cond, kernel, slot) \
-  do {                               \
-  } while (0)
-#define QP_TIME(var) \
-  do {               \
-  } while (0)
-#define QP_PUT(cond, kernel, slot, var) \
-  do {                                  \
-  } while (0)
-#endif
 
 // cluster_sync is barrier.cluster (arrive with release, wait with acquire):
 // every thread of the cluster's blocks reaches it before any goes on, and
@@ -1015,8 +940,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
-  unsigned qp_entry = 0;  // (a stamps build's entry time, stored after pdl_wait)
-  if (FP8ATTN_QP_ENTRY_AT == 1) QP_TIME(qp_entry);
+  unsigned qp_entry = 0;  // (a profile build's entry time, stored after pdl_wait)
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
     for (int s = 0; s < RING; s++) {
@@ -1042,13 +966,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   }
   __syncthreads();
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
-  if (FP8ATTN_QP_ENTRY_AT == 0) QP_TIME(qp_entry);
+  PROFILE_CLOCK(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
   if constexpr (QC) src = one_tile_sources<D>(p, b, h, kvh, i0, (int)blockIdx.x, (int)threadIdx.x);
-  if (FP8ATTN_QP_ENTRY_AT == 2) QP_TIME(qp_entry);
   pdl_wait();  // before the first global access (pdl.cuh)
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
-  QP_PUT(QC && threadIdx.x == 0, 0, 0, qp_entry);
+  PROFILE_VALUE(QC && threadIdx.x == 0, 0, 0, 0, qp_entry);
   (void)qp_entry;
   HeadScales qc{};
   float4 xv[8];  // (QC: the producer's V values, loaded by quantize_one_tile)
@@ -1338,7 +1261,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
     softmax_done();
     float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
-    if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
+    PROFILE_ONLY(fence_regs(s));
     stamp(0, 6);
     pack_p(pa[0]);
     stamp(0, 7);
@@ -1412,7 +1335,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
       softmax_turn();
       alpha = softmax(t);
       softmax_done();
-      if constexpr (FP8ATTN_S9_LOOP_STAMPS) fence_regs(s);
+      PROFILE_ONLY(fence_regs(s));
       stamp(t, 6);
       if constexpr (ONEPA) {  // P(t-1)·V(t-1) done before P(t) takes its registers
         finish();

@@ -160,52 +160,24 @@
 //                    64-4096 keys 80.3 -> 77.5 us (H200, docs/PERF.md).
 #include "bulk.cuh"    // mbarriers, bulk copies (the warp-specialized kernel)
 #include "pdl.cuh"     // programmatic dependent launch: every entry point keeps its contract
+#include "profile.cuh"  // timelines (-DFP8ATTN_PROFILE builds only)
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
-// FP8ATTN_PAGED_WS_STAMPS=1 builds a diagnostic ws kernel (never embedded):
-// warp 0 of each of the first 1024 blocks records %globaltimer (ns, low 32
-// bits) at its steps into fp8attn_ws_stamps[block][WS_STAMP_SLOTS], the
-// last unit's overwriting earlier ones: 0 entry, 1 past pdl_wait, 2 the
-// first bulk copy issued (producer 0), 3 consumer warp 0's first tile
-// landed, 4 every consumer's last tile done, 5 merge_warps done, 6 the split counter
-// read, 7 the end; slot 8 is 1 where the block merged the splits, slot 9
-// its SM; 10 producer 0 past setmaxnreg, 11 its first unit's length and
-// pages in registers, 12 its first tile's place worked out, 13 the merge's
-// split weights loaded (warp 0), 14 its rows weighed, 15 consumer warp 0's
-// first unit started (queries loaded); in the last unit's merge_warps
-// (warp 0): 16 every warp arrived, 17 the maxima and sums stored, 18 the
-// rows weighed and stored, 19 the rows combined and written; 20 st.finish
-// done. FP8ATTN_PAGED_WS_STAMPS=2 also runs each unit's merges twice, the
-// second from the instructions the first fetched, and stamps the second
-// (v16: as slow as the first, so instruction fetch is not what makes them
-// slow).
-// backend/cuda's TestWSTimeline reads them.
-#ifndef FP8ATTN_PAGED_WS_STAMPS
-#define FP8ATTN_PAGED_WS_STAMPS 0
-#endif
-#if FP8ATTN_PAGED_WS_STAMPS
-constexpr int WS_STAMP_SLOTS = 24;
-extern "C" {
-__device__ unsigned fp8attn_ws_stamps[1024 * WS_STAMP_SLOTS];
-}
-__device__ __forceinline__ void ws_stamp_value(int slot, unsigned v) {
-  if (blockIdx.x < 1024) fp8attn_ws_stamps[blockIdx.x * WS_STAMP_SLOTS + slot] = v;
-}
-__device__ __forceinline__ unsigned ws_now() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t)::"memory");
-  return (unsigned)t;
-}
-#define WS_STAMP(cond, slot)                  \
-  do {                                        \
-    if (cond) ws_stamp_value(slot, ws_now()); \
-  } while (0)
-#else
-#define WS_STAMP(cond, slot) \
-  do {                       \
-  } while (0)
-#endif
+// WS_STAMP(cond, slot) is an event of the warp-specialized kernel
+// (profile.cuh: kernel 0, row 0, %globaltimer), warp 0 of each block at its
+// steps, the last unit's overwriting earlier ones: 0 entry, 1 past
+// pdl_wait, 2 the first bulk copy issued (producer 0), 3 consumer warp 0's
+// first tile landed, 4 every consumer's last tile done, 5 merge_warps done,
+// 6 the split counter read, 7 the end; slot 8 is 1 where the block merged
+// the splits, slot 9 its SM; 10 producer 0 past setmaxnreg, 11 its first
+// unit's length and pages in registers, 12 its first tile's place worked
+// out, 13 the merge's split weights loaded (warp 0), 14 its rows weighed,
+// 15 consumer warp 0's first unit started (queries loaded); in the last
+// unit's merge_warps (warp 0): 16 every warp arrived, 17 the maxima and
+// sums stored, 18 the rows weighed and stored, 19 the rows combined and
+// written; 20 st.finish done. backend/cuda's TestWSTimeline reads them.
+#define WS_STAMP(cond, slot) PROFILE_TIME(cond, 0, 0, slot)
 
 struct PagedParams {
   const uint8_t *k, *v;            // the pool: per (page, KV head) K [P][D], V [D][P]
@@ -1294,7 +1266,7 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
       l[j] = s < S ? __ldcg(lse + s * 8) : NEG_INF;
       x[j] = s < S && d < D ? __ldcg((const float4*)(part + (long long)s * 8 * D + d)) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-#if FP8ATTN_PAGED_WS_STAMPS
+#ifdef FP8ATTN_PROFILE
     asm volatile("" ::"f"(l[0]), "f"(x[0].x));
     WS_STAMP(r == 0 && lane == 0 && s0 == 0, 13);
 #endif
@@ -1423,9 +1395,6 @@ template <int NS, int READERS> struct UnitQueue {
 // out by the lanes, one producer's 60 instructions a tile still did; four
 // producers of two consumers each held one consumer's tiles back behind
 // the other's.)
-// (The merges of each unit run twice in a stamps build with
-// FP8ATTN_PAGED_WS_STAMPS=2, once otherwise.)
-constexpr int WS_MERGE_REPS = FP8ATTN_PAGED_WS_STAMPS == 2 ? 2 : 1;
 template <int D, class State, bool DYNAMIC>
 __device__ __forceinline__ void paged_ws(const PagedParams p) {
   using T = PagedWSTiles<D>;
@@ -1453,9 +1422,8 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   __shared__ UnitQueue<4, CW + PW> queue;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-#if FP8ATTN_PAGED_WS_STAMPS
-  const unsigned t_entry = ws_now();  // written after pdl_wait
-#endif
+  unsigned t_entry = 0;  // (a profile build's entry time, written after pdl_wait)
+  PROFILE_CLOCK(t_entry);
   const PagedDivs dv(p);  // from the parameters alone: before pdl_wait, beside the kernel before
   if (threadIdx.x == 0) {
     for (int s = 0; s < R; s++) {
@@ -1505,7 +1473,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     // or before the return of a producer that has no tiles.)
     bool waited = false;
     first(blockIdx.x, n_cur, pg_cur);
-#if FP8ATTN_PAGED_WS_STAMPS
+#ifdef FP8ATTN_PROFILE
     asm volatile("" ::"r"(n_cur), "r"(pg_cur));  // the loads have returned
     WS_STAMP(warp == CW && lane == 0, 11);
 #endif
@@ -1534,7 +1502,7 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
         for (int j = 0; j < cnt; j++) {
           const long long offj = __shfl_sync(0xffffffffu, off, j);
           const int blkj = __shfl_sync(0xffffffffu, blk, j);
-#if FP8ATTN_PAGED_WS_STAMPS
+#ifdef FP8ATTN_PROFILE
           asm volatile("" ::"l"(offj), "r"(blkj));
           WS_STAMP(pi == 0 && lane == 0 && done + j == 0, 12);
 #endif
@@ -1606,9 +1574,8 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
   int n_cur = uid < units ? p.seq_lens[paged_unit_seq(dv, uid)] : 0, done = 0;  // done: this warp's tiles so far
   pdl_wait();  // before the queries (a kernel before may write them)
   WS_STAMP(threadIdx.x == 0, 1);
-#if FP8ATTN_PAGED_WS_STAMPS
-  if (threadIdx.x == 0) ws_stamp_value(0, t_entry);
-#endif
+  PROFILE_VALUE(threadIdx.x == 0, 0, 0, 0, t_entry);
+  (void)t_entry;
   for (int ku = 0; uid < units; ku++) {  // the block's ku-th unit
     const PagedUnit u = paged_unit_at(p, dv, uid, n_cur);
     st.start(p, u, g, t);
@@ -1629,18 +1596,11 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       hopper::mbar_arrive(&empty[slot]);
     }
     n_cur = n_next;
-#if FP8ATTN_PAGED_WS_STAMPS
-    sync();  // every warp's last tile done (merge_warps starts with this barrier)
-#endif
+    PROFILE_ONLY(sync());  // every warp's last tile done (merge_warps starts with this barrier)
     WS_STAMP(warp == 0 && lane == 0, 4);
     st.finish();
     WS_STAMP(warp == 0 && lane == 0, 20);
-    // (A stamps build with FP8ATTN_PAGED_WS_STAMPS=2 runs the unit's merges
-    // twice, the second time from the instructions the first fetched: its
-    // stamps overwrite the first's.)
-#pragma unroll 1
-    for (int rep = 0; rep < WS_MERGE_REPS; rep++)
-      merge_warps<D, D, CW, true>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
+    merge_warps<D, D, CW, true>(p, u, st, so, sm_m, sm_l, sm_vs, warp, lane, sync);
     WS_STAMP(warp == 0 && lane == 0, 5);
     if (p.splits > 1) {
       // The last of the item's splits to get here merges them. The barrier
@@ -1661,23 +1621,12 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
       sync();
       WS_STAMP(warp == 0 && lane == 0, 6);
       if (last_split) {
-        if (warp < u.rows_n) {
-#pragma unroll 1
-          for (int rep = 0; rep < WS_MERGE_REPS; rep++) merge_row_warp<D>(p, u.b, u.kh, u.rb, warp, lane, so + 256 * warp);
-        }
+        if (warp < u.rows_n) merge_row_warp<D>(p, u.b, u.kh, u.rb, warp, lane, so + 256 * warp);
       }
-#if FP8ATTN_PAGED_WS_STAMPS
-      if (warp == 0 && lane == 0) ws_stamp_value(8, last_split);
-#endif
+      PROFILE_VALUE(warp == 0 && lane == 0, 0, 0, 8, last_split);
     }
     WS_STAMP(warp == 0 && lane == 0, 7);
-#if FP8ATTN_PAGED_WS_STAMPS
-    if (warp == 0 && lane == 0) {
-      unsigned sm;
-      asm volatile("mov.u32 %0, %%smid;\n" : "=r"(sm));
-      ws_stamp_value(9, sm);
-    }
-#endif
+    PROFILE_VALUE(warp == 0 && lane == 0, 0, 0, 9, profile::sm());
     uid = unext;
     if (uid < units) unext = unit_at(ku + 2);
   }
