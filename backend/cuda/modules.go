@@ -108,8 +108,9 @@ type adaKernels struct {
 // loadHopper loads the sm_90a module (the embedded cubin, or in a kernel
 // development build the file FP8ATTN_CUBIN names; its PTX if the driver
 // refuses the cubin), checks its
-// Params layout and every kernel's geometry against internal/tiles, and
-// raises each attention kernel's dynamic shared-memory limit.
+// Params layout and every kernel's geometry (and the attention kernels'
+// schedule) against internal/tiles, and raises each attention kernel's
+// dynamic shared-memory limit.
 func (d *device) loadHopper() error {
 	image, err := moduleImage("FP8ATTN_CUBIN", string(kernels.HopperCubin))
 	if err != nil {
@@ -162,8 +163,9 @@ func (d *device) loadHopper() error {
 			*f.fn = cFunction(fn)
 			markPDL(*f.fn) // the sm_90a module's entry points keep kernels/pdl.cuh's contract
 		}
-		if err := d.checkExported(d.hmod, tiles.KernelName(tiles.HopperStage, hd)+"_config",
-			cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()); err != nil {
+		// The geometry, then the schedule the kernel was compiled with.
+		want := append([]int{cfg.D, cfg.DK, cfg.BlockM, cfg.BlockN, cfg.Threads, cfg.Ring, cfg.SharedBytes()}, cfg.Schedule()...)
+		if err := d.checkExported(d.hmod, tiles.KernelName(tiles.HopperStage, hd)+"_config", want...); err != nil {
 			return err
 		}
 		if k.attnOne != nil {

@@ -77,13 +77,38 @@ const HopperStage = 9
 // HopperHeadDims are the head dimensions the Hopper kernel is built for.
 var HopperHeadDims = []int{64, 96, 128, 192, 256}
 
-// HopperConfig is the geometry of the Hopper kernel for one head dimension.
+// HopperConfig is the geometry and schedule of the Hopper kernel for one
+// head dimension: one table, as FlashAttention-3's tile_size.h keeps both
+// (docs/design/hopper-prefill.md). The kernel compiles with these values
+// (tiles.h) and exports them in fp8attn_stage9_d<D>_config, which the
+// loader checks against this table.
 //
 // A block is one producer warpgroup (TMA bulk copies) and two consumer
 // warpgroups of 64 query rows each. Q·Kᵀ runs over DK, the head dimension
 // rounded up to a whole swizzle row (64 bytes, or a multiple of 128): the
 // images the device packs pad Q and K with zero columns; P·V produces the D
 // true columns.
+//
+// The schedule (the tiled kernel's; the one-tile form has one consumer
+// warpgroup and takes none of it):
+//   - PingPong: the consumer warpgroups take turns to issue their GEMMs
+//     (named barriers, as FlashAttention-3 does; the column parts of P·V
+//     after the first take no turn). Faster at D 192 (+6%) and 256 (+1%);
+//     6-10% slower at D 96 and 128.
+//   - SoftmaxTurns: they take turns to run their softmaxes instead, so that
+//     one's exponentials do not share the SM's MUFU with the other's while
+//     that one issues, waits for and folds its GEMMs. At D 64, where the
+//     GEMMs are too short to keep the softmaxes apart (+12%; slower at D 96
+//     to 256, and ping-pong's issue turns beside it 3% slower).
+//   - OnePA: one set of P registers, not two: each step waits for
+//     P(t-1)·V(t-1), folds it and releases its ring slot after tile t's
+//     softmax, and packs P(t) into the same registers. At D 64 (+6%; -3% at
+//     D 96, -5% at D 128 in one part). Needs PVParts 1.
+//   - PVParts: the column parts P·V runs in (each part's tile accumulator
+//     is D/PVParts registers a thread; the parts after the first are issued
+//     one after the other once the softmax is done): 2 at D 128 and 4 at
+//     D 256, where one part of D/2 registers spilled and the spills doubled
+//     the fold's time (+15% and +29%); 2 at D 192; D 64 and 96 in one.
 type HopperConfig struct {
 	D       int // head dimension
 	DK      int // Q·Kᵀ depth: D padded to 64 or a multiple of 128 bytes
@@ -91,22 +116,35 @@ type HopperConfig struct {
 	BlockN  int // keys per K/V tile
 	Threads int // three warpgroups
 	Ring    int // K/V tiles in flight
+
+	PingPong     bool // consumer warpgroups take turns to issue their GEMMs
+	SoftmaxTurns bool // consumer warpgroups take turns to run their softmaxes
+	OnePA        bool // one set of P registers
+	PVParts      int  // column parts of P·V
 }
 
 // Hopper returns the Hopper kernel's geometry for head dimension d.
 func Hopper(d int) (HopperConfig, error) {
 	// A 3-deep ring (v2): with 2, a slot is refilled only after both
 	// consumers' P·V on it, leaving one tile of prefetch.
-	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3}
+	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1}
 	switch d {
 	case 64:
 		c.DK = 64
+		c.SoftmaxTurns, c.OnePA = true, true
 	case 96, 128:
 		c.DK = 128
+		if d == 128 {
+			c.PVParts = 2
+		}
 	case 192, 256:
 		// The output accumulator takes d/2 registers a thread: halve the
 		// score tile to stay under the consumers' 240.
 		c.DK, c.BlockN = 256, 64
+		c.PingPong, c.PVParts = true, 2
+		if d == 256 {
+			c.PVParts = 4
+		}
 	default:
 		return HopperConfig{}, fmt.Errorf("%w: the Hopper kernel supports head dims %v, not %d", ErrNoKernel, HopperHeadDims, d)
 	}
@@ -275,6 +313,19 @@ func (c HopperConfig) SharedBytes() int {
 	return c.BlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024 + 1024
 }
 
+// Schedule is the config's schedule as the kernel's _config exports it
+// after the geometry: PINGPONG, SOFTMAX_TURNS, ONE_PA (0 or 1), PV_PARTS.
+func (c HopperConfig) Schedule() []int {
+	return []int{b2i(c.PingPong), b2i(c.SoftmaxTurns), b2i(c.OnePA), c.PVParts}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // KernelName returns the entry point of stage for head dimension d.
 func KernelName(stage, d int) string { return fmt.Sprintf("fp8attn_stage%d_d%d", stage, d) }
 
@@ -310,12 +361,13 @@ func Header() string {
 				s, d, c.BlockM, c.BlockN, c.Threads, c.Ring)
 		}
 	}
-	b.WriteString("\n// The Hopper kernel (stage 9, sm_90a): see internal/tiles.HopperConfig.\n")
+	b.WriteString("\n// The Hopper kernel (stage 9, sm_90a), geometry and schedule: see internal/tiles.HopperConfig.\n")
 	b.WriteString("template <int D> struct HopperTiles;\n")
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster)
+		sc := c.Schedule()
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3])
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
 	fmt.Fprintf(&b, "#define FP8ATTN_ADA_HEAD_DIMS %s\n", joinInts(AdaHeadDims))

@@ -3,6 +3,7 @@ package tiles
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -217,5 +218,37 @@ func TestHopperOneTileQuantizing(t *testing.T) {
 	c, _ := Hopper(64)
 	if x, y, z, th := c.QuantizingLaunch(2, 8); x != OneTileCluster || y != 8 || z != 2 || th != OneTileThreads {
 		t.Errorf("QuantizingLaunch(2, 8) = %d, %d, %d, %d threads; want %d, 8, 2, %d", x, y, z, th, OneTileCluster, OneTileThreads)
+	}
+}
+
+// TestHopperSchedule: the Hopper kernel's schedule per head dim (the
+// choices measured fastest, HopperConfig), and what the kernel needs of it:
+// ping-pong and softmax turns are two uses of the same barriers' protocol
+// and exclude each other, one P set needs P·V in one part, and each column
+// part is a wgmma N (a multiple of 8, at most 256).
+func TestHopperSchedule(t *testing.T) {
+	for _, tc := range []struct {
+		d                        int
+		pingPong, smTurns, onePA bool
+		parts                    int
+	}{
+		{64, false, true, true, 1}, {96, false, false, false, 1}, {128, false, false, false, 2},
+		{192, true, false, false, 2}, {256, true, false, false, 4},
+	} {
+		c, err := Hopper(tc.d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.PingPong != tc.pingPong || c.SoftmaxTurns != tc.smTurns || c.OnePA != tc.onePA || c.PVParts != tc.parts {
+			t.Errorf("D %d: schedule %+v, want ping-pong %v, softmax turns %v, one P set %v, %d parts", tc.d, c, tc.pingPong, tc.smTurns, tc.onePA, tc.parts)
+		}
+		if c.PingPong && c.SoftmaxTurns || c.OnePA && c.PVParts != 1 || c.PVParts < 1 || c.PVParts > 4 ||
+			c.D%c.PVParts != 0 || (c.D/c.PVParts)%8 != 0 {
+			t.Errorf("D %d: schedule %+v is not one the kernel can run", tc.d, c)
+		}
+		want := []int{b2i(tc.pingPong), b2i(tc.smTurns), b2i(tc.onePA), tc.parts}
+		if got := c.Schedule(); !slices.Equal(got, want) {
+			t.Errorf("D %d: Schedule() = %v, want %v", tc.d, got, want)
+		}
 	}
 }

@@ -148,6 +148,7 @@
 // inputs quantized by quant_pack9 just before: the score factors from their
 // scales), its geometry exported as
 // fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
+// followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS}
 // (checked against internal/tiles when the module loads), the three pack
 // kernels and quant_pack9.
 #define HOPPER_ENTRY(HD)                                                                                       \
@@ -179,9 +180,10 @@
     pdl_wait();                                                                                                  \
     hopper::quant_pack9<HD>(f);                                                                                  \
   }                                                                                                             \
-  extern "C" __device__ const int fp8attn_stage9_d##HD##_config[7] = {                                           \
-      HopperTiles<HD>::D,       HopperTiles<HD>::DK,   HopperTiles<HD>::BM,  HopperTiles<HD>::BN,                   \
-      HopperTiles<HD>::THREADS, HopperTiles<HD>::RING, HopperTiles<HD>::SMEM};
+  extern "C" __device__ const int fp8attn_stage9_d##HD##_config[11] = {                                          \
+      HopperTiles<HD>::D,        HopperTiles<HD>::DK,            HopperTiles<HD>::BM,     HopperTiles<HD>::BN,      \
+      HopperTiles<HD>::THREADS,  HopperTiles<HD>::RING,          HopperTiles<HD>::SMEM,   HopperTiles<HD>::PINGPONG, \
+      HopperTiles<HD>::SOFTMAX_TURNS, HopperTiles<HD>::ONE_PA,   HopperTiles<HD>::PV_PARTS};
 HOPPER_ENTRY(64)
 // The one-tile form (hopper::stage9 with ONE) for D 64, launched where
 // internal/tiles' HopperConfig.OneTile says so, in blocks of 256 threads

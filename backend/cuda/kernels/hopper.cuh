@@ -57,39 +57,9 @@
 #include "profile.cuh"  // timelines (-DFP8ATTN_PROFILE builds only)
 #include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
 
-// FP8ATTN_S9_PINGPONG: where the tiled kernel runs ping-pong between its
-// consumer warpgroups (named barriers make them take turns to issue their
-// GEMMs, as FlashAttention-3 does; the column parts of P·V after the
-// first take no turn). 2 (default, v15): at the head dims where it measured
-// faster since promotion (v6), D 64 (+4%), 192 (+6%) and 256 (+1%), not at
-// D 96 and 128 (6-10% slower; docs/PERF.md, session 26), and not where
-// the warpgroups take softmax turns instead (D 64 since v18); 1: every
-// head dim (v3 measured that slower everywhere but D 256, before
-// promotion); 0: none.
-#ifndef FP8ATTN_S9_PINGPONG
-#define FP8ATTN_S9_PINGPONG 2
-#endif
-// FP8ATTN_S9_SOFTMAX_TURNS: where the tiled kernel's consumer warpgroups
-// take turns to run their softmaxes (named barriers 3 and 4, the same
-// protocol), so that one warpgroup's exponentials do not share the SM's
-// MUFU with the other's while that one issues, waits for and folds its
-// GEMMs. 2 (default, v18): at D 64, where the GEMMs are too short to
-// keep the softmaxes apart (+12%; slower at D 96 to 256: docs/PERF.md,
-// session 28), with no ping-pong there (its issue turns measured 3% slower
-// beside these); 1: every head dim; 0: none.
-#ifndef FP8ATTN_S9_SOFTMAX_TURNS
-#define FP8ATTN_S9_SOFTMAX_TURNS 2
-#endif
-// FP8ATTN_S9_ONE_PA: where the tiled kernel keeps one set of P registers,
-// not two. Each step then waits for P(t-1)·V(t-1), folds it and releases
-// its ring slot after tile t's softmax, and packs P(t) into the same
-// registers. A warpgroup's wgmma issue returns only once the tensor cores
-// have taken the work (docs/PERF.md, session 29), so that P·V is about done
-// by then. 2 (default, v19): at D 64 (+6%); 1: at every head dim whose P·V
-// runs in one column part (D 96: -3%; D 128 in one part: -5%); 0: none.
-#ifndef FP8ATTN_S9_ONE_PA
-#define FP8ATTN_S9_ONE_PA 2
-#endif
+// The schedule (ping-pong, softmax turns, one P set, P·V's column parts)
+// is data: internal/tiles' HopperConfig, generated into tiles.h as
+// HopperTiles<D>::PINGPONG, SOFTMAX_TURNS, ONE_PA and PV_PARTS.
 // Promotion: each tile's P·V runs into a zeroed accumulator and is added
 // to O in float32 (DeepSeek-V3's promotion, their §3.3.2), in column parts
 // where the registers ask for it. The tensor cores truncate each k32 step's
@@ -97,23 +67,6 @@
 // tiles in one running wgmma accumulator, every new product would be
 // truncated relative to the whole row so far, and on values of one sign
 // the losses add up: 7% at 4096 keys (docs/ACCURACY.md).
-// FP8ATTN_S9_PARTS_D128, _D192 and _D256: the column parts P·V runs in
-// with PROMOTE at those head dims (each part's tile accumulator is
-// D/parts registers a thread; the parts after the first are issued one
-// after the other once the softmax is done). v16: 2 at D 128 and 4 at
-// D 256, where one part of D/2 registers spilled (164 and 516 bytes) and
-// the spills' loads and stores doubled the fold's time (+15% and +29%:
-// docs/PERF.md, session 27); D 192 keeps 2 (no spills). D 64 and 96 run in
-// one part (no wgmma of D/2 columns for them).
-#ifndef FP8ATTN_S9_PARTS_D128
-#define FP8ATTN_S9_PARTS_D128 2
-#endif
-#ifndef FP8ATTN_S9_PARTS_D192
-#define FP8ATTN_S9_PARTS_D192 2
-#endif
-#ifndef FP8ATTN_S9_PARTS_D256
-#define FP8ATTN_S9_PARTS_D256 4
-#endif
 // The normalizer: each row is divided by the sum of the E4M3 weights the
 // tensor cores multiplied, computed by them (P times a block of ones,
 // wgmma m64n8k32, beside P·V), instead of the float32 sum of the unrounded
@@ -1045,14 +998,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
-  // PROMOTE, LSUM and the column parts: see their macros above. P·V runs
-  // in NP column parts of DP = D/NP columns, one after the other into the
-  // same tile accumulator.
-  constexpr int NP = ONE ? 1
-                     : D == 256 ? FP8ATTN_S9_PARTS_D256
-                     : D == 192 ? FP8ATTN_S9_PARTS_D192
-                     : D == 128 ? FP8ATTN_S9_PARTS_D128
-                                : 1;
+  // Promotion, the normalizer and the column parts: see above. P·V runs
+  // in NP column parts of DP = D/NP columns (HopperTiles<D>::PV_PARTS), one
+  // after the other into the same tile accumulator.
+  constexpr int NP = ONE ? 1 : HopperTiles<D>::PV_PARTS;
   constexpr int DP = D / NP;
   static_assert(NP >= 1 && NP <= 4 && D % NP == 0, "P·V in one to four column parts");
   const uint32_t ones_addr = smem_u32(s_ones);
@@ -1069,8 +1018,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // they are packed while P·V still reads the previous tile's.
   using PA = uint32_t[SN / 32][4];
   PA pa[2];
-  // ONEPA: pa[0] alone (FP8ATTN_S9_ONE_PA).
-  constexpr bool ONEPA = !ONE && NP == 1 && (FP8ATTN_S9_ONE_PA == 1 || (FP8ATTN_S9_ONE_PA == 2 && D == 64));
+  // ONEPA: pa[0] alone (HopperTiles<D>::ONE_PA).
+  constexpr bool ONEPA = !ONE && NP == 1 && HopperTiles<D>::ONE_PA;
 
   // S = Q·K(t)ᵀ, issued (not waited for).
   auto issue_qk = [&](int t) {
@@ -1166,9 +1115,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // their GEMMs (barriers 1 and 2), so that one's softmax runs under the
   // other's GEMMs; or (SOFTMAX_TURNS) to run their softmaxes (barriers 3
   // and 4). The one-tile form has one consumer warpgroup.
-  constexpr bool SMTURNS = !ONE && (FP8ATTN_S9_SOFTMAX_TURNS == 1 || (FP8ATTN_S9_SOFTMAX_TURNS == 2 && D == 64));
-  constexpr bool PINGPONG =
-      !ONE && (FP8ATTN_S9_PINGPONG == 1 || (FP8ATTN_S9_PINGPONG == 2 && D != 96 && D != 128 && !SMTURNS));
+  constexpr bool SMTURNS = !ONE && HopperTiles<D>::SOFTMAX_TURNS;
+  constexpr bool PINGPONG = !ONE && HopperTiles<D>::PINGPONG;
+  static_assert(!(SMTURNS && PINGPONG), "turns on barriers 1-4: one protocol at a time");
   const Turns<PINGPONG, 1> gemm_turns{cw};
   const Turns<SMTURNS, 3> softmax_turns{cw};
   // The softmax's arithmetic stays inside its turn.
