@@ -347,11 +347,7 @@ func Header() string {
 #pragma once
 
 `)
-	stages := make([]string, len(Stages))
-	for i, s := range Stages {
-		stages[i] = fmt.Sprint(s)
-	}
-	fmt.Fprintf(&b, "#define FP8ATTN_STAGES %s\n#define FP8ATTN_NUM_STAGES %d\n\n", strings.Join(stages, ", "), len(Stages))
+	fmt.Fprintf(&b, "#define FP8ATTN_NUM_STAGES %d\n\n", len(Stages))
 	b.WriteString("// BM query rows per block, BN keys per tile, THREADS per block, RING tiles in flight.\n")
 	b.WriteString("template <int STAGE, int D> struct Tiles;\n")
 	for _, s := range Stages {
@@ -370,7 +366,6 @@ func Header() string {
 			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3])
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
-	fmt.Fprintf(&b, "#define FP8ATTN_ADA_HEAD_DIMS %s\n", joinInts(AdaHeadDims))
 	b.WriteString("template <int D> struct AdaTiles;\n")
 	for _, d := range AdaHeadDims {
 		c, _ := Ada(d)
@@ -378,7 +373,6 @@ func Header() string {
 			d, c.D, c.BlockM(), c.BlockN, c.Warps, c.Ring, c.KPitch(), c.VPitch(), c.TileBytes(), c.SharedBytes())
 	}
 	b.WriteString("\n// The paged-cache kernels (paged.cu): see internal/tiles.PagedConfig.\n")
-	fmt.Fprintf(&b, "#define FP8ATTN_PAGED_HEAD_DIMS %s\n", joinInts(PagedHeadDims))
 	b.WriteString("template <int D> struct PagedTiles;\n")
 	for _, d := range PagedHeadDims {
 		c, _ := Paged(d)
@@ -386,7 +380,6 @@ func Header() string {
 			d, c.Rows, c.Keys, c.Warps, c.Ring, c.KPitch(), c.TileBytes(), c.SharedBytes())
 	}
 	b.WriteString("\n// The warp-specialized paged kernel (paged.cu, sm_90a): see internal/tiles.PagedWSConfig.\n")
-	fmt.Fprintf(&b, "#define FP8ATTN_PAGED_WS_HEAD_DIMS %s\n", joinInts(PagedWSHeadDims))
 	b.WriteString("template <int D> struct PagedWSTiles;\n")
 	for _, d := range PagedWSHeadDims {
 		c, _ := PagedWS(d)
@@ -522,11 +515,3 @@ func (c PagedWSConfig) Threads() int { return 32 * (c.Consumers + c.Producers) }
 // PagedPageMultiple: a paged cache's page size must be a multiple of it (a
 // tile never straddles two pages).
 const PagedPageMultiple = 32
-
-func joinInts(x []int) string {
-	s := make([]string, len(x))
-	for i, v := range x {
-		s[i] = fmt.Sprint(v)
-	}
-	return strings.Join(s, ", ")
-}

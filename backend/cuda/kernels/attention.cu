@@ -109,10 +109,9 @@
 #include "stage3_4.cuh"
 #include "stage5_8.cuh"
 
-// FP8ATTN_FP8_MMA: FP8 mma.sync (sm_89+) is available. Every build but the
-// compute_80 one has it.
+// FP8 mma.sync (sm_89+): every build but the compute_80 one has it (the
+// stages 7, 8 and 10 below are under the same guard).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
-#define FP8ATTN_FP8_MMA 1
 #include "ada.cuh"
 #endif
 
@@ -132,7 +131,7 @@ ENTRY(3, 64, (stage_wmma<64, 3>(p))) ENTRY(3, 128, (stage_wmma<128, 3>(p)))
 ENTRY(4, 64, (stage_wmma<64, 4>(p))) ENTRY(4, 128, (stage_wmma<128, 4>(p)))
 ENTRY(5, 64, (stage5<64, 5>(p))) ENTRY(5, 128, (stage5<128, 5>(p)))
 ENTRY(6, 64, (stage5<64, 6>(p))) ENTRY(6, 128, (stage5<128, 6>(p)))
-#ifdef FP8ATTN_FP8_MMA
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 ENTRY(7, 64, (stage5<64, 7>(p))) ENTRY(7, 128, (stage5<128, 7>(p)))
 ENTRY(8, 64, (stage5<64, 8>(p))) ENTRY(8, 128, (stage5<128, 8>(p)))
 #endif
@@ -143,7 +142,7 @@ static_assert(FP8ATTN_NUM_STAGES == 8, "tiles.h lists stages without entry point
 // fp8attn_stage10_d<D>_config = {D, BM, BN, WARPS, RING, KPITCH, VPITCH,
 // SMEM} (checked against internal/tiles when the module loads), and the
 // V image pack kernel.
-#ifdef FP8ATTN_FP8_MMA
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 #define ADA_ENTRY(HD)                                                                                          \
   extern "C" __global__ void __launch_bounds__(AdaTiles<HD>::WARPS * 32)                                        \
       fp8attn_stage10_d##HD(const __grid_constant__ Params p) {                                                  \

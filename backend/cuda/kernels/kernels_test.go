@@ -3,10 +3,12 @@ package kernels
 import (
 	"crypto/sha256"
 	"fmt"
+	"io/fs"
 	"math/bits"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -14,20 +16,95 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// sourceFiles are the files SourceHash covers, in gen.sh's order: every
-// *.cu, *.cuh and *.h here in byte order of name, then the fragment and
-// wgmma headers.
-func sourceFiles(t *testing.T) []string {
+// productionSources are the kernel sources the modules include: every *.cu,
+// *.cuh and *.h here and in the folders below (ladder/, ...), but not
+// mutants/, by slash-separated path in byte order.
+func productionSources(t *testing.T) []string {
 	var files []string
-	for _, pat := range []string{"*.cu", "*.cuh", "*.h"} {
-		m, err := filepath.Glob(pat)
+	err := filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && path == "mutants" {
+			return filepath.SkipDir
+		}
+		if ext := filepath.Ext(path); !e.IsDir() && (ext == ".cu" || ext == ".cuh" || ext == ".h") {
+			files = append(files, filepath.ToSlash(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// sourceFiles are the files SourceHash covers, in gen.sh's order: the
+// production sources, then the fragment and wgmma headers.
+func sourceFiles(t *testing.T) []string {
+	return append(productionSources(t), "../../../wmma/include/fp8attn_fragments.h", "../../../wmma/include/fp8attn_wgmma.h")
+}
+
+// switchRE matches a preprocessor conditional (#if, #ifdef, #ifndef,
+// #elif, and #elifdef/#elifndef) and captures its condition.
+var switchRE = regexp.MustCompile(`(?m)^[ \t]*#[ \t]*(?:if|ifdef|ifndef|elif|elifdef|elifndef)\b(.*)$`)
+
+// projectName matches the project's macro names.
+var projectName = regexp.MustCompile(`\bFP8ATTN_\w+`)
+
+// switches lists the conditionals of src on an FP8ATTN_* name other than
+// FP8ATTN_PROFILE, the one profiling flag (profile.cuh).
+func switches(src string) []string {
+	var bad []string
+	for _, m := range switchRE.FindAllStringSubmatch(src, -1) {
+		for _, name := range projectName.FindAllString(m[1], -1) {
+			if name != "FP8ATTN_PROFILE" {
+				bad = append(bad, strings.TrimSpace(m[0]))
+				break
+			}
+		}
+	}
+	return bad
+}
+
+// TestNoBuildSwitches: the production kernel sources hold only code the
+// embedded modules compile. Their conditionals are architecture and include
+// guards and the profiling flag; any other FP8ATTN_* conditional (an
+// experiment, a broken build, a policy) belongs in internal/tiles, a
+// mutant (mutants/) or git history.
+func TestNoBuildSwitches(t *testing.T) {
+	for _, f := range productionSources(t) {
+		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		files = append(files, m...)
+		for _, s := range switches(string(b)) {
+			t.Errorf("%s: %s: a build switch in a production source", f, s)
+		}
 	}
-	sort.Strings(files)
-	return append(files, "../../../wmma/include/fp8attn_fragments.h", "../../../wmma/include/fp8attn_wgmma.h")
+}
+
+// TestSwitches proves TestNoBuildSwitches' scan on sources that must fail
+// it and sources that must pass.
+func TestSwitches(t *testing.T) {
+	for _, tc := range []struct {
+		src  string
+		want int
+	}{
+		{"#if FP8ATTN_S9_PINGPONG == 2\n#endif\n", 1},
+		{"  #  ifndef FP8ATTN_X\n#define FP8ATTN_X 0\n#endif\n", 1},
+		{"#ifdef FP8ATTN_FP8_MMA\n#endif\n", 1},
+		{"#if defined(__CUDA_ARCH__) && FP8ATTN_PDL_WAIT\n#elif FP8ATTN_Y\n#endif\n", 2},
+		{"#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890\n#endif\n", 0},
+		{"#ifdef FP8ATTN_PROFILE\n#endif\n", 0},
+		{"#pragma once\n#define FP8ATTN_PARAMS_OFF(f) (int)offsetof(Params, f)\n", 0},
+		{"// #if FP8ATTN_OLD in a comment\nif (x) {}\n", 0},
+	} {
+		if got := switches(tc.src); len(got) != tc.want {
+			t.Errorf("switches(%q) = %q, want %d", tc.src, got, tc.want)
+		}
+	}
 }
 
 // TestPTXFresh: the embedded PTX and cubin were built from the current

@@ -5,7 +5,6 @@
 // kernel's exported *_config against them when the module loads.
 #pragma once
 
-#define FP8ATTN_STAGES 1, 2, 3, 4, 5, 6, 7, 8
 #define FP8ATTN_NUM_STAGES 8
 
 // BM query rows per block, BN keys per tile, THREADS per block, RING tiles in flight.
@@ -36,7 +35,6 @@ template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM
 template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 134144, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 1, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 4; };
 
 // The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.
-#define FP8ATTN_ADA_HEAD_DIMS 64, 96, 128, 256
 template <int D> struct AdaTiles;
 template <> struct AdaTiles<64> { static constexpr int D = 64, BM = 64, BN = 64, WARPS = 4, RING = 3, KPITCH = 80, VPITCH = 80, TILE = 10240, SMEM = 30720; };
 template <> struct AdaTiles<96> { static constexpr int D = 96, BM = 64, BN = 64, WARPS = 4, RING = 3, KPITCH = 112, VPITCH = 80, TILE = 14848, SMEM = 44544; };
@@ -44,7 +42,6 @@ template <> struct AdaTiles<128> { static constexpr int D = 128, BM = 64, BN = 6
 template <> struct AdaTiles<256> { static constexpr int D = 256, BM = 64, BN = 32, WARPS = 4, RING = 2, KPITCH = 272, VPITCH = 48, TILE = 20992, SMEM = 41984; };
 
 // The paged-cache kernels (paged.cu): see internal/tiles.PagedConfig.
-#define FP8ATTN_PAGED_HEAD_DIMS 32, 64, 80, 96, 128, 160, 192, 256
 template <int D> struct PagedTiles;
 template <> struct PagedTiles<32> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 48, TILE = 2560, SMEM = 20480; };
 template <> struct PagedTiles<64> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 4, RING = 2, KPITCH = 80, TILE = 4608, SMEM = 36864; };
@@ -56,7 +53,6 @@ template <> struct PagedTiles<192> { static constexpr int ROWS = 8, KEYS = 32, W
 template <> struct PagedTiles<256> { static constexpr int ROWS = 8, KEYS = 32, WARPS = 2, RING = 2, KPITCH = 272, TILE = 16896, SMEM = 67584; };
 
 // The warp-specialized paged kernel (paged.cu, sm_90a): see internal/tiles.PagedWSConfig.
-#define FP8ATTN_PAGED_WS_HEAD_DIMS 32, 64, 80, 96, 128
 template <int D> struct PagedWSTiles;
 template <> struct PagedWSTiles<32> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 64, TILE = 2048, MERGE = 8736, SMEM = 141344; };
 template <> struct PagedWSTiles<64> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 48, TILE = 4096, MERGE = 16928, SMEM = 214688; };
