@@ -104,10 +104,10 @@
 // exactly 0 and P·V multiplies them by every V row of the tiles a block
 // loads, so a NaN in V reaches the rows of the block that load its key.
 #include "common.cuh"
-#include "stage1.cuh"
-#include "stage2.cuh"
-#include "stage3_4.cuh"
-#include "stage5_8.cuh"
+#include "ladder/stage1.cuh"
+#include "ladder/stage2.cuh"
+#include "ladder/stage3_4.cuh"
+#include "ladder/stage5_8.cuh"
 
 // FP8 mma.sync (sm_89+): every build but the compute_80 one has it (the
 // stages 7, 8 and 10 below are under the same guard).

@@ -4,12 +4,14 @@
 // cgo and builds everywhere; TestPTXFresh fails when the sources changed
 // without the PTX being rebuilt.
 //
-// Sources: attention.cu (the stage table, changelog and entry points)
-// includes common.cuh (what every stage shares), one file per stage family
-// (stage1.cuh, stage2.cuh, stage3_4.cuh, stage5_8.cuh) and tiles.h, the
-// geometry generated from internal/tiles; ada.cuh (stage 10) is part of
-// attention.cu's module too. attention_sm90a.cu is the Hopper
-// module (hopper.cuh), built for sm_90a; paged.cu the paged KV cache's.
+// Sources: attention.cu (the entry points) includes common.cuh (what every
+// kernel shares), the ladder of stages 1-8 (ladder/: a frozen, validated
+// progression, docs/design/ladder.md) and tiles.h, the geometry generated
+// from internal/tiles; ada.cuh (the sm89 kernel, stage 10) is part of
+// attention.cu's module too. attention_sm90a.cu is the Hopper module
+// (hopper/), built for sm_90a; paged.cu the paged KV cache's (paged/).
+// profile.cuh holds the one profiling flag's events (FP8ATTN_PROFILE);
+// mutants/ the deliberately broken builds scripts/gpu-mutants.sh runs.
 package kernels
 
 //go:generate ./gen.sh

@@ -1,4 +1,4 @@
-// stage5_8.cuh: stages 5-8, the keys of a 16-row query tile split across
+// ladder/stage5_8.cuh: stages 5-8, the keys of a 16-row query tile split across
 // warps, fragments filled from FP8 (see attention.cu's table).
 #pragma once
 // ---------------------------------------------------------------------------

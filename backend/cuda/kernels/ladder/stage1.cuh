@@ -1,4 +1,4 @@
-// stage1.cuh: stage 1, the scalar baseline (see attention.cu's table).
+// ladder/stage1.cuh: stage 1, the scalar baseline (see attention.cu's table).
 #pragma once
 // ---------------------------------------------------------------------------
 // Stage 1: scalar. 8 threads per query row; FP8 K/V tiles through a 2-deep

@@ -1,4 +1,4 @@
-// stage2.cuh: stage 2, WMMA tensor cores with S, P and O through shared
+// ladder/stage2.cuh: stage 2, WMMA tensor cores with S, P and O through shared
 // memory (see attention.cu's table).
 #pragma once
 // ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-// stage3_4.cuh: stages 3 and 4, WMMA with the online softmax fused in
+// ladder/stage3_4.cuh: stages 3 and 4, WMMA with the online softmax fused in
 // registers on the accumulator fragments (see attention.cu's table).
 #pragma once
 // ---------------------------------------------------------------------------
