@@ -1,0 +1,312 @@
+// hopper/quant_pack.cuh: quant_pack9, the fused quantization that writes
+// the images from float32 inputs: its encode (Encoder, checked by
+// encode_check), cluster exchange and transposes. Included by hopper.cuh
+// only, inside namespace hopper, in its order.
+#pragma once
+
+// FusedQuantParams: stage 9's parameters, whose Q, K and V point at
+// float32 inputs (in the codes' layout and element strides) instead of
+// codes, for quant_pack9 and the fused attention entry (stage9 with FUSED:
+// its score factor from the scales quant_pack9 wrote); the score-factor
+// check as ScoreParams has it.
+// Mirrored by backend/cuda's fusedQuantParams (fp8attn_fused_params_layout).
+struct FusedQuantParams {
+  Params p;
+  int* bad;
+  double scale, limit;
+};
+
+// quant_pack9's geometry, exported by the module as
+// fp8attn_quantpack9_config = {threads, cluster, codes}, which the host
+// launches it by: threads a block, blocks a head (a thread-block cluster),
+// and the most codes a block encodes (its rows times D; the host gives it
+// its chunk's in dynamic shared memory). Each thread holds its share of
+// those values in registers between the amax and the encode
+// (QUANT_PACK_VALS float4). The build options are for A/B runs: on the
+// mission shape (48 heads of 256×64) two blocks of 512 a head took 8.97 µs
+// with the attention in a graph, four of 256 9.80 (docs/PERF.md); fewer
+// blocks leave the attention's next blocks SMs to start on.
+constexpr int QUANT_PACK_THREADS = 512;
+constexpr int QUANT_PACK_CLUSTER = 2;
+constexpr int QUANT_PACK_CODES = (16 << 10);
+constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
+
+// QP_STAMP(cond, kernel, slot) is a quantization event (profile.cuh, row 0,
+// %globaltimer) with the SM in slot 7. Kernel PROFILE_QUANT, quant_pack9:
+// 0 entry, 1 past pdl_wait, 2 its values loaded and their amax found, 3 the
+// block's amax, 4 the cluster's exchanged, 5 the codes in shared memory, 6
+// the images written. Kernel PROFILE_ATTENTION, the fused attention: 0
+// entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last tile done, 4 its
+// rows written, 5 the producer's copies issued. The quantizing one-tile
+// form (quantize_one_tile) records its quantization in PROFILE_QUANT's
+// slots (6: its copies issued) and, in PROFILE_ATTENTION's slots 5, 0 and
+// 6, its codes stored, the other blocks' K shares landed, and its softmax
+// done. backend/cuda's TestQuantPackTimeline reads them.
+#define QP_STAMP(cond, kernel, slot)                         \
+  do {                                                       \
+    PROFILE_TIME(cond, kernel, 0, slot);                     \
+    PROFILE_VALUE(cond, kernel, 0, 7, profile::sm());        \
+  } while (0)
+
+// cluster_sync is barrier.cluster (arrive with release, wait with acquire):
+// every thread of the cluster's blocks reaches it before any goes on, and
+// their shared-memory writes before it are visible after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+
+// cluster_arrive and cluster_wait are barrier.cluster's two halves, apart:
+// quant_pack9 arrives at its entry and waits before its first access to
+// another block's shared memory, which must not come before that block
+// has started (it has arrived by then).
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory"); }
+
+// cluster_store writes v at the shared-memory address of x in block rank of
+// this cluster (distributed shared memory).
+__device__ __forceinline__ void cluster_store(float* x, int rank, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(cluster_map(x, rank)), "f"(v) : "memory");
+}
+
+// warp_amax is the largest of the warp's non-negative m: redux.sync on
+// the bits, which order non-negative floats.
+__device__ __forceinline__ float warp_amax(float m) { return __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, __float_as_uint(m))); }
+
+// byte_column is byte e of w0, w1, w2 and w3, in that order, as one word:
+// four keys' codes of one column of V, from words holding four columns of
+// each key (the V image's transpose, by byte permutes).
+__device__ __forceinline__ uint32_t byte_column(uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int e) {
+  const int sel = e | (e + 4) << 4;
+  return __byte_perm(__byte_perm(w0, w1, sel), __byte_perm(w2, w3, sel), 0x5410);
+}
+
+// amax4 is amax_add over the four values of x.
+__device__ __forceinline__ float amax4(float m, float4 x) {
+  return amax_add(amax_add(amax_add(amax_add(m, x.x), x.y), x.z), x.w);
+}
+
+// top4 is the largest of t and the magnitudes' bits of x (at least
+// 0x7F800000 where x holds a non-finite value).
+__device__ __forceinline__ uint32_t top4(uint32_t t, float4 x) {
+  return max(max(max(t, __float_as_uint(x.x) & 0x7FFFFFFFu), max(__float_as_uint(x.y) & 0x7FFFFFFFu, __float_as_uint(x.z) & 0x7FFFFFFFu)),
+             __float_as_uint(x.w) & 0x7FFFFFFFu);
+}
+
+// Encoder is quant_pack9's encode: codes bit for bit encode4's
+// (e4m3_nosat of the IEEE quotient x/s), without encode4's division and
+// bit arithmetic where the scale allows (fast):
+//   * the quotient from the correctly rounded reciprocal r = 1/s, q0 = x·r,
+//     then one remainder step, q = q0 - (q0·s - x)·r (both FMAs): the IEEE
+//     quotient when the remainder is exact, which holds for every |x| <= amax
+//     once s >= 2^-80 (Markstein; the remainder, about 2^-24·|x|, stays normal
+//     wherever the code depends on it), with x's sign (a -0 stays -0);
+//   * the code from cvt.rn.satfinite (round to nearest even, as
+//     e4m3_nosat; no finite quotient reaches its saturation, |x/s| being
+//     at most 448 and a rounding step), NoSat's codes put back for NaN
+//     (0x7F) and ±Inf (0x7F with the sign), which it would saturate.
+// Below s = 2^-80 (heads whose amax is under 3.7e-22) it is encode4.
+// TestFastEncodeAllFloats checks it against encode4 for every float
+// |x| <= amax and every non-finite one, over a range of amax.
+struct Encoder {
+  float s, r;
+  bool fast;
+  __device__ __forceinline__ explicit Encoder(float scale) : s(scale), r(__frcp_rn(scale)), fast(scale >= 0x1p-80f) {}
+  // quotient is x/s for a finite x (a non-finite one gives NaN).
+  __device__ __forceinline__ float quotient(float x) const {
+    const float q0 = __fmul_rn(x, r);
+    // q0 - (q0·s - x)·r: the signs on the FMAs' operands, so that -0 keeps
+    // its sign (q0 = -0, q0·s - x = +0, -(+0)·r + -0 = -0) without a
+    // copysign (an instruction a value; session 32).
+    return __fmaf_rn(-__fmaf_rn(q0, s, -x), r, q0);
+  }
+  // special is NoSat's code of a non-finite x in byte k of w.
+  __device__ __forceinline__ static uint32_t special(uint32_t w, float x, int k) {
+    if (fabsf(x) <= 3.40282347e38f) return w;
+    const uint32_t code = x != x ? 0x7Fu : 0x7Fu | ((__float_as_uint(x) >> 24) & 0x80u);
+    return (w & ~(0xFFu << (8 * k))) | code << (8 * k);
+  }
+  // finite4 is the fast path's codes of x, low byte first, where x's
+  // values are finite.
+  __device__ __forceinline__ uint32_t finite4(float4 x) const { return pack4(quotient(x.x), quotient(x.y), quotient(x.z), quotient(x.w)); }
+  // fast4 is the fast path's codes of x, low byte first: the non-finite
+  // values' codes put back on a branch that finite inputs never take.
+  __device__ __forceinline__ uint32_t fast4(float4 x) const {
+    const uint32_t w = finite4(x);
+    if (top4(0u, x) < 0x7F800000u) return w;
+    return special(special(special(special(w, x.x, 0), x.y, 1), x.z, 2), x.w, 3);
+  }
+  __device__ __forceinline__ uint32_t operator()(float4 x) const { return fast ? fast4(x) : encode4(x, s); }
+};
+
+// EncodeCheckParams is encode_check's (mirrored by backend/cuda's
+// encodeCheckParams, fp8attn_encode_check_params_layout).
+struct EncodeCheckParams {
+  const float* amax;
+  unsigned* result;
+  int n;
+};
+
+// encode_check is TestFastEncodeAllFloats's kernel: for each of the n amax
+// values, every float x with |x| <= amax or not finite (bit patterns
+// grid-strided) through Encoder and through encode4 with the scale
+// fp8.ScaleForAmax gives; result[2k] counts the x whose codes differ,
+// result[2k+1] holds one such x's bits.
+__device__ __forceinline__ void encode_check(const EncodeCheckParams& p) {
+  const float* amax = p.amax;
+  unsigned* result = p.result;
+  const int n = p.n;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (int k = 0; k < n; k++) {
+    const float a = amax[k];
+    const Encoder enc(scale_for_amax(a));
+    unsigned bad = 0, which = 0;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32); i += 4 * stride) {
+      float4 x;
+      x.x = __uint_as_float((unsigned)i);
+      x.y = __uint_as_float((unsigned)(i + stride));
+      x.z = __uint_as_float((unsigned)(i + 2 * stride));
+      x.w = __uint_as_float((unsigned)(i + 3 * stride));
+      const uint32_t got = enc(x), want = encode4(x, enc.s);
+      const float xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int j = 0; j < 4; j++) {
+        const bool in = !(fabsf(xs[j]) <= 3.40282347e38f) || fabsf(xs[j]) <= a;
+        if (in && ((got >> (8 * j)) & 0xFFu) != ((want >> (8 * j)) & 0xFFu)) bad++, which = __float_as_uint(xs[j]);
+      }
+    }
+    if (bad) {
+      atomicAdd(&result[2 * k], bad);
+      result[2 * k + 1] = which;
+    }
+  }
+}
+
+// quant_pack9 quantizes Q, K and V straight into stage 9's images in one
+// launch. Grid (QUANT_PACK_CLUSTER, heads), one cluster a head: y takes a
+// head of Q, then of K, then of V; block x a chunk of rows (a multiple of
+// 16, so that no V key group straddles two). Each block loads its chunk
+// into registers once and finds its amax (quant_amax's rule), the
+// cluster's blocks exchange them through distributed shared memory (each
+// block's amax stored into every block's parts, one cluster barrier; the
+// head's amax: the largest), and each block encodes its values into shared
+// memory as quant_encode does and writes their part of the head's image as
+// pack_qk and pack_v_image do (the last block also the padding; a negative
+// score factor folded into Q, its sign the softmax scale's as the descales
+// are positive). Block 0 writes the head's scale. Codes, scales and images
+// are bit for bit those of quant_amax, quant_encode and the pack kernels;
+// the score factors are the fused attention entry's (stage9).
+template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantParams& f) {
+  using G = Geometry<D>;
+  constexpr int NC = QUANT_PACK_CLUSTER, NT = QUANT_PACK_THREADS, NV = QUANT_PACK_VALS;
+  extern __shared__ __align__(16) uint8_t codes[];  // the chunk's codes, row-major (the host sizes it)
+  __shared__ float warp_max[NT / 32];
+  __shared__ float parts[NC];  // the cluster's blocks' amax, stored by each
+  const Params& p = f.p;
+  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv), tid = threadIdx.x, c = blockIdx.x;
+  int head = blockIdx.y, kind = 0;  // 0: Q, 1: K, 2: V
+  if (head >= nq + nkv) kind = 2, head -= nq + nkv;
+  else if (head >= nq) kind = 1, head -= nq;
+  const int hper = (int)(kind == 0 ? p.hq : p.hkv), b = head / hper, h = head % hper;
+  const int rows = (int)(kind == 0 ? p.sq : p.sk);
+  const int R = ((rows + NC - 1) / NC + 15) / 16 * 16;  // rows a chunk
+  const int r0 = min(c * R, rows), r1 = min(r0 + R, rows), n = (r1 - r0) * D;
+  const long long rs = kind == 0 ? p.q_row_stride : p.kv_row_stride;
+  const float* src = (const float*)(kind == 0 ? p.q : kind == 1 ? p.k : p.v) +
+                     b * (kind == 0 ? p.q_batch_stride : p.kv_batch_stride) +
+                     h * (kind == 0 ? p.q_head_stride : p.kv_head_stride) + r0 * rs;
+  QP_STAMP(tid == 0, 0, 1);
+
+  // Thread tid holds elements 4(tid + j·NT) .. +3 of the chunk (row-major,
+  // D % 4 == 0), j < NV: every load issued before the first is used.
+  float4 x[NV];
+  float m = 0.f;
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    const int i = 4 * (tid + j * NT);
+    if (i < n) x[j] = *(const float4*)(src + (i / D) * rs + i % D);
+  }
+#pragma unroll
+  for (int j = 0; j < NV; j++) {
+    if (4 * (tid + j * NT) < n) m = amax4(m, x[j]);
+  }
+  QP_STAMP(tid == 0 && m >= 0.f, 0, 2);  // (m: after the loads)
+  // The block's amax: each warp's, then warp 0 over them (block_max's
+  // result, by warp_amax).
+  m = warp_amax(m);
+  if (tid % 32 == 0) warp_max[tid / 32] = m;
+  __syncthreads();
+  if (tid < 32) {
+    m = warp_amax(tid < NT / 32 ? warp_max[tid] : 0.f);
+    QP_STAMP(tid == 0 && m >= 0.f, 0, 3);
+    cluster_wait();  // every block of the cluster has started (arrived at its entry)
+    if (tid < NC) cluster_store(&parts[c], tid, m);
+  } else {
+    cluster_wait();
+  }
+  cluster_sync();  // every block's amax is in every block's parts
+  m = 0.f;
+#pragma unroll
+  for (int r = 0; r < NC; r++) m = fmaxf(m, parts[r]);
+  QP_STAMP(tid == 0, 0, 4);
+  const Encoder enc(scale_for_amax(m));
+  const float s = enc.s;
+  if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
+  const bool tail = c == NC - 1;
+  // The codes into shared memory, then for Q and K pack_qk's image rows of
+  // the chunk (the tail: up to the padded rows), for V pack_v_image's
+  // 16-key groups of the chunk (the tail: up to whole tiles), swizzled as
+  // pack_v has it: a thread takes four columns of a group, sixteen 4-byte
+  // loads (a key's four columns each) and byte permutes into the four
+  // columns' 16 bytes (v_group's bytes, which it loads one a code).
+  if (enc.fast) {
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      const int i = 4 * (tid + j * NT);
+      if (i < n) *(uint32_t*)(codes + i) = enc.fast4(x[j]);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < NV; j++) {
+      const int i = 4 * (tid + j * NT);
+      if (i < n) *(uint32_t*)(codes + i) = encode4(x[j], s);
+    }
+  }
+  __syncthreads();
+  QP_STAMP(tid == 0, 0, 5);
+  if (kind < 2) {
+    constexpr int CH = G::DK / 16;
+    const int pad = kind == 0 ? G::BM : G::BN, rows_p = (rows + pad - 1) / pad * pad;
+    const int q0 = min(c * R, rows_p), q1 = tail ? rows_p : min(q0 + R, rows_p);
+    const bool neg = kind == 0 && f.scale < 0.0;
+    uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
+    for (int idx = tid; idx < (q1 - q0) * CH; idx += NT) {
+      const int col = 16 * (idx % CH), row = q0 + idx / CH;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row < rows && col < D) v = negate_if(*(const uint4*)(codes + (row - r0) * D + col), neg);
+      *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
+    }
+  } else {
+    constexpr int BN = G::BN, CH = BN / 16;
+    const int tiles = (rows + BN - 1) / BN, g0 = min(c * R, tiles * BN) / 16;
+    const int g1 = tail ? tiles * CH : min(c * R + R, tiles * BN) / 16;
+    for (int idx = tid; idx < (g1 - g0) * (D / 4); idx += NT) {
+      const int d = 4 * (idx % (D / 4)), g = g0 + idx / (D / 4), tile = g / CH, cc = g % CH;
+      uint32_t w[16];  // w[q]: columns d..d+3 of the key at position q
+#pragma unroll
+      for (int q = 0; q < 16; q++) {
+        const int key = 16 * g + sigma(q);
+        w[q] = key < rows ? *(const uint32_t*)(codes + (key - r0) * D + d) : 0u;
+      }
+      uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {  // column d + e: byte e of every w[q]
+        const int sel = e;
+        uint32_t o[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) o[k] = byte_column(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3], sel);
+        *(uint4*)(dst + swizzle<BN>((d + e) * BN + 16 * cc)) = make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
+  }
+  QP_STAMP(tid == 0, 0, 6);
+}
