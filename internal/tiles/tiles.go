@@ -125,7 +125,7 @@ type HopperConfig struct {
 
 // Hopper returns the Hopper kernel's geometry for head dimension d.
 func Hopper(d int) (HopperConfig, error) {
-	// A 3-deep ring (v2): with 2, a slot is refilled only after both
+	// A 3-deep ring: with 2, a slot is refilled only after both
 	// consumers' P·V on it, leaving one tile of prefetch.
 	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1}
 	switch d {

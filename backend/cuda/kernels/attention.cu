@@ -45,55 +45,13 @@
 // Ampere: the stages that decode FP8 to f16 before the MMA (1-6) are also
 // built for compute_80 (attention_compute_80.ptx, loaded on sm_80-sm_88);
 // stages 7, 8 and 10 use FP8 mma.sync, which needs sm_89, and are left out
-// of that build (FP8ATTN_FP8_MMA below).
+// of that build (the sm_89 guards below).
 //
-// Changelog
-//   v1 (2026-11-22): stages 1-4, D in {64, 128}, any Sq/Sk, GQA/MQA, both
-//                    causal alignments, LSE.
-//   v2 (2026-11-22): stage 5 (Nsight Compute on stage 4, mission: 2 warps per
-//                    SM, 7% compute throughput: latency-bound).
-//   v3 (2026-11-22): stage 6 (twice the key-split warps) and stage 7 (Q·Kᵀ
-//                    on the FP8 tensor cores).
-//   v4 (2026-11-22): stage 2 on four warps per 16-row block (it ran on one or
-//                    two warps: 40.6 us on mission, bound by the warps' own
-//                    instruction streams; 64-key tiles on one warp measured
-//                    the same). Four warps on 32 rows: 24.2 us; on 16: 19.3.
-//   v5 (2026-11-22): stages 5-7: V fragments filled a pair at a time (two
-//                    byte loads, one paired conversion); the merge computes
-//                    each row's factors once.
-//   v6 (2026-11-22): stage 8; stages 5-8 merge four outputs per thread with
-//                    16-byte loads and stores.
-//   v7 (2026-11-22): the house reorganized, each stage's instructions kept:
-//                    common.cuh holds what every stage shares (the cp.async
-//                    tile loop, now also stage 5's, the f16 Q load of stages
-//                    2-4, warp reductions, the online-softmax step, the
-//                    empty-row epilogue); each stage family has a file of its
-//                    own; every geometry constant comes from tiles.h,
-//                    generated from internal/tiles. Each head's score scale
-//                    comes from the host, multiplied in float64
-//                    (scale·log2(e) alone can overflow float; a double
-//                    product in the kernel measured 2-4% slower on the
-//                    microsecond shapes); stages 5-8 select zeros for a row
-//                    that sees no key (a NaN its zero weights met in V
-//                    stayed in before).
-//   v8 (2026-11-22): stage 10, the Ada kernel; sigma, ex2, pack4 and the
-//                    V image pack move to common.cuh (shared with stage 9);
-//                    a compute_80 build of stages 1-6; quantization on the
-//                    device (quant.cuh).
-//   v9 (2026-11-22): stage 10's main loop unrolled by the ring depth (every
-//                    slot offset a constant), the online-softmax step (alpha,
-//                    the rescale of O and l, 8 - m·c) only when some row's
-//                    maximum moved, the running maximum kept on raw scores
-//                    (no multiply a tile), the dense K path chosen by a tile
-//                    bound computed once: the steady path of a 64-key tile
-//                    on sm_89 went from 326 to 298 instructions at D=128 and
-//                    from 268 to 239 at D=64 (issue #13's goal: 300).
-//
-// Files: common.cuh (shared helpers, Params), stage1.cuh, stage2.cuh,
-// stage3_4.cuh, stage5_8.cuh, ada.cuh; tiles.h is generated (go run
-// ./internal/tiles/gen). New kernel families (Ada FP8, Hopper) get files of
-// their own: the Hopper kernel (stage 9) is hopper.cuh, built from
-// attention_sm90a.cu into a module of its own.
+// Files: common.cuh (shared helpers, Params), ladder/ (stages 1-8, the
+// frozen progression: docs/design/ladder.md), ada.cuh (stage 10:
+// docs/design/ada-prefill.md); tiles.h is generated (go run
+// ./internal/tiles/gen). The Hopper kernel (stage 9) is hopper.cuh and
+// hopper/, built from attention_sm90a.cu into a module of its own.
 //
 // Conventions: Q, K, V are E4M3 codes, [B][H][S][D] with int64 strides in
 // Params; per-(batch, head) dequantization scales; the Q and K scales and

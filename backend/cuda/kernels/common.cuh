@@ -76,7 +76,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
 // tiles use it: on the H200 the L1-bypassing form above asked L2 for 1.5x
 // (K) and 2x (V) the sectors of those copies (lts__t_sectors_srcunit_tex_op_read,
 // 235.6 MB for 134.5 MB of cache), this one for exactly the bytes, 4-6% less
-// decode time (docs/PERF.md, decode v8). The dense stages' copies are not
+// decode time (docs/design/paged-decode.md). The dense stages' copies are not
 // measured with it.
 __device__ __forceinline__ void cp_async16_l1(void* smem, const void* gmem) {
   const unsigned s = (unsigned)__cvta_generic_to_shared(smem);

@@ -33,7 +33,7 @@ grep -i warning sm90a_build.log paged_sm90a_build.log >&2 || true
 if grep -q C7508 sm90a_build.log paged_sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C7508)" >&2; exit 1; fi
 # C7514 is only an info line: ptxas serialized a function's wgmmas (an
 # accumulator read where its analysis cannot prove the wgmma done, e.g. a
-# wait or an issue under a branch; docs/PERF.md, session 17). Stage 9 must
+# wait or an issue under a branch; docs/design/hopper-prefill.md). Stage 9 must
 # not have it.
 if grep C7514 sm90a_build.log >&2; then echo "gen.sh: ptxas serialized wgmma in attention_sm90a.cu (C7514)" >&2; exit 1; fi
 grep C7514 paged_sm90a_build.log >&2 || true

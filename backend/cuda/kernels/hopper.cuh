@@ -31,18 +31,18 @@
 //     is used (P <= 1 becomes <= 256 < 448), the row sum in float32.
 //   * P·V: wgmma m64nDk32 e4m3 with A (P) from registers, B (Vᵀ) from shared
 //     memory, each tile into a zeroed accumulator added to O in float32
-//     (FP8ATTN_S9_PROMOTE), in column parts where one accumulator of D/2
-//     registers beside O would spill (FP8ATTN_S9_PARTS_D*); beside it P
-//     times a block of ones (m64n8k32) sums the rounded weights the output
-//     is normalized by (FP8ATTN_S9_LSUM).
-//   * Overlap (v3): within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
+//     (promotion, below), in column parts where one accumulator of D/2
+//     registers beside O would spill (HopperTiles<D>::PV_PARTS); beside it
+//     P times a block of ones (m64n8k32) sums the rounded weights the
+//     output is normalized by (the normalizer, below).
+//   * Overlap: within a warpgroup, Q·K(t)ᵀ and P(t-1)·V(t-1) are
 //     issued together and the softmax of tile t (and its packing into a
 //     second set of P registers; at D 64 into the same set, after P·V,
-//     FP8ATTN_S9_ONE_PA) runs while P·V is on the tensor cores.
-//     Ping-pong between the consumer warpgroups (they take turns to issue
-//     their GEMMs) at D 192 and 256 (FP8ATTN_S9_PINGPONG): at D 96 and 128
-//     it measured slower. At D 64 they take turns to run their softmaxes
-//     instead (FP8ATTN_S9_SOFTMAX_TURNS, v18).
+//     ONE_PA) runs while P·V is on the tensor cores. Ping-pong between the
+//     consumer warpgroups (they take turns to issue their GEMMs) at D 192
+//     and 256 (PINGPONG); at D 64 they take turns to run their softmaxes
+//     instead (SOFTMAX_TURNS). The schedule per head dim, and why, is
+//     internal/tiles' HopperConfig (docs/design/hopper-prefill.md).
 //
 // sigma (common.cuh): the accumulator gives thread t of a quad, in each 16-key group,
 // keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions

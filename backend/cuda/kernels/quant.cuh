@@ -16,7 +16,7 @@
 //                         float32 gives the Go code (TestQuantizeAllFloats);
 //                         the head's last block writes its scale and clears
 //                         the scratch for the next call.
-//   (v1 ran one block per head with a 64-bit division per element: 74 µs
+//   (One block per head with a 64-bit division per element took 74 µs
 //   for the mission shape's Q, K and V on the H200, 13x the attention.)
 //   fp8attn_score_factors per (batch, query head): backend.Problem's
 //                         ScoreFactor (scale·Q descale·K descale in double)

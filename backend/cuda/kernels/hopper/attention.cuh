@@ -17,7 +17,7 @@
 // the two halves of P·V's k steps), Q·Kᵀ is one wgmma m64n256k32 per k
 // step, and one softmax runs over all 2·BN keys, with no online rescale.
 // Such a call is bound by each block's own work, not by the pipeline
-// between tiles (docs/PERF.md, kernel changelog v9-v10).
+// between tiles (docs/design/hopper-prefill.md).
 //
 // QC (with FUSED and ONE; HopperConfig.OneTileQuantizing) is the one-tile
 // form quantizing its own float32 inputs: a cluster of ONE_CLUSTER blocks
@@ -402,7 +402,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // finish: the wait for every wgmma issued (at a step's start, the last
     // part of P(t-2)·V(t-2)), folded at once. (Issuing Q·K(t)ᵀ before that
     // fold measured slower, 707 against 747 TFLOP/s at D 128: the fold
-    // then delays P(t-1)·V(t-1), which needs ot back; docs/PERF.md.)
+    // then delays P(t-1)·V(t-1), which needs ot back; docs/design/hopper-prefill.md.)
     auto finish = [&]() {
       wg_wait<0>();
       fence_pv();
@@ -426,7 +426,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     // tensor cores. Each step begins with the wait for P(t-2)·V(t-2), so
     // that the wait starts a basic block: ptxas hoists a wait to the top of
     // its block, and a wait after the softmax in the same block would be
-    // scheduled before it (docs/PERF.md, stage 9 v3). The fences keep the
+    // scheduled before it (docs/design/hopper-prefill.md). The fences keep the
     // compiler from sinking the softmax below that wait. (The later column
     // parts' waits, NP > 1, follow the softmax in its block.)
     auto step = [&](int t, const PA& prev, PA& next) {

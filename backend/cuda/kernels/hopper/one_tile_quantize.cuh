@@ -8,7 +8,7 @@
 // the quantizing form: 16j + 4(tid % 4), so that the four threads of a row
 // take 64 contiguous bytes in each load instruction (whole 32-byte sectors;
 // with 16(tid % 4) + 4j each instruction took half of every sector it
-// touched: 0.05 µs of the mission call, session 32).
+// touched: 0.05 µs of the mission call).
 __device__ __forceinline__ int qk_col(int tid, int j) { return 16 * j + 4 * (tid % 4); }
 
 // HeadScales are a query head's scale and its KV head's, as quant_pack9
@@ -69,8 +69,8 @@ __device__ __forceinline__ OneTileVUnit one_tile_v_unit(int tid, int u) { return
 // elsewhere and past sk). Unit u's key sigma(4vt + j) is key 16vg + 2vt +
 // sigma(j) with vg = tid/64 + 2u, so the eight keys are the first one
 // plus 0, 1, 8, 9, 32, 33, 40 and 41: one address computed, the others
-// offsets from it, selected without branches (session 32's form took a
-// branch and a parameter read a key: docs/PERF.md, session 33).
+// offsets from it, selected without branches (a branch and a parameter
+// read a key measured slower: docs/design/quantize.md).
 template <int D>
 __device__ __forceinline__ void one_tile_v_sources(const Params& p, int b, int kvh, int r, int tid, OneTileSources& x) {
   constexpr int R = Geometry<D>::ONE_BM;
@@ -94,7 +94,7 @@ __device__ __forceinline__ void one_tile_v_sources(const Params& p, int b, int k
 // 128), one_tile_v_sources. Kernel parameters only: it runs before
 // pdl_wait, under the previous call, so that the loads issue back to back
 // once the wait returns (the empty asm keeps ptxas from sinking the
-// arithmetic past it: 0.15 µs of the mission call, session 32).
+// arithmetic past it: 0.15 µs of the mission call).
 template <int D>
 __device__ __forceinline__ OneTileSources one_tile_sources(const Params& p, int b, int h, int kvh, int i0, int r, int tid) {
   constexpr int R = Geometry<D>::ONE_BM;
@@ -183,7 +183,7 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   }
   __syncthreads();
   // V's loads once Q's and K's have arrived, so that they do not share the
-  // SM's bandwidth with them (0.05 µs of the mission call, session 32).
+  // SM's bandwidth with them (0.05 µs of the mission call).
   if (tid < 128) {
 #pragma unroll
     for (int i = 0; i < 8; i++) xv[i] = one_tile_load(src.v[i]);
@@ -213,7 +213,7 @@ __device__ __forceinline__ HeadScales quantize_one_tile(const FusedQuantParams& 
   uint4 cq, ck;
   // Where the thread's values are finite and the scales take Encoder's
   // fast path, straight-line code (one branch a thread, not one a float4:
-  // 0.7 µs of the mission call, docs/PERF.md).
+  // 0.7 µs of the mission call, docs/design/quantize.md).
   if (eq.fast && ek.fast && top < 0x7F800000u) {
     cq = make_uint4(eq.finite4(xq[0]), eq.finite4(xq[1]), eq.finite4(xq[2]), eq.finite4(xq[3]));
     ck = make_uint4(ek.finite4(xk[0]), ek.finite4(xk[1]), ek.finite4(xk[2]), ek.finite4(xk[3]));
@@ -306,7 +306,7 @@ __device__ __forceinline__ void quantize_one_tile_v(const float4 (&xv)[8], uint8
   // producer's barrier, so every producer thread's stores and proxy fence
   // come before it). Without it the consumer's P·V could read the sub-tile
   // before it is written: compute-sanitizer's racecheck, which schedules
-  // warps its own way, found that (session 32, run 11).
+  // warps its own way, found that).
   if (tid == NC - 1) mbar_arrive(v_full);
 }
 

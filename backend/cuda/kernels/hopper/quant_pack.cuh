@@ -24,7 +24,7 @@ struct FusedQuantParams {
 // those values in registers between the amax and the encode
 // (QUANT_PACK_VALS float4). The build options are for A/B runs: on the
 // mission shape (48 heads of 256×64) two blocks of 512 a head took 8.97 µs
-// with the attention in a graph, four of 256 9.80 (docs/PERF.md); fewer
+// with the attention in a graph, four of 256 9.80 (docs/design/quantize.md); fewer
 // blocks leave the attention's next blocks SMs to start on.
 constexpr int QUANT_PACK_THREADS = 512;
 constexpr int QUANT_PACK_CLUSTER = 2;
@@ -116,7 +116,7 @@ struct Encoder {
     const float q0 = __fmul_rn(x, r);
     // q0 - (q0·s - x)·r: the signs on the FMAs' operands, so that -0 keeps
     // its sign (q0 = -0, q0·s - x = +0, -(+0)·r + -0 = -0) without a
-    // copysign (an instruction a value; session 32).
+    // copysign (an instruction a value).
     return __fmaf_rn(-__fmaf_rn(q0, s, -x), r, q0);
   }
   // special is NoSat's code of a non-finite x in byte k of w.

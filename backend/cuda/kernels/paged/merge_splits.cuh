@@ -49,7 +49,7 @@ __device__ __forceinline__ SplitWeights split_weights(const PagedParams& p, long
 
 // weigh_splits sums wts[s] times columns d..d+3 of split s's partial row
 // (part + s·8·D) over s = s0, s0+step, ... < S, SPLIT_LOADS loads in flight
-// (16, v15: one trip to L2 for the 16 splits of a B1 decode step; with 8,
+// (16: one trip to L2 for the 16 splits of a B1 decode step; with 8,
 // two, and the step 0.1-0.2 us longer).
 constexpr int SPLIT_LOADS = 16;
 __device__ __forceinline__ float4 weigh_splits(const float* part, const float* wts, int D, int d, int s0, int S,
@@ -128,9 +128,9 @@ extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(
 // columns of each split's partial row at once, then, with m the largest
 // log-sum-exp so far, scales what it has summed by 2^(m_before - m) and adds
 // 2^(lse_s - m)·row_s (a split that saw no key weighs 0); out = Σ / Σ
-// weights. Otherwise (v15) lane s weighs splits s, s+32, ... into wts (256
-// floats of its own) first, then each lane sums its columns over every
-// split.
+// weights. (merge_row instead has lane s weigh splits s, s+32, ... into
+// wts, 256 floats of its own, first, then each lane sum its columns over
+// every split.)
 template <int D>
 __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int kh, int rb, int r, int lane,
                                                float* wts) {

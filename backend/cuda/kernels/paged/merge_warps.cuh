@@ -59,10 +59,10 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
 // log-sum-exps and where their outputs start; after a second barrier the
 // W·32 threads write the unit's rows, Σ_w so_w, to out (one split) or to
 // its partial rows. sync is the barrier of those threads; it runs first,
-// so that so may hold something else until then. (v13 worked the weights
-// out again for every element; v14 had one lane a row work them out for
-// every warp, between two more barriers: 0.86 of its 1.8 us at the end of
-// a unit, TestWSTimeline.)
+// so that so may hold something else until then. (Working the weights out
+// again for every element, or one lane a row working them out for every
+// warp between two more barriers, measured slower: 0.86 of 1.8 us at the
+// end of a unit, TestWSTimeline.)
 template <int D, int SO, int W, bool LEADER = false, class State, class Sync>
 __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUnit& u, const State& st, float* so,
                                             float (*sm_m)[8], float (*sm_l)[8], float* sm_vs, int warp, int lane,

@@ -21,7 +21,7 @@
 // barrier on one arrival from each of the READERS warps, which the
 // publisher waits for before it writes the slot again (a producer with no
 // tiles in short units could otherwise run NS publications ahead of a
-// consumer). A unit's result does not depend on its block (v11), so the
+// consumer). A unit's result does not depend on its block, so the
 // results do not depend on which block drew which ticket.
 template <int NS, int READERS> struct UnitQueue {
   uint64_t full[NS], empty[NS];
