@@ -318,9 +318,10 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // no quant_pack9: GQA, query rows that leave blocks of its cluster
 // without rows, keys that fill part of its last block's share, both
 // masks, both layouts), and one more (300 query rows) the quant_pack9 path
-// of the one-tile form. A build whose V transpose swaps columns
-// (FP8ATTN_QP_BROKEN_V) fails it, and so does one whose quantizing form
-// takes each block's Q scale from its own rows (FP8ATTN_S9_BROKEN_QC).
+// of the one-tile form. The kernel mutants (kernels/mutants) whose V
+// transpose swaps columns (qp-v-columns-swapped) and whose quantizing form
+// takes each block's Q scale from its own rows (s9-q-scale-per-block),
+// among others, fail it.
 // nonFinite puts non-finite values into some heads of in (BHSD, shape s,
 // Hkv at least 2 and Hq at least 4, 256 rows and keys, D 64): +Inf in K's
 // first head (every query head it serves attends a NaN code), -Inf and NaN
