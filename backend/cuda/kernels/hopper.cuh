@@ -81,6 +81,7 @@ namespace hopper {
 #include "hopper/pack.cuh"
 #include "hopper/quant_pack.cuh"
 #include "hopper/one_tile_quantize.cuh"
+#include "hopper/shell.cuh"
 #include "hopper/attention.cuh"
 
 }  // namespace hopper

@@ -112,27 +112,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     }
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     if (threadIdx.x == 0 && ntiles > 0) {
-      const uint8_t* qimg = p.qi + ((long long)b * p.hq + h) * sq_p * DK + (long long)i0 * DK;
-      const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK;
-      const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * sk_p * D;
-      mbar_expect_tx(q_full, ROWS * DK);
-      bulk_load(s_q, qimg, ROWS * DK, q_full);
-      if constexpr (ONE) {  // both tiles into ring slots 0 and 1, on slot 0's barriers
-        mbar_expect_tx(&k_full[0], 2 * G::KT);
-        bulk_load(s_k, kimg, 2 * G::KT, &k_full[0]);
-        mbar_expect_tx(&v_full[0], 2 * G::VT);
-        bulk_load(s_v, vimg, 2 * G::VT, &v_full[0]);
-      }
-      for (int t = 0; !ONE && t < ntiles; t++) {
-        const int s = t % RING;
-        loop_stamp(true, 2, t, 0);
-        if (t >= RING) mbar_wait(&empty[s], (t / RING - 1) & 1);
-        mbar_expect_tx(&k_full[s], G::KT);
-        bulk_load(s_k + s * G::KT, kimg + (long long)t * G::KT, G::KT, &k_full[s]);
-        mbar_expect_tx(&v_full[s], G::VT);
-        bulk_load(s_v + s * G::VT, vimg + (long long)t * G::VT, G::VT, &v_full[s]);
-        loop_stamp(true, 2, t, 1);
-      }
+      produce<D, ONE>(p, b, h, kvh, i0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full, empty);
       QP_STAMP(FUSED, 1, 5);
     }
     return;
@@ -513,24 +493,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 3);
-  const float l0 = group_sum<4>(l[0]), l1 = group_sum<4>(l[1]);
-  float* out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
-#pragma unroll
-  for (int half = 0; half < 2; half++) {
-    const int row = r0 + 8 * half;
-    if (row >= sq) continue;
-    const float lh = half ? l1 : l0;
-    const bool keys = row_has_keys(lh);
-    const float f = vs / lsum[half];
-    float* orow = out + row * p.o_row_stride;
-#pragma unroll
-    for (int i = 2 * half; i < D / 2; i += 4) {
-      const int col = 8 * (i / 4) + 2 * tq;
-      const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
-      *(float2*)(orow + col) = v;
-    }
-    if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
-  }
+  epilogue<D>(p, o, m, l, lsum, vs, b, h, r0, tq, sq);
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 4);
   if constexpr (QC) cluster_wait();  // no block exits while its shares may still be read
 }
