@@ -383,8 +383,8 @@ func Header() string {
 	b.WriteString("template <int D> struct PagedWSTiles;\n")
 	for _, d := range PagedWSHeadDims {
 		c, _ := PagedWS(d)
-		fmt.Fprintf(&b, "template <> struct PagedWSTiles<%d> { static constexpr int ROWS = %d, KEYS = %d, CONSUMERS = %d, PRODUCERS = %d, CONSUMER_REGS = %d, PRODUCER_REGS = %d, RING = %d, TILE = %d, MERGE = %d, SMEM = %d; };\n",
-			d, c.Rows, c.Keys, c.Consumers, c.Producers, c.ConsumerRegs, c.ProducerRegs, c.Ring, c.TileBytes(), c.MergeBytes(), c.SharedBytes())
+		fmt.Fprintf(&b, "template <> struct PagedWSTiles<%d> { static constexpr int ROWS = %d, KEYS = %d, CONSUMERS = %d, PRODUCERS = %d, CONSUMER_REGS = %d, PRODUCER_REGS = %d, RING = %d, TILE = %d, MERGE = %d, SMEM = %d, T_ROWS = %d; };\n",
+			d, c.Rows, c.Keys, c.Consumers, c.Producers, c.ConsumerRegs, c.ProducerRegs, c.Ring, c.TileBytes(), c.MergeBytes(), c.SharedBytes(), c.TransposedRows)
 	}
 	return b.String()
 }
@@ -461,6 +461,11 @@ type PagedWSConfig struct {
 	// has after setmaxnreg (the block launches with 65536 / Threads each).
 	ConsumerRegs, ProducerRegs int
 	Ring                       int // tiles in flight per block
+	// TransposedRows: units of at most this many query rows (a decode
+	// step's query heads of one KV head) run the transposed warp state
+	// (PagedWarpT, Sᵀ = K·Qᵀ: the keys fill the m16 rows, so that few rows
+	// waste no tensor-core work); larger units run PagedWarp.
+	TransposedRows int
 }
 
 // pagedWSConsumers and pagedWSProducers are the consumer and producer warps
@@ -481,7 +486,7 @@ func PagedWS(d int) (PagedWSConfig, error) {
 		return PagedWSConfig{}, fmt.Errorf("%w: the warp-specialized paged kernel supports head dims %v, not %d", ErrNoKernel, PagedWSHeadDims, d)
 	}
 	c := PagedWSConfig{D: d, Rows: 8, Keys: 32, Consumers: pagedWSConsumers, Producers: pagedWSProducers,
-		ConsumerRegs: 200, ProducerRegs: 56}
+		ConsumerRegs: 200, ProducerRegs: 56, TransposedRows: 4}
 	for n := c; n.Ring+c.Consumers <= 64; {
 		if n.Ring += c.Consumers; n.SharedBytes() <= pagedWSShared {
 			c.Ring = n.Ring

@@ -93,7 +93,7 @@ FP8ATTN_PAGED_ENTRY(256)
   extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
       fp8attn_paged_ws_d##D(const PagedParams p) {                                                          \
     pdl_launch_dependents(); /* paged_ws waits after its barriers' set-up */                              \
-    if (p.hq / p.hkv * p.sq <= 4)                                                     \
+    if (p.hq / p.hkv * p.sq <= PagedWSTiles<D>::T_ROWS)                                                     \
       paged_ws<D, PagedWarpT<D>, false>(p);                                                                 \
     else                                                                                                    \
       paged_ws<D, PagedWarp<D>, false>(p);                                                                  \
@@ -103,7 +103,7 @@ FP8ATTN_PAGED_ENTRY(256)
   extern "C" __global__ void __launch_bounds__((PagedWSTiles<D>::CONSUMERS + PagedWSTiles<D>::PRODUCERS) * 32, 1) \
       fp8attn_paged_wsq_d##D(const PagedParams p) {                                                         \
     pdl_launch_dependents();                                                                                \
-    if (p.hq / p.hkv * p.sq <= 4)                                                     \
+    if (p.hq / p.hkv * p.sq <= PagedWSTiles<D>::T_ROWS)                                 \
       paged_ws<D, PagedWarpT<D>, true>(p);                                              \
     else                                                                                                    \
       paged_ws<D, PagedWarp<D>, true>(p);                                               \

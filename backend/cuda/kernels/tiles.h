@@ -54,8 +54,8 @@ template <> struct PagedTiles<256> { static constexpr int ROWS = 8, KEYS = 32, W
 
 // The warp-specialized paged kernel (paged.cu, sm_90a): see internal/tiles.PagedWSConfig.
 template <int D> struct PagedWSTiles;
-template <> struct PagedWSTiles<32> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 64, TILE = 2048, MERGE = 8736, SMEM = 141344; };
-template <> struct PagedWSTiles<64> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 48, TILE = 4096, MERGE = 16928, SMEM = 214688; };
-template <> struct PagedWSTiles<80> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 40, TILE = 5120, MERGE = 21024, SMEM = 226784; };
-template <> struct PagedWSTiles<96> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 32, TILE = 6144, MERGE = 25120, SMEM = 222496; };
-template <> struct PagedWSTiles<128> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 24, TILE = 8192, MERGE = 33312, SMEM = 230496; };
+template <> struct PagedWSTiles<32> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 64, TILE = 2048, MERGE = 8736, SMEM = 141344, T_ROWS = 4; };
+template <> struct PagedWSTiles<64> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 48, TILE = 4096, MERGE = 16928, SMEM = 214688, T_ROWS = 4; };
+template <> struct PagedWSTiles<80> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 40, TILE = 5120, MERGE = 21024, SMEM = 226784, T_ROWS = 4; };
+template <> struct PagedWSTiles<96> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 32, TILE = 6144, MERGE = 25120, SMEM = 222496, T_ROWS = 4; };
+template <> struct PagedWSTiles<128> { static constexpr int ROWS = 8, KEYS = 32, CONSUMERS = 8, PRODUCERS = 8, CONSUMER_REGS = 200, PRODUCER_REGS = 56, RING = 24, TILE = 8192, MERGE = 33312, SMEM = 230496, T_ROWS = 4; };
