@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -81,6 +82,68 @@ func TestNoBuildSwitches(t *testing.T) {
 		}
 		for _, s := range switches(string(b)) {
 			t.Errorf("%s: %s: a build switch in a production source", f, s)
+		}
+	}
+}
+
+// TestMutantsApply: every mutant (mutants/*.sed, scripts/gpu-mutants.sh
+// runs them on the GPU) names its modules and tests, and changes exactly
+// one production source, so that a kernel edit that moves the code a
+// mutant breaks is caught here, not on the GPU machine. (Needs sed.)
+func TestMutantsApply(t *testing.T) {
+	sed, err := exec.LookPath("sed")
+	if err != nil {
+		t.Skip("no sed")
+	}
+	mutants, err := filepath.Glob("mutants/*.sed")
+	if err != nil || len(mutants) == 0 {
+		t.Fatalf("no mutants: %v", err)
+	}
+	sources := productionSources(t)
+	modules := map[string]bool{"attention.cu": true, "attention_sm90a.cu": true, "paged.cu": true}
+	for _, m := range mutants {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mods, tests []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "# module: "); ok {
+				mods = strings.Fields(v)
+			}
+			if v, ok := strings.CutPrefix(line, "# tests: "); ok {
+				tests = strings.Fields(v)
+			}
+		}
+		if len(mods) == 0 || len(tests) == 0 {
+			t.Errorf("%s: no '# module:' or '# tests:' line", m)
+		}
+		for _, mod := range mods {
+			if !modules[mod] {
+				t.Errorf("%s: module %s is not one gen.sh builds", m, mod)
+			}
+		}
+		for _, name := range tests {
+			if !strings.HasPrefix(name, "Test") {
+				t.Errorf("%s: %q is not a test name", m, name)
+			}
+		}
+		var changed []string
+		for _, f := range sources {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(sed, "-f", m, f).Output()
+			if err != nil {
+				t.Fatalf("sed -f %s %s: %v", m, f, err)
+			}
+			if string(out) != string(src) {
+				changed = append(changed, f)
+			}
+		}
+		if len(changed) != 1 {
+			t.Errorf("%s changes %d sources %v, want exactly one", m, len(changed), changed)
 		}
 	}
 }
