@@ -82,6 +82,7 @@ namespace hopper {
 #include "hopper/quant_pack.cuh"
 #include "hopper/one_tile_quantize.cuh"
 #include "hopper/shell.cuh"
+#include "hopper/softmax.cuh"
 #include "hopper/attention.cuh"
 
 }  // namespace hopper

@@ -1,0 +1,64 @@
+// hopper/softmax.cuh: a consumer thread's online softmax of one score tile
+// and the packing of its weights into wgmma A registers, for stage9
+// (hopper/attention.cuh). Included by hopper.cuh only, inside namespace
+// hopper, before hopper/attention.cuh.
+#pragma once
+
+// The online softmax of tile t on s: masked keys (and keys past sk, zero
+// in the image) become -Inf; row maxima on the raw scores (c > 0), then in
+// the log2 domain; P·2^8 = exp2(s·c - m + 8), one FFMA and one EX2 a
+// weight, so that E4M3 holds P in [2^-17, 256]. Returns the rescale
+// factors of rows r0 and r0 + 8 (o is left to the caller: a P·V may
+// still be running on it).
+// s holds the thread's SN/2 scores of rows r0 (elements with i & 2 == 0)
+// and r0 + 8; m and l the rows' running maxima (log2 domain) and float32
+// sums; c the score factor; vis0, vis1 and vis_min the keys rows r0, r0 + 8
+// and the warpgroup's first row see.
+template <int SN>
+__device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float c, int t, int tq, int vis0,
+                                               int vis1, int vis_min) {
+  // One branch around the whole mask, so that full tiles do not run it
+  // predicated off.
+  if ((t + 1) * SN > vis_min) {
+#pragma unroll
+    for (int i = 0; i < SN / 2; i++) {
+      const int key = t * SN + 8 * (i / 4) + 2 * tq + (i & 1);
+      if (key >= ((i & 2) ? vis1 : vis0)) s[i] = NEG_INF;
+    }
+  }
+  // Row maxima and sums over CH independent chains per row (element i
+  // of the thread belongs to row (i >> 1) & 1, chain (i >> 2) % CH): a
+  // single chain is a run of dependent instructions that two warps per
+  // scheduler cannot hide.
+  constexpr int CH = 4;
+  float mx[2][CH];
+#pragma unroll
+  for (int j = 0; j < CH; j++) mx[0][j] = mx[1][j] = NEG_INF;
+#pragma unroll
+  for (int i = 0; i < SN / 2; i++) mx[(i >> 1) & 1][(i >> 2) % CH] = fmaxf(mx[(i >> 1) & 1][(i >> 2) % CH], s[i]);
+  const float mx0 = fmaxf(fmaxf(mx[0][0], mx[0][1]), fmaxf(mx[0][2], mx[0][3]));
+  const float mx1 = fmaxf(fmaxf(mx[1][0], mx[1][1]), fmaxf(mx[1][2], mx[1][3]));
+  const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c), st1 = online_step(m[1], group_max<4>(mx1) * c);
+  const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
+  float sum[2][CH] = {};
+#pragma unroll
+  for (int i = 0; i < SN / 2; i++) {
+    s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
+    sum[(i >> 1) & 1][(i >> 2) % CH] += s[i];
+  }
+  l[0] = fmaf(l[0], st0.alpha, (sum[0][0] + sum[0][1]) + (sum[0][2] + sum[0][3]));
+  l[1] = fmaf(l[1], st1.alpha, (sum[1][0] + sum[1][1]) + (sum[1][2] + sum[1][3]));
+  return make_float2(st0.alpha, st1.alpha);
+}
+
+// a = the weights in s as E4M3 A registers (keys in sigma order).
+template <int SN> __device__ __forceinline__ void pack_weights(const float (&s)[SN / 2], uint32_t (&a)[SN / 32][4]) {
+#pragma unroll
+  for (int k = 0; k < SN / 32; k++) {
+    const int j = 16 * k;
+    a[k][0] = pack4(s[j + 0], s[j + 1], s[j + 4], s[j + 5]);
+    a[k][1] = pack4(s[j + 2], s[j + 3], s[j + 6], s[j + 7]);
+    a[k][2] = pack4(s[j + 8], s[j + 9], s[j + 12], s[j + 13]);
+    a[k][3] = pack4(s[j + 10], s[j + 11], s[j + 14], s[j + 15]);
+  }
+}
