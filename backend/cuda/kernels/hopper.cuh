@@ -60,6 +60,7 @@
 // The schedule (ping-pong, softmax turns, one P set, P·V's column parts)
 // is data: internal/tiles' HopperConfig, generated into tiles.h as
 // HopperTiles<D>::PINGPONG, SOFTMAX_TURNS, ONE_PA and PV_PARTS.
+//
 // Promotion: each tile's P·V runs into a zeroed accumulator and is added
 // to O in float32 (DeepSeek-V3's promotion, their §3.3.2), in column parts
 // where the registers ask for it. The tensor cores truncate each k32 step's
@@ -67,6 +68,7 @@
 // tiles in one running wgmma accumulator, every new product would be
 // truncated relative to the whole row so far, and on values of one sign
 // the losses add up: 7% at 4096 keys (docs/ACCURACY.md).
+//
 // The normalizer: each row is divided by the sum of the E4M3 weights the
 // tensor cores multiplied, computed by them (P times a block of ones,
 // wgmma m64n8k32, beside P·V), instead of the float32 sum of the unrounded
@@ -74,6 +76,14 @@
 // moves it by at most 2^-4 of V's range, not of its magnitude (values of
 // one sign lost up to 1.6x the input-quantization error without it). The
 // float32 sum still gives the LSE.
+//
+// Files, in the order included (inside namespace hopper): hopper/wgmma.cuh
+// (warpgroup primitives), pack.cuh (the images and their pack kernels),
+// quant_pack.cuh (quant_pack9), one_tile_quantize.cuh (the quantizing
+// one-tile form's quantization), shell.cuh (the producer's copies and the
+// epilogue), softmax.cuh (a tile's softmax and P's packing) and
+// attention.cuh (stage9: set-up, producer and consumer warpgroups, the
+// one-tile form and the tiled main loop).
 
 namespace hopper {
 
