@@ -5,13 +5,19 @@
 #   go test -c -tags cuda,kerneldev -o bin/cuda-kerneldev.test ./backend/cuda
 # For each mutant: a copy of the kernel sources (and wmma/include, which
 # they include), the mutant applied to every source (it must change exactly
-# one place: one diff hunk), the modules its "# module:" line names built with
-# gen.sh's flags, then the tests its "# tests:" line names run on those
-# modules (FP8ATTN_PTX, FP8ATTN_CUBIN, FP8ATTN_PAGED_CUBIN). The script
-# fails unless every mutant builds and fails its tests.
+# one place: one diff hunk), the modules its "# module:" line names built
+# with gen.sh's flags, then the tests its "# tests:" line names run on
+# those modules (FP8ATTN_PTX, FP8ATTN_CUBIN, FP8ATTN_PAGED_CUBIN). The
+# unmutated sources, built the same way (the control), must pass every
+# test the mutants name, so that a mutant's failure is the mutant's. The
+# builds run in parallel (JOBS at a time, default the CPUs), then the tests
+# one after the other. The script fails unless the control passes and every
+# mutant builds and fails its tests.
 # CHECK=1 only applies the mutants (no nvcc, no GPU): any machine.
 # Environment: OUT (default out; a log per mutant), MUTANTS (a regexp of
-# mutant names, default all), TEST_BIN (default bin/cuda-kerneldev.test).
+# mutant names, default all: split the set to stay within a time limit,
+# e.g. '^paged-' and '^(s9|qp|pdl)-'), TEST_BIN (default
+# bin/cuda-kerneldev.test), JOBS.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"; out=$(cd "$out" && pwd)
 bin=${TEST_BIN:-bin/cuda-kerneldev.test}
@@ -20,19 +26,30 @@ status=0
 failed() { echo "gpu-mutants: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 field() { sed -n "s/^# $1: *//p" "$2" | head -1; }
+# module FILE: the output and the FP8ATTN_* variable of a module build.
+module() {
+  case $1 in
+    attention.cu) echo "ptx FP8ATTN_PTX -ptx -arch=compute_89" ;;
+    attention_sm90a.cu) echo "cubin FP8ATTN_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
+    paged.cu) echo "cubin FP8ATTN_PAGED_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
+  esac
+}
+# 1. Apply: a copy of the sources per mutant, and the control's.
+names=() alltests=()
 for m in backend/cuda/kernels/mutants/*.sed backend/cuda/kernels/mutants/*.patch; do
   [ -f "$m" ] || continue
   name=$(basename "${m%.*}")
   [[ $name =~ ${MUTANTS:-.} ]] || continue
   modules=$(field module "$m"); tests=$(field tests "$m")
   [ -n "$modules" ] && [ -n "$tests" ] || { failed "$name: no '# module:' or '# tests:' line"; continue; }
+  for mod in $modules; do [ -n "$(module "$mod")" ] || { failed "$name: unknown module $mod"; continue 2; }; done
   root=$work/$name; mkdir -p "$root/backend/cuda"
   cp -r backend/cuda/kernels "$root/backend/cuda/" && cp -r wmma "$root/"
   k=$root/backend/cuda/kernels; rm -rf "$k/mutants"
   changed=0
   if [ "${m##*.}" = patch ]; then
     (cd "$root" && patch -s -p1 < "$OLDPWD/$m") || { failed "$name: the patch does not apply"; continue; }
-    changed=$(cd "$root" && diff -r "$OLDPWD/backend/cuda/kernels" backend/cuda/kernels | grep -c '^[0-9]')
+    changed=$(diff -r backend/cuda/kernels "$k" | grep -c '^[0-9]')
   else
     while IFS= read -r f; do
       sed -f "$m" "$f" > "$f.mut"
@@ -41,20 +58,44 @@ for m in backend/cuda/kernels/mutants/*.sed backend/cuda/kernels/mutants/*.patch
     done < <(find "$k" -name '*.cu' -o -name '*.cuh' -o -name '*.h')
   fi
   [ "$changed" = 1 ] || { failed "$name: changes $changed places in the sources, not 1"; continue; }
-  [ -n "${CHECK:-}" ] && { echo "applies   $name ($modules: $tests)"; continue; }
-  env=(); ok=1
-  for mod in $modules; do
-    case $mod in
-      attention.cu) o=$work/$name-attention.ptx; flags=(-ptx -arch=compute_89); env+=(FP8ATTN_PTX=$o) ;;
-      attention_sm90a.cu) o=$work/$name-attention.cubin; flags=(-cubin -gencode=arch=compute_90a,code=sm_90a); env+=(FP8ATTN_CUBIN=$o) ;;
-      paged.cu) o=$work/$name-paged.cubin; flags=(-cubin -gencode=arch=compute_90a,code=sm_90a); env+=(FP8ATTN_PAGED_CUBIN=$o) ;;
-      *) failed "$name: unknown module $mod"; ok=0; continue ;;
-    esac
-    (cd "$k" && nvcc -O3 -std=c++17 "${flags[@]}" -o "$o" "$mod") >> "$out/mutant-$name.log" 2>&1 || { failed "$name: building $mod (mutant-$name.log)"; ok=0; }
+  if [ -n "${CHECK:-}" ]; then echo "applies   $name ($modules: $tests)"; continue; fi
+  names+=("$name"); echo "$modules" > "$work/$name.modules"; echo "$tests" > "$work/$name.tests"
+  alltests+=($tests)
+done
+[ -n "${CHECK:-}" ] && exit $status
+[ ${#names[@]} -gt 0 ] || { echo "gpu-mutants: no mutant matches ${MUTANTS:-.}"; exit $status; }
+mkdir -p "$work/control/backend/cuda" && cp -r backend/cuda/kernels "$work/control/backend/cuda/" && cp -r wmma "$work/control/"
+echo "attention.cu attention_sm90a.cu paged.cu" > "$work/control.modules"
+# 2. Build, in parallel.
+jobs=${JOBS:-$(nproc)}
+for name in control "${names[@]}"; do
+  for mod in $(cat "$work/$name.modules"); do
+    read -r ext var flags <<< "$(module "$mod")"
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+    # shellcheck disable=SC2086
+    (cd "$work/$name/backend/cuda/kernels" && nvcc -O3 -std=c++17 $flags -o "$work/$name-$mod.$ext" "$mod") > "$work/$name-$mod.log" 2>&1 &
   done
-  [ $ok = 1 ] || continue
-  run="^($(echo $tests | tr ' ' '|'))\$"
-  if env "${env[@]}" timeout 600 "$bin" -test.run "$run" -test.timeout 590s >> "$out/mutant-$name.log" 2>&1; then
+done
+wait
+# runenv NAME: the FP8ATTN_* assignments that point at NAME's modules.
+runenv() {
+  local mod ext var flags
+  for mod in $(cat "$work/$1.modules"); do
+    read -r ext var flags <<< "$(module "$mod")"
+    [ -s "$work/$1-$mod.$ext" ] || { cat "$work/$1-$mod.log" >> "$out/mutant-$1.log"; return 1; }
+    echo "$var=$work/$1-$mod.$ext"
+  done
+}
+# 3. Test: the control, then each mutant.
+run="^($(printf '%s\n' "${alltests[@]}" | sort -u | paste -sd '|'))\$"
+if ! env=$(runenv control); then failed "building the control (mutant-control.log)"
+elif env $env timeout 600 "$bin" -test.run "$run" -test.timeout 590s > "$out/mutant-control.log" 2>&1; then
+  echo "passes    control ($run)"
+else failed "the control (unmutated sources) fails $run (mutant-control.log)"; fi
+for name in "${names[@]}"; do
+  env=$(runenv "$name") || { failed "$name: the build failed (mutant-$name.log)"; continue; }
+  run="^($(tr ' ' '|' < "$work/$name.tests"))\$"
+  if env $env timeout 600 "$bin" -test.run "$run" -test.timeout 590s >> "$out/mutant-$name.log" 2>&1; then
     failed "$name passed $run (mutant-$name.log)"
   else
     echo "killed    $name ($(grep -m1 -E '^--- FAIL' "$out/mutant-$name.log" | sed 's/ (.*//'))"
