@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "100670f554e3336629409303046e841d4b1e8b914206d733ba56a33c62110bf3"
+const SourceHash = "f3bd1e963d16d152a5a669cd0d885211c586bdb176d449d5b01035fa512f8e64"
