@@ -1,0 +1,146 @@
+//go:build !purego
+
+package cpu
+
+// kernelSets lists the kernel sets this CPU runs, the default first: on
+// arm64 the NEON set (Advanced SIMD, which every arm64 CPU has), then the
+// portable Go kernels.
+var kernelSets = []*kernelSet{&neonKernels, &goKernels}
+
+// neonKernels: 4-wide NEON with fused multiply-adds (kernels_arm64.s), the
+// softmax in base e (exp32's algorithm), keys in transposed panels. The
+// columns past the last whole vector, and rows' elements past the last
+// whole vector in rowMax and expSum, run the Go loops.
+var neonKernels = kernelSet{
+	name:      "neon",
+	scores4:   scores4NEON,
+	pv4:       pv4NEON,
+	pv1:       pv1NEON,
+	rowMax:    rowMaxNEON,
+	expSum:    expSumNEON,
+	scaleRows: scaleRowsGo,
+	transpose: transposePanelNEON,
+}
+
+// fmaPeak: this build has no peak-rate loop (see kernels_amd64.go).
+func fmaPeak(isa string, n int) float64 { return 0 }
+
+// transposePanelNEON is kernelSet.transpose for the NEON set: the Go
+// transpose of all n keys (a panel is built once and read by every query
+// block of its KV head).
+func transposePanelNEON(kt, k []float32, d, n int) { transposePanelGo(kt, k, d, n, 0) }
+
+// The wrappers check every slice bound the assembly relies on, so that a
+// wrong call panics in Go instead of reading or writing out of bounds.
+
+func scores4NEON(s, q, kt []float32, d int, scale float32) {
+	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
+	scores4x64NEON(&s[0], &q[0], &kt[0], d, scale)
+}
+
+// pv4NEON runs the assembly on the columns that fill whole vectors and Go
+// on the rest (d not a multiple of 4), as pv4Go computes them.
+func pv4NEON(acc, p, v []float32, d, n int, alpha *[4]float32) {
+	_, _ = acc[4*d-1], p[3*panel+n-1]
+	if n > 0 {
+		_ = v[n*d-1]
+	}
+	cols := d &^ 3
+	if cols > 0 {
+		var vp *float32
+		if n > 0 {
+			vp = &v[0]
+		}
+		pv4x4NEON(&acc[0], &p[0], vp, d, n, cols, alpha)
+	}
+	for r := range 4 {
+		a := acc[r*d : (r+1)*d]
+		for c := cols; c < d; c++ {
+			a[c] *= alpha[r]
+		}
+		for j := range n {
+			x := p[r*panel+j]
+			for c := cols; c < d; c++ {
+				a[c] += x * v[j*d+c]
+			}
+		}
+	}
+}
+
+// pv1NEON is pv4NEON for one row.
+func pv1NEON(acc, p, v []float32, d, n int, alpha float32) {
+	_ = acc[d-1]
+	if n > 0 {
+		_, _ = p[n-1], v[n*d-1]
+	}
+	cols := d &^ 3
+	if cols > 0 {
+		var pp, vp *float32
+		if n > 0 {
+			pp, vp = &p[0], &v[0]
+		}
+		pv1x4NEON(&acc[0], pp, vp, d, n, cols, alpha)
+	}
+	for c := cols; c < d; c++ {
+		acc[c] *= alpha
+	}
+	for j := range n {
+		for c := cols; c < d; c++ {
+			acc[c] += p[j] * v[j*d+c]
+		}
+	}
+}
+
+// rowMaxNEON takes the maximum of whole vectors in assembly and of the
+// remaining elements in Go.
+func rowMaxNEON(s []float32) float32 {
+	n4 := len(s) &^ 3
+	m := rowMaxGo(s[n4:])
+	if n4 > 0 {
+		m = max(m, max4NEON(&s[0], n4))
+	}
+	return m
+}
+
+// expSumNEON exponentiates whole vectors in assembly and the remaining
+// elements through exp32.
+func expSumNEON(s []float32, m float32) float32 {
+	n4 := len(s) &^ 3
+	sum := expSumGo(s[n4:], m)
+	if n4 > 0 {
+		sum += expSum4NEON(&s[0], n4, m)
+	}
+	return sum
+}
+
+// Assembly (kernels_arm64.s). Each equals the Go loop named in its comment
+// on the arguments the wrappers above pass.
+
+// scores4x64NEON is scores4Go.
+//
+//go:noescape
+func scores4x64NEON(s, q, kt *float32, d int, scale float32)
+
+// pv4x4NEON is pv4Go on columns [0, cols), cols a multiple of 4; the rows
+// of acc and v are d apart, of p panel apart.
+//
+//go:noescape
+func pv4x4NEON(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
+
+// pv1x4NEON is pv1Go on columns [0, cols), cols a multiple of 4.
+//
+//go:noescape
+func pv1x4NEON(acc, p, v *float32, d, n, cols int, alpha float32)
+
+// max4NEON is rowMaxGo on s[:n], n a positive multiple of 4.
+//
+//go:noescape
+func max4NEON(s *float32, n int) float32
+
+// expSum4NEON is expSumGo on s[:n], n a positive multiple of 4, with the
+// exponential computed four lanes at a time by the algorithm of exp32 (one
+// factor 2^k suffices on the domain x <= 0) and multiply-adds fused, and
+// the sum taken in four lanes and then across them.
+//
+//go:noescape
+func expSum4NEON(s *float32, n int, m float32) float32
