@@ -9,8 +9,8 @@ var kernelSets = []*kernelSet{&neonKernels, &goKernels}
 
 // neonKernels: 4-wide NEON with fused multiply-adds (kernels_arm64.s), the
 // softmax in base e (exp32's algorithm), keys in transposed panels. The
-// columns past the last whole vector, and rows' elements past the last
-// whole vector in rowMax and expSum, run the Go loops.
+// columns past the last whole vector in pv4 and pv1, and a row's elements
+// past the last whole vector in rowMax and expSum, run the Go loops.
 var neonKernels = kernelSet{
 	name:      "neon",
 	scores4:   scores4NEON,
@@ -18,17 +18,40 @@ var neonKernels = kernelSet{
 	pv1:       pv1NEON,
 	rowMax:    rowMaxNEON,
 	expSum:    expSumNEON,
-	scaleRows: scaleRowsGo,
+	scaleRows: scaleRowsNEON,
 	transpose: transposePanelNEON,
 }
 
 // fmaPeak: this build has no peak-rate loop (see kernels_amd64.go).
 func fmaPeak(isa string, n int) float64 { return 0 }
 
-// transposePanelNEON is kernelSet.transpose for the NEON set: the Go
-// transpose of all n keys (a panel is built once and read by every query
-// block of its KV head).
-func transposePanelNEON(kt, k []float32, d, n int) { transposePanelGo(kt, k, d, n, 0) }
+// transposePanelNEON is transposePanelGo with the whole blocks of 4 keys ×
+// 4 dims in one assembly call (transpose4x4NEON), then the dims after the
+// last whole block and the keys after the last whole block in Go.
+func transposePanelNEON(kt, k []float32, d, n int) {
+	kt, k = kt[:d*panel], k[:n*d]
+	n4, d4 := n&^3, d&^3
+	if n4 > 0 && d4 > 0 {
+		_, _ = k[(n4-1)*d+d4-1], kt[(d4-1)*panel+n4-1]
+		transpose4x4NEON(&kt[0], &k[0], d, n4/4, d4/4)
+	}
+	for i := d4; i < d; i++ {
+		for j := range n4 {
+			kt[i*panel+j] = k[j*d+i]
+		}
+	}
+	transposePanelGo(kt, k[n4*d:], d, n, n4)
+}
+
+// scaleRowsNEON is kernelSet.scaleRows in one assembly call.
+func scaleRowsNEON(dst []float32, stride int, src []float32, d int, f []float32) {
+	rows := len(f)
+	if rows == 0 || d <= 0 {
+		return
+	}
+	_, _ = dst[(rows-1)*stride+d-1], src[rows*d-1]
+	scaleRows4NEON(&dst[0], stride, &src[0], d, &f[0], rows)
+}
 
 // The wrappers check every slice bound the assembly relies on, so that a
 // wrong call panics in Go instead of reading or writing out of bounds.
@@ -144,3 +167,15 @@ func max4NEON(s *float32, n int) float32
 //
 //go:noescape
 func expSum4NEON(s *float32, n int, m float32) float32
+
+// transpose4x4NEON is transposePanelGo's blocks of 4 keys × 4 dims for the
+// first 4·keyBlocks keys and 4·dimBlocks dims, in one call.
+//
+//go:noescape
+func transpose4x4NEON(kt, k *float32, d, keyBlocks, dimBlocks int)
+
+// scaleRows4NEON is scaleRowsGo on rows > 0 rows of d > 0 columns (strides
+// in floats).
+//
+//go:noescape
+func scaleRows4NEON(dst *float32, stride int, src *float32, d int, f *float32, rows int)

@@ -471,3 +471,104 @@ expsum_loop:
 	FADDP4S(20, 20, 20)
 	FMOVS F20, ret+24(FP)
 	RET
+
+// func transpose4x4NEON(kt, k *float32, d, keyBlocks, dimBlocks int)
+// Equals transposePanelGo's blocks of 4 keys × 4 dims for the first
+// 4·keyBlocks keys and 4·dimBlocks dims: kt[i*panel+j] = k[j*d+i]. Each
+// block is four key rows' four dims (V0-V3), transposed by TRN1/TRN2 on
+// lanes and then on lane pairs, stored as four dims' four keys, 256 bytes
+// apart.
+TEXT ·transpose4x4NEON(SB), NOSPLIT, $0-40
+	MOVD kt+0(FP), R0
+	MOVD k+8(FP), R1
+	MOVD d+16(FP), R2
+	MOVD keyBlocks+24(FP), R3
+	MOVD dimBlocks+32(FP), R4
+	LSL $2, R2, R2
+	MOVD $256, R9
+
+tr_keys:
+	MOVD R1, R5
+	ADD R2, R5, R6
+	ADD R2, R6, R7
+	ADD R2, R7, R8
+	MOVD R0, R10
+	MOVD R4, R11
+
+tr_dims:
+	VLD1.P 16(R5), [V0.S4]
+	VLD1.P 16(R6), [V1.S4]
+	VLD1.P 16(R7), [V2.S4]
+	VLD1.P 16(R8), [V3.S4]
+	VTRN1 V1.S4, V0.S4, V4.S4 // a0 b0 a2 b2
+	VTRN2 V1.S4, V0.S4, V5.S4 // a1 b1 a3 b3
+	VTRN1 V3.S4, V2.S4, V6.S4 // c0 d0 c2 d2
+	VTRN2 V3.S4, V2.S4, V7.S4 // c1 d1 c3 d3
+	VTRN1 V6.D2, V4.D2, V16.D2 // dim 0: a0 b0 c0 d0
+	VTRN1 V7.D2, V5.D2, V17.D2 // dim 1
+	VTRN2 V6.D2, V4.D2, V18.D2 // dim 2
+	VTRN2 V7.D2, V5.D2, V19.D2 // dim 3
+	VST1.P [V16.S4], (R10)(R9)
+	VST1.P [V17.S4], (R10)(R9)
+	VST1.P [V18.S4], (R10)(R9)
+	VST1.P [V19.S4], (R10)(R9)
+	SUBS $1, R11
+	BNE tr_dims
+	ADD R2<<2, R1, R1
+	ADD $16, R0
+	SUBS $1, R3
+	BNE tr_keys
+	RET
+
+// func scaleRows4NEON(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+// Equals scaleRowsGo on rows > 0 rows of d > 0 columns (stride in floats):
+// each row's factor replicated, then 16 columns a step, 4 a step, and the
+// last d mod 4 one at a time, each product one rounding.
+TEXT ·scaleRows4NEON(SB), NOSPLIT, $0-48
+	MOVD dst+0(FP), R0
+	MOVD stride+8(FP), R1
+	MOVD src+16(FP), R2
+	MOVD d+24(FP), R3
+	MOVD f+32(FP), R4
+	MOVD rows+40(FP), R5
+	LSL $2, R1, R1
+
+sr_row:
+	VLD1R.P 4(R4), [V31.S4]
+	MOVD R0, R6
+	MOVD R3, R7
+
+sr_16:
+	CMP $16, R7
+	BLT sr_4
+	VLD1.P 64(R2), [V0.S4, V1.S4, V2.S4, V3.S4]
+	FMUL4S(31, 0, 0)
+	FMUL4S(31, 1, 1)
+	FMUL4S(31, 2, 2)
+	FMUL4S(31, 3, 3)
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], 64(R6)
+	SUB $16, R7
+	B sr_16
+
+sr_4:
+	CMP $4, R7
+	BLT sr_1
+	VLD1.P 16(R2), [V0.S4]
+	FMUL4S(31, 0, 0)
+	VST1.P [V0.S4], 16(R6)
+	SUB $4, R7
+	B sr_4
+
+sr_1:
+	CBZ R7, sr_next
+	FMOVS.P 4(R2), F0
+	FMULS F31, F0, F0
+	FMOVS.P F0, 4(R6)
+	SUB $1, R7
+	B sr_1
+
+sr_next:
+	ADD R1, R0
+	SUBS $1, R5
+	BNE sr_row
+	RET
