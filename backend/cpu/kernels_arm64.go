@@ -22,8 +22,16 @@ var neonKernels = kernelSet{
 	transpose: transposePanelNEON,
 }
 
-// fmaPeak: this build has no peak-rate loop (see kernels_amd64.go).
-func fmaPeak(isa string, n int) float64 { return 0 }
+// fmaPeak runs n iterations of the NEON set's peak-rate loop of fused
+// multiply-adds (fmaPeakNEON) for isa "neon" and returns the flops it did,
+// or 0 for any other name.
+func fmaPeak(isa string, n int) float64 {
+	if isa != "neon" {
+		return 0
+	}
+	fmaPeakNEON(n)
+	return float64(n) * 24 * 4 * 2
+}
 
 // transposePanelNEON is transposePanelGo with the whole blocks of 4 keys ×
 // 4 dims in one assembly call (transpose4x4NEON), then the dims after the
@@ -179,3 +187,6 @@ func transpose4x4NEON(kt, k *float32, d, keyBlocks, dimBlocks int)
 //
 //go:noescape
 func scaleRows4NEON(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+
+//go:noescape
+func fmaPeakNEON(n int)
