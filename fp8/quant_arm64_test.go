@@ -36,8 +36,8 @@ func neonModeArgs(m Mode, value bool) (uint32, uint32) {
 }
 
 // neonSweepStride is the sweep's stride: every 4099th input with -short,
-// every 7th without (614 million inputs, about 3 minutes under qemu on two
-// cores; all 2^32 would take about 18). Between the run boundaries every
+// every 7th without (614 million inputs, 3 to 5 minutes under qemu on two
+// cores; all 2^32 would take 20 to 30). Between the run boundaries every
 // input of a run has the same code, which the sweep samples.
 func neonSweepStride() uint64 {
 	if testing.Short() {
