@@ -103,10 +103,9 @@ func roundE4M3NEON(dst, src *float32, n int, scale float32, ovf, nanSign uint32)
 func amaxNEON(x *float32, n int) uint32
 
 // decodeE4M3NEON is decodeE4M3Table on the first n codes (n a positive
-// multiple of 16), by arithmetic instead of a table: for the magnitude bits
-// m = c & 0x7f, the float32 with bits m<<20, times 2^120 (exact), is the
-// code's value, normal or subnormal; m = 0x7f is NaN (0x7fc00000); the
-// sign bit moves to bit 31; then the one rounding of the product with
+// multiple of 16), by table lookups in registers: the high 16 bits of the
+// value of each magnitude (the low 16 are zero) from two 128-byte tables
+// (TBL, TBX), the sign ORed in, then the one rounding of the product with
 // scale.
 //
 //go:noescape

@@ -177,54 +177,93 @@ amax:
 	FMOVS F0, ret+16(FP)
 	RET
 
-// DECODE(C, c, M, m, S, s) is one vector of decodeE4M3NEON: the codes C
-// (one per 32-bit lane) become their values times scale; M and S are
-// clobbered. V30 is 0x7f, V29 2^120 and V28 NaN's bits, 0x7fc00000.
-#define DECODE(C, c, M, m, S, s) \
-	VAND V30.B16, C.B16, M.B16; \
-	VEOR M.B16, C.B16, S.B16; \
-	VSHL $24, S.S4, S.S4; \
-	VSHL $20, M.S4, C.S4; \
-	FMUL4S(29, c, c); \
-	VCMEQ V30.S4, M.S4, M.S4; \
-	VBIT M.B16, V28.B16, C.B16; \
-	VORR S.B16, C.B16, C.B16; \
-	FMUL4S(31, c, c)
+// The high 16 bits of the value of each E4M3 magnitude m < 128 (the low
+// 16 are zero: an E4M3 value has at most 4 significant bits), as two
+// tables of bytes: e4m3Byte3[m] is bits 24-31 of the float32, e4m3Byte2[m]
+// bits 16-23 (decodeTable's values; m = 0x7f is NaN, 0x7fc00000).
+DATA e4m3Byte3<>+0(SB)/8, $0x3c3c3c3c3b3b3b00
+DATA e4m3Byte3<>+8(SB)/8, $0x3c3c3c3c3c3c3c3c
+DATA e4m3Byte3<>+16(SB)/8, $0x3d3d3d3d3d3d3d3d
+DATA e4m3Byte3<>+24(SB)/8, $0x3d3d3d3d3d3d3d3d
+DATA e4m3Byte3<>+32(SB)/8, $0x3e3e3e3e3e3e3e3e
+DATA e4m3Byte3<>+40(SB)/8, $0x3e3e3e3e3e3e3e3e
+DATA e4m3Byte3<>+48(SB)/8, $0x3f3f3f3f3f3f3f3f
+DATA e4m3Byte3<>+56(SB)/8, $0x3f3f3f3f3f3f3f3f
+DATA e4m3Byte3<>+64(SB)/8, $0x4040404040404040
+DATA e4m3Byte3<>+72(SB)/8, $0x4040404040404040
+DATA e4m3Byte3<>+80(SB)/8, $0x4141414141414141
+DATA e4m3Byte3<>+88(SB)/8, $0x4141414141414141
+DATA e4m3Byte3<>+96(SB)/8, $0x4242424242424242
+DATA e4m3Byte3<>+104(SB)/8, $0x4242424242424242
+DATA e4m3Byte3<>+112(SB)/8, $0x4343434343434343
+DATA e4m3Byte3<>+120(SB)/8, $0x7f43434343434343
+GLOBL e4m3Byte3<>(SB), RODATA|NOPTR, $128
+DATA e4m3Byte2<>+0(SB)/8, $0x60402000c0800000
+DATA e4m3Byte2<>+8(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+16(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+24(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+32(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+40(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+48(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+56(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+64(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+72(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+80(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+88(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+96(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+104(SB)/8, $0xf0e0d0c0b0a09080
+DATA e4m3Byte2<>+112(SB)/8, $0x7060504030201000
+DATA e4m3Byte2<>+120(SB)/8, $0xc0e0d0c0b0a09080
+GLOBL e4m3Byte2<>(SB), RODATA|NOPTR, $128
 
 // func decodeE4M3NEON(dst *float32, src *E4M3, n int, scale float32)
-// Equals decodeE4M3Table on src[:n], n a positive multiple of 16: the
-// codes widen to 32-bit lanes (UXTL, twice); for the magnitude bits m = c &
-// 0x7f, the float32 with bits m<<20 is the value times 2^-120 (a normal
-// code's exponent and mantissa fields; a subnormal code's m·2^-9 as the
-// float32 subnormal m·2^-129), so times 2^120 it is the value, exactly;
-// m = 0x7f is NaN (0x7fc00000); the sign bit moves to bit 31; then the
-// product with scale, one rounding as in the table loop.
+// Equals decodeE4M3Table on src[:n], n a positive multiple of 16, 16 codes a
+// step: the magnitudes m = c & 0x7f index the two 128-byte tables (TBL on
+// the first 64 entries, TBX with index m ^ 64 on the last 64: an index out
+// of range leaves TBL's byte), the sign byte c ^ m is ORed into bits
+// 24-31, two rounds of ZIP build the float32s (byte 2 below byte 3, then
+// zero below that half), and each is multiplied by scale, one rounding as
+// in the table loop. Tables in V16-V31; V12 0x7f, V13 0x40 and V14 zero
+// (bytes), V15 scale.
 TEXT ·decodeE4M3NEON(SB), NOSPLIT, $0-28
 	MOVD dst+0(FP), R0
 	MOVD src+8(FP), R1
 	MOVD n+16(FP), R2
-	FMOVS scale+24(FP), F31
-	VDUP V31.S[0], V31.S4
+	FMOVS scale+24(FP), F15
+	VDUP V15.S[0], V15.S4
+	MOVD $e4m3Byte3<>(SB), R3
+	VLD1.P 64(R3), [V16.B16, V17.B16, V18.B16, V19.B16]
+	VLD1 (R3), [V20.B16, V21.B16, V22.B16, V23.B16]
+	MOVD $e4m3Byte2<>(SB), R3
+	VLD1.P 64(R3), [V24.B16, V25.B16, V26.B16, V27.B16]
+	VLD1 (R3), [V28.B16, V29.B16, V30.B16, V31.B16]
 	MOVW $0x7f, R3
-	VDUP R3, V30.S4
-	MOVW $0x7b800000, R3
-	VDUP R3, V29.S4 // 2^120
-	MOVW $0x7fc00000, R3
-	VDUP R3, V28.S4
+	VDUP R3, V12.B16
+	MOVW $0x40, R3
+	VDUP R3, V13.B16
+	VEOR V14.B16, V14.B16, V14.B16
 
 decode:
 	VLD1.P 16(R1), [V0.B16]
-	VUXTL V0.B8, V1.H8
-	VUXTL2 V0.B16, V2.H8
-	VUXTL V1.H4, V4.S4
-	VUXTL2 V1.H8, V5.S4
-	VUXTL V2.H4, V6.S4
-	VUXTL2 V2.H8, V7.S4
-	DECODE(V4, 4, V8, 8, V12, 12)
-	DECODE(V5, 5, V9, 9, V13, 13)
-	DECODE(V6, 6, V10, 10, V14, 14)
-	DECODE(V7, 7, V11, 11, V15, 15)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
+	VAND V12.B16, V0.B16, V1.B16 // m
+	VEOR V1.B16, V0.B16, V2.B16  // the sign byte
+	VEOR V13.B16, V1.B16, V3.B16 // m ^ 64: m - 64 for m >= 64, out of range below
+	VTBL V1.B16, [V16.B16, V17.B16, V18.B16, V19.B16], V4.B16
+	VTBX V3.B16, [V20.B16, V21.B16, V22.B16, V23.B16], V4.B16
+	VORR V2.B16, V4.B16, V4.B16  // bits 24-31, signed
+	VTBL V1.B16, [V24.B16, V25.B16, V26.B16, V27.B16], V5.B16
+	VTBX V3.B16, [V28.B16, V29.B16, V30.B16, V31.B16], V5.B16
+	VZIP1 V4.B16, V5.B16, V6.B16 // codes 0-7: halves byte2 | byte3<<8
+	VZIP2 V4.B16, V5.B16, V7.B16 // codes 8-15
+	VZIP1 V6.H8, V14.H8, V8.H8   // codes 0-3: words half<<16
+	VZIP2 V6.H8, V14.H8, V9.H8
+	VZIP1 V7.H8, V14.H8, V10.H8
+	VZIP2 V7.H8, V14.H8, V11.H8
+	FMUL4S(15, 8, 8)
+	FMUL4S(15, 9, 9)
+	FMUL4S(15, 10, 10)
+	FMUL4S(15, 11, 11)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], 64(R0)
 	SUBS $16, R2
 	BNE decode
 	RET
