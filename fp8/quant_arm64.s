@@ -97,17 +97,27 @@ encode:
 	BNE encode
 	RET
 
-// ROUND(X, x, A, a, R, r, S, s) is one vector of roundE4M3NEON: X the
-// source, then q, then clobbered; the value in R; A and S clobbered. V22 is
-// the sign bit and V21 the bits of NaN, 0x7fc00000.
+// ROUND(X, x, A, a, R, r, S, s) is one vector of roundE4M3NEON up to its
+// overflow and NaN selects: X the source, then q; q rounded in R; |q| in
+// A; the overflow mask (|q| > 464, ±Inf and NaN included) in S.
 #define ROUND(X, x, A, a, R, r, S, s) \
 	FDIV4S(31, x, x); \
 	MAGIC(x, X, r, R, s); \
 	VAND V28.B16, X.B16, A.B16; \
-	CMHI4S(23, a, s); \
-	VBIT S.B16, V30.B16, R.B16; \
+	CMHI4S(23, a, s)
+
+// SIGN(X, R) ORs q's sign (X) into R, leaving the sign in X. V22 is the
+// sign bit.
+#define SIGN(X, R) \
 	VAND V22.B16, X.B16, X.B16; \
-	VORR X.B16, R.B16, R.B16; \
+	VORR X.B16, R.B16, R.B16
+
+// SELECTS(X, A, a, R, S, s) is the rest of a vector of roundE4M3NEON where
+// a lane overflows or is NaN: ovf in the overflow lanes, the sign, then
+// 0x7fc00000 | (sign & nanSign) (V21 the bits of NaN) in the NaN lanes.
+#define SELECTS(X, A, a, R, S, s) \
+	VBIT S.B16, V30.B16, R.B16; \
+	SIGN(X, R); \
 	VAND V29.B16, X.B16, X.B16; \
 	VORR V21.B16, X.B16, X.B16; \
 	CMHI4S(27, a, s); \
@@ -118,7 +128,10 @@ encode:
 // for i < n, n a positive multiple of 16. Per lane: q = src/scale; q
 // itself (either sign) rounded by MAGIC; |q| > 464 gives ovf (the bits of
 // the overflow's value); q's sign ORed in (a zero result loses it in the
-// sum); NaN gives 0x7fc00000 | (q & nanSign).
+// sum); NaN gives 0x7fc00000 | (q & nanSign). A step of 16 with no lane
+// that overflows or is NaN (nearly every one, where the scale comes from
+// the data's amax) skips the selects: its four overflow masks ORed and
+// reduced (UMAXV) to one word that is zero.
 TEXT ·roundE4M3NEON(SB), NOSPLIT, $0-36
 	CONVERT_ARGS
 	MOVW $0x80000000, R3
@@ -132,10 +145,29 @@ round:
 	ROUND(V1, 1, V9, 9, V5, 5, V13, 13)
 	ROUND(V2, 2, V10, 10, V6, 6, V14, 14)
 	ROUND(V3, 3, V11, 11, V7, 7, V15, 15)
+	VORR V13.B16, V12.B16, V16.B16
+	VORR V15.B16, V14.B16, V17.B16
+	VORR V17.B16, V16.B16, V16.B16
+	UMAXV4S(16, 16)
+	FMOVS F16, R3
+	CBNZW R3, round_selects
+	SIGN(V0, V4)
+	SIGN(V1, V5)
+	SIGN(V2, V6)
+	SIGN(V3, V7)
+
+round_store:
 	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], 64(R0)
 	SUBS $16, R2
 	BNE round
 	RET
+
+round_selects:
+	SELECTS(V0, V8, 8, V4, V12, 12)
+	SELECTS(V1, V9, 9, V5, V13, 13)
+	SELECTS(V2, V10, 10, V6, V14, 14)
+	SELECTS(V3, V11, 11, V7, V15, 15)
+	B round_store
 
 // AMAX(X, x, T, t, ACC) folds one vector X of amaxNEON into ACC: the
 // magnitude bits, 0 where they are +Inf's or above (not finite), into an

@@ -37,6 +37,10 @@ mutant $q 's/^\tVAND V29.B16, X.B16, X.B16; \\$/\tVORR X.B16, X.B16, X.B16; \\/'
 	"NaN keeps its sign in every mode"
 mutant $q 's/^\tCMHI4S(23, a, s); \\$/\tCMHI4S(27, a, s); \\/' NEONConversions \
 	"overflow taken at +Inf instead of above 464"
+mutant $q 's/^\tSIGN(V2, V6)$/\tVORR V6.B16, V6.B16, V6.B16/' NEONConversions \
+	"round's fast path loses a zero's sign"
+mutant $q 's/^\tCBNZW R3, round_selects$/\tCBZW R3, round_selects/' NEONConversions \
+	"round's fast path taken where a lane overflows or is NaN"
 mutant $q 's/^\tCMHI4S(x, 27, t); \\$/\tCMHI4S(28, 28, t); \\/' NEONAmax \
 	"amax drops every lane"
 mutant $q 's/^\tVTBX V3.B16, \[V20/\tVTBX V1.B16, [V20/' NEONDecode \
