@@ -8,9 +8,11 @@ package cpu
 var kernelSets = []*kernelSet{&neonKernels, &goKernels}
 
 // neonKernels: 4-wide NEON with fused multiply-adds (kernels_arm64.s), the
-// softmax in base e (exp32's algorithm), keys in transposed panels. The
-// columns past the last whole vector in pv4 and pv1, and a row's elements
-// past the last whole vector in rowMax and expSum, run the Go loops.
+// softmax in base e (exp32's algorithm: NEON has no VSCALEFPS, so base 2,
+// with exp2_32's rounding to subnormals, would take as many instructions),
+// keys in transposed panels. The columns past the last whole vector in pv4
+// and pv1, and a row's elements past the last whole vector in rowMax and
+// expSum, run the Go loops.
 var neonKernels = kernelSet{
 	name:      "neon",
 	scores4:   scores4NEON,
