@@ -5,7 +5,8 @@
 # order of the three rotated round by round so that drifts in the machine's speed hit each side
 # alike, on THREADS threads (default 1). Writes each round's JSON and log and summary.txt under OUT
 # (default ./out): per-round GFLOP/s and ratios, the medians of the per-round ratios, and the ratios
-# of each side's fastest round (docs/PERF.md, "The 1-thread ratio on a noisy machine").
+# of each side's fastest round (on a shared machine, whose noise only ever slows a side down, the
+# fastest rounds are the steadier estimate; docs/BENCHMARKS.md, "Method").
 # Usage: OUT=dir [ROUNDS=12] [THREADS=1] [OLD=bin] [NEW=bin] scripts/cpu-ab-torch.sh [SHAPES]
 set -uo pipefail
 r=${OUT:-out}

@@ -7,8 +7,8 @@
 # other round, so that drifts in the machine's speed hit both sides alike;
 # round 1 also validates ours against the oracle. Writes JSON per run and summary.txt (per-round ratios,
 # their medians, and the ratio of each side's fastest round) under OUT (default ./out). On a shared
-# machine, whose noise only ever slows a side down, the fastest rounds are the steadier estimate:
-# docs/PERF.md, "The 1-thread ratio on a noisy machine".
+# machine, whose noise only ever slows a side down, the fastest rounds are the steadier estimate
+# (docs/BENCHMARKS.md, "Method").
 # THREADS (default "1 all") picks the thread counts; "all" is nproc.
 # Usage: OUT=dir ROUNDS=3 [THREADS=1] scripts/cpu-side-by-side.sh [SHAPES]
 set -uo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine from the repository root, with bin/cuda.test
-# cross-compiled here (gzipped is fine): the paged-cache (decode) work of
-# issue #12 in one call. GEN=1 first rebuilds the kernels (gen.sh; OUT gets
+# cross-compiled here (gzipped is fine): the paged-cache (decode) checks
+# and timings in one call. GEN=1 first rebuilds the kernels (gen.sh; OUT gets
 # kernels.tgz) and points the binary at them. Then the backend tests TESTS
 # names (default Paged), deliberately broken builds bin/broken-NAME.test
 # that must fail them (broken-NAME.txt), with GEN the paged mutants of
@@ -13,7 +13,7 @@
 # benchmark regexp run once after). NCU=1 profiles the decode kernels on
 # the B8 shape (ncu.txt, ncu-source.csv). STAMPS=1 builds the profile ws
 # kernel (-DFP8ATTN_PROFILE) and logs TestWSTimeline with PDL on and off
-# (timeline.txt). Logs go to OUT/logs.tgz; exits non-zero if
+# (timeline.txt; bin/cuda.test built with -tags cuda,kerneldev, as for GEN). Logs go to OUT/logs.tgz; exits non-zero if
 # anything that must pass fails.
 set -uo pipefail
 name=gpu-decode
@@ -54,6 +54,7 @@ if [ -n "${SANITIZE:-}" ]; then
   done
 fi
 if [ -n "${STAMPS:-}" ]; then
+  require_kerneldev
   (cd $kernels_dir && nvcc -O3 -std=c++17 -DFP8ATTN_PROFILE -gencode=arch=compute_90a,code=sm_90a -cubin -o /tmp/stamps.cubin paged.cu) > "$out/stamps-build.log" 2>&1 || failed "stamps build (stamps-build.log)"
   for pdl in 1 0 1 0; do
     echo "# FP8ATTN_PDL=$pdl" >> "$out/timeline.txt"

@@ -12,7 +12,7 @@
 #              must fail its tests (scripts/gpu-mutants.sh).
 #   SANITIZE=1 memcheck, racecheck and synccheck on SANITIZE_TESTS.
 #   ROUNDS     rounds (default 2) of: with FP8ATTN_PDL=1 then =0 (the order
-#              reversed every other round), the mission stage-9 call
+#              reversed every other round), the mission-shape sm90 call
 #              (sdpabench, graph replay), BenchmarkPagedDecode,
 #              BenchmarkDeviceQuantizeAttention and the sdpa API's
 #              BenchmarkGraphGPU (host time per step); then, PEERS=1 (default),

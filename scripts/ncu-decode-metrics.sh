@@ -2,7 +2,8 @@
 # Runs on the GPU machine from the repository root with bin/cuda.test
 # (gzipped is fine): Nsight Compute's duration, active cycles of the least
 # and most busy SM, DRAM throughput and bytes for the paged decode kernels
-# on issue #12's shapes (the warp-specialized kernel and the cp.async one):
+# on BenchmarkPagedDecode's shapes (the warp-specialized kernel and the
+# cp.async one):
 # how much of a call the slowest SM's tail and the ramp take.
 set -u
 out=${OUT:-out}; mkdir -p $out

@@ -9,8 +9,8 @@ first QMMA, HMMA or QGMMA), and prints: the loop's static instruction count,
 its opcode histogram, and the steady path that a tile takes once the row
 maxima settle, per unrolled step of the loop (a step opens with the wait
 for its copies and a block barrier) and as their mean. Run by
-backend/cuda/kernels/gen.sh into resources.txt; docs/PERF.md reads the
-figures of stage 10 from there.
+backend/cuda/kernels/gen.sh into resources.txt, for the Ada kernel
+(fp8attn_stage10_*); docs/design/ada-prefill.md reads its figures there.
 """
 import re
 import sys

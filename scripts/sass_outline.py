@@ -6,10 +6,10 @@ Usage: cuobjdump -sass -fun NAME module.cubin > f.sass; scripts/sass_outline.py 
 
 Prints, in address order, every wgmma wait (WARPGROUP.DEPBAR), the last
 QGMMA of each wgmma group (gsb0), barriers, votes and branches, and between
-them the count of MUFU, F2FP and other instructions. Used for stage 9 v3
-(docs/PERF.md): ptxas hoists a wgmma wait to the top of its basic block, so
-the outline shows whether the softmax's MUFUs run before or after the wait
-for P·V.
+them the count of MUFU, F2FP and other instructions. For the Hopper kernel
+(fp8attn_stage9_*; docs/design/hopper-prefill.md): ptxas hoists a wgmma wait
+to the top of its basic block, so the outline shows whether the softmax's
+MUFUs run before or after the wait for P·V.
 """
 import re
 import sys

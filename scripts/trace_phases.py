@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """trace_phases.py: where one goroutine's time goes, per call, from a Go
-execution trace (go test -trace). docs/PERF.md ("The FP8 public calls") read
-the GPU public call this way.
+execution trace (go test -trace), e.g. the host side of a GPU public call.
 
 Usage: go tool trace -d=parsed TRACE | scripts/trace_phases.py FUNC MARK [SKIP]
 
