@@ -116,9 +116,10 @@ func TestPerturbationsCaught(t *testing.T) {
 	}
 }
 
-// TestSeedTableWrong: the earlier attempt's accumulator table for lane 0,
+// TestSeedTableWrong: a plausible accumulator table for lane 0,
 // (0,0),(0,1),(0,8),(0,9),(8,0),(8,1),(8,8),(8,9), disagrees with the
-// hardware on elements 2..5.
+// hardware on elements 2..5: the layouts are read from the hardware's
+// fragment dumps (testdata/wmma), not guessed.
 func TestSeedTableWrong(t *testing.T) {
 	seed := [8][2]int{{0, 0}, {0, 1}, {0, 8}, {0, 9}, {8, 0}, {8, 1}, {8, 8}, {8, 9}}
 	var wrong []int

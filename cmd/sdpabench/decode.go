@@ -33,7 +33,7 @@ const decodeLegend = "check: |ours - float64 oracle| on the values the cache hol
 // decodePage is the page size of the decode mode's cache.
 const decodePage = 64
 
-// decodeShapes are the named decode shapes: the inference issues' decode
+// decodeShapes are the named decode shapes: a serving model's decode
 // steps (one new token, D=128, 32 query heads over 8 KV heads).
 var decodeShapes = map[string]backend.Shape{
 	"decode":     {B: 1, Hq: 32, Hkv: 8, Sq: 1, Sk: 8192, D: 128},

@@ -22,11 +22,11 @@ func codes(t *testing.T, h string) []fp8.E4M3 {
 	return c
 }
 
-// h200 are dot products stage 9 computed on the H200 (2026-11-23), each
-// the LSE of a query row that sees one key over its score factor: the
-// first from the conformance suite's gqa-chunk/causal case (seed
-// 1795400865968399841, D = 128), whose LSE was 0.0024 from the oracle's,
-// beyond the tier of 2^-13·M the suite had then; the others from
+// h200 are dot products the Hopper kernel (cuda/sm90) computed on the
+// H200, each the LSE of a query row that sees one key over its score
+// factor: the first from the conformance suite's gqa-chunk/causal case
+// (seed 1795400865968399841, D = 128), whose LSE was 0.0024 from the
+// oracle's, beyond a bound of 2^-13·M; the others from
 // TestWGMMAScoreError (D = 64).
 var h200 = []struct {
 	q, k string
