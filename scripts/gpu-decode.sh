@@ -13,8 +13,9 @@
 # benchmark regexp run once after). NCU=1 profiles the decode kernels on
 # the B8 shape (ncu.txt, ncu-source.csv). STAMPS=1 builds the profile ws
 # kernel (-DFP8ATTN_PROFILE) and logs TestWSTimeline with PDL on and off
-# (timeline.txt; bin/cuda.test built with -tags cuda,kerneldev, as for GEN). Logs go to OUT/logs.tgz; exits non-zero if
-# anything that must pass fails.
+# (timeline.txt; bin/cuda.test built with -tags cuda,kerneldev, as for
+# GEN). Logs go to OUT/logs.tgz; exits non-zero if anything that must pass
+# fails.
 set -uo pipefail
 name=gpu-decode
 . "$(dirname "$0")/gpu-lib.sh"
