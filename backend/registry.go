@@ -16,7 +16,14 @@ var registry struct {
 type entry struct {
 	b        Backend
 	priority int
+	// avail is b's Availability, asked once (nil: b is always available).
+	avail func() error
 }
+
+// unavailable reports whether e's backend says it cannot run anything in
+// this build or on this machine (asked once, so that Select allocates
+// nothing for a backend that answers with a new error each time).
+func (e *entry) unavailable() bool { return e.avail != nil && e.avail() != nil }
 
 // Register adds b under b.Name(). When a caller names no backend, Select
 // tries registered backends in decreasing priority (negative: only by
@@ -33,7 +40,11 @@ func Register(b Backend, priority int) error {
 			return fmt.Errorf("%w: backend %q is already registered", ErrInvalid, b.Name())
 		}
 	}
-	registry.entries = append(registry.entries, entry{b, priority})
+	e := entry{b: b, priority: priority}
+	if a, ok := b.(Availability); ok {
+		e.avail = sync.OnceValue(a.Available)
+	}
+	registry.entries = append(registry.entries, e)
 	sort.SliceStable(registry.entries, func(i, j int) bool {
 		return registry.entries[i].priority > registry.entries[j].priority
 	})
@@ -83,6 +94,9 @@ func namesLocked() []string {
 // the highest-priority registered backend that supports p.
 func Select(name string, p *Problem) (Backend, error) {
 	if name != "" {
+		if p == nil {
+			return nil, fmt.Errorf("%w: selecting a backend for a nil problem", ErrInvalid)
+		}
 		b, err := Lookup(name)
 		if err != nil {
 			return nil, err
@@ -94,10 +108,14 @@ func Select(name string, p *Problem) (Backend, error) {
 	}
 	// Under the read lock, without copying the entries: Select runs on every
 	// call and allocates nothing unless no backend fits.
+	if p == nil {
+		return nil, fmt.Errorf("%w: selecting a backend for a nil problem", ErrInvalid)
+	}
 	registry.RLock()
 	defer registry.RUnlock()
-	for _, e := range registry.entries {
-		if e.b.Supports(p) == nil {
+	for i := range registry.entries {
+		e := &registry.entries[i]
+		if !e.unavailable() && e.b.Supports(p) == nil {
 			return e.b, nil
 		}
 	}

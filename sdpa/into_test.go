@@ -122,15 +122,17 @@ func TestIntoErrors(t *testing.T) {
 }
 
 // TestIntoNoAllocs: after a warm-up call, AttentionInto allocates nothing
-// on the CPU backend: FP32, FP8E4M3 (quantization shared with the helper
-// goroutines above 64 Ki elements), with the accuracy options, and a GQA
-// decode step (the packed path).
+// on the CPU backend, named or picked by default (Backend ""): FP32,
+// FP8E4M3 (quantization shared with the helper goroutines above 64 Ki
+// elements), with the accuracy options, and a GQA decode step (the packed
+// path).
 func TestIntoNoAllocs(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 33))
 	for _, s := range []struct{ b, h, hkv, sq, sk, d int }{{1, 2, 2, 16, 24, 64}, {2, 8, 8, 64, 128, 64}, {1, 8, 2, 1, 300, 128}} {
 		q, k, v := randTensor(rng, s.b, s.h, s.sq, s.d), randTensor(rng, s.b, s.hkv, s.sk, s.d), randTensor(rng, s.b, s.hkv, s.sk, s.d)
 		out, lse := poisoned(s.b, s.h, s.sq, s.d)
 		for _, opts := range []*sdpa.Options{
+			{}, {Precision: sdpa.FP8E4M3},
 			{Backend: "cpu"}, {Backend: "cpu", Precision: sdpa.FP8E4M3},
 			{Backend: "cpu", Precision: sdpa.FP8E4M3, SmoothK: true, Hadamard: true, Mask: sdpa.CausalLowerRight},
 			{Backend: "cpu", Precision: sdpa.FP8E4M3, OutlierChannels: 4},
