@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -29,11 +30,56 @@ import (
 // calls that use the same tensor, as with any Go value.
 type Device struct {
 	name string
-	be   backend.Backend
-	mem  backend.Memory // nil: tensors in host memory
+	// label names the device in errors: the backend's name, and "#n" for
+	// the n-th device opened on it (n > 1), so that two are told apart.
+	label string
+	be    backend.Backend
+	mem   backend.Memory // nil: tensors in host memory
+	// host accounts for the tensors and caches of a device without
+	// memory of its own (nil when mem is not).
+	host *hostMem
 	// rec is the Capture in progress on this device, written and read
 	// only by the capturing goroutine (see recording).
 	rec *capture
+}
+
+// opened counts the devices opened on each backend name (Device.label).
+var opened struct {
+	sync.Mutex
+	n map[string]int
+}
+
+func deviceLabel(name string) string {
+	opened.Lock()
+	defer opened.Unlock()
+	if opened.n == nil {
+		opened.n = map[string]int{}
+	}
+	opened.n[name]++
+	if n := opened.n[name]; n > 1 {
+		return name + "#" + strconv.Itoa(n)
+	}
+	return name
+}
+
+// check returns an error for a nil device or one not made by Open.
+func (d *Device) check() error {
+	if d == nil || d.be == nil {
+		return errorf(ErrInvalid, "a nil device, or one not made by Open")
+	}
+	return nil
+}
+
+// String returns the device's name in errors: its backend's, with "#n"
+// for the n-th device opened on the same backend.
+func (d *Device) String() string {
+	if d == nil {
+		return "<nil device>"
+	}
+	if d.label == "" {
+		return d.name
+	}
+	return d.label
 }
 
 // Open returns the device of the backend registered as name (Backends lists
@@ -64,30 +110,49 @@ func Open(name string) (*Device, error) {
 			return nil, fmt.Errorf("%w: backend %q: %w", ErrUnsupported, name, err)
 		}
 	}
-	mem, _ := be.(backend.Memory)
-	return &Device{name: name, be: be, mem: mem}, nil
+	d := &Device{name: name, label: deviceLabel(name), be: be}
+	if mem, ok := be.(backend.Memory); ok {
+		d.mem = mem
+	} else {
+		d.host = newHostMem()
+	}
+	return d, nil
 }
 
-// MemoryHeld returns the bytes of device memory the device's backend holds
-// (its tensors, its pool of idle buffers, its caches' pages): 0 for a
-// device that keeps tensors in host memory ("cpu").
+// MemoryHeld returns the bytes of memory the device holds: on a device
+// with memory of its own ("cuda"), what its backend holds there (its
+// tensors, its pool of idle buffers, its caches' pages); on a device that
+// keeps tensors in host memory ("cpu"), its tensors' and caches' bytes. 0
+// for a nil device.
 func (d *Device) MemoryHeld() int64 {
-	if d == nil || d.mem == nil {
+	switch {
+	case d.check() != nil:
 		return 0
+	case d.mem != nil:
+		return d.mem.Held()
 	}
-	return d.mem.Held()
+	return d.host.held.Load()
 }
 
-// SetMemoryLimit bounds the device memory the backend holds: an allocation
-// that would pass n first releases idle pooled memory, then fails with
-// ErrOutOfMemory. n <= 0 removes the bound. A device that keeps tensors in
-// host memory answers ErrUnsupported (bound the Go heap instead:
-// runtime/debug.SetMemoryLimit).
+// SetMemoryLimit bounds the memory the device holds (MemoryHeld): an
+// allocation that would pass n fails with ErrOutOfMemory, before anything
+// is allocated. On a device with memory of its own ("cuda") the backend
+// first releases idle pooled memory, and n <= 0 removes the bound. On a
+// device in host memory ("cpu") the bound's default is the machine's
+// physical memory (on Linux the smaller of /proc/meminfo's MemTotal and the
+// cgroup's memory.max, on darwin sysctl hw.memsize, elsewhere 4 GiB), and
+// n <= 0 restores that default: past it the Go runtime would end the
+// process instead of returning an error. The bound counts tensors and
+// caches, not a call's scratch memory.
 func (d *Device) SetMemoryLimit(n int64) error {
-	if d == nil || d.mem == nil {
-		return fmt.Errorf("%w: device %q keeps its tensors in host memory", ErrUnsupported, d.Name())
+	if err := d.check(); err != nil {
+		return err
 	}
-	return d.mem.SetLimit(n)
+	if d.mem != nil {
+		return d.mem.SetLimit(n)
+	}
+	d.host.setLimit(n)
+	return nil
 }
 
 // Name returns the backend name the device was opened with.
@@ -111,6 +176,13 @@ type DeviceTensor struct {
 	cleanup runtime.Cleanup
 	// freed: the tensor was freed and may not be used.
 	freed bool
+	// pins counts the live graphs that use the tensor (Free fails while it
+	// is not 0); under mu.
+	pins int
+	// bytes is what the tensor counts in its device's host memory account
+	// (Device.host), released by Free or, for a tensor dropped without
+	// Free, by cleanup.
+	bytes int64
 }
 
 // Dims returns the tensor's shape [B][H][S][D] (zeros for a freed tensor
@@ -153,64 +225,107 @@ func (t *DeviceTensor) Precision() Precision {
 // use checks that t is a live tensor of device d.
 func (t *DeviceTensor) use(d *Device, what string) error {
 	if t == nil {
-		return fmt.Errorf("%w: %s is nil", ErrInvalid, what)
+		return errorf(ErrInvalid, "%s is nil", what)
 	}
 	if t.dev == nil || t.f == nil && t.q == nil && t.m == nil && !t.freed {
-		return fmt.Errorf("%w: %s was not made by a Device", ErrInvalid, what)
+		return errorf(ErrInvalid, "%s was not made by a Device", what)
 	}
-	if d == nil {
-		return fmt.Errorf("%w: %s is used with a cache or device not made by Open", ErrInvalid, what)
+	if d.check() != nil {
+		return errorf(ErrInvalid, "%s is used with a cache or device not made by Open", what)
 	}
 	if t.dev != d {
-		return fmt.Errorf("%w: %s belongs to device %q, not %q", ErrInvalid, what, t.dev.name, d.name)
+		return errorf(ErrInvalid, "%s belongs to device %v, not %v", what, t.dev, d)
 	}
 	t.mu.Lock()
 	freed := t.freed
 	t.mu.Unlock()
 	if freed {
-		return fmt.Errorf("%w: %s was freed", ErrInvalid, what)
+		return errorf(ErrInvalid, "%s, a tensor of device %v, was freed", what, d)
+	}
+	return nil
+}
+
+// hostTensor returns a DeviceTensor of d holding f or q in host memory,
+// counting bytes in d's account until Free or, if it is dropped, until the
+// garbage collector finds it unreachable. The caller reserved bytes.
+func (d *Device) hostTensor(f *Tensor, q *QuantizedTensor, bytes int64) *DeviceTensor {
+	t := &DeviceTensor{dev: d, f: f, q: q, bytes: bytes}
+	t.cleanup = runtime.AddCleanup(t, func(h *hostMem) { h.release(bytes) }, d.host)
+	return t
+}
+
+// noHostCopy refuses a copy between host and device memory inside a
+// Capture (on every device, as a graph on "cuda" replays device work only).
+func (d *Device) noHostCopy(what string) error {
+	if d.inCapture() {
+		return errorf(ErrUnsupported, "%s inside a graph capture on %v (a graph replays device work only: move host data before Capture or between replays)", what, d)
 	}
 	return nil
 }
 
 // Upload copies t into a new float32 device tensor of t's shape and layout.
 func (d *Device) Upload(t *Tensor) (*DeviceTensor, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	if t == nil {
 		return nil, fmt.Errorf("%w: uploading a nil tensor", ErrInvalid)
 	}
 	if err := t.check("t"); err != nil {
+		return nil, err
+	}
+	if err := d.noHostCopy("Upload"); err != nil {
 		return nil, err
 	}
 	if d.mem != nil {
 		return d.memUpload(t, nil)
 	}
+	n := 4 * int64(len(t.Data)) // (len fits an int: no overflow in int64)
+	if err := d.host.reserve(n, "Upload"); err != nil {
+		return nil, err
+	}
 	c := &Tensor{Data: append([]float32(nil), t.Data...), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
-	return &DeviceTensor{dev: d, f: c}, nil
+	return d.hostTensor(c, nil, n), nil
 }
 
 // UploadQuantized copies t into a new FP8 device tensor.
 func (d *Device) UploadQuantized(t *QuantizedTensor) (*DeviceTensor, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	if t == nil {
 		return nil, fmt.Errorf("%w: uploading a nil tensor", ErrInvalid)
 	}
 	if err := t.check("t"); err != nil {
 		return nil, err
 	}
+	if err := d.noHostCopy("UploadQuantized"); err != nil {
+		return nil, err
+	}
 	if d.mem != nil {
 		return d.memUpload(nil, t)
+	}
+	n := int64(len(t.Data)) + 4*int64(len(t.Scales))
+	if err := d.host.reserve(n, "UploadQuantized"); err != nil {
+		return nil, err
 	}
 	c := *t
 	c.Data = append(c.Data[:0:0], t.Data...)
 	c.Scales = append([]float32(nil), t.Scales...)
-	return &DeviceTensor{dev: d, q: &c}, nil
+	return d.hostTensor(nil, &c, n), nil
 }
 
 // NewTensor returns a float32 device tensor of zeros, [b][h][s][dim] in
-// layout l (an output for Attention).
+// layout l (an output for Attention). A tensor larger than the device can
+// hold (SetMemoryLimit) is ErrOutOfMemory, before anything is allocated.
 func (d *Device) NewTensor(b, h, s, dim int, l Layout) (*DeviceTensor, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	n, ok := checked.Mul(b, h, s, dim)
-	if !ok || b <= 0 || h <= 0 || s <= 0 || dim <= 0 {
-		return nil, fmt.Errorf("%w: device tensor [%d][%d][%d][%d]: sizes must be positive and their product fit an int", ErrInvalid, b, h, s, dim)
+	bytes, ok2 := checked.Mul(n, 4)
+	if !ok || !ok2 || b <= 0 || h <= 0 || s <= 0 || dim <= 0 {
+		return nil, fmt.Errorf("%w: device tensor [%d][%d][%d][%d]: sizes must be positive and their bytes fit an int", ErrInvalid, b, h, s, dim)
 	}
 	if l != BHSD && l != BSHD {
 		return nil, fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(l))
@@ -225,7 +340,11 @@ func (d *Device) NewTensor(b, h, s, dim int, l Layout) (*DeviceTensor, error) {
 		}
 		return d.wrapMem(m), nil
 	}
-	return &DeviceTensor{dev: d, f: &Tensor{Data: make([]float32, n), B: b, H: h, S: s, D: dim, Layout: l}}, nil
+	what := fmt.Sprintf("NewTensor [%d][%d][%d][%d]", b, h, s, dim)
+	if err := d.host.reserve(int64(bytes), what); err != nil {
+		return nil, err
+	}
+	return d.hostTensor(&Tensor{Data: make([]float32, n), B: b, H: h, S: s, D: dim, Layout: l}, nil, int64(bytes)), nil
 }
 
 // CopyFrom overwrites a float32 device tensor with src, which must have its
@@ -238,6 +357,9 @@ func (t *DeviceTensor) CopyFrom(src *Tensor) error {
 		return err
 	}
 	if err := src.check("src"); err != nil {
+		return err
+	}
+	if err := t.dev.noHostCopy("CopyFrom"); err != nil {
 		return err
 	}
 	if t.Precision() != FP32 {
@@ -267,6 +389,9 @@ func (t *DeviceTensor) Download(dst *Tensor) error {
 	if err := dst.check("dst"); err != nil {
 		return err
 	}
+	if err := t.dev.noHostCopy("Download"); err != nil {
+		return err
+	}
 	b, h, s, d := t.Dims()
 	if dst.B != b || dst.H != h || dst.S != s || dst.D != d || dst.Layout != t.Layout() {
 		return fmt.Errorf("%w: dst is [%d][%d][%d][%d] %v, the tensor [%d][%d][%d][%d] %v", ErrInvalid,
@@ -290,7 +415,8 @@ func (t *DeviceTensor) Download(dst *Tensor) error {
 }
 
 // Free releases the tensor's memory; using it afterwards is an error.
-// Freeing twice is an error. A tensor in a device's own memory ("cuda")
+// Freeing twice is an error, and so is freeing a tensor that a live Graph
+// uses (Close the graph first). A tensor in a device's own memory ("cuda")
 // that is dropped without Free has its memory freed when the garbage
 // collector finds it unreachable, later and unpredictably: call Free.
 func (t *DeviceTensor) Free() error {
@@ -300,7 +426,10 @@ func (t *DeviceTensor) Free() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.freed {
-		return fmt.Errorf("%w: tensor freed twice", ErrInvalid)
+		return errorf(ErrInvalid, "a tensor of device %v freed twice", t.dev)
+	}
+	if t.pins > 0 {
+		return errorf(ErrInvalid, "freeing a tensor of device %v that %d live graph(s) use: Close them first", t.dev, t.pins)
 	}
 	var err error
 	if t.m != nil {
@@ -313,6 +442,11 @@ func (t *DeviceTensor) Free() error {
 		if t.m.scales != nil {
 			err = t.m.scales.Free()
 		}
+	}
+	if t.bytes > 0 {
+		t.cleanup.Stop()
+		t.dev.host.release(t.bytes)
+		t.bytes = 0
 	}
 	t.freed, t.f, t.q, t.m = true, nil, nil, nil
 	return err
@@ -336,11 +470,21 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 		d.keep(t, qt)
 		return qt, nil
 	}
-	q, err := Quantize(t.f)
-	if err != nil {
+	n := int64(len(t.f.Data)) + 4*int64(t.f.B*t.f.H)
+	if err := d.host.reserve(n, "Quantize"); err != nil {
 		return nil, err
 	}
-	return &DeviceTensor{dev: d, q: q}, nil
+	q, err := Quantize(t.f)
+	if err != nil {
+		d.host.release(n)
+		return nil, err
+	}
+	qt := d.hostTensor(nil, q, n)
+	if rec := d.recording(); rec != nil { // a replay quantizes into qt again
+		src := t.f
+		rec.record(func() error { quantizeInto(q, src); return nil }, t, qt)
+	}
+	return qt, nil
 }
 
 // Attention computes attention on device tensors into out (float32,
@@ -397,13 +541,35 @@ func (d *Device) Attention(out, lse, q, k, v *DeviceTensor, opts *Options) error
 	if err != nil {
 		return err
 	}
+	if rec := d.recording(); rec != nil {
+		return rec.hostAttention(out, lse, q, k, v, lseData, o)
+	}
+	return hostAttention(out, lseData, q, k, v, &o)
+}
+
+// hostAttention is Attention on checked tensors in host memory.
+func hostAttention(out *DeviceTensor, lse []float32, q, k, v *DeviceTensor, o *Options) error {
 	switch {
 	case q.f != nil && k.f != nil && v.f != nil:
-		return AttentionInto(out.f, lseData, q.f, k.f, v.f, &o)
+		return AttentionInto(out.f, lse, q.f, k.f, v.f, o)
 	case q.q != nil && k.q != nil && v.q != nil:
-		return AttentionQuantizedInto(out.f, lseData, q.q, k.q, v.q, &o)
+		return AttentionQuantizedInto(out.f, lse, q.q, k.q, v.q, o)
 	}
 	return fmt.Errorf("%w: q, k and v are %v, %v, %v; they must all be float32 or all FP8", ErrInvalid, q.Precision(), k.Precision(), v.Precision())
+}
+
+// hostAttention runs an Attention inside a capture on a host-memory device
+// and records it for Replay.
+func (rec *capture) hostAttention(out, lse, q, k, v *DeviceTensor, lseData []float32, o Options) error {
+	if err := hostAttention(out, lseData, q, k, v, &o); err != nil {
+		return err
+	}
+	// The replay holds the tensors' data, which stays the graph's if a
+	// tensor is freed later inside the capture (as on a device with graphs).
+	d := out.dev
+	ho, hq, hk, hv := &DeviceTensor{dev: d, f: out.f}, &DeviceTensor{dev: d, f: q.f, q: q.q}, &DeviceTensor{dev: d, f: k.f, q: k.q}, &DeviceTensor{dev: d, f: v.f, q: v.q}
+	rec.record(func() error { return hostAttention(ho, lseData, hq, hk, hv, &o) }, out, lse, q, k, v)
+	return nil
 }
 
 // options returns opts (or the defaults) with the device's backend.
@@ -413,7 +579,7 @@ func (d *Device) options(opts *Options) (Options, error) {
 		o = *opts
 	}
 	if o.Backend != "" && o.Backend != d.name {
-		return o, fmt.Errorf("%w: options name backend %q on device %q", ErrInvalid, o.Backend, d.name)
+		return o, errorf(ErrInvalid, "options name backend %q on device %v", o.Backend, d)
 	}
 	o.Backend = d.name
 	return o, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fp8attn/fp8attn/backend"
 )
@@ -31,27 +32,51 @@ type Graph struct {
 // cleanup can close it.
 type graphCore struct {
 	// g is the backend's graph; nil on a device without graphs, where
-	// Replay calls fn again.
-	g  backend.Graph
-	fn func() error
+	// Replay runs ops.
+	g   backend.Graph
+	ops []func() error
 	// caches are the captured KVCache calls, whose sequences' lengths and
 	// pages Replay reads again before each replay.
 	caches []*graphCacheCall
-	keep   []*DeviceTensor // tensors the graph reads or writes (capture.keep)
+	keep   []*DeviceTensor // tensors the graph reads or writes (capture.keep), pinned
 }
 
-// close releases the backend's graph and unpins the caches.
+// pin keeps the graph's tensors from being freed and its caches from being
+// closed while it lives.
+func (c *graphCore) pin() {
+	for _, t := range c.keep {
+		t.mu.Lock()
+		if !t.freed { // (freed inside the capture: a temporary the graph owns)
+			t.pins++
+		}
+		t.mu.Unlock()
+	}
+	for _, cc := range c.caches {
+		cc.cache.mu.Lock()
+		cc.cache.graphs++
+		cc.cache.mu.Unlock()
+	}
+}
+
+// close releases the backend's graph and unpins the tensors and caches.
 func (c *graphCore) close() error {
 	var err error
 	if c.g != nil {
 		err = c.g.Close()
+	}
+	for _, t := range c.keep {
+		t.mu.Lock()
+		if t.pins > 0 {
+			t.pins--
+		}
+		t.mu.Unlock()
 	}
 	for _, cc := range c.caches {
 		cc.cache.mu.Lock()
 		cc.cache.graphs--
 		cc.cache.mu.Unlock()
 	}
-	c.g, c.caches, c.keep, c.fn = nil, nil, nil, nil
+	c.g, c.caches, c.keep, c.ops = nil, nil, nil, nil
 	return err
 }
 
@@ -60,8 +85,78 @@ func (c *graphCore) close() error {
 type capture struct {
 	caches []*graphCacheCall
 	// keep holds the tensors the captured calls use, so that none becomes
-	// unreachable (and is freed by its cleanup) while the graph lives.
+	// unreachable (and is freed by its cleanup) while the graph lives, and
+	// none is freed (ErrInvalid) until the graph is closed.
 	keep []*DeviceTensor
+	// ops are the calls a replay runs again, on a device without graphs.
+	ops []func() error
+	// goid is the capturing goroutine, on a device without graphs.
+	goid int64
+}
+
+// record adds a call for Replay and the tensors it uses (nil ones skipped)
+// to a capture on a device without graphs.
+func (rec *capture) record(op func() error, ts ...*DeviceTensor) {
+	rec.ops = append(rec.ops, op)
+	for _, t := range ts {
+		if t != nil {
+			rec.keep = append(rec.keep, t)
+		}
+	}
+}
+
+// hostCaptures are the captures in progress on devices without graphs, by
+// goroutine: a goroutine inside one is inside a capture for every such
+// device, as a thread capturing on "cuda" is for every device of it.
+var hostCaptures struct {
+	n  atomic.Int32 // len(by), read without the lock on every call
+	mu sync.Mutex
+	by map[int64]*capture
+}
+
+// hostRecording returns the capture the calling goroutine records on a
+// device without graphs, or nil.
+func hostRecording() *capture {
+	if hostCaptures.n.Load() == 0 {
+		return nil
+	}
+	id := goid()
+	hostCaptures.mu.Lock()
+	defer hostCaptures.mu.Unlock()
+	return hostCaptures.by[id]
+}
+
+// goid returns the calling goroutine's id, from the first line of its
+// stack trace ("goroutine 18 [running]:"); it is asked only while a
+// capture is in progress.
+func goid() int64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	const prefix = "goroutine "
+	var id int64
+	if len(b) > len(prefix) {
+		for _, c := range b[len(prefix):] {
+			if c < '0' || c > '9' {
+				break
+			}
+			id = 10*id + int64(c-'0')
+		}
+	}
+	return id
+}
+
+// inCapture reports whether the calling goroutine is inside a Capture on
+// d's kind of device ("cuda": a capture of the backend's, on any Device
+// opened on it; "cpu": a capture on any device without graphs).
+func (d *Device) inCapture() bool {
+	if d == nil || d.be == nil {
+		return false
+	}
+	if d.mem == nil {
+		return hostRecording() != nil
+	}
+	cr, ok := d.be.(backend.Capturer)
+	return ok && cr.Capturing()
 }
 
 // keep adds the tensors (nil ones skipped) to the capture the calling
@@ -87,14 +182,17 @@ type graphCacheCall struct {
 	seqs        []*kvSeq // refill's scratch (Replay holds the graph's lock)
 	lens, table []int32
 	per         int // the table's pages a sequence
+	sq          int // the call's queries a sequence
 }
 
 // Capture records the device work of fn's calls on d (Attention and
 // Quantize on device tensors, KVCache.Attention on device tensors, from
 // fn's own goroutine) into a Graph, for Replay to run again. On a device
 // with graphs ("cuda") fn's calls are checked and recorded but not run:
-// their outputs are written by Replay, not by Capture. Calls from other
-// goroutines on d wait until fn returns (so fn must not wait for them).
+// their outputs are written by Replay, not by Capture; on a device without
+// ("cpu") they run at Capture and the graph runs them again at each Replay.
+// Calls from other goroutines on d wait until fn returns on "cuda" (so fn
+// must not wait for them); on "cpu" they run and are not recorded.
 //
 // What a replay reads: the contents of the tensors the calls named, as
 // they are at the replay (write new inputs with CopyFrom between replays),
@@ -104,27 +202,26 @@ type graphCacheCall struct {
 // caches a graph uses cannot be freed or closed (ErrInvalid) until the
 // graph is closed.
 //
-// Inside fn, calls that move host data (Upload, CopyFrom, Download,
-// KVCache.Append) fail with ErrUnsupported on "cuda", and Capture returns
-// the first error of fn. On a device without graphs ("cpu"), Capture calls
-// fn once, to report its errors, and Replay calls it again: fn should do
-// nothing but device calls, so that a program runs the same on both.
+// The same rules hold on every device, so that a program runs the same on
+// a laptop and on a GPU host: inside fn, calls that move host data
+// (Upload, UploadQuantized, CopyFrom, Download, KVCache.Append) and a
+// graph's Replay or Close fail with ErrUnsupported, a Capture inside fn
+// fails with ErrInvalid, and Capture returns the first error of fn, with
+// no graph. Bookkeeping (NewTensor, Free of a tensor no graph uses,
+// AddSequence, Drop) runs at Capture and is not replayed.
 func (d *Device) Capture(fn func() error) (*Graph, error) {
-	if d == nil || d.be == nil {
-		return nil, fmt.Errorf("%w: capture on a device not made by Open", ErrInvalid)
+	if err := d.check(); err != nil {
+		return nil, err
 	}
 	if fn == nil {
 		return nil, fmt.Errorf("%w: capture of a nil function", ErrInvalid)
 	}
+	if d.inCapture() {
+		return nil, errorf(ErrInvalid, "a capture on %v inside a capture", d)
+	}
 	cr, ok := d.be.(backend.Capturer)
 	if !ok || d.mem == nil {
-		if err := fn(); err != nil {
-			return nil, err
-		}
-		return &Graph{dev: d, core: &graphCore{fn: fn}}, nil
-	}
-	if d.recording() != nil {
-		return nil, fmt.Errorf("%w: a capture inside a capture", ErrUnsupported)
+		return d.hostCapture(fn)
 	}
 	rec := &capture{}
 	bg, err := cr.Capture(func() error {
@@ -135,23 +232,50 @@ func (d *Device) Capture(fn func() error) (*Graph, error) {
 	if err != nil {
 		return nil, err
 	}
-	core := &graphCore{g: bg, caches: rec.caches, keep: rec.keep}
-	for _, cc := range core.caches {
-		cc.cache.mu.Lock()
-		cc.cache.graphs++
-		cc.cache.mu.Unlock()
+	return d.newGraph(&graphCore{g: bg, caches: rec.caches, keep: rec.keep}), nil
+}
+
+// hostCapture is Capture on a device without graphs: fn's calls run and are
+// recorded, for Replay to run again.
+func (d *Device) hostCapture(fn func() error) (*Graph, error) {
+	rec := &capture{goid: goid()}
+	hostCaptures.mu.Lock()
+	if hostCaptures.by == nil {
+		hostCaptures.by = map[int64]*capture{}
 	}
+	hostCaptures.by[rec.goid] = rec
+	hostCaptures.n.Add(1)
+	hostCaptures.mu.Unlock()
+	defer func() {
+		hostCaptures.mu.Lock()
+		delete(hostCaptures.by, rec.goid)
+		hostCaptures.n.Add(-1)
+		hostCaptures.mu.Unlock()
+	}()
+	if err := fn(); err != nil {
+		return nil, err
+	}
+	return d.newGraph(&graphCore{ops: rec.ops, caches: rec.caches, keep: rec.keep}), nil
+}
+
+// newGraph pins core's tensors and caches and returns its Graph.
+func (d *Device) newGraph(core *graphCore) *Graph {
+	core.pin()
 	g := &Graph{dev: d, core: core}
 	g.cleanup = runtime.AddCleanup(g, func(c *graphCore) { c.close() }, core)
-	return g, nil
+	return g
 }
 
 // recording returns the capture the calling goroutine is recording on d,
-// or nil. d.rec is set only while a capture runs, by its goroutine, and is
-// read only by a goroutine the backend says is capturing: that one.
+// or nil. On a device with graphs, d.rec is set only while a capture runs,
+// by its goroutine, and is read only by a goroutine the backend says is
+// capturing: that one.
 func (d *Device) recording() *capture {
-	if d == nil || d.mem == nil {
+	if d == nil {
 		return nil
+	}
+	if d.mem == nil {
+		return hostRecording()
 	}
 	cr, ok := d.be.(backend.Capturer)
 	if !ok || !cr.Capturing() {
@@ -169,13 +293,21 @@ func (g *Graph) Replay() error {
 	if g == nil || g.core == nil {
 		return fmt.Errorf("%w: a graph not made by Capture", ErrInvalid)
 	}
+	if g.dev.inCapture() {
+		return errorf(ErrUnsupported, "replaying a graph inside a graph capture on %v", g.dev)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return fmt.Errorf("%w: graph replayed after Close", ErrInvalid)
+		return errorf(ErrInvalid, "a graph of device %v replayed after Close", g.dev)
 	}
 	if g.core.g == nil {
-		return g.core.fn()
+		for _, op := range g.core.ops {
+			if err := op(); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	// The caches' read locks are held until the replay is issued, so that
 	// no Append or Drop changes a sequence between its refill and the
@@ -198,6 +330,9 @@ func (g *Graph) Close() error {
 	if g == nil || g.core == nil {
 		return nil
 	}
+	if g.dev.inCapture() {
+		return errorf(ErrUnsupported, "closing a graph inside a graph capture on %v", g.dev)
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
@@ -219,7 +354,10 @@ func (cc *graphCacheCall) refill() error {
 	for i, id := range cc.ids {
 		s, ok := c.seqs[id]
 		if !ok {
-			return fmt.Errorf("%w: the graph reads sequence %d, which is no longer in the cache", ErrInvalid, id)
+			return errorf(ErrInvalid, "the graph reads sequence %d, which is no longer in the cache", id)
+		}
+		if s.n > 0 && s.n < cc.sq {
+			return errorf(ErrInvalid, "the graph's %d queries are the last positions of sequence %d, which holds %d tokens", cc.sq, id, s.n)
 		}
 		if len(s.pages) > cc.per { // (Append keeps sequences within MaxSeqLen)
 			return errors.New("sdpa: internal error: a sequence outgrew its graph's block table")

@@ -3,10 +3,12 @@ package sdpa
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/freelist"
 )
 
@@ -76,6 +78,10 @@ type KVCache struct {
 	seqBuf     []*kvSeq
 	app        backend.PagedAppend
 	calls      freelist.List[cacheCall]
+	// bytes is what the cache counts in its device's host memory account
+	// (Device.host), released by Close or by cleanup.
+	bytes   int64
+	cleanup runtime.Cleanup
 }
 
 type kvSeq struct {
@@ -92,19 +98,30 @@ type cacheCall struct {
 }
 
 // NewKVCache allocates a cache on the device. Devices whose backend has no
-// paged cache report ErrUnsupported.
+// paged cache report ErrUnsupported; a cache larger than the device can
+// hold (Device.SetMemoryLimit) is ErrOutOfMemory, before anything is
+// allocated.
 func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
 	pb, ok := d.be.(backend.PagedBackend)
 	if !ok {
-		return nil, fmt.Errorf("%w: backend %q has no paged FP8 cache", ErrUnsupported, d.name)
+		return nil, errorf(ErrUnsupported, "backend %q of device %v has no paged FP8 cache", d.name, d)
 	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
-	if c.PageSize < 0 || c.MaxTokens <= 0 {
-		return nil, fmt.Errorf("%w: cache of %d tokens in pages of %d", ErrInvalid, c.MaxTokens, c.PageSize)
+	if c.PageSize < 0 || c.MaxTokens <= 0 || c.KVHeads <= 0 || c.HeadDim <= 0 {
+		return nil, fmt.Errorf("%w: cache of %d tokens of %d heads of dim %d in pages of %d", ErrInvalid, c.MaxTokens, c.KVHeads, c.HeadDim, c.PageSize)
 	}
 	pages := c.MaxTokens/c.PageSize + min(1, c.MaxTokens%c.PageSize)
+	// Keys and values, one byte a code, and a K and a V scale a (page, head).
+	codes, ok1 := checked.Mul(pages, c.PageSize, c.KVHeads, c.HeadDim, 2)
+	scales, ok2 := checked.Mul(pages, c.KVHeads, 8)
+	if !ok1 || !ok2 || codes > int(^uint(0)>>1)-scales {
+		return nil, fmt.Errorf("%w: cache of %d pages of %d tokens × %d heads × %d: its bytes overflow an int", ErrInvalid, pages, c.PageSize, c.KVHeads, c.HeadDim)
+	}
 	if c.MaxSeqLen < 0 || c.MaxSeqLen > pages*c.PageSize {
 		return nil, fmt.Errorf("%w: MaxSeqLen %d in a cache of %d tokens", ErrInvalid, c.MaxSeqLen, pages*c.PageSize)
 	}
@@ -112,15 +129,32 @@ func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
 		c.MaxSeqLen = pages * c.PageSize
 	}
 	cfg := backend.PagedConfig{KVHeads: c.KVHeads, HeadDim: c.HeadDim, PageSize: c.PageSize, Pages: pages}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	var bytes int64
+	if d.host != nil {
+		bytes = int64(codes + scales)
+		if err := d.host.reserve(bytes, fmt.Sprintf("NewKVCache of %d pages of %d tokens × %d heads × %d", pages, c.PageSize, c.KVHeads, c.HeadDim)); err != nil {
+			return nil, err
+		}
+	}
 	kv, err := pb.NewPagedKV(cfg)
 	if err != nil {
+		if d.host != nil {
+			d.host.release(bytes)
+		}
 		return nil, err
 	}
 	free := make([]int32, pages)
 	for i := range free {
 		free[i] = int32(pages - 1 - i) // page 0 on top
 	}
-	return &KVCache{dev: d, kv: kv, cfg: cfg, maxSeqLen: c.MaxSeqLen, free: free, seqs: map[SeqID]*kvSeq{}}, nil
+	kc := &KVCache{dev: d, kv: kv, cfg: cfg, maxSeqLen: c.MaxSeqLen, free: free, seqs: map[SeqID]*kvSeq{}, bytes: bytes}
+	if bytes > 0 {
+		kc.cleanup = runtime.AddCleanup(kc, func(h *hostMem) { h.release(bytes) }, d.host)
+	}
+	return kc, nil
 }
 
 // KVCacheUsage describes a cache's occupancy.
@@ -138,8 +172,11 @@ type KVCacheUsage struct {
 	TokensPerPageFilled float64
 }
 
-// Usage returns the cache's occupancy.
+// Usage returns the cache's occupancy (zeros for a nil cache).
 func (c *KVCache) Usage() KVCacheUsage {
+	if c == nil {
+		return KVCacheUsage{}
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	u := KVCacheUsage{Sequences: len(c.seqs), Pages: c.cfg.Pages, FreePages: len(c.free), PageSize: c.cfg.PageSize}
@@ -157,13 +194,24 @@ func (c *KVCache) Usage() KVCacheUsage {
 
 func (c *KVCache) errClosed() error {
 	if c.kv == nil {
-		return fmt.Errorf("%w: the kv cache is closed", ErrInvalid)
+		return errorf(ErrInvalid, "the kv cache of device %v is closed", c.dev)
+	}
+	return nil
+}
+
+// check returns an error for a nil cache or one not made by NewKVCache.
+func (c *KVCache) check() error {
+	if c == nil || c.dev == nil {
+		return errorf(ErrInvalid, "a nil kv cache, or one not made by Device.NewKVCache")
 	}
 	return nil
 }
 
 // AddSequence starts an empty sequence and returns its ID.
 func (c *KVCache) AddSequence() (SeqID, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.errClosed(); err != nil {
@@ -177,6 +225,9 @@ func (c *KVCache) AddSequence() (SeqID, error) {
 
 // Len returns the number of tokens sequence id holds.
 func (c *KVCache) Len(id SeqID) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	s, ok := c.seqs[id]
@@ -188,6 +239,9 @@ func (c *KVCache) Len(id SeqID) (int, error) {
 
 // Drop removes sequence id and returns its pages to the pool.
 func (c *KVCache) Drop(id SeqID) error {
+	if err := c.check(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.seqs[id]
@@ -201,19 +255,28 @@ func (c *KVCache) Drop(id SeqID) error {
 	return nil
 }
 
-// Close releases the cache's memory; every later call is an error.
+// Close releases the cache's memory; every later call is an error, and so
+// is closing a cache that a live Graph reads (Close the graph first).
 func (c *KVCache) Close() error {
+	if err := c.check(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.errClosed(); err != nil {
 		return err
 	}
 	if c.graphs > 0 {
-		return fmt.Errorf("%w: closing a kv cache that %d live graph(s) read: Close them first", ErrInvalid, c.graphs)
+		return errorf(ErrInvalid, "closing a kv cache of device %v that %d live graph(s) read: Close them first", c.dev, c.graphs)
 	}
 	err := c.kv.Close()
 	if errors.Is(err, ErrInvalid) { // the storage refused (a graph of the backend's still reads it)
 		return err
+	}
+	if c.bytes > 0 {
+		c.cleanup.Stop()
+		c.dev.host.release(c.bytes)
+		c.bytes = 0
 	}
 	c.kv, c.seqs, c.free = nil, map[SeqID]*kvSeq{}, nil
 	return err
@@ -228,7 +291,7 @@ func (c *KVCache) lookup(ids []SeqID, dst []*kvSeq) ([]*kvSeq, error) {
 	for i, id := range ids {
 		s, ok := c.seqs[id]
 		if !ok {
-			return nil, fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
+			return nil, errorf(ErrInvalid, "no sequence %d in the kv cache", id)
 		}
 		for _, prev := range ids[:i] {
 			if prev == id {
@@ -248,6 +311,12 @@ func (c *KVCache) lookup(ids []SeqID, dst []*kvSeq) ([]*kvSeq, error) {
 // and free pages counted, before anything is written: on error (a
 // non-finite value, a full cache: ErrCacheFull) the cache is unchanged.
 func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if c.dev.inCapture() {
+		return errorf(ErrUnsupported, "KVCache.Append inside a graph capture on %v (a graph replays device work only: append between replays)", c.dev)
+	}
 	if err := k.use(c.dev, "k"); err != nil {
 		return err
 	}
@@ -348,6 +417,9 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // sequence with no tokens gives zeros and LSE -Inf. After the first call
 // of a shape it allocates nothing on the cpu device.
 func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
+	if err := c.check(); err != nil {
+		return err
+	}
 	if err := q.use(c.dev, "q"); err != nil {
 		return err
 	}
@@ -432,6 +504,11 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		return err
 	}
 	cc.seqs = seqs
+	for i, s := range seqs {
+		if s.n > 0 && s.n < sq {
+			return errorf(ErrInvalid, "%d queries are the last positions of sequence %d, which holds %d tokens (append the queries' keys and values first)", sq, ids[i], s.n)
+		}
+	}
 	// Inside a Capture the call gets a table of its own, as wide as
 	// MaxSeqLen needs, which Graph.Replay refills from the sequences as they
 	// are then; the backend plans the launch for MaxSeqLen.
@@ -439,12 +516,12 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	var gc *graphCacheCall
 	var lens, table []int32
 	per := 1
-	if rec != nil {
+	if rec != nil && c.dev.mem != nil {
 		if q.m == nil || out.m == nil || lse != nil && lse.m == nil {
 			return fmt.Errorf("%w: a captured kv-cache attention takes tensors in device memory", ErrUnsupported)
 		}
 		per = (c.maxSeqLen + c.cfg.PageSize - 1) / c.cfg.PageSize
-		gc = &graphCacheCall{cache: c, ids: slices.Clone(ids), seqs: make([]*kvSeq, b), lens: make([]int32, b), table: make([]int32, b*per), per: per}
+		gc = &graphCacheCall{cache: c, ids: slices.Clone(ids), seqs: make([]*kvSeq, b), lens: make([]int32, b), table: make([]int32, b*per), per: per, sq: sq}
 		lens, table = gc.lens, gc.table
 	} else {
 		for _, s := range seqs {
@@ -472,14 +549,36 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	}
 	err = c.kv.Attention(&cc.p)
 	cc.p = backend.PagedProblem{}
-	if err == nil && gc != nil {
+	switch {
+	case err != nil:
+	case gc != nil:
 		rec.caches = append(rec.caches, gc)
 		rec.keep = append(rec.keep, out, q)
 		if lse != nil {
 			rec.keep = append(rec.keep, lse)
 		}
+	case rec != nil: // a device without graphs: a replay runs the call again
+		rec.recordCache(c, out, lse, q, ids, o)
 	}
 	return err
+}
+
+// recordCache records a KVCache.Attention inside a capture on a device
+// without graphs, for Replay to run again with the sequences as they are
+// then.
+func (rec *capture) recordCache(c *KVCache, out, lse, q *DeviceTensor, ids []SeqID, o Options) {
+	ids = slices.Clone(ids)
+	rec.caches = append(rec.caches, &graphCacheCall{cache: c})
+	// Stand-ins holding the tensors' data, which stays the graph's if a
+	// tensor is freed later inside the capture (as on a device with graphs).
+	stand := func(t *DeviceTensor) *DeviceTensor {
+		if t == nil {
+			return nil
+		}
+		return &DeviceTensor{dev: t.dev, f: t.f}
+	}
+	ho, hl, hq := stand(out), stand(lse), stand(q)
+	rec.record(func() error { return c.Attention(ho, hl, hq, ids, &o) }, out, lse, q)
 }
 
 // fillTable writes each sequence's length into lens and its pages into its

@@ -531,22 +531,70 @@ func ExampleKVCache() {
 	// tokens 3: out [1.5752 1.0000]
 }
 
-// TestMemoryLimitCPU: the cpu device keeps tensors in host memory: it holds
-// no device memory and has no device bound to set.
+// TestMemoryLimitCPU: the cpu device accounts for the tensors and caches
+// it holds in host memory and refuses, with ErrOutOfMemory and before
+// allocating, what would pass its bound; n <= 0 restores the default bound
+// (the machine's memory), which still refuses an impossible size.
 func TestMemoryLimitCPU(t *testing.T) {
 	dev, err := sdpa.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n := dev.MemoryHeld(); n != 0 {
-		t.Errorf("cpu device holds %d bytes of device memory", n)
+		t.Errorf("a new cpu device holds %d bytes", n)
 	}
-	if err := dev.SetMemoryLimit(1 << 20); !errors.Is(err, sdpa.ErrUnsupported) {
-		t.Errorf("SetMemoryLimit on cpu: %v, want ErrUnsupported", err)
+	x, err := dev.NewTensor(1, 2, 16, 64, sdpa.BHSD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := dev.MemoryHeld(); n != 4*2*16*64 {
+		t.Errorf("one [1][2][16][64] tensor: %d bytes held, want %d", n, 4*2*16*64)
+	}
+	if err := dev.SetMemoryLimit(dev.MemoryHeld() + 100); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"NewTensor", func() error { _, err := dev.NewTensor(1, 1, 1, 26, sdpa.BHSD); return err }},
+		{"Upload", func() error {
+			_, err := dev.Upload(&sdpa.Tensor{Data: make([]float32, 32), B: 1, H: 1, S: 1, D: 32})
+			return err
+		}},
+		{"Quantize", func() error { _, err := dev.Quantize(x); return err }},
+		{"NewKVCache", func() error {
+			_, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: 1, HeadDim: 64, MaxTokens: 64})
+			return err
+		}},
+	} {
+		if err := c.call(); !errors.Is(err, sdpa.ErrOutOfMemory) {
+			t.Errorf("%s past the bound: %v, want ErrOutOfMemory", c.name, err)
+		}
+	}
+	if _, err := dev.NewTensor(1, 1, 1, 25, sdpa.BHSD); err != nil {
+		t.Errorf("NewTensor of 100 bytes, at the bound: %v", err)
+	}
+	if err := dev.SetMemoryLimit(0); err != nil {
+		t.Fatal(err)
+	}
+	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: 2, HeadDim: 64, MaxTokens: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dev.MemoryHeld()
+	if err := errors.Join(cache.Close(), x.Free()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := before-dev.MemoryHeld(), int64(2*128*2*64+2*2*2*4+4*2*16*64); got != want {
+		t.Errorf("Close and Free released %d bytes, want %d", got, want)
+	}
+	if _, err := dev.NewTensor(1, 64, 1<<30, 256, sdpa.BHSD); !errors.Is(err, sdpa.ErrOutOfMemory) {
+		t.Errorf("a 64 TiB tensor under the default bound: %v, want ErrOutOfMemory", err)
 	}
 	var nilDev *sdpa.Device
-	if err := nilDev.SetMemoryLimit(1); !errors.Is(err, sdpa.ErrUnsupported) || nilDev.MemoryHeld() != 0 {
-		t.Errorf("nil device: %v", err)
+	if err := nilDev.SetMemoryLimit(1); !errors.Is(err, sdpa.ErrInvalid) || nilDev.MemoryHeld() != 0 {
+		t.Errorf("nil device: %v, want ErrInvalid", err)
 	}
 }
 

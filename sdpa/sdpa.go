@@ -177,10 +177,15 @@ func Quantize(t *Tensor) (*QuantizedTensor, error) {
 		return nil, err
 	}
 	q := &QuantizedTensor{Data: make([]fp8.E4M3, len(t.Data)), Scales: make([]float32, t.B*t.H), B: t.B, H: t.H, S: t.S, D: t.D, Layout: t.Layout}
+	quantizeInto(q, t)
+	return q, nil
+}
+
+// quantizeInto quantizes a checked t into q, of its shape and layout.
+func quantizeInto(q *QuantizedTensor, t *Tensor) {
 	for bh := range q.Scales {
 		quantGroup{codes: q.Data, scale: q.Scales[bh : bh+1], t: t, bh: bh}.run()
 	}
-	return q, nil
 }
 
 // Dequantize returns the float32 tensor t represents, or an error wrapping
