@@ -67,8 +67,8 @@ func QuantizeE4M3Into(data []E4M3, scales []float32, x []float32, groupLen int) 
 		return err
 	}
 	if len(data) != len(x) || len(scales) != len(x)/groupLen {
-		return fmt.Errorf("fp8: QuantizeE4M3Into: %d codes and %d scales for %d elements in groups of %d (want %d and %d)",
-			len(data), len(scales), len(x), groupLen, len(x), len(x)/groupLen)
+		return fmt.Errorf("%w: QuantizeE4M3Into: %d codes and %d scales for %d elements in groups of %d (want %d and %d)",
+			ErrInvalid, len(data), len(scales), len(x), groupLen, len(x), len(x)/groupLen)
 	}
 	quantizeE4M3(data, scales, x, groupLen)
 	return nil
@@ -76,7 +76,7 @@ func QuantizeE4M3Into(data []E4M3, scales []float32, x []float32, groupLen int) 
 
 func checkGroups(n, groupLen int) error {
 	if groupLen <= 0 || n%groupLen != 0 {
-		return fmt.Errorf("fp8: group length %d does not divide %d elements", groupLen, n)
+		return fmt.Errorf("%w: group length %d does not divide %d elements", ErrInvalid, groupLen, n)
 	}
 	return nil
 }
@@ -86,6 +86,6 @@ func quantizeE4M3(data []E4M3, scales []float32, x []float32, groupLen int) {
 		chunk := x[g*groupLen : (g+1)*groupLen]
 		s := ScaleForAmax(Amax(chunk))
 		scales[g] = s
-		EncodeE4M3(data[g*groupLen:(g+1)*groupLen], chunk, s, NoSat)
+		EncodeE4M3(data[g*groupLen:(g+1)*groupLen], chunk, s, NoSat) // (s is positive and finite)
 	}
 }

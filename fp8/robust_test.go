@@ -1,9 +1,15 @@
 package fp8
 
 import (
+	"errors"
 	"math"
 	"testing"
+	"unsafe"
 )
+
+// asE4M3 and asE5M2 view bytes as codes.
+func asE4M3(b []byte) []E4M3 { return unsafe.Slice((*E4M3)(unsafe.SliceData(b)), len(b)) }
+func asE5M2(b []byte) []E5M2 { return unsafe.Slice((*E5M2)(unsafe.SliceData(b)), len(b)) }
 
 // TestExportedFunctionsNeverPanic drives every exported function of fp8
 // with inconsistent lengths and extreme values: each returns an error or
@@ -33,21 +39,60 @@ func TestExportedFunctionsNeverPanic(t *testing.T) {
 		})
 	}
 	call("tables", func() { _, _ = E4M3Table(), E5M2Table() })
-	// Bulk conversions take min(len(dst), len(src)) and say so.
+	// Bulk conversions take min(len(dst), len(src)) and say so; the
+	// encoders refuse a scale they cannot divide by, writing nothing.
 	for _, n := range [][2]int{{0, 0}, {0, 5}, {5, 0}, {3, 9}, {9, 3}} {
-		for _, scale := range []float32{1, 0, float32(math.NaN()), float32(math.Inf(1)), 1e-45} {
+		for _, sc := range []struct {
+			scale float32
+			bad   bool
+		}{{1, false}, {1e-45, false}, {-2, false}, {0, true}, {float32(math.Copysign(0, -1)), true},
+			{float32(math.NaN()), true}, {float32(math.Inf(1)), true}, {float32(math.Inf(-1)), true}} {
 			src := make([]float32, n[1])
+			for i := range src {
+				src[i] = float32(i + 1)
+			}
 			codes := make([]E4M3, n[1])
-			if got := EncodeE4M3(make([]E4M3, n[0]), src, scale, NoSat); got != min(n[0], n[1]) {
-				t.Errorf("EncodeE4M3 %v: wrote %d", n, got)
+			want := min(n[0], n[1])
+			if sc.bad {
+				want = 0
 			}
-			if got := EncodeE5M2(make([]E5M2, n[0]), src, scale, NoSat); got != min(n[0], n[1]) {
-				t.Errorf("EncodeE5M2 %v: wrote %d", n, got)
+			for _, name := range []string{"EncodeE4M3", "EncodeE5M2", "RoundE4M3"} {
+				dst := make([]byte, n[0])
+				for i := range dst {
+					dst[i] = 0x55
+				}
+				var got int
+				var err error
+				call(name, func() {
+					switch name {
+					case "EncodeE4M3":
+						got, err = EncodeE4M3(asE4M3(dst), src, sc.scale, NoSat)
+					case "EncodeE5M2":
+						got, err = EncodeE5M2(asE5M2(dst), src, sc.scale, NoSat)
+					default: // written: a nonzero value where zeros were
+						f := make([]float32, n[0])
+						got, err = RoundE4M3(f, src, sc.scale, NoSat)
+						for i, x := range f {
+							if x != 0 {
+								dst[i] = 0
+							}
+						}
+					}
+				})
+				if got != want || sc.bad != errors.Is(err, ErrInvalid) {
+					t.Errorf("%s %v scale %v: wrote %d, err %v; want %d, error %v", name, n, sc.scale, got, err, want, sc.bad)
+				}
+				for i, b := range dst {
+					if sc.bad && b != 0x55 {
+						t.Errorf("%s %v scale %v: element %d written with an error", name, n, sc.scale, i)
+						break
+					}
+				}
 			}
-			if got := DecodeE4M3(make([]float32, n[0]), codes, scale); got != min(n[0], n[1]) {
+			if got := DecodeE4M3(make([]float32, n[0]), codes, sc.scale); got != min(n[0], n[1]) {
 				t.Errorf("DecodeE4M3 %v: wrote %d", n, got)
 			}
-			if got := DecodeE5M2(make([]float32, n[0]), make([]E5M2, n[1]), scale); got != min(n[0], n[1]) {
+			if got := DecodeE5M2(make([]float32, n[0]), make([]E5M2, n[1]), sc.scale); got != min(n[0], n[1]) {
 				t.Errorf("DecodeE5M2 %v: wrote %d", n, got)
 			}
 		}
@@ -72,20 +117,20 @@ func TestExportedFunctionsNeverPanic(t *testing.T) {
 	x := make([]float32, 12)
 	for _, g := range []int{0, -1, 5, 13, math.MaxInt, math.MinInt} {
 		call("QuantizeE4M3", func() {
-			if _, _, err := QuantizeE4M3(x, g); err == nil {
-				t.Errorf("QuantizeE4M3 group %d of 12: no error", g)
+			if _, _, err := QuantizeE4M3(x, g); !errors.Is(err, ErrInvalid) {
+				t.Errorf("QuantizeE4M3 group %d of 12: %v, want ErrInvalid", g, err)
 			}
 		})
 		call("QuantizeE4M3Into", func() {
-			if err := QuantizeE4M3Into(make([]E4M3, 12), make([]float32, 3), x, g); err == nil {
-				t.Errorf("QuantizeE4M3Into group %d of 12: no error", g)
+			if err := QuantizeE4M3Into(make([]E4M3, 12), make([]float32, 3), x, g); !errors.Is(err, ErrInvalid) {
+				t.Errorf("QuantizeE4M3Into group %d of 12: %v, want ErrInvalid", g, err)
 			}
 		})
 	}
 	for _, c := range []struct{ codes, scales int }{{11, 3}, {12, 2}, {12, 4}, {0, 0}, {13, 3}} {
 		call("QuantizeE4M3Into", func() {
-			if err := QuantizeE4M3Into(make([]E4M3, c.codes), make([]float32, c.scales), x, 4); err == nil {
-				t.Errorf("QuantizeE4M3Into with %d codes and %d scales: no error", c.codes, c.scales)
+			if err := QuantizeE4M3Into(make([]E4M3, c.codes), make([]float32, c.scales), x, 4); !errors.Is(err, ErrInvalid) {
+				t.Errorf("QuantizeE4M3Into with %d codes and %d scales: %v, want ErrInvalid", c.codes, c.scales, err)
 			}
 		})
 	}
