@@ -149,8 +149,14 @@ type Shape struct {
 	B, Hq, Hkv, Sq, Sk, D int
 }
 
-// Group returns Hq/Hkv, the number of query heads sharing one KV head.
-func (s Shape) Group() int { return s.Hq / s.Hkv }
+// Group returns Hq/Hkv, the number of query heads sharing one KV head (0
+// for a shape without KV heads, which Validate refuses).
+func (s Shape) Group() int {
+	if s.Hkv <= 0 {
+		return 0
+	}
+	return s.Hq / s.Hkv
+}
 
 // VisibleKeys returns the number of keys query row i sees under mask m: keys
 // 0 .. n-1. It may be 0 (a lower-right causal row with Sq > Sk sees none).
@@ -169,12 +175,32 @@ func (s Shape) VisibleKeys(m Mask, i int) int {
 
 // FLOPs returns the floating-point operations of the two matrix products
 // (4·B·Hq·D·Σ visible keys), the usual way attention throughput is counted.
+// It is computed in closed form, in float64, so that no shape makes it
+// loop for long or overflow.
 func (s Shape) FLOPs(m Mask) float64 {
-	var keys float64
-	for i := 0; i < s.Sq; i++ {
-		keys += float64(s.VisibleKeys(m, i))
+	if s.Sq <= 0 || s.Sk <= 0 {
+		return 0
 	}
-	return 4 * float64(s.B*s.Hq*s.D) * keys
+	sq, sk := float64(s.Sq), float64(s.Sk)
+	var keys float64
+	switch m {
+	case CausalUpperLeft, CausalLowerRight:
+		// Row i sees clamp(i+c, 0, Sk) keys: the sum over x = c .. c+Sq-1.
+		c := 1.0
+		if m == CausalLowerRight {
+			c = 1 + sk - sq
+		}
+		lo, hi := c, c+sq-1
+		if a, b := max(lo, 1), min(hi, sk-1); a <= b {
+			keys += (a + b) * (b - a + 1) / 2
+		}
+		if n := hi - max(lo, sk) + 1; n > 0 {
+			keys += n * sk
+		}
+	default:
+		keys = sq * sk
+	}
+	return 4 * float64(s.B) * float64(s.Hq) * float64(s.D) * keys
 }
 
 // Problem is the parameter block every backend receives: validated once by
@@ -218,6 +244,9 @@ type Problem struct {
 // index without checks of their own. Every size product is checked for
 // overflow before it is used. Errors wrap ErrInvalid.
 func (p *Problem) Validate() error {
+	if p == nil {
+		return fmt.Errorf("%w: a nil problem", ErrInvalid)
+	}
 	s := p.Shape
 	if s.B <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.Sq <= 0 || s.Sk <= 0 || s.D <= 0 {
 		return fmt.Errorf("%w: sizes must be positive, got B=%d Hq=%d Hkv=%d Sq=%d Sk=%d D=%d",
@@ -291,10 +320,19 @@ func MaxScoreFactor(d int) float64 {
 // QScale[bh] · KScale[b·Hkv + h/Group()], multiplied in float64, so that no
 // intermediate product overflows or underflows before the final rounding.
 // Every backend computes its score scale with it (the GPU kernels do the
-// same product in double precision).
+// same product in double precision). It is NaN for a problem without that
+// head (nil, or whose scales Validate would refuse), which no bound
+// passes.
 func (p *Problem) ScoreFactor(bh int) float64 {
+	if p == nil || p.Hq <= 0 || p.Group() <= 0 || bh < 0 || bh >= len(p.QScale) {
+		return math.NaN()
+	}
 	b, h := bh/p.Hq, bh%p.Hq
-	return float64(p.Scale) * float64(p.QScale[bh]) * float64(p.KScale[b*p.Hkv+h/p.Group()])
+	kh := b*p.Hkv + h/p.Group()
+	if kh >= len(p.KScale) {
+		return math.NaN()
+	}
+	return float64(p.Scale) * float64(p.QScale[bh]) * float64(p.KScale[kh])
 }
 
 // checkScales checks the dequantization scales and that every head's score
@@ -309,7 +347,7 @@ func (p *Problem) checkScales() error {
 	}
 	limit := MaxScoreFactor(p.D)
 	for bh := range p.QScale {
-		if f := math.Abs(p.ScoreFactor(bh)); f > limit {
+		if f := math.Abs(p.ScoreFactor(bh)); !(f <= limit) { // (NaN fails)
 			b, h := bh/p.Hq, bh%p.Hq
 			return fmt.Errorf("%w: head (%d, %d): scale %g × Q descale %g × K descale %g = %g can make scores overflow float32 (limit %g for D=%d)",
 				ErrInvalid, b, h, p.Scale, p.QScale[bh], p.KScale[b*p.Hkv+h/p.Group()], f, limit, p.D)

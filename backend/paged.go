@@ -132,6 +132,12 @@ type PagedAppend struct {
 // that reads it; values in device buffers are checked by the storage, on
 // the device). Errors wrap ErrInvalid.
 func (a *PagedAppend) Validate(c PagedConfig) error {
+	if a == nil {
+		return fmt.Errorf("%w: a nil append", ErrInvalid)
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
 	if a.B <= 0 || a.N <= 0 {
 		return fmt.Errorf("%w: append of B=%d sequences of N=%d tokens", ErrInvalid, a.B, a.N)
 	}
@@ -206,8 +212,12 @@ type PagedProblem struct {
 	MaxSeqLen int
 }
 
-// Shape returns the problem's shape with Sk the longest sequence.
+// Shape returns the problem's shape with Sk the longest sequence (zeros
+// for a nil problem).
 func (p *PagedProblem) Shape() Shape {
+	if p == nil {
+		return Shape{}
+	}
 	sk := 0
 	for _, n := range p.SeqLens {
 		sk = max(sk, int(n))
@@ -215,8 +225,12 @@ func (p *PagedProblem) Shape() Shape {
 	return Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: sk, D: p.D}
 }
 
-// VisibleKeys returns the number of cached keys query i of sequence b sees.
+// VisibleKeys returns the number of cached keys query i of sequence b sees
+// (0 for a sequence the problem does not have).
 func (p *PagedProblem) VisibleKeys(b, i int) int {
+	if p == nil || b < 0 || b >= len(p.SeqLens) {
+		return 0
+	}
 	n := int(p.SeqLens[b])
 	if p.Mask == CausalLowerRight {
 		return max(0, min(n, n-p.Sq+i+1))
@@ -227,6 +241,12 @@ func (p *PagedProblem) VisibleKeys(b, i int) int {
 // Validate checks p against the cache configuration c. Errors wrap
 // ErrInvalid.
 func (p *PagedProblem) Validate(c PagedConfig) error {
+	if p == nil {
+		return fmt.Errorf("%w: a nil paged problem", ErrInvalid)
+	}
+	if err := c.Validate(); err != nil {
+		return err
+	}
 	if p.B <= 0 || p.Hq <= 0 || p.Sq <= 0 || p.PagesPerSeq <= 0 {
 		return fmt.Errorf("%w: paged attention sizes must be positive, got B=%d Hq=%d Sq=%d PagesPerSeq=%d", ErrInvalid, p.B, p.Hq, p.Sq, p.PagesPerSeq)
 	}
