@@ -42,7 +42,22 @@ func main() {
 		num += e * e
 		den += float64(out32.Data[i]) * float64(out32.Data[i])
 	}
-	fmt.Printf("backends: %v\n", sdpa.Backends())
+	run, not := runnable()
+	fmt.Printf("backends: %v (registered, not runnable here: %d)\n", run, len(not))
 	fmt.Printf("out[0,0,0,:4] fp8 %.4f  fp32 %.4f\n", out8.Data[:4], out32.Data[:4])
 	fmt.Printf("relative L2 distance fp8 vs fp32: %.4f\n", math.Sqrt(num/den))
+}
+
+// runnable splits the registered backends into those this build and
+// machine can run and the others (cuda without -tags cuda, or without a
+// GPU).
+func runnable() (run, not []string) {
+	for _, n := range sdpa.Backends() {
+		if _, err := sdpa.Open(n); err != nil {
+			not = append(not, n)
+			continue
+		}
+		run = append(run, n)
+	}
+	return run, not
 }
