@@ -1,0 +1,30 @@
+package backend
+
+import (
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+// TestChecksCatchMutants: each nil and size check, broken on purpose,
+// fails the test that proves it (FP8ATTN_MUTANTS=1).
+func TestChecksCatchMutants(t *testing.T) {
+	const pkg = "./backend"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "nil Problem", File: "backend/backend.go", Pkg: pkg,
+			Old: "if p == nil {\n\t\treturn fmt.Errorf(\"%w: a nil problem\"", New: "if false {\n\t\treturn fmt.Errorf(\"%w: a nil problem\"",
+			Tests: []string{"TestExportedNeverPanic"}},
+		{Name: "nil PagedAppend", File: "backend/paged.go", Pkg: pkg,
+			Old: "if a == nil {", New: "if false {",
+			Tests: []string{"TestExportedNeverPanic"}},
+		{Name: "Group divides by zero", File: "backend/backend.go", Pkg: pkg,
+			Old: "if s.Hkv <= 0 {\n\t\treturn 0", New: "if false {\n\t\treturn 0",
+			Tests: []string{"TestExportedNeverPanic"}},
+		{Name: "a NaN score factor passes", File: "backend/backend.go", Pkg: pkg,
+			Old: "!(f <= limit)", New: "f > limit",
+			Tests: []string{"TestScoreFactorNaNFails"}},
+		{Name: "FLOPs' closed form off by one", File: "backend/backend.go", Pkg: pkg,
+			Old: "keys += n * sk", New: "keys += (n - 1) * sk",
+			Tests: []string{"TestFLOPsClosedForm"}},
+	})
+}

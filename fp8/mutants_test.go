@@ -1,0 +1,21 @@
+package fp8
+
+import (
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+// TestChecksCatchMutants: the scale and group checks, broken on purpose,
+// fail the test that proves them (FP8ATTN_MUTANTS=1).
+func TestChecksCatchMutants(t *testing.T) {
+	const pkg = "./fp8"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "a zero scale encodes", File: "fp8/bulk.go", Pkg: pkg,
+			Old: "if scale == 0 || math.IsNaN(float64(scale))", New: "if math.IsNaN(float64(scale))",
+			Tests: []string{"TestExportedFunctionsNeverPanic"}},
+		{Name: "group errors wrap nothing", File: "fp8/quant.go", Pkg: pkg,
+			Old: `"%w: group length %d does not divide %d elements", ErrInvalid,`, New: `"%v: group length %d does not divide %d elements", ErrInvalid,`,
+			Tests: []string{"TestExportedFunctionsNeverPanic"}},
+	})
+}
