@@ -254,3 +254,54 @@ func TestErrorsSayWhat(t *testing.T) {
 		t.Errorf("two cpu devices both read %q", a)
 	}
 }
+
+// TestDeviceNoAllocs: on the cpu device, after a warm-up call, Attention on
+// float32 and on FP8 device tensors, and the Replay of a graph of them,
+// allocate nothing (the capture checks cost no allocation outside a
+// capture).
+func TestDeviceNoAllocs(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 59))
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, k, v := upload(t, dev, randLayout(rng, 1, 4, 32, 64, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, 2, 48, 64, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, 2, 48, 64, sdpa.BHSD))
+	q8, _ := dev.Quantize(q)
+	k8, _ := dev.Quantize(k)
+	v8, _ := dev.Quantize(v)
+	out, _ := dev.NewTensor(1, 4, 32, 64, sdpa.BHSD)
+	lse, _ := dev.NewTensor(1, 4, 32, 1, sdpa.BHSD)
+	fp8 := &sdpa.Options{Precision: sdpa.FP8E4M3}
+	steps := []struct {
+		name string
+		step func() error
+	}{
+		{"float32", func() error { return dev.Attention(out, lse, q, k, v, nil) }},
+		{"float32 quantized", func() error { return dev.Attention(out, lse, q, k, v, fp8) }},
+		{"FP8", func() error { return dev.Attention(out, nil, q8, k8, v8, nil) }},
+	}
+	for _, s := range steps {
+		g, err := dev.Capture(s.step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			name string
+			call func() error
+		}{{s.name, s.step}, {s.name + " replayed", g.Replay}} {
+			if err := c.call(); err != nil {
+				t.Fatal(err)
+			}
+			if n := testing.AllocsPerRun(20, func() {
+				if err := c.call(); err != nil {
+					t.Fatal(err)
+				}
+			}); n != 0 {
+				t.Errorf("%s: %v allocations a call", c.name, n)
+			}
+		}
+		if err := g.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
