@@ -414,8 +414,10 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // chunk of new tokens or speculative drafts must); opts.Scale as for
 // Attention; opts.Precision is ignored (the cache is FP8, the queries
 // float32); SmoothK, Hadamard and OutlierChannels are not supported. A
-// sequence with no tokens gives zeros and LSE -Inf. After the first call
-// of a shape it allocates nothing on the cpu device.
+// sequence with no tokens gives zeros and LSE -Inf; Sq beyond what a
+// sequence with tokens holds is ErrInvalid (the queries would sit before
+// its start). After the first call of a shape it allocates nothing on the
+// cpu device.
 func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
 	if err := c.check(); err != nil {
 		return err
