@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"sync"
 )
@@ -30,7 +31,7 @@ func (e *entry) unavailable() bool { return e.avail != nil && e.avail() != nil }
 // name). A nil backend, an empty name or a name already registered is an
 // error wrapping ErrInvalid. It is safe to call at any time.
 func Register(b Backend, priority int) error {
-	if b == nil || b.Name() == "" {
+	if b == nil || isNilPointer(b) || b.Name() == "" {
 		return fmt.Errorf("%w: registering a nil or unnamed backend", ErrInvalid)
 	}
 	registry.Lock()
@@ -49,6 +50,13 @@ func Register(b Backend, priority int) error {
 		return registry.entries[i].priority > registry.entries[j].priority
 	})
 	return nil
+}
+
+// isNilPointer reports whether b holds a nil pointer (whose Name would
+// dereference it).
+func isNilPointer(b Backend) bool {
+	v := reflect.ValueOf(b)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // MustRegister is Register for a package's own backends at init time, where

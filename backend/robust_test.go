@@ -34,6 +34,7 @@ func TestExportedNeverPanic(t *testing.T) {
 		{name: "Select(\"\", nil)", run: func() error { _, err := Select("", nil); return err }},
 		{name: "Select(name, nil)", run: func() error { _, err := Select("x", nil); return err }},
 		{name: "Register(nil)", run: func() error { return Register(nil, 0) }},
+		{name: "Register of a nil pointer", run: func() error { return Register((*nilBackend)(nil), 0) }},
 		{name: "PagedConfig of 2^62 pages", run: PagedConfig{KVHeads: 1, HeadDim: 1, PageSize: 4, Pages: 1 << 62}.Validate},
 		{name: "PagedConfig overflowing", run: PagedConfig{KVHeads: 1 << 20, HeadDim: 1 << 20, PageSize: 1 << 20, Pages: 1 << 20}.Validate},
 		{name: "PagedAppend overflowing", run: func() error { return (&PagedAppend{B: 1 << 40, N: 1 << 40}).Validate(cfg) }},
@@ -114,3 +115,10 @@ func TestFLOPsClosedForm(t *testing.T) {
 		}
 	}
 }
+
+// nilBackend's Name dereferences its receiver, as most backends' would.
+type nilBackend struct{ name string }
+
+func (b *nilBackend) Name() string               { return b.name }
+func (b *nilBackend) Supports(*Problem) error    { return nil }
+func (b *nilBackend) Attention(p *Problem) error { return nil }
