@@ -3,6 +3,7 @@ package sdpa_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -281,5 +282,58 @@ func TestGraphRules(t *testing.T) {
 				t.Errorf("%s: outcomes differ between devices %v: %v", name, devs, os)
 			}
 		}
+	}
+}
+
+// TestCaptureOtherGoroutineCPU: on the cpu device, calls another goroutine
+// makes while a capture is in progress run as usual, host copies included,
+// and are not recorded: a replay rewrites the captured call's output only.
+// (On "cuda" they wait for the capture to end: TestGraphConcurrentGPU.)
+func TestCaptureOtherGoroutineCPU(t *testing.T) {
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 60))
+	r := newRuleKit(t, dev, rng)
+	out2, err := dev.NewTensor(1, 2, 16, 64, sdpa.BHSD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inside, done := make(chan struct{}), make(chan error)
+	go func() {
+		<-inside
+		x, err := dev.Upload(r.host)
+		if err == nil {
+			err = errors.Join(dev.Attention(out2, nil, x, r.k, r.v, nil), x.Free())
+		}
+		done <- err
+	}()
+	g, err := r.capture(func() error {
+		close(inside)
+		if err := <-done; err != nil {
+			return fmt.Errorf("another goroutine's calls during the capture: %w", err)
+		}
+		return r.attend()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*sdpa.DeviceTensor{r.out, out2} {
+		fill(t, x, nil)
+	}
+	if err := g.Replay(); err != nil {
+		t.Fatal(err)
+	}
+	if got := download(t, r.out); sameBits(got.Data, download(t, out2).Data) < 0 {
+		t.Error("the replay left the captured output poisoned")
+	}
+	for i, x := range download(t, out2).Data {
+		if math.Float32bits(x) != sdpatest.Poison {
+			t.Fatalf("the replay wrote element %d of the other goroutine's output", i)
+		}
+	}
+	if err := errors.Join(r.close(), out2.Free()); err != nil {
+		t.Fatal(err)
 	}
 }
