@@ -105,10 +105,13 @@
 // for bit as on the host, and float32 inputs with Precision FP8E4M3 are
 // quantized there per call (after SmoothK and Hadamard where asked). The
 // GPU kernels take FP8 only: FP32 precision on GPU tensors is
-// ErrUnsupported. MemoryHeld reports the device memory held (tensors, the
-// pool of idle buffers, cache pages) and SetMemoryLimit bounds it: past the
-// bound idle pooled memory is released first, then the allocation fails
-// with ErrOutOfMemory.
+// ErrUnsupported. On both devices MemoryHeld reports the memory the device
+// holds (tensors, cache pages; on "cuda" also its pool of idle buffers) and
+// SetMemoryLimit bounds it: an allocation past the bound fails with
+// ErrOutOfMemory before anything is allocated (on "cuda" idle pooled memory
+// is released first). The "cpu" device's default bound is the machine's
+// physical memory (the cgroup's limit where smaller), so an impossible
+// NewTensor or NewKVCache is an error, not the end of the process.
 //
 // # The FP8 KV cache
 //
@@ -133,9 +136,13 @@
 // runs again on the tensors' contents at that time. A captured
 // KVCache.Attention reads its sequences' lengths and pages at each replay,
 // so one capture serves every later decode step of sequences up to
-// KVCacheConfig.MaxSeqLen. On "cuda" a Graph is a CUDA graph: nothing runs
-// at capture, calls that move host data fail inside it (ErrUnsupported),
-// other goroutines' calls wait for it, and the tensors and caches a live
-// graph uses cannot be freed or closed. On "cpu" the function is called
-// again.
+// KVCacheConfig.MaxSeqLen. Both devices keep the same rules, so a program
+// written against "cpu" behaves alike on "cuda": calls that move host data
+// (Upload, UploadQuantized, CopyFrom, Download, KVCache.Append) and Replay
+// or Close of a graph fail inside a capture (ErrUnsupported), a nested
+// Capture is ErrInvalid, and freeing a tensor or closing a cache that a
+// live graph uses is ErrInvalid. On "cuda" a Graph is a CUDA graph: nothing runs at
+// capture, and other goroutines' calls wait for the capture to end. On
+// "cpu" the captured device calls are recorded and replayed; other
+// goroutines' calls run during a capture and are not recorded.
 package sdpa
