@@ -7,7 +7,8 @@
 # they include), the mutant applied to every source (it must change exactly
 # one place: one diff hunk), the modules its "# module:" line names built
 # with gen.sh's flags, then the tests its "# tests:" line names run on
-# those modules (FP8ATTN_PTX, FP8ATTN_CUBIN, FP8ATTN_PAGED_CUBIN). The
+# those modules (FP8ATTN_PTX, FP8ATTN_CUBIN, FP8ATTN_PAGED_CUBIN, and the
+# test modules' FP8ATTN_TEST_PTX, FP8ATTN_TEST_CUBIN). The
 # unmutated sources, built the same way (the control), must pass every
 # test the mutants name, so that a mutant's failure is the mutant's. The
 # builds run in parallel (JOBS at a time, default the CPUs), then the tests
@@ -32,6 +33,8 @@ module() {
     attention.cu) echo "ptx FP8ATTN_PTX -ptx -arch=compute_89" ;;
     attention_sm90a.cu) echo "cubin FP8ATTN_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
     paged.cu) echo "cubin FP8ATTN_PAGED_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
+    testkernels.cu) echo "ptx FP8ATTN_TEST_PTX -ptx -arch=compute_80" ;;
+    testkernels_sm90a.cu) echo "cubin FP8ATTN_TEST_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
   esac
 }
 # 1. Apply: a copy of the sources per mutant, and the control's.
@@ -65,7 +68,7 @@ done
 [ -n "${CHECK:-}" ] && exit $status
 [ ${#names[@]} -gt 0 ] || { echo "gpu-mutants: no mutant matches ${MUTANTS:-.}"; exit $status; }
 mkdir -p "$work/control/backend/cuda" && cp -r backend/cuda/kernels "$work/control/backend/cuda/" && cp -r wmma "$work/control/"
-echo "attention.cu attention_sm90a.cu paged.cu" > "$work/control.modules"
+echo "attention.cu attention_sm90a.cu paged.cu testkernels.cu testkernels_sm90a.cu" > "$work/control.modules"
 # 2. Build, in parallel.
 jobs=${JOBS:-$(nproc)}
 for name in control "${names[@]}"; do

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # kernel-check.sh: a compile check of the kernel sources without CUDA. Each
 # module build gen.sh runs (attention.cu for compute_89 and compute_80,
-# attention_sm90a.cu for sm_90a, paged.cu for all three) is parsed and its
-# templates instantiated by g++ -fsyntax-only, with the CUDA keywords,
+# attention_sm90a.cu for sm_90a, paged.cu for all three, and the test
+# modules testkernels.cu for compute_80 and testkernels_sm90a.cu for sm_90a)
+# is parsed and its templates instantiated by g++ -fsyntax-only, with the CUDA keywords,
 # types and intrinsics the sources use declared by the stub below (no
 # code is generated: PTX inline assembly is not checked). EXTRA adds
 # options (EXTRA=-DFP8ATTN_PROFILE checks the profile build). A name the
@@ -84,7 +85,8 @@ STUB
 for h in cuda_fp16.h cuda_fp8.h mma.h cuda_runtime.h; do echo '#include "cuda_stub.h"' > "$stub/$h"; done
 status=0
 cd "$root/backend/cuda/kernels"
-for cfg in attention.cu:890 attention.cu:800 attention_sm90a.cu:900 paged.cu:890 paged.cu:800 paged.cu:900; do
+for cfg in attention.cu:890 attention.cu:800 attention_sm90a.cu:900 paged.cu:890 paged.cu:800 paged.cu:900 \
+  testkernels.cu:800 testkernels_sm90a.cu:900; do
   f=${cfg%%:*} a=${cfg##*:}
   # shellcheck disable=SC2086
   if out=$(g++ -std=c++17 -fsyntax-only -x c++ -I"$stub" -include "$stub/cuda_stub.h" -D__CUDACC__ -D__CUDA_ARCH__=$a \

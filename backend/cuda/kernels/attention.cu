@@ -156,22 +156,3 @@ extern "C" __device__ const int fp8attn_score_params_layout[] = {
     FP8ATTN_SCORE_PARAMS_OFF(score_scale), FP8ATTN_SCORE_PARAMS_OFF(bad), FP8ATTN_SCORE_PARAMS_OFF(scale),
     FP8ATTN_SCORE_PARAMS_OFF(limit),   FP8ATTN_SCORE_PARAMS_OFF(b),       FP8ATTN_SCORE_PARAMS_OFF(hq),
     FP8ATTN_SCORE_PARAMS_OFF(hkv)};
-
-// check_layout writes, for every lane and accumulator element, 1 where the
-// formulas the kernels use (acc_row, acc_col) disagree with the generated,
-// hardware-verified table, and also runs a WMMA load to confirm the table
-// on the device at hand. bad must hold 32*8 ints.
-#include "../../../wmma/include/fp8attn_fragments.h"
-extern "C" __global__ void fp8attn_check_layout(int* bad) {
-  __shared__ float tile[256];
-  int lane = threadIdx.x;
-  for (int c = lane; c < 256; c += 32) tile[c] = (float)c;
-  __syncwarp();
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;
-  wmma::load_matrix_sync(f, tile, 16, wmma::mem_row_major);
-  for (int i = 0; i < 8; i++) {
-    int r = FP8ATTN_WMMA_M16N16K16_ACC_F32[lane][i][0], c = FP8ATTN_WMMA_M16N16K16_ACC_F32[lane][i][1];
-    int hw = (int)f.x[i];
-    bad[lane * 8 + i] = (r != acc_row(lane, i)) + 2 * (c != acc_col(lane, i)) + 4 * (hw != 16 * r + c);
-  }
-}

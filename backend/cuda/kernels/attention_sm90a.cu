@@ -84,18 +84,9 @@ HOPPER_ENTRY(128)
 HOPPER_ENTRY(192)
 HOPPER_ENTRY(256)
 
-// TestFastEncodeAllFloats's kernel (hopper.cuh's encode_check).
-extern "C" __global__ void __launch_bounds__(256) fp8attn_encode_check(const __grid_constant__ hopper::EncodeCheckParams p) {
-  pdl_entry();
-  hopper::encode_check(p);
-}
-
 FP8ATTN_EXPORT_PARAMS_LAYOUT
 #define FQP_OFF(f) (int)offsetof(hopper::FusedQuantParams, f)
 extern "C" __device__ const int fp8attn_fused_params_layout[] = {
     (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(scale), FQP_OFF(limit)};
-#define ECP_OFF(f) (int)offsetof(hopper::EncodeCheckParams, f)
-extern "C" __device__ const int fp8attn_encode_check_params_layout[] = {(int)sizeof(hopper::EncodeCheckParams), ECP_OFF(amax),
-                                                                        ECP_OFF(result), ECP_OFF(n)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};

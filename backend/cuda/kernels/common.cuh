@@ -145,7 +145,8 @@ __device__ __forceinline__ Head head_of(const Params& p) {
 
 // The accumulator layout (hardware-verified, see docs/WMMA.md): element i of
 // lane l = 4g + t holds row g + 8*((i>>1)&1), column 2t + (i&1) + 8*(i>>2).
-// fp8attn_check_layout compares these with the generated header on device.
+// fp8attn_check_layout (testkernels.cu) compares these with the generated
+// header on device.
 __device__ __forceinline__ int acc_row(int lane, int i) { return (lane >> 2) + 8 * ((i >> 1) & 1); }
 __device__ __forceinline__ int acc_col(int lane, int i) { return 2 * (lane & 3) + (i & 1) + 8 * (i >> 2); }
 

@@ -11,10 +11,14 @@
 # The paged-cache kernels (paged.cu) are compute_89 PTX too, a module of
 # their own, and an sm_90a cubin that adds the warp-specialized decode
 # kernel (bulk copies), loaded on Hopper.
+# The test modules hold the kernels only backend/cuda's tests launch
+# (embedded by its _test.go files, never by a production module):
+# testkernels.cu as compute_80 PTX (any GPU), testkernels_sm90a.cu as an
+# sm_90a cubin.
 # Writes attention_compute_89.ptx, paged_compute_89.ptx, their compute_80
 # builds (Ampere), attention_sm_90a.cubin,
-# attention_compute_90a.ptx, paged_sm_90a.cubin, resources.txt and
-# source_hash.go.
+# attention_compute_90a.ptx, paged_sm_90a.cubin, testkernels_compute_80.ptx,
+# testkernels_sm_90a.cubin, resources.txt and source_hash.go.
 set -euo pipefail
 cd "$(dirname "$0")"
 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o attention_compute_89.ptx attention.cu
@@ -29,6 +33,9 @@ hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
 nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu 2> sm90a_build.log || { cat sm90a_build.log; exit 1; }
 nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
 nvcc $hopper_flags -cubin -Xptxas -v -o paged_sm_90a.cubin paged.cu 2> paged_sm90a_build.log || { cat paged_sm90a_build.log; exit 1; }
+nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o testkernels_compute_80.ptx testkernels.cu
+ptxas -arch=sm_80 -o /dev/null testkernels_compute_80.ptx
+nvcc $hopper_flags -cubin -o testkernels_sm_90a.cubin testkernels_sm90a.cu
 grep -i warning sm90a_build.log paged_sm90a_build.log >&2 || true
 if grep -q C7508 sm90a_build.log paged_sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C7508)" >&2; exit 1; fi
 # C7514 is only an info line: ptxas serialized a function's wgmmas (an

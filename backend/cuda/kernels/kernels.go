@@ -12,6 +12,10 @@
 // (hopper/), built for sm_90a; paged.cu the paged KV cache's (paged/).
 // profile.cuh holds the one profiling flag's events (FP8ATTN_PROFILE);
 // mutants/ the deliberately broken builds scripts/gpu-mutants.sh runs.
+// testkernels.cu and testkernels_sm90a.cu are the test modules: kernels
+// only backend/cuda's tests launch, built beside the others
+// (testkernels_compute_80.ptx, testkernels_sm_90a.cubin) but embedded by
+// the tests alone.
 package kernels
 
 //go:generate ./gen.sh

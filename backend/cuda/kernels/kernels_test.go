@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"crypto/sha256"
+	_ "embed"
 	"fmt"
 	"io/fs"
 	"math/bits"
@@ -17,9 +18,24 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
+// The test modules (testkernels.cu, testkernels_sm90a.cu), which only the
+// tests embed (backend/cuda's too).
+var (
+	//go:embed testkernels_compute_80.ptx
+	testPTX string
+	//go:embed testkernels_sm_90a.cubin
+	testCubin string
+)
+
+// testKernels are the test modules' kernels, which no production module
+// may hold.
+var testKernels = []string{"fp8attn_check_layout", "fp8attn_encode_check"}
+
 // productionSources are the kernel sources the modules include: every *.cu,
 // *.cuh and *.h here and in the folders below (ladder/, ...), but not
-// mutants/, by slash-separated path in byte order.
+// mutants/, by slash-separated path in byte order (the test modules'
+// sources too: they include the production sources and are built and
+// hashed with them).
 func productionSources(t *testing.T) []string {
 	var files []string
 	err := filepath.WalkDir(".", func(path string, e fs.DirEntry, err error) error {
@@ -100,7 +116,8 @@ func TestMutantsApply(t *testing.T) {
 		t.Fatalf("no mutants: %v", err)
 	}
 	sources := productionSources(t)
-	modules := map[string]bool{"attention.cu": true, "attention_sm90a.cu": true, "paged.cu": true}
+	modules := map[string]bool{"attention.cu": true, "attention_sm90a.cu": true, "paged.cu": true,
+		"testkernels.cu": true, "testkernels_sm90a.cu": true}
 	for _, m := range mutants {
 		b, err := os.ReadFile(m)
 		if err != nil {
@@ -260,6 +277,27 @@ func TestPTXFresh(t *testing.T) {
 	}
 	if strings.Contains(PagedPTX, "fp8attn_paged_ws") || strings.Contains(PagedPTX80, "fp8attn_paged_ws") {
 		t.Error("the compute_89 or compute_80 paged PTX holds the warp-specialized kernel")
+	}
+	// The test modules: each test kernel there, and in no production
+	// module.
+	if !strings.Contains(testPTX, ".target sm_80") || !strings.Contains(testPTX, ".entry fp8attn_check_layout(") {
+		t.Error("the compute_80 test PTX is missing, not for sm_80, or lacks fp8attn_check_layout")
+	}
+	if len(testCubin) < 4 || testCubin[:4] != "\x7fELF" {
+		t.Error("the sm_90a test cubin is missing or not an ELF image")
+	}
+	for _, sym := range []string{"fp8attn_encode_check", "fp8attn_encode_check_params_layout"} {
+		if !strings.Contains(testCubin, sym+"\x00") {
+			t.Errorf("the sm_90a test cubin lacks %s", sym)
+		}
+	}
+	for _, name := range testKernels {
+		for module, image := range map[string]string{"compute_89 PTX": PTX, "compute_80 PTX": PTX80, "Hopper PTX": HopperPTX,
+			"Hopper cubin": string(HopperCubin), "paged PTX": PagedPTX, "paged compute_80 PTX": PagedPTX80, "paged cubin": string(PagedCubin)} {
+			if strings.Contains(image, name) {
+				t.Errorf("the %s holds the test kernel %s", module, name)
+			}
+		}
 	}
 	if !strings.Contains(Resources, "sm_89") || !strings.Contains(Resources, "sm_90") || !strings.Contains(Resources, "QGMMA=") ||
 		!strings.Contains(Resources, "fp8attn_paged_d128") || !strings.Contains(Resources, "fp8attn_paged_ws_d128") || !strings.Contains(Resources, "fp8attn_stage10_d128: loop") ||

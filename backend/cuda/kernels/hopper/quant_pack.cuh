@@ -1,6 +1,6 @@
 // hopper/quant_pack.cuh: quant_pack9, the fused quantization that writes
 // the images from float32 inputs: its encode (Encoder, checked by
-// encode_check), cluster exchange and transposes. Included by hopper.cuh
+// testkernels_sm90a.cu's encode_check), cluster exchange and transposes. Included by hopper.cuh
 // only, inside namespace hopper, in its order.
 #pragma once
 
@@ -137,49 +137,6 @@ struct Encoder {
   }
   __device__ __forceinline__ uint32_t operator()(float4 x) const { return fast ? fast4(x) : encode4(x, s); }
 };
-
-// EncodeCheckParams is encode_check's (mirrored by backend/cuda's
-// encodeCheckParams, fp8attn_encode_check_params_layout).
-struct EncodeCheckParams {
-  const float* amax;
-  unsigned* result;
-  int n;
-};
-
-// encode_check is TestFastEncodeAllFloats's kernel: for each of the n amax
-// values, every float x with |x| <= amax or not finite (bit patterns
-// grid-strided) through Encoder and through encode4 with the scale
-// fp8.ScaleForAmax gives; result[2k] counts the x whose codes differ,
-// result[2k+1] holds one such x's bits.
-__device__ __forceinline__ void encode_check(const EncodeCheckParams& p) {
-  const float* amax = p.amax;
-  unsigned* result = p.result;
-  const int n = p.n;
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (int k = 0; k < n; k++) {
-    const float a = amax[k];
-    const Encoder enc(scale_for_amax(a));
-    unsigned bad = 0, which = 0;
-    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < (1ull << 32); i += 4 * stride) {
-      float4 x;
-      x.x = __uint_as_float((unsigned)i);
-      x.y = __uint_as_float((unsigned)(i + stride));
-      x.z = __uint_as_float((unsigned)(i + 2 * stride));
-      x.w = __uint_as_float((unsigned)(i + 3 * stride));
-      const uint32_t got = enc(x), want = encode4(x, enc.s);
-      const float xs[4] = {x.x, x.y, x.z, x.w};
-#pragma unroll
-      for (int j = 0; j < 4; j++) {
-        const bool in = !(fabsf(xs[j]) <= 3.40282347e38f) || fabsf(xs[j]) <= a;
-        if (in && ((got >> (8 * j)) & 0xFFu) != ((want >> (8 * j)) & 0xFFu)) bad++, which = __float_as_uint(xs[j]);
-      }
-    }
-    if (bad) {
-      atomicAdd(&result[2 * k], bad);
-      result[2 * k + 1] = which;
-    }
-  }
-}
 
 // quant_pack9 quantizes Q, K and V straight into stage 9's images in one
 // launch. Grid (QUANT_PACK_CLUSTER, heads), one cluster a head: y takes a
