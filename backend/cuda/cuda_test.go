@@ -345,16 +345,18 @@ func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask
 }
 
 // TestLayoutOnDevice: the accumulator formulas the kernels use equal the
-// generated, hardware-verified table, on this GPU.
+// generated, hardware-verified table, on this GPU (the test module's
+// fp8attn_check_layout).
 func TestLayoutOnDevice(t *testing.T) {
 	d, err := openDevice(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("device: %s (sm_%d)", d.Name, d.ComputeCapability)
+	mod := testModule(t, d, false)
 	var bad [256]int32
 	err = d.do(func() error {
-		fn, err := d.mod.Function("fp8attn_check_layout")
+		fn, err := mod.Function("fp8attn_check_layout")
 		if err != nil {
 			return err
 		}

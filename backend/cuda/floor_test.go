@@ -9,7 +9,7 @@ import (
 )
 
 // BenchmarkDeviceLaunchFloor times, per call in CUDA-graph replay (as the
-// attention benchmarks do), a kernel that does nothing: the Hopper
+// attention benchmarks do), a kernel that does nothing: the sm_90a test
 // module's fp8attn_encode_check with no amax values, which passes
 // pdl_entry (launch_dependents, then griddepcontrol.wait) and returns. Its
 // grids are those of the mission call's forms (64 blocks of 256 threads
@@ -20,7 +20,7 @@ import (
 // calls (the mission call's target is 2.5 µs: docs/BENCHMARKS.md).
 func BenchmarkDeviceLaunchFloor(b *testing.B) {
 	d := hopperDevice(b)
-	fn, err := d.hmod.Function("fp8attn_encode_check")
+	fn, err := testModule(b, d, true).Function("fp8attn_encode_check")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 // replace the embedded modules with files (the variables FP8ATTN_PTX,
 // FP8ATTN_PTX80, FP8ATTN_CUBIN, FP8ATTN_PAGED_PTX, FP8ATTN_PAGED_PTX80,
 // FP8ATTN_PAGED_CUBIN; scripts/gpu-lib.sh's use_built_kernels points them at
-// freshly built kernels) and FP8ATTN_PDL=0 turns programmatic dependent
+// freshly built kernels; and the test modules' FP8ATTN_TEST_PTX and
+// FP8ATTN_TEST_CUBIN, which scripts/gpu-mutants.sh sets) and FP8ATTN_PDL=0 turns programmatic dependent
 // launch off for A/B runs. Production builds (overrides_default.go) always
 // load the embedded modules with PDL on. docs/DEVELOPING.md describes the
 // workflow.

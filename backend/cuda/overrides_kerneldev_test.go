@@ -16,7 +16,8 @@ func TestOverrides(t *testing.T) {
 	if err := os.WriteFile(f, []byte("from the file"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, env := range []string{"FP8ATTN_PTX", "FP8ATTN_PTX80", "FP8ATTN_CUBIN", "FP8ATTN_PAGED_PTX", "FP8ATTN_PAGED_PTX80", "FP8ATTN_PAGED_CUBIN"} {
+	for _, env := range []string{"FP8ATTN_PTX", "FP8ATTN_PTX80", "FP8ATTN_CUBIN", "FP8ATTN_PAGED_PTX", "FP8ATTN_PAGED_PTX80", "FP8ATTN_PAGED_CUBIN",
+		"FP8ATTN_TEST_PTX", "FP8ATTN_TEST_CUBIN"} {
 		t.Setenv(env, "")
 		if got, err := moduleImage(env, "embedded"); err != nil || got != "embedded" {
 			t.Errorf("%s empty: moduleImage = %q, %v; want the embedded module", env, got, err)

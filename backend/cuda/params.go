@@ -110,20 +110,13 @@ type appendParams struct {
 	Hkv, D, PageSize, NRuns            int32
 }
 
-// fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper.cuh):
+// fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper/quant_pack.cuh):
 // stage 9's params with float32 inputs in Q, K and V, and the score-factor
 // check (quant_pack9 and the fused attention entry).
 type fusedQuantParams struct {
 	P            params
 	Bad          uint64
 	Scale, Limit float64
-}
-
-// encodeCheckParams mirrors hopper::EncodeCheckParams (kernels/hopper.cuh),
-// TestFastEncodeAllFloats's kernel's.
-type encodeCheckParams struct {
-	Amax, Result uint64
-	N            int32
 }
 
 // checkParams mirrors struct CheckParams in kernels/paged.cu.
@@ -193,7 +186,6 @@ var (
 	}
 	hopperLayouts = []layoutCheck{
 		{"fp8attn_fused_params_layout", structLayout[fusedQuantParams]()},
-		{"fp8attn_encode_check_params_layout", structLayout[encodeCheckParams]()},
 	}
 	pagedLayouts = []layoutCheck{
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},

@@ -136,22 +136,6 @@ func (b *kernelBackend) Quantize(jobs ...backend.QuantizeJob) error {
 	return d.QuantizeAll(ts)
 }
 
-// encodeCheck runs the Hopper module's fp8attn_encode_check (a test
-// kernel: TestFastEncodeAllFloats) over the n float32 amax values in amax,
-// its mismatch counts and examples into result (2n words, zeroed by the
-// caller), on the stream.
-func (d *device) encodeCheck(amax, result *buffer, n int) error {
-	if d.hopperErr != nil {
-		return d.hopperErr
-	}
-	fn, err := d.hmod.Function("fp8attn_encode_check")
-	if err != nil {
-		return fmt.Errorf("cuda: kernel fp8attn_encode_check: %w", err)
-	}
-	p := &encodeCheckParams{Amax: uint64(amax.buf.p), Result: uint64(result.buf.p), N: int32(n)}
-	return d.do(func() error { return launchStruct(cFunction(fn), 8*d.SMs, 1, 1, 256, 0, d.stream, unsafe.Pointer(p)) })
-}
-
 // transformOf describes a float32 tensor of shape (b, h, s, d) in layout l
 // at x for the transform kernels.
 func transformOf(x *buffer, b, h, s, d int, l backend.Layout) transformParams {

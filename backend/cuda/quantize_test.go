@@ -274,10 +274,12 @@ func parallelFor(n int, f func(lo, hi int)) {
 // hardware conversion) gives encode4's code, the one TestQuantizeAllFloats
 // finds equal to the Go converter's, for every float x with |x| <= amax
 // and every non-finite x, for amax of every magnitude (scales below the
-// fast path's bound too) and random ones. A build without the remainder
-// step fails it (scripts/quantpack-ab.sh, broken-quotient).
+// fast path's bound too) and random ones, through the sm_90a test module's
+// fp8attn_encode_check. A build without the remainder step fails it
+// (kernels/mutants/qp-encode-no-remainder.sed).
 func TestFastEncodeAllFloats(t *testing.T) {
 	d := hopperDevice(t)
+	mod := testModule(t, d, true)
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 41))
@@ -302,7 +304,7 @@ func TestFastEncodeAllFloats(t *testing.T) {
 	if err := errors.Join(in.Write(bytesOf(amax)), res.Write(make([]byte, 8*len(amax)))); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.encodeCheck(in, res, len(amax)); err != nil {
+	if err := encodeCheck(d, mod, in, res, len(amax)); err != nil {
 		t.Fatal(err)
 	}
 	got := make([]int32, 2*len(amax))
