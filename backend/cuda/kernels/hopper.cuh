@@ -81,9 +81,10 @@
 // (warpgroup primitives), pack.cuh (the images and their pack kernels),
 // quant_pack.cuh (quant_pack9), one_tile_quantize.cuh (the quantizing
 // one-tile form's quantization), shell.cuh (the producer's copies and the
-// epilogue), softmax.cuh (a tile's softmax and P's packing) and
-// attention.cuh (stage9: set-up, producer and consumer warpgroups, the
-// one-tile form and the tiled main loop).
+// epilogue), softmax.cuh (a tile's softmax and P's packing), mainloop.cuh
+// (a consumer warpgroup's steps, the one-tile form and the tiled main
+// loop) and attention.cuh (stage9: the block's set-up, the producer
+// warpgroup, a consumer's set-up, its form and the epilogue).
 
 namespace hopper {
 
@@ -93,6 +94,7 @@ namespace hopper {
 #include "hopper/one_tile_quantize.cuh"
 #include "hopper/shell.cuh"
 #include "hopper/softmax.cuh"
+#include "hopper/mainloop.cuh"
 #include "hopper/attention.cuh"
 
 }  // namespace hopper

@@ -1,7 +1,7 @@
 // hopper/softmax.cuh: a consumer thread's online softmax of one score tile
-// and the packing of its weights into wgmma A registers, for stage9
-// (hopper/attention.cuh). Included by hopper.cuh only, inside namespace
-// hopper, before hopper/attention.cuh.
+// and the packing of its weights into wgmma A registers, for stage9's
+// consumer warpgroups (hopper/mainloop.cuh). Included by hopper.cuh only,
+// inside namespace hopper, before hopper/mainloop.cuh.
 #pragma once
 
 // The online softmax of tile t on s: masked keys (and keys past sk, zero

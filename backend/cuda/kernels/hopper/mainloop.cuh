@@ -1,0 +1,325 @@
+// hopper/mainloop.cuh: a consumer warpgroup of stage9 (hopper/attention.cuh)
+// between its set-up and its epilogue: the GEMM and softmax steps on its
+// register state (Consumer), the one-tile form (Consumer::one_tile) and
+// the tiled main loop (Consumer::main_loop). Included by hopper.cuh only,
+// inside namespace hopper, in its order.
+#pragma once
+
+// Consumer is one consumer thread's view of its block: where the tiles
+// land in shared memory and on which barriers, its rows' score factor and
+// visible keys, and references to the register state stage9 holds (the
+// scores s, one tile's P·V column part ot and row sums lt, the rows'
+// running maxima m and float32 sums l), with the steps both forms take.
+// ONE and QC are stage9's.
+template <int D, bool ONE, bool QC> struct Consumer {
+  using G = Geometry<D>;
+  static constexpr int BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
+  // SN: the keys of one score tile.
+  static constexpr int SN = ONE ? 2 * BN : BN;
+  // Promotion, the normalizer and the column parts: see hopper.cuh. P·V
+  // runs in NP column parts of DP = D/NP columns
+  // (HopperTiles<D>::PV_PARTS), one after the other into the same tile
+  // accumulator.
+  static constexpr int NP = ONE ? 1 : HopperTiles<D>::PV_PARTS;
+  static constexpr int DP = D / NP;
+  static_assert(NP >= 1 && NP <= 4 && D % NP == 0, "P·V in one to four column parts");
+  // The weights as wgmma A registers (E4M3), tile t's in pa[t % 2], so that
+  // they are packed while P·V still reads the previous tile's.
+  using PA = uint32_t[SN / 32][4];
+  // ONEPA: pa[0] alone (HopperTiles<D>::ONE_PA).
+  static constexpr bool ONEPA = !ONE && NP == 1 && HopperTiles<D>::ONE_PA;
+  // Ping-pong (PINGPONG): the two consumer warpgroups take turns to issue
+  // their GEMMs (barriers 1 and 2), so that one's softmax runs under the
+  // other's GEMMs; or (SMTURNS) to run their softmaxes (barriers 3 and 4).
+  // The one-tile form has one consumer warpgroup.
+  static constexpr bool SMTURNS = !ONE && HopperTiles<D>::SOFTMAX_TURNS;
+  static constexpr bool PINGPONG = !ONE && HopperTiles<D>::PINGPONG;
+  static_assert(!(SMTURNS && PINGPONG), "turns on barriers 1-4: one protocol at a time");
+
+  uint8_t* s_k;
+  uint8_t* s_v;
+  uint64_t* k_full;
+  uint64_t* v_full;
+  uint64_t* empty;
+  uint32_t q_addr, ones_addr;  // the warpgroup's Q block, the block of ones
+  int lane, tq, vis0, vis1, vis_min;
+  float c;  // the score factor
+  float (&s)[SN / 2];  // scores of tile t, then its weights P·2^8
+  float (&ot)[DP / 2];  // one column part of one tile's P·V
+  float (&lt)[4];       // one tile's P·ones: its rows' sums
+  float (&m)[2];
+  float (&l)[2];
+  Turns<SMTURNS, 3> softmax_turns;
+
+  // S = Q·K(t)ᵀ, issued (not waited for).
+  __device__ __forceinline__ void issue_qk(int t) {
+    const int st = t % RING;
+    mbar_wait(&k_full[st], (t / RING) & 1);
+    const uint32_t k_addr = smem_u32(s_k + st * G::KT);
+    wg_fence();
+    // The k steps that hold head-dim columns: the image's zero columns
+    // past D (D 96 and 192, padded to DK 128 and 256) add nothing to a
+    // score, so they are not multiplied.
+    constexpr int KSTEPS = (D + 31) / 32;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; kk++) {
+      const int panel = 32 * kk / WK, off = 32 * kk % WK;
+      WGMMA<SN>::ss(s, desc<WK>(q_addr + panel * 64 * WK + off), desc<WK>(k_addr + panel * BN * WK + off), kk);
+    }
+    wg_commit();
+  }
+  // P(t)·V(t) (its column part P: V's transposed rows DP·P .. +DP-1),
+  // issued (not waited for), P from a: into ot (the first k step
+  // overwrites it); with part 0, P(t)·ones into lt. A block of ones in any
+  // layout is all ones: its descriptor only has to stay inside it.
+  __device__ __forceinline__ void fence_pv() {
+    fence_regs(ot);
+    fence_regs(lt);
+  }
+  template <int P> __device__ __forceinline__ void issue_pv(int t, const PA& a, Part<P>) {
+    const int st = t % RING;
+    if (P == 0) mbar_wait(&v_full[st], (t / RING) & 1);
+    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * BN;
+    fence_pv();
+    wg_fence();
+#pragma unroll
+    for (int k = 0; k < BN / 32; k++) {
+      WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
+      if constexpr (P == 0) WGMMA<8>::rs(lt, a[k], desc<WV>(ones_addr + 32 * k), k > 0);
+    }
+    wg_commit();
+  }
+  // The online softmax of tile t on s (softmax_tile) and P's packing
+  // (pack_weights): hopper/softmax.cuh.
+  __device__ __forceinline__ float2 softmax(int t) { return softmax_tile<SN>(s, m, l, c, t, tq, vis0, vis1, vis_min); }
+  __device__ __forceinline__ void pack_p(PA& a) { pack_weights<SN>(s, a); }
+  // The softmax's arithmetic stays inside its turn.
+  __device__ __forceinline__ void softmax_turn() {
+    softmax_turns.take();
+    if constexpr (SMTURNS) fence_regs(s);
+  }
+  __device__ __forceinline__ void softmax_done() {
+    if constexpr (SMTURNS) fence_regs(s);
+    softmax_turns.pass();
+  }
+  // release hands tile t's ring slot back to the producer.
+  __device__ __forceinline__ void release(int t) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[t % RING]);
+  }
+
+  __device__ __forceinline__ void one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]);
+  __device__ __forceinline__ void main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2], float (&lsum)[2],
+                                            PA (&pa)[2]);
+};
+
+// one_tile is the one-tile form's consumer (stage9 with ONE): one tile of
+// 2·BN keys (tiles 0 and 1 in ring slots 0 and 1, on slot 0's barriers):
+// S, its softmax from m = -Inf (no rescale), then P·V and P·ones in two
+// halves of BN keys, V's two tiles: the second half into ot, added to the
+// first in float32, as the tiled kernel adds its tiles (the same rounding
+// of each tile's sums by the tensor cores); the row sums' halves likewise.
+// O and the row sums into o and lsum.
+template <int D, bool ONE, bool QC>
+__device__ __forceinline__ void Consumer<D, ONE, QC>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
+  if (!QC) mbar_wait(q_full, 0);
+  if (QC) mbar_wait(&k_full[0], 0);
+  QP_STAMP(QC && threadIdx.x == 128, 1, 0);
+  issue_qk(0);
+  wg_wait<0>();
+  fence_regs(s);
+  softmax(0);
+  pack_p(pa[0]);
+  fence_regs(pa[0]);
+  QP_STAMP(QC && threadIdx.x == 128, 1, 6);
+  mbar_wait(&v_full[0], 0);
+  const uint32_t v_addr = smem_u32(s_v);
+  const uint32_t v2_addr = v_addr + G::VT;
+  // B of k step kk (keys 32kk .. 32kk+31) of P·V: the V image's tiles of
+  // BN keys, or QC's sub-tiles of ONE_BM keys (64-byte rows).
+  auto v_desc = [&](int kk) {
+    if constexpr (QC) {
+      constexpr int per = G::ONE_BM / 32;
+      return desc<G::ONE_BM>(v_addr + kk / per * (G::ONE_BM * D) + 32 * (kk % per));
+    } else {
+      return desc<WV>((kk < BN / 32 ? v_addr : v2_addr) + 32 * (kk % (BN / 32)));
+    }
+  };
+  float lt2[4];
+  fence_regs(o);
+  fence_pv();
+  fence_regs(lt2);
+  wg_fence();
+#pragma unroll
+  for (int k = 0; k < BN / 32; k++) {
+    WGMMA<D>::rs(o, pa[0][k], v_desc(k), k > 0);
+    WGMMA<8>::rs(lt, pa[0][k], desc<WV>(ones_addr + 32 * k), k > 0);
+  }
+#pragma unroll
+  for (int k = 0; k < BN / 32; k++) {
+    WGMMA<DP>::rs(ot, pa[0][BN / 32 + k], v_desc(BN / 32 + k), k > 0);
+    WGMMA<8>::rs(lt2, pa[0][BN / 32 + k], desc<WV>(ones_addr + 32 * k), k > 0);
+  }
+  wg_commit();
+  wg_wait<0>();
+  fence_regs(o);
+  fence_pv();
+  fence_regs(lt2);
+#pragma unroll
+  for (int i = 0; i < D / 2; i++) o[i] += ot[i];
+  lsum[0] = lt[0] + lt2[0];
+  lsum[1] = lt[2] + lt2[2];
+}
+
+// main_loop is the tiled kernel's consumer: the ntiles tiles of consumer
+// warpgroup cw (thread tid of it), O and its row sums into o and lsum,
+// the weights in pa.
+template <int D, bool ONE, bool QC>
+__device__ __forceinline__ void Consumer<D, ONE, QC>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2],
+                                                                float (&lsum)[2], PA (&pa)[2]) {
+  const Turns<PINGPONG, 1> gemm_turns{cw};
+  // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
+  // 0 takes one more at the end, so that every barrier ends balanced.
+  auto stamp = [&](int t, int slot) { loop_stamp(tid == 0, cw, t, slot); };
+  if (cw == 1) {
+    gemm_turns.pass();
+    softmax_turns.pass();
+  }
+  mbar_wait(q_full, 0);
+  stamp(0, 2);
+  gemm_turns.take();
+  stamp(0, 3);
+  issue_qk(0);
+  gemm_turns.pass();
+  stamp(0, 4);
+  wg_wait<0>();
+  fence_regs(s);
+  stamp(0, 5);
+  softmax_turn();
+  float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
+  softmax_done();
+  float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
+  PROFILE_ONLY(fence_regs(s));
+  stamp(0, 6);
+  pack_p(pa[0]);
+  stamp(0, 7);
+  // fold adds a finished tile's P·V (its column part `part`) and row
+  // sums (with part 0) to o and lsum, rescaled by that tile's factors
+  // first: o·alpha + ot, in float32. Column part p is o[p·DP/2 ..]
+  // (wmma.WGMMAAcc: 4 registers per 8 columns).
+  auto fold = [&](auto part) {
+    constexpr int P = decltype(part)::value;
+#pragma unroll
+    for (int i = 0; i < DP / 2; i++) {
+      float& x = o[P * (DP / 2) + i];
+      x = fmaf(x, (i & 2) ? alpha_pv.y : alpha_pv.x, ot[i]);
+    }
+    if constexpr (P == 0) {
+      lsum[0] = fmaf(lsum[0], alpha_pv.x, lt[0]);
+      lsum[1] = fmaf(lsum[1], alpha_pv.y, lt[2]);
+    }
+  };
+  // finish: the wait for every wgmma issued (at a step's start, the last
+  // part of P(t-2)·V(t-2)), folded at once. (Issuing Q·K(t)ᵀ before that
+  // fold measured slower, 707 against 747 TFLOP/s at D 128: the fold
+  // then delays P(t-1)·V(t-1), which needs ot back; docs/design/hopper-prefill.md.)
+  auto finish = [&]() {
+    wg_wait<0>();
+    fence_pv();
+  };
+  // With NP column parts, part p + 1 is issued once the softmax is done
+  // and part p folded (next_part). (Ping-pong takes no turn for them.)
+  auto next_part = [&](const PA& a, int t, auto part) {
+    wg_wait<0>();
+    fence_pv();
+    fold(part);
+    issue_pv(t, a, Part<decltype(part)::value + 1>{});
+  };
+  auto later_parts = [&](const PA& a, int t) {
+    if constexpr (NP >= 2) next_part(a, t, Part<0>{});
+    if constexpr (NP >= 3) next_part(a, t, Part<1>{});
+    if constexpr (NP >= 4) next_part(a, t, Part<2>{});
+  };
+  // Intra-warpgroup overlap: Q·K(t)ᵀ and P(t-1)·V(t-1) are issued
+  // together, and the softmax of tile t (and its packing into next, the
+  // P registers the running P·V does not read) runs while P·V is on the
+  // tensor cores. Each step begins with the wait for P(t-2)·V(t-2), so
+  // that the wait starts a basic block: ptxas hoists a wait to the top of
+  // its block, and a wait after the softmax in the same block would be
+  // scheduled before it (docs/design/hopper-prefill.md). The fences keep the
+  // compiler from sinking the softmax below that wait. (The later column
+  // parts' waits, NP > 1, follow the softmax in its block.)
+  auto step = [&](int t, const PA& prev, PA& next) {
+    stamp(t, 0);
+    if constexpr (!ONEPA) {
+      finish();
+      stamp(t, 1);
+      if (t >= 2) {
+        release(t - 2);
+        fold(Part<NP - 1>{});
+      }
+    }
+    stamp(t, 2);
+    gemm_turns.take();
+    stamp(t, 3);
+    issue_qk(t);
+    issue_pv(t - 1, prev, Part<0>{});
+    alpha_pv = alpha;
+    gemm_turns.pass();
+    stamp(t, 4);
+    wg_wait<1>();
+    fence_regs(s);
+    stamp(t, 5);
+    softmax_turn();
+    alpha = softmax(t);
+    softmax_done();
+    PROFILE_ONLY(fence_regs(s));
+    stamp(t, 6);
+    if constexpr (ONEPA) {  // P(t-1)·V(t-1) done before P(t) takes its registers
+      finish();
+      release(t - 1);
+      fold(Part<0>{});
+    }
+    pack_p(next);
+    fence_regs(next);
+    fence_regs(s);
+    later_parts(prev, t - 1);
+    stamp(t, 7);
+  };
+  // Unrolled by two, so that the P buffers are registers named
+  // statically; tile t's weights are in pa[t % 2].
+  for (int t = 1; t < ntiles; t += 2) {
+    if constexpr (ONEPA) {
+      step(t, pa[0], pa[0]);
+      if (t + 1 < ntiles) step(t + 1, pa[0], pa[0]);
+    } else {
+      step(t, pa[0], pa[1]);
+      if (t + 1 < ntiles) step(t + 1, pa[1], pa[0]);
+    }
+  }
+  if constexpr (!ONEPA) {
+    finish();
+    if (ntiles >= 2) {
+      release(ntiles - 2);
+      fold(Part<NP - 1>{});
+    }
+  }
+  gemm_turns.take();
+  // The last tile's weights, in registers named statically (a reference
+  // chosen at run time would put pa in local memory).
+  auto last = [&](const PA& a) {
+    issue_pv(ntiles - 1, a, Part<0>{});
+    alpha_pv = alpha;
+    gemm_turns.pass();
+    later_parts(a, ntiles - 1);
+  };
+  if (!ONEPA && (ntiles - 1) % 2) last(pa[1]);
+  else last(pa[0]);
+  finish();
+  release(ntiles - 1);
+  fold(Part<NP - 1>{});
+  if (cw == 0) {
+    gemm_turns.take();
+    softmax_turns.take();
+  }
+}
