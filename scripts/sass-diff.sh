@@ -12,7 +12,9 @@
 # without addresses and encodings, in any function order. Prints
 # "identical: N functions" or every function that differs or exists on one
 # side only (with a diff of its SASS under $TMPDIR/sass-diff), and exits
-# non-zero on a difference.
+# non-zero on a difference. GONE, a regexp of function names, lists the
+# functions expected to be in OLD only (removed from the modules) as
+# "removed" without counting them as differences.
 set -euo pipefail
 old=${1:?usage: sass-diff.sh OLD NEW}; new=${2:?usage: sass-diff.sh OLD NEW}
 work=${TMPDIR:-/tmp}/sass-diff; rm -rf "$work"; mkdir -p "$work/old" "$work/new"
@@ -50,6 +52,7 @@ split old "$old"; split new "$new"
 n=0; bad=0
 for f in $( (ls "$work/old/f"; ls "$work/new/f") | LC_ALL=C sort -u); do
   if [ ! -f "$work/old/f/$f" ]; then echo "only in new: $f"; bad=$((bad + 1))
+  elif [ ! -f "$work/new/f/$f" ] && [ -n "${GONE:-}" ] && [[ ${f##*.} =~ $GONE ]]; then echo "removed: $f"
   elif [ ! -f "$work/new/f/$f" ]; then echo "only in old: $f"; bad=$((bad + 1))
   elif ! cmp -s "$work/old/f/$f" "$work/new/f/$f"; then
     diff "$work/old/f/$f" "$work/new/f/$f" > "$work/$f.diff" || true
