@@ -20,7 +20,8 @@ unpack_bins() {
 
 kernels_dir=$PWD/backend/cuda/kernels
 kernel_files="attention_compute_89.ptx attention_sm_90a.cubin attention_compute_90a.ptx paged_compute_89.ptx
-  paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx resources.txt source_hash.go"
+  paged_sm_90a.cubin attention_compute_80.ptx paged_compute_80.ptx testkernels_compute_80.ptx
+  testkernels_sm_90a.cubin resources.txt source_hash.go"
 
 # use_built_kernels points the binaries at the kernels in the source tree
 # (instead of the ones embedded when they were compiled). Only binaries built
@@ -33,7 +34,8 @@ use_built_kernels() {
   require_kerneldev
   export FP8ATTN_PTX=$kernels_dir/attention_compute_89.ptx FP8ATTN_CUBIN=$kernels_dir/attention_sm_90a.cubin \
     FP8ATTN_PAGED_PTX=$kernels_dir/paged_compute_89.ptx FP8ATTN_PAGED_CUBIN=$kernels_dir/paged_sm_90a.cubin \
-    FP8ATTN_PTX80=$kernels_dir/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$kernels_dir/paged_compute_80.ptx
+    FP8ATTN_PTX80=$kernels_dir/attention_compute_80.ptx FP8ATTN_PAGED_PTX80=$kernels_dir/paged_compute_80.ptx \
+    FP8ATTN_TEST_PTX=$kernels_dir/testkernels_compute_80.ptx FP8ATTN_TEST_CUBIN=$kernels_dir/testkernels_sm_90a.cubin
 }
 
 # require_kerneldev fails the run for each Go binary in bin/ built without
