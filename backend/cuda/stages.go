@@ -159,14 +159,24 @@ func geometry(stage, d int) (tiles.Config, error) {
 // supportsInputs is the check every upload makes: FP8 inputs within the
 // grid's limits.
 func supportsInputs(p *backend.Problem) error {
-	if p.Precision != backend.FP8E4M3 {
+	switch {
+	case p.Precision == backend.FP32:
+		return errFP32Inputs
+	case p.Precision != backend.FP8E4M3:
 		return fmt.Errorf("%w: cuda kernels take FP8E4M3 inputs, not %v", backend.ErrUnsupported, p.Precision)
-	}
-	if p.Hq > 65535 || p.B > 65535 {
-		return fmt.Errorf("%w: cuda grid limits: heads and batch must be <= 65535", backend.ErrUnsupported)
+	case p.Hq > 65535 || p.B > 65535:
+		return errGridLimits
 	}
 	return nil
 }
+
+// The refusals supportsInputs returns most, made once: backend.Select asks
+// every backend on every call with Backend "", and a refusal there must
+// not allocate (an FP32 call on a GPU host runs on the CPU allocation-free).
+var (
+	errFP32Inputs = fmt.Errorf("%w: cuda kernels take FP8E4M3 inputs, not %v", backend.ErrUnsupported, backend.FP32)
+	errGridLimits = fmt.Errorf("%w: cuda grid limits: heads and batch must be <= 65535", backend.ErrUnsupported)
+)
 
 // supports is the shape check of one stage (device capabilities aside).
 func supports(p *backend.Problem, stage int) error {
