@@ -8,11 +8,11 @@ import (
 )
 
 // The micro-kernels of the CPU backend, in pure Go. Each is the reference for
-// the assembly versions that replace it (kernels_amd64.s). The assembly
-// computes the same sums in the same order, but fuses each multiply-add into
-// one rounding, so it equals these loops within the bound of that difference
-// (rowMax: exactly; expSum: within the documented error of its vectorized
-// exponential). TestKernels holds every kernel set to these loops.
+// the assembly versions that replace it (kernels_avx2_amd64.s,
+// kernels_avx512_amd64.s). The assembly computes the same sums in the same
+// order, but fuses each multiply-add into one rounding, so it equals these
+// loops within the bound of that difference (rowMax: exactly; expSum: within
+// the documented error of its vectorized exponential). TestKernels holds every kernel set to these loops.
 
 // panel is the number of keys in one key block: the width of a transposed
 // key panel and of a score row.

@@ -283,7 +283,7 @@ func expSumAVX512(s []float32, m float32) float32 {
 	return expSum16AVX512(&s[0], len(s), m)
 }
 
-// Assembly (kernels_amd64.s). Each equals the Go loop named in its comment
+// Assembly (kernels_avx2_amd64.s, kernels_avx512_amd64.s). Each equals the Go loop named in its comment
 // on the arguments the wrappers above pass.
 
 // scores4x64AVX2 and scores4x64AVX512 are scores4Go.

@@ -1,4 +1,4 @@
-// The AVX-512 softmax pieces shared by kernels_amd64.s and amx_amd64.s. Its
+// The AVX-512 softmax pieces shared by kernels_avx512_amd64.s and amx_amd64.s. Its
 // data are file-local (<>), so each including file has its own copy.
 
 // The AVX-512 exponential of the base-2 sets (exp2_32's algorithm),
