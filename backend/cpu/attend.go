@@ -1,0 +1,208 @@
+package cpu
+
+import "math"
+
+// blockRows says, for row r of a block, how many keys it sees and where its
+// output and log-sum-exp go: attendRows's outBuf[out(r):][:D] and
+// lseBuf[lse(r)] (no log-sum-exp where lseBuf is nil). Where outStride > 0,
+// out(r) is out(0) + r·outStride for every row.
+type blockRows struct {
+	visible   func(r int) int
+	out, lse  func(r int) int
+	lseBuf    []float32
+	outStride int
+}
+
+// keyPanels is the range of key panels [kb0, kb1) a block runs over, and
+// how to get panel kb: its keys as the kernel set's transpose lays them out
+// and its value rows (n×D floats, n the panel's keys).
+type keyPanels struct {
+	kb0, kb1 int
+	get      func(kb int) (kt, v []float32)
+	// prefetch says the steps (kernelSet.steps4) of each panel but the
+	// last prefetch the next panel's inputs (panelInputs of KV head kvh);
+	// those of the last prefetch the worker's scratch.end.
+	prefetch bool
+	kvh      int
+	// pairs says the block's query rows are in scratch.q16 and KV head
+	// kvh's key panels in call.kt16 as bfloat16 pairs too (call.pairs: the
+	// set has pairKernels), for its steps. (Not slices here: a slice of kp
+	// passed to a function value would move kp's closures to the heap.)
+	pairs bool
+	// amx, where not nil, gives panel kb's AMX operands, followed by the
+	// next panels' (call after get), and whether the AMX path may take it.
+	amx func(kb int) (kB, vB []uint16, ok bool)
+}
+
+// attendRows runs the online softmax of a block's rowsN query rows q
+// (rounded up to four, zero rows after rowsN) against the key panels kp
+// (keys kp.kb0·panel .. kp.kb1·panel-1, those a row sees) and writes each
+// row's output (scaled by outScale) and log-sum-exp; a row that sees no key
+// of the range gets zeros and -Inf.
+func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, outBuf []float32, br blockRows, kp keyPanels) {
+	ks, D := c.ks, c.d
+	if ks.base2 {
+		// The softmax in base 2: scores times log2e (kernelSet.base2),
+		// and a positive scale, which the fused step's maxima need
+		// (kernelSet.scoresSoftmax4).
+		if s2 := float32(float64(scoreScale) * math.Log2E); s2 > 0 && !math.IsInf(float64(s2), 0) {
+			scoreScale = s2
+		} else {
+			ks, kp.amx = ks.natural, nil
+		}
+	}
+	rows := (rowsN + 3) &^ 3
+	m, l, acc := sc.m[:rows], sc.l[:rows], sc.acc[:rows*D]
+	negInf := float32(math.Inf(-1))
+	for r := range m {
+		m[r], l[r] = negInf, 0
+	}
+	clear(acc)
+	s := sc.s[:4*panel]
+	// The AMX path takes groups of 16 rows whose query parts AMX keeps
+	// (amxRowsOK, a bit a group) against the full panels all their rows
+	// see whose elements AMX keeps (amxAble): the loop below leaves those
+	// to amxGroups, which runs them after it.
+	var amxRowsOK uint64
+	if kp.amx != nil {
+		part := amxRows * D
+		if c.amxExact {
+			part = 0 // h alone: the exact form reads no other part
+		}
+		for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
+			if ks.amx.splitRows(sc.qa[g*3*D:], part, D, q[g*D:], D, amxRows, D/32) {
+				amxRowsOK |= 1 << (g / amxRows)
+			}
+		}
+	}
+	// Rows see keys [0, visible(i)); visible grows with i, so the last row
+	// bounds the block's key range.
+	nmax := min(br.visible(rowsN-1), kp.kb1*panel)
+	amxAble := func(kb, g int) bool {
+		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || br.visible(g) < (kb+1)*panel {
+			return false
+		}
+		_, _, ok := kp.amx(kb)
+		return ok
+	}
+	for kb := kp.kb0; kb*panel < nmax; kb++ {
+		j0 := kb * panel
+		n := min(panel, nmax-j0)
+		kt, vb := kp.get(kb)
+		vb = vb[:n*D]
+		for g := 0; g < rowsN; g += 4 {
+			if amxRowsOK != 0 && amxAble(kb, g) {
+				g += amxRows - 4
+				continue
+			}
+			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
+			if ks.steps4 != nil && amxRowsOK == 0 && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
+				// This group and every later full one (visible keys only
+				// grow with the row) in one call.
+				e := rowsN &^ 3
+				var pf ahead
+				if kp.prefetch {
+					pf = sc.end
+					if kb+1 < kp.kb1 {
+						pf = c.panelInputs(kp.kvh, kb+1)
+					}
+				}
+				if kp.pairs {
+					pi := kp.kvh*c.panels + kb
+					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+				} else {
+					ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+				}
+				g = e - 4
+				continue
+			}
+			if ks.scoresSoftmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
+				// Four full rows (visible keys only grow with the row).
+				ks.scoresSoftmax4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha)
+				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
+				continue
+			}
+			ks.scores4(s, qg, kt, D, scoreScale)
+			// Each row's softmax step over its own visible keys nr[r]:
+			// new maxima first, then the four rescale factors
+			// alpha = e^(m_old-m_new) in one vector exponential (e^0 = 1
+			// exactly where a row has no old sum), then the rows.
+			var nr [4]int
+			*alpha = [8]float32{}
+			common := n
+			for r := range 4 {
+				i := g + r
+				if i >= rowsN { // padding: its output is never written
+					continue
+				}
+				nr[r] = max(0, min(n, br.visible(i)-j0))
+				common = min(common, nr[r])
+				if nr[r] == 0 {
+					continue
+				}
+				mOld := m[i]
+				mNew := max(mOld, ks.rowMax(s[r*panel:r*panel+nr[r]]))
+				if l[i] != 0 || mOld != mOld {
+					alpha[r] = mOld - mNew
+				}
+				m[i] = mNew
+			}
+			ks.expSum(alpha[:], 0)
+			for r := range 4 {
+				if i := g + r; i < rowsN && nr[r] > 0 {
+					l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel:r*panel+nr[r]], m[i])
+				}
+			}
+			// Keys every row sees go through pv4; a causal diagonal
+			// leaves each row a few more (or, with no common key, all).
+			if common > 0 {
+				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, common, (*[4]float32)(alpha[:4]))
+			}
+			for r := range 4 {
+				if g+r >= rowsN || nr[r] <= common {
+					continue
+				}
+				a := float32(1)
+				if common == 0 {
+					a = alpha[r]
+				}
+				ks.pv1(acc[(g+r)*D:(g+r+1)*D], s[r*panel+common:r*panel+nr[r]], vb[common*D:], D, nr[r]-common, a)
+			}
+		}
+	}
+	if amxRowsOK != 0 {
+		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
+	}
+	seen := kp.kb0*panel + 1 // the keys a row must see to have an output
+	// Each row's output is acc·(outScale/l); a row that sees no key has acc
+	// 0, and a factor 0 makes its output 0.
+	f := sc.f[:rowsN]
+	for r := range f {
+		f[r] = 0
+		if br.visible(r) >= seen {
+			f[r] = outScale / l[r]
+		}
+	}
+	if br.outStride > 0 {
+		ks.scaleRows(outBuf[br.out(0):], br.outStride, acc, D, f)
+	} else {
+		for r := range f {
+			ks.scaleRows(outBuf[br.out(r):], D, acc[r*D:], D, f[r:r+1])
+		}
+	}
+	if br.lseBuf == nil {
+		return
+	}
+	// The log-sum-exps in a loop of their own, whose logarithms overlap.
+	mScale := float32(1)
+	if ks.base2 {
+		mScale = math.Ln2
+	}
+	for r := 0; r < rowsN; r++ {
+		lse := negInf
+		if br.visible(r) >= seen {
+			lse = m[r]*mScale + log32(l[r])
+		}
+		br.lseBuf[br.lse(r)] = lse
+	}
+}
