@@ -40,7 +40,7 @@ func TestAdaVImage(t *testing.T) {
 		t.Run(fmt.Sprintf("D%d", s.D), func(t *testing.T) {
 			in := sdpatest.RandomInputs(rng, s, 1)
 			ref, _, _ := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP8E4M3)
-			if err := cpu.Default.Attention(ref); err != nil {
+			if err := cpu.New(0).Attention(ref); err != nil {
 				t.Fatal(err)
 			}
 			p, _, _ := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP8E4M3)

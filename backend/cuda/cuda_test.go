@@ -207,7 +207,7 @@ func TestConcurrentCalls(t *testing.T) {
 				st := stages[rng.IntN(len(stages))]
 				in := sdpatest.RandomInputs(rng, s, 1)
 				ref, _, _ := sdpatest.NewProblem(s, in, 0.1, m, backend.FP8E4M3)
-				if err := cpu.Default.Attention(ref); err != nil {
+				if err := cpu.New(0).Attention(ref); err != nil {
 					errs <- err
 					return
 				}
@@ -245,7 +245,7 @@ func TestAgainstCPUFP8(t *testing.T) {
 		for _, m := range []backend.Mask{backend.NoMask, backend.CausalUpperLeft, backend.CausalLowerRight} {
 			in := sdpatest.RandomInputs(rng, s, 1)
 			ref, _, _ := sdpatest.NewProblem(s, in, 0.125, m, backend.FP8E4M3)
-			if err := cpu.Default.Attention(ref); err != nil {
+			if err := cpu.New(0).Attention(ref); err != nil {
 				t.Fatal(err)
 			}
 			for _, st := range runnableStages(t) {
@@ -337,7 +337,7 @@ func testFP8PAccuracyOn(t *testing.T, stage int, s backend.Shape, m backend.Mask
 		}
 		return sdpatest.Compare(p.Out, want, sdpatest.Tolerance{Atol: math.Inf(1)}).RelL2
 	}
-	quant, ours := relL2(cpu.Default), relL2(testBackend(stage))
+	quant, ours := relL2(cpu.New(0)), relL2(testBackend(stage))
 	t.Logf("%+v %v %s: relative L2 vs exact: stage %d (0: bestStage) %.4g, input quantization alone %.4g, ratio %.3f", s, m, what, stage, ours, quant, ours/quant)
 	if !(ours <= limit*quant) {
 		t.Errorf("%+v %v %s: stage %d error %.4g is %.2fx the quantization error %.4g (limit %.1fx)", s, m, what, stage, ours, ours/quant, quant, limit)
