@@ -327,43 +327,16 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 // h·h (STEPS64_HH), P·V the weights' three parts times V's h, in the
 // six-product order (STEPS64_PV3). Leaving out exact zeros changes no bit:
 // the tiles start at +0 and a zero product adds +0 or -0.
-#ifdef AMX_BROKEN_EXACT
-#define PV3_M(s)
-#else
-#define PV3_M(s) STEP64(1, 0, s)
-#endif
-#define STEPS64_PV3 STEP64(2, 0, 0); STEP64(2, 0, 1); PV3_M(0); PV3_M(1); STEPS64_HH
+#define STEPS64_PV3 STEP64(2, 0, 0); STEP64(2, 0, 1); STEP64(1, 0, 0); STEP64(1, 0, 1); STEPS64_HH
 
 // QKGROUP(steps, skip) runs steps unless the operands are exact (then
 // jumps to skip).
 #define QKGROUP(steps, skip) \
 	CMPQ 96(R8), $0; \
 	JNE skip; \
-	QK64(steps)
+	steps
 
 #define TILEZERO4 TILEZERO(0); TILEZERO(1); TILEZERO(2); TILEZERO(3)
-
-// Diagnostic builds (go test -asmflags=-D=NAME), wrong by design, that time
-// amxAttend64 without one of its parts (docs/PERF.md): AMX_DIAG_NOSOFTMAX
-// (the scores loaded, no softmax), AMX_DIAG_NOQK (no next scores in the
-// loop), AMX_DIAG_NOSPLIT (no weights' split), AMX_DIAG_NOPV (no P·V
-// products). AMX_BROKEN_EXACT leaves the weights' m part out of the exact
-// form's P·V (the test of the exact form must fail).
-#ifdef AMX_DIAG_NOSOFTMAX
-#define SOFTMAX64(slow, rows)
-#else
-#define SOFTMAX64(slow, rows) SOFTMAX4X64(slow, rows)
-#endif
-#ifdef AMX_DIAG_NOPV
-#define PV64(steps)
-#else
-#define PV64(steps) steps
-#endif
-#ifdef AMX_DIAG_NOQK
-#define QK64(steps)
-#else
-#define QK64(steps) steps
-#endif
 
 // STORE4(field) stores C tiles 0-3 as 16 rows of 64 floats at the args
 // field's address (rows 256 bytes apart).
@@ -391,7 +364,7 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	ADDQ $(16*(c)), R13; \
 	VBROADCASTSS 88(R8), Z27; \
 	LOAD4X64; \
-	SOFTMAX64(slow, rows)
+	SOFTMAX4X64(slow, rows)
 
 // func amxAttend64(a *amxGroupArgs)
 // Equals amxStep on each of a.panels consecutive key panels in turn (D 64,
@@ -449,11 +422,10 @@ attend64_qk2:
 	QKGROUP(STEP64(0, 1, 1), attend64_qk3)
 
 attend64_qk3:
-	QK64(STEPS64_HH)
+	STEPS64_HH
 	SMCHUNK(3, attend64_slow3, attend64_rows3)
 
 	// The weights' parts: 16 rows of two 32-key chunks.
-#ifndef AMX_DIAG_NOSPLIT
 	AMX_SPLIT_CONSTANTS
 	VMOVDQU32 amxOdd<>(SB), Z27
 	MOVQ 32(R8), R11
@@ -475,7 +447,6 @@ attend64_split:
 	ADDQ $64, R12
 	DECQ R13
 	JNZ attend64_split
-#endif
 
 	// The next panel's scores into the scores' buffer, then P·V.
 	STORE4(32)
@@ -485,14 +456,14 @@ attend64_split:
 	TILEZERO4
 	CMPQ 96(R8), $0
 	JNE attend64_pv3
-	PV64(STEPS64_A)
-	PV64(STEPS64_B)
-	PV64(STEPS64_C)
-	PV64(STEPS64_D)
+	STEPS64_A
+	STEPS64_B
+	STEPS64_C
+	STEPS64_D
 	JMP attend64_pv
 
 attend64_pv3:
-	PV64(STEPS64_PV3)
+	STEPS64_PV3
 
 attend64_pv:
 	STORE4(48)

@@ -56,7 +56,7 @@ func BenchmarkCPU(b *testing.B) {
 	}
 }
 
-// BenchmarkReference: the naive float64 oracle, the baseline PERF.md
+// BenchmarkReference: the naive float64 oracle, the baseline docs/design/cpu.md
 // compares against (small and mission; long takes seconds per call).
 func BenchmarkReference(b *testing.B) {
 	for _, sh := range benchShapes[:2] {

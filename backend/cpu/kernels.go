@@ -12,7 +12,8 @@ import (
 // kernels_avx512_amd64.s). The assembly computes the same sums in the same
 // order, but fuses each multiply-add into one rounding, so it equals these
 // loops within the bound of that difference (rowMax: exactly; expSum: within
-// the documented error of its vectorized exponential). TestKernels holds every kernel set to these loops.
+// the documented error of its vectorized exponential). TestKernels holds
+// every kernel set to these loops.
 
 // panel is the number of keys in one key block: the width of a transposed
 // key panel and of a score row.
@@ -415,7 +416,7 @@ func exp32(x float32) float32 {
 // VREDUCEPS and VSCALEFPS do its first and last steps): f = x - floor(x) in
 // [0, 1), 2^f = 1 + f·(c1 + f·(c2 + f·(c3 + f·(c4 + f·c5)))) with
 // coefficients fitted for relative error on [0, 1) (8.3e-8 before float32
-// rounding; the fit is in docs/logs/session35-cpu), multiply-adds fused,
+// rounding; the fit is in the logs of commit a384169), multiply-adds fused,
 // times 2^floor(x), rounded once. TestExp2_32 measures its error against
 // math.Exp2 on [-126, 128); below that, results are 2^f·2^floor(x) rounded
 // to float32's subnormals (or 0), as VSCALEFPS rounds them; exp2_32(-Inf) =

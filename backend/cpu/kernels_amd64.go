@@ -17,11 +17,11 @@ func amd64KernelSets() []*kernelSet {
 	avx512 := avx2 && cpu.X86.HasAVX512F && cpu.X86.HasAVX512DQ // DQ: VREDUCEPS
 	// The FP8 score products on bfloat16 pairs (avx512bf16) measured
 	// faster than float32 FMAs on AMD's Zen 4 and slower on Intel's Emerald
-	// Rapids (docs/PERF.md): the default on AMD, selectable elsewhere.
+	// Rapids (docs/design/cpu.md): the default on AMD, selectable elsewhere.
 	bf16 := avx512 && cpu.X86.HasAVX512BF16
 	amx := avx512 && hasAMX()
 	// FP8 blocks on AMX tiles with exact operands (amxfp8) measured 1.2x
-	// the avx512 set's FP8 speed and more on Emerald Rapids (docs/PERF.md):
+	// the avx512 set's FP8 speed and more on Emerald Rapids (docs/design/cpu.md):
 	// the default where the tiles are granted; FP32 runs avx512 there.
 	if amx {
 		sets = append(sets, &amxFP8Kernels)
@@ -36,7 +36,7 @@ func amd64KernelSets() []*kernelSet {
 		sets = append(sets, &avx512BF16Kernels)
 	}
 	// The AMX path for every problem is validated but measured slower than
-	// AVX-512 for FP32 at one thread (docs/PERF.md): selectable as ISA
+	// AVX-512 for FP32 at one thread (docs/design/cpu.md): selectable as ISA
 	// "amx", never the default.
 	if amx {
 		sets = append(sets, &amxKernels)
