@@ -229,7 +229,10 @@ func splitRow(dst, src []float32, chans []int, scale float32, query bool) {
 	clear(dst[d:])
 	for i, c := range chans {
 		x := src[c]
-		hi := fp8.ToE4M3(x/scale, fp8.NoSat).Float32() * scale
+		// The conversion rounds the product: without it the compiler
+		// may fuse it into the subtraction below (arm64 does), and lo
+		// would be taken from the unrounded product, so hi+lo != x.
+		hi := float32(fp8.ToE4M3(x/scale, fp8.NoSat).Float32() * scale)
 		lo := x - hi
 		dst[c] = hi
 		e := dst[d+3*i : d+3*i+3]
