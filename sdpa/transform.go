@@ -138,6 +138,17 @@ func rotateRows(rows, signs []float32, n int) {
 	}
 }
 
+// lseShift is scale·(q·m) as the device's correction computes it: each
+// product rounded to float64, then each sum. The conversions keep the
+// compiler from fusing a product into the next sum (arm64's would).
+func lseShift(q []float32, m []float64, scale float32) float64 {
+	var dot float64
+	for c, x := range q {
+		dot += float64(float64(x) * m[c])
+	}
+	return float64(float64(scale) * dot)
+}
+
 // correctLSE undoes smoothing's shift of each row's log-sum-exp: the scores
 // of query row q were lowered by scale·(q·mean), so LSE was too. q is the
 // caller's untransformed query.
@@ -151,11 +162,7 @@ func correctLSE(lse []float32, q *Tensor, kvHeads int, means []float64, scale fl
 			if math.IsInf(float64(*l), -1) { // the row sees no key
 				continue
 			}
-			var dot float64
-			for c, x := range q.row(b, h, i) {
-				dot += float64(x) * m[c]
-			}
-			*l = float32(float64(*l) + float64(scale)*dot)
+			*l = float32(float64(*l) + lseShift(q.row(b, h, i), m, scale))
 		}
 	}
 }
