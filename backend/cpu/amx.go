@@ -186,8 +186,8 @@ func amxUpdateGo(acc, t []float32, d int, alpha []float32, rows int) {
 //
 // With the tile instructions (attend64 set) that is D 64 only: there the
 // fused assembly runs, and at other head dimensions amxStep's separate
-// calls measured no faster than the AVX-512 kernels (docs/design/cpu.md). The
-// emulated set takes every multiple of 64, so that amxStep, the fused
+// calls measured no faster than the AVX-512 kernels (docs/design/cpu.md).
+// The emulated set takes every multiple of 64, so that amxStep, the fused
 // form's reference, is tested at several head dimensions.
 func (ks *kernelSet) amxUsable(d, blockRows int) bool {
 	if ks.amx == nil || blockRows < amxRows {

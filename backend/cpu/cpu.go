@@ -114,9 +114,9 @@ func NewConfig(name string, c Config) (*Backend, error) {
 // Linux with AMX-BF16; "avx512" and "avx2" on amd64 CPUs that have them
 // (not with the purego build tag); "avx512bf16" (FP8 scores on bfloat16
 // pairs) where the CPU has AVX512_BF16, the default on AMD and after
-// "avx512" elsewhere, where it measured slower (docs/design/cpu.md); "amx" (every
-// problem on AMX tiles, selectable, never the default) with AMX-BF16; and
-// always "go", the portable kernels.
+// "avx512" elsewhere, where it measured slower (docs/design/cpu.md);
+// "amx" (every problem on AMX tiles, selectable, never the default) with
+// AMX-BF16; and always "go", the portable kernels.
 func ISAs() []string {
 	names := make([]string, len(kernelSets))
 	for i, ks := range kernelSets {

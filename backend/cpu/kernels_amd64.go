@@ -21,8 +21,9 @@ func amd64KernelSets() []*kernelSet {
 	bf16 := avx512 && cpu.X86.HasAVX512BF16
 	amx := avx512 && hasAMX()
 	// FP8 blocks on AMX tiles with exact operands (amxfp8) measured 1.2x
-	// the avx512 set's FP8 speed and more on Emerald Rapids (docs/design/cpu.md):
-	// the default where the tiles are granted; FP32 runs avx512 there.
+	// the avx512 set's FP8 speed and more on Emerald Rapids
+	// (docs/design/cpu.md): the default where the tiles are granted; FP32
+	// runs avx512 there.
 	if amx {
 		sets = append(sets, &amxFP8Kernels)
 	}
