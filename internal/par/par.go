@@ -46,6 +46,11 @@ type Pool struct {
 	// helpers still polling after their last job.
 	posted atomic.Pointer[run]
 	runs   freelist.List[run] // not a sync.Pool: no allocation under the race detector either
+	// shared is the time (time.Now().UnixNano()) until which the pool
+	// takes its threads' cores to be shared with other work (shareCheck)
+	// and neither polls nor lets its helpers poll.
+	shared atomic.Int64
+	runsN  atomic.Int64 // Runs so far: one in shareEvery is checked
 }
 
 // NewPool returns a pool of helpers goroutines (<= 0: GOMAXPROCS-1 at first
@@ -68,6 +73,7 @@ type run struct {
 	joined  atomic.Int64
 	slots   atomic.Int64   // helper slots still open
 	pending atomic.Int64   // helpers that joined or may still join and have not finished
+	check   bool           // whether work checks its threads' share of their cores
 	done    sync.WaitGroup // the same count, to block on
 }
 
@@ -84,8 +90,41 @@ func (r *run) claim() bool {
 	}
 }
 
-func (r *run) work() {
+// work runs the job's Work for one participant, and where the thread got
+// clearly less of its core than the time Work took (threadCPU: it was
+// descheduled for other threads), marks the pool's cores shared for a
+// while (sharedFor). Polling then takes time from the very threads that
+// do the work: those of other processes, or this job's other
+// participants where they share a core.
+func (r *run) work(p *Pool) {
+	if !r.check {
+		r.job.Work(int(r.joined.Add(1) - 1))
+		return
+	}
+	start, cpu0 := time.Now(), threadCPU()
 	r.job.Work(int(r.joined.Add(1) - 1))
+	if cpu0 < 0 {
+		return
+	}
+	wall := time.Since(start)
+	if wall > shareCheck && time.Duration(threadCPU()-cpu0) < wall*9/10 {
+		p.shared.Store(time.Now().Add(sharedFor).UnixNano())
+	}
+}
+
+// One Run in shareEvery is checked (two system calls a participant); a
+// Work of at least shareCheck tells whether its thread had its core to
+// itself; one that did not stops the pool's polling for sharedFor.
+const (
+	shareEvery = 8
+	shareCheck = 200 * time.Microsecond
+	sharedFor  = 100 * time.Millisecond
+)
+
+// polls says whether the pool's threads poll now: it has a spin time and
+// its cores are not marked shared.
+func (p *Pool) polls() bool {
+	return p.spin > 0 && time.Now().UnixNano() >= p.shared.Load()
 }
 
 func (p *Pool) startHelpers() {
@@ -97,7 +136,7 @@ func (p *Pool) startHelpers() {
 		go func() {
 			for r := range p.jobs {
 				for r != nil {
-					r.work()
+					r.work(p)
 					r.pending.Add(-1)
 					r.done.Done()
 					r = p.await()
@@ -110,7 +149,7 @@ func (p *Pool) startHelpers() {
 // await polls for up to the pool's spin time for a posted run with an open
 // helper slot and returns it with the slot taken, or nil.
 func (p *Pool) await() *run {
-	if p.spin <= 0 {
+	if !p.polls() {
 		return nil
 	}
 	deadline := time.Now().Add(p.spin)
@@ -143,6 +182,7 @@ func (p *Pool) Run(helpers int, job Job) {
 	}
 	r := p.runs.Get()
 	r.job = job
+	r.check = p.spin > 0 && p.runsN.Add(1)%shareEvery == 0
 	r.joined.Store(0)
 	r.pending.Store(int64(helpers))
 	r.done.Add(helpers)
@@ -159,7 +199,7 @@ func (p *Pool) Run(helpers int, job Job) {
 		}
 		break
 	}
-	r.work()
+	r.work(p)
 	n := r.slots.Swap(0)
 	r.pending.Add(-n)
 	r.done.Add(-int(n))
@@ -167,7 +207,7 @@ func (p *Pool) Run(helpers int, job Job) {
 	// then by blocking: a goroutine woken from a wait can take tens of
 	// microseconds to run again while polling helpers hold every P.
 	deadline := time.Now().Add(p.spin)
-	for i := 1; r.pending.Load() > 0; i++ {
+	for i := 1; r.pending.Load() > 0 && p.polls(); i++ {
 		if i%64 == 0 {
 			if time.Now().After(deadline) {
 				break

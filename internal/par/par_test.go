@@ -76,3 +76,28 @@ func TestRunNoAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per Run", a)
 	}
 }
+
+// sleepJob's Work sleeps: its thread gets none of the wall time.
+type sleepJob struct{ d time.Duration }
+
+func (j sleepJob) Work(int) { time.Sleep(j.d) }
+
+// TestSharedStopsPolling: where a checked Work's thread gets clearly less
+// CPU time than the Work takes (here it sleeps), the pool stops polling
+// for a while. (That a busy thread keeps polling cannot be asserted: on a
+// loaded machine it is descheduled too, and then stopping is right.)
+func TestSharedStopsPolling(t *testing.T) {
+	if threadCPU() < 0 {
+		t.Skip("no per-thread CPU time on this system")
+	}
+	p := NewPool(1, time.Millisecond)
+	if !p.polls() {
+		t.Fatalf("a new pool with a spin time does not poll")
+	}
+	for range shareEvery {
+		p.Run(1, sleepJob{2 * shareCheck})
+	}
+	if p.polls() {
+		t.Errorf("a pool whose Works sleep (their threads descheduled) still polls")
+	}
+}
