@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "f3bd1e963d16d152a5a669cd0d885211c586bdb176d449d5b01035fa512f8e64"
+const SourceHash = "ec9e600d758d9f1531eb02dd4703fd1bdd33354276bc53d5a9e98e9b86ab3982"
