@@ -215,6 +215,8 @@ type Problem struct {
 	Precision Precision
 	// Layout is the memory order of Q, K, V and Out (zero: BHSD).
 	Layout Layout
+	// Variants: sliding window, softcap, sinks (zero: none).
+	Variants
 
 	// FP32 inputs: Q is [B][Hq][Sq][D], K and V are [B][Hkv][Sk][D], in
 	// memory order Layout.
@@ -234,8 +236,8 @@ type Problem struct {
 	QuantizeOnRead bool
 
 	// Out is [B][Hq][Sq][D] in Layout. LSE, if not nil, is [B][Hq][Sq]: the natural
-	// log-sum-exp of the scaled, masked scores (-Inf for a row with no
-	// visible key).
+	// log-sum-exp of the scaled (softcapped), masked scores over the keys
+	// (a sink left out; -Inf for a row with no visible key).
 	Out []float32
 	LSE []float32
 }
@@ -263,6 +265,9 @@ func (p *Problem) Validate() error {
 	}
 	if p.Layout != BHSD && p.Layout != BSHD {
 		return fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(p.Layout))
+	}
+	if err := p.Variants.Check(s.Hq, p.Mask); err != nil {
+		return err
 	}
 	nq, ok1 := checked.Mul(s.B, s.Hq, s.Sq, s.D)
 	nkv, ok2 := checked.Mul(s.B, s.Hkv, s.Sk, s.D)

@@ -197,6 +197,10 @@ type PagedProblem struct {
 	BlockTable        []int32
 	PagesPerSeq       int
 	Out, LSE          []float32
+	// Variants as for Problem: a query's window position is its position
+	// in its sequence (SeqLens[b]-Sq+i), and a window needs
+	// CausalLowerRight.
+	Variants
 	// QBuf, OutBuf and LSEBuf, when QBuf is not nil, hold Q, Out and LSE
 	// (LSEBuf may be nil: no LSE) in the device memory of a Memory backend
 	// instead of the slices Q, Out and LSE (which are then nil): float32,
@@ -264,6 +268,9 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 	}
 	if p.Layout != BHSD && p.Layout != BSHD {
 		return fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(p.Layout))
+	}
+	if err := p.Variants.Check(p.Hq, p.Mask); err != nil {
+		return err
 	}
 	nq, ok := checked.Mul(p.B, p.Hq, p.Sq, p.D)
 	nt, ok2 := checked.Mul(p.B, p.PagesPerSeq)

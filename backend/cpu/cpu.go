@@ -138,9 +138,14 @@ func (b *Backend) ISA() string { return b.ks.name }
 // read.
 func (*Backend) QuantizesOnRead(*backend.Problem) bool { return true }
 
-// Supports accepts every valid problem: any shape, head dimension, mask and
-// precision.
-func (*Backend) Supports(*backend.Problem) error { return nil }
+// Supports accepts every valid problem without attention variants: any
+// shape, head dimension, mask and precision.
+func (b *Backend) Supports(p *backend.Problem) error {
+	if p == nil {
+		return nil
+	}
+	return p.Variants.Unsupported(b.Name())
+}
 
 // Workers returns the number of goroutines a call uses.
 func (b *Backend) Workers() int {

@@ -192,6 +192,9 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	if p.QBuf != nil {
 		return fmt.Errorf("%w: the cpu cache takes host slices, not device buffers", backend.ErrUnsupported)
 	}
+	if err := p.Variants.Unsupported("the cpu cache"); err != nil {
+		return err
+	}
 	b := s.b
 	workers := b.Workers()
 	c := b.calls.Get()

@@ -57,9 +57,15 @@ func (b *kernelBackend) stageFor(p *backend.Problem) (*device, int, error) {
 // "cuda/stageN".
 func (b *kernelBackend) Name() string { return b.name }
 
-// Supports accepts FP8E4M3 problems whose head dim the stage has (headDims;
-// hopperHeadDims for stage 9) on a GPU that loads the stage.
+// Supports accepts FP8E4M3 problems without attention variants (the
+// kernels have no window, softcap or sinks yet) whose head dim the stage has
+// (headDims; hopperHeadDims for stage 9) on a GPU that loads the stage.
 func (b *kernelBackend) Supports(p *backend.Problem) error {
+	if p != nil {
+		if err := p.Variants.Unsupported(b.name); err != nil {
+			return err
+		}
+	}
 	if b.stage != 0 { // a fixed stage: shape errors without touching the GPU
 		if err := supports(p, b.stage); err != nil {
 			return err

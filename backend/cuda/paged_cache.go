@@ -408,6 +408,9 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	if err := p.Validate(s.cfg); err != nil {
 		return err
 	}
+	if err := p.Variants.Unsupported("the cuda cache"); err != nil {
+		return err
+	}
 	return s.dev.do(func() error {
 		gx, gy, gz := s.plan(p)
 		if err := s.stageInputs(p); err != nil {
