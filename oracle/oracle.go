@@ -2,7 +2,8 @@
 // and every GPU kernel stage is checked against.
 //
 // Naive is the textbook two-pass definition (scores, row max, exponentials,
-// normalisation). Online is the tiled online softmax of FlashAttention: one
+// normalisation), with the attention variants (sliding window, softcap,
+// sinks) as package backend defines them. Online is the tiled online softmax of FlashAttention: one
 // pass over key blocks with a running max and sum. The two share no code
 // beyond reading the inputs, and the tests hold them to each other and to
 // hand-worked cases. For FP8E4M3 problems both compute on the dequantized
@@ -69,8 +70,9 @@ func widen(x []float32) []float64 {
 }
 
 // rows calls fn for every query row with the row's query vector, its head's
-// keys and values, the number of visible keys, and where its output goes.
-func rows(p *backend.Problem, q, k, v []float64, fn func(qi, kh, vh []float64, visible int, o int)) {
+// keys and values, the keys lo..hi-1 it sees (mask and sliding window), its
+// sink logit (-Inf for none), and where its output goes.
+func rows(p *backend.Problem, q, k, v []float64, fn func(qi, kh, vh []float64, lo, hi int, sink float64, o int)) {
 	s := p.Shape
 	for b := 0; b < s.B; b++ {
 		for h := 0; h < s.Hq; h++ {
@@ -79,44 +81,57 @@ func rows(p *backend.Problem, q, k, v []float64, fn func(qi, kh, vh []float64, v
 			vh := v[kvh*s.Sk*s.D : (kvh+1)*s.Sk*s.D]
 			for i := 0; i < s.Sq; i++ {
 				o := (b*s.Hq+h)*s.Sq + i
-				fn(q[o*s.D:(o+1)*s.D], kh, vh, s.VisibleKeys(p.Mask, i), o)
+				lo, hi := p.KeyRange(i)
+				fn(q[o*s.D:(o+1)*s.D], kh, vh, lo, hi, p.Sink(h), o)
 			}
 		}
 	}
 }
 
+// softcap returns c·tanh(s/c), or s for c = 0 (no softcap).
+func softcap(s, c float64) float64 {
+	if c == 0 {
+		return s
+	}
+	return c * math.Tanh(s/c)
+}
+
 // Naive returns the output ([B][Hq][Sq][D] in p's layout) and natural
-// log-sum-exp ([B][Hq][Sq]) by the two-pass definition. A row with no visible key gets
-// zeros and LSE -Inf; NaN in its inputs makes a row NaN.
+// log-sum-exp ([B][Hq][Sq]) by the two-pass definition, with p's variants:
+// each score softcapped before the mask, only the keys of the row's window,
+// and the sink's e^sink added to the denominator (not to the LSE, which is
+// over the keys). A row with no visible key gets zeros and LSE -Inf; NaN in
+// its inputs makes a row NaN.
 func Naive(p *backend.Problem) (out, lse []float64) {
 	q, k, v := Inputs(p)
 	D := p.D
 	out = make([]float64, p.B*p.Hq*p.Sq*D)
 	lse = make([]float64, p.B*p.Hq*p.Sq)
-	scale := float64(p.Scale)
+	scale, c := float64(p.Scale), float64(p.Softcap)
 	scores := make([]float64, p.Sk)
-	rows(p, q, k, v, func(qi, kh, vh []float64, n, o int) {
-		if n == 0 {
+	rows(p, q, k, v, func(qi, kh, vh []float64, lo, hi int, sink float64, o int) {
+		if lo >= hi {
 			lse[o] = math.Inf(-1)
 			return
 		}
 		m := math.Inf(-1)
-		for j := 0; j < n; j++ {
+		for j := lo; j < hi; j++ {
 			var dot float64
 			for d := 0; d < D; d++ {
 				dot += qi[d] * kh[j*D+d]
 			}
-			scores[j] = dot * scale
+			scores[j] = softcap(dot*scale, c)
 			m = max(m, scores[j]) // max propagates NaN
 		}
 		var l float64
-		for j := 0; j < n; j++ {
+		for j := lo; j < hi; j++ {
 			scores[j] = math.Exp(scores[j] - m)
 			l += scores[j]
 		}
+		den := l + math.Exp(sink-m)
 		oi := out[o*D : (o+1)*D]
-		for j := 0; j < n; j++ {
-			w := scores[j] / l
+		for j := lo; j < hi; j++ {
+			w := scores[j] / den
 			for d := 0; d < D; d++ {
 				oi[d] += w * vh[j*D+d]
 			}
@@ -127,28 +142,30 @@ func Naive(p *backend.Problem) (out, lse []float64) {
 }
 
 // Online returns what Naive returns, computed by the online softmax over key
-// blocks of blockK keys: a running max m and sum l per row, the partial
-// output rescaled by exp(m_old - m_new) whenever the max grows.
+// blocks of blockK keys (aligned to key 0, the first and last clipped to the
+// row's window): a running max m and sum l per row, the partial output
+// rescaled by exp(m_old - m_new) whenever the max grows, and the sink joining
+// l once, when the row is finished.
 func Online(p *backend.Problem, blockK int) (out, lse []float64) {
 	q, k, v := Inputs(p)
 	D := p.D
 	out = make([]float64, p.B*p.Hq*p.Sq*D)
 	lse = make([]float64, p.B*p.Hq*p.Sq)
-	scale := float64(p.Scale)
+	scale, c := float64(p.Scale), float64(p.Softcap)
 	s := make([]float64, blockK)
 	acc := make([]float64, D)
-	rows(p, q, k, v, func(qi, kh, vh []float64, n, o int) {
+	rows(p, q, k, v, func(qi, kh, vh []float64, lo, hi int, sink float64, o int) {
 		m, l := math.Inf(-1), 0.0
 		clear(acc)
-		for j0 := 0; j0 < n; j0 += blockK {
-			j1 := min(j0+blockK, n)
+		for b0 := lo / blockK * blockK; b0 < hi; b0 += blockK {
+			j0, j1 := max(b0, lo), min(b0+blockK, hi)
 			blockMax := math.Inf(-1)
 			for j := j0; j < j1; j++ {
 				var dot float64
 				for d, x := range qi {
 					dot += x * kh[j*D+d]
 				}
-				s[j-j0] = dot * scale
+				s[j-j0] = softcap(dot*scale, c)
 				blockMax = max(blockMax, s[j-j0])
 			}
 			mNew := max(m, blockMax)
@@ -169,13 +186,14 @@ func Online(p *backend.Problem, blockK int) (out, lse []float64) {
 			}
 			m = mNew
 		}
-		if n == 0 {
+		if lo >= hi {
 			lse[o] = math.Inf(-1)
 			return
 		}
 		oi := out[o*D : (o+1)*D]
+		den := l + math.Exp(sink-m)
 		for d := range acc {
-			oi[d] = acc[d] / l
+			oi[d] = acc[d] / den
 		}
 		lse[o] = m + math.Log(l)
 	})

@@ -3,6 +3,7 @@ package oracle_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -13,21 +14,30 @@ import (
 )
 
 // matrixForm computes one head's attention with gonum: S = scale·Q·Kᵀ,
-// masked entries -Inf, row softmax, O = P·V. A third formulation, written
-// as matrices rather than loops.
-func matrixForm(q, k, v *mat.Dense, scale float64, visible func(i int) int) *mat.Dense {
+// softcapped (c > 0), entries outside each row's keys lo..hi-1 -Inf, and a
+// sink as one more column of S (a key whose value is zero), row softmax,
+// O = P·V. A third formulation, written as matrices rather than loops.
+func matrixForm(q, k, v *mat.Dense, scale, c, sink float64, keys func(i int) (lo, hi int)) *mat.Dense {
 	sq, _ := q.Dims()
 	sk, d := k.Dims()
 	var s mat.Dense
 	s.Mul(q, k.T())
 	s.Scale(scale, &s)
+	if c > 0 {
+		s.Apply(func(_, _ int, x float64) float64 { return c * math.Tanh(x/c) }, &s)
+	}
+	ext := mat.NewDense(sq, sk+1, nil) // the sink's column last
 	for i := 0; i < sq; i++ {
-		row := s.RawRowView(i)
-		n := visible(i)
-		for j := n; j < sk; j++ {
-			row[j] = math.Inf(-1)
+		row := ext.RawRowView(i)
+		copy(row, s.RawRowView(i))
+		lo, hi := keys(i)
+		for j := 0; j < sk; j++ {
+			if j < lo || j >= hi {
+				row[j] = math.Inf(-1)
+			}
 		}
-		if n == 0 {
+		row[sk] = sink
+		if lo >= hi {
 			for j := range row {
 				row[j] = 0
 			}
@@ -46,8 +56,10 @@ func matrixForm(q, k, v *mat.Dense, scale float64, visible func(i int) int) *mat
 			row[j] /= l
 		}
 	}
+	vz := mat.NewDense(sk+1, d, nil) // V with the sink's zero row
+	vz.Slice(0, sk, 0, d).(*mat.Dense).Copy(v)
 	o := mat.NewDense(sq, d, nil)
-	o.Mul(&s, v)
+	o.Mul(ext, vz)
 	return o
 }
 
@@ -57,6 +69,10 @@ func TestNaiveOnlineMatrixAgree(t *testing.T) {
 		s := c.Shape
 		in := sdpatest.RandomInputs(rng, s, c.Sigma)
 		p, _, _ := sdpatest.NewProblem(s, in, float32(1/math.Sqrt(float64(s.D))), c.Mask, backend.FP32)
+		p.SlidingWindow, p.Softcap = c.Window, c.Softcap
+		if c.Sinks {
+			p.Sinks = sdpatest.RandomSinks(rng, s)
+		}
 		naive, nl := oracle.Naive(p)
 		for _, bk := range []int{1, 7, 64} {
 			online, ol := oracle.Online(p, bk)
@@ -75,7 +91,7 @@ func TestNaiveOnlineMatrixAgree(t *testing.T) {
 				qo := (b*s.Hq + h) * s.Sq * s.D
 				ko := kvh * s.Sk * s.D
 				o := matrixForm(mat.NewDense(s.Sq, s.D, q[qo:qo+s.Sq*s.D]), mat.NewDense(s.Sk, s.D, k[ko:ko+s.Sk*s.D]),
-					mat.NewDense(s.Sk, s.D, v[ko:ko+s.Sk*s.D]), float64(p.Scale), func(i int) int { return s.VisibleKeys(c.Mask, i) })
+					mat.NewDense(s.Sk, s.D, v[ko:ko+s.Sk*s.D]), float64(p.Scale), float64(p.Softcap), p.Sink(h), p.KeyRange)
 				tol := sdpatest.Tolerance{Atol: 1e-12 * (1 + c.Sigma*c.Sigma), Rtol: 1e-10}
 				if st := sdpatest.Compare(o.RawMatrix().Data, naive[qo:qo+s.Sq*s.D], tol); st.Beyond > 0 {
 					t.Fatalf("%s head (%d,%d): gonum form differs at %d", c.Name, b, h, st.Beyond)
@@ -109,6 +125,44 @@ func TestHandWorked(t *testing.T) {
 	out, lse := oracle.Naive(p)
 	if out[0] != 10 || out[1] != 15 || lse[0] != 0 || math.Abs(lse[1]-math.Ln2) > 1e-15 {
 		t.Errorf("causal: got %v %v", out, lse)
+	}
+	// The variants on the first case (scores 2 and 0, values 10 and 20): a
+	// sink of 1 adds e to the denominator only; a softcap of 1 turns the
+	// scores into tanh 2 and 0.
+	e := math.E
+	t2 := math.Exp(math.Tanh(2))
+	for _, c := range []struct {
+		name     string
+		v        backend.Variants
+		out, lse float64
+	}{
+		{"sink", backend.Variants{Sinks: []float32{1}}, (10*e2 + 20) / (e2 + 1 + e), math.Log(e2 + 1)},
+		{"softcap", backend.Variants{Softcap: 1}, (10*t2 + 20) / (t2 + 1), math.Log(t2 + 1)},
+		{"both", backend.Variants{Softcap: 1, Sinks: []float32{1}}, (10*t2 + 20) / (t2 + 1 + e), math.Log(t2 + 1)},
+	} {
+		p := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 1, Sk: 2, D: 1}, Scale: 1, Variants: c.v,
+			Q: []float32{1}, K: []float32{2, 0}, V: []float32{10, 20}}
+		for name, f := range map[string]func(*backend.Problem) ([]float64, []float64){
+			"naive": oracle.Naive, "online": func(p *backend.Problem) ([]float64, []float64) { return oracle.Online(p, 1) },
+		} {
+			out, lse := f(p)
+			if math.Abs(out[0]-c.out) > 1e-12 || math.Abs(lse[0]-c.lse) > 1e-12 {
+				t.Errorf("%s, %s: got %v %v, want %v %v", c.name, name, out[0], lse[0], c.out, c.lse)
+			}
+		}
+	}
+	// A window of 2 under the upper-left mask, equal scores: rows see
+	// values {10}, {10, 20}, {20, 30}.
+	p = &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 3, Sk: 3, D: 1}, Scale: 1, Mask: backend.CausalUpperLeft,
+		Variants: backend.Variants{SlidingWindow: 2}, Q: []float32{0, 0, 0}, K: []float32{1, 1, 1}, V: []float32{10, 20, 30}}
+	for _, bk := range []int{1, 2, 4} {
+		out, _ := oracle.Online(p, bk)
+		if want := []float64{10, 15, 25}; !slices.Equal(out, want) {
+			t.Errorf("window, online blocks of %d: got %v, want %v", bk, out, want)
+		}
+	}
+	if out, _ := oracle.Naive(p); !slices.Equal(out, []float64{10, 15, 25}) {
+		t.Errorf("window, naive: got %v", out)
 	}
 	// Lower-right with Sq=3 > Sk=1: rows 0 and 1 see nothing.
 	p = &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 3, Sk: 1, D: 1}, Scale: 1, Mask: backend.CausalLowerRight,
