@@ -1,9 +1,12 @@
 // Package sdpatest is the conformance suite every backend and every GPU
 // kernel stage must pass, in the manner of gonum's blas/testblas: one table
 // of cases (random shapes with odd lengths, Sq != Sk, GQA and MQA, every mask,
-// head dims 16..256, extreme magnitudes, NaN propagation) and properties
-// (permuting keys changes nothing without a mask; GQA equals repeated heads),
-// run with fresh random inputs on every call, against the float64 oracle.
+// head dims 16..256, extreme magnitudes, NaN propagation, the attention
+// variants: sliding windows, softcaps, sinks) and properties (permuting keys
+// changes nothing without a mask; GQA equals repeated heads; a sink only
+// scales each row by 1/(1 + e^(sink - LSE))), run with fresh random inputs
+// on every call, against the float64 oracle. A backend that does not
+// implement a variant answers ErrUnsupported for it, and its cases skip.
 //
 // Outputs are poisoned before the backend runs and surrounded by guard
 // regions, so an element the backend never wrote, or one it wrote out of
@@ -28,6 +31,12 @@
 //     to exactly that set. The CPU backend and the reference multiply only
 //     the keys a row sees. Rows that see no key stay 0; other columns and
 //     other heads are never touched.
+//
+// With a sliding window, "sees" means inside the row's window: a NaN key
+// before a row's window leaves the row finite, and a row whose window holds
+// no key is zeros with LSE -Inf, sinks or not (its output is 0/e^sink).
+// The nan-propagation-variants case checks it under both causal
+// alignments, with a softcap and sinks.
 package sdpatest
 
 import (
@@ -84,11 +93,23 @@ func ScoreBound(p *backend.Problem) (m, vmax float64) {
 // same (possibly dequantized) inputs as the oracle: each score carries an
 // absolute error of a few eps32·M, which becomes the relative error of its
 // weight; 16·eps32·(1+M), relative and times max|v| absolute, covers it.
+//
+// A softcap c replaces a score s by c·tanh(s/c), whose derivative is at
+// most 1: the score's error passes through undiminished, and evaluating
+// c·tanh in float32 adds a few eps32 of its result, at most c in magnitude;
+// 16·eps32·c is added to the score error (softcapError). A sink adds one
+// term e^(sink - m) to the denominator, whose relative error is the score
+// error of m: the bound covers it.
 func FP32Tolerance(p *backend.Problem) Tolerance {
 	m, vmax := ScoreBound(p)
-	e := 16 * eps32 * (1 + m)
-	return Tolerance{Atol: e * max(vmax, 1e-30), Rtol: e, Why: fmt.Sprintf("float32: 16·eps32·(1+M), M=%.3g", m)}
+	c := softcapBound(p)
+	e := 16 * eps32 * (1 + m + c)
+	return Tolerance{Atol: e * max(vmax, 1e-30), Rtol: e, Why: fmt.Sprintf("float32: 16·eps32·(1+M+c), M=%.3g, softcap c=%.3g", m, c)}
 }
+
+// softcapBound is p's softcap c (0 for none): the bound on |c·tanh(s/c)|
+// that the float32 evaluation of the softcap rounds relative to.
+func softcapBound(p *backend.Problem) float64 { return float64(p.Softcap) }
 
 // F16PTolerance is the bound for a kernel that also rounds the softmax
 // weights P (in [0,1]) to float16 before P·V, accumulating in float32: each
@@ -164,7 +185,8 @@ func FP8MMAScoreError(p *backend.Problem) float64 {
 			f := math.Abs(float64(p.Scale)) * float64(p.QScale[b*s.Hq+h]) * float64(p.KScale[b*s.Hkv+kvh])
 			for i := 0; i < s.Sq; i++ {
 				q := p.Q8[p.Layout.Offset(b, h, i, s.Hq, s.Sq, s.D):][:s.D]
-				for j := range s.VisibleKeys(p.Mask, i) {
+				lo, hi := p.KeyRange(i)
+				for j := lo; j < hi; j++ {
 					k := p.K8[p.Layout.Offset(b, kvh, j, s.Hkv, s.Sk, s.D):][:s.D]
 					if b := fp8mma.ErrorBound(q, k) * f; b > e { // a NaN score (NaN codes) has no bound; the NaN rule checks it
 						e = b
@@ -227,10 +249,13 @@ func FP8MMALSETolerance(p *backend.Problem) Tolerance {
 // at most Sk positive terms, added at most 64 at a time and then over at most
 // Sk/16 partial sums, whose relative error (64+Sk/16)·eps32 becomes an
 // absolute error of log(l); the final rounding adds 2·eps32 relative.
+// A softcap adds 16·eps32·c to the scores' error, as in FP32Tolerance; the
+// LSE is over the keys only, so a sink does not enter it.
 func LSETolerance(p *backend.Problem) Tolerance {
 	m, _ := ScoreBound(p)
-	a := 16*eps32*(1+m) + (64+float64(p.Sk)/16)*eps32
-	return Tolerance{Atol: a, Rtol: 2 * eps32, Why: fmt.Sprintf("LSE: 16·eps32·(1+M) + (64+Sk/16)·eps32, M=%.3g", m)}
+	c := softcapBound(p)
+	a := 16*eps32*(1+m+c) + (64+float64(p.Sk)/16)*eps32
+	return Tolerance{Atol: a, Rtol: 2 * eps32, Why: fmt.Sprintf("LSE: 16·eps32·(1+M+c) + (64+Sk/16)·eps32, M=%.3g, c=%.3g", m, c)}
 }
 
 const eps32 = 1.0 / (1 << 23)
@@ -273,9 +298,22 @@ func ParseShape(s string) (backend.Shape, error) {
 // reproduce a failure), otherwise a fresh one from the clock. Callers log it.
 func Seed() uint64 { return seed.Get() }
 
-// Inputs are the float32 tensors of one case, before any quantization.
+// Inputs are the float32 tensors of one case, before any quantization,
+// and its sink logits (nil: no sinks).
 type Inputs struct {
 	Q, K, V []float32
+	Sinks   []float32
+}
+
+// RandomSinks draws one sink logit per query head of s: ln(Sk) + 2·N(0, 1),
+// about where a row's log-sum-exp lies for inputs of unit variance, so that
+// the sink takes from a few percent to most of a row's weight.
+func RandomSinks(rng *rand.Rand, s backend.Shape) []float32 {
+	x := make([]float32, s.Hq)
+	for h := range x {
+		x[h] = float32(math.Log(float64(s.Sk)) + 2*rng.NormFloat64())
+	}
+	return x
 }
 
 // RandomInputs draws Q, K and V with entries from N(0, sigma²).

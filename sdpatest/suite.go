@@ -19,6 +19,60 @@ type Case struct {
 	Sigma  float64 // standard deviation of the inputs
 	Scale  float32 // 0: 1/sqrt(D)
 	Layout backend.Layout
+	// Window and Softcap are the problem's sliding window and softcap;
+	// Sinks asks for random sink logits (RandomSinks).
+	Window  int
+	Softcap float32
+	Sinks   bool
+}
+
+// variantCases are the rows of the table with attention variants: windows
+// narrower than, about, and wider than the keys under both causal
+// alignments (with Sq above and below Sk, so that some rows' windows hold
+// no key), softcaps that bind (large values) and that barely do, sinks
+// alone and all three together, in both layouts.
+func variantCases() []Case {
+	var cases []Case
+	causal := []backend.Mask{backend.CausalUpperLeft, backend.CausalLowerRight}
+	for _, sh := range []struct {
+		name string
+		s    backend.Shape
+	}{
+		{"odd", backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48}},
+		{"sq>sk", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 40, D: 64}},
+		{"long-keys", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 600, D: 64}},
+	} {
+		for _, w := range []int{1, 16, 100} {
+			for _, m := range causal {
+				cases = append(cases, Case{Name: fmt.Sprintf("window=%d/%s/%v", w, sh.name, m), Shape: sh.s, Mask: m, Sigma: 1, Window: w})
+			}
+		}
+	}
+	gqa := backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 40, Sk: 72, D: 64}
+	for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
+		cases = append(cases,
+			Case{Name: fmt.Sprintf("softcap=5/large-values/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 40, Sk: 50, D: 64}, Mask: m, Sigma: 30, Softcap: 5},
+			Case{Name: fmt.Sprintf("softcap=50/gqa/%v", m), Shape: gqa, Mask: m, Sigma: 1, Softcap: 50},
+
+			Case{Name: fmt.Sprintf("sinks/gqa/%v", m), Shape: gqa, Mask: m, Sigma: 1, Sinks: true},
+			Case{Name: fmt.Sprintf("sinks/decode/%v", m), Shape: backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 1, Sk: 77, D: 64}, Mask: m, Sigma: 1, Sinks: true})
+	}
+	for _, m := range causal {
+		// A small cap under a window: masked keys must stay out, not come
+		// back with the cap's floor -c.
+		cases = append(cases, Case{Name: fmt.Sprintf("softcap=2/window=16/odd/%v", m), Shape: backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48},
+			Mask: m, Sigma: 1, Softcap: 2, Window: 16})
+	}
+	for _, l := range []backend.Layout{backend.BHSD, backend.BSHD} {
+		for _, m := range causal {
+			cases = append(cases,
+				Case{Name: fmt.Sprintf("all/gqa-chunk/%v/%v", m, l), Shape: backend.Shape{B: 1, Hq: 6, Hkv: 2, Sq: 7, Sk: 150, D: 128},
+					Mask: m, Sigma: 2, Layout: l, Window: 64, Softcap: 10, Sinks: true},
+				Case{Name: fmt.Sprintf("all/sq>sk/%v/%v", m, l), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 90, Sk: 70, D: 64},
+					Mask: m, Sigma: 2, Layout: l, Window: 20, Softcap: 10, Sinks: true})
+		}
+	}
+	return cases
 }
 
 // Cases returns the conformance table: every shape in every mask.
@@ -71,7 +125,7 @@ func Cases() []Case {
 		Case{Name: "scale=3e38", Shape: one, Mask: backend.CausalLowerRight, Sigma: 2e-19, Scale: 3e38},
 		Case{Name: "scale=1e-30", Shape: one, Sigma: 1, Scale: 1e-30},
 		Case{Name: "scale=1e-30,large-values", Shape: one, Sigma: 1e15, Scale: 1e-30})
-	return cases
+	return append(cases, variantCases()...)
 }
 
 // Config says how a backend is held to the suite.
@@ -116,6 +170,7 @@ func (c Config) scale(cs Case) float32 {
 // returns the problem or an error; skipped reports an unsupported case.
 func (c Config) run(cs Case, in Inputs) (p *backend.Problem, skipped bool, err error) {
 	p, out, lse := NewProblemLayout(cs.Shape, in, c.scale(cs), cs.Mask, c.Precision, cs.Layout)
+	p.Variants = backend.Variants{SlidingWindow: cs.Window, Softcap: cs.Softcap, Sinks: in.Sinks}
 	if err := p.Validate(); err != nil {
 		return nil, false, err
 	}
@@ -226,7 +281,11 @@ func checks(cfg Config) []check {
 	for _, c := range Cases() {
 		c := c
 		cs = append(cs, check{c.Name, func(rng *rand.Rand) error {
-			p, skipped, err := cfg.run(c, RandomInputs(rng, c.Shape, c.Sigma))
+			in := RandomInputs(rng, c.Shape, c.Sigma)
+			if c.Sinks {
+				in.Sinks = RandomSinks(rng, c.Shape)
+			}
+			p, skipped, err := cfg.run(c, in)
 			if skipped {
 				return errSkip
 			}
@@ -238,6 +297,8 @@ func checks(cfg Config) []check {
 	}
 	return append(cs,
 		check{"nan-propagation", func(rng *rand.Rand) error { return testNaN(cfg, rng) }},
+		check{"nan-propagation-variants", func(rng *rand.Rand) error { return testNaNVariants(cfg, rng) }},
+		check{"sinks-scale-by-lse", func(rng *rand.Rand) error { return testSinkLSE(cfg, rng) }},
 		check{"permuted-keys", func(rng *rand.Rand) error { return testPermutation(cfg, rng) }},
 		check{"gqa-equals-repeated-heads", func(rng *rand.Rand) error { return testGQA(cfg, rng) }},
 		check{"layouts-agree", func(rng *rand.Rand) error { return testLayouts(cfg, rng) }})

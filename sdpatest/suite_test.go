@@ -107,7 +107,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 						nan = nan || x != x
 					}
 					for i := 0; nan && i < p.Sq; i++ {
-						if p.VisibleKeys(p.Mask, i) > 0 {
+						if lo, hi := p.KeyRange(i); lo < hi {
 							p.Out[(bh*p.Sq+i)*p.D+d] = float32(math.NaN())
 						}
 					}
@@ -116,6 +116,7 @@ func TestSuiteCatchesBugs(t *testing.T) {
 			return err
 		}},
 	)
+	mutants = append(mutants, variantMutants()...)
 	mutants = append(mutants, mutant{"v-nan-into-empty-rows", func(p *backend.Problem) error {
 		// A row that sees no key multiplies its zero weights by V.
 		err := ref.Attention(p)
@@ -154,7 +155,10 @@ func TestSuiteCatchesBugs(t *testing.T) {
 	}
 	// The dense-P·V mutant passes when its rule is declared: LoadedKeys
 	// states which keys each row multiplies (here all of them).
-	dense := mutants[len(mutants)-2]
+	dense := mutants[len(mutants)-2-len(variantMutants())]
+	if dense.name != "v-nan-dense" {
+		t.Fatalf("the dense mutant is %q", dense.name)
+	}
 	cfg := sdpatest.Config{Backend: dense, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance,
 		LoadedKeys: func(s backend.Shape, _ backend.Mask, _ int) int { return s.Sk }}
 	if f := sdpatest.Failures(cfg, rand.New(rand.NewPCG(sdpatest.Seed(), 4))); len(f) != 0 {

@@ -1,0 +1,127 @@
+package sdpatest
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/fp8attn/fp8attn/backend"
+)
+
+// testNaNVariants restates the NaN rule (package doc) with a sliding
+// window, a softcap and sinks: NaN in one Q element of head 0, in one K
+// element of KV head 0 and in one V element of KV head 1, under each causal
+// alignment with Sq > Sk, so that some rows' windows hold no key. A row is
+// NaN where it sees the NaN key (inside its window), and only there; a
+// column where the row sees the NaN value's key (a backend with LoadedKeys
+// may also spread it to rows that load the key without seeing it); a row
+// whose window holds no key is zeros with LSE -Inf, its sink
+// notwithstanding.
+func testNaNVariants(cfg Config, rng *rand.Rand) error {
+	for _, m := range []backend.Mask{backend.CausalUpperLeft, backend.CausalLowerRight} {
+		s := backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 120, Sk: 90, D: 64}
+		in := RandomInputs(rng, s, 1)
+		in.Sinks = RandomSinks(rng, s)
+		nan := float32(math.NaN())
+		qRow, kRow, vRow, vCol := rng.IntN(s.Sq), 10+rng.IntN(80), 10+rng.IntN(80), rng.IntN(s.D)
+		in.Q[qRow*s.D+rng.IntN(s.D)] = nan
+		in.K[kRow*s.D+rng.IntN(s.D)] = nan
+		in.V[(s.Sk+vRow)*s.D+vCol] = nan
+		p, skipped, err := cfg.run(Case{Shape: s, Mask: m, Window: 20, Softcap: 10}, in)
+		if skipped {
+			return errSkip
+		}
+		if err != nil {
+			return err
+		}
+		empty := 0
+		for h := range s.Hq {
+			for i := range s.Sq {
+				lo, hi := p.KeyRange(i)
+				sees := lo < hi
+				in := func(j int) bool { return lo <= j && j < hi }
+				rowNaN := h == 0 && i == qRow && sees || h < 2 && in(kRow)
+				colNaN := h >= 2 && in(vRow)
+				colMay := h >= 2 && sees && cfg.LoadedKeys != nil && cfg.loaded(s, m, i) > vRow
+				if !sees {
+					empty++
+					if l := p.LSE[h*s.Sq+i]; !math.IsInf(float64(l), -1) {
+						return fmt.Errorf("%v head %d row %d sees no key: LSE %g, want -Inf", m, h, i, l)
+					}
+				}
+				for d := range s.D {
+					got := p.Out[(h*s.Sq+i)*s.D+d]
+					want := rowNaN || colNaN && d == vCol
+					if isNaN := math.IsNaN(float64(got)); isNaN != want && !(d == vCol && colMay && !rowNaN) {
+						return fmt.Errorf("%v window 20: head %d row %d (keys %d..%d) column %d: output %g, want NaN=%v (NaN at Q row %d, K key %d, V key %d column %d)",
+							m, h, i, lo, hi-1, d, got, want, qRow, kRow, vRow, vCol)
+					}
+					if !sees && got != 0 {
+						return fmt.Errorf("%v head %d row %d sees no key: output %g, want 0", m, h, i, got)
+					}
+				}
+			}
+		}
+		if empty == 0 {
+			return fmt.Errorf("%v: no row with an empty window: the case tests nothing of them", m)
+		}
+	}
+	return nil
+}
+
+// testSinkLSE: a sink changes nothing but each row's scale, by
+// 1/(1 + e^(sink - LSE)) with LSE the row's log-sum-exp over its keys, and
+// leaves the LSE as it is (package backend's Variants.Sinks: results over
+// key splits merge by their LSEs, the sink added once).
+func testSinkLSE(cfg Config, rng *rand.Rand) error {
+	s := backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 9, Sk: 50, D: 64}
+	in := RandomInputs(rng, s, 1)
+	c := Case{Shape: s, Mask: backend.CausalLowerRight}
+	plain, skipped, err := cfg.run(c, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	in.Sinks = RandomSinks(rng, s)
+	sunk, skipped, err := cfg.run(c, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	want := make([]float64, len(plain.Out))
+	for bh := range s.B * s.Hq {
+		for i := range s.Sq {
+			r := bh*s.Sq + i
+			f := 1 / (1 + math.Exp(float64(in.Sinks[bh%s.Hq])-float64(plain.LSE[r])))
+			for d := range s.D {
+				want[r*s.D+d] = float64(plain.Out[r*s.D+d]) * f
+			}
+		}
+	}
+	// Both outputs carry their tolerance; the factor f(LSE) has derivative
+	// f(1-f) <= 1/4 in the LSE, so the LSE's error enters relative.
+	tol, ltol := cfg.Tol(sunk), cfg.lseTol(sunk)
+	tol.Atol *= 2
+	tol.Rtol = 2*tol.Rtol + ltol.Atol/4 + ltol.Rtol*math.Abs(float64(maxAbs(plain.LSE)))/4
+	if st := Compare(sunk.Out, want, tol); st.Beyond > 0 {
+		return fmt.Errorf("sinks: %d outputs are not the plain output times 1/(1+e^(sink-LSE)) (max %.3g, first at %d: got %g want %g)",
+			st.Beyond, st.MaxErr, st.FirstBad, sunk.Out[st.FirstBad], want[st.FirstBad])
+	}
+	if st := Compare(sunk.LSE, plain.LSE, ltol); st.Beyond > 0 {
+		return fmt.Errorf("sinks changed %d LSEs (first at %d: %g, without sinks %g): the LSE is over the keys only",
+			st.Beyond, st.FirstBad, sunk.LSE[st.FirstBad], plain.LSE[st.FirstBad])
+	}
+	return nil
+}
+
+func maxAbs(x []float32) float32 {
+	var m float32
+	for _, e := range x {
+		m = max(m, float32(math.Abs(float64(e))))
+	}
+	return m
+}
