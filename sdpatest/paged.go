@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
@@ -115,22 +116,35 @@ type PagedCase struct {
 	Magnitudes         []float64
 	FirstAppendBatched bool
 	PageMagnitudes     []float64
+	// Window and Softcap are the problem's sliding window and softcap;
+	// Sinks asks for random sink logits (RandomSinks).
+	Window  int
+	Softcap float32
+	Sinks   bool
 }
 
 // PagedCases returns the paged-cache table.
 func PagedCases() []PagedCase {
 	return []PagedCase{
-		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil},
-		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false, nil},
-		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil},
-		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true, nil},
-		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false, nil},
-		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false, nil},
-		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true, nil},
-		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil},
+		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, false},
+		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 0, 0, false},
+		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, false},
+		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true, nil, 0, 0, false},
+		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 0, 0, false},
+		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 0, 0, false},
+		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true, nil, 0, 0, false},
+		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 0, false},
 		// V pages 2^-13 to 2^10 apart in a sequence long enough to split.
 		{"page-scales", 2, 2, 128, 64, 1, []int{1100, 300}, backend.CausalLowerRight, backend.BSHD, nil, false,
-			[]float64{1, 1e3, 1e-3, 4, 1e-4, 3e2, 0.5, 0.06, 9}},
+			[]float64{1, 1e3, 1e-3, 4, 1e-4, 3e2, 0.5, 0.06, 9}, 0, 0, false},
+		// Windows far shorter than the sequences, some of whose queries'
+		// windows start past whole pages; sinks; a softcap with growing
+		// page scales; all three on a chunk.
+		{"window-decode", 2, 4, 64, 64, 1, []int{2000, 300, 0, 100}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 128, 0, false},
+		{"window-chunk", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 33, 0, false},
+		{"sinks-decode", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, true},
+		{"softcap-growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 20, false},
+		{"all-chunk", 1, 4, 128, 64, 9, []int{5, 0, 700}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 100, 10, true},
 	}
 }
 
@@ -145,7 +159,8 @@ type pagedRun struct {
 	lse   *Guarded
 }
 
-// errPagedSkip: the backend does not hold this case's page size.
+// errPagedSkip: the backend does not hold this case's page size, or has
+// no kernel for its variants.
 var errPagedSkip = errors.New("page size unsupported")
 
 func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRun, error) {
@@ -239,6 +254,10 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 	p := &backend.PagedProblem{B: B, Hq: hq, Hkv: c.KVHeads, Sq: c.Sq, D: c.D,
 		Scale: float32(1 / math.Sqrt(float64(c.D))), Mask: c.Mask, Layout: c.Layout,
 		Q: randRows(B * hq * c.Sq * c.D), PagesPerSeq: per}
+	p.SlidingWindow, p.Softcap = c.Window, c.Softcap
+	if c.Sinks {
+		p.Sinks = RandomSinks(rng, backend.Shape{Hq: hq, Sk: max(slices.Max(c.Lens), 1)})
+	}
 	for s, n := range c.Lens {
 		p.SeqLens = append(p.SeqLens, int32(n))
 		row := make([]int32, per)
@@ -280,7 +299,7 @@ func (r *pagedRun) check() error {
 			continue
 		}
 		dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: c.KVHeads, Sq: p.Sq, Sk: n, D: D},
-			Scale: p.Scale, Mask: c.Mask, Precision: backend.FP32,
+			Scale: p.Scale, Mask: c.Mask, Precision: backend.FP32, Variants: p.Variants,
 			Q: make([]float32, p.Hq*p.Sq*D), K: make([]float32, c.KVHeads*n*D), V: make([]float32, c.KVHeads*n*D),
 			Out: make([]float32, p.Hq*p.Sq*D)}
 		got := make([]float32, len(dp.Out))
@@ -341,7 +360,9 @@ func runPaged(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) error {
 	if err := r.p.Validate(r.kv.Config()); err != nil {
 		return err
 	}
-	if err := r.kv.Attention(r.p); err != nil {
+	if err := r.kv.Attention(r.p); errors.Is(err, backend.ErrUnsupported) && r.p.Variants.Any() {
+		return errPagedSkip
+	} else if err != nil {
 		return err
 	}
 	return r.check()
@@ -357,7 +378,7 @@ func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 		t.Run(c.Name, func(t T) {
 			err := runPaged(nb, c, rng)
 			if errors.Is(err, errPagedSkip) {
-				t.Skipf("page size %d unsupported", c.PageSize)
+				t.Skipf("page size %d, or the case's variants, unsupported", c.PageSize)
 			}
 			ran++
 			if err != nil {
@@ -373,8 +394,8 @@ func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 // PagedSequence returns sequence b of p as a dense float32 problem of one
 // batch entry on the values a cache holds, every page the sequence uses read
 // back through r and dequantized (codes times their page's scale): its
-// queries in BHSD order, its SeqLens[b] keys and values, p's scale and mask,
-// and an Out of the right size. The oracle on it is exact attention on what
+// queries in BHSD order, its SeqLens[b] keys and values, p's scale, mask
+// and variants, and an Out of the right size. The oracle on it is exact attention on what
 // the backend computed with, and FP32Tolerance and LSETolerance on it are
 // the float32 tiers. The sequence must hold at least one token.
 func PagedSequence(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig, b int) (*backend.Problem, error) {
@@ -386,7 +407,7 @@ func PagedSequence(r backend.PagedReader, p *backend.PagedProblem, c backend.Pag
 	}
 	n, P, D := int(p.SeqLens[b]), c.PageSize, p.D
 	dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: n, D: D},
-		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32,
+		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32, Variants: p.Variants,
 		Q: make([]float32, p.Hq*p.Sq*D), K: make([]float32, p.Hkv*n*D), V: make([]float32, p.Hkv*n*D),
 		Out: make([]float32, p.Hq*p.Sq*D)}
 	for h := range p.Hq {

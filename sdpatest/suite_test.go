@@ -183,7 +183,7 @@ type pagedMutant struct {
 
 func (m pagedMutant) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
 	kv, err := cpu.New(2).NewPagedKV(c)
-	return mutantKV{kv, m}, err
+	return mutantKV{variantsKV{kv}, m}, err
 }
 
 type mutantKV struct {
@@ -225,6 +225,29 @@ func TestPagedSuiteCatchesBugs(t *testing.T) {
 				defer func() { p.SeqLens[0]++ }()
 			}
 			return kv.Attention(p)
+		}},
+		"window-one-key-wider": {attend: func(kv backend.PagedKV, p *backend.PagedProblem) error {
+			if p.SlidingWindow > 0 {
+				p.SlidingWindow++
+				defer func() { p.SlidingWindow-- }()
+			}
+			return kv.Attention(p)
+		}},
+		"sink-counted-twice": {attend: func(kv backend.PagedKV, p *backend.PagedProblem) error {
+			if p.Sinks != nil {
+				old := p.Sinks
+				p.Sinks = slices.Clone(old)
+				for h := range p.Sinks {
+					p.Sinks[h] += math.Ln2
+				}
+				defer func() { p.Sinks = old }()
+			}
+			return kv.Attention(p)
+		}},
+		"softcap-ignored": {attend: func(kv backend.PagedKV, p *backend.PagedProblem) error {
+			c := *p
+			c.Softcap = 0
+			return kv.Attention(&c)
 		}},
 		"saturates-instead-of-growing": {app: func(kv backend.PagedKV, a *backend.PagedAppend) error {
 			c := *a

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/oracle"
+	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
 // variantMutants break the attention variants of the reference backend,
@@ -101,6 +102,49 @@ func softcapAfterMask(p *backend.Problem) error {
 					p.Out[r*D+d] = float32(o / den)
 				}
 				p.LSE[r] = float32(m + math.Log(l))
+			}
+		}
+	}
+	return nil
+}
+
+// variantsKV is a paged storage that computes problems with variants by
+// the reference, on the sequences read back from the storage (and the
+// others by the storage itself): the correct cache the paged mutants
+// break.
+type variantsKV struct{ backend.PagedKV }
+
+func (k variantsKV) Attention(p *backend.PagedProblem) error {
+	if !p.Variants.Any() {
+		return k.PagedKV.Attention(p)
+	}
+	c := k.Config()
+	if err := p.Validate(c); err != nil {
+		return err
+	}
+	D := p.D
+	for b := range p.B {
+		var dp *backend.Problem
+		if p.SeqLens[b] > 0 {
+			var err error
+			if dp, err = sdpatest.PagedSequence(k.PagedKV.(backend.PagedReader), p, c, b); err != nil {
+				return err
+			}
+			dp.LSE = make([]float32, p.Hq*p.Sq)
+			if err := (oracle.Reference{}).Attention(dp); err != nil {
+				return err
+			}
+		}
+		for h := range p.Hq {
+			for i := range p.Sq {
+				o := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+				if dp == nil {
+					clear(p.Out[o : o+D])
+					p.LSE[(b*p.Hq+h)*p.Sq+i] = float32(math.Inf(-1))
+					continue
+				}
+				copy(p.Out[o:o+D], dp.Out[(h*p.Sq+i)*D:])
+				p.LSE[(b*p.Hq+h)*p.Sq+i] = dp.LSE[h*p.Sq+i]
 			}
 		}
 	}
