@@ -144,6 +144,11 @@ func (d *Device) memAttention(out, lse, q, k, v *memTensor, opts *Options) (err 
 	if err := problem(&p, shapeOf(q.b, q.h, q.s, q.d), shapeOf(k.b, k.h, k.s, k.d), shapeOf(v.b, v.h, v.s, v.d), &o); err != nil {
 		return err
 	}
+	if p.Variants.Any() { // before anything is allocated: the backend may have no kernel for them
+		if err := d.be.Supports(&p); errors.Is(err, ErrUnsupported) {
+			return err
+		}
+	}
 	if k.layout != q.layout || v.layout != q.layout || out.layout != q.layout {
 		return fmt.Errorf("%w: q, k, v and out are in layouts %v, %v, %v, %v; they must share one", ErrInvalid, q.layout, k.layout, v.layout, out.layout)
 	}

@@ -31,6 +31,35 @@
 //     gives zeros and log-sum-exp -Inf.
 //   - AttentionLSE also returns the natural log-sum-exp per [B][Hq][Sq].
 //
+// # Attention variants
+//
+// Three options, each zero by default, give the attention current models
+// use; every call takes them (Attention, AttentionLSE, the Into, Quantized
+// and varlen calls, per sequence, Device.Attention, KVCache.Attention):
+//
+//   - Options.SlidingWindow W > 0 (local attention): a query at position p
+//     in the key sequence (i under CausalUpperLeft, i + Sk - Sq under
+//     CausalLowerRight; in a KVCache, its position in its sequence) sees
+//     the keys j with p - W < j <= p. It needs a causal mask. A row whose
+//     window holds no key gives zeros and LSE -Inf.
+//   - Options.Softcap c > 0: each score s = scale·q·k becomes c·tanh(s/c)
+//     before the mask and the softmax.
+//   - Options.Sinks (one logit per query head): e^sink_h joins the
+//     denominator of every row of head h and carries no value, out_i =
+//     Σ_j e^(s_ij)·v_j / (Σ_j e^(s_ij) + e^(sink_h)). The returned LSE is
+//     over the keys only, log Σ_j e^(s_ij), so results over parts of the
+//     keys, computed without the sink, merge by their LSEs as usual, and
+//     the sink is added once at the end: out = out_keys / (1 +
+//     e^(sink_h - LSE)).
+//
+// Malformed values (a window without a causal mask, a negative window or
+// softcap, a NaN or infinite softcap or sink, sinks not one per query
+// head, SmoothK with a softcap or sinks) are ErrInvalid. A backend without
+// kernels for a variant answers ErrUnsupported; today the cpu and cuda
+// kernels and caches have none, so Backend "" runs calls with variants on
+// "reference" (float64, slow), and the devices and their caches answer
+// ErrUnsupported.
+//
 // # NaN and infinities
 //
 // A NaN in Q row i makes that row NaN (if it sees any key). A NaN in K at
@@ -39,7 +68,8 @@
 // also in the other rows of the same block of query rows that load key j's
 // tile (their weight for it is exactly 0, and 0·NaN is NaN, as in any dense
 // P·V). Rows that see no key stay 0; other heads and columns are never
-// touched. ±Inf behaves as in float32 attention. The exact rule is in
+// touched. With a sliding window a row sees only the keys in its window: a
+// NaN key before it leaves the row finite. ±Inf behaves as in float32 attention. The exact rule is in
 // package sdpatest, which checks it element by element on every backend.
 //
 // # Errors

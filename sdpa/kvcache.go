@@ -413,7 +413,9 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // CausalLowerRight (query i sees positions up to its own, Len-Sq+i, as a
 // chunk of new tokens or speculative drafts must); opts.Scale as for
 // Attention; opts.Precision is ignored (the cache is FP8, the queries
-// float32); SmoothK, Hadamard and OutlierChannels are not supported. A
+// float32); SlidingWindow (which needs CausalLowerRight here), Softcap and
+// Sinks as for Attention, a query's window position being its position in
+// its sequence; SmoothK, Hadamard and OutlierChannels are not supported. A
 // sequence with no tokens gives zeros and LSE -Inf; Sq beyond what a
 // sequence with tokens holds is ErrInvalid (the queries would sit before
 // its start). After the first call of a shape it allocates nothing on the
@@ -494,6 +496,10 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	if b != len(ids) {
 		return fmt.Errorf("%w: q has %d batch entries for %d sequences", ErrInvalid, b, len(ids))
 	}
+	variants := o.variants()
+	if err := variants.Check(hq, o.Mask); err != nil {
+		return err
+	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if err := c.errClosed(); err != nil {
@@ -536,7 +542,7 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	fillTable(seqs, lens, table, per)
 	cc.p = backend.PagedProblem{
 		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: o.Mask, Layout: q.Layout(),
-		SeqLens: lens, BlockTable: table, PagesPerSeq: per,
+		SeqLens: lens, BlockTable: table, PagesPerSeq: per, Variants: variants,
 	}
 	if gc != nil {
 		cc.p.MaxSeqLen = c.maxSeqLen

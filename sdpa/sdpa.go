@@ -258,6 +258,34 @@ type Options struct {
 	// AttentionInto and the varlen calls on host tensors; a backend
 	// without kernels for the widened head dim reports ErrUnsupported.
 	OutlierChannels int
+
+	// SlidingWindow, when positive, limits each query to the last
+	// SlidingWindow keys up to its position (local attention, as Mistral,
+	// Gemma and gpt-oss use): a query at position p (i for
+	// CausalUpperLeft, i + Sk - Sq for CausalLowerRight) sees the keys j
+	// with p - SlidingWindow < j <= p. It needs a causal mask (NoMask with
+	// a window is ErrInvalid); negative is ErrInvalid. A row whose window
+	// holds no key gets zeros and LSE -Inf.
+	SlidingWindow int
+	// Softcap, when positive, caps the scores: each s = scale·q·k becomes
+	// Softcap·tanh(s/Softcap) before the mask and the softmax (Gemma 2's
+	// attn_logit_softcapping). Negative, NaN or ±Inf is ErrInvalid.
+	Softcap float32
+	// Sinks, when not nil, holds one learned sink logit per query head
+	// (len q.H; NaN or ±Inf is ErrInvalid), as gpt-oss has: e^sink_h joins
+	// the softmax denominator of every row of head h and carries no value,
+	// out_i = Σ_j e^(s_ij)·v_j / (Σ_j e^(s_ij) + e^(sink_h)). The returned
+	// LSE is over the keys only, log Σ_j e^(s_ij): outputs computed over
+	// parts of the keys without the sink merge by their LSEs exactly, and
+	// the sink is then added once (out·1/(1 + e^(sink_h - LSE))). SmoothK
+	// shifts each row's scores, which neither a softcap nor a sink
+	// tolerates: SmoothK with either is ErrInvalid.
+	Sinks []float32
+}
+
+// variants returns the attention variants o asks for.
+func (o *Options) variants() backend.Variants {
+	return backend.Variants{SlidingWindow: o.SlidingWindow, Softcap: o.Softcap, Sinks: o.Sinks}
 }
 
 // transformsInputs reports whether o asks for a transform of the float32
@@ -415,9 +443,16 @@ func problem(p *backend.Problem, q, k, v dims, opts *Options) error {
 	if opts.Mask < NoMask || opts.Mask > CausalLowerRight {
 		return fmt.Errorf("%w: unknown mask %d", ErrInvalid, int(opts.Mask))
 	}
+	vr := opts.variants()
+	if err := vr.Check(q.h, opts.Mask); err != nil {
+		return err
+	}
+	if opts.SmoothK && (vr.Softcap != 0 || vr.Sinks != nil) {
+		return fmt.Errorf("%w: SmoothK shifts each row's scores, which a softcap or sinks do not allow", ErrInvalid)
+	}
 	*p = backend.Problem{
 		Shape: backend.Shape{B: q.b, Hq: q.h, Hkv: k.h, Sq: q.s, Sk: k.s, D: q.d},
-		Scale: s, Mask: opts.Mask, Precision: opts.Precision,
+		Scale: s, Mask: opts.Mask, Precision: opts.Precision, Variants: vr,
 	}
 	return nil
 }
