@@ -90,6 +90,12 @@ type PagedKV interface {
 	// Attention computes p.Out (and p.LSE) for new queries against the
 	// cached keys and values. p has passed Validate against Config.
 	Attention(p *PagedProblem) error
+	// CopyPage makes page dst hold what page src holds: every KV head's
+	// key and value codes and their scales. It is how a sequence that
+	// shares src with another gets a page of its own before either
+	// writes to it (sdpa's KVCache.Fork and copy-on-write): src is not
+	// changed. Pages out of range, or dst == src, are ErrInvalid.
+	CopyPage(dst, src int) error
 	// Bytes returns the memory the storage holds.
 	Bytes() int64
 	// Close releases the storage; the cache is unusable after it.
@@ -306,6 +312,15 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 				return fmt.Errorf("%w: sequence %d names page %d of a pool of %d", ErrInvalid, b, pg, c.Pages)
 			}
 		}
+	}
+	return nil
+}
+
+// CheckCopyPage checks CopyPage's arguments against c. Errors wrap
+// ErrInvalid.
+func (c PagedConfig) CheckCopyPage(dst, src int) error {
+	if dst < 0 || dst >= c.Pages || src < 0 || src >= c.Pages || dst == src {
+		return fmt.Errorf("%w: CopyPage(%d, %d) in a pool of %d pages", ErrInvalid, dst, src, c.Pages)
 	}
 	return nil
 }

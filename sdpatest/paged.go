@@ -188,13 +188,7 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 		r.pages = append(r.pages, pg)
 	}
 	tok := 0
-	randRows := func(n int) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
-		return x
-	}
+	randRows := func(n int) []float32 { return randRows(rng, n) }
 	appendTokens := func(seqs []int, from, n int) error {
 		a := &backend.PagedAppend{B: len(seqs), N: n, Layout: c.Layout,
 			K: randRows(len(seqs) * n * c.KVHeads * c.D), V: randRows(len(seqs) * n * c.KVHeads * c.D)}
@@ -246,6 +240,14 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 			done[s] += step
 		}
 	}
+	r.finish(rng)
+	return r, nil
+}
+
+// finish builds the problem over the run's sequences (c.Lens tokens in
+// r.pages each) with random queries and guarded outputs.
+func (r *pagedRun) finish(rng *rand.Rand) {
+	c := r.c
 	per := 1
 	for _, pg := range r.pages {
 		per = max(per, len(pg))
@@ -253,7 +255,7 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 	B, hq := len(c.Lens), c.KVHeads*c.Group
 	p := &backend.PagedProblem{B: B, Hq: hq, Hkv: c.KVHeads, Sq: c.Sq, D: c.D,
 		Scale: float32(1 / math.Sqrt(float64(c.D))), Mask: c.Mask, Layout: c.Layout,
-		Q: randRows(B * hq * c.Sq * c.D), PagesPerSeq: per}
+		Q: randRows(rng, B*hq*c.Sq*c.D), PagesPerSeq: per}
 	p.SlidingWindow, p.Softcap = c.Window, c.Softcap
 	if c.Sinks {
 		p.Sinks = RandomSinks(rng, backend.Shape{Hq: hq, Sk: max(slices.Max(c.Lens), 1)})
@@ -267,7 +269,15 @@ func newPagedRun(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) (*pagedRu
 	r.out, r.lse = NewGuarded(len(p.Q)), NewGuarded(B*hq*c.Sq)
 	p.Out, p.LSE = r.out.Data(), r.lse.Data()
 	r.p = p
-	return r, nil
+}
+
+// randRows draws n values from N(0, 1).
+func randRows(rng *rand.Rand, n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(rng.NormFloat64())
+	}
+	return x
 }
 
 // check holds the finished problem to the oracle, sequence by sequence, on
@@ -345,6 +355,9 @@ func PagedFailures(nb backend.PagedBackend, rng *rand.Rand) []error {
 		}
 		ran++
 	}
+	if err := runPagedFork(nb, rng); err != nil && !errors.Is(err, errPagedSkip) {
+		errs = append(errs, fmt.Errorf("fork-truncate-copy: %w", err))
+	}
 	if ran == 0 {
 		errs = append(errs, ErrNothingRan)
 	}
@@ -368,7 +381,8 @@ func runPaged(nb backend.PagedBackend, c PagedCase, rng *rand.Rand) error {
 	return r.check()
 }
 
-// RunPaged runs the paged table on nb, each case as a subtest.
+// RunPaged runs the paged table on nb, each case as a subtest, and the
+// fork-truncate-copy scenario (CopyPage, copy-on-write).
 func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 	seed := Seed()
 	t.Logf("paged cache: seed %d (set FP8ATTN_SEED to reproduce)", seed)
@@ -386,6 +400,13 @@ func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 			}
 		})
 	}
+	t.Run("fork-truncate-copy", func(t T) {
+		if err := runPagedFork(nb, rng); errors.Is(err, errPagedSkip) {
+			t.Skipf("page size 64 unsupported")
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	})
 	if ran == 0 {
 		t.Fatalf("paged cache: %v", ErrNothingRan)
 	}

@@ -179,6 +179,15 @@ func (declines) Attention(*backend.Problem) error { return nil }
 type pagedMutant struct {
 	attend func(kv backend.PagedKV, p *backend.PagedProblem) error
 	app    func(kv backend.PagedKV, a *backend.PagedAppend) error
+	// copyPage replaces CopyPage.
+	copyPage func(kv backend.PagedKV, dst, src int) error
+}
+
+func (k mutantKV) CopyPage(dst, src int) error {
+	if k.m.copyPage != nil {
+		return k.m.copyPage(k.PagedKV, dst, src)
+	}
+	return k.PagedKV.CopyPage(dst, src)
 }
 
 func (m pagedMutant) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
@@ -249,6 +258,19 @@ func TestPagedSuiteCatchesBugs(t *testing.T) {
 			c.Softcap = 0
 			return kv.Attention(&c)
 		}},
+		"copy-page-from-another-page": {copyPage: func(kv backend.PagedKV, dst, src int) error {
+			if other := (src + 1) % kv.Config().Pages; other != dst {
+				src = other
+			}
+			return kv.CopyPage(dst, src)
+		}},
+		"copy-page-does-nothing": {copyPage: func(kv backend.PagedKV, dst, src int) error {
+			if dst == src || dst < 0 || src < 0 || dst >= kv.Config().Pages || src >= kv.Config().Pages {
+				return kv.CopyPage(dst, src)
+			}
+			return nil
+		}},
+		"copy-page-backwards": {copyPage: func(kv backend.PagedKV, dst, src int) error { return kv.CopyPage(src, dst) }},
 		"saturates-instead-of-growing": {app: func(kv backend.PagedKV, a *backend.PagedAppend) error {
 			c := *a
 			c.K, c.V = slices.Clone(a.K), slices.Clone(a.V)

@@ -94,6 +94,23 @@ func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale floa
 	return s.kScale[page*c.KVHeads+head], s.vScale[page*c.KVHeads+head], nil
 }
 
+// CopyPage implements backend.PagedKV.
+func (s *pagedKV) CopyPage(dst, src int) error {
+	if err := s.errClosed(); err != nil {
+		return err
+	}
+	if err := s.cfg.CheckCopyPage(dst, src); err != nil {
+		return err
+	}
+	H := s.cfg.KVHeads
+	n := H * s.cfg.HeadDim * s.cfg.PageSize // a page's blocks are contiguous
+	copy(s.k[dst*n:(dst+1)*n], s.k[src*n:(src+1)*n])
+	copy(s.v[dst*n:(dst+1)*n], s.v[src*n:(src+1)*n])
+	copy(s.kScale[dst*H:(dst+1)*H], s.kScale[src*H:(src+1)*H])
+	copy(s.vScale[dst*H:(dst+1)*H], s.vScale[src*H:(src+1)*H])
+	return nil
+}
+
 // Append quantizes the new tokens into their slots, token after token (a
 // page's scale may grow on any token; see the scale policy in package
 // backend).

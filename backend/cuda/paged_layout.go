@@ -56,6 +56,31 @@ func (s *pagedKV) ReadPage(page, head int, k, v []fp8.E4M3) (kScale, vScale floa
 	return scales[0], scales[1], nil
 }
 
+// CopyPage implements backend.PagedKV: four device-to-device copies, in
+// stream order with the cache's appends and attention calls (a page's
+// blocks, all heads, are contiguous, and so are its scales).
+func (s *pagedKV) CopyPage(dst, src int) error {
+	if err := s.errClosed(); err != nil {
+		return err
+	}
+	if err := s.cfg.CheckCopyPage(dst, src); err != nil {
+		return err
+	}
+	if s.dev.capturing() != nil {
+		return errCapture("copying a page")
+	}
+	c := s.cfg
+	n := int64(c.KVHeads) * int64(c.HeadDim) * int64(c.PageSize)
+	sc := 4 * int64(c.KVHeads)
+	return s.dev.do(func() error {
+		return errors.Join(
+			cu.MemcpyDtoDAsync(s.k+cu.DevicePtr(int64(dst)*n), s.k+cu.DevicePtr(int64(src)*n), n, s.dev.stream),
+			cu.MemcpyDtoDAsync(s.v+cu.DevicePtr(int64(dst)*n), s.v+cu.DevicePtr(int64(src)*n), n, s.dev.stream),
+			cu.MemcpyDtoDAsync(s.ks+cu.DevicePtr(int64(dst)*sc), s.ks+cu.DevicePtr(int64(src)*sc), sc, s.dev.stream),
+			cu.MemcpyDtoDAsync(s.vs+cu.DevicePtr(int64(dst)*sc), s.vs+cu.DevicePtr(int64(src)*sc), sc, s.dev.stream))
+	})
+}
+
 // The cache's layout within a (page, KV head) block (kernels/paged.cu: the
 // tile layout both attention kernels read): pagedKeyIndex is the offset of
 // key (slot, d) and pagedValueIndex of value (slot, d). In each 32-key tile,
