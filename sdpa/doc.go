@@ -94,8 +94,8 @@
 // output to two calls running at once; device tensors follow the same
 // rule (one writer at a time). The CPU backend serves concurrent calls on
 // one shared set of helper goroutines. A KVCache is safe for concurrent
-// use: Attention calls run together; AddSequence, Append, Drop and Close
-// wait for them.
+// use: Attention calls run together; AddSequence, Append, Fork, Truncate,
+// Drop and Close wait for them.
 //
 // # FP8
 //
@@ -153,7 +153,13 @@
 // any length. Each (page, KV head) has its own power-of-two scale, grown
 // (one page re-encoded, exactly for normal values) when a token would not
 // fit: nothing saturates, and non-finite values are refused with an error
-// before anything is written. Drop returns a sequence's pages to the pool.
+// before anything is written. Drop returns a sequence's pages to the pool;
+// Truncate cuts a sequence back to its first n tokens (pages past them
+// return to the pool); Fork starts a sequence sharing another's full pages,
+// reference-counted and never rewritten while shared (the partly filled
+// last page is copied, and a page still shared after a Truncate is copied
+// before either sequence writes to it), so that appending to either never
+// changes the other.
 // A decode step allocates nothing after warm-up. On "cuda" the pages live
 // in GPU memory, Append quantizes there bit for bit as the cpu cache does,
 // and Attention returns without waiting for the GPU (an error surfaces at
@@ -168,10 +174,11 @@
 // so one capture serves every later decode step of sequences up to
 // KVCacheConfig.MaxSeqLen. Both devices keep the same rules, so a program
 // written against "cpu" behaves alike on "cuda": calls that move host data
-// (Upload, UploadQuantized, CopyFrom, Download, KVCache.Append) and Replay
-// or Close of a graph fail inside a capture (ErrUnsupported), a nested
-// Capture is ErrInvalid, and freeing a tensor or closing a cache that a
-// live graph uses is ErrInvalid. On "cuda" a Graph is a CUDA graph: nothing runs at
+// or a cache's pages (Upload, UploadQuantized, CopyFrom, Download,
+// KVCache.Append, Fork and Truncate) and Replay or Close of a graph fail
+// inside a capture (ErrUnsupported), a nested Capture is ErrInvalid, and
+// freeing a tensor or closing a cache that a live graph uses is
+// ErrInvalid. On "cuda" a Graph is a CUDA graph: nothing runs at
 // capture, and other goroutines' calls wait for the capture to end. On
 // "cpu" the captured device calls are recorded and replayed; other
 // goroutines' calls run during a capture and are not recorded.

@@ -47,8 +47,10 @@ type SeqID int64
 // sequences of different lengths in fixed-size pages (as paged-attention
 // servers do): AddSequence starts one, Append quantizes new tokens' keys and
 // values into its pages once, Attention runs new queries against what the
-// sequences hold, and Drop returns a sequence's pages for reuse (continuous
-// batching). Appending a token costs the same at any cache length.
+// sequences hold, Fork starts a sequence that shares another's pages
+// (prefix sharing, beam search), Truncate cuts one back (a rejected draft),
+// and Drop returns a sequence's pages for reuse (continuous batching).
+// Appending a token costs the same at any cache length.
 //
 // Scales: each page has its own power-of-two scale per KV head for keys and
 // for values, set by the first token and grown (re-encoding that one page,
@@ -59,7 +61,8 @@ type SeqID int64
 // 16-bit queries.
 //
 // A KVCache is safe for concurrent use: Attention calls run concurrently
-// with each other; AddSequence, Append, Drop and Close wait for them.
+// with each other; AddSequence, Append, Fork, Truncate, Drop and Close
+// wait for them.
 type KVCache struct {
 	dev *Device
 	mu  sync.RWMutex
@@ -71,10 +74,15 @@ type KVCache struct {
 	// while it is not 0).
 	graphs int
 	free   []int32 // free pages, a stack
-	seqs   map[SeqID]*kvSeq
-	next   SeqID
+	// refs counts the sequences that hold each page (0: free). A page
+	// held by more than one (Fork) is never written: a sequence about to
+	// write into one gets a copy first.
+	refs []int32
+	seqs map[SeqID]*kvSeq
+	next SeqID
 	// Append's scratch, under mu: each new token's page and slot.
 	page, slot []int32
+	cow        []int32 // Append: the copy each sequence writes into instead of a shared last page (-1: none)
 	seqBuf     []*kvSeq
 	app        backend.PagedAppend
 	calls      freelist.List[cacheCall]
@@ -150,7 +158,7 @@ func (d *Device) NewKVCache(c KVCacheConfig) (*KVCache, error) {
 	for i := range free {
 		free[i] = int32(pages - 1 - i) // page 0 on top
 	}
-	kc := &KVCache{dev: d, kv: kv, cfg: cfg, maxSeqLen: c.MaxSeqLen, free: free, seqs: map[SeqID]*kvSeq{}, bytes: bytes}
+	kc := &KVCache{dev: d, kv: kv, cfg: cfg, maxSeqLen: c.MaxSeqLen, free: free, refs: make([]int32, pages), seqs: map[SeqID]*kvSeq{}, bytes: bytes}
 	if bytes > 0 {
 		kc.cleanup = runtime.AddCleanup(kc, func(h *hostMem) { h.release(bytes) }, d.host)
 	}
@@ -168,7 +176,7 @@ type KVCacheUsage struct {
 	Bytes int64
 	// TokensPerPageFilled is Tokens over the pages in use (PageSize when
 	// every used page is full; lower means memory lost to partly filled
-	// last pages).
+	// last pages; higher, pages that forked sequences share).
 	TokensPerPageFilled float64
 }
 
@@ -249,10 +257,101 @@ func (c *KVCache) Drop(id SeqID) error {
 		return fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
 	}
 	for i := len(s.pages) - 1; i >= 0; i-- {
-		c.free = append(c.free, s.pages[i])
+		c.release(s.pages[i])
 	}
 	delete(c.seqs, id)
 	return nil
+}
+
+// release drops one sequence's hold on page pg, which returns to the pool
+// when no sequence holds it.
+func (c *KVCache) release(pg int32) {
+	if c.refs[pg]--; c.refs[pg] == 0 {
+		c.free = append(c.free, pg)
+	}
+}
+
+// sharedTail reports whether s's next token goes into a page that another
+// sequence also holds (a partly filled last page left shared by Truncate).
+func (c *KVCache) sharedTail(s *kvSeq) bool {
+	return s.n%c.cfg.PageSize != 0 && c.refs[s.pages[len(s.pages)-1]] > 1
+}
+
+// Truncate cuts sequence id back to its first n tokens (a rejected
+// speculative draft, a rolled-back turn): Len becomes n, and the pages
+// past the first n tokens return to the pool (those another sequence
+// shares stay with it). 0 <= n <= Len; otherwise ErrInvalid.
+func (c *KVCache) Truncate(id SeqID, n int) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	if c.dev.inCapture() {
+		return errorf(ErrUnsupported, "KVCache.Truncate inside a graph capture on %v (truncate between replays)", c.dev)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.errClosed(); err != nil {
+		return err
+	}
+	s, ok := c.seqs[id]
+	if !ok {
+		return fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
+	}
+	if n < 0 || n > s.n {
+		return fmt.Errorf("%w: truncating sequence %d of %d tokens to %d", ErrInvalid, id, s.n, n)
+	}
+	keep := (n + c.cfg.PageSize - 1) / c.cfg.PageSize
+	for i := len(s.pages) - 1; i >= keep; i-- {
+		c.release(s.pages[i])
+	}
+	s.pages, s.n = s.pages[:keep], n
+	return nil
+}
+
+// Fork starts a new sequence holding what sequence id holds (prefix
+// sharing, beam search) and returns its ID. The two share id's full pages,
+// which neither writes again; the last, partly filled page is copied, so
+// that appending to either never changes the other (a page the two still
+// share after a Truncate is copied before either writes to it). A fork
+// costs one page at most: with none free it is ErrCacheFull and nothing
+// changes.
+func (c *KVCache) Fork(id SeqID) (SeqID, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	if c.dev.inCapture() {
+		return 0, errorf(ErrUnsupported, "KVCache.Fork inside a graph capture on %v (fork between replays)", c.dev)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.errClosed(); err != nil {
+		return 0, err
+	}
+	s, ok := c.seqs[id]
+	if !ok {
+		return 0, fmt.Errorf("%w: no sequence %d in the cache", ErrInvalid, id)
+	}
+	ns := &kvSeq{pages: slices.Clone(s.pages), n: s.n}
+	shared := ns.pages
+	if s.n%c.cfg.PageSize != 0 {
+		if len(c.free) == 0 {
+			return 0, fmt.Errorf("%w: forking sequence %d needs a page, none of %d is free", ErrCacheFull, id, c.cfg.Pages)
+		}
+		last, pg := len(ns.pages)-1, c.free[len(c.free)-1]
+		if err := c.kv.CopyPage(int(pg), int(ns.pages[last])); err != nil {
+			return 0, err
+		}
+		c.free = c.free[:len(c.free)-1]
+		ns.pages[last], c.refs[pg] = pg, 1
+		shared = ns.pages[:last]
+	}
+	for _, pg := range shared {
+		c.refs[pg]++
+	}
+	nid := c.next
+	c.next++
+	c.seqs[nid] = ns
+	return nid, nil
 }
 
 // Close releases the cache's memory; every later call is an error, and so
@@ -278,7 +377,7 @@ func (c *KVCache) Close() error {
 		c.dev.host.release(c.bytes)
 		c.bytes = 0
 	}
-	c.kv, c.seqs, c.free = nil, map[SeqID]*kvSeq{}, nil
+	c.kv, c.seqs, c.free, c.refs = nil, map[SeqID]*kvSeq{}, nil, nil
 	return err
 }
 
@@ -358,22 +457,39 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 			return fmt.Errorf("%w: sequence %d would hold %d tokens, MaxSeqLen is %d", ErrCacheFull, ids[i], s.n+kn, c.maxSeqLen)
 		}
 		need += (s.n+kn+P-1)/P - (s.n+P-1)/P
+		if c.sharedTail(s) {
+			need++
+		}
 	}
 	if need > len(c.free) {
 		return fmt.Errorf("%w: %d new pages needed, %d free of %d", ErrCacheFull, need, len(c.free), c.cfg.Pages)
 	}
 	c.page = freelist.Grow(c.page, kb*kn)
 	c.slot = freelist.Grow(c.slot, kb*kn)
+	c.cow = freelist.Grow(c.cow, kb)
 	top := len(c.free) // pages are taken from free[:top] downwards
+	for b, s := range seqs {
+		c.cow[b] = -1
+		if c.sharedTail(s) { // copy on write; the sequences keep the shared page until the append succeeds
+			c.cow[b] = c.free[top-1]
+			top--
+			if err := c.kv.CopyPage(int(c.cow[b]), int(s.pages[len(s.pages)-1])); err != nil {
+				return err
+			}
+		}
+	}
 	for b, s := range seqs {
 		owned := len(s.pages)
 		for t := range kn {
 			pos := s.n + t
 			pi := pos / P
 			var pg int32
-			if pi < owned {
+			switch {
+			case pi == owned-1 && c.cow[b] >= 0:
+				pg = c.cow[b]
+			case pi < owned:
 				pg = s.pages[pi]
-			} else { // a new page: the next free one, for this and the page's later tokens
+			default: // a new page: the next free one, for this and the page's later tokens
 				pg = c.free[top-1-(pi-owned)]
 			}
 			c.page[b*kn+t], c.slot[b*kn+t] = pg, int32(pos%P)
@@ -392,15 +508,28 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 		return err
 	}
 	top = len(c.free)
+	for b, s := range seqs {
+		if pg := c.cow[b]; pg >= 0 { // (the shared page is released below)
+			last := len(s.pages) - 1
+			s.pages[last], c.cow[b], c.refs[pg] = pg, s.pages[last], 1
+			top--
+		}
+	}
 	for _, s := range seqs {
 		add := (s.n+kn+P-1)/P - len(s.pages)
 		for i := range add {
-			s.pages = append(s.pages, c.free[top-1-i])
+			pg := c.free[top-1-i]
+			s.pages, c.refs[pg] = append(s.pages, pg), 1
 		}
 		top -= add
 		s.n += kn
 	}
 	c.free = c.free[:top]
+	for _, pg := range c.cow[:kb] {
+		if pg >= 0 {
+			c.release(pg)
+		}
+	}
 	return nil
 }
 
