@@ -62,9 +62,12 @@ type PagedBackend interface {
 // FP8 E4M3 codes in fixed-size pages, as paged-attention servers do: a
 // sequence owns a list of pages (its block table), grows by appending tokens
 // into its last page, and returns its pages to the pool when it is dropped.
-// The bookkeeping (which pages a sequence owns, how long it is) is the
-// caller's (package sdpa); the storage, its memory layout and the arithmetic
-// belong to the backend, through PagedKV.
+// Sequences may share full pages (a fork: prefix sharing, beam search); a
+// shared page is never written, so the caller gives a sequence its own copy
+// (CopyPage) before an append would write into one. The bookkeeping (which
+// pages a sequence holds, how many sequences hold a page, how long a
+// sequence is) is the caller's (package sdpa); the storage, its memory
+// layout and the arithmetic belong to the backend, through PagedKV.
 //
 // Scale policy. Every (page, KV head) has its own dequantization scale for K
 // and for V, a power of two chosen when the page receives its first token
