@@ -107,6 +107,11 @@ func (b *kernelBackend) QuantizesOnRead(p *backend.Problem) bool {
 
 // Attention uploads p, runs the stage, and downloads the result.
 func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
+	if p != nil {
+		if err := p.Variants.Unsupported(b.name); err != nil { // no kernel computes them: never a silent plain result
+			return err
+		}
+	}
 	d, st, err := b.stageFor(p)
 	if err != nil {
 		return err
