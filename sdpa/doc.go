@@ -55,10 +55,11 @@
 // Malformed values (a window without a causal mask, a negative window or
 // softcap, a NaN or infinite softcap or sink, sinks not one per query
 // head, SmoothK with a softcap or sinks) are ErrInvalid. A backend without
-// kernels for a variant answers ErrUnsupported; today the cpu and cuda
-// kernels and caches have none, so Backend "" runs calls with variants on
-// "reference" (float64, slow), and the devices and their caches answer
-// ErrUnsupported.
+// kernels for a variant answers ErrUnsupported: the cpu kernels and cache
+// have all three (a window skips the key panels before it, a windowed
+// decode reads only the pages inside its window); the GPU kernels have
+// none yet, so Backend "" runs calls with variants on the cpu, and the
+// cuda device and its cache answer ErrUnsupported.
 //
 // # NaN and infinities
 //

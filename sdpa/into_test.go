@@ -140,6 +140,8 @@ func TestIntoNoAllocs(t *testing.T) {
 			{Backend: "cpu"}, {Backend: "cpu", Precision: sdpa.FP8E4M3},
 			{Backend: "cpu", Precision: sdpa.FP8E4M3, SmoothK: true, Hadamard: true, Mask: sdpa.CausalLowerRight},
 			{Backend: "cpu", Precision: sdpa.FP8E4M3, OutlierChannels: 4},
+			{Backend: "cpu", Mask: sdpa.CausalLowerRight, SlidingWindow: 7, Softcap: 20, Sinks: make([]float32, s.h)},
+			{Backend: "cpu", Precision: sdpa.FP8E4M3, Mask: sdpa.CausalUpperLeft, SlidingWindow: 100, Sinks: make([]float32, s.h)},
 		} {
 			call := func() {
 				if err := sdpa.AttentionInto(out, lse, q, k, v, opts); err != nil {

@@ -58,7 +58,7 @@ func TestChecksCatchMutants(t *testing.T) {
 			Tests: []string{"TestVariantsInvalid"}},
 		{Name: "the variants do not reach the cache", File: "sdpa/kvcache.go", Pkg: pkg,
 			Old: "PagesPerSeq: per, Variants: variants,", New: "PagesPerSeq: per,",
-			Tests: []string{"TestVariantsInvalid"}},
+			Tests: []string{"TestVariantsKVCache"}},
 		{Name: "an append writes into a shared page", File: "sdpa/kvcache.go", Pkg: pkg,
 			Old: "if c.sharedTail(s) { // copy on write", New: "if false { // copy on write",
 			Tests: []string{"TestKVCacheForkGrowth", "TestKVCacheForkTruncate"}},

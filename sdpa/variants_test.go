@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
+	"slices"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -55,10 +55,10 @@ func want(t *testing.T, q, k, v *sdpa.Tensor, opts *sdpa.Options) (out, lse []fl
 }
 
 // TestVariantsEveryCall: the sliding window, softcap and sinks reach the
-// backend through Attention, AttentionLSE, AttentionInto and
-// AttentionQuantized, in both precisions, and give what the oracle gives;
-// a backend without kernels for them (named explicitly, or the device's)
-// answers ErrUnsupported naming them.
+// backend through Attention, AttentionLSE, AttentionInto,
+// AttentionQuantized and the cpu device's Attention, in both precisions,
+// on the backend "" picks and on "cpu" and "reference" by name, and give
+// what the oracle gives.
 func TestVariantsEveryCall(t *testing.T) {
 	sd := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", sd)
@@ -115,21 +115,27 @@ func TestVariantsEveryCall(t *testing.T) {
 				}
 				check("AttentionQuantized", got.Data, lse)
 			}
-			// The cpu kernels have no variants yet: the backend named, and
-			// the cpu device, say so.
-			cpuOpts := *opts
-			cpuOpts.Backend = "cpu"
-			if _, err := sdpa.Attention(q, k, v, &cpuOpts); !errors.Is(err, sdpa.ErrUnsupported) || !strings.Contains(err.Error(), (&backend.Variants{SlidingWindow: vo.window, Softcap: vo.softcap, Sinks: opts.Sinks}).Names()) {
-				t.Errorf("%s on backend cpu: %v, want ErrUnsupported naming the variants", name, err)
+			for _, be := range []string{"cpu", "reference"} {
+				named := *opts
+				named.Backend = be
+				got, lse, err := sdpa.AttentionLSE(q, k, v, &named)
+				if err != nil {
+					t.Fatalf("%s on backend %s: %v", name, be, err)
+				}
+				check("backend "+be, got.Data, lse)
 			}
-			dq, _ := dev.Upload(q)
-			dk, _ := dev.Upload(k)
-			dv, _ := dev.Upload(v)
+			dq, dk, dv := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
 			dout, _ := dev.NewTensor(b, hq, sq, d, sdpa.BHSD)
-			if err := dev.Attention(dout, nil, dq, dk, dv, opts); !errors.Is(err, sdpa.ErrUnsupported) {
-				t.Errorf("%s on the cpu device: %v, want ErrUnsupported", name, err)
+			dlse, _ := dev.NewTensor(b, hq, sq, 1, sdpa.BHSD)
+			if err := dev.Attention(dout, dlse, dq, dk, dv, opts); err != nil {
+				t.Fatalf("%s on the cpu device: %v", name, err)
 			}
-			for _, x := range []*sdpa.DeviceTensor{dq, dk, dv, dout} {
+			hout, hlse := &sdpa.Tensor{Data: make([]float32, b*hq*sq*d), B: b, H: hq, S: sq, D: d}, &sdpa.Tensor{Data: make([]float32, b*hq*sq), B: b, H: hq, S: sq, D: 1}
+			if err := errors.Join(dout.Download(hout), dlse.Download(hlse)); err != nil {
+				t.Fatal(err)
+			}
+			check("Device.Attention", hout.Data, hlse.Data)
+			for _, x := range []*sdpa.DeviceTensor{dq, dk, dv, dout, dlse} {
 				x.Free()
 			}
 		}
@@ -264,13 +270,97 @@ func TestVariantsInvalid(t *testing.T) {
 			}
 		}
 	}
-	// Well-formed variants reach the cache's storage, which (on the cpu,
-	// for now) has no kernel for them and names them.
-	o := &sdpa.Options{Mask: sdpa.CausalLowerRight, SlidingWindow: 8, Softcap: 30, Sinks: []float32{1, 2, 3, 4}}
-	if err := kv.Attention(dout, nil, dq, []sdpa.SeqID{id}, o); !errors.Is(err, sdpa.ErrUnsupported) || !strings.Contains(err.Error(), "window,softcap,sinks") {
-		t.Errorf("KVCache.Attention with every variant: %v, want ErrUnsupported naming them", err)
+}
+
+// testVariantsKVCache: KVCache.Attention with each variant gives exact
+// attention within the float32 tier: keys and values on a grid of halves
+// in [-2, 2], which every power-of-two page scale the cache can choose
+// holds exactly in E4M3, so that the cache computes on the values
+// themselves. Three sequences, one of them empty, decode and a chunk.
+func testVariantsKVCache(t *testing.T, devName string) {
+	sd := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", sd)
+	rng := rand.New(rand.NewPCG(sd, 69))
+	dev, err := sdpa.Open(devName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hkv, hq, d = 2, 4, 64
+	lens := []int{300, 0, 77}
+	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	grid := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.IntN(9)-4) / 2
+		}
+		return x
+	}
+	var ids []sdpa.SeqID
+	var ks, vs []*sdpa.Tensor
+	for _, n := range lens {
+		id, _ := c.AddSequence()
+		ids = append(ids, id)
+		k := &sdpa.Tensor{Data: grid(hkv * max(n, 1) * d), B: 1, H: hkv, S: max(n, 1), D: d}
+		v := &sdpa.Tensor{Data: grid(hkv * max(n, 1) * d), B: 1, H: hkv, S: max(n, 1), D: d}
+		ks, vs = append(ks, k), append(vs, v)
+		if n > 0 {
+			if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, k), upload(t, dev, v)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sinks := sdpatest.RandomSinks(rng, backend.Shape{Hq: hq, Sk: 100})
+	for _, sq := range []int{1, 9} {
+		q := randTensor(rng, len(lens), hq, sq, d)
+		dq := upload(t, dev, q)
+		dout, _ := dev.NewTensor(len(lens), hq, sq, d, sdpa.BHSD)
+		dlse, _ := dev.NewTensor(len(lens), hq, sq, 1, sdpa.BHSD)
+		for _, vo := range variantOptions {
+			opts := &sdpa.Options{Mask: vo.mask, SlidingWindow: vo.window, Softcap: vo.softcap}
+			if opts.Mask == sdpa.CausalUpperLeft { // a cache aligns its queries lower-right
+				opts.Mask = sdpa.CausalLowerRight
+			}
+			if vo.sinks {
+				opts.Sinks = sinks
+			}
+			if err := c.Attention(dout, dlse, dq, ids, opts); err != nil {
+				t.Fatalf("%s Sq %d: %v", vo.name, sq, err)
+			}
+			out := &sdpa.Tensor{Data: make([]float32, len(lens)*hq*sq*d), B: len(lens), H: hq, S: sq, D: d}
+			lse := &sdpa.Tensor{Data: make([]float32, len(lens)*hq*sq), B: len(lens), H: hq, S: sq, D: 1}
+			if err := errors.Join(dout.Download(out), dlse.Download(lse)); err != nil {
+				t.Fatal(err)
+			}
+			for b, n := range lens {
+				gotOut, gotLSE := out.Data[b*hq*sq*d:(b+1)*hq*sq*d], lse.Data[b*hq*sq:(b+1)*hq*sq]
+				if n == 0 {
+					for i := range gotLSE {
+						if !math.IsInf(float64(gotLSE[i]), -1) || slices.ContainsFunc(gotOut, func(x float32) bool { return x != 0 }) {
+							t.Fatalf("%s Sq %d: the empty sequence has LSE %g or a nonzero output", vo.name, sq, gotLSE[i])
+						}
+					}
+					continue
+				}
+				p := &backend.Problem{Shape: backend.Shape{B: 1, Hq: hq, Hkv: hkv, Sq: sq, Sk: n, D: d}, Scale: 0.125, Mask: opts.Mask,
+					Variants: backend.Variants{SlidingWindow: opts.SlidingWindow, Softcap: opts.Softcap, Sinks: opts.Sinks},
+					Q:        q.Data[b*hq*sq*d : (b+1)*hq*sq*d], K: ks[b].Data, V: vs[b].Data}
+				want, wantLSE := oracle.Naive(p)
+				if st := sdpatest.Compare(gotOut, want, sdpatest.FP32Tolerance(p)); st.Beyond > 0 {
+					t.Errorf("%s Sq %d sequence %d: %d outputs beyond tolerance, first at %d: %g, want %g", vo.name, sq, b, st.Beyond, st.FirstBad, gotOut[st.FirstBad], want[st.FirstBad])
+				}
+				if st := sdpatest.Compare(gotLSE, wantLSE, sdpatest.LSETolerance(p)); st.Beyond > 0 {
+					t.Errorf("%s Sq %d sequence %d: %d LSEs beyond tolerance, first at %d: %g, want %g", vo.name, sq, b, st.Beyond, st.FirstBad, gotLSE[st.FirstBad], wantLSE[st.FirstBad])
+				}
+			}
+		}
 	}
 }
+
+func TestVariantsKVCache(t *testing.T) { testVariantsKVCache(t, "cpu") }
 
 func poisonOf(n int) []float32 {
 	x := make([]float32, n)

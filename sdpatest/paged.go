@@ -145,6 +145,10 @@ func PagedCases() []PagedCase {
 		{"sinks-decode", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, true},
 		{"softcap-growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 20, false},
 		{"all-chunk", 1, 4, 128, 64, 9, []int{5, 0, 700}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 100, 10, true},
+		// Long enough to split the keys (a merge of partial rows, the
+		// sink added once), with and without a window.
+		{"sinks-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, true},
+		{"all-split", 1, 4, 64, 64, 1, []int{3000, 500}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 1000, 5, true},
 	}
 }
 

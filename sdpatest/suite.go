@@ -58,6 +58,11 @@ func variantCases() []Case {
 			Case{Name: fmt.Sprintf("sinks/decode/%v", m), Shape: backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 1, Sk: 77, D: 64}, Mask: m, Sigma: 1, Sinks: true})
 	}
 	for _, m := range causal {
+		// A window of 66 over 200 rows: groups of four rows whose lower
+		// edges straddle a panel's first key while they see all of its
+		// end (the rows past the edge must not take a full panel).
+		cases = append(cases, Case{Name: fmt.Sprintf("window=66/edges/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 260, D: 64},
+			Mask: m, Sigma: 1, Window: 66})
 		// A small cap under a window: masked keys must stay out, not come
 		// back with the cap's floor -c.
 		cases = append(cases, Case{Name: fmt.Sprintf("softcap=2/window=16/odd/%v", m), Shape: backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48},

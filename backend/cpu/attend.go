@@ -2,15 +2,33 @@ package cpu
 
 import "math"
 
-// blockRows says, for row r of a block, how many keys it sees and where its
+// blockRows says, for row r of a block, which keys it sees and where its
 // output and log-sum-exp go: attendRows's outBuf[out(r):][:D] and
 // lseBuf[lse(r)] (no log-sum-exp where lseBuf is nil). Where outStride > 0,
 // out(r) is out(0) + r·outStride for every row.
 type blockRows struct {
-	visible   func(r int) int
-	out, lse  func(r int) int
-	lseBuf    []float32
-	outStride int
+	// Row r sees keys [lo(r), visible(r)) (lo nil: from key 0); both grow
+	// with r (a sliding window's lower edge, the causal diagonal).
+	visible, lo func(r int) int
+	out, lse    func(r int) int
+	lseBuf      []float32
+	outStride   int
+	// sink, where not nil, gives row r's sink logit (natural), which joins
+	// the row's denominator when its output is finished and not its
+	// log-sum-exp (backend.Variants.Sinks). A call that merges partial
+	// rows adds it at the merge instead.
+	sink func(r int) float32
+	// softcap c > 0 replaces each score s by c·tanh(s/c) (softcapRow);
+	// the fused kernels then step aside.
+	softcap float32
+}
+
+// first returns the first key row r sees.
+func (br *blockRows) first(r int) int {
+	if br.lo == nil {
+		return 0
+	}
+	return br.lo(r)
 }
 
 // keyPanels is the range of key panels [kb0, kb1) a block runs over, and
@@ -41,6 +59,9 @@ type keyPanels struct {
 // of the range gets zeros and -Inf.
 func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, outBuf []float32, br blockRows, kp keyPanels) {
 	ks, D := c.ks, c.d
+	if br.softcap > 0 {
+		kp.amx = nil // AMX, like the fused steps, computes its softmax on the scores it makes
+	}
 	if ks.base2 {
 		// The softmax in base 2: scores times log2e (kernelSet.base2),
 		// and a positive scale, which the fused step's maxima need
@@ -75,11 +96,15 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 			}
 		}
 	}
-	// Rows see keys [0, visible(i)); visible grows with i, so the last row
-	// bounds the block's key range.
+	// Rows see keys [first(i), visible(i)); both grow with i, so the last
+	// row bounds the block's key range and the first row's window starts
+	// it: panels before it are skipped (neither built nor read).
 	nmax := min(br.visible(rowsN-1), kp.kb1*panel)
+	kb0 := kp.kb0
+	kp.kb0 = max(kp.kb0, br.first(0)/panel)
+	fused := br.softcap == 0 // the fused steps compute the softmax of the raw scores
 	amxAble := func(kb, g int) bool {
-		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || br.visible(g) < (kb+1)*panel {
+		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || br.visible(g) < (kb+1)*panel || br.first(g+amxRows-1) > kb*panel {
 			return false
 		}
 		_, _, ok := kp.amx(kb)
@@ -96,10 +121,15 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				continue
 			}
 			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
-			if ks.steps4 != nil && amxRowsOK == 0 && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
+			full := fused && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel && br.first(g+3) <= j0
+			if ks.steps4 != nil && amxRowsOK == 0 && full {
 				// This group and every later full one (visible keys only
-				// grow with the row) in one call.
+				// grow with the row; a window's first key too, so the
+				// full groups end where it passes j0) in one call.
 				e := rowsN &^ 3
+				for e > g+4 && br.first(e-1) > j0 {
+					e -= 4
+				}
 				var pf ahead
 				if kp.prefetch {
 					pf = sc.end
@@ -116,32 +146,39 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				g = e - 4
 				continue
 			}
-			if ks.scoresSoftmax4 != nil && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel {
+			if ks.scoresSoftmax4 != nil && full {
 				// Four full rows (visible keys only grow with the row).
 				ks.scoresSoftmax4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha)
 				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
 				continue
 			}
 			ks.scores4(s, qg, kt, D, scoreScale)
-			// Each row's softmax step over its own visible keys nr[r]:
-			// new maxima first, then the four rescale factors
-			// alpha = e^(m_old-m_new) in one vector exponential (e^0 = 1
-			// exactly where a row has no old sum), then the rows.
-			var nr [4]int
+			// Each row's softmax step over its own visible keys
+			// [nl[r], nr[r]) of the panel (softcapped first): new maxima
+			// first, then the four rescale factors alpha =
+			// e^(m_old-m_new) in one vector exponential (e^0 = 1 exactly
+			// where a row has no old sum), then the rows.
+			var nl, nr [4]int
 			*alpha = [8]float32{}
-			common := n
+			common, windowed := n, false
 			for r := range 4 {
 				i := g + r
 				if i >= rowsN { // padding: its output is never written
 					continue
 				}
 				nr[r] = max(0, min(n, br.visible(i)-j0))
+				nl[r] = min(nr[r], max(0, br.first(i)-j0))
 				common = min(common, nr[r])
-				if nr[r] == 0 {
+				windowed = windowed || nl[r] > 0
+				if nr[r] == nl[r] {
 					continue
 				}
+				row := s[r*panel+nl[r] : r*panel+nr[r]]
+				if br.softcap > 0 {
+					softcapRow(ks, row, br.softcap, sc.t32[:len(row)])
+				}
 				mOld := m[i]
-				mNew := max(mOld, ks.rowMax(s[r*panel:r*panel+nr[r]]))
+				mNew := max(mOld, ks.rowMax(row))
 				if l[i] != 0 || mOld != mOld {
 					alpha[r] = mOld - mNew
 				}
@@ -149,9 +186,17 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 			}
 			ks.expSum(alpha[:], 0)
 			for r := range 4 {
-				if i := g + r; i < rowsN && nr[r] > 0 {
-					l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel:r*panel+nr[r]], m[i])
+				if i := g + r; i < rowsN && nr[r] > nl[r] {
+					l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel+nl[r]:r*panel+nr[r]], m[i])
 				}
+			}
+			if windowed { // a window's lower edge: each row its own keys
+				for r := range 4 {
+					if g+r < rowsN && nr[r] > nl[r] {
+						ks.pv1(acc[(g+r)*D:(g+r+1)*D], s[r*panel+nl[r]:r*panel+nr[r]], vb[nl[r]*D:], D, nr[r]-nl[r], alpha[r])
+					}
+				}
+				continue
 			}
 			// Keys every row sees go through pv4; a causal diagonal
 			// leaves each row a few more (or, with no common key, all).
@@ -173,14 +218,25 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	if amxRowsOK != 0 {
 		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
 	}
-	seen := kp.kb0*panel + 1 // the keys a row must see to have an output
-	// Each row's output is acc·(outScale/l); a row that sees no key has acc
-	// 0, and a factor 0 makes its output 0.
+	// A row has an output where it sees a key of the range [kb0, kb1)
+	// panels.
+	sees := func(r int) bool { return max(br.first(r), kb0*panel) < min(br.visible(r), kp.kb1*panel) }
+	mScale := float32(1) // m in natural units: m·mScale
+	if ks.base2 {
+		mScale = math.Ln2
+	}
+	// Each row's output is acc·(outScale/l), with l grown by the sink's
+	// e^(sink - m) where there is one; a row that sees no key has acc 0,
+	// and a factor 0 makes its output 0.
 	f := sc.f[:rowsN]
 	for r := range f {
 		f[r] = 0
-		if br.visible(r) >= seen {
-			f[r] = outScale / l[r]
+		if sees(r) {
+			d := l[r]
+			if br.sink != nil {
+				d += float32(math.Exp(float64(br.sink(r)) - float64(m[r]*mScale)))
+			}
+			f[r] = outScale / d
 		}
 	}
 	if br.outStride > 0 {
@@ -194,15 +250,41 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		return
 	}
 	// The log-sum-exps in a loop of their own, whose logarithms overlap.
-	mScale := float32(1)
-	if ks.base2 {
-		mScale = math.Ln2
-	}
 	for r := 0; r < rowsN; r++ {
 		lse := negInf
-		if br.visible(r) >= seen {
+		if sees(r) {
 			lse = m[r]*mScale + log32(l[r])
 		}
 		br.lseBuf[br.lse(r)] = lse
+	}
+}
+
+// softcapRow replaces each score x of row (in the set's domain: natural, or
+// times log2e in a base2 set) by the softcapped score c·tanh(y) in that
+// domain, y the natural score over c, through the set's exponential on
+// non-positive arguments (its contract): e = e^(-2|y|) in (0, 1] (2^(-2|x|/c)
+// in a base2 set, the same number), tanh|y| = (1-e)/(1+e), the sign of x
+// restored. NaN stays NaN, ±Inf becomes ±c. tmp holds len(row) floats.
+// The error is a few float32 ulps of the exponential, at most c in
+// magnitude: what sdpatest's softcap term allows.
+func softcapRow(ks *kernelSet, row []float32, c float32, tmp []float32) {
+	k := float32(1)
+	if ks.base2 {
+		k = math.Log2E
+	}
+	for j, x := range row {
+		tmp[j] = -2 * float32(math.Abs(float64(x))) / c
+	}
+	ks.expSum(tmp, 0)
+	ck := c * k
+	for j, x := range row {
+		e := tmp[j]
+		t := ck * (1 - e) / (1 + e)
+		if x < 0 {
+			t = -t
+		} else if x != x {
+			t = x
+		}
+		row[j] = t
 	}
 }

@@ -19,6 +19,7 @@ type scratch struct {
 	codes []fp8.E4M3
 	v     []float32 // paged: one panel of values, decoded
 	s     []float32 // 4×panel scores, then weights
+	t32   []float32 // one row of a panel (softcapRow's exponentials)
 	// The AMX path's (amx.go): the block's query parts, 16 rows' scores
 	// (then weights), their parts and P·V, and their rescale factors
 	// (four past the rows: softmax4's scratch).
@@ -55,6 +56,7 @@ func (c *call) getScratch() *scratch {
 		sc.v = freelist.Grow(sc.v, panel*d)
 	}
 	sc.s = freelist.Grow(sc.s, 4*panel)
+	sc.t32 = freelist.Grow(sc.t32, panel)
 	sc.acc = freelist.Grow(sc.acc, rows*d)
 	if c.amxOn {
 		sc.qa = freelist.Grow(sc.qa, 3*rows*d)
@@ -230,8 +232,8 @@ func (c *call) block(sc *scratch, it int) {
 		sc.end = c.blockEnd(sc.next, qOff, rowsN*D)
 	}
 	_, _, rowStride := p.Layout.Strides(p.Hq, p.Sq, D)
-	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, blockRows{
-		lseBuf: p.LSE, outStride: rowStride,
+	br := blockRows{
+		lseBuf: p.LSE, outStride: rowStride, softcap: p.Softcap,
 		visible: func(r int) int { return p.VisibleKeys(p.Mask, i0+r) },
 		out: func(r int) int {
 			if p.Layout != backend.BHSD {
@@ -240,7 +242,14 @@ func (c *call) block(sc *scratch, it int) {
 			return qOff + r*D
 		},
 		lse: func(r int) int { return bh*p.Sq + i0 + r },
-	}, kp)
+	}
+	if p.SlidingWindow > 0 {
+		br.lo = func(r int) int { lo, _ := p.KeyRange(i0 + r); return lo }
+	}
+	if p.Sinks != nil {
+		br.sink = func(int) float32 { return p.Sinks[h] }
+	}
+	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, br, kp)
 }
 
 // densePanels is the key panels of KV head kvh of a dense problem, built
@@ -434,13 +443,20 @@ func (c *call) packedBlock(sc *scratch, it int) {
 	kp := c.densePanels(sc, kvh, v)
 	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
 	sc.end = ahead{}
-	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, blockRows{
-		lseBuf:  p.LSE,
+	br := blockRows{
+		lseBuf: p.LSE, softcap: p.Softcap,
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(p.Mask, i) },
 		out: func(r int) int {
 			h, i := head(r)
 			return p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
 		},
 		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
-	}, kp)
+	}
+	if p.SlidingWindow > 0 {
+		br.lo = func(r int) int { _, i := head(r); lo, _ := p.KeyRange(i); return lo }
+	}
+	if p.Sinks != nil {
+		br.sink = func(r int) float32 { h, _ := head(r); return p.Sinks[h] }
+	}
+	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, br, kp)
 }

@@ -138,14 +138,9 @@ func (b *Backend) ISA() string { return b.ks.name }
 // read.
 func (*Backend) QuantizesOnRead(*backend.Problem) bool { return true }
 
-// Supports accepts every valid problem without attention variants: any
-// shape, head dimension, mask and precision.
-func (b *Backend) Supports(p *backend.Problem) error {
-	if p == nil {
-		return nil
-	}
-	return p.Variants.Unsupported(b.Name())
-}
+// Supports accepts every valid problem: any shape, head dimension, mask,
+// precision and attention variant.
+func (*Backend) Supports(*backend.Problem) error { return nil }
 
 // Workers returns the number of goroutines a call uses.
 func (b *Backend) Workers() int {
@@ -243,9 +238,11 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	// An FP8 problem's elements are E4M3 code values, each exactly a
 	// bfloat16, but for GQA-packed query rows, scaled to one head's scale.
 	exact := p.Precision == backend.FP8E4M3 && c.pack == 1
-	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq)) && (exact || !c.ks.amxExactOnly)
+	// A softcap runs the unfused steps (AMX and the fused steps, the only
+	// users of bfloat16 pairs, compute their softmax on raw scores).
+	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq)) && (exact || !c.ks.amxExactOnly) && p.Softcap == 0
 	c.amxExact = c.amxOn && exact && c.ks.amx.attend64 != nil // only the fused form leaves out the zero parts
-	c.pairs = exact && c.ks.pairs != nil && p.D%16 == 0 && !c.amxOn
+	c.pairs = exact && c.ks.pairs != nil && p.D%16 == 0 && !c.amxOn && p.Softcap == 0
 	if c.pairs {
 		c.kt16 = freelist.Grow(c.kt16, panels*p.D/2*panel)
 	}

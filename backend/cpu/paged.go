@@ -209,9 +209,6 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	if p.QBuf != nil {
 		return fmt.Errorf("%w: the cpu cache takes host slices, not device buffers", backend.ErrUnsupported)
 	}
-	if err := p.Variants.Unsupported("the cpu cache"); err != nil {
-		return err
-	}
 	b := s.b
 	workers := b.Workers()
 	c := b.calls.Get()
@@ -222,7 +219,14 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	c.bq = QueryBlock(rows, workers)
 	c.qBlocks = (rows.Sq + c.bq - 1) / c.bq
 	blocks := p.B * p.Hkv * c.qBlocks
-	maxPanels := (p.Shape().Sk + panel - 1) / panel
+	// The panels a block runs over start at its first row's window (the
+	// whole sequence without one): a windowed decode reads the pages
+	// inside its window only, and splits those.
+	maxPanels := 1
+	for b, n := range p.SeqLens {
+		lo, _ := p.KeyRange(b, 0)
+		maxPanels = max(maxPanels, (int(n)+panel-1)/panel-lo/panel)
+	}
 	pc.splits = 1
 	if blocks < 2*workers {
 		pc.splits = max(1, min((2*workers+blocks-1)/blocks, maxPanels/minSplitPanels))
@@ -262,7 +266,13 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 	}
 	clear(q[rowsN*D:])
 	table := p.BlockTable[b*p.PagesPerSeq : (b+1)*p.PagesPerSeq]
-	kp := keyPanels{kb0: sp * pc.perSplit, kb1: (sp + 1) * pc.perSplit, get: func(kb int) ([]float32, []float32) {
+	base := 0 // the block's first panel: its first row's window's
+	if p.SlidingWindow > 0 {
+		_, i := head(0)
+		lo, _ := p.KeyRange(b, i)
+		base = lo / panel
+	}
+	kp := keyPanels{kb0: base + sp*pc.perSplit, kb1: base + (sp+1)*pc.perSplit, get: func(kb int) ([]float32, []float32) {
 		j0 := kb * panel
 		pg, col := int(table[j0/P]), j0%P
 		blk, sIdx := kv.block(pg, kh), pg*p.Hkv+kh
@@ -287,7 +297,7 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 	}}
 	outBuf := p.Out
 	br := blockRows{
-		lseBuf:  p.LSE,
+		lseBuf: p.LSE, softcap: p.Softcap,
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(b, i) },
 		out: func(r int) int {
 			h, i := head(r)
@@ -295,17 +305,24 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 		},
 		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
 	}
-	if pc.splits > 1 {
+	if p.SlidingWindow > 0 {
+		br.lo = func(r int) int { _, i := head(r); lo, _ := p.KeyRange(b, i); return lo }
+	}
+	if pc.splits > 1 { // partial rows: merge adds the sinks
 		outBuf, br.lseBuf, br.outStride = pc.partOut, pc.partLSE, D
 		br.out = func(r int) int { return (it*c.bq + r) * D }
 		br.lse = func(r int) int { return it*c.bq + r }
+	} else if p.Sinks != nil {
+		br.sink = func(r int) float32 { h, _ := head(r); return p.Sinks[h] }
 	}
 	c.attendRows(sc, q, rowsN, p.Scale, 1, outBuf, br, kp)
 }
 
 // merge combines the splits' partial rows: with weights w_s = e^(lse_s -
-// max lse), out = Σ w_s·out_s / Σ w_s and lse = max lse + ln Σ w_s. A row no
-// split saw a key for gets zeros and -Inf; a NaN in any split stays NaN.
+// max lse), out = Σ w_s·out_s / (Σ w_s + e^(sink - max lse)) (no sink: 0)
+// and lse = max lse + ln Σ w_s, the sink joining the denominator once and
+// the LSE not at all. A row no split saw a key for gets zeros and -Inf; a
+// NaN in any split stays NaN.
 func (c *call) merge() {
 	pc := c.pg
 	p, g := pc.p, pc.g
@@ -339,7 +356,11 @@ func (c *call) merge() {
 						out[d] += w * x
 					}
 				}
-				inv := float32(1 / sum)
+				den := sum
+				if p.Sinks != nil {
+					den += math.Exp(float64(p.Sinks[h]) - float64(mx))
+				}
+				inv := float32(1 / den)
 				for d := range out {
 					out[d] *= inv
 				}

@@ -1,0 +1,35 @@
+package cpu_test
+
+import (
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+// TestVariantsCatchMutants: the attention variants, broken on purpose in
+// the kernels' driver, fail the conformance suite or the paged table
+// (FP8ATTN_MUTANTS=1).
+func TestVariantsCatchMutants(t *testing.T) {
+	const pkg = "./backend/cpu"
+	dense, paged := []string{"TestConformance"}, []string{"TestPagedAttention"}
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "a window one key wider at its edge", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "nl[r] = min(nr[r], max(0, br.first(i)-j0))", New: "nl[r] = min(nr[r], max(0, br.first(i)-j0-1))", Tests: dense},
+		{Name: "a block skips the panel its window starts in", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "kp.kb0 = max(kp.kb0, br.first(0)/panel)", New: "kp.kb0 = max(kp.kb0, (br.first(0)+panel-1)/panel)", Tests: dense},
+		{Name: "fused steps for rows past a window's edge", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "br.visible(g) >= j0+panel && br.first(g+3) <= j0", New: "br.visible(g) >= j0+panel && br.first(g) <= j0", Tests: dense},
+		{Name: "a sink counted twice", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "d += float32(math.Exp(", New: "d += 2 * float32(math.Exp(", Tests: dense},
+		{Name: "the sink in the LSE", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "\t\t\tf[r] = outScale / d\n", New: "\t\t\tf[r], l[r] = outScale/d, d\n", Tests: dense},
+		{Name: "the fused steps ignore the softcap", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "fused := br.softcap == 0", New: "fused := true", Tests: dense},
+		{Name: "tanh without its sign", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "\t\tif x < 0 {\n\t\t\tt = -t", New: "\t\tif x < -1e30 {\n\t\t\tt = -t", Tests: dense},
+		{Name: "split rows add the sink, and the merge again", File: "backend/cpu/paged.go", Pkg: pkg,
+			Old: "\t} else if p.Sinks != nil {\n", New: "\t}\n\tif p.Sinks != nil {\n", Tests: paged},
+		{Name: "a windowed paged block starts a panel late", File: "backend/cpu/paged.go", Pkg: pkg,
+			Old: "base = lo / panel", New: "base = lo/panel + 1", Tests: paged},
+	})
+}
