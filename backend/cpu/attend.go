@@ -153,6 +153,9 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				continue
 			}
 			ks.scores4(s, qg, kt, D, scoreScale)
+			if br.softcap > 0 {
+				softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
+			}
 			// Each row's softmax step over its own visible keys
 			// [nl[r], nr[r]) of the panel (softcapped first): new maxima
 			// first, then the four rescale factors alpha =
@@ -160,7 +163,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 			// where a row has no old sum), then the rows.
 			var nl, nr [4]int
 			*alpha = [8]float32{}
-			common, windowed := n, false
+			lo4, common := 0, n // the keys all four rows see
 			for r := range 4 {
 				i := g + r
 				if i >= rowsN { // padding: its output is never written
@@ -168,15 +171,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				}
 				nr[r] = max(0, min(n, br.visible(i)-j0))
 				nl[r] = min(nr[r], max(0, br.first(i)-j0))
-				common = min(common, nr[r])
-				windowed = windowed || nl[r] > 0
+				lo4, common = max(lo4, nl[r]), min(common, nr[r])
 				if nr[r] == nl[r] {
 					continue
 				}
 				row := s[r*panel+nl[r] : r*panel+nr[r]]
-				if br.softcap > 0 {
-					softcapRow(ks, row, br.softcap, sc.t32[:len(row)])
-				}
 				mOld := m[i]
 				mNew := max(mOld, ks.rowMax(row))
 				if l[i] != 0 || mOld != mOld {
@@ -190,28 +189,28 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 					l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel+nl[r]:r*panel+nr[r]], m[i])
 				}
 			}
-			if windowed { // a window's lower edge: each row its own keys
-				for r := range 4 {
-					if g+r < rowsN && nr[r] > nl[r] {
-						ks.pv1(acc[(g+r)*D:(g+r+1)*D], s[r*panel+nl[r]:r*panel+nr[r]], vb[nl[r]*D:], D, nr[r]-nl[r], alpha[r])
-					}
-				}
-				continue
-			}
-			// Keys every row sees go through pv4; a causal diagonal
-			// leaves each row a few more (or, with no common key, all).
-			if common > 0 {
-				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, common, (*[4]float32)(alpha[:4]))
+			// Keys every row sees, [lo4, common), go through pv4; a
+			// causal diagonal or a window's lower edge leaves each row a
+			// few more on either side (or, with no common key, all).
+			pv4 := common > lo4
+			if pv4 {
+				ks.pv4(acc[g*D:(g+4)*D], s[lo4:], vb[lo4*D:], D, common-lo4, (*[4]float32)(alpha[:4]))
 			}
 			for r := range 4 {
-				if g+r >= rowsN || nr[r] <= common {
+				if g+r >= rowsN || nr[r] <= nl[r] {
 					continue
 				}
-				a := float32(1)
-				if common == 0 {
-					a = alpha[r]
+				row := acc[(g+r)*D : (g+r+1)*D]
+				if !pv4 {
+					ks.pv1(row, s[r*panel+nl[r]:r*panel+nr[r]], vb[nl[r]*D:], D, nr[r]-nl[r], alpha[r])
+					continue
 				}
-				ks.pv1(acc[(g+r)*D:(g+r+1)*D], s[r*panel+common:r*panel+nr[r]], vb[common*D:], D, nr[r]-common, a)
+				if nl[r] < lo4 {
+					ks.pv1(row, s[r*panel+nl[r]:r*panel+lo4], vb[nl[r]*D:], D, lo4-nl[r], 1)
+				}
+				if nr[r] > common {
+					ks.pv1(row, s[r*panel+common:r*panel+nr[r]], vb[common*D:], D, nr[r]-common, 1)
+				}
 			}
 		}
 	}
@@ -268,23 +267,20 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 // The error is a few float32 ulps of the exponential, at most c in
 // magnitude: what sdpatest's softcap term allows.
 func softcapRow(ks *kernelSet, row []float32, c float32, tmp []float32) {
+	const sign = 1 << 31
 	k := float32(1)
 	if ks.base2 {
 		k = math.Log2E
 	}
+	tmp = tmp[:len(row)]
+	m2 := -2 / c
 	for j, x := range row {
-		tmp[j] = -2 * float32(math.Abs(float64(x))) / c
+		tmp[j] = math.Float32frombits(math.Float32bits(x)&^sign) * m2
 	}
 	ks.expSum(tmp, 0)
 	ck := c * k
 	for j, x := range row {
 		e := tmp[j]
-		t := ck * (1 - e) / (1 + e)
-		if x < 0 {
-			t = -t
-		} else if x != x {
-			t = x
-		}
-		row[j] = t
+		row[j] = math.Float32frombits(math.Float32bits(ck*(1-e)/(1+e)) | math.Float32bits(x)&sign)
 	}
 }

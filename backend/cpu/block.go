@@ -19,7 +19,7 @@ type scratch struct {
 	codes []fp8.E4M3
 	v     []float32 // paged: one panel of values, decoded
 	s     []float32 // 4×panel scores, then weights
-	t32   []float32 // one row of a panel (softcapRow's exponentials)
+	t32   []float32 // a group's scores (softcapRow's exponentials)
 	// The AMX path's (amx.go): the block's query parts, 16 rows' scores
 	// (then weights), their parts and P·V, and their rescale factors
 	// (four past the rows: softmax4's scratch).
@@ -56,7 +56,7 @@ func (c *call) getScratch() *scratch {
 		sc.v = freelist.Grow(sc.v, panel*d)
 	}
 	sc.s = freelist.Grow(sc.s, 4*panel)
-	sc.t32 = freelist.Grow(sc.t32, panel)
+	sc.t32 = freelist.Grow(sc.t32, 4*panel)
 	sc.acc = freelist.Grow(sc.acc, rows*d)
 	if c.amxOn {
 		sc.qa = freelist.Grow(sc.qa, 3*rows*d)

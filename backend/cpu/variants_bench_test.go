@@ -1,0 +1,77 @@
+package cpu_test
+
+import (
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/backend/cpu"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// visibleFLOPs is 4·B·Hq·D times the keys p's rows see (mask and window).
+func visibleFLOPs(p *backend.Problem) float64 {
+	var keys float64
+	for i := range p.Sq {
+		lo, hi := p.KeyRange(i)
+		keys += float64(max(0, hi-lo))
+	}
+	return 4 * float64(p.B*p.Hq*p.D) * keys
+}
+
+// BenchmarkVariants: the attention variants on one worker against the plain
+// calls, in GFLOP/s of visible work (the keys each row sees, so that a
+// window's saving is not counted as speed): the CPU target is each variant
+// within 1.1x of the plain call's time per visible key. For a softcap or
+// sinks the plain call is the same causal call without them; for a window
+// W it is also the unmasked call of every row against W keys ("plain-Wk"),
+// whose rows see as many keys as the window's.
+// Shapes after the models that use them: Gemma 2 (D 256, softcap 50,
+// window 1024), gpt-oss (Hq 64, Hkv 8, D 64, sinks, window 128), Mistral
+// (D 128, window 1024), scaled down to a CPU's call.
+func BenchmarkVariants(b *testing.B) {
+	type variant struct {
+		name string
+		v    backend.Variants
+	}
+	for _, sh := range []struct {
+		name     string
+		s        backend.Shape
+		variants []variant
+	}{
+		{"mistral", backend.Shape{B: 1, Hq: 8, Hkv: 2, Sq: 2048, Sk: 2048, D: 128}, []variant{{"window1024", backend.Variants{SlidingWindow: 1024}}}},
+		{"gemma2", backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 2048, Sk: 2048, D: 256}, []variant{
+			{"softcap50", backend.Variants{Softcap: 50}}, {"softcap50-window1024", backend.Variants{Softcap: 50, SlidingWindow: 1024}}}},
+		{"gpt-oss", backend.Shape{B: 1, Hq: 64, Hkv: 8, Sq: 512, Sk: 512, D: 64}, []variant{
+			{"sinks", backend.Variants{Sinks: make([]float32, 64)}}, {"sinks-window128", backend.Variants{Sinks: make([]float32, 64), SlidingWindow: 128}}}},
+	} {
+		for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+			runs := []variant{{"plain", backend.Variants{}}}
+			for _, v := range sh.variants {
+				if w := v.v.SlidingWindow; w > 0 {
+					runs = append(runs, variant{"plain-" + strconv.Itoa(w) + "k", backend.Variants{SlidingWindow: -w}})
+				}
+			}
+			for _, v := range append(runs, sh.variants...) {
+				b.Run(sh.name+"/"+prec.String()+"/"+v.name, func(b *testing.B) {
+					rng := rand.New(rand.NewPCG(1, 2))
+					s, m := sh.s, backend.CausalLowerRight
+					if v.v.SlidingWindow < 0 { // the same visible work without a window
+						s.Sk, m, v.v = -v.v.SlidingWindow, backend.NoMask, backend.Variants{}
+					}
+					p, _, _ := sdpatest.NewProblem(s, sdpatest.RandomInputs(rng, s, 1), float32(1/math.Sqrt(float64(s.D))), m, prec)
+					p.Variants = v.v
+					be := cpu.New(1)
+					for b.Loop() {
+						if err := be.Attention(p); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportMetric(visibleFLOPs(p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+				})
+			}
+		}
+	}
+}
