@@ -75,3 +75,62 @@ func BenchmarkVariants(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPagedWindow: a decode step through the paged cache (B 8, Hq 64,
+// Hkv 8, D 64) of sequences of 32768 tokens with a window of 128, against
+// the same step over sequences of 128 tokens: a windowed decode reads the
+// pages inside its window only, so the two should cost about the same (the
+// target: at most 2x).
+func BenchmarkPagedWindow(b *testing.B) {
+	const B, hq, hkv, d = 8, 64, 8, 64
+	for _, c := range []struct {
+		name       string
+		n, window  int
+		withWindow bool
+	}{{"seq128", 128, 0, false}, {"seq32768-window128", 32768, 128, true}} {
+		b.Run(c.name, func(b *testing.B) {
+			per := (c.n + 63) / 64
+			cfg := backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: 64, Pages: B * per}
+			kv, err := cpu.New(0).NewPagedKV(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer kv.Close()
+			rng := rand.New(rand.NewPCG(1, 2))
+			p := &backend.PagedProblem{B: B, Hq: hq, Hkv: hkv, Sq: 1, D: d, Scale: 0.125, Mask: backend.CausalLowerRight,
+				Q: make([]float32, B*hq*d), Out: make([]float32, B*hq*d), PagesPerSeq: per}
+			if c.withWindow {
+				p.SlidingWindow = c.window
+			}
+			for i := range p.Q {
+				p.Q[i] = float32(rng.NormFloat64())
+			}
+			const chunk = 2048 // tokens a sequence per append
+			x := make([]float32, chunk*hkv*d)
+			for i := range x {
+				x[i] = float32(rng.NormFloat64())
+			}
+			for s := range B {
+				p.SeqLens = append(p.SeqLens, int32(c.n))
+				for pg := range per {
+					p.BlockTable = append(p.BlockTable, int32(s*per+pg))
+				}
+				for t0 := 0; t0 < c.n; t0 += chunk {
+					n := min(chunk, c.n-t0)
+					a := &backend.PagedAppend{B: 1, N: n, K: x[:n*hkv*d], V: x[:n*hkv*d]}
+					for t := t0; t < t0+n; t++ {
+						a.Page, a.Slot = append(a.Page, int32(s*per+t/64)), append(a.Slot, int32(t%64))
+					}
+					if err := kv.Append(a); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			for b.Loop() {
+				if err := kv.Attention(p); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
