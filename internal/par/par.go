@@ -101,6 +101,11 @@ func (r *run) work(p *Pool) {
 		r.job.Work(int(r.joined.Add(1) - 1))
 		return
 	}
+	// threadCPU reads the calling thread's clock: the goroutine must not
+	// move to another thread while Work runs (it may block, or be
+	// preempted), or the difference would mix two threads' times.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
 	r.job.Work(int(r.joined.Add(1) - 1))
 	if cpu0 < 0 {
