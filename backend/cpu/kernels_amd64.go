@@ -182,66 +182,12 @@ func pv4AVX512(acc, p, v []float32, d, n int, alpha *[4]float32) {
 	pv4Split(acc, p, v, d, n, alpha, 16, pv4x16AVX512)
 }
 
-func pv4Split(acc, p, v []float32, d, n int, alpha *[4]float32, width int, asm func(acc, p, v *float32, d, n, cols int, alpha *[4]float32)) {
-	_, _ = acc[4*d-1], p[3*panel+n-1]
-	if n > 0 {
-		_ = v[n*d-1]
-	}
-	cols := d &^ (width - 1)
-	if cols > 0 {
-		var vp *float32
-		if n > 0 {
-			vp = &v[0]
-		}
-		asm(&acc[0], &p[0], vp, d, n, cols, alpha)
-	}
-	if cols == d {
-		return
-	}
-	// The remaining columns, as pv4Go computes them.
-	for r := range 4 {
-		a := acc[r*d : (r+1)*d]
-		for c := cols; c < d; c++ {
-			a[c] *= alpha[r]
-		}
-		for j := range n {
-			x := p[r*panel+j]
-			for c := cols; c < d; c++ {
-				a[c] += x * v[j*d+c]
-			}
-		}
-	}
-}
-
 func pv1AVX2(acc, p, v []float32, d, n int, alpha float32) {
 	pv1Split(acc, p, v, d, n, alpha, 8, pv1x8AVX2)
 }
 
 func pv1AVX512(acc, p, v []float32, d, n int, alpha float32) {
 	pv1Split(acc, p, v, d, n, alpha, 16, pv1x16AVX512)
-}
-
-func pv1Split(acc, p, v []float32, d, n int, alpha float32, width int, asm func(acc, p, v *float32, d, n, cols int, alpha float32)) {
-	_ = acc[d-1]
-	if n > 0 {
-		_, _ = p[n-1], v[n*d-1]
-	}
-	cols := d &^ (width - 1)
-	if cols > 0 {
-		var pp, vp *float32
-		if n > 0 {
-			pp, vp = &p[0], &v[0]
-		}
-		asm(&acc[0], pp, vp, d, n, cols, alpha)
-	}
-	for c := cols; c < d; c++ {
-		acc[c] *= alpha
-	}
-	for j := range n {
-		for c := cols; c < d; c++ {
-			acc[c] += p[j] * v[j*d+c]
-		}
-	}
 }
 
 // rowMaxAVX2 takes the maximum of whole vectors in assembly and of the

@@ -74,54 +74,12 @@ func scores4NEON(s, q, kt []float32, d int, scale float32) {
 // pv4NEON runs the assembly on the columns that fill whole vectors and Go
 // on the rest (d not a multiple of 4), as pv4Go computes them.
 func pv4NEON(acc, p, v []float32, d, n int, alpha *[4]float32) {
-	_, _ = acc[4*d-1], p[3*panel+n-1]
-	if n > 0 {
-		_ = v[n*d-1]
-	}
-	cols := d &^ 3
-	if cols > 0 {
-		var vp *float32
-		if n > 0 {
-			vp = &v[0]
-		}
-		pv4x4NEON(&acc[0], &p[0], vp, d, n, cols, alpha)
-	}
-	for r := range 4 {
-		a := acc[r*d : (r+1)*d]
-		for c := cols; c < d; c++ {
-			a[c] *= alpha[r]
-		}
-		for j := range n {
-			x := p[r*panel+j]
-			for c := cols; c < d; c++ {
-				a[c] += x * v[j*d+c]
-			}
-		}
-	}
+	pv4Split(acc, p, v, d, n, alpha, 4, pv4x4NEON)
 }
 
 // pv1NEON is pv4NEON for one row.
 func pv1NEON(acc, p, v []float32, d, n int, alpha float32) {
-	_ = acc[d-1]
-	if n > 0 {
-		_, _ = p[n-1], v[n*d-1]
-	}
-	cols := d &^ 3
-	if cols > 0 {
-		var pp, vp *float32
-		if n > 0 {
-			pp, vp = &p[0], &v[0]
-		}
-		pv1x4NEON(&acc[0], pp, vp, d, n, cols, alpha)
-	}
-	for c := cols; c < d; c++ {
-		acc[c] *= alpha
-	}
-	for j := range n {
-		for c := cols; c < d; c++ {
-			acc[c] += p[j] * v[j*d+c]
-		}
-	}
+	pv1Split(acc, p, v, d, n, alpha, 4, pv1x4NEON)
 }
 
 // rowMaxNEON takes the maximum of whole vectors in assembly and of the
