@@ -91,8 +91,8 @@ func median(x []float64) float64 {
 
 // BenchmarkPublicCallGPU: the public FP8 call on the "cuda" device, float32
 // host slices in and out, mission shape: host quantization, the uploads, the
-// kernel and the download, as a Go caller pays them (issue #12's target:
-// <= 300 us). Skipped where no GPU backend is available.
+// kernel and the download, as a Go caller pays them. Skipped where no GPU
+// backend is available.
 func BenchmarkPublicCallGPU(b *testing.B) {
 	if _, err := sdpa.Open("cuda"); err != nil {
 		b.Skipf("no cuda device: %v", err)
