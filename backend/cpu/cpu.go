@@ -125,11 +125,22 @@ func ISAs() []string {
 	return names
 }
 
-// Name returns "cpu", or "cpu/ISA" for a backend made by NewISA.
-func (b *Backend) Name() string { return b.name }
+// Name returns "cpu", or "cpu/ISA" for a backend made by NewISA ("" for a
+// nil backend).
+func (b *Backend) Name() string {
+	if b == nil {
+		return ""
+	}
+	return b.name
+}
 
-// ISA returns the name of the kernel set b uses.
-func (b *Backend) ISA() string { return b.ks.name }
+// ISA returns the name of the kernel set b uses ("" for a nil backend).
+func (b *Backend) ISA() string {
+	if b == nil || b.ks == nil {
+		return ""
+	}
+	return b.ks.name
+}
 
 // QuantizesOnRead reports that the backend takes FP8E4M3 problems in float32
 // to quantize as it reads them (backend.Problem.QuantizeOnRead): it computes
@@ -144,7 +155,7 @@ func (*Backend) Supports(*backend.Problem) error { return nil }
 
 // Workers returns the number of goroutines a call uses.
 func (b *Backend) Workers() int {
-	if b.workers > 0 {
+	if b != nil && b.workers > 0 {
 		return b.workers
 	}
 	return runtime.GOMAXPROCS(0)
@@ -215,8 +226,15 @@ type call struct {
 	scratch         freelist.List[scratch] // one per worker, reused
 }
 
-// Attention computes p.Out (and p.LSE).
+// Attention computes p.Out (and p.LSE). A nil backend (one not made by New
+// or NewISA) or a nil problem is an error wrapping backend.ErrInvalid.
 func (b *Backend) Attention(p *backend.Problem) error {
+	if b == nil || b.ks == nil {
+		return fmt.Errorf("%w: a nil or zero cpu backend (make one with cpu.New)", backend.ErrInvalid)
+	}
+	if p == nil {
+		return fmt.Errorf("%w: a nil problem", backend.ErrInvalid)
+	}
 	workers := b.Workers()
 	c := b.calls.Get()
 	c.p, c.ks, c.d = p, b.ks, p.D
@@ -290,5 +308,8 @@ func init() {
 
 // String describes the backend for reports.
 func (b *Backend) String() string {
+	if b == nil || b.ks == nil {
+		return "cpu(nil)"
+	}
 	return fmt.Sprintf("%s(isa=%s, workers=%d)", b.name, b.ks.name, b.Workers())
 }

@@ -211,3 +211,24 @@ func checkEveryISA(t *testing.T, s backend.Shape, in sdpatest.Inputs, scale floa
 		}
 	}
 }
+
+// TestNilBackend: a nil or zero Backend reports errors and empty names
+// instead of panicking.
+func TestNilBackend(t *testing.T) {
+	for _, b := range []*cpu.Backend{nil, new(cpu.Backend)} {
+		if err := b.Attention(&backend.Problem{}); !errors.Is(err, backend.ErrInvalid) {
+			t.Errorf("%v: Attention: %v, want ErrInvalid", b, err)
+		}
+		if b == nil {
+			if _, err := b.NewPagedKV(backend.PagedConfig{}); !errors.Is(err, backend.ErrInvalid) {
+				t.Errorf("nil: NewPagedKV: %v, want ErrInvalid", err)
+			}
+			if b.Name() != "" || b.ISA() != "" || b.Workers() < 1 {
+				t.Errorf("nil: Name %q, ISA %q, Workers %d", b.Name(), b.ISA(), b.Workers())
+			}
+		}
+	}
+	if err := cpu.New(0).Attention(nil); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("Attention(nil): %v, want ErrInvalid", err)
+	}
+}

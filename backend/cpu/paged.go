@@ -21,6 +21,9 @@ import (
 // NewPagedKV allocates a paged cache. The page size must be a multiple of
 // 64 (the kernels' key panel); others get ErrUnsupported.
 func (b *Backend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: a nil cpu backend", backend.ErrInvalid)
+	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
