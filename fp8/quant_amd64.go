@@ -2,8 +2,6 @@
 
 package fp8
 
-import "math"
-
 // amaxVector returns the largest finite magnitude of the longest prefix of
 // x whose length is a multiple of 16 (AVX-512) or 8 (AVX2), if the CPU has
 // either, and that prefix's length.
@@ -29,15 +27,9 @@ func amaxPrefix(x []float32, width int, asm func(*float32, int) uint32) (float32
 // length is a multiple of 16 (AVX-512) or 8 (AVX2), if the CPU has either,
 // and returns its length. len(dst) >= len(src).
 func encodeE4M3Vector(dst []E4M3, src []float32, scale float32, m Mode) int {
-	ovf, nanSign := uint32(e4m3Format.overflow), uint32(0)
-	switch m {
-	case SatFinite:
-		ovf = uint32(e4m3Format.maxFinite)
-	case Torch:
-		nanSign = 0x80
-	case NoSat:
-	default:
-		return 0 // the scalar path decides what an unknown mode means
+	ovf, nanSign, ok := encodeModeBits(m)
+	if !ok {
+		return 0
 	}
 	return convertPrefix(dst, src, scale, ovf, nanSign, encodeE4M3AVX512, encodeE4M3AVX2)
 }
@@ -71,16 +63,8 @@ func convertPrefix[T any](dst []T, src []float32, scale float32, ovf, nanSign ui
 // (AVX-512) or 8 (AVX2), if the CPU has either, and returns its length.
 // len(dst) >= len(src).
 func roundE4M3Vector(dst, src []float32, scale float32, m Mode) int {
-	// The values of the overflow code and of a NaN's code, as the table
-	// gives them: NaN is 0x7fc00000 with the code's sign.
-	ovf, nanSign := math.Float32bits(e4m3Table[e4m3Format.overflow]), uint32(0)
-	switch m {
-	case SatFinite:
-		ovf = math.Float32bits(e4m3Table[e4m3Format.maxFinite])
-	case Torch:
-		nanSign = 1 << 31
-	case NoSat:
-	default:
+	ovf, nanSign, ok := roundModeBits(m)
+	if !ok {
 		return 0
 	}
 	return convertPrefix(dst, src, scale, ovf, nanSign, roundE4M3AVX512, roundE4M3AVX2)

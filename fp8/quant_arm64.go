@@ -2,8 +2,6 @@
 
 package fp8
 
-import "math"
-
 // On arm64, Amax, EncodeE4M3, RoundE4M3 and DecodeE4M3 run their longest
 // prefix of whole 16-element steps on NEON (quant_arm64.s), which every
 // arm64 CPU has, bit for bit equal to the Go loops; the purego build tag
@@ -22,15 +20,9 @@ func amaxVector(x []float32) (float32, int) {
 // encodeE4M3Vector converts the longest prefix of src whose length is a
 // multiple of 16 and returns its length. len(dst) >= len(src).
 func encodeE4M3Vector(dst []E4M3, src []float32, scale float32, m Mode) int {
-	ovf, nanSign := uint32(e4m3Format.overflow), uint32(0)
-	switch m {
-	case SatFinite:
-		ovf = uint32(e4m3Format.maxFinite)
-	case Torch:
-		nanSign = 0x80
-	case NoSat:
-	default:
-		return 0 // the scalar path decides what an unknown mode means
+	ovf, nanSign, ok := encodeModeBits(m)
+	if !ok {
+		return 0
 	}
 	n := len(src) &^ 15
 	if n == 0 {
@@ -43,16 +35,8 @@ func encodeE4M3Vector(dst []E4M3, src []float32, scale float32, m Mode) int {
 
 // roundE4M3Vector is encodeE4M3Vector for RoundE4M3.
 func roundE4M3Vector(dst, src []float32, scale float32, m Mode) int {
-	// The values of the overflow code and of a NaN's code, as the table
-	// gives them: NaN is 0x7fc00000 with the code's sign.
-	ovf, nanSign := math.Float32bits(e4m3Table[e4m3Format.overflow]), uint32(0)
-	switch m {
-	case SatFinite:
-		ovf = math.Float32bits(e4m3Table[e4m3Format.maxFinite])
-	case Torch:
-		nanSign = 1 << 31
-	case NoSat:
-	default:
+	ovf, nanSign, ok := roundModeBits(m)
+	if !ok {
 		return 0
 	}
 	n := len(src) &^ 15
