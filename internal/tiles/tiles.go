@@ -313,6 +313,12 @@ func (c HopperConfig) SharedBytes() int {
 	return c.BlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024 + 1024
 }
 
+// TensorSharedBytes is the dynamic shared memory of a block of the form
+// that reads the caller's tensors through tensor maps: SharedBytes plus
+// two staging buffers of one K tile each, where V's tiles land before the
+// producer transposes them into the ring.
+func (c HopperConfig) TensorSharedBytes() int { return c.SharedBytes() + 2*c.BlockN*c.DK }
+
 // Schedule is the config's schedule as the kernel's _config exports it
 // after the geometry: PINGPONG, SOFTMAX_TURNS, ONE_PA (0 or 1), PV_PARTS.
 func (c HopperConfig) Schedule() []int {
@@ -362,8 +368,8 @@ func Header() string {
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
 		sc := c.Schedule()
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3])
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3])
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
 	b.WriteString("template <int D> struct AdaTiles;\n")

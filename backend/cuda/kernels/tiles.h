@@ -28,11 +28,11 @@ template <> struct Tiles<8, 128> { static constexpr int BM = 16, BN = 32, THREAD
 
 // The Hopper kernel (stage 9, sm_90a), geometry and schedule: see internal/tiles.HopperConfig.
 template <int D> struct HopperTiles;
-template <> struct HopperTiles<64> { static constexpr int D = 64, DK = 64, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 60416, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 0, SOFTMAX_TURNS = 1, ONE_PA = 1, PV_PARTS = 1; };
-template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 105472, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 0, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 1; };
-template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 117760, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 0, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 2; };
-template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 121856, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 1, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 2; };
-template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 134144, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 1, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 4; };
+template <> struct HopperTiles<64> { static constexpr int D = 64, DK = 64, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 60416, TSMEM = 76800, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 0, SOFTMAX_TURNS = 1, ONE_PA = 1, PV_PARTS = 1; };
+template <> struct HopperTiles<96> { static constexpr int D = 96, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 105472, TSMEM = 138240, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 0, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 1; };
+template <> struct HopperTiles<128> { static constexpr int D = 128, DK = 128, BM = 128, BN = 128, THREADS = 384, RING = 3, SMEM = 117760, TSMEM = 150528, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 0, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 2; };
+template <> struct HopperTiles<192> { static constexpr int D = 192, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 121856, TSMEM = 154624, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 1, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 2; };
+template <> struct HopperTiles<256> { static constexpr int D = 256, DK = 256, BM = 128, BN = 64, THREADS = 384, RING = 3, SMEM = 134144, TSMEM = 166912, ONE_BM = 64, ONE_THREADS = 256, ONE_CLUSTER = 4, PINGPONG = 1, SOFTMAX_TURNS = 0, ONE_PA = 0, PV_PARTS = 4; };
 
 // The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.
 template <int D> struct AdaTiles;
