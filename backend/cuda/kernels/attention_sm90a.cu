@@ -14,8 +14,9 @@
 
 // Entry points per head dim: the attention kernel, its fused form (float32
 // inputs quantized by quant_pack9 just before: the score factors from their
-// scales), its geometry exported as
-// fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
+// scales), its tensor form (the caller's FP8 tensors through tensor maps,
+// hopper/tensors.cuh: no pack kernels, the score factors from the scales),
+// its geometry exported as fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
 // followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS}
 // (checked against internal/tiles when the module loads), the three pack
 // kernels and quant_pack9.
@@ -27,6 +28,10 @@
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f_d##HD(const __grid_constant__ hopper::FusedQuantParams f) { \
     pdl_launch_dependents();                                                                                     \
     hopper::stage9<HD, true>(f.p, &f);                                                                           \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9t_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true>(tp.f.p, &tp.f, &tp);                                           \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9q_d##HD(const __grid_constant__ Params p) {     \
     pdl_entry();                                                                                                 \
@@ -53,7 +58,8 @@
       HopperTiles<HD>::THREADS,  HopperTiles<HD>::RING,          HopperTiles<HD>::SMEM,   HopperTiles<HD>::PINGPONG, \
       HopperTiles<HD>::SOFTMAX_TURNS, HopperTiles<HD>::ONE_PA,   HopperTiles<HD>::PV_PARTS};
 HOPPER_ENTRY(64)
-// The one-tile form (hopper::stage9 with ONE) for D 64, launched where
+// The one-tile form (hopper::stage9 with ONE) for D 64 (and its tensor
+// form, fp8attn_stage9to_d64), launched where
 // internal/tiles' HopperConfig.OneTile says so, in blocks of 256 threads
 // (one producer and one consumer warpgroup; the bounds stay the tiled
 // kernel's 384, so that the register split of setmaxnreg is the same), its
@@ -65,6 +71,10 @@ extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9o_d64(const _
 extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d64(const __grid_constant__ hopper::FusedQuantParams f) {
   pdl_launch_dependents();
   hopper::stage9<64, true, true>(f.p, &f);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9to_d64(const __grid_constant__ hopper::TensorParams tp) {
+  pdl_launch_dependents();
+  hopper::stage9<64, false, true, false, true>(tp.f.p, &tp.f, &tp);
 }
 extern "C" __device__ const int fp8attn_stage9o_d64_config[2] = {HopperTiles<64>::ONE_BM, HopperTiles<64>::ONE_THREADS};
 // The one-tile form quantizing its own float32 inputs (hopper::stage9 with
@@ -88,5 +98,8 @@ FP8ATTN_EXPORT_PARAMS_LAYOUT
 #define FQP_OFF(f) (int)offsetof(hopper::FusedQuantParams, f)
 extern "C" __device__ const int fp8attn_fused_params_layout[] = {
     (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(scale), FQP_OFF(limit)};
+#define TP_OFF(f) (int)offsetof(hopper::TensorParams, f)
+extern "C" __device__ const int fp8attn_tensor_params_layout[] = {
+    (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};

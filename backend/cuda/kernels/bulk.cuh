@@ -69,6 +69,24 @@ __device__ __forceinline__ void bulk_load_hinted(void* dst, const void* src, uin
       : "memory");
 }
 
+// tensor_load_4d copies the box at coordinates (c0, c1, c2, c3) of the
+// tensor map at tmap (a CUtensorMap in parameter, constant or global
+// memory, by its generic address) into shared memory at dst, completing
+// its bytes on bar (cp.async.bulk.tensor, PTX ISA 8.0). The map's swizzle
+// mode lays the box out; elements outside the tensor arrive as zeros, and
+// the transaction counts the whole box.
+__device__ __forceinline__ void tensor_load_4d(void* dst, const void* tmap, int c0, int c1, int c2, int c3, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(
+          smem_u32(dst)),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      : "memory");
+}
+
+// fence_async_shared orders this thread's shared-memory writes before
+// later reads by the async proxy (wgmma, bulk copies out).
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 // evict_first_policy: an L2 policy under which the lines a copy brings in
 // are the first to go (data read once, streamed past the cache).
 __device__ __forceinline__ uint64_t evict_first_policy() {

@@ -7,14 +7,17 @@
 
 // init_barriers initializes the block's mbarriers (thread 0; QC: with the
 // transaction counts of the other blocks' shares and of every block's
-// amax) and its block of ones, visible to every thread and the async
-// proxy on return.
-template <int D, bool QC>
-__device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, uint8_t* s_ones) {
+// amax; TENSORS: and tensor_bars, produce_tensors' own) and its block of
+// ones, visible to every thread and the async proxy on return.
+template <int D, bool QC, bool TENSORS>
+__device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty,
+                                              uint64_t* tensor_bars, uint8_t* s_ones) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, RING = G::RING;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    // (TENSORS: q_raw and the two staging buffers' barriers)
+    for (int i = 0; TENSORS && i < 3; i++) mbar_init(&tensor_bars[i], 1);
     for (int s = 0; s < RING; s++) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], QC && s == 0 ? 2 : 1);  // (QC: and the producer's own V share)
@@ -42,11 +45,21 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
 // producer is the producer warpgroup of stage9 (threads 0-127), which
 // returns after it: it gives registers away and its thread 0 issues the
 // copies of the ntiles tiles (produce); QC: it quantizes the block's share
-// of V (its values xv) instead, then waits for every block's shares.
-template <int D, bool FUSED, bool ONE, bool QC>
-__device__ __forceinline__ void producer(const Params& p, int b, int h, int kvh, int i0, int ntiles, long long sq_p, long long sk_p,
-                                         uint8_t* s_q, uint8_t* s_k, uint8_t* s_v, uint64_t* q_full, uint64_t* k_full,
-                                         uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
+// of V (its values xv) instead, then waits for every block's shares;
+// TENSORS: the whole warpgroup reads the caller's tensors through tp's
+// maps (produce_tensors).
+template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS>
+__device__ __forceinline__ void producer(const Params& p, const TensorParams* tp, int b, int h, int kvh, int i0, int ntiles,
+                                         long long sq_p, long long sk_p, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v,
+                                         uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
+  if constexpr (TENSORS) {
+    // Every thread of the warpgroup transposes V; a negative score factor
+    // (the sign of scale · Q descale · K descale) negates Q's codes.
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    const bool neg = tp->f.scale * (double)p.q_scale[b * p.hq + h] * (double)p.k_scale[b * p.hkv + kvh] < 0.0;
+    produce_tensors<D, ONE>(*tp, b, h, kvh, i0, ntiles, neg, smem_u32(s_q));
+    return;
+  }
   if constexpr (QC) {
     // V, beside the consumer's Q·Kᵀ and softmax, in the 96 registers a
     // thread the consumer's 240 leave; then every block has its shares
@@ -65,11 +78,12 @@ __device__ __forceinline__ void producer(const Params& p, int b, int h, int kvh,
 }
 
 // score_factor_of is the score factor of query head h of batch b,
-// positive (the pack negated Q where it is not) and at least the smallest
-// normal float, so that -Inf·c stays -Inf. FUSED (inputs quantized by
-// quant_pack9 just before): score_factors' value from the scales it
-// wrote, a factor beyond the limit flagged in f->bad; QC: from the scales
-// the block found (qc).
+// positive (the pack, or the tensor form's producer, negated Q where it is
+// not) and at least the smallest normal float, so that -Inf·c stays -Inf.
+// FUSED (inputs quantized by quant_pack9 just before, or the tensor form's
+// caller's scales): score_factors' value from the scales in p, a factor
+// beyond the limit flagged in f->bad; QC: from the scales the block found
+// (qc).
 template <bool FUSED, bool QC>
 __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQuantParams* f, const HeadScales& qc, int b, int h, int kvh) {
   float c;
@@ -110,8 +124,12 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // complete on each block's amax_full), and every block's shares received
 // (before a block exits, since its shares are read from its shared memory
 // by the copies).
-template <int D, bool FUSED = false, bool ONE = false, bool QC = false>
-__device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr) {
+//
+// TENSORS (with f = &tp->f) reads the caller's tensors through tp's tensor
+// maps instead of images (hopper/tensors.cuh), in the tiled and the
+// one-tile form; the score factor is the fused form's, from the scales.
+template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false>
+__device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
   // SN: the keys of one score tile.
@@ -127,11 +145,19 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   uint8_t* s_k = s_q + BM * DK;
   uint8_t* s_v = s_k + RING * G::KT;
   uint8_t* s_ones = s_v + RING * G::VT;  // 1024-aligned, as the swizzled descriptors want
-  uint64_t* bars = (uint64_t*)(s_ones + G::ONES);
+  // (TENSORS: V's two staging buffers after the ones, TensorSmem.)
+  uint64_t* bars = (uint64_t*)(s_ones + G::ONES + (TENSORS ? 2 * G::KT : 0));
   uint64_t* q_full = bars;
   uint64_t* k_full = bars + 1;
   uint64_t* v_full = bars + 1 + RING;
   uint64_t* empty = bars + 1 + 2 * RING;
+  uint64_t* tensor_bars = bars + 1 + 3 * RING;  // (TENSORS: TensorSmem's q_raw ..)
+  static_assert(!TENSORS || (TensorSmem<D>::STAGE == BM * DK + RING * (G::KT + G::VT) + G::ONES &&
+                              TensorSmem<D>::Q_RAW == TensorSmem<D>::BARS + 8 * (1 + 3 * RING)),
+                "the tensor form's producer sees stage9's layout");
+  static_assert(!TENSORS || HopperTiles<D>::TSMEM >= BM * DK + RING * (G::KT + G::VT) + G::ONES + 2 * G::KT + 8 * (4 + 3 * RING) + 1023,
+                "the tensor form's shared memory budget");
+  static_assert(!TENSORS || !QC, "the tensor form reads FP8 tensors");
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
@@ -144,7 +170,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
   unsigned qp_entry = 0;  // (a profile build's entry time, stored after pdl_wait)
-  init_barriers<D, QC>(q_full, k_full, v_full, empty, s_ones);
+  init_barriers<D, QC, TENSORS>(q_full, k_full, v_full, empty, tensor_bars, s_ones);
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
   PROFILE_CLOCK(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
@@ -158,7 +184,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {
-    producer<D, FUSED, ONE, QC>(p, b, h, kvh, i0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full, empty, xv);
+    producer<D, FUSED, ONE, QC, TENSORS>(p, tp, b, h, kvh, i0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full, empty,
+                                         xv);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
@@ -169,7 +196,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int wg_row = i0 + 64 * cw, r0 = wg_row + 16 * warp + g;
   const int vis0 = visible_keys(p, r0), vis1 = visible_keys(p, r0 + 8);
   const int vis_min = visible_keys(p, min(wg_row, sq - 1));
-  const float c = score_factor_of<FUSED, QC>(p, f, qc, b, h, kvh);
+  const float c = score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh);
   // V's descale, for the epilogue: loaded here, beside the tiles' trip, not
   // after the last tile (a dependent global load of 0.5 µs there).
   // (QC: V's scale is known once the producer's V exchange is done, and is

@@ -1,0 +1,239 @@
+// hopper/tensors.cuh: the producer of stage9's tensor form, which reads the
+// caller's FP8 tensors where they are: Q, K and V in any layout whose rows
+// are D contiguous bytes (BHSD, BSHD, with their strides), through tensor
+// maps the host encodes per call. Included by hopper.cuh only, inside
+// namespace hopper, after shell.cuh.
+//
+// Q and K arrive as the images would hold them: a tensor map's box of WK
+// bytes by R rows, in the 64- or 128-byte swizzle mode, is one panel of
+// one image block, so the copy engine swizzles and zero-fills (rows past
+// the sequence, columns past D) what the pack kernels did. V is K-major
+// in the caller's tensor but P·V wants it transposed (wgmma's e4m3 B
+// operand is K-major only). The one-tile form transposes it in the
+// kernel: its two tiles land in staging buffers laid out as K tiles, and
+// the producer warpgroup's four warps transpose them into the ring (ldmatrix
+// .trans, prmt, stmatrix), keys in sigma order (common.cuh). The tiled
+// form reads the V image pack_v writes once per call (produce_tensors
+// says why). The consumers see the same shared memory as in the image
+// forms.
+
+// TensorMap is the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) TensorMap {
+  uint64_t opaque[16];
+};
+
+// TensorParams is the tensor form's parameter block, mirrored by
+// backend/cuda (tensorParams; the module exports its layout as
+// fp8attn_tensor_params_layout). q, k and v map the caller's tensors as
+// (D, S, H, B) bytes, boxes of (WK, 64) for q and (WK, BN) for k and v. f
+// carries the shapes, the scales, the outputs and the score factor's
+// check, as for the fused form (its Params' q, k, v and images unused).
+struct TensorParams {
+  TensorMap q, k, v;
+  FusedQuantParams f;
+};
+
+// producer_bar_sync is a barrier of the producer warpgroup alone (named
+// barrier 6, as the quantizing form's producer_sync; the consumers' turns
+// take 1 to 4).
+__device__ __forceinline__ void producer_bar_sync() { asm volatile("bar.sync 6, 128;\n" ::: "memory"); }
+
+// The producer works on 32-bit shared-memory addresses (the block's
+// regions are constant offsets from one base), so that its loop fits the
+// 24 registers setmaxnreg leaves it: these are bulk.cuh's mbarrier and
+// copy primitives on such addresses, and 16-byte loads and stores.
+__device__ __forceinline__ void mbar_expect_tx_at(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_at(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_at(uint32_t bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+__device__ __forceinline__ void tensor_load_4d_at(uint32_t dst, const void* tmap, int c0, int c1, int c2, int c3, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ uint4 ld_shared128(uint32_t a) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ void st_shared128(uint32_t a, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+
+// byte_perm is prmt: bytes of (hi:lo) picked by the selector's nibbles.
+__device__ __forceinline__ uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(lo), "r"(hi), "r"(sel));
+  return r;
+}
+
+// TensorSmem is the tensor form's shared memory, as offsets from the
+// block's 1024-aligned base (stage9's layout): Q, the K and V rings, the
+// block of ones, V's two staging buffers, then the barriers (q_full,
+// k_full[RING], v_full[RING], empty[RING], then q_raw and staged[2]).
+template <int D> struct TensorSmem {
+  using G = Geometry<D>;
+  static constexpr uint32_t K = G::BM * G::DK, V = K + G::RING * G::KT, ONES = V + G::RING * G::VT, STAGE = ONES + G::ONES,
+                            BARS = STAGE + 2 * G::KT;
+  static constexpr uint32_t Q_FULL = BARS, K_FULL = BARS + 8, V_FULL = K_FULL + 8 * G::RING, EMPTY = V_FULL + 8 * G::RING,
+                            Q_RAW = EMPTY + 8 * G::RING, STAGED = Q_RAW + 8;
+};
+
+// staged_offset is where byte (key, col) of a staging buffer of K tiles
+// is: tile-major, each tile DK/WK panels of BN rows of WK bytes, swizzled
+// as the tensor map's mode lays them out (the K image's layout).
+template <int D> __device__ __forceinline__ uint32_t staged_offset(int key, int col) {
+  using G = Geometry<D>;
+  return key / G::BN * G::KT + col / G::WK * G::BN * G::WK + swizzle<G::WK>(key % G::BN * G::WK + col % G::WK);
+}
+
+// ldsm_t4 is ldmatrix .x4 .trans: four 8x8 matrices of 16-bit elements,
+// lanes 8i .. 8i+7 giving the addresses of matrix i's eight 16-byte rows;
+// lane l receives, of each matrix, rows 2(l%4) and 2(l%4)+1 of element
+// column l/4 (four bytes: row 2(l%4) bytes 2(l/4), +1, then row 2(l%4)+1's).
+__device__ __forceinline__ uint4 ldsm_t4(uint32_t a) {
+  uint4 v;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(a)
+               : "memory");
+  return v;
+}
+// stsm4 is stmatrix .x4: lane l gives, of each matrix, bytes 4(l%4) ..
+// 4(l%4)+3 of row l/4; lanes 8i .. 8i+7 the addresses of matrix i's rows.
+__device__ __forceinline__ void stsm4(uint32_t a, uint4 v) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(a), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+
+// transpose_v writes the V images of TILES tiles (D rows of BN bytes each,
+// keys in sigma order, swizzled with BN-byte rows: pack_v's layout) at dst
+// from the staging buffer at src, a warp at a time. A unit of work is one
+// 16-key group by 32 columns: ldmatrix .trans gives lane (c, q) = (l/4,
+// l%4), of keys 2q, 2q+1 (matrix 0) and 2q+8, 2q+9 (matrix 1), columns 2c
+// and 2c+1; one prmt per column puts those four keys in sigma's order,
+// sigma(4q + i) = 2q + (i & 1) + 8(i >> 1), which is where stmatrix stores
+// lane (c, q)'s word: bytes 4q .. 4q+3 of a row. Matrices 2 and 3 are
+// columns 16-31. Stored matrix 0 holds rows 2c (c < 4) and 2c+1 (c >= 4),
+// matrix 1 the others, so that each store's eight rows fall in eight
+// different 16-byte bank groups in both swizzles; the loads' eight keys
+// do in theirs.
+template <int D, int TILES> __device__ __forceinline__ void transpose_v(uint32_t src, uint32_t dst, int tid) {
+  using G = Geometry<D>;
+  constexpr int BN = G::BN, DB = D / 32, UNITS = TILES * BN / 16 * DB;
+  static_assert(D % 32 == 0 && BN % 16 == 0 && UNITS % 4 == 0, "whole units for every producer warp");
+  const int lane = tid % 32, warp = tid / 32, mi = lane / 8, r = lane % 8;
+  const bool swap = (lane >> 4) & 1;  // c >= 4: matrix 0 takes the odd column
+  const uint32_t sel0 = swap ? 0x7531 : 0x6420, sel1 = swap ? 0x6420 : 0x7531;
+#pragma unroll 1
+  for (int u = warp; u < UNITS; u += 4) {
+    const int g = u / DB, d0 = 32 * (u % DB);
+    const uint4 w = ldsm_t4(src + staged_offset<D>(16 * g + r + 8 * (mi & 1), d0 + 16 * (mi >> 1)));
+    uint4 o;
+    o.x = byte_perm(w.x, w.y, sel0);
+    o.y = byte_perm(w.x, w.y, sel1);
+    o.z = byte_perm(w.z, w.w, sel0);
+    o.w = byte_perm(w.z, w.w, sel1);
+    const int d = d0 + 16 * (mi >> 1) + 2 * r + ((mi & 1) ^ (r >> 2));
+    stsm4(dst + g / (BN / 16) * G::VT + swizzle<BN>(d * BN + 16 * (g % (BN / 16))), o);
+  }
+}
+
+// tensor_rows copies rows row0 .. row0 + rows - 1 of head (head, b) of the
+// tensor map m into dst as image blocks of BOX rows (each DK/WK panels of
+// BOX x WK, the map's box), completing on bar.
+template <int D, int BOX>
+__device__ __forceinline__ void tensor_rows(const TensorMap* m, uint32_t dst, int row0, int rows, int head, int b, uint32_t bar) {
+  using G = Geometry<D>;
+  for (int r = 0; r < rows; r += BOX) {
+#pragma unroll
+    for (int panel = 0; panel < G::DK / G::WK; panel++)
+      tensor_load_4d_at(dst + r * G::DK + panel * BOX * G::WK, m, panel * G::WK, row0 + r, head, b, bar);
+  }
+}
+
+// bulk_load_at is bulk.cuh's bulk_load on 32-bit shared addresses.
+__device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+               "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// produce_tensors is the tensor form's producer warpgroup, base the
+// block's shared memory (TensorSmem); thread 0 issues the copies. First
+// Q's block of ROWS rows: onto q_full, or, where neg (a negative score
+// factor), onto q_raw, then its codes negated in place by the warpgroup
+// (exact: the sign bit; the consumers then work with a positive factor,
+// as in the image forms) and q_full arrived at. Then, in the tiled form,
+// per tile t in ring slot t % RING once the consumers released it: K onto
+// k_full, and V's tile of the V image (pack_v's, written once per call
+// just before) onto v_full, as the image form copies it. The one-tile
+// form copies both K tiles at once into slots 0 and 1 on slot 0's
+// barriers, and V's two tiles into the staging buffers, which the
+// warpgroup's 128 threads transpose into the two slots.
+//
+// Transposing every V tile in every block (the one-tile form's way, for
+// every form) measured 14-21% slower on the tiled shapes than the image
+// form on the H200 (D 64, 128, 256 at 4096 keys): the transposes
+// contend with the consumers, not delay them (arriving at v_full before
+// transposing changed nothing), and a block transposes each tile that
+// the pack transposes once for all the blocks of its KV head
+// (docs/design/hopper-prefill.md).
+template <int D, bool ONE>
+__device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, int h, int kvh, int i0, int ntiles, bool neg,
+                                                uint32_t base) {
+  using G = Geometry<D>;
+  using S = TensorSmem<D>;
+  constexpr int DK = G::DK, BN = G::BN, RING = G::RING, ROWS = ONE ? G::ONE_BM : G::BM;
+  const int tid = threadIdx.x;
+  if (ntiles <= 0) return;  // (no copy may be in flight when the block exits)
+  if (tid == 0) {
+    const uint32_t qbar = base + (neg ? S::Q_RAW : S::Q_FULL);
+    mbar_expect_tx_at(qbar, ROWS * DK);
+    tensor_rows<D, 64>(&tp.q, base, i0, ROWS, h, b, qbar);
+    if constexpr (ONE) {
+      mbar_expect_tx_at(base + S::STAGED, 2 * G::KT);
+      tensor_rows<D, BN>(&tp.v, base + S::STAGE, 0, 2 * BN, kvh, b, base + S::STAGED);
+      mbar_expect_tx_at(base + S::K_FULL, 2 * G::KT);
+      tensor_rows<D, BN>(&tp.k, base + S::K, 0, 2 * BN, kvh, b, base + S::K_FULL);
+    }
+  }
+  if (neg) {
+    mbar_wait_at(base + S::Q_RAW, 0);
+    for (int o = 16 * tid; o < ROWS * DK; o += 16 * 128) st_shared128(base + o, negate_if(ld_shared128(base + o), true));
+    fence_async_shared();
+    producer_bar_sync();
+    if (tid == 0) mbar_arrive_at(base + S::Q_FULL);
+  }
+  if constexpr (ONE) {
+    mbar_wait_at(base + S::STAGED, 0);
+    transpose_v<D, 2>(base + S::STAGE, base + S::V, tid);
+    fence_async_shared();
+    producer_bar_sync();
+    if (tid == 0) mbar_arrive_at(base + S::V_FULL);
+  } else if (tid == 0) {
+    const long long sk_p = (tp.f.p.sk + BN - 1) / BN * BN;
+    const uint8_t* vimg = tp.f.p.vi + ((long long)b * tp.f.p.hkv + kvh) * sk_p * D;
+    for (int t = 0; t < ntiles; t++) {
+      const int s = t % RING;
+      if (t >= RING) mbar_wait_at(base + S::EMPTY + 8 * s, (t / RING - 1) & 1);
+      mbar_expect_tx_at(base + S::K_FULL + 8 * s, G::KT);
+      tensor_rows<D, BN>(&tp.k, base + S::K + s * G::KT, t * BN, BN, kvh, b, base + S::K_FULL + 8 * s);
+      mbar_expect_tx_at(base + S::V_FULL + 8 * s, G::VT);
+      bulk_load_at(base + S::V + s * G::VT, vimg + (long long)t * G::VT, G::VT, base + S::V_FULL + 8 * s);
+    }
+  }
+}
