@@ -63,12 +63,17 @@ func (r *resident) launch(stage int) error {
 	if r.fused && stage != tiles.HopperStage {
 		return fmt.Errorf("%w: cuda: float32 inputs quantized on launch run on stage %d only", backend.ErrUnsupported, tiles.HopperStage)
 	}
+	s := r.shape
+	if stage == tiles.HopperStage && r.scores != nil && !r.fused && r.dev.hopperErr == nil {
+		if ok, err := r.launchTensors(); ok || err != nil {
+			return err
+		}
+	}
 	if r.scores != nil && !r.fused {
 		if err := r.launchScores(); err != nil {
 			return err
 		}
 	}
-	s := r.shape
 	switch stage {
 	case tiles.HopperStage:
 		if r.dev.hopperErr != nil {
@@ -120,6 +125,49 @@ func (r *resident) launch(stage int) error {
 	return launch(r.dev.fns[[2]int{stage, s.D}], gx, gy, gz, tc.Threads, 0, r.dev.stream, r.params)
 }
 
+// launchTensors runs the Hopper kernel's tensor form on a resident over
+// device inputs (NewResident's): the kernel reads Q and K where they are
+// through tensor maps and computes the score factors from the scales. In
+// one tile (cfg.OneTile) it transposes V itself: one launch. Tiled, V is
+// transposed once per call by its pack kernel into the V image first
+// (kernels/hopper/tensors.cuh says why): two launches, the second a
+// programmatic dependent one. It reports false, launching nothing, where
+// the form does not take the call: no tensor entry for the head dim, or a
+// layout the tensor maps cannot describe (an address or a stride not a
+// multiple of 16 bytes), which the pack path then runs. The maps are
+// encoded on the first launch and kept: the resident's buffers and shape
+// are fixed. The caller is inside do.
+func (r *resident) launchTensors() (bool, error) {
+	s := r.shape
+	k := r.dev.hopper[s.D]
+	fn, one := k.attnTensors, k.cfg.OneTile(s.Sk)
+	if one {
+		fn = k.attnTensorsOne
+	}
+	if fn == nil || r.tensorsRefused {
+		return false, nil
+	}
+	if !one {
+		size := int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))
+		if err := r.pack(tiles.HopperStage, [3]int64{0, 0, size}, [3]C.CUfunction{nil, nil, k.packV}); err != nil {
+			return true, err
+		}
+	}
+	if r.tensors == nil {
+		tl := new(tensorLaunch)
+		sp := r.scores
+		tl.P.F = fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
+		if err := tensorMapsFor(&tl.P, k.cfg); err != nil {
+			r.tensorsRefused = true
+			return false, nil
+		}
+		r.tensors = tl
+	}
+	r.tensors.P.F.P.VImage = r.params.VImage
+	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
+	return true, launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P))
+}
+
 // pack lays the resident's inputs out for stage on the device: the pack
 // kernels (one per image with a nonzero size; one thread per 16 image
 // bytes, 256 a block) write the Q, K and V images, which stay with the
@@ -134,7 +182,7 @@ func (r *resident) pack(stage int, sizes [3]int64, fns [3]C.CUfunction) error {
 		return nil
 	}
 	for i, n := range sizes {
-		if n == 0 || ok {
+		if n == 0 || imgs[i] != 0 {
 			continue
 		}
 		p, size, err := r.dev.alloc(n)

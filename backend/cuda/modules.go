@@ -97,6 +97,11 @@ type hopperKernels struct {
 	// inputs, for the fused calls cfg.OneTileQuantizing takes (no
 	// quant_pack9 before it; nil where attnOne is).
 	attnQuantizing C.CUfunction
+	// attnTensors and attnTensorsOne are the tensor form of attn and
+	// attnOne: the caller's FP8 tensors through tensor maps, no pack
+	// kernels (kernels/hopper/tensors.cuh; attnTensorsOne nil where
+	// attnOne is).
+	attnTensors, attnTensorsOne C.CUfunction
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -148,12 +153,14 @@ func (d *device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
 			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
+			{fmt.Sprintf("fp8attn_stage9t_d%d", hd), &k.attnTensors},
 		}
 		if cfg.OneTile(2 * cfg.BlockN) {
 			entries = append(entries,
 				entry{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
 				entry{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne},
-				entry{fmt.Sprintf("fp8attn_stage9qo_d%d", hd), &k.attnQuantizing})
+				entry{fmt.Sprintf("fp8attn_stage9qo_d%d", hd), &k.attnQuantizing},
+				entry{fmt.Sprintf("fp8attn_stage9to_d%d", hd), &k.attnTensorsOne})
 		}
 		for _, f := range entries {
 			fn, err := d.hmod.Function(f.name)
@@ -181,6 +188,14 @@ func (d *device) loadHopper() error {
 				continue
 			}
 			if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
+				return err
+			}
+		}
+		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne} {
+			if fn == nil {
+				continue
+			}
+			if err := setMaxSharedMemory(fn, cfg.TensorSharedBytes()); err != nil {
 				return err
 			}
 		}

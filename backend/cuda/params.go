@@ -186,6 +186,7 @@ var (
 	}
 	hopperLayouts = []layoutCheck{
 		{"fp8attn_fused_params_layout", structLayout[fusedQuantParams]()},
+		{"fp8attn_tensor_params_layout", tensorLayout()},
 	}
 	pagedLayouts = []layoutCheck{
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},

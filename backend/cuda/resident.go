@@ -39,6 +39,11 @@ type resident struct {
 	// buffers) instead of packing codes; the fused attention entry computes
 	// the score factors from those scales.
 	fused bool
+	// tensors is the tensor-form launch of a resident over device inputs
+	// (launchTensors), made on its first Hopper launch; tensorsRefused
+	// marks one whose layout the tensor maps cannot describe.
+	tensors        *tensorLaunch
+	tensorsRefused bool
 	// images holds, per stage, the device layouts its pack kernels wrote
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
 	// first launch and kept until Free.

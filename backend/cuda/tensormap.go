@@ -1,0 +1,153 @@
+//go:build cuda
+
+package cuda
+
+/*
+#include <cuda.h>
+#include <stdint.h>
+
+// The tensor-map encoder of the CUDA 12 driver API, which the CUDA 11.8
+// headers the build uses lack: its prototype, with the enums as the
+// integers cuda.h 12 gives them, resolved at run time by cuGetProcAddress.
+typedef CUresult (*fp8attn_encode_tiled_fn)(void* tensorMap, int dataType, cuuint32_t rank, void* globalAddress,
+                                            const cuuint64_t* globalDim, const cuuint64_t* globalStrides,
+                                            const cuuint32_t* boxDim, const cuuint32_t* elementStrides, int interleave,
+                                            int swizzle, int l2Promotion, int oobFill);
+
+static fp8attn_encode_tiled_fn fp8attn_encode_tiled;
+
+static CUresult fp8attn_resolve_encode_tiled(void) {
+	void* fn = 0;
+	CUresult r = cuGetProcAddress("cuTensorMapEncodeTiled", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+	if (r != CUDA_SUCCESS) return r;
+	if (!fn) return CUDA_ERROR_NOT_FOUND;
+	fp8attn_encode_tiled = (fp8attn_encode_tiled_fn)fn;
+	return CUDA_SUCCESS;
+}
+
+// fp8attn_encode_rows encodes the map of a rank-4 byte tensor (dims[0]
+// contiguous bytes, strides of dims 1-3 in bytes) with boxes of box0 bytes
+// by box1 rows, swizzled in swizzle's mode (2: 64 bytes, 3: 128 bytes),
+// 256-byte L2 promotion, zeros out of bounds. map: 128 bytes, 64-aligned.
+static CUresult fp8attn_encode_rows(void* map, cuuint64_t addr, const cuuint64_t* dims, const cuuint64_t* strides,
+                                    cuuint32_t box0, cuuint32_t box1, int swizzle) {
+	const cuuint32_t box[4] = {box0, box1, 1, 1};
+	const cuuint32_t ones[4] = {1, 1, 1, 1};
+	return fp8attn_encode_tiled(map, 0, 4, (void*)(uintptr_t)addr, dims, strides, box, ones, 0, swizzle, 3, 0);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/fp8attn/fp8attn/internal/tiles"
+)
+
+// tensorMap is the driver's CUtensorMap: 128 opaque bytes.
+type tensorMap [128]byte
+
+// tensorParams mirrors struct TensorParams in kernels/hopper/tensors.cuh
+// (checked against fp8attn_tensor_params_layout): the tensor maps of Q, K
+// and V, then the fused form's parameters. The C struct is 64-byte
+// aligned, so its size is rounded up to 64: tensorLaunch holds it with the
+// tail the driver copies.
+type tensorParams struct {
+	Q, K, V tensorMap
+	F       fusedQuantParams
+}
+
+// tensorLaunch is the memory a tensor-form launch passes: tensorParams and
+// room for the C struct's rounding (the driver copies sizeof(TensorParams)
+// bytes from it).
+type tensorLaunch struct {
+	P tensorParams
+	_ [64]byte
+}
+
+// tensorLayout is fp8attn_tensor_params_layout's form: sizeof, rounded up
+// to the struct's 64-byte alignment, then the offsets of q, k, v and f.
+func tensorLayout() []int {
+	l := structLayout[tensorParams]()
+	l[0] = (l[0] + 63) / 64 * 64
+	return l
+}
+
+var (
+	encodeOnce sync.Once
+	encodeErr  error
+)
+
+// resolveEncoder finds cuTensorMapEncodeTiled in the driver, once.
+func resolveEncoder() error {
+	encodeOnce.Do(func() {
+		encodeErr = check("cuGetProcAddress(cuTensorMapEncodeTiled)", C.fp8attn_resolve_encode_tiled())
+	})
+	return encodeErr
+}
+
+// swizzleMode is the tensor-map swizzle of rows of w bytes (the kernels'
+// swizzle<w>): CU_TENSOR_MAP_SWIZZLE_64B or _128B.
+func swizzleMode(w int) (C.int, error) {
+	switch w {
+	case 64:
+		return 2, nil
+	case 128:
+		return 3, nil
+	}
+	return 0, fmt.Errorf("cuda: no tensor-map swizzle for %d-byte rows", w)
+}
+
+// encodeRows writes into m the map of the FP8 tensor at addr with b
+// batches of h heads of s rows of d bytes, at the given strides in bytes,
+// in boxes of w bytes by rows rows (one panel of an image block of the
+// Hopper kernel: w = its WK, swizzled so).
+func encodeRows(m *tensorMap, addr uint64, b, h, s, d int, batchStride, headStride, rowStride int64, w, rows int) error {
+	if err := resolveEncoder(); err != nil {
+		return err
+	}
+	sw, err := swizzleMode(w)
+	if err != nil {
+		return err
+	}
+	dims := [4]C.cuuint64_t{C.cuuint64_t(d), C.cuuint64_t(s), C.cuuint64_t(h), C.cuuint64_t(b)}
+	strides := [3]C.cuuint64_t{C.cuuint64_t(rowStride), C.cuuint64_t(headStride), C.cuuint64_t(batchStride)}
+	// (C memory for the map: the driver writes it and wants it 64-byte aligned.)
+	var buf [128 + 64]byte
+	p := unsafe.Pointer(&buf[0])
+	aligned := unsafe.Add(p, (64-uintptr(p)%64)%64)
+	r := C.fp8attn_encode_rows(aligned, C.cuuint64_t(addr), &dims[0], &strides[0], C.cuuint32_t(w), C.cuuint32_t(rows), sw)
+	if err := check("cuTensorMapEncodeTiled", r); err != nil {
+		return fmt.Errorf("%w (dims %d×%d×%d×%d, strides %d/%d/%d bytes, box %d×%d)", err, d, s, h, b, rowStride, headStride, batchStride, w, rows)
+	}
+	copy(m[:], unsafe.Slice((*byte)(aligned), 128))
+	return nil
+}
+
+// qBlockRows is the rows of one Q image block (one consumer warpgroup's),
+// the Q map's box.
+const qBlockRows = 64
+
+// tensorMapsFor fills the tensor maps of a resident's Q, K and V (its
+// params' addresses and strides) for the Hopper kernel of config cfg.
+func tensorMapsFor(tp *tensorParams, cfg tiles.HopperConfig) error {
+	p := &tp.F.P
+	wk := min(cfg.DK, 128)
+	return joinFirst(
+		encodeRows(&tp.Q, p.Q, int(p.B), int(p.Hq), int(p.Sq), int(p.D), p.QBatchStride, p.QHeadStride, p.QRowStride, wk, qBlockRows),
+		encodeRows(&tp.K, p.K, int(p.B), int(p.Hkv), int(p.Sk), int(p.D), p.KVBatchStride, p.KVHeadStride, p.KVRowStride, wk, cfg.BlockN),
+		encodeRows(&tp.V, p.V, int(p.B), int(p.Hkv), int(p.Sk), int(p.D), p.KVBatchStride, p.KVHeadStride, p.KVRowStride, wk, cfg.BlockN),
+	)
+}
+
+// joinFirst returns the first non-nil error.
+func joinFirst(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
