@@ -101,22 +101,35 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 12))
+	// On Hopper, NewResident's runs are the tensor form (tensor maps over
+	// the buffers; V transposed in the kernel in one tile, packed tiled)
+	// and Upload's the image form: every head dim, the one-tile form (D 64,
+	// keys in two tiles) and the tiled one, tiles cut short, rows past a
+	// block, negative scales in both forms. The kernel mutants
+	// s9t-transpose-columns-swapped and s9t-q-not-negated fail it.
 	for _, c := range []struct {
-		s backend.Shape
-		m backend.Mask
-		l backend.Layout
+		s     backend.Shape
+		m     backend.Mask
+		l     backend.Layout
+		scale float32
 	}{
-		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BHSD},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 64, Sk: 64, D: 128}, backend.NoMask, backend.BSHD},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 64, Sk: 64, D: 128}, backend.NoMask, backend.BSHD, 0.125},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 200, D: 64}, backend.NoMask, backend.BSHD, -0.2},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 700, D: 64}, backend.NoMask, backend.BSHD, -0.125},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 300, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 129, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 192}, backend.NoMask, backend.BSHD, 0.07},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625},
 	} {
 		in := sdpatest.RandomInputs(rng, c.s, 1)
-		ref, _, _ := sdpatest.NewProblemLayout(c.s, in, 0.125, c.m, backend.FP8E4M3, c.l)
+		ref, _, _ := sdpatest.NewProblemLayout(c.s, in, c.scale, c.m, backend.FP8E4M3, c.l)
 		up, err := d.Upload(ref)
 		if err != nil {
 			t.Fatal(err)
 		}
 		bufs, free := deviceInputs(t, d, c.s, c.l, in)
-		shape := &backend.Problem{Shape: c.s, Scale: 0.125, Mask: c.m, Layout: c.l, LSE: []float32{}}
+		shape := &backend.Problem{Shape: c.s, Scale: c.scale, Mask: c.m, Layout: c.l, LSE: []float32{}}
 		r, err := d.NewResident(shape, bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5])
 		if err != nil {
 			t.Fatal(err)
@@ -135,6 +148,9 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 				if err := res.Download(outs[i], lses[i]); err != nil {
 					t.Fatal(err)
 				}
+			}
+			if st == tiles.HopperStage && (r.tensors == nil || r.tensorsRefused) {
+				t.Fatalf("%+v %v: the device inputs did not run the tensor form", c.s, c.l)
 			}
 			for i := range outs[0] {
 				if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
@@ -156,7 +172,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		ref2, _, _ := sdpatest.NewProblemLayout(c.s, in2, 0.125, c.m, backend.FP8E4M3, c.l)
+		ref2, _, _ := sdpatest.NewProblemLayout(c.s, in2, c.scale, c.m, backend.FP8E4M3, c.l)
 		st := bestStage(c.s, d.stageCapability())
 		out := make([]float32, len(ref2.Out))
 		if err := errors.Join(ref2.Validate(), testBackend(st).Attention(ref2), r.Run(st), r.Download(out, nil)); err != nil {
