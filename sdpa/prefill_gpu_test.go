@@ -3,20 +3,23 @@
 package sdpa_test
 
 import (
-	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/sdpa"
+	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
 // BenchmarkPublicPrefillGPU times what a program gets from the public API
-// on the prefill shapes of docs/BENCHMARKS.md: Device.Attention on device
+// on the prefill shapes of docs/BENCHMARKS.md (sdpatest.PrefillShapes, which
+// cmd/sdpabench -shapes prefill times too): Device.Attention on device
 // tensors (FP8 tensors quantized once beforehand, and float32 tensors with
 // FP8 precision, quantized by the call), captured once with Device.Capture
 // and replayed, host-timed over back-to-back replays and the wait for the
 // last (a download of a one-row tensor, ordered behind it on the device). Reports
-// µs per call and TFLOP/s (4·B·Hq·Sq·Sk·D, halved for the causal shape).
+// µs per call and TFLOP/s (Shape.FLOPs: 4·B·Hq·D times the keys each query sees).
 func BenchmarkPublicPrefillGPU(b *testing.B) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {
@@ -29,22 +32,18 @@ func BenchmarkPublicPrefillGPU(b *testing.B) {
 	}
 	defer wait.Free()
 	sink := &sdpa.Tensor{Data: make([]float32, 64), B: 1, H: 1, S: 1, D: 64}
-	for _, s := range []struct {
-		b, h, n, d int
-		mask       sdpa.Mask
-	}{
-		{2, 8, 256, 64, sdpa.NoMask}, {1, 8, 2048, 64, sdpa.NoMask},
-		{4, 32, 4096, 64, sdpa.NoMask}, {4, 32, 4096, 96, sdpa.NoMask}, {4, 32, 4096, 128, sdpa.NoMask},
-		{4, 32, 4096, 128, sdpa.CausalLowerRight}, {4, 32, 4096, 256, sdpa.NoMask}, {2, 16, 16384, 128, sdpa.NoMask},
-	} {
-		name := fmt.Sprintf("B%dH%dS%dD%d-%v", s.b, s.h, s.n, s.d, s.mask)
-		flops := 4 * float64(s.b*s.h) * float64(s.n) * float64(s.n) * float64(s.d)
-		if s.mask != sdpa.NoMask {
-			flops /= 2
-		}
+	for _, ps := range sdpatest.PrefillShapes {
+		s := ps.Shape
+		name := strings.ReplaceAll(ps.Spec(), ":", "-")
+		flops := s.FLOPs(ps.Mask)
+		in := sdpatest.RandomInputs(rng, s, 1)
 		var ts [3]*sdpa.DeviceTensor
-		for i := range ts {
-			if ts[i], err = dev.Upload(randTensor(rng, s.b, s.h, s.n, s.d)); err != nil {
+		for i, x := range []struct {
+			data []float32
+			h, n int
+		}{{in.Q, s.Hq, s.Sq}, {in.K, s.Hkv, s.Sk}, {in.V, s.Hkv, s.Sk}} {
+			t := &sdpa.Tensor{Data: layout.Permute(x.data, s.B, x.h, x.n, s.D, ps.Layout), B: s.B, H: x.h, S: x.n, D: s.D, Layout: ps.Layout}
+			if ts[i], err = dev.Upload(t); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -54,11 +53,11 @@ func BenchmarkPublicPrefillGPU(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		out, err := dev.NewTensor(s.b, s.h, s.n, s.d, sdpa.BHSD)
+		out, err := dev.NewTensor(s.B, s.Hq, s.Sq, s.D, ps.Layout)
 		if err != nil {
 			b.Fatal(err)
 		}
-		opts := &sdpa.Options{Precision: sdpa.FP8E4M3, Mask: s.mask}
+		opts := &sdpa.Options{Precision: sdpa.FP8E4M3, Mask: ps.Mask}
 		reps := 500 // replays a timed iteration: about 20 ms or more of device time
 		if flops > 1e11 {
 			reps = 20
