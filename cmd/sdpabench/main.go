@@ -13,11 +13,15 @@
 //	sdpabench -stages                 the GPU kernel names -kernel takes, on one line (for scripts)
 //	sdpabench -decode                 a decode step against a paged FP8 KV cache (decode.go)
 //
-// For backends that time on the device (cuda), the latency is also measured
-// per call in CUDA-graph replay (a batch of calls captured once, the graph
-// replayed between CUDA events: launch overhead out, as the peers' scripts
-// in bench/ measure), which GFLOP/s uses, and with batches of back-to-back
-// launches (launch overhead in), labelled.
+// On a backend with device memory and graphs (cuda) it times the public
+// call: Device.Attention on device tensors (FP8 tensors, and float32
+// tensors with FP8 precision), captured with Device.Capture and replayed,
+// per call (public.go); the check holds that call's output to the oracle.
+// -kernel-only, or -kernel NAME, times the kernel alone instead, labelled
+// "kernel only": per call in CUDA-graph replay between CUDA events, and in
+// batches of back-to-back launches. Elsewhere (cpu) it times the backend's
+// call on host slices. -accuracy prints the FP8 error of the public call on
+// the cuDNN FP8 peer's accuracy cases (accuracy.go).
 //
 // With no flags: the mission shape (B2 H8 S256 D64), the best available
 // backend, FP8E4M3. Inputs are N(0,1) from a fresh seed, printed; set
@@ -68,6 +72,14 @@ type Result struct {
 	GFLOPs      float64 `json:"gflops"`
 	Iters       int     `json:"iters"`
 	Date        string  `json:"date"`
+	Layout      string  `json:"layout,omitempty"`
+	// Inputs is what the public call read: "fp8-tensors" or
+	// "float32-tensors" (empty outside public mode).
+	Inputs string `json:"inputs,omitempty"`
+	// Timing says what was timed: "public call, graph replay", "kernel
+	// only" or "host" (the backend's call on host slices).
+	Timing        string `json:"timing,omitempty"`
+	CallsPerGraph int    `json:"calls_per_graph,omitempty"`
 }
 
 const usage = `sdpabench: validate attention backends against a float64 oracle, then time them.
@@ -77,9 +89,14 @@ Usage:
   sdpabench compare A.json B.json   p50 latencies and speedups of B over A (from -json files)
   sdpabench -list | -kernels | -stages
   sdpabench -decode [-shapes decode-b8,...] [-ragged]   decode steps against a paged FP8 KV cache
+  sdpabench -accuracy               FP8 error of the public call on the cuDNN FP8 peer's accuracy cases
 
 Shapes: small B1 H2 S64 D64, mission B2 H8 S256 D64, long B1 H8 S2048 D64,
-large B4 H32 S4096 D128, or BxHxSqxSkxD / BxHqxHkvxSqxSkxD.
+large B4 H32 S4096 D128, prefill (the GPU prefill table of docs/BENCHMARKS.md),
+or BxHxSqxSkxD / BxHqxHkvxSqxSkxD; a suffix :causal, :causal-lr, :bshd sets
+that shape's mask or layout.
+On cuda it times the public call (Device.Attention on device tensors, in a
+replayed graph); -kernel-only or -kernel times the kernel alone, labelled so.
 Inputs are N(0,1) from a fresh seed (printed); FP8ATTN_SEED=N reproduces a run.
 Exit status: 0 all validations passed, 1 a validation failed, 2 usage or runtime error.
 
@@ -99,13 +116,16 @@ func main() {
 		return
 	}
 	var (
-		shapes    = flag.String("shapes", "mission", "comma-separated: small, mission, long, large, or BxHxSqxSkxD / BxHqxHkvxSqxSkxD")
+		shapes    = flag.String("shapes", "mission", "comma-separated: small, mission, long, large, prefill, or BxHxSqxSkxD / BxHqxHkvxSqxSkxD, each with optional :causal, :causal-lr, :bshd")
 		seeds     = flag.Int("seeds", 1, "random input sets per shape (each validated, the first timed)")
 		iters     = flag.Int("iters", 0, "timed iterations (0: enough for about one second, at least 5)")
 		be        = flag.String("backend", "", "backend name (default: best available); see -list")
 		kernel    = flag.String("kernel", "", "GPU kernel by name: a target (sm90, sm89, sm80: backend cuda/NAME) or a ladder stage (stage1 .. stage8); see -stages")
 		precision = flag.String("precision", "fp8", "fp8 or fp32")
 		mask      = flag.String("mask", "none", "none, causal (upper-left) or causal-lr (lower-right)")
+		lay       = flag.String("layout", "bhsd", "bhsd or bshd: the layout of Q, K, V and the output")
+		kernOnly  = flag.Bool("kernel-only", false, "on a device backend (cuda), time the kernel alone (labelled \"kernel only\") instead of the public call")
+		accuracy  = flag.Bool("accuracy", false, "print the FP8 error of the public call on the cuDNN FP8 peer's accuracy cases and exit")
 		jsonOut   = flag.String("json", "", "write results as JSON to this file")
 		list      = flag.Bool("list", false, "list the registered backends and exit")
 		showKern  = flag.Bool("kernels", false, "print the GPU kernels' ptxas resource report (registers, shared memory, spills) and exit")
@@ -135,7 +155,15 @@ func main() {
 		}
 		return
 	}
-	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck, ragged: *ragged}
+	if *accuracy {
+		ok, err := config{}.runAccuracy(os.Stdout, *be, accuracyCases)
+		fail(err)
+		if !ok {
+			os.Exit(1)
+		}
+		return
+	}
+	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck, ragged: *ragged, kernelOnly: *kernOnly}
 	if *ragged && !*decode {
 		fail(fmt.Errorf("-ragged is a decode-mode flag (with -decode)"))
 	}
@@ -145,6 +173,14 @@ func main() {
 	}
 	if cfg.mask, err = backend.ParseMask(*mask); err != nil {
 		fail(err)
+	}
+	var l backend.Layout
+	switch *lay {
+	case "bhsd":
+	case "bshd":
+		l = backend.BSHD
+	default:
+		fail(fmt.Errorf("layout %q: want bhsd or bshd", *lay))
 	}
 	cfg.backend = *be
 	if *kernel != "" {
@@ -184,15 +220,25 @@ func main() {
 			results = append(results, r)
 		}
 	}
-	for _, name := range strings.Split(*shapes, ",") {
-		if *decode {
-			break
-		}
-		s, err := sdpatest.ParseShape(strings.TrimSpace(name))
-		if err != nil {
+	var specs []spec
+	if !*decode {
+		if specs, err = parseSpecs(*shapes, cfg.mask, l); err != nil {
 			fail(err)
 		}
-		rs, err := cfg.runShape(strings.TrimSpace(name), s)
+	}
+	devs := map[string]*sdpa.Device{}
+	for _, sp := range specs {
+		var rs []Result
+		if name := cfg.publicName(sp); name != "" {
+			if devs[name] == nil {
+				if devs[name], err = sdpa.Open(name); err != nil {
+					fail(err)
+				}
+			}
+			rs, err = cfg.runPublic(devs[name], sp)
+		} else {
+			rs, err = cfg.runShape(sp)
+		}
 		if err != nil {
 			fail(err)
 		}
@@ -228,15 +274,36 @@ type config struct {
 	seeds   int
 	check   bool
 	ragged  bool // decode mode: sequences of lengths drawn from Sq..Sk
+	// kernelOnly times a device backend's kernel alone (runShape) in
+	// place of the public call (runPublic).
+	kernelOnly bool
+	attend     attendFunc // public mode's call; nil: Device.Attention
 }
 
-func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
+// publicName returns the backend whose public call sp is timed on: the one
+// -backend names or the best available, if it has device memory and
+// graphs; "" otherwise, and with -kernel or -kernel-only (runShape then
+// times, or reports why it cannot).
+func (c config) publicName(sp spec) string {
+	if c.kernel != nil || c.kernelOnly {
+		return ""
+	}
+	be, err := backend.Select(c.backend, header(sp, c.prec))
+	if err != nil || !publicBackend(be) {
+		return ""
+	}
+	return be.Name()
+}
+
+func (c config) runShape(sp spec) ([]Result, error) {
+	name, s := sp.name, sp.shape
+	c.mask = sp.mask
 	var out []Result
 	for seedIdx := 0; seedIdx < c.seeds; seedIdx++ {
 		seed := sdpatest.Seed() + uint64(seedIdx)
 		rng := rand.New(rand.NewPCG(seed, 0))
 		in := sdpatest.RandomInputs(rng, s, 1)
-		p, _, _ := sdpatest.NewProblem(s, in, float32(1/math.Sqrt(float64(s.D))), c.mask, c.prec)
+		p, _, _ := sdpatest.NewProblemLayout(s, in, float32(1/math.Sqrt(float64(s.D))), c.mask, c.prec, sp.layout)
 		if err := p.Validate(); err != nil {
 			return nil, err
 		}
@@ -245,11 +312,11 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 			return nil, err
 		}
 		r := Result{Shape: name, Seed: seed, Backend: be.Name(), Precision: c.prec.String(), Mask: c.mask.String(),
-			Date: time.Now().UTC().Format(time.RFC3339)}
+			Layout: sp.layout.String(), Timing: "host", Date: time.Now().UTC().Format(time.RFC3339)}
 		if err := be.Attention(p); err != nil {
 			return nil, err
 		}
-		fmt.Printf("%s: %s, mask %v, %v, backend %s, seed %d\n", name, describe(s), c.mask, c.prec, describeBackend(be), seed)
+		fmt.Printf("%s: %s, mask %v, layout %v, %v, backend %s, seed %d\n", name, describe(s), c.mask, sp.layout, c.prec, describeBackend(be), seed)
 		if c.check {
 			fmt.Fprintf(os.Stderr, "[%s seed %d] float64 oracle...\n", name, seed)
 			want, _ := oracle.Naive(p)
@@ -257,7 +324,7 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 			st := sdpatest.Compare(p.Out, want, tol)
 			r.MaxErr, r.MeanErr, r.FracBeyond, r.Pass, r.Tolerance = st.MaxErr, st.MeanErr, st.FracBeyond(), st.Beyond == 0, tol.Why
 			if c.prec == backend.FP8E4M3 {
-				exact, _, _ := sdpatest.NewProblem(s, in, p.Scale, c.mask, backend.FP32)
+				exact, _, _ := sdpatest.NewProblemLayout(s, in, p.Scale, c.mask, backend.FP32, sp.layout)
 				w, _ := oracle.Naive(exact)
 				r.RelL2Exact = sdpatest.Compare(p.Out, w, sdpatest.Tolerance{Atol: math.Inf(1)}).RelL2
 			}
@@ -282,7 +349,8 @@ func (c config) runShape(name string, s backend.Shape) ([]Result, error) {
 				sort.Float64s(times)
 				r.GPUP50us, r.GPUP90us = times[len(times)/2], times[len(times)*9/10]
 				r.GFLOPs = s.FLOPs(c.mask) / (r.GPUP50us * 1e3)
-				fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+				r.Timing = "kernel only"
+				fmt.Printf("  kernel only: device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
 			}
 			if tm, ok := be.(timing.LaunchTimer); ok {
 				times, err := tm.LaunchTimes(p, r.Iters)
@@ -423,7 +491,15 @@ func compare(w io.Writer, a, b string) error {
 	if err != nil {
 		return err
 	}
-	key := func(r Result) string { return r.Shape + " " + r.Precision + " " + r.Mask }
+	key := func(r Result) string {
+		k := r.Shape + " " + r.Precision + " " + r.Mask
+		for _, x := range []string{r.Layout, r.Inputs} {
+			if x != "" && x != "bhsd" {
+				k += " " + x
+			}
+		}
+		return k
+	}
 	lat := func(r Result) float64 { // device time where measured, else host
 		if r.GPUP50us > 0 {
 			return r.GPUP50us
