@@ -2,6 +2,9 @@ package main
 
 import (
 	"io"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -132,5 +135,41 @@ func TestAccuracyMode(t *testing.T) {
 	}
 	if _, err := (config{}).runAccuracy(io.Discard, "no-such-backend", cases); err == nil {
 		t.Error("an unknown backend: no error")
+	}
+}
+
+// scriptShapes returns the shapes scripts/gpu-prefill-peers.sh times by
+// default, from its text.
+func scriptShapes(text string) []string {
+	m := regexp.MustCompile(`shapes=\$\{SHAPES:-"([^"]*)"\}`).FindStringSubmatch(text)
+	if m == nil {
+		return nil
+	}
+	return strings.Fields(m[1])
+}
+
+// TestScriptShapes: the side-by-side script times sdpatest.PrefillShapes,
+// in order (a copy of the script with one shape dropped fails).
+func TestScriptShapes(t *testing.T) {
+	b, err := os.ReadFile("../../scripts/gpu-prefill-peers.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, ps := range sdpatest.PrefillShapes {
+		want = append(want, ps.Spec())
+	}
+	text := string(b)
+	for _, c := range []struct {
+		name, text string
+		same       bool
+	}{
+		{"script", text, true},
+		{"a shape dropped", strings.Replace(text, want[3]+" ", "", 1), false},
+	} {
+		got := scriptShapes(c.text)
+		if same := slices.Equal(got, want); same != c.same {
+			t.Errorf("%s: shapes %q, table %q: equal %v, want %v", c.name, got, want, same, c.same)
+		}
 	}
 }
