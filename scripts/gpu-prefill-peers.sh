@@ -84,16 +84,16 @@ for s in $shapes; do
 done
 if [ -n "$small" ]; then
   phase "ours: sdpabench, small shapes, validated"
-  timeout $(lim 200) "$sdpabench" -shapes "${small#,}" -json "$run/ours-small.json" > "$run/ours-small.log" 2>&1 || failed "sdpabench small (ours-small.log)"
+  timeout $(lim 200) "$sdpabench" -backend cuda -shapes "${small#,}" -json "$run/ours-small.json" > "$run/ours-small.log" 2>&1 || failed "sdpabench small (ours-small.log)"
   grep -E "check|time|seed" "$run/ours-small.log"
 fi
 if [ -n "$large" ]; then
   phase "ours: sdpabench, large shapes"
-  timeout $(lim 300) "$sdpabench" -nocheck -shapes "${large#,}" -json "$run/ours-large.json" > "$run/ours-large.log" 2>&1 || failed "sdpabench large (ours-large.log)"
+  timeout $(lim 300) "$sdpabench" -backend cuda -nocheck -shapes "${large#,}" -json "$run/ours-large.json" > "$run/ours-large.log" 2>&1 || failed "sdpabench large (ours-large.log)"
   grep -E "time|seed" "$run/ours-large.log"
 fi
 phase "ours: sdpabench -accuracy"
-timeout $(lim 120) "$sdpabench" -accuracy > "$run/acc-ours.log" 2>&1 || failed "sdpabench -accuracy (acc-ours.log)"
+timeout $(lim 120) "$sdpabench" -backend cuda -accuracy > "$run/acc-ours.log" 2>&1 || failed "sdpabench -accuracy (acc-ours.log)"
 grep -E "ACCURACY|seed" "$run/acc-ours.log"
 # The cuDNN peer's build, in the background, without the GPU.
 cudnn_dir=${peers_dir:+$peers_dir/cudnn_fp8}

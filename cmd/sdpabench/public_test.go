@@ -136,6 +136,15 @@ func TestAccuracyMode(t *testing.T) {
 	if _, err := (config{}).runAccuracy(io.Discard, "no-such-backend", cases); err == nil {
 		t.Error("an unknown backend: no error")
 	}
+	// A call that fails is reported, and the other cases still run.
+	refuse := func(*sdpa.Device, *sdpa.DeviceTensor, *sdpa.DeviceTensor, *sdpa.DeviceTensor, *sdpa.DeviceTensor, *sdpa.Options) error {
+		return sdpa.ErrUnsupported
+	}
+	var out strings.Builder
+	ok, err := config{attend: refuse}.runAccuracy(&out, "cpu", append(cases, cases...))
+	if err != nil || ok || strings.Count(out.String(), "FAILED S:") != 2 {
+		t.Errorf("refusing call: ok %v, err %v:\n%s", ok, err, out.String())
+	}
 }
 
 // scriptShapes returns the shapes scripts/gpu-prefill-peers.sh times by
