@@ -59,11 +59,18 @@ def cudnn_cases(seed):
         base = rel(exact(q8.float() * sq8, k8.float() * sk8, v8.float() * sv8, causal), ref)
         o = torch.empty(1, 4, 256, d, device="cuda", dtype=torch.float16)
         qk_scale = float(sq8 * sk8) / math.sqrt(d) * 1.4426950408889634
-        triton_fp8(q8, k8, v8.transpose(2, 3).contiguous(), qk_scale, causal, o)
-        torch.cuda.synchronize()
-        t = rel(o.float() * sv8, ref)
-        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
-            c = rel(F.scaled_dot_product_attention(q.half(), k.half(), v.half(), is_causal=causal).float(), ref)
+        t = c = float("nan")  # a peer that refuses the case: nan, and why
+        try:
+            triton_fp8(q8, k8, v8.transpose(2, 3).contiguous(), qk_scale, causal, o)
+            torch.cuda.synchronize()
+            t = rel(o.float() * sv8, ref)
+        except Exception as e:
+            print(f"case {name}: triton-fp8 unavailable: {str(e).splitlines()[0][:160]}")
+        try:
+            with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+                c = rel(F.scaled_dot_product_attention(q.half(), k.half(), v.half(), is_causal=causal).float(), ref)
+        except Exception as e:
+            print(f"case {name}: torch-cudnn fp16 unavailable: {str(e).splitlines()[0][:160]}")
         print(f"ACCURACY {name} triton-fp8 e_input={base:.4e} e={t:.4e} ratio={t / base:.3f} | torch-cudnn-fp16 e={c:.4e} "
               f"| fp16-rounding e={rel(ref.half(), ref):.4e} | shape=1x4x256x{sk}x{d} causal={causal} V={shift:g}+N(0,1) seed={seed}")
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"sync"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/oracle"
@@ -74,9 +75,12 @@ func (c config) runAccuracy(w io.Writer, name string, cases []accuracyCase) (ok 
 		}
 		scale := float32(1 / math.Sqrt(float64(s.D)))
 		e, _, _ := sdpatest.NewProblem(s, in, scale, ac.mask, backend.FP32)
-		exact, _ := oracle.Naive(e)
 		p, _, _ := sdpatest.NewProblem(s, in, scale, ac.mask, backend.FP8E4M3)
+		var exact []float64
+		var wg sync.WaitGroup // the two oracles side by side
+		wg.Go(func() { exact, _ = oracle.Naive(e) })
 		quant, _ := oracle.Naive(p)
+		wg.Wait()
 		got, err := c.publicOnce(dev, s, in, &sdpa.Options{Scale: scale, Mask: ac.mask, Precision: backend.FP8E4M3})
 		if err != nil { // the other cases still run
 			fmt.Fprintf(w, "FAILED %s: %v\n", ac.name, err)
