@@ -133,8 +133,10 @@ def main():
           f"commit `{meta.get('commit', '?')}`)")
     print()
     print("Per call (µs) for the first two shapes, TFLOP/s for the others (4·B·Hq·Sq·Sk·D per call, causal counted")
+    calls = sorted({r.get("calls_per_graph", 0) for r in ours.values()} - {0})
     print("as half); medians; all columns from one run on one GPU. Ours: `Device.Attention` captured with")
-    print("`Device.Capture` and replayed. cuDNN FP8 **writes E4M3 output** (on Hopper it refuses fp16/bf16")
+    print(f"`Device.Capture` ({', '.join(map(str, calls)) or '?'} calls a graph) and replayed. "
+          "cuDNN FP8 **writes E4M3 output** (on Hopper it refuses fp16/bf16")
     print("output); ours writes float32, the fp16 and Triton peers fp16.")
     print()
     print("| shape | ours, FP8 device tensors | ours, float32 tensors, FP8 precision | cuDNN FP8 (E4M3 output) | cuDNN fp16 (PyTorch) | Triton FP8 |")

@@ -26,7 +26,8 @@
 # says which; the table shows n/a where a column is missing).
 # Environment: OUT (default ./out), PEERS_DIR (or the first argument),
 # BUDGET_S (default 570: each phase's time limit is cut to end by then),
-# SDPABENCH (default bin/sdpabench), PYTHON (default python3), COMMIT (default:
+# SDPABENCH (default bin/sdpabench), SDPABENCH_FLAGS (more flags for its timed
+# runs, e.g. -graph-calls 1), PYTHON (default python3), COMMIT (default:
 # the revision Go recorded in the binary), SHAPES (a subset of the table, same
 # spelling), BUILD_KERNELS=1 (build the kernels here with gen.sh and run them:
 # the binary must then be built with -tags cuda,kerneldev; gpu-lib.sh).
@@ -84,12 +85,12 @@ for s in $shapes; do
 done
 if [ -n "$small" ]; then
   phase "ours: sdpabench, small shapes, validated"
-  timeout $(lim 200) "$sdpabench" -backend cuda -shapes "${small#,}" -json "$run/ours-small.json" > "$run/ours-small.log" 2>&1 || failed "sdpabench small (ours-small.log)"
+  timeout $(lim 200) "$sdpabench" -backend cuda ${SDPABENCH_FLAGS:-} -shapes "${small#,}" -json "$run/ours-small.json" > "$run/ours-small.log" 2>&1 || failed "sdpabench small (ours-small.log)"
   grep -E "check|time|seed" "$run/ours-small.log"
 fi
 if [ -n "$large" ]; then
   phase "ours: sdpabench, large shapes"
-  timeout $(lim 300) "$sdpabench" -backend cuda -nocheck -shapes "${large#,}" -json "$run/ours-large.json" > "$run/ours-large.log" 2>&1 || failed "sdpabench large (ours-large.log)"
+  timeout $(lim 300) "$sdpabench" -backend cuda ${SDPABENCH_FLAGS:-} -nocheck -shapes "${large#,}" -json "$run/ours-large.json" > "$run/ours-large.log" 2>&1 || failed "sdpabench large (ours-large.log)"
   grep -E "time|seed" "$run/ours-large.log"
 fi
 phase "ours: sdpabench -accuracy"

@@ -125,6 +125,7 @@ func main() {
 		mask      = flag.String("mask", "none", "none, causal (upper-left) or causal-lr (lower-right)")
 		lay       = flag.String("layout", "bhsd", "bhsd or bshd: the layout of Q, K, V and the output")
 		kernOnly  = flag.Bool("kernel-only", false, "on a device backend (cuda), time the kernel alone (labelled \"kernel only\") instead of the public call")
+		graphCall = flag.Int("graph-calls", 0, "public call on a device: calls captured a graph (0: 20, or 2 from 1e11 FLOPs a call, as the peers' scripts)")
 		accuracy  = flag.Bool("accuracy", false, "print the FP8 error of the public call on the cuDNN FP8 peer's accuracy cases and exit")
 		jsonOut   = flag.String("json", "", "write results as JSON to this file")
 		list      = flag.Bool("list", false, "list the registered backends and exit")
@@ -163,7 +164,7 @@ func main() {
 		}
 		return
 	}
-	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck, ragged: *ragged, kernelOnly: *kernOnly}
+	cfg := config{iters: *iters, seeds: *seeds, check: !*noCheck, ragged: *ragged, kernelOnly: *kernOnly, graphCalls: *graphCall}
 	if *ragged && !*decode {
 		fail(fmt.Errorf("-ragged is a decode-mode flag (with -decode)"))
 	}
@@ -277,6 +278,7 @@ type config struct {
 	// kernelOnly times a device backend's kernel alone (runShape) in
 	// place of the public call (runPublic).
 	kernelOnly bool
+	graphCalls int        // public mode's calls a graph; 0: callsPerGraph
 	attend     attendFunc // public mode's call; nil: Device.Attention
 }
 

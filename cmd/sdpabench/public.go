@@ -25,7 +25,7 @@ import (
 // shape: FP8 device tensors (made once by Device.Quantize) and float32
 // device tensors with FP8 precision (quantized inside the call). A graph
 // holds calls back to back (20, or 2 from 1e11 FLOPs, as bench/graphtime.py
-// captures the peers'); a sample is a batch of replays host-timed up to the
+// captures the peers'; -graph-calls sets it); a sample is a batch of replays host-timed up to the
 // end of a one-row download ordered behind them on the device, divided by
 // the calls it ran; p50 and p90 over the samples. -kernel-only (or -kernel)
 // times the kernel alone instead, labelled so.
@@ -196,6 +196,9 @@ func (c config) runPublic(dev *sdpa.Device, sp spec) (res []Result, err error) {
 		attend = deviceAttention
 	}
 	calls := callsPerGraph(flops)
+	if c.graphCalls > 0 {
+		calls = c.graphCalls
+	}
 	for _, kind := range kinds {
 		r := Result{Shape: sp.name, Seed: seed, Backend: dev.Name(), Precision: c.prec.String(), Mask: sp.mask.String(),
 			Layout: sp.layout.String(), Inputs: kind.name, Timing: "public call, graph replay", CallsPerGraph: calls,

@@ -86,7 +86,7 @@ func TestPublicMode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg := config{prec: backend.FP8E4M3, check: true, iters: 2, attend: c.attend}
+			cfg := config{prec: backend.FP8E4M3, check: true, iters: 2, attend: c.attend, graphCalls: 3}
 			for _, sp := range specs {
 				rs, err := cfg.runPublic(dev, sp)
 				if err != nil {
@@ -99,7 +99,7 @@ func TestPublicMode(t *testing.T) {
 					if r.Pass != c.pass {
 						t.Errorf("%s %s: pass %v, want %v (max_err %.3g)", sp.name, r.Inputs, r.Pass, c.pass, r.MaxErr)
 					}
-					if !(r.GPUP50us > 0) || r.GPUP90us < r.GPUP50us || r.Layout != sp.layout.String() || r.Timing != "public call, graph replay" {
+					if !(r.GPUP50us > 0) || r.GPUP90us < r.GPUP50us || r.Layout != sp.layout.String() || r.Timing != "public call, graph replay" || r.CallsPerGraph != 3 {
 						t.Errorf("%s %s: timing %+v", sp.name, r.Inputs, r)
 					}
 				}
