@@ -27,9 +27,9 @@
 # Environment: OUT (default ./out), PEERS_DIR (or the first argument),
 # BUDGET_S (default 570: each phase's time limit is cut to end by then),
 # SDPABENCH (default bin/sdpabench), SDPABENCH_FLAGS (more flags for its timed
-# runs, e.g. -graph-calls 1), PYTHON (default python3), COMMIT (default:
-# the revision Go recorded in the binary), SHAPES (a subset of the table, same
-# spelling), BUILD_KERNELS=1 (build the kernels here with gen.sh and run them:
+# runs, e.g. -graph-calls 1), PYTHON (default python3), COMMIT (the commit the
+# binary was built from; default: the revision Go recorded in it, if it did,
+# else git's, else "unknown"), SHAPES (a subset of the table, same spelling), BUILD_KERNELS=1 (build the kernels here with gen.sh and run them:
 # the binary must then be built with -tags cuda,kerneldev; gpu-lib.sh).
 set -uo pipefail
 name=gpu-prefill-peers
@@ -67,7 +67,8 @@ if [ -n "${BUILD_KERNELS:-}" ]; then
   build_kernels || failed "kernel build (gen.log)"
 fi
 commit=${COMMIT:-$(grep -ao 'vcs.revision=[0-9a-f]*' "$sdpabench" 2>/dev/null | head -1 | cut -d= -f2)}
-grep -aq 'vcs.modified=true' "$sdpabench" 2>/dev/null && commit="$commit (+ uncommitted changes)"
+[ -z "$commit" ] || [ -n "${COMMIT:-}" ] || ! grep -aq 'vcs.modified=true' "$sdpabench" || commit="$commit (+ uncommitted changes)"
+commit=${commit:-$(git rev-parse --short HEAD 2>/dev/null)}
 gpu=$(nvidia-smi --query-gpu=name,compute_cap,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader 2>/dev/null | head -1)
 {
   echo "device: $(echo "$gpu" | cut -d, -f1)"
