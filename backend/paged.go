@@ -105,6 +105,36 @@ type PagedKV interface {
 	Close() error
 }
 
+// PagedTableMaker is implemented by paged storages whose attention can
+// read its sequence lengths and block table from device memory that the
+// caller keeps current (PagedTables), so that a call captured into a graph
+// (Capturer) replays with no host data: its launch reads the lengths and
+// pages as they are when it runs, and the caller writes them only when a
+// sequence changes. A storage of a backend with graphs must implement it:
+// a captured call without Tables is ErrUnsupported there.
+type PagedTableMaker interface {
+	// NewTables returns device memory for the lengths of b sequences and
+	// a block table of pagesPerSeq pages each, all zero until written.
+	NewTables(b, pagesPerSeq int) (PagedTables, error)
+}
+
+// PagedTables holds the sequence lengths ([B] int32) and block table
+// ([B][PagesPerSeq] int32) of attention calls in device memory (see
+// PagedTableMaker and PagedProblem.Tables).
+type PagedTables interface {
+	// Write makes the lengths lens (B entries) and the table's entries
+	// [lo, hi) table[lo:hi] (table is the whole [B][PagesPerSeq] table;
+	// entries outside [lo, hi) keep what they hold), copying to the
+	// device only what differs from what was written before. The copy
+	// is ordered with the storage's calls and the graphs' replays: a
+	// replay issued before Write reads the old values, one issued after
+	// the new. lens and table may be reused when Write returns.
+	Write(lens, table []int32, lo, hi int) error
+	// Free releases the memory once the work issued so far has
+	// completed. A second Free does nothing.
+	Free() error
+}
+
 // PagedReader is implemented by paged storages that copy one (page, KV
 // head) block out, for tests and inspection: its keys and values as E4M3
 // codes, [PageSize][HeadDim] rows each (k and v must have that length), and
@@ -219,10 +249,16 @@ type PagedProblem struct {
 	QBuf, OutBuf, LSEBuf Buffer
 	// MaxSeqLen, when positive, is the longest any sequence may be when the
 	// call runs, which may be later than the call: a call captured into a
-	// graph (Capturer) reads SeqLens and BlockTable again at every replay,
-	// so its launch is planned for sequences up to MaxSeqLen tokens (at most
+	// graph (Capturer) reads the lengths and block table (Tables) again at
+	// every replay, so its launch is planned for sequences up to MaxSeqLen tokens (at most
 	// PagesPerSeq pages), not for the lengths at capture.
 	MaxSeqLen int
+	// Tables, when not nil, holds SeqLens and BlockTable in device memory
+	// (made by the storage's NewTables for B sequences of PagesPerSeq
+	// pages), and the call reads them there when it runs: SeqLens and
+	// BlockTable are what it holds at the call, for checks and planning.
+	// A call captured into a graph reads them there at every replay.
+	Tables PagedTables
 }
 
 // Shape returns the problem's shape with Sk the longest sequence (zeros

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,14 +36,16 @@ type graphCore struct {
 	// Replay runs ops.
 	g   backend.Graph
 	ops []func() error
-	// caches are the captured KVCache calls, whose sequences' lengths and
-	// pages Replay reads again before each replay.
+	// caches are the captured KVCache calls: on a device with graphs,
+	// their sequences' lengths and pages are in device memory that the
+	// caches keep current (KVCache.syncGraphs).
 	caches []*graphCacheCall
 	keep   []*DeviceTensor // tensors the graph reads or writes (capture.keep), pinned
 }
 
 // pin keeps the graph's tensors from being freed and its caches from being
-// closed while it lives.
+// closed while it lives, and has the caches keep the device tables of its
+// calls current, starting with the sequences as they are now.
 func (c *graphCore) pin() {
 	for _, t := range c.keep {
 		t.mu.Lock()
@@ -54,6 +57,10 @@ func (c *graphCore) pin() {
 	for _, cc := range c.caches {
 		cc.cache.mu.Lock()
 		cc.cache.graphs++
+		if cc.tables != nil {
+			cc.cache.live = append(cc.cache.live, cc)
+			cc.stale = cc.writeAll() != nil // (Replay tries again)
+		}
 		cc.cache.mu.Unlock()
 	}
 }
@@ -74,9 +81,24 @@ func (c *graphCore) close() error {
 	for _, cc := range c.caches {
 		cc.cache.mu.Lock()
 		cc.cache.graphs--
+		if cc.tables != nil {
+			cc.cache.live = slices.DeleteFunc(cc.cache.live, func(x *graphCacheCall) bool { return x == cc })
+			err = errors.Join(err, cc.tables.Free())
+		}
 		cc.cache.mu.Unlock()
 	}
 	c.g, c.caches, c.keep, c.ops = nil, nil, nil, nil
+	return err
+}
+
+// freeTables releases the device tables of a capture that made no graph.
+func (rec *capture) freeTables() error {
+	var err error
+	for _, cc := range rec.caches {
+		if cc.tables != nil {
+			err = errors.Join(err, cc.tables.Free())
+		}
+	}
 	return err
 }
 
@@ -174,15 +196,21 @@ func (d *Device) keep(ts ...*DeviceTensor) {
 }
 
 // graphCacheCall is one KVCache.Attention inside a graph: the sequences it
-// names and the host lengths and block table the backend uploads before
-// each replay (Replay refills them).
+// names and, on a device with graphs, the device memory its launch reads
+// their lengths and block table from (tables), which the cache writes when
+// they change (KVCache.syncGraphs), with the host copy of what it holds.
 type graphCacheCall struct {
 	cache       *KVCache
 	ids         []SeqID
-	seqs        []*kvSeq // refill's scratch (Replay holds the graph's lock)
+	seqs        []*kvSeq
 	lens, table []int32
 	per         int // the table's pages a sequence
 	sq          int // the call's queries a sequence
+	tables      backend.PagedTables
+	// stale: a write to tables failed, and what the device holds is not
+	// known; the next replay writes everything first. Under the cache's
+	// lock.
+	stale bool
 }
 
 // Capture records the device work of fn's calls on d (Attention and
@@ -230,7 +258,7 @@ func (d *Device) Capture(fn func() error) (*Graph, error) {
 		return fn()
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, rec.freeTables())
 	}
 	return d.newGraph(&graphCore{g: bg, caches: rec.caches, keep: rec.keep}), nil
 }
@@ -288,7 +316,10 @@ func (d *Device) recording() *capture {
 // it, and returns without waiting for the device (as the calls themselves
 // do; an error of the device work surfaces at the next Download). A
 // captured KVCache.Attention reads its sequences as they are now: one that
-// was dropped is an error (ErrInvalid), and nothing runs.
+// was dropped is an error (ErrInvalid), and nothing runs. On a device with
+// graphs a replay is one graph launch: the sequences' lengths and block
+// tables are in device memory, which KVCache.Append and Truncate update
+// when they change them.
 func (g *Graph) Replay() error {
 	if g == nil || g.core == nil {
 		return fmt.Errorf("%w: a graph not made by Capture", ErrInvalid)
@@ -310,12 +341,12 @@ func (g *Graph) Replay() error {
 		return nil
 	}
 	// The caches' read locks are held until the replay is issued, so that
-	// no Append or Drop changes a sequence between its refill and the
-	// launch (work issued after the launch is ordered after it).
+	// no Append, Truncate or Drop changes a sequence between its check and
+	// the launch (their writes to the device tables are ordered after it).
 	for _, cc := range g.core.caches {
 		cc.cache.mu.RLock()
 		defer cc.cache.mu.RUnlock()
-		if err := cc.refill(); err != nil {
+		if err := cc.check(); err != nil {
 			return err
 		}
 	}
@@ -343,27 +374,35 @@ func (g *Graph) Close() error {
 	return g.core.close()
 }
 
-// refill writes the sequences' lengths and pages into the call's host
-// slices. The caller holds the cache's lock (read or write).
-func (cc *graphCacheCall) refill() error {
+// check returns an error if the call cannot replay: its cache is closed,
+// a sequence was dropped or holds fewer tokens than the call's queries. A
+// stale call's tables are written whole first. The caller holds the
+// cache's lock (read or write) and the graph's.
+func (cc *graphCacheCall) check() error {
 	c := cc.cache
 	if err := c.errClosed(); err != nil {
 		return err
 	}
-	seqs := cc.seqs[:len(cc.ids)]
-	for i, id := range cc.ids {
-		s, ok := c.seqs[id]
-		if !ok {
-			return errorf(ErrInvalid, "the graph reads sequence %d, which is no longer in the cache", id)
+	for i, s := range cc.seqs {
+		if s.dropped {
+			return errorf(ErrInvalid, "the graph reads sequence %d, which is no longer in the cache", cc.ids[i])
 		}
 		if s.n > 0 && s.n < cc.sq {
-			return errorf(ErrInvalid, "the graph's %d queries are the last positions of sequence %d, which holds %d tokens", cc.sq, id, s.n)
+			return errorf(ErrInvalid, "the graph's %d queries are the last positions of sequence %d, which holds %d tokens", cc.sq, cc.ids[i], s.n)
 		}
-		if len(s.pages) > cc.per { // (Append keeps sequences within MaxSeqLen)
-			return errors.New("sdpa: internal error: a sequence outgrew its graph's block table")
-		}
-		seqs[i] = s
 	}
-	fillTable(seqs, cc.lens, cc.table, cc.per)
+	if cc.stale {
+		if err := cc.writeAll(); err != nil {
+			return err
+		}
+		cc.stale = false
+	}
 	return nil
+}
+
+// writeAll writes the sequences' lengths and whole block table into the
+// call's device tables. The caller holds the cache's lock.
+func (cc *graphCacheCall) writeAll() error {
+	fillTable(cc.seqs, cc.lens, cc.table, cc.per)
+	return cc.tables.Write(cc.lens, cc.table, 0, len(cc.table))
 }

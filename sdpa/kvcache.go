@@ -32,8 +32,8 @@ type KVCacheConfig struct {
 	// MaxSeqLen bounds one sequence's tokens (Append fails with
 	// ErrCacheFull past it); 0 means the whole capacity. A KVCache.Attention
 	// captured in a Graph plans its launch for sequences this long and
-	// uploads a block table of MaxSeqLen/PageSize pages a sequence at every
-	// replay, so a serving program sets it to its model's context length.
+	// keeps a block table of MaxSeqLen/PageSize pages a sequence in device
+	// memory, so a serving program sets it to its model's context length.
 	MaxSeqLen int
 }
 
@@ -73,7 +73,14 @@ type KVCache struct {
 	// graphs counts the live Graphs that read the cache (Close fails
 	// while it is not 0).
 	graphs int
-	free   []int32 // free pages, a stack
+	// live are the captured calls of live Graphs whose lengths and block
+	// tables are in device memory: Append and Truncate write there what
+	// they change (syncGraphs), so that a replay copies nothing.
+	live []*graphCacheCall
+	// mark numbers the mutations: a sequence's mark is the last that
+	// changed it.
+	mark uint64
+	free []int32 // free pages, a stack
 	// refs counts the sequences that hold each page (0: free). A page
 	// held by more than one (Fork) is never written: a sequence about to
 	// write into one gets a copy first.
@@ -95,6 +102,11 @@ type KVCache struct {
 type kvSeq struct {
 	pages []int32
 	n     int
+	// mark is the mutation (KVCache.mark) that last changed the sequence,
+	// and [from, to) the block-table entries it changed.
+	mark     uint64
+	from, to int
+	dropped  bool // Drop removed it (a graph that names it cannot replay)
 }
 
 // cacheCall is one Attention call's scratch.
@@ -260,6 +272,7 @@ func (c *KVCache) Drop(id SeqID) error {
 		c.release(s.pages[i])
 	}
 	delete(c.seqs, id)
+	s.dropped = true
 	return nil
 }
 
@@ -304,7 +317,10 @@ func (c *KVCache) Truncate(id SeqID, n int) error {
 	for i := len(s.pages) - 1; i >= keep; i-- {
 		c.release(s.pages[i])
 	}
+	c.mark++
+	s.mark, s.from, s.to = c.mark, keep, len(s.pages)
 	s.pages, s.n = s.pages[:keep], n
+	c.syncGraphs()
 	return nil
 }
 
@@ -508,10 +524,13 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 		return err
 	}
 	top = len(c.free)
+	c.mark++
 	for b, s := range seqs {
+		s.mark, s.from = c.mark, len(s.pages)
 		if pg := c.cow[b]; pg >= 0 { // (the shared page is released below)
 			last := len(s.pages) - 1
 			s.pages[last], c.cow[b], c.refs[pg] = pg, s.pages[last], 1
+			s.from = last
 			top--
 		}
 	}
@@ -523,6 +542,7 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 		}
 		top -= add
 		s.n += kn
+		s.to = len(s.pages)
 	}
 	c.free = c.free[:top]
 	for _, pg := range c.cow[:kb] {
@@ -530,6 +550,7 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 			c.release(pg)
 		}
 	}
+	c.syncGraphs()
 	return nil
 }
 
@@ -646,9 +667,10 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 			return errorf(ErrInvalid, "%d queries are the last positions of sequence %d, which holds %d tokens (append the queries' keys and values first)", sq, ids[i], s.n)
 		}
 	}
-	// Inside a Capture the call gets a table of its own, as wide as
-	// MaxSeqLen needs, which Graph.Replay refills from the sequences as they
-	// are then; the backend plans the launch for MaxSeqLen.
+	// Inside a Capture the call gets lengths and a table of its own, as
+	// wide as MaxSeqLen needs, in device memory that the cache keeps
+	// current as the sequences change (syncGraphs); the backend plans the
+	// launch for MaxSeqLen.
 	rec := c.dev.recording()
 	var gc *graphCacheCall
 	var lens, table []int32
@@ -657,8 +679,16 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		if q.m == nil || out.m == nil || lse != nil && lse.m == nil {
 			return fmt.Errorf("%w: a captured kv-cache attention takes tensors in device memory", ErrUnsupported)
 		}
+		tm, ok := c.kv.(backend.PagedTableMaker)
+		if !ok {
+			return errorf(ErrUnsupported, "the kv cache of device %v cannot keep its block tables in device memory for a graph", c.dev)
+		}
 		per = (c.maxSeqLen + c.cfg.PageSize - 1) / c.cfg.PageSize
-		gc = &graphCacheCall{cache: c, ids: slices.Clone(ids), seqs: make([]*kvSeq, b), lens: make([]int32, b), table: make([]int32, b*per), per: per, sq: sq}
+		tables, err := tm.NewTables(b, per)
+		if err != nil {
+			return err
+		}
+		gc = &graphCacheCall{cache: c, ids: slices.Clone(ids), seqs: slices.Clone(seqs), lens: make([]int32, b), table: make([]int32, b*per), per: per, sq: sq, tables: tables}
 		lens, table = gc.lens, gc.table
 	} else {
 		for _, s := range seqs {
@@ -674,7 +704,7 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		SeqLens: lens, BlockTable: table, PagesPerSeq: per, Variants: variants,
 	}
 	if gc != nil {
-		cc.p.MaxSeqLen = c.maxSeqLen
+		cc.p.MaxSeqLen, cc.p.Tables = c.maxSeqLen, gc.tables
 	}
 	if q.m != nil {
 		cc.p.QBuf, cc.p.OutBuf = q.m.data, out.m.data
@@ -688,6 +718,9 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	cc.p = backend.PagedProblem{}
 	switch {
 	case err != nil:
+		if gc != nil {
+			err = errors.Join(err, gc.tables.Free())
+		}
 	case gc != nil:
 		rec.caches = append(rec.caches, gc)
 		rec.keep = append(rec.keep, out, q)
@@ -719,11 +752,48 @@ func (rec *capture) recordCache(c *KVCache, out, lse, q *DeviceTensor, ids []Seq
 }
 
 // fillTable writes each sequence's length into lens and its pages into its
-// row of table (per entries a row, zeros past its pages).
+// row of table (per entries a row, zeros past its pages; a dropped
+// sequence's row is zeros and its length 0).
 func fillTable(seqs []*kvSeq, lens, table []int32, per int) {
 	for i, s := range seqs {
-		lens[i] = int32(s.n)
 		row := table[i*per : (i+1)*per]
+		if s.dropped {
+			lens[i] = 0
+			clear(row)
+			continue
+		}
+		lens[i] = int32(s.n)
 		clear(row[copy(row, s.pages):])
+	}
+}
+
+// syncGraphs writes into the device tables of the live graphs' calls what
+// the last mutation (c.mark) changed: the lengths, and each changed
+// sequence's block-table entries [from, to). A write that fails leaves
+// the call stale: its next replay writes everything first. The caller
+// holds c.mu.
+func (c *KVCache) syncGraphs() {
+	for _, gc := range c.live {
+		changed, lo, hi := false, len(gc.table), 0
+		for i, s := range gc.seqs {
+			if s.mark != c.mark || s.dropped {
+				continue
+			}
+			changed = true
+			gc.lens[i] = int32(s.n)
+			row := gc.table[i*gc.per : (i+1)*gc.per]
+			for j := s.from; j < s.to; j++ {
+				row[j] = 0
+				if j < len(s.pages) {
+					row[j] = s.pages[j]
+				}
+			}
+			if s.from < s.to {
+				lo, hi = min(lo, i*gc.per+s.from), max(hi, i*gc.per+s.to)
+			}
+		}
+		if changed && !gc.stale {
+			gc.stale = gc.tables.Write(gc.lens, gc.table, min(lo, hi), hi) != nil
+		}
 	}
 }

@@ -27,8 +27,9 @@ import (
 // makes from its goroutine pass through do without taking the lock (they
 // are on the capturing OS thread), every other goroutine's calls wait for
 // the lock. Inside a capture, buffers released go to the graph instead of
-// the pool, copies from or to host memory fail, and a paged attention
-// registers its lengths and block table to be uploaded before each replay.
+// the pool, copies from or to host memory fail, and a paged attention reads
+// its lengths and block table from device memory its caller keeps current
+// (pagedTables): a replay is one graph launch.
 
 // captureState is what a capture in progress has gathered.
 type captureState struct {
@@ -37,9 +38,6 @@ type captureState struct {
 	// (temporaries freed inside the capture, per-call scratch): released
 	// with the graph.
 	bufs []pooled
-	// uploads are host memory copied to the device before each replay
-	// (a paged attention's lengths and block table).
-	uploads []hostCopy
 	// zero are words allocated inside the capture that must start at 0
 	// (an output's score-factor flag, zeroWords' counters): cleared on the
 	// stream when the capture ends, whether it succeeded or not, and not at
@@ -169,8 +167,8 @@ func (d *device) Capture(issue func() error) (g *deviceGraph, err error) {
 // Capturing implements backend.Capturer.
 func (d *device) Capturing() bool { return d.capturing() != nil }
 
-// Replay uploads the capture's host inputs (paged lengths and block
-// tables) and launches the graph on the stream, without waiting.
+// Replay launches the graph on the stream, without waiting: nothing is
+// copied from the host.
 func (g *deviceGraph) Replay() error {
 	if g == nil || g.dev == nil {
 		return fmt.Errorf("%w: cuda: a graph not made by Capture", backend.ErrInvalid)
@@ -181,11 +179,6 @@ func (g *deviceGraph) Replay() error {
 		}
 		if g.dev.capturing() != nil {
 			return errCapture("replaying a graph")
-		}
-		if len(g.state.uploads) > 0 {
-			if err := g.dev.upload(g.state.uploads); err != nil {
-				return err
-			}
 		}
 		return g.exec.launch(g.dev.stream)
 	})

@@ -280,17 +280,21 @@ func (s *pagedKV) checkDevice(a *backend.PagedAppend) (srcK, srcV uint64, err er
 // checkThreads is fp8attn_paged_check's block size (CHECK_THREADS).
 const checkThreads = 256
 
-// stageInputs uploads p's queries, lengths and block table and reserves the
-// output, LSE and partial buffers. Inside a graph capture the queries and
-// outputs must be device buffers (pinned to the graph), and the other
-// buffers are the graph's own: the lengths and block table are uploaded
-// from p's slices before every replay (they must stay valid as long as the
-// graph), and the staging buffers of later calls cannot take them over. The
+// stageInputs uploads p's queries, lengths and block table (unless
+// p.Tables holds the last two on the device) and reserves the output, LSE
+// and partial buffers. Inside a graph capture the queries and outputs must
+// be device buffers (pinned to the graph), the lengths and block table
+// must be in p.Tables (which the caller keeps current: the graph copies
+// nothing from the host), and the scratch buffers are the graph's own, so
+// that the staging buffers of later calls cannot take them over. The
 // caller is inside do, after plan.
 func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	c := s.dev.capturing()
 	if c != nil && p.QBuf == nil {
 		return errCapture("a paged attention on host-memory queries")
+	}
+	if c != nil && p.Tables == nil {
+		return errCapture("a paged attention on host-memory lengths and block table (PagedProblem.Tables)")
 	}
 	var copies []hostCopy
 	// scratch reserves n bytes for use; in gives use a copy of host.
@@ -300,16 +304,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 		}
 		return s.buf(use, n)
 	}
-	in := func(use string, host []byte) (uint64, error) {
-		if c == nil {
-			return s.put(&copies, use, host)
-		}
-		ptr, err := s.dev.own(c, int64(len(host)))
-		if err == nil {
-			c.uploads = append(c.uploads, hostCopy{cu.DevicePtr(ptr), host})
-		}
-		return ptr, err
-	}
+	in := func(use string, host []byte) (uint64, error) { return s.put(&copies, use, host) }
 	pp := s.params
 	var err error
 	var bufs []*buffer
@@ -326,11 +321,19 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	} else if pp.Q, err = in("q", bytesOf(p.Q)); err != nil {
 		return err
 	}
-	if pp.SeqLens, err = in("lens", bytesOf(p.SeqLens)); err != nil {
-		return err
-	}
-	if pp.BlockTable, err = in("table", bytesOf(p.BlockTable)); err != nil {
-		return err
+	if p.Tables != nil {
+		t, ok := p.Tables.(*pagedTables)
+		if !ok || t.dev != s.dev || t.buf.p == 0 || t.b != p.B || t.per != p.PagesPerSeq {
+			return fmt.Errorf("%w: cuda: tables not made by this device's NewTables for %d sequences of %d pages, or freed", backend.ErrInvalid, p.B, p.PagesPerSeq)
+		}
+		pp.SeqLens, pp.BlockTable = t.addrs()
+	} else {
+		if pp.SeqLens, err = in("lens", bytesOf(p.SeqLens)); err != nil {
+			return err
+		}
+		if pp.BlockTable, err = in("table", bytesOf(p.BlockTable)); err != nil {
+			return err
+		}
 	}
 	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
 	switch {

@@ -1,0 +1,189 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/checked"
+)
+
+// A paged attention captured into a graph reads its sequence lengths and
+// block table from device memory (pagedTables) that the cache's owner
+// writes when a sequence changes (an append, a truncation), not at every
+// replay: the graph holds the attention kernel(s) alone, and a replay is
+// one graph launch.
+
+// pagedTables implements backend.PagedTables: lens [b] then table
+// [b][per], int32, in one device allocation, with a page-locked host
+// mirror of what the copies issued so far leave there.
+type pagedTables struct {
+	dev    *device
+	b, per int
+	buf    pooled
+	// mirror is made at the first Write (outside any capture), which
+	// copies everything; later Writes copy what differs from it (at most
+	// two copies: the lengths that changed, the table's span that did).
+	mirror []int32
+	host   []byte   // mirror's page-locked memory
+	done   cu.Event // recorded behind the last copy from the mirror
+	busy   bool     // done is pending
+	whole  bool     // the next Write copies everything (the first, or one after a failed copy)
+}
+
+// tableCopies counts the host-to-device copies that pagedTables.Write
+// issues (tests: a replay issues none, an append the few it needs).
+var tableCopies atomic.Int64
+
+// NewTables implements backend.PagedTableMaker. It may be called inside a
+// capture (the memory is then allocated, not cleared: the first Write
+// copies the whole of lens and table).
+func (s *pagedKV) NewTables(b, per int) (backend.PagedTables, error) {
+	if err := s.errClosed(); err != nil {
+		return nil, err
+	}
+	words, ok := checked.Mul(b, per+1)
+	if b <= 0 || per <= 0 || !ok || words > 1<<30 {
+		return nil, fmt.Errorf("%w: cuda: tables of %d sequences of %d pages", backend.ErrInvalid, b, per)
+	}
+	t := &pagedTables{dev: s.dev, b: b, per: per}
+	err := s.dev.do(func() error {
+		p, size, err := s.dev.alloc(4 * int64(words))
+		t.buf = pooled{p, size}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// addrs returns the device addresses of the lengths and of the table.
+func (t *pagedTables) addrs() (lens, table uint64) {
+	return uint64(t.buf.p), uint64(t.buf.p) + 4*uint64(t.b)
+}
+
+// Write implements backend.PagedTables.
+func (t *pagedTables) Write(lens, table []int32, lo, hi int) error {
+	if t == nil || t.dev == nil {
+		return fmt.Errorf("%w: cuda: nil tables", backend.ErrInvalid)
+	}
+	if len(lens) != t.b || len(table) != t.b*t.per || lo < 0 || hi > len(table) || lo > hi {
+		return fmt.Errorf("%w: cuda: writing %d lengths and %d table entries [%d, %d) into tables of %d sequences of %d pages",
+			backend.ErrInvalid, len(lens), len(table), lo, hi, t.b, t.per)
+	}
+	if t.dev.capturing() != nil {
+		return errCapture("writing a paged attention's lengths and block table")
+	}
+	return t.dev.do(func() error {
+		if t.buf.p == 0 {
+			return fmt.Errorf("%w: cuda: tables written after Free", backend.ErrInvalid)
+		}
+		if t.mirror == nil {
+			n := t.b * (t.per + 1)
+			host, err := hostAlloc(4 * n)
+			if err != nil {
+				return err
+			}
+			ev, err := cu.MakeEvent(cu.DisableTiming)
+			if err != nil {
+				return errors.Join(fmt.Errorf("cuda: event: %w", err), hostFree(host))
+			}
+			t.host, t.done = host, ev
+			t.mirror = unsafe.Slice((*int32)(unsafe.Pointer(&host[0])), n)
+			t.whole = true
+		}
+		type span struct{ off, lo, hi int } // words [lo, hi) of the source at mirror word off+lo
+		var spans [2]span
+		n := 0
+		if t.whole {
+			spans, n = [2]span{{0, 0, t.b}, {t.b, 0, len(table)}}, 2
+		} else {
+			if a, b := differ(t.mirror[:t.b], lens); a < b {
+				spans[n] = span{0, a, b}
+				n++
+			}
+			if a, b := differ(t.mirror[t.b+lo:t.b+hi], table[lo:hi]); a < b {
+				spans[n] = span{t.b, lo + a, lo + b}
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		if t.busy { // the mirror is the source of a copy in flight
+			if err := t.done.Synchronize(); err != nil {
+				return fmt.Errorf("cuda: table copy: %w", err)
+			}
+			t.busy = false
+		}
+		t.whole = true // until the copies are issued: what the device holds is unknown
+		for _, sp := range spans[:n] {
+			src := lens
+			if sp.off > 0 {
+				src = table
+			}
+			dst := t.mirror[sp.off+sp.lo : sp.off+sp.hi]
+			copy(dst, src[sp.lo:sp.hi])
+			at := t.buf.p + cu.DevicePtr(4*(sp.off+sp.lo))
+			if err := cu.MemcpyHtoDAsync(at, unsafe.Pointer(&dst[0]), int64(4*len(dst)), t.dev.stream); err != nil {
+				return fmt.Errorf("cuda: table copy: %w", err)
+			}
+			tableCopies.Add(1)
+		}
+		if err := t.done.Record(t.dev.stream); err != nil {
+			return fmt.Errorf("cuda: event record: %w", err)
+		}
+		t.busy, t.whole = true, false
+		return nil
+	})
+}
+
+// differ returns the first and one past the last index where a and b
+// differ (lo == hi where they do not).
+func differ(a, b []int32) (lo, hi int) {
+	lo = 0
+	for lo < len(a) && a[lo] == b[lo] {
+		lo++
+	}
+	if lo == len(a) {
+		return 0, 0
+	}
+	hi = len(a)
+	for a[hi-1] == b[hi-1] {
+		hi--
+	}
+	return lo, hi
+}
+
+// Free implements backend.PagedTables.
+func (t *pagedTables) Free() error {
+	if t == nil || t.dev == nil {
+		return nil
+	}
+	return t.dev.do(func() error {
+		if t.buf.p == 0 {
+			return nil
+		}
+		var errs []error
+		if t.mirror != nil {
+			if t.dev.capturing() != nil {
+				return errCapture("freeing a paged attention's written tables")
+			}
+			if t.busy {
+				errs = append(errs, t.done.Synchronize())
+			}
+			errs = append(errs, hostFree(t.host), cu.DestroyEvent(&t.done))
+			t.mirror, t.host, t.busy = nil, nil, false
+		}
+		errs = append(errs, t.dev.release([]pooled{t.buf}))
+		t.buf = pooled{}
+		return errors.Join(errs...)
+	})
+}
