@@ -2,9 +2,38 @@
 
 package cuda
 
+/*
+#include <cuda.h>
+#include <stdlib.h>
+
+// Ends the capture of s and counts its graph's nodes by type, without
+// instantiating it (capturedNodes).
+static CUresult fp8attn_capture_census(CUstream s, int* kernels, int* copies, int* others) {
+	CUgraph g;
+	CUresult r = cuStreamEndCapture(s, &g);
+	if (r != CUDA_SUCCESS) return r;
+	size_t n = 0;
+	r = cuGraphGetNodes(g, NULL, &n);
+	CUgraphNode* nodes = n ? (CUgraphNode*)malloc(n * sizeof(CUgraphNode)) : NULL;
+	if (r == CUDA_SUCCESS && n) r = cuGraphGetNodes(g, nodes, &n);
+	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
+		CUgraphNodeType t;
+		r = cuGraphNodeGetType(nodes[i], &t);
+		if (t == CU_GRAPH_NODE_TYPE_KERNEL) (*kernels)++;
+		else if (t == CU_GRAPH_NODE_TYPE_MEMCPY) (*copies)++;
+		else (*others)++;
+	}
+	free(nodes);
+	CUresult r2 = cuGraphDestroy(g);
+	return r != CUDA_SUCCESS ? r : r2;
+}
+*/
+import "C"
+
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -186,4 +215,39 @@ func (t *pagedTables) Free() error {
 		t.buf = pooled{}
 		return errors.Join(errs...)
 	})
+}
+
+// PagedTableCopies returns how many host-to-device copies the paged
+// caches' tables have issued in this process (diagnostics and tests: a
+// replay issues none, a decode step's append one, two where a page is
+// added).
+func (b *kernelBackend) PagedTableCopies() int64 { return tableCopies.Load() }
+
+// capturedNodes records issue's work on d's stream as Capture does and
+// counts the graph's nodes by kind, without instantiating it (tests: what
+// a replay of such a graph runs).
+func (d *device) capturedNodes(issue func() error) (kernels, copies, others int, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := setCurrent(d.ctx); err != nil {
+		return 0, 0, 0, err
+	}
+	c := &captureState{thread: currentThread()}
+	if err := beginCapture(d.stream, true); err != nil {
+		return 0, 0, 0, err
+	}
+	d.capture.Store(c)
+	captures.Add(1)
+	ierr := issue()
+	d.capture.Store(nil)
+	captures.Add(-1)
+	var k, m, o C.int
+	errs := []error{ierr, check("cuStreamEndCapture", C.fp8attn_capture_census(cStream(d.stream), &k, &m, &o))}
+	for _, z := range c.zero {
+		errs = append(errs, cu.MemsetD32Async(z.p, 0, z.n, d.stream))
+	}
+	errs = append(errs, d.release(c.bufs))
+	return int(k), int(m), int(o), errors.Join(errs...)
 }

@@ -1,0 +1,192 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/poison"
+	"github.com/fp8attn/fp8attn/oracle"
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// TestPagedGraphTables: a paged attention captured with its lengths and
+// block table in device memory (PagedTables) records kernels only (the
+// census of its captured graph; the census is proven by the same capture
+// with the outputs poisoned on the device, where it counts the two
+// memsets); its replays copy nothing from the host; the tables' writes
+// copy only what changed (the lengths after an append, and the table's
+// entries where a page was added; nothing when nothing changed). Replayed
+// after every append, across page boundaries and a chunk of several
+// tokens, the graph gives the float64 oracle's result on the values the
+// cache holds, within the float32 tiers (FP32Tolerance, LSETolerance),
+// outputs poisoned before every replay.
+func TestPagedGraphTables(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	for ci, c := range []struct {
+		hkv, g, d, page, maxLen, steps int
+		lens                           []int
+	}{
+		{2, 4, 128, 64, 512, 70, []int{50, 130, 1}},
+		{1, 8, 64, 32, 256, 40, []int{31, 1, 64, 100, 7}},
+	} {
+		for _, be := range pagedBackends(t) {
+			name := fmt.Sprintf("%s/hkv%d-g%d-d%d-p%d-max%d-lens%v", pagedKernelName(be), c.hkv, c.g, c.d, c.page, c.maxLen, c.lens)
+			t.Run(name, func(t *testing.T) {
+				rng := rand.New(rand.NewPCG(seed, uint64(ci)))
+				H, D, P := c.hkv, c.d, c.page
+				B, hq, per := len(c.lens), c.hkv*c.g, c.maxLen/c.page
+				cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: B * per}
+				kv, err := be.NewPagedKV(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer kv.Close()
+				s := kv.(*pagedKV)
+				d := s.dev
+				// Pages are handed out in shuffled order as sequences reach
+				// them: a row's entries past its pages are 0.
+				free := rng.Perm(cfg.Pages)
+				lens, table := make([]int32, B), make([]int32, B*per)
+				// add appends n tokens to sequence b and returns the table
+				// entries it filled, [lo, hi) (lo == hi: none).
+				add := func(b, n int) (lo, hi int) {
+					lo, hi = len(table), 0
+					a := &backend.PagedAppend{B: 1, N: n, K: make([]float32, n*H*D), V: make([]float32, n*H*D)}
+					for i := range a.K {
+						a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+					}
+					for tk := int(lens[b]); tk < int(lens[b])+n; tk++ {
+						e := b*per + tk/P
+						if tk%P == 0 {
+							table[e], free = int32(free[0]), free[1:]
+							lo, hi = min(lo, e), max(hi, e+1)
+						}
+						a.Page, a.Slot = append(a.Page, table[e]), append(a.Slot, int32(tk%P))
+					}
+					if err := kv.Append(a); err != nil {
+						t.Fatal(err)
+					}
+					lens[b] += int32(n)
+					return lo, hi
+				}
+				for b, n := range c.lens {
+					add(b, n)
+				}
+				tables, err := s.NewTables(B, per)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer tables.Free()
+				if err := tables.Write(lens, table, 0, len(table)); err != nil {
+					t.Fatal(err)
+				}
+				nq := B * hq * D
+				q, err1 := d.Alloc(4 * int64(nq))
+				out, err2 := d.Alloc(4 * int64(nq))
+				lse, err3 := d.Alloc(4 * int64(B*hq))
+				if err := errors.Join(err1, err2, err3); err != nil {
+					t.Fatal(err)
+				}
+				defer func() { q.Free(); out.Free(); lse.Free() }()
+				p := &backend.PagedProblem{B: B, Hq: hq, Hkv: H, Sq: 1, D: D, Scale: float32(1 / math.Sqrt(float64(D))),
+					Mask: backend.CausalLowerRight, Layout: backend.BHSD, SeqLens: lens, BlockTable: table, PagesPerSeq: per,
+					QBuf: q, OutBuf: out, LSEBuf: lse, MaxSeqLen: c.maxLen, Tables: tables}
+				attend := func() error { return kv.Attention(p) }
+				for _, pois := range []bool{true, false} {
+					s.poison = pois
+					k, m, o, err := d.capturedNodes(attend)
+					t.Logf("outputs poisoned on the device %v: the graph holds %d kernel(s), %d copies, %d other nodes", pois, k, m, o)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if k == 0 || m != 0 || pois && o != 2 || !pois && o != 0 {
+						t.Fatalf("poisoned %v: %d kernels, %d copies, %d other nodes; want kernels only (and the 2 memsets when poisoned)", pois, k, m, o)
+					}
+				}
+				// Without Tables a capture is refused (it would copy the host's
+				// lengths at every replay).
+				p.Tables = nil
+				if _, err := d.Capture(attend); !errors.Is(err, backend.ErrUnsupported) {
+					t.Fatalf("a capture without tables: %v, want ErrUnsupported", err)
+				}
+				p.Tables = tables
+				g, err := d.Capture(attend)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer g.Close()
+				hostQ, got, gotLSE := make([]float32, nq), make([]float32, nq), make([]float32, B*hq)
+				bad := make([]float32, nq)
+				for i := range bad {
+					bad[i] = math.Float32frombits(poison.Bits)
+				}
+				for step := range c.steps {
+					n := 1
+					if step == c.steps/2 {
+						n = 5 // a chunk
+					}
+					lo, hi := len(table), 0
+					for b := range B {
+						if int(lens[b])+n <= c.maxLen {
+							l, h := add(b, n)
+							lo, hi = min(lo, l), max(hi, h)
+						}
+					}
+					before := tableCopies.Load()
+					if err := tables.Write(lens, table, min(lo, hi), hi); err != nil {
+						t.Fatal(err)
+					}
+					want := int64(1)
+					if lo < hi {
+						want = 2
+					}
+					if n := tableCopies.Load() - before; n != want {
+						t.Fatalf("step %d: the write issued %d copies, want %d (lengths, and table entries [%d, %d))", step, n, want, lo, hi)
+					}
+					if err := tables.Write(lens, table, 0, len(table)); err != nil || tableCopies.Load() != before+want {
+						t.Fatalf("step %d: a write of what the tables hold issued %d copies (%v), want none", step, tableCopies.Load()-before-want, err)
+					}
+					for i := range hostQ {
+						hostQ[i] = float32(rng.NormFloat64())
+					}
+					if err := errors.Join(q.Write(bytesOf(hostQ)), out.Write(bytesOf(bad)), lse.Write(bytesOf(bad[:B*hq]))); err != nil {
+						t.Fatal(err)
+					}
+					before = tableCopies.Load()
+					if err := g.Replay(); err != nil {
+						t.Fatal(err)
+					}
+					if err := errors.Join(out.Read(bytesOf(got)), lse.Read(bytesOf(gotLSE))); err != nil {
+						t.Fatal(err)
+					}
+					if n := tableCopies.Load() - before; n != 0 {
+						t.Fatalf("step %d: a replay issued %d table copies", step, n)
+					}
+					hp := &backend.PagedProblem{B: B, Hq: hq, Hkv: H, Sq: 1, D: D, Scale: p.Scale, Mask: p.Mask, Layout: p.Layout,
+						SeqLens: lens, BlockTable: table, PagesPerSeq: per, Q: hostQ, Out: make([]float32, nq)}
+					for b := range B {
+						dp, err := sdpatest.PagedSequence(s, hp, cfg, b)
+						if err != nil {
+							t.Fatal(err)
+						}
+						wo, wl := oracle.Naive(dp)
+						tol, lt := sdpatest.FP32Tolerance(dp), sdpatest.LSETolerance(dp)
+						st := sdpatest.Compare(got[b*hq*D:(b+1)*hq*D], wo, tol)
+						lst := sdpatest.Compare(gotLSE[b*hq:(b+1)*hq], wl, lt)
+						if st.Beyond+lst.Beyond > 0 || math.IsNaN(st.MaxErr) || math.IsNaN(lst.MaxErr) {
+							t.Fatalf("step %d, sequence %d of %d tokens: %d of %d outputs beyond %s (max error %.3g), %d LSE beyond %s",
+								step, b, lens[b], st.Beyond, hq*D, tol.Why, st.MaxErr, lst.Beyond, lt.Why)
+						}
+					}
+				}
+			})
+		}
+	}
+}
