@@ -251,3 +251,75 @@ func (d *device) capturedNodes(issue func() error) (kernels, copies, others int,
 	errs = append(errs, d.release(c.bufs))
 	return int(k), int(m), int(o), errors.Join(errs...)
 }
+
+// EventTimes times the device work of call, issued from the host back to
+// back (a Graph's Replay, a call of the sdpa API on device 0: work on the
+// device's stream that call does not wait for), between CUDA events: µs a
+// call, one figure a batch of 10 calls, after 10 warm-up calls. Host work
+// that holds the device back shows as device time (benchmarks: the decode
+// mode of cmd/sdpabench times a replayed KVCache.Attention so).
+func (b *kernelBackend) EventTimes(iters int, call func() error) ([]float64, error) {
+	d, err := openDevice(0)
+	if err != nil {
+		return nil, err
+	}
+	const batch = 10
+	n := max(iters/batch, 5)
+	evs := make([]cu.Event, n+1)
+	made := 0
+	defer func() {
+		d.do(func() error {
+			for i := range made {
+				cu.DestroyEvent(&evs[i])
+			}
+			return nil
+		})
+	}()
+	err = d.do(func() error {
+		for ; made < len(evs); made++ {
+			ev, err := cu.MakeEvent(cu.DefaultEvent)
+			if err != nil {
+				return fmt.Errorf("cuda: event: %w", err)
+			}
+			evs[made] = ev
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for range 10 {
+		if err := call(); err != nil {
+			return nil, err
+		}
+	}
+	record := func(i int) error { return d.do(func() error { return evs[i].Record(d.stream) }) }
+	if err := record(0); err != nil {
+		return nil, err
+	}
+	for i := range n {
+		for range batch {
+			if err := call(); err != nil {
+				return nil, err
+			}
+		}
+		if err := record(i + 1); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]float64, n)
+	err = d.do(func() error {
+		if err := evs[n].Synchronize(); err != nil {
+			return fmt.Errorf("cuda: kernel failed: %w", err)
+		}
+		for i := range out {
+			ms, err := evs[i].Elapsed(evs[i+1])
+			if err != nil {
+				return err
+			}
+			out[i] = float64(ms) * 1e3 / batch
+		}
+		return nil
+	})
+	return out, err
+}

@@ -186,6 +186,17 @@ func TestPagedGraphTables(t *testing.T) {
 						}
 					}
 				}
+				// The benchmarks' timer of replays: a positive device time a
+				// replay, in batches.
+				times, err := be.EventTimes(20, g.Replay)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, x := range times {
+					if !(x > 0 && x < 1e5) {
+						t.Fatalf("EventTimes of a replay: %v µs", times)
+					}
+				}
 			})
 		}
 	}

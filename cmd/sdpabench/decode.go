@@ -23,12 +23,20 @@ import (
 // sequence with the lower-right causal alignment. The check reads the
 // cache's pages back (backend.PagedReader) and holds the result to the
 // float64 oracle on exactly those values, with the float32 tier the paged
-// suite uses; the timing is host end to end per step, and per step in
-// CUDA-graph replay where the backend times its kernels (timing.PagedTimer).
+// suite uses. The same tokens go to the public API's cache (sdpa.KVCache,
+// decode_public.go), whose decode step, captured once in a Graph, is
+// checked against the same oracle and timed as a serving loop runs it:
+// replays back to back, host-timed, and device time per replay between
+// CUDA events on cuda; those are the run's figures (Result's p50 and
+// gpu_p50). Beside them: the backend's call on host slices, host end to
+// end, and the kernel's device time (timing.PagedTimer: launches captured
+// in a CUDA graph, no host work), which the public replay is compared to.
+// With -kernel the public API is not run (it opens backends by name).
 
 // decodeLegend explains the decode mode's check line.
 const decodeLegend = "check: |ours - float64 oracle| on the values the cache holds (its E4M3 codes times their page scales,\n" +
-	"       read back), float32 queries; PASS means every element is within the float32 tolerance (sdpatest).\n"
+	"       read back), float32 queries; PASS means every element is within the float32 tolerance (sdpatest).\n" +
+	"       The backend's call and the public KVCache.Attention (captured in a Graph, replayed) are checked alike.\n"
 
 // decodePage is the page size of the decode mode's cache.
 const decodePage = 64
@@ -111,10 +119,22 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 		}
 		keys += int(lens[b])
 	}
+	var pd *publicDecode
+	if c.kernel == nil {
+		if pd, err = newPublicDecode(be.Name(), s, s.Sk); err != nil {
+			return Result{}, fmt.Errorf("the public API on backend %s: %w", be.Name(), err)
+		}
+		defer pd.close()
+	}
+	// Chunks of the sequences in turn, so that the public cache's pages
+	// interleave as a server's do (the backend's table is shuffled).
 	const chunk = 1024 // tokens per append
 	a := &backend.PagedAppend{B: 1}
-	for b := range s.B {
-		for t0 := 0; t0 < int(lens[b]); t0 += chunk {
+	for t0 := 0; t0 < s.Sk; t0 += chunk {
+		for b := range s.B {
+			if t0 >= int(lens[b]) {
+				continue
+			}
 			n := min(chunk, int(lens[b])-t0)
 			a.N, a.K, a.V = n, randNormal(rng, n*s.Hkv*s.D), randNormal(rng, n*s.Hkv*s.D)
 			a.Page, a.Slot = a.Page[:0], a.Slot[:0]
@@ -124,6 +144,11 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 			if err := kv.Append(a); err != nil {
 				return Result{}, err
 			}
+			if pd != nil {
+				if err := pd.append(b, n, a.K, a.V); err != nil {
+					return Result{}, err
+				}
+			}
 		}
 	}
 	p := &backend.PagedProblem{B: s.B, Hq: s.Hq, Hkv: s.Hkv, Sq: s.Sq, D: s.D, Scale: float32(1 / math.Sqrt(float64(s.D))),
@@ -131,6 +156,15 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 		Out: make([]float32, s.B*s.Hq*s.Sq*s.D), SeqLens: lens}
 	if err := kv.Attention(p); err != nil {
 		return Result{}, err
+	}
+	var pubOut []float32
+	if pd != nil {
+		if err := pd.capture(p); err != nil {
+			return Result{}, err
+		}
+		if pubOut, err = pd.result(); err != nil {
+			return Result{}, err
+		}
 	}
 	r := Result{Shape: name, Seed: seed, Backend: be.Name(), Precision: "fp8-cache", Mask: backend.CausalLowerRight.String(),
 		Date: time.Now().UTC().Format(time.RFC3339)}
@@ -156,8 +190,24 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 		if !r.Pass {
 			verdict = "FAIL"
 		}
-		fmt.Printf("  check  %s  max_err %.3g  mean_err %.3g  beyond tolerance %.2f%%  (against the cache's own values; tolerance: %s)\n",
+		fmt.Printf("  check  %s  max_err %.3g  mean_err %.3g  beyond tolerance %.2f%%  (backend call; against the cache's own values; tolerance: %s)\n",
 			verdict, r.MaxErr, r.MeanErr, 100*r.FracBeyond, tol.Why)
+		if pubOut != nil {
+			pp := *p
+			pp.Out = pubOut
+			st, tol, err := checkDecode(reader, &pp, cfg)
+			if err != nil {
+				return Result{}, err
+			}
+			verdict, pass := "PASS", st.Beyond == 0
+			if !pass {
+				verdict = "FAIL"
+			}
+			fmt.Printf("  check  %s  max_err %.3g  mean_err %.3g  beyond tolerance %.2f%%  (public KVCache.Attention, replayed; tolerance: %s)\n",
+				verdict, st.MaxErr, st.MeanErr, 100*st.FracBeyond(), tol.Why)
+			r.Pass = r.Pass && pass
+			r.MaxErr, r.MeanErr, r.FracBeyond = max(r.MaxErr, st.MaxErr), max(r.MeanErr, st.MeanErr), max(r.FracBeyond, st.FracBeyond())
+		}
 	}
 	n := c.iters
 	if n <= 0 {
@@ -176,7 +226,8 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 	sort.Float64s(d)
 	r.Iters, r.P50us, r.P90us = n, d[n/2], d[n*9/10]
 	lat := r.P50us
-	fmt.Printf("  time   host p50 %s p90 %s", fmtDur(r.P50us), fmtDur(r.P90us))
+	fmt.Printf("  time   backend call (host slices): host p50 %s p90 %s", fmtDur(r.P50us), fmtDur(r.P90us))
+	kernel := 0.0
 	if tm, ok := kv.(timing.PagedTimer); ok {
 		times, err := tm.PagedTimes(p, n)
 		if err != nil {
@@ -184,8 +235,23 @@ func (c config) runDecode(name string, s backend.Shape) (Result, error) {
 		}
 		sort.Float64s(times)
 		r.GPUP50us, r.GPUP90us = times[len(times)/2], times[len(times)*9/10]
-		lat = r.GPUP50us
-		fmt.Printf("  device (graph replay) p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+		lat, kernel = r.GPUP50us, r.GPUP50us
+		fmt.Printf("; kernel (launches in a CUDA graph) device p50 %s p90 %s", fmtDur(r.GPUP50us), fmtDur(r.GPUP90us))
+	}
+	if pd != nil {
+		fmt.Println()
+		host, device, err := pd.times(be, c.iters)
+		if err != nil {
+			return Result{}, err
+		}
+		fmt.Print(publicLine(host, device, kernel))
+		r.P50us, r.P90us, lat = host[len(host)/2], host[len(host)*9/10], host[len(host)/2]
+		r.GPUP50us, r.GPUP90us = 0, 0
+		if len(device) > 0 {
+			r.GPUP50us, r.GPUP90us = device[len(device)/2], device[len(device)*9/10]
+			lat = r.GPUP50us
+		}
+		fmt.Print("  rate  ")
 	}
 	r.GFLOPs = 4 * float64(s.Hq*s.Sq*s.D) * float64(keys) / (lat * 1e3)
 	if gbs := cacheBytes / (lat * 1e3); gbs >= 1000 {
