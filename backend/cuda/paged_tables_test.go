@@ -42,7 +42,7 @@ func TestPagedGraphTables(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, uint64(ci)))
 				H, D, P := c.hkv, c.d, c.page
 				B, hq, per := len(c.lens), c.hkv*c.g, c.maxLen/c.page
-				cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: B * per}
+				cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: B*per + 1}
 				kv, err := be.NewPagedKV(cfg)
 				if err != nil {
 					t.Fatal(err)
@@ -50,9 +50,13 @@ func TestPagedGraphTables(t *testing.T) {
 				defer kv.Close()
 				s := kv.(*pagedKV)
 				d := s.dev
-				// Pages are handed out in shuffled order as sequences reach
-				// them: a row's entries past its pages are 0.
-				free := rng.Perm(cfg.Pages)
+				// Pages 1 onwards are handed out in shuffled order as
+				// sequences reach them: a row's entries past its pages are 0,
+				// and every page taken changes its entry.
+				free := rng.Perm(cfg.Pages - 1)
+				for i := range free {
+					free[i]++
+				}
 				lens, table := make([]int32, B), make([]int32, B*per)
 				// add appends n tokens to sequence b and returns the table
 				// entries it filled, [lo, hi) (lo == hi: none).
