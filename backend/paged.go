@@ -122,14 +122,16 @@ type PagedTableMaker interface {
 // ([B][PagesPerSeq] int32) of attention calls in device memory (see
 // PagedTableMaker and PagedProblem.Tables).
 type PagedTables interface {
-	// Write makes the lengths lens (B entries) and the table's entries
-	// [lo, hi) table[lo:hi] (table is the whole [B][PagesPerSeq] table;
-	// entries outside [lo, hi) keep what they hold), copying to the
-	// device only what differs from what was written before. The copy
-	// is ordered with the storage's calls and the graphs' replays: a
-	// replay issued before Write reads the old values, one issued after
-	// the new. lens and table may be reused when Write returns.
-	Write(lens, table []int32, lo, hi int) error
+	// Write makes the lengths lens (B entries) and, for each span
+	// [lo, hi) of spans (in increasing order, not overlapping), the
+	// table's entries table[lo:hi] (table is the whole [B][PagesPerSeq]
+	// table; entries outside the spans keep what they hold), copying to
+	// the device only what differs from what was written before. The
+	// first Write copies all of lens and table, whatever the spans. The
+	// copies are ordered with the storage's calls and the graphs'
+	// replays: a replay issued before Write reads the old values, one
+	// issued after the new. The slices may be reused when Write returns.
+	Write(lens, table []int32, spans [][2]int) error
 	// Free releases the memory once the work issued so far has
 	// completed. A second Free does nothing.
 	Free() error

@@ -207,6 +207,7 @@ type graphCacheCall struct {
 	per         int // the table's pages a sequence
 	sq          int // the call's queries a sequence
 	tables      backend.PagedTables
+	spans       [][2]int // syncGraphs' scratch: the table entries a change wrote
 	// stale: a write to tables failed, and what the device holds is not
 	// known; the next replay writes everything first. Under the cache's
 	// lock.
@@ -404,5 +405,5 @@ func (cc *graphCacheCall) check() error {
 // call's device tables. The caller holds the cache's lock.
 func (cc *graphCacheCall) writeAll() error {
 	fillTable(cc.seqs, cc.lens, cc.table, cc.per)
-	return cc.tables.Write(cc.lens, cc.table, 0, len(cc.table))
+	return cc.tables.Write(cc.lens, cc.table, [][2]int{{0, len(cc.table)}})
 }

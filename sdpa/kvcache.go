@@ -774,7 +774,8 @@ func fillTable(seqs []*kvSeq, lens, table []int32, per int) {
 // holds c.mu.
 func (c *KVCache) syncGraphs() {
 	for _, gc := range c.live {
-		changed, lo, hi := false, len(gc.table), 0
+		changed := false
+		gc.spans = gc.spans[:0]
 		for i, s := range gc.seqs {
 			if s.mark != c.mark || s.dropped {
 				continue
@@ -789,11 +790,11 @@ func (c *KVCache) syncGraphs() {
 				}
 			}
 			if s.from < s.to {
-				lo, hi = min(lo, i*gc.per+s.from), max(hi, i*gc.per+s.to)
+				gc.spans = append(gc.spans, [2]int{i*gc.per + s.from, i*gc.per + s.to})
 			}
 		}
 		if changed && !gc.stale {
-			gc.stale = gc.tables.Write(gc.lens, gc.table, min(lo, hi), hi) != nil
+			gc.stale = gc.tables.Write(gc.lens, gc.table, gc.spans) != nil
 		}
 	}
 }

@@ -57,13 +57,13 @@ type pagedTables struct {
 	b, per int
 	buf    pooled
 	// mirror is made at the first Write (outside any capture), which
-	// copies everything; later Writes copy what differs from it (at most
-	// two copies: the lengths that changed, the table's span that did).
+	// copies everything; later Writes copy what differs from it.
 	mirror []int32
 	host   []byte   // mirror's page-locked memory
 	done   cu.Event // recorded behind the last copy from the mirror
 	busy   bool     // done is pending
 	whole  bool     // the next Write copies everything (the first, or one after a failed copy)
+	runs   [][2]int // Write's scratch
 }
 
 // tableCopies counts the host-to-device copies that pagedTables.Write
@@ -98,14 +98,24 @@ func (t *pagedTables) addrs() (lens, table uint64) {
 	return uint64(t.buf.p), uint64(t.buf.p) + 4*uint64(t.b)
 }
 
-// Write implements backend.PagedTables.
-func (t *pagedTables) Write(lens, table []int32, lo, hi int) error {
+// Write implements backend.PagedTables: one copy for the lengths that
+// changed, and one for each run of table entries that did (runs less than
+// tableMergeGap entries apart go as one, and more than tableMaxCopies runs
+// as one span), from the mirror.
+func (t *pagedTables) Write(lens, table []int32, spans [][2]int) error {
 	if t == nil || t.dev == nil {
 		return fmt.Errorf("%w: cuda: nil tables", backend.ErrInvalid)
 	}
-	if len(lens) != t.b || len(table) != t.b*t.per || lo < 0 || hi > len(table) || lo > hi {
-		return fmt.Errorf("%w: cuda: writing %d lengths and %d table entries [%d, %d) into tables of %d sequences of %d pages",
-			backend.ErrInvalid, len(lens), len(table), lo, hi, t.b, t.per)
+	if len(lens) != t.b || len(table) != t.b*t.per {
+		return fmt.Errorf("%w: cuda: writing %d lengths and %d table entries into tables of %d sequences of %d pages",
+			backend.ErrInvalid, len(lens), len(table), t.b, t.per)
+	}
+	end := 0
+	for _, sp := range spans {
+		if sp[0] < end || sp[1] < sp[0] || sp[1] > len(table) {
+			return fmt.Errorf("%w: cuda: table spans %v: not increasing, or outside the table's %d entries", backend.ErrInvalid, spans, len(table))
+		}
+		end = sp[1]
 	}
 	if t.dev.capturing() != nil {
 		return errCapture("writing a paged attention's lengths and block table")
@@ -128,22 +138,23 @@ func (t *pagedTables) Write(lens, table []int32, lo, hi int) error {
 			t.mirror = unsafe.Slice((*int32)(unsafe.Pointer(&host[0])), n)
 			t.whole = true
 		}
-		type span struct{ off, lo, hi int } // words [lo, hi) of the source at mirror word off+lo
-		var spans [2]span
-		n := 0
+		// What differs: the lengths' run, and the table's runs (mirror
+		// words t.b onwards), each a span trimmed to its first and last
+		// difference.
+		ml, mt := t.mirror[:t.b], t.mirror[t.b:]
+		la, lb := differ(ml, lens)
+		t.runs = t.runs[:0]
 		if t.whole {
-			spans, n = [2]span{{0, 0, t.b}, {t.b, 0, len(table)}}, 2
+			la, lb = 0, t.b
+			t.runs = append(t.runs, [2]int{0, len(table)})
 		} else {
-			if a, b := differ(t.mirror[:t.b], lens); a < b {
-				spans[n] = span{0, a, b}
-				n++
-			}
-			if a, b := differ(t.mirror[t.b+lo:t.b+hi], table[lo:hi]); a < b {
-				spans[n] = span{t.b, lo + a, lo + b}
-				n++
+			for _, sp := range spans {
+				if a, b := differ(mt[sp[0]:sp[1]], table[sp[0]:sp[1]]); a < b {
+					t.runs = append(t.runs, [2]int{sp[0] + a, sp[0] + b})
+				}
 			}
 		}
-		if n == 0 {
+		if la == lb && len(t.runs) == 0 {
 			return nil
 		}
 		if t.busy { // the mirror is the source of a copy in flight
@@ -152,19 +163,42 @@ func (t *pagedTables) Write(lens, table []int32, lo, hi int) error {
 			}
 			t.busy = false
 		}
+		copy(ml[la:lb], lens[la:lb])
+		for _, r := range t.runs {
+			copy(mt[r[0]:r[1]], table[r[0]:r[1]])
+		}
+		// The copies, from the mirror (so that entries between merged
+		// runs go as they are).
 		t.whole = true // until the copies are issued: what the device holds is unknown
-		for _, sp := range spans[:n] {
-			src := lens
-			if sp.off > 0 {
-				src = table
-			}
-			dst := t.mirror[sp.off+sp.lo : sp.off+sp.hi]
-			copy(dst, src[sp.lo:sp.hi])
-			at := t.buf.p + cu.DevicePtr(4*(sp.off+sp.lo))
-			if err := cu.MemcpyHtoDAsync(at, unsafe.Pointer(&dst[0]), int64(4*len(dst)), t.dev.stream); err != nil {
+		put := func(lo, hi int) error {
+			if err := cu.MemcpyHtoDAsync(t.buf.p+cu.DevicePtr(4*lo), unsafe.Pointer(&t.mirror[lo]), int64(4*(hi-lo)), t.dev.stream); err != nil {
 				return fmt.Errorf("cuda: table copy: %w", err)
 			}
 			tableCopies.Add(1)
+			return nil
+		}
+		if la < lb {
+			if err := put(la, lb); err != nil {
+				return err
+			}
+		}
+		merged := 0
+		for i := 1; i < len(t.runs); i++ {
+			if t.runs[i][0]-t.runs[merged][1] <= tableMergeGap {
+				t.runs[merged][1] = t.runs[i][1]
+			} else {
+				merged++
+				t.runs[merged] = t.runs[i]
+			}
+		}
+		runs := t.runs[:min(merged+1, len(t.runs))]
+		if len(runs) > tableMaxCopies {
+			runs = [][2]int{{runs[0][0], runs[len(runs)-1][1]}}
+		}
+		for _, r := range runs {
+			if err := put(t.b+r[0], t.b+r[1]); err != nil {
+				return err
+			}
 		}
 		if err := t.done.Record(t.dev.stream); err != nil {
 			return fmt.Errorf("cuda: event record: %w", err)
@@ -173,6 +207,14 @@ func (t *pagedTables) Write(lens, table []int32, lo, hi int) error {
 		return nil
 	})
 }
+
+// Runs of changed table entries closer than tableMergeGap entries go in one
+// copy (a copy's fixed cost is a few µs, a KB of more bytes a fraction of
+// one); more than tableMaxCopies runs go as one span.
+const (
+	tableMergeGap  = 1024
+	tableMaxCopies = 4
+)
 
 // differ returns the first and one past the last index where a and b
 // differ (lo == hi where they do not).

@@ -8,6 +8,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
+
+	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/internal/poison"
@@ -88,7 +91,8 @@ func TestPagedGraphTables(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer tables.Free()
-				if err := tables.Write(lens, table, 0, len(table)); err != nil {
+				whole := [][2]int{{0, len(table)}}
+				if err := tables.Write(lens, table, whole); err != nil {
 					t.Fatal(err)
 				}
 				nq := B * hq * D
@@ -136,25 +140,26 @@ func TestPagedGraphTables(t *testing.T) {
 					if step == c.steps/2 {
 						n = 5 // a chunk
 					}
-					lo, hi := len(table), 0
+					var spans [][2]int
 					for b := range B {
 						if int(lens[b])+n <= c.maxLen {
-							l, h := add(b, n)
-							lo, hi = min(lo, l), max(hi, h)
+							if l, h := add(b, n); l < h {
+								spans = append(spans, [2]int{l, h})
+							}
 						}
 					}
 					before := tableCopies.Load()
-					if err := tables.Write(lens, table, min(lo, hi), hi); err != nil {
+					if err := tables.Write(lens, table, spans); err != nil {
 						t.Fatal(err)
 					}
-					want := int64(1)
-					if lo < hi {
+					want := int64(1) // the rows are close: their spans go in one copy
+					if len(spans) > 0 {
 						want = 2
 					}
 					if n := tableCopies.Load() - before; n != want {
-						t.Fatalf("step %d: the write issued %d copies, want %d (lengths, and table entries [%d, %d))", step, n, want, lo, hi)
+						t.Fatalf("step %d: the write issued %d copies, want %d (lengths, and table entries %v)", step, n, want, spans)
 					}
-					if err := tables.Write(lens, table, 0, len(table)); err != nil || tableCopies.Load() != before+want {
+					if err := tables.Write(lens, table, whole); err != nil || tableCopies.Load() != before+want {
 						t.Fatalf("step %d: a write of what the tables hold issued %d copies (%v), want none", step, tableCopies.Load()-before-want, err)
 					}
 					for i := range hostQ {
@@ -203,5 +208,98 @@ func TestPagedGraphTables(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPagedTablesWrite: a Write copies the lengths that changed and the
+// changed entries of its spans, in one copy for runs close together, one
+// each for runs far apart, and one for more runs than tableMaxCopies; none
+// when nothing in its spans changed; entries outside the spans keep what
+// the device holds even where the caller's table differs there. The
+// device memory is read back after every write.
+func TestPagedTablesWrite(t *testing.T) {
+	const B, per = 64, 256
+	kv, err := testBackend(0).NewPagedKV(backend.PagedConfig{KVHeads: 1, HeadDim: 64, PageSize: 64, Pages: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kv.Close()
+	s := kv.(*pagedKV)
+	tb, err := s.NewTables(B, per)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tb.Free()
+	tab := tb.(*pagedTables)
+	lens, table := make([]int32, B), make([]int32, B*per)
+	want := make([]int32, B+B*per) // what the device must hold
+	for i := range table {
+		table[i] = int32(i % 1000)
+	}
+	row := func(b, j int) int { return b*per + j }
+	for i, c := range []struct {
+		name   string
+		change []int // table entries set to -(step+1)
+		lens   bool
+		spans  [][2]int
+		copies int64
+	}{
+		{"the first write: everything", nil, true, nil, 2},
+		{"nothing changed", nil, false, [][2]int{{0, B * per}}, 0},
+		{"lengths only", nil, true, nil, 1},
+		{"two rows close together", []int{row(3, 1), row(4, 7)}, false, [][2]int{{row(3, 0), row(3, 2)}, {row(4, 7), row(4, 8)}}, 1},
+		{"two rows far apart, and lengths", []int{row(0, 0), row(63, 255)}, true, [][2]int{{0, 1}, {row(63, 255), row(63, 256)}}, 3},
+		{"six rows far apart: one span", []int{row(0, 5), row(10, 5), row(20, 5), row(30, 5), row(40, 5), row(50, 5)}, false,
+			[][2]int{{row(0, 5), row(0, 6)}, {row(10, 5), row(10, 6)}, {row(20, 5), row(20, 6)}, {row(30, 5), row(30, 6)}, {row(40, 5), row(40, 6)}, {row(50, 5), row(50, 6)}}, 1},
+		// Row 9 lies between two runs that go as one copy: the device keeps
+		// its entry, not the caller's.
+		{"changes outside the spans are not written", []int{row(7, 7), row(9, 9), row(10, 0)}, false, [][2]int{{row(7, 0), row(7, 8)}, {row(10, 0), row(10, 1)}}, 1},
+	} {
+		if c.lens {
+			for b := range lens {
+				lens[b] += int32(b + 1)
+			}
+		}
+		for _, e := range c.change {
+			table[e] = int32(-(i + 1))
+		}
+		spans := c.spans
+		if i == 0 {
+			spans = nil // (the first write copies everything whatever its spans)
+		}
+		before := tableCopies.Load()
+		if err := tb.Write(lens, table, spans); err != nil {
+			t.Fatal(err)
+		}
+		if n := tableCopies.Load() - before; n != c.copies {
+			t.Errorf("%s: %d copies, want %d", c.name, n, c.copies)
+		}
+		copy(want, lens)
+		if i == 0 {
+			copy(want[B:], table)
+		}
+		for _, sp := range spans {
+			copy(want[B+sp[0]:B+sp[1]], table[sp[0]:sp[1]])
+		}
+		got := make([]int32, len(want))
+		if err := s.dev.do(func() error {
+			return errors.Join(cu.MemcpyDtoHAsync(unsafe.Pointer(&got[0]), tab.buf.p, int64(4*len(got)), s.dev.stream), s.dev.stream.Synchronize())
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range want {
+			if got[j] != want[j] {
+				t.Fatalf("%s: word %d of the device tables is %d, want %d", c.name, j, got[j], want[j])
+			}
+		}
+	}
+	if err := tb.Write(lens, table, [][2]int{{5, 9}, {7, 10}}); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("overlapping spans: %v, want ErrInvalid", err)
+	}
+	if err := errors.Join(tb.Free(), tb.Free()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Write(lens, table, nil); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("a write after Free: %v, want ErrInvalid", err)
 	}
 }
