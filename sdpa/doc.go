@@ -180,7 +180,11 @@
 // inside a capture (ErrUnsupported), a nested Capture is ErrInvalid, and
 // freeing a tensor or closing a cache that a live graph uses is
 // ErrInvalid. On "cuda" a Graph is a CUDA graph: nothing runs at
-// capture, and other goroutines' calls wait for the capture to end. On
+// capture, and other goroutines' calls wait for the capture to end; a
+// captured KVCache.Attention reads its lengths and block table from device
+// memory that KVCache.Append and Truncate write when they change a
+// sequence it names, so a replay is one graph launch and copies nothing
+// from the host. On
 // "cpu" the captured device calls are recorded and replayed; other
 // goroutines' calls run during a capture and are not recorded.
 package sdpa
