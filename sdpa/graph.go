@@ -83,9 +83,11 @@ func (c *graphCore) close() error {
 		cc.cache.graphs--
 		if cc.tables != nil {
 			cc.cache.live = slices.DeleteFunc(cc.cache.live, func(x *graphCacheCall) bool { return x == cc })
-			err = errors.Join(err, cc.tables.Free())
 		}
 		cc.cache.mu.Unlock()
+		if cc.tables != nil { // (outside the cache's lock: Free waits for the device)
+			err = errors.Join(err, cc.tables.Free())
+		}
 	}
 	c.g, c.caches, c.keep, c.ops = nil, nil, nil, nil
 	return err

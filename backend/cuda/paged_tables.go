@@ -19,6 +19,7 @@ static CUresult fp8attn_capture_census(CUstream s, int* kernels, int* copies, in
 	for (size_t i = 0; r == CUDA_SUCCESS && i < n; i++) {
 		CUgraphNodeType t;
 		r = cuGraphNodeGetType(nodes[i], &t);
+		if (r != CUDA_SUCCESS) break;
 		if (t == CU_GRAPH_NODE_TYPE_KERNEL) (*kernels)++;
 		else if (t == CU_GRAPH_NODE_TYPE_MEMCPY) (*copies)++;
 		else (*others)++;
