@@ -46,35 +46,6 @@ import (
 	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// tensorMap is the driver's CUtensorMap: 128 opaque bytes.
-type tensorMap [128]byte
-
-// tensorParams mirrors struct TensorParams in kernels/hopper/tensors.cuh
-// (checked against fp8attn_tensor_params_layout): the tensor maps of Q, K
-// and V, then the fused form's parameters. The C struct is 64-byte
-// aligned, so its size is rounded up to 64: tensorLaunch holds it with the
-// tail the driver copies.
-type tensorParams struct {
-	Q, K, V tensorMap
-	F       fusedQuantParams
-}
-
-// tensorLaunch is the memory a tensor-form launch passes: tensorParams and
-// room for the C struct's rounding (the driver copies sizeof(TensorParams)
-// bytes from it).
-type tensorLaunch struct {
-	P tensorParams
-	_ [64]byte
-}
-
-// tensorLayout is fp8attn_tensor_params_layout's form: sizeof, rounded up
-// to the struct's 64-byte alignment, then the offsets of q, k, v and f.
-func tensorLayout() []int {
-	l := structLayout[tensorParams]()
-	l[0] = (l[0] + 63) / 64 * 64
-	return l
-}
-
 var (
 	encodeOnce sync.Once
 	encodeErr  error
