@@ -129,9 +129,9 @@ func (r *resident) launch(stage int) error {
 // device inputs (NewResident's): the kernel reads Q and K where they are
 // through tensor maps and computes the score factors from the scales. In
 // one tile (cfg.OneTile) it transposes V itself: one launch. Tiled, V is
-// transposed once per call by its pack kernel into the V image first
-// (kernels/hopper/tensors.cuh says why): two launches, the second a
-// programmatic dependent one. It reports false, launching nothing, where
+// transposed once per call into the V image first, by fp8attn_pack9vt
+// through the same map (kernels/hopper/tensors.cuh says why): two
+// launches, the second a programmatic dependent one. It reports false, launching nothing, where
 // the form does not take the call: no tensor entry for the head dim, or a
 // layout the tensor maps cannot describe (an address or a stride not a
 // multiple of 16 bytes), which the pack path then runs. The maps are
@@ -147,12 +147,6 @@ func (r *resident) launchTensors() (bool, error) {
 	if fn == nil || r.tensorsRefused {
 		return false, nil
 	}
-	if !one {
-		size := int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))
-		if err := r.pack(tiles.HopperStage, [3]int64{0, 0, size}, [3]C.CUfunction{nil, nil, k.packV}); err != nil {
-			return true, err
-		}
-	}
 	if r.tensors == nil {
 		tl := new(tensorLaunch)
 		sp := r.scores
@@ -163,7 +157,17 @@ func (r *resident) launchTensors() (bool, error) {
 		}
 		r.tensors = tl
 	}
-	r.tensors.P.F.P.VImage = r.params.VImage
+	if !one { // the V image, a block a tile (fp8attn_pack9vt; pack only allocates it)
+		size := int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))
+		if err := r.pack(tiles.HopperStage, [3]int64{0, 0, size}, [3]C.CUfunction{}); err != nil {
+			return true, err
+		}
+		r.tensors.P.F.P.VImage = r.params.VImage
+		ntiles := (s.Sk + k.cfg.BlockN - 1) / k.cfg.BlockN
+		if err := launchStruct(k.packVTensor, ntiles, s.B*s.Hkv, 1, 128, k.packVTensorSmem, r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
+			return true, err
+		}
+	}
 	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
 	return true, launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P))
 }

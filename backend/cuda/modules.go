@@ -102,6 +102,11 @@ type hopperKernels struct {
 	// kernels (kernels/hopper/tensors.cuh; attnTensorsOne nil where
 	// attnOne is).
 	attnTensors, attnTensorsOne C.CUfunction
+	// packVTensor writes the V image from the caller's V through the
+	// tensor form's map, a block a tile (fp8attn_pack9vt), with
+	// packVTensorSmem bytes of dynamic shared memory.
+	packVTensor     C.CUfunction
+	packVTensorSmem int
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -154,6 +159,7 @@ func (d *device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
 			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
 			{fmt.Sprintf("fp8attn_stage9t_d%d", hd), &k.attnTensors},
+			{fmt.Sprintf("fp8attn_pack9vt_d%d", hd), &k.packVTensor},
 		}
 		if cfg.OneTile(2 * cfg.BlockN) {
 			entries = append(entries,
@@ -190,6 +196,14 @@ func (d *device) loadHopper() error {
 			if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
 				return err
 			}
+		}
+		smem, err := d.global(d.hmod, fmt.Sprintf("fp8attn_pack9vt_d%d_smem", hd), 1)
+		if err != nil {
+			return err
+		}
+		k.packVTensorSmem = int(smem[0])
+		if err := setMaxSharedMemory(k.packVTensor, k.packVTensorSmem); err != nil {
+			return err
 		}
 		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne} {
 			if fn == nil {

@@ -19,7 +19,8 @@
 // its geometry exported as fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
 // followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS}
 // (checked against internal/tiles when the module loads), the three pack
-// kernels and quant_pack9.
+// kernels, the V pack of the tensor form (pack_v_tensor, its dynamic shared
+// memory exported as fp8attn_pack9vt_d<D>_smem) and quant_pack9.
 #define HOPPER_ENTRY(HD)                                                                                       \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9_d##HD(const __grid_constant__ Params p) { \
     pdl_launch_dependents(); /* stage9 waits after its barriers' set-up */                                       \
@@ -33,6 +34,11 @@
     pdl_launch_dependents();                                                                                     \
     hopper::stage9<HD, false, false, false, true>(tp.f.p, &tp.f, &tp);                                           \
   }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(128) fp8attn_pack9vt_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents(); /* pack_v_tensor waits after its barrier's set-up */                               \
+    hopper::pack_v_tensor<HD>(tp);                                                                               \
+  }                                                                                                             \
+  extern "C" __device__ const int fp8attn_pack9vt_d##HD##_smem[1] = {hopper::PackVSmem<HD>::BYTES};             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9q_d##HD(const __grid_constant__ Params p) {     \
     pdl_entry();                                                                                                 \
     hopper::pack_qk<HD, true>(p);                                                                                \

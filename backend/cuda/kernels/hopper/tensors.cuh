@@ -11,10 +11,10 @@
 // in the caller's tensor but P·V wants it transposed (wgmma's e4m3 B
 // operand is K-major only). The one-tile form transposes it in the
 // kernel: its two tiles land in staging buffers laid out as K tiles, and
-// the producer warpgroup's four warps transpose them into the ring (ldmatrix
-// .trans, prmt, stmatrix), keys in sigma order (common.cuh). The tiled
-// form reads the V image pack_v writes once per call (produce_tensors
-// says why). The consumers see the same shared memory as in the image
+// the producer warpgroup's four warps transpose them into the ring
+// (ldmatrix .trans, prmt, stmatrix), keys in sigma order (common.cuh). The
+// tiled form reads the V image pack_v_tensor writes once per call with the
+// same transpose (produce_tensors says why). The consumers see the same shared memory as in the image
 // forms.
 
 // TensorMap is the driver's CUtensorMap: 128 opaque bytes, 64-byte aligned.
@@ -179,8 +179,8 @@ __device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint
 // (exact: the sign bit; the consumers then work with a positive factor,
 // as in the image forms) and q_full arrived at. Then, in the tiled form,
 // per tile t in ring slot t % RING once the consumers released it: K onto
-// k_full, and V's tile of the V image (pack_v's, written once per call
-// just before) onto v_full, as the image form copies it. The one-tile
+// k_full, and V's tile of the V image (pack_v_tensor's, written once per
+// call just before) onto v_full, as the image form copies it. The one-tile
 // form copies both K tiles at once into slots 0 and 1 on slot 0's
 // barriers, and V's two tiles into the staging buffers, which the
 // warpgroup's 128 threads transpose into the two slots.
@@ -236,4 +236,40 @@ __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, i
       bulk_load_at(base + S::V + s * G::VT, vimg + (long long)t * G::VT, G::VT, base + S::V_FULL + 8 * s);
     }
   }
+}
+
+// pack_v_tensor writes one tile of the V image (pack_v's layout) from the
+// caller's V through tp's map: block (tile, b·Hkv + kvh) of 128 threads
+// copies the tile's BN keys into shared memory as a K tile (zeros past the
+// keys), transposes it with transpose_v, and stores the image tile with
+// 16-byte stores. So V is read once, coalesced, where pack_v gathers its
+// bytes one at a time. Dynamic shared memory: PackVSmem<D>::BYTES.
+template <int D> struct PackVSmem {
+  using G = Geometry<D>;
+  static constexpr int IMAGE = G::KT, BAR = IMAGE + G::VT, BYTES = BAR + 8 + 1023;
+};
+template <int D> __device__ __forceinline__ void pack_v_tensor(const TensorParams& tp) {
+  using G = Geometry<D>;
+  using S = PackVSmem<D>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
+  const uint32_t base = smem_u32(smem);
+  const int tid = threadIdx.x, tile = blockIdx.x, head = blockIdx.y;
+  const int hkv = (int)tp.f.p.hkv, b = head / hkv, kvh = head % hkv;
+  const int tiles = (int)((tp.f.p.sk + G::BN - 1) / G::BN);
+  if (tid == 0) {
+    mbar_init(reinterpret_cast<uint64_t*>(smem + S::BAR), 1);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+  pdl_wait();  // before the first global access (pdl.cuh)
+  if (tid == 0) {
+    mbar_expect_tx_at(base + S::BAR, G::KT);
+    tensor_rows<D, G::BN>(&tp.v, base, tile * G::BN, G::BN, kvh, b, base + S::BAR);
+  }
+  mbar_wait_at(base + S::BAR, 0);
+  transpose_v<D, 1>(base, base + S::IMAGE, tid);
+  __syncthreads();
+  uint8_t* dst = tp.f.p.vi + ((long long)head * tiles + tile) * G::VT;
+  for (int o = 16 * tid; o < G::VT; o += 16 * 128) *reinterpret_cast<uint4*>(dst + o) = ld_shared128(base + S::IMAGE + o);
 }
