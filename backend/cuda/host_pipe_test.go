@@ -1,0 +1,215 @@
+package cuda
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/seed"
+)
+
+// fakeEngine is a device for the pipes without a GPU: device memory is a
+// byte slice, and the copies run on a goroutine of their own, in order,
+// each after a random delay and reading or writing the ring only when it
+// runs, as a DMA engine does; so a ring slot rewritten before its copy
+// has run, or read before its copy has landed, shows in the bytes.
+type fakeEngine struct {
+	dev      []byte
+	ops      chan func()
+	mu       sync.Mutex
+	cond     *sync.Cond
+	ran      int         // ops run
+	marks    map[int]int // per slot: the ops queued before its latest record
+	queued   int         // ops queued
+	pushed   int         // ops asked for, the refused one included
+	rng      *rand.Rand  // the runner's
+	fail     int         // > 0: the fail-th op asked for is refused
+	failWait bool        // every wait fails (a kernel's error)
+	wg       sync.WaitGroup
+}
+
+func newFakeEngine(dev []byte, rng *rand.Rand) *fakeEngine {
+	e := &fakeEngine{dev: dev, ops: make(chan func(), 1<<16), marks: map[int]int{}, rng: rng}
+	e.cond = sync.NewCond(&e.mu)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for op := range e.ops {
+			for range e.rng.IntN(20000) { // the copy's latency
+			}
+			op()
+			e.mu.Lock()
+			e.ran++
+			e.cond.Broadcast()
+			e.mu.Unlock()
+		}
+	}()
+	return e
+}
+
+func (e *fakeEngine) close() { close(e.ops); e.wg.Wait() }
+
+func (e *fakeEngine) push(op func()) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pushed++; e.pushed == e.fail {
+		return errors.New("fake: the queue failed")
+	}
+	e.queued++
+	e.ops <- op
+	return nil
+}
+
+func (e *fakeEngine) toDevice(off int, src []byte) error {
+	return e.push(func() { copy(e.dev[off:off+len(src)], src) })
+}
+
+func (e *fakeEngine) toHost(dst []byte, off int) error {
+	return e.push(func() { copy(dst, e.dev[off:off+len(dst)]) })
+}
+
+func (e *fakeEngine) record(slot int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.marks[slot] = e.queued
+	return nil
+}
+
+func (e *fakeEngine) wait(slot int) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.failWait {
+		return errors.New("fake: a kernel failed")
+	}
+	for e.ran < e.marks[slot] {
+		e.cond.Wait()
+	}
+	return nil
+}
+
+// drain waits for every queued op.
+func (e *fakeEngine) drain() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for e.ran < e.queued {
+		e.cond.Wait()
+	}
+}
+
+// TestTransfer: a region goes to the device and comes back through rings
+// smaller and larger than it, chunk by chunk: every byte of the host
+// pieces lands at its offset on the way in (what lies between them is not
+// asked for), and every byte of the pieces comes back from its offset on
+// the way out, nothing outside them written; sizes of one byte, of a
+// chunk, past a chunk, of many chunks through a ring of two or three
+// slots, with gaps between the pieces and an empty one. A ring slot reused
+// before its copy ran, or read before its copy landed, fails it (the
+// mutants in TestHostPipeCatchesMutants).
+func TestTransfer(t *testing.T) {
+	sd := seed.Get()
+	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
+	rng := rand.New(rand.NewPCG(sd, 70))
+	for _, tc := range []struct {
+		name  string
+		sizes []int // the pieces, each after a gap of 0-300 bytes
+		ring  int
+	}{
+		{"one byte", []int{1}, pipeChunkMin},
+		{"small pieces", []int{5, 0, 777, 4}, 1 << 20},
+		{"one chunk", []int{pipeChunkMin}, pipeChunkMin},
+		{"past a chunk", []int{pipeChunkMin + 1}, 1 << 20},
+		{"mission", []int{1 << 20, 1 << 20, 1 << 20, 4}, 4 << 20},
+		{"two-slot ring", []int{3 << 20, 1 << 20, 1 << 20, 4}, 2 * pipeChunkMin},
+		{"three-slot ring", []int{5<<20 + 13, 700 << 10, 3}, 3 * chunkBytes(6<<20)},
+		{"many chunks", []int{30 << 20, 9 << 20}, 16 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var segs []hostSeg
+			size := 0
+			for _, n := range tc.sizes {
+				size += rng.IntN(300)
+				h := make([]byte, n)
+				for i := range h {
+					h[i] = byte(rng.Uint32())
+				}
+				segs = append(segs, hostSeg{size, h})
+				size += n
+			}
+			ring := make([]byte, tc.ring)
+			dev := make([]byte, size)
+			e := newFakeEngine(dev, rand.New(rand.NewPCG(sd, 71)))
+			defer e.close()
+			if err := transfer(e, ring, segs, size, true); err != nil {
+				t.Fatal(err)
+			}
+			e.drain()
+			for i, s := range segs {
+				if !bytes.Equal(dev[s.off:s.off+len(s.host)], s.host) {
+					t.Fatalf("upload: piece %d (%d bytes at %d) differs on the device", i, len(s.host), s.off)
+				}
+			}
+			// The way back: fresh device bytes into guarded host pieces.
+			for i := range dev {
+				dev[i] = byte(rng.Uint32())
+			}
+			var back []hostSeg
+			var guards [][]byte
+			for _, s := range segs {
+				g := make([]byte, len(s.host)+2)
+				g[0], g[len(g)-1] = 0xA5, 0x5A
+				back, guards = append(back, hostSeg{s.off, g[1 : len(g)-1]}), append(guards, g)
+			}
+			if err := transfer(e, ring, back, size, false); err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range back {
+				if !bytes.Equal(s.host, dev[s.off:s.off+len(s.host)]) {
+					t.Fatalf("download: piece %d (%d bytes at %d) differs from the device", i, len(s.host), s.off)
+				}
+				if g := guards[i]; g[0] != 0xA5 || g[len(g)-1] != 0x5A {
+					t.Fatalf("download: piece %d wrote outside its bytes", i)
+				}
+			}
+		})
+	}
+}
+
+// TestTransferFails: a copy the queue refuses, or a wait that fails (a
+// kernel's error), is the transfer's error, whichever chunk it hits, both
+// ways, and nothing hangs.
+func TestTransferFails(t *testing.T) {
+	rng := rand.New(rand.NewPCG(seed.Get(), 72))
+	size := 9 << 20
+	host := make([]byte, size)
+	for _, up := range []bool{true, false} {
+		for _, at := range []int{1, 2, 4, 6, -1} { // -1: the first wait fails
+			t.Run(fmt.Sprintf("up=%v/op%d", up, at), func(t *testing.T) {
+				ring := make([]byte, 2*chunkBytes(size))
+				e := newFakeEngine(make([]byte, size), rng)
+				defer e.close()
+				e.fail, e.failWait = at, at < 0
+				if err := transfer(e, ring, []hostSeg{{0, host}}, size, up); err == nil {
+					t.Fatalf("op %d failed, the transfer did not", at)
+				}
+				e.drain()
+			})
+		}
+	}
+}
+
+// TestChunkBytes: chunks are whole pages, within their bounds, and a
+// region takes at most pipeChunks of them below pipeChunks·pipeChunkMax.
+func TestChunkBytes(t *testing.T) {
+	for _, size := range []int{1, 4096, pipeChunkMin, 3<<20 + 260, 1<<20 + 256, 96 << 20, 1 << 34} {
+		c := chunkBytes(size)
+		if c%pipeAlign != 0 || c < pipeChunkMin || c > pipeChunkMax {
+			t.Errorf("size %d: chunk %d", size, c)
+		}
+		if n := (size + c - 1) / c; size <= pipeChunks*pipeChunkMax && n > pipeChunks {
+			t.Errorf("size %d: %d chunks of %d", size, n, c)
+		}
+	}
+}
