@@ -234,6 +234,15 @@ type Problem struct {
 	// true for the problem, is given one; the result must be what the codes
 	// give.
 	QuantizeOnRead bool
+	// ScalesOnRead, with QuantizeOnRead, leaves the dequantization scales
+	// to the backend as well: QScale, KScale and VScale are nil, and the
+	// backend computes each (batch, head)'s as fp8.QuantizeE4M3 does
+	// (fp8.ScaleForAmax of the head's amax) before it quantizes, so that
+	// the result is what the codes and scales of fp8.QuantizeE4M3 give; a
+	// score factor beyond MaxScoreFactor, which Validate cannot see here,
+	// is the backend's ErrInvalid error. Only a backend that implements
+	// OnReadScaler, answering true for the problem, is given one.
+	ScalesOnRead bool
 
 	// Out is [B][Hq][Sq][D] in Layout. LSE, if not nil, is [B][Hq][Sq]: the natural
 	// log-sum-exp of the scaled (softcapped), masked scores over the keys
@@ -293,9 +302,15 @@ func (p *Problem) Validate() error {
 			if i == 0 {
 				want = s.B * s.Hq
 			}
+			if p.ScalesOnRead {
+				want = 0
+			}
 			if len(sc) != want {
 				return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrInvalid, [...]string{"QScale", "KScale", "VScale"}[i], len(sc), want)
 			}
+		}
+		if p.ScalesOnRead && !p.QuantizeOnRead {
+			return fmt.Errorf("%w: ScalesOnRead without QuantizeOnRead (codes come with their scales)", ErrInvalid)
 		}
 	default:
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
@@ -305,7 +320,7 @@ func (p *Problem) Validate() error {
 			return fmt.Errorf("%w: %s has %d elements, shape needs %d", ErrInvalid, c.name, c.got, c.want)
 		}
 	}
-	if p.Precision == FP8E4M3 {
+	if p.Precision == FP8E4M3 && !p.ScalesOnRead {
 		return p.checkScales()
 	}
 	return nil
@@ -375,6 +390,16 @@ type sizeCheck struct {
 // that it would only read once more.
 type OnReadQuantizer interface {
 	QuantizesOnRead(p *Problem) bool
+}
+
+// OnReadScaler is implemented by a backend that can also compute the
+// dequantization scales of float32 inputs it quantizes (the cuda backend,
+// which copies them to the device as they are and quantizes them there):
+// ScalesOnRead reports whether it takes p (whose inputs are not yet set)
+// with QuantizeOnRead and ScalesOnRead set. This spares a caller a pass
+// over the inputs for their scales.
+type OnReadScaler interface {
+	ScalesOnRead(p *Problem) bool
 }
 
 // Availability is implemented by a backend that is registered in every
