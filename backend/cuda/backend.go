@@ -95,7 +95,9 @@ func (b *kernelBackend) Supports(p *backend.Problem) error {
 // QuantizesOnRead reports whether the backend encodes p's float32 inputs
 // itself (backend.Problem.QuantizeOnRead): when their codes fit the
 // page-locked staging memory, it encodes them straight into it, so no codes
-// are written to Go memory and copied again.
+// are written to Go memory and copied again. (A caller that asks
+// ScalesOnRead first hands it the inputs to quantize on the device
+// instead; this is the path of the problems ScalesOnRead refuses.)
 func (b *kernelBackend) QuantizesOnRead(p *backend.Problem) bool {
 	if p == nil {
 		return false
@@ -105,7 +107,9 @@ func (b *kernelBackend) QuantizesOnRead(p *backend.Problem) bool {
 	return ok1 && ok2 && nq <= stagingMax && nkv <= stagingMax && nq+2*nkv <= stagingMax
 }
 
-// Attention uploads p, runs the stage, and downloads the result.
+// Attention uploads p, runs the stage, and downloads the result. A
+// problem with ScalesOnRead goes to the device as float32 and is quantized
+// there (hostAttention).
 func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
 	if p != nil {
 		if err := p.Variants.Unsupported(b.name); err != nil { // no kernel computes them: never a silent plain result
@@ -115,6 +119,9 @@ func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
 	d, st, err := b.stageFor(p)
 	if err != nil {
 		return err
+	}
+	if p != nil && p.ScalesOnRead {
+		return b.hostAttention(d, st, p)
 	}
 	r, err := d.Upload(p)
 	if err != nil {
@@ -145,6 +152,9 @@ func (b *kernelBackend) LaunchTimes(p *backend.Problem, iters int) ([]float64, e
 }
 
 func (b *kernelBackend) times(p *backend.Problem, iters int, graphed bool) ([]float64, error) {
+	if p != nil && p.ScalesOnRead {
+		return nil, fmt.Errorf("%w: cuda: device times of a problem without its scales (quantize it first)", backend.ErrUnsupported)
+	}
 	d, st, err := b.stageFor(p)
 	if err != nil {
 		return nil, err

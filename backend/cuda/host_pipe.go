@@ -67,6 +67,20 @@ func chunkBytes(size int) int {
 	return min(max(c, pipeChunkMin), pipeChunkMax)
 }
 
+// pipePlan returns the chunk size, the chunks and the ring slots a
+// transfer of a region of size bytes through a ring of ring bytes uses.
+func pipePlan(size, ring int) (chunk, n, slots int, err error) {
+	chunk = chunkBytes(size)
+	if size > ring { // at least two slots, so that the bus and the helpers overlap
+		chunk = min(chunk, ring/2/pipeAlign*pipeAlign)
+	}
+	if chunk <= 0 || size <= 0 {
+		return 0, 0, 0, errors.New("cuda: the page-locked ring holds no chunk")
+	}
+	n = (size + chunk - 1) / chunk
+	return chunk, n, min(n, ring/chunk), nil
+}
+
 // Chunk states.
 const (
 	chunkIdle   = iota // its copy is not queued yet
@@ -113,17 +127,9 @@ func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) er
 	p := pipes.Get()
 	defer p.release()
 	p.eng, p.ring, p.segs, p.up, p.size = eng, ring, segs, up, size
-	p.chunk = chunkBytes(size)
-	if size > len(ring) { // at least two slots, so that the bus and the helpers overlap
-		p.chunk = min(p.chunk, len(ring)/2/pipeAlign*pipeAlign)
-	}
-	if p.chunk <= 0 {
-		return errors.New("cuda: the page-locked ring holds no chunk")
-	}
-	p.n = (size + p.chunk - 1) / p.chunk
-	p.slots = min(p.n, len(ring)/p.chunk)
-	if p.slots < 1 {
-		return errors.New("cuda: the page-locked ring holds no chunk")
+	var err error
+	if p.chunk, p.n, p.slots, err = pipePlan(size, len(ring)); err != nil {
+		return err
 	}
 	p.piece = min(pipePiece, max(pipeAlign, (p.chunk/pipeWorkers+pipeAlign-1)/pipeAlign*pipeAlign))
 	p.pieces = (p.chunk + p.piece - 1) / p.piece
