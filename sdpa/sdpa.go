@@ -509,8 +509,13 @@ func attentionInto(out *Tensor, lse []float32, q, k, v *Tensor, opts *Options) e
 		p.Q, p.K, p.V = tq.Data, tk.Data, tv.Data
 	} else {
 		be, _ = backend.Select(backendName(opts), p) // nil: runInto says why, after validation
-		r, ok := be.(backend.OnReadQuantizer)
-		buf.quantize(p, tq, tk, tv, ok && r.QuantizesOnRead(p))
+		if s, ok := be.(backend.OnReadScaler); ok && s.ScalesOnRead(p) {
+			// The backend quantizes, scales included: no pass over the inputs here.
+			p.Q, p.K, p.V, p.QuantizeOnRead, p.ScalesOnRead = tq.Data, tk.Data, tv.Data, true, true
+		} else {
+			r, ok := be.(backend.OnReadQuantizer)
+			buf.quantize(p, tq, tk, tv, ok && r.QuantizesOnRead(p))
+		}
 	}
 	if err := runInto(be, p, tout, lse, opts); err != nil {
 		return err
