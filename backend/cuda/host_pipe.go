@@ -44,10 +44,11 @@ type hostSeg struct {
 	host []byte
 }
 
-// Chunk sizes: a region is cut into about pipeChunks chunks of
-// pipeChunkMin to pipeChunkMax bytes (a multiple of pipeAlign), each split
-// into pieces of at most pipePiece bytes for the helpers; the ring holds at
-// most pipeRingMax bytes.
+// Chunk sizes: a region is cut into chunks of about equal size (a multiple
+// of pipeAlign): one per pipeChunkMin bytes up to pipeChunks of them, more
+// where a chunk would pass pipeChunkMax; each chunk is split into pieces of
+// at most pipePiece bytes for the helpers; the ring holds at most
+// pipeRingMax bytes.
 const (
 	pipeChunks   = 6
 	pipeChunkMin = 256 << 10
@@ -62,9 +63,9 @@ const (
 
 // chunkBytes is the chunk size of a region of size bytes.
 func chunkBytes(size int) int {
-	c := (size + pipeChunks - 1) / pipeChunks
-	c = (c + pipeAlign - 1) / pipeAlign * pipeAlign
-	return min(max(c, pipeChunkMin), pipeChunkMax)
+	n := max(min((size+pipeChunkMin-1)/pipeChunkMin, pipeChunks), (size+pipeChunkMax-1)/pipeChunkMax, 1)
+	c := (size + n - 1) / n
+	return (c + pipeAlign - 1) / pipeAlign * pipeAlign
 }
 
 // pipePlan returns the chunk size, the chunks and the ring slots a

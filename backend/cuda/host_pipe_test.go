@@ -200,16 +200,21 @@ func TestTransferFails(t *testing.T) {
 	}
 }
 
-// TestChunkBytes: chunks are whole pages, within their bounds, and a
-// region takes at most pipeChunks of them below pipeChunks·pipeChunkMax.
+// TestChunkBytes: chunks are whole pages of at most pipeChunkMax bytes,
+// not below half of pipeChunkMin unless the region is; a region takes one
+// per pipeChunkMin bytes, at most pipeChunks below pipeChunks·pipeChunkMax,
+// and its last chunk is not a sliver.
 func TestChunkBytes(t *testing.T) {
 	for _, size := range []int{1, 4096, pipeChunkMin, 3<<20 + 260, 1<<20 + 256, 96 << 20, 1 << 34} {
 		c := chunkBytes(size)
-		if c%pipeAlign != 0 || c < pipeChunkMin || c > pipeChunkMax {
+		n := (size + c - 1) / c
+		switch {
+		case c%pipeAlign != 0 || c > pipeChunkMax || 2*c < min(size, pipeChunkMin):
 			t.Errorf("size %d: chunk %d", size, c)
-		}
-		if n := (size + c - 1) / c; size <= pipeChunks*pipeChunkMax && n > pipeChunks {
+		case size <= pipeChunks*pipeChunkMax && n > pipeChunks:
 			t.Errorf("size %d: %d chunks of %d", size, n, c)
+		case n > 1 && size-(n-1)*c < c/2:
+			t.Errorf("size %d: %d chunks of %d, the last of %d", size, n, c, size-(n-1)*c)
 		}
 	}
 }
