@@ -142,11 +142,6 @@ func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) er
 	p.next.Store(0)
 	p.failed.Store(false)
 	p.err = nil
-	if !up {
-		for c := range p.slots {
-			p.queue(c)
-		}
-	}
 	total := p.n * p.pieces
 	helpers := min(pipeWorkers, runtime.GOMAXPROCS(0), total) - 1
 	if p.size < 2*pipePiece {
@@ -237,8 +232,14 @@ func (p *pipe) await(c int) bool {
 // bytes; one of a download waits for its chunk to be in the ring, then
 // empties its bytes. The goroutine that finishes a chunk's last piece
 // queues the chunk's copy (upload) or the next chunk of its slot
-// (download).
-func (p *pipe) Work(int) {
+// (download). The calling goroutine (w 0) first queues a download's first
+// chunk of each slot, while the helpers join.
+func (p *pipe) Work(w int) {
+	if !p.up && w == 0 {
+		for c := range p.slots {
+			p.queue(c)
+		}
+	}
 	total := int64(p.n * p.pieces)
 	for i := p.next.Add(1) - 1; i < total; i = p.next.Add(1) - 1 {
 		if p.failed.Load() {
