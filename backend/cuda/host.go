@@ -113,8 +113,13 @@ func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (er
 	}); err != nil {
 		return err
 	}
+	var views [11]buffer // the block's pieces as buffers (one allocation)
+	used := 0
 	sub := func(off, n int) *buffer {
-		return &buffer{dev: d, buf: pooled{blk.p + cu.DevicePtr(off), int64(n)}, n: int64(n)}
+		b := &views[used]
+		used++
+		*b = buffer{dev: d, buf: pooled{blk.p + cu.DevicePtr(off), int64(n)}, n: int64(n)}
+		return b
 	}
 	in := [6]*buffer{sub(l.q, 4*nq), sub(l.k, 4*nkv), sub(l.v, 4*nkv),
 		sub(l.scales[0], 4*s.B*s.Hq), sub(l.scales[1], 4*s.B*s.Hkv), sub(l.scales[2], 4*s.B*s.Hkv)}

@@ -183,6 +183,60 @@ func TestScalesOnRead(t *testing.T) {
 	}
 }
 
+// TestHostLayout: a call's pieces in its device block are aligned and
+// apart, in the block; the way up covers Q, K, V and the flag, the way
+// down the flag, the output and the LSE (where asked), and nothing else;
+// a fused call has no codes.
+func TestHostLayout(t *testing.T) {
+	for _, c := range []struct {
+		s          backend.Shape
+		lse, fused bool
+	}{
+		{sdpatest.NamedShapes["mission"], false, true},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, true, true},
+		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, true, false},
+	} {
+		p := &backend.Problem{Shape: c.s}
+		if c.lse {
+			p.LSE = []float32{}
+		}
+		s := c.s
+		nq, nkv := s.B*s.Hq*s.Sq*s.D, s.B*s.Hkv*s.Sk*s.D
+		l := newHostLayout(p, nq, nkv, c.fused)
+		type piece struct {
+			name      string
+			off, size int
+		}
+		pieces := []piece{{"q", l.q, 4 * nq}, {"k", l.k, 4 * nkv}, {"v", l.v, 4 * nkv}, {"flag", l.flag, 4}, {"out", l.out, 4 * nq},
+			{"q scales", l.scales[0], 4 * s.B * s.Hq}, {"k scales", l.scales[1], 4 * s.B * s.Hkv}, {"v scales", l.scales[2], 4 * s.B * s.Hkv}}
+		if c.lse {
+			pieces = append(pieces, piece{"lse", l.lse, 4 * s.B * s.Hq * s.Sq})
+		}
+		if !c.fused {
+			pieces = append(pieces, piece{"q codes", l.codes[0], nq}, piece{"k codes", l.codes[1], nkv}, piece{"v codes", l.codes[2], nkv})
+		} else if l.codes != [3]int{} {
+			t.Errorf("%+v: a fused call has codes at %v", s, l.codes)
+		}
+		for i, a := range pieces {
+			if a.off%stagingAlign != 0 || a.off < 0 || a.off+a.size > l.total {
+				t.Errorf("%+v: %s at %d (%d bytes) in a block of %d", s, a.name, a.off, a.size, l.total)
+			}
+			for _, b := range pieces[:i] {
+				if a.off < b.off+b.size && b.off < a.off+a.size {
+					t.Errorf("%+v: %s and %s overlap", s, a.name, b.name)
+				}
+			}
+		}
+		down := l.out + 4*nq
+		if c.lse {
+			down = l.lse + 4*s.B*s.Hq*s.Sq
+		}
+		if l.up != l.flag+4 || l.q != 0 || l.k < l.q || l.v < l.k || l.flag < l.v || l.down != down-l.flag || l.out < l.flag {
+			t.Errorf("%+v: up %d, down %d from the flag at %d, out at %d", s, l.up, l.down, l.flag, l.out)
+		}
+	}
+}
+
 // TestHostCatchesMutants: the host path's flag and output handling, broken
 // on purpose, fail its tests (FP8ATTN_MUTANTS=1, -tags cuda on a GPU).
 func TestHostCatchesMutants(t *testing.T) {
