@@ -4,16 +4,20 @@
 // the file, and under which the named tests must fail.
 //
 // Mutants are slow (one build of the package's tests each): Run skips
-// unless FP8ATTN_MUTANTS=1, and under -short.
+// unless FP8ATTN_MUTANTS=1, and under -short. Mutants whose tests need a
+// machine without a Go toolchain (the GPU tests) are built here with Build
+// and their test binaries run there.
 package mutant
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -33,6 +37,101 @@ type Mutant struct {
 	Tests []string
 }
 
+// RunPattern returns the -run pattern that selects m's tests.
+func (m Mutant) RunPattern() string {
+	var run []string
+	for _, name := range m.Tests {
+		run = append(run, "^"+regexp.QuoteMeta(name)+"$")
+	}
+	return strings.Join(run, "|")
+}
+
+// moduleRoot is the directory of the main module.
+var moduleRoot = sync.OnceValues(func() (string, error) {
+	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	if err != nil {
+		return "", fmt.Errorf("mutant: finding the module root: %w", err)
+	}
+	return strings.TrimSpace(string(root)), nil
+})
+
+// variant returns m's file with Old replaced by New, and the file's path.
+func (m Mutant) variant(root string) (path, src string, err error) {
+	path = filepath.Join(root, m.File)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", err
+	}
+	if n := strings.Count(string(b), m.Old); n != 1 {
+		return "", "", fmt.Errorf("mutant %q: %s: the text to replace occurs %d times, want once: %q", m.Name, m.File, n, m.Old)
+	}
+	return path, strings.Replace(string(b), m.Old, m.New, 1), nil
+}
+
+// overlay writes m's variant and an overlay that builds it in place of the
+// file into dir, and returns the overlay's path (for go's -overlay).
+func (m Mutant) overlay(root, dir string) (string, error) {
+	path, src, err := m.variant(root)
+	if err != nil {
+		return "", err
+	}
+	broken := filepath.Join(dir, filepath.Base(m.File))
+	if err := os.WriteFile(broken, []byte(src), 0o644); err != nil {
+		return "", err
+	}
+	ov, err := json.Marshal(map[string]map[string]string{"Replace": {path: broken}})
+	if err != nil {
+		return "", err
+	}
+	overlay := filepath.Join(dir, "overlay.json")
+	return overlay, os.WriteFile(overlay, ov, 0o644)
+}
+
+// Check returns an error unless m applies to the sources: its Old occurs
+// in its File exactly once. It builds nothing.
+func Check(m Mutant) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	_, _, err = m.variant(root)
+	return err
+}
+
+// Build compiles the test binary of m.Pkg with m's variant in place of
+// m.File (go test -c -tags tags -o out, tags empty for none), for running
+// m's tests (m.RunPattern) where no Go toolchain is: the binary must fail
+// them. The sources are not touched. An error says that m does not apply
+// or that the variant does not build.
+func Build(m Mutant, tags, out string) error {
+	root, err := moduleRoot()
+	if err != nil {
+		return err
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "mutant-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	overlay, err := m.overlay(root, tmp)
+	if err != nil {
+		return err
+	}
+	args := []string{"test", "-c", "-overlay", overlay, "-o", out}
+	if tags != "" {
+		args = append(args, "-tags", tags)
+	}
+	cmd := exec.Command("go", append(args, m.Pkg)...)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mutant %q: the variant of %s does not build: %w\n%s", m.Name, m.File, err, msg)
+	}
+	return nil
+}
+
 // Run runs each mutant's tests against its variant and fails t for a
 // mutant that no test catches (the tests pass) or that does not apply
 // (Old not found exactly once, the variant does not build).
@@ -40,36 +139,17 @@ func Run(t *testing.T, ms []Mutant) {
 	if testing.Short() || os.Getenv(Env) != "1" {
 		t.Skipf("mutant runs build the package once each: set %s=1 (and no -short)", Env)
 	}
-	root, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}").Output()
+	dir, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := strings.TrimSpace(string(root))
 	for _, m := range ms {
 		t.Run(m.Name, func(t *testing.T) {
-			path := filepath.Join(dir, m.File)
-			src, err := os.ReadFile(path)
+			overlay, err := m.overlay(dir, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if n := strings.Count(string(src), m.Old); n != 1 {
-				t.Fatalf("%s: the text to replace occurs %d times, want once: %q", m.File, n, m.Old)
-			}
-			tmp := t.TempDir()
-			broken := filepath.Join(tmp, filepath.Base(m.File))
-			if err := os.WriteFile(broken, []byte(strings.Replace(string(src), m.Old, m.New, 1)), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			ov, _ := json.Marshal(map[string]map[string]string{"Replace": {path: broken}})
-			overlay := filepath.Join(tmp, "overlay.json")
-			if err := os.WriteFile(overlay, ov, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			var run []string
-			for _, name := range m.Tests {
-				run = append(run, "^"+regexp.QuoteMeta(name)+"$")
-			}
-			cmd := exec.Command("go", "test", "-overlay", overlay, "-count=1", "-run", strings.Join(run, "|"), m.Pkg)
+			cmd := exec.Command("go", "test", "-overlay", overlay, "-count=1", "-run", m.RunPattern(), m.Pkg)
 			cmd.Dir = dir
 			out, err := cmd.CombinedOutput()
 			if strings.Contains(string(out), "[build failed]") || strings.Contains(string(out), "[setup failed]") {

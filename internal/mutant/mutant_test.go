@@ -1,0 +1,74 @@
+package mutant
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// probe breaks the constant TestAnswer of testdata/probe holds.
+var probe = Mutant{
+	Name: "another answer", File: "internal/mutant/testdata/probe/probe.go",
+	Old: "const Answer = 42", New: "const Answer = 41",
+	Pkg: "./internal/mutant/testdata/probe", Tests: []string{"TestAnswer"},
+}
+
+// TestCheck: Check accepts a mutant whose text occurs once and refuses
+// one whose text is absent or occurs more than once, or whose file is not
+// there.
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		old     string
+		file    string
+		applies bool
+	}{
+		{"once", probe.Old, probe.File, true},
+		{"absent", "const Answer = 43", probe.File, false},
+		{"twice", "Answer", probe.File, false},
+		{"no file", probe.Old, "internal/mutant/testdata/probe/absent.go", false},
+	} {
+		m := probe
+		m.Old, m.File = c.old, c.file
+		if err := Check(m); (err == nil) != c.applies {
+			t.Errorf("%s: Check: %v, want applies=%v", c.name, err, c.applies)
+		}
+	}
+	if got, want := probe.RunPattern(), "^TestAnswer$"; got != want {
+		t.Errorf("RunPattern: %q, want %q", got, want)
+	}
+}
+
+// TestBuild: the binary Build writes runs the variant (the probe's test
+// fails), a variant that changes nothing passes (the control), and a
+// variant that does not compile or does not apply is an error.
+func TestBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a test binary three times")
+	}
+	dir := t.TempDir()
+	control := probe
+	control.New = control.Old
+	for _, c := range []struct {
+		m    Mutant
+		pass bool
+	}{{probe, false}, {control, true}} {
+		bin := filepath.Join(dir, c.m.Name+".test")
+		if err := Build(c.m, "", bin); err != nil {
+			t.Fatal(err)
+		}
+		out, err := exec.Command(bin, "-test.run", c.m.RunPattern(), "-test.v").CombinedOutput()
+		if (err == nil) != c.pass || !c.pass && !strings.Contains(string(out), "--- FAIL: TestAnswer") {
+			t.Errorf("%q %q: the binary exited with %v, want pass=%v:\n%s", c.m.Old, c.m.New, err, c.pass, out)
+		}
+	}
+	for _, m := range []Mutant{
+		{Name: "no compile", File: probe.File, Old: probe.Old, New: "const Answer =", Pkg: probe.Pkg},
+		{Name: "absent", File: probe.File, Old: "const Answer = 43", New: probe.New, Pkg: probe.Pkg},
+	} {
+		if err := Build(m, "", filepath.Join(dir, "bad.test")); err == nil {
+			t.Errorf("Build of %q: no error", m.Name)
+		}
+	}
+}
