@@ -1,0 +1,53 @@
+// Package gpumutants lists the mutants of Go code that only GPU tests
+// reach (package mutant): their tests run on a machine without a Go
+// toolchain, so each is built here into a test binary
+// (internal/mutant/cmd/build-gpu-mutants) that must fail them there
+// (scripts/gpu-decode.sh).
+package gpumutants
+
+import (
+	"path"
+	"strings"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+const (
+	cudaPkg = "./backend/cuda"
+	sdpaPkg = "./sdpa"
+)
+
+// List is the GPU mutants. A Name is a file-name word: the binary is
+// BinName's.
+var List = []mutant.Mutant{
+	// A paged attention's device tables never get their lengths, neither
+	// at the first write nor after a change: the kernels read what the
+	// allocation held.
+	{Name: "stalelens", File: "backend/cuda/paged_tables.go", Pkg: cudaPkg,
+		Old:   "\t\tif la < lb {\n\t\t\tif err := put(la, lb); err != nil {",
+		New:   "\t\tif false {\n\t\t\tif err := put(la, lb); err != nil {",
+		Tests: []string{"TestPagedGraphTables", "TestPagedTablesWrite"}},
+	// A paged attention captured without device tables is recorded
+	// instead of refused: its lengths and block table go to the cache's
+	// staging buffers, whose uploads a capture leaves out.
+	{Name: "hosttables", File: "backend/cuda/paged_cache.go", Pkg: cudaPkg,
+		Old: "if c != nil && p.Tables == nil {", New: "if false {",
+		Tests: []string{"TestPagedGraphTables"}},
+	// The cache never writes its graphs' tables after an append or a
+	// truncation: replays read the lengths and pages of the capture.
+	{Name: "nosync", File: "sdpa/kvcache.go", Pkg: sdpaPkg,
+		Old:   "gc.stale = gc.tables.Write(gc.lens, gc.table, gc.spans) != nil",
+		New:   "gc.stale = false",
+		Tests: []string{"TestKVCacheGraphDecodeGPU"}},
+}
+
+// BinName is the file name of m's test binary: broken-NAME.test for the
+// cuda backend's tests, PKG-broken-NAME.test for another package's
+// (sdpa-broken-NAME.test).
+func BinName(m mutant.Mutant) string {
+	name := "broken-" + m.Name + ".test"
+	if pkg := strings.TrimPrefix(m.Pkg, "./"); pkg != strings.TrimPrefix(cudaPkg, "./") {
+		name = path.Base(pkg) + "-" + name
+	}
+	return name
+}
