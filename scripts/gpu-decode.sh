@@ -3,8 +3,11 @@
 # cross-compiled here (gzipped is fine): the paged-cache (decode) checks
 # and timings in one call. GEN=1 first rebuilds the kernels (gen.sh; OUT gets
 # kernels.tgz) and points the binary at them. Then the backend tests TESTS
-# names (default Paged), deliberately broken builds bin/broken-NAME.test
-# that must fail them (broken-NAME.txt), with GEN the paged mutants of
+# names (default Paged), deliberately broken builds that must fail theirs:
+# bin/broken-NAME.test of backend/cuda (broken-NAME.txt) and
+# bin/sdpa-broken-NAME.test of sdpa (sdpa-broken-NAME.txt), each on the
+# pattern in bin/[sdpa-]broken-NAME.run where build-gpu-mutants wrote one
+# (BROKEN_GO_RUN, BROKEN_SDPA_RUN override), with GEN the paged mutants of
 # backend/cuda/kernels/mutants (mutant-NAME.log; SKIP_BROKEN=1 skips them), SDPA=1 the sdpa device,
 # graph and cache tests (bin/sdpa-cuda.test), the sanitizers on SANITIZE_TESTS
 # (SANITIZE=1), and ROUNDS rounds (default 2) of BenchmarkPagedDecode each
@@ -36,17 +39,24 @@ grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/tests.txt" | head -20
 if [ -n "${GEN:-}" ] && [ -z "${SKIP_BROKEN:-}" ]; then
   MUTANTS='^paged-' bash scripts/gpu-mutants.sh || failed "a paged mutant passed its tests or did not build (gpu-mutants)"
 fi
+sdpa_run='Graph|Capture|DeviceGPU|KVCache|Device'
 if [ -n "${SDPA:-}" ] && [ -x bin/sdpa-cuda.test ]; then
-  timeout 400 bin/sdpa-cuda.test -test.run 'Graph|Capture|DeviceGPU|KVCache|Device' -test.v -test.timeout 390s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
+  timeout 400 bin/sdpa-cuda.test -test.run "$sdpa_run" -test.v -test.timeout 390s > "$out/sdpa-tests.txt" 2>&1 || failed "sdpa tests (sdpa-tests.txt)"
   grep -E "^(--- FAIL|FAIL|ok|PASS)" "$out/sdpa-tests.txt" | head -5
 fi
-for bad in bin/broken-*.test; do
+# Broken Go builds (go run ./internal/mutant/cmd/build-gpu-mutants, docs/DEVELOPING.md).
+for bad in bin/broken-*.test bin/sdpa-broken-*.test; do
   [ -x "$bad" ] || continue
-  variant=${bad#bin/broken-}; variant=${variant%.test}
-  if timeout 300 "$bad" -test.run "${BROKEN_GO_RUN:-Paged}" -test.v -test.timeout 280s > "$out/broken-$variant.txt" 2>&1; then
-    failed "the broken build $variant passed (broken-$variant.txt)"
+  variant=${bad#bin/}; variant=${variant%.test}
+  case $variant in
+    sdpa-*) run=${BROKEN_SDPA_RUN:-}; dflt=$sdpa_run ;;
+    *) run=${BROKEN_GO_RUN:-}; dflt=Paged ;;
+  esac
+  [ -z "$run" ] && [ -f "bin/$variant.run" ] && run=$(cat "bin/$variant.run")
+  if timeout 300 "$bad" -test.run "${run:-$dflt}" -test.v -test.timeout 280s > "$out/$variant.txt" 2>&1; then
+    failed "the broken build $variant passed (${run:-$dflt}; $variant.txt)"
   fi
-  echo "broken-$variant:"; grep -E "_test.go:[0-9]+: " "$out/broken-$variant.txt" | grep -v seed | head -3
+  echo "$variant:"; grep -E "_test.go:[0-9]+: " "$out/$variant.txt" | grep -v seed | head -3
 done
 if [ -n "${SANITIZE:-}" ]; then
   for tool in memcheck racecheck synccheck; do
