@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ec9e600d758d9f1531eb02dd4703fd1bdd33354276bc53d5a9e98e9b86ab3982"
+const SourceHash = "0bcf623c2d8adb0d35f6a3482c4f4251f8b5d5a387a09e7d1303d457e0898a2a"
