@@ -132,11 +132,13 @@ func (r *resident) launch(stage int) error {
 // transposed once per call into the V image first, by fp8attn_pack9vt
 // through the same map (kernels/hopper/tensors.cuh says why): two
 // launches, the second a programmatic dependent one. It reports false, launching nothing, where
-// the form does not take the call: no tensor entry for the head dim, or a
-// layout the tensor maps cannot describe (an address or a stride not a
-// multiple of 16 bytes), which the pack path then runs. The maps are
-// encoded on the first launch and kept: the resident's buffers and shape
-// are fixed. The caller is inside do.
+// the form does not take the call, which the pack path then runs: no
+// tensor entry for the head dim, a layout the tensor maps cannot describe
+// (an address or a stride not a multiple of 16 bytes), or, tiled, more
+// than maxGridY KV heads of all batches (the V pack's grid y). The maps
+// are encoded on the first launch and kept: the resident's buffers and
+// shape are fixed; an encoding the driver refuses otherwise is an error.
+// The caller is inside do.
 func (r *resident) launchTensors() (bool, error) {
 	s := r.shape
 	k := r.dev.hopper[s.D]
@@ -148,12 +150,15 @@ func (r *resident) launchTensors() (bool, error) {
 		return false, nil
 	}
 	if r.tensors == nil {
+		if !tensorMappable(r.params) || (!one && s.B*s.Hkv > maxGridY) {
+			r.tensorsRefused = true
+			return false, nil
+		}
 		tl := new(tensorLaunch)
 		sp := r.scores
 		tl.P.F = fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
 		if err := tensorMapsFor(&tl.P, k.cfg); err != nil {
-			r.tensorsRefused = true
-			return false, nil
+			return true, err
 		}
 		r.tensors = tl
 	}

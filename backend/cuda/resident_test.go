@@ -121,6 +121,11 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 129, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 192}, backend.NoMask, backend.BSHD, 0.07},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625},
+		// Blocks that see no key (ntiles 0) beside blocks that do, with a
+		// negative scale, in one tile and tiled; a single tiled tile at D 64.
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 200, D: 64}, backend.CausalLowerRight, backend.BHSD, -0.1},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 400, Sk: 100, D: 128}, backend.CausalLowerRight, backend.BSHD, -0.125},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 4, Sq: 70, Sk: 90, D: 64}, backend.NoMask, backend.BHSD, 0.125},
 	} {
 		in := sdpatest.RandomInputs(rng, c.s, 1)
 		ref, _, _ := sdpatest.NewProblemLayout(c.s, in, c.scale, c.m, backend.FP8E4M3, c.l)

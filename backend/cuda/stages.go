@@ -164,11 +164,15 @@ func supportsInputs(p *backend.Problem) error {
 		return errFP32Inputs
 	case p.Precision != backend.FP8E4M3:
 		return fmt.Errorf("%w: cuda kernels take FP8E4M3 inputs, not %v", backend.ErrUnsupported, p.Precision)
-	case p.Hq > 65535 || p.B > 65535:
+	case p.Hq > maxGridY || p.B > maxGridY:
 		return errGridLimits
 	}
 	return nil
 }
+
+// maxGridY is the largest grid y and z of a launch: query heads and
+// batches (and a V pack's KV heads of all batches) each up to it.
+const maxGridY = 65535
 
 // The refusals supportsInputs returns most, made once: backend.Select asks
 // every backend on every call with Backend "", and a refusal there must

@@ -18,7 +18,13 @@ static fp8attn_encode_tiled_fn fp8attn_encode_tiled;
 
 static CUresult fp8attn_resolve_encode_tiled(void) {
 	void* fn = 0;
+#if CUDA_VERSION >= 12000
+	// (cuda.h 12 maps cuGetProcAddress to cuGetProcAddress_v2, which also
+	// reports the symbol's status.)
+	CUresult r = cuGetProcAddress("cuTensorMapEncodeTiled", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT, NULL);
+#else
 	CUresult r = cuGetProcAddress("cuTensorMapEncodeTiled", &fn, 12000, CU_GET_PROC_ADDRESS_DEFAULT);
+#endif
 	if (r != CUDA_SUCCESS) return r;
 	if (!fn) return CUDA_ERROR_NOT_FOUND;
 	fp8attn_encode_tiled = (fp8attn_encode_tiled_fn)fn;
@@ -100,6 +106,19 @@ func encodeRows(m *tensorMap, addr uint64, b, h, s, d int, batchStride, headStri
 // qBlockRows is the rows of one Q image block (one consumer warpgroup's),
 // the Q map's box.
 const qBlockRows = 64
+
+// tensorMappable reports whether the tensor maps can describe a resident's
+// Q, K and V (its params): every address and stride a multiple of 16
+// bytes, as cuTensorMapEncodeTiled requires.
+func tensorMappable(p *params) bool {
+	for _, x := range []int64{int64(p.Q), int64(p.K), int64(p.V), p.QBatchStride, p.QHeadStride, p.QRowStride,
+		p.KVBatchStride, p.KVHeadStride, p.KVRowStride} {
+		if x%16 != 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // tensorMapsFor fills the tensor maps of a resident's Q, K and V (its
 // params' addresses and strides) for the Hopper kernel of config cfg.
