@@ -182,10 +182,7 @@ func (c *call) block(sc *scratch, it int) {
 		return
 	}
 	D := p.D
-	bh, qb := it/c.qBlocks, it%c.qBlocks
-	if p.Mask != backend.NoMask {
-		qb = c.qBlocks - 1 - qb // causal: the blocks that see the most keys first
-	}
+	bh, qb := c.blockOf(it)
 	b, h := bh/p.Hq, bh%p.Hq
 	kvh := b*p.Hkv + h/p.Group()
 	i0 := qb * c.bq
@@ -250,6 +247,30 @@ func (c *call) block(sc *scratch, it int) {
 		br.sink = func(int) float32 { return p.Sinks[h] }
 	}
 	c.attendRows(sc, q, rowsN, scoreScale, outScale, p.Out, br, kp)
+}
+
+// blockOf returns the (batch·Hq + head) and query block of item it of an
+// unpacked call. The items run head by head, the blocks of a head in
+// order, or, for a masked problem, those that see the most keys first;
+// but in a strided layout (BSHD) with several query heads a KV head, the
+// group's heads take turns block by block: their query rows at the same
+// positions lie side by side, so each block's gather finds the rows of
+// the group's next head in the pages and cache lines its own brought in
+// (the key panels are the group's in either order).
+func (c *call) blockOf(it int) (bh, qb int) {
+	p := c.p
+	if g := p.Group(); g > 1 && p.Layout != backend.BHSD {
+		per := c.qBlocks * g // items a KV head
+		bk, r := it/per, it%per
+		b, kh := bk/p.Hkv, bk%p.Hkv
+		bh, qb = b*p.Hq+kh*g+r%g, r/g
+	} else {
+		bh, qb = it/c.qBlocks, it%c.qBlocks
+	}
+	if p.Mask != backend.NoMask {
+		qb = c.qBlocks - 1 - qb // causal: the blocks that see the most keys first
+	}
+	return bh, qb
 }
 
 // densePanels is the key panels of KV head kvh of a dense problem, built
