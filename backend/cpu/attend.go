@@ -111,15 +111,9 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		return ok
 	}
 	for kb := kp.kb0; kb*panel < nmax; kb++ {
-		if c.stale(sc) {
-			return
-		}
 		j0 := kb * panel
 		n := min(panel, nmax-j0)
 		kt, vb := kp.get(kb)
-		if sc.abort {
-			return
-		}
 		vb = vb[:n*D]
 		for g := 0; g < rowsN; g += 4 {
 			if amxRowsOK != 0 && amxAble(kb, g) {
@@ -223,13 +217,6 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	if amxRowsOK != 0 {
 		c.amxGroups(sc, rowsN, kp, nmax, amxAble, scoreScale, m, l, acc)
 	}
-	if commitHook != nil {
-		commitHook(sc.w)
-	}
-	if !c.commit(sc) {
-		return
-	}
-	defer c.committed(sc)
 	// A row has an output where it sees a key of the range [kb0, kb1)
 	// panels.
 	sees := func(r int) bool { return max(br.first(r), kb0*panel) < min(br.visible(r), kp.kb1*panel) }

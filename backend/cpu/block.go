@@ -3,7 +3,6 @@ package cpu
 import (
 	"runtime"
 	"sync/atomic"
-	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
@@ -40,11 +39,6 @@ type scratch struct {
 	// (keyPanels.prefetch, blockEnd).
 	next int
 	end  ahead
-	// item is the block the worker runs; abort says it was refused a
-	// panel's build (the call's gate closed: detach.go).
-	item  int
-	abort bool
-	w     int // the worker (par.Job's w)
 }
 
 func (c *call) getScratch() *scratch {
@@ -89,8 +83,6 @@ type blockRange struct {
 func (c *call) Work(w int) {
 	sc := c.getScratch()
 	own := w % len(c.ranges)
-	start, ran := time.Now(), 0
-	sc.w = w
 	for k := range c.ranges {
 		r := &c.ranges[(own+k)%len(c.ranges)]
 		for {
@@ -102,13 +94,8 @@ func (c *call) Work(w int) {
 			if it+1 < r.end {
 				sc.next = int(it + 1)
 			}
-			sc.item, sc.abort = int(it), false
 			c.block(sc, int(it))
-			ran++
 		}
-	}
-	if w == 0 && c.detach {
-		c.finish(sc, ran, time.Since(start))
 	}
 	c.scratch.Put(sc)
 }
@@ -121,17 +108,11 @@ func (c *call) panelReady(sc *scratch, it int) {
 	if st.Load() == 2 {
 		return
 	}
-	if !c.enter() {
-		sc.abort = true
-		return
-	}
 	if st.CompareAndSwap(0, 1) {
 		c.buildPanel(sc, it)
 		st.Store(2)
-		c.leave()
 		return
 	}
-	c.leave()
 	for i := 1; st.Load() != 2; i++ {
 		if i%1024 == 0 {
 			runtime.Gosched() // the builder may be waiting for a thread
@@ -217,9 +198,6 @@ func (c *call) block(sc *scratch, it int) {
 		scoreScale = float32(p.ScoreFactor(bh))
 		outScale = p.VScale[kvh]
 	}
-	if !c.enter() {
-		return
-	}
 	switch {
 	case p.Layout != backend.BHSD:
 		// Gather the block's query rows (decoded for FP8); V was gathered
@@ -238,7 +216,6 @@ func (c *call) block(sc *scratch, it int) {
 		copy(q, p.Q[qOff:qOff+rowsN*D])
 		clear(q[rowsN*D:])
 	}
-	c.leave()
 	v := c.values()[vOff : vOff+p.Sk*D]
 
 	kp := c.densePanels(sc, kvh, v)
@@ -468,9 +445,6 @@ func (c *call) packedBlock(sc *scratch, it int) {
 	rows := (rowsN + 3) &^ 3
 	head := func(r int) (h, i int) { return kh*g + (i0+r)%g, (i0 + r) / g }
 	q := sc.q[:rows*D]
-	if !c.enter() {
-		return
-	}
 	for r := 0; r < rowsN; r++ {
 		h, i := head(r)
 		src := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
@@ -480,7 +454,6 @@ func (c *call) packedBlock(sc *scratch, it int) {
 			copy(q[r*D:(r+1)*D], p.Q[src:src+D])
 		}
 	}
-	c.leave()
 	clear(q[rowsN*D:])
 	scoreScale, outScale := p.Scale, float32(1)
 	v := c.values()[kvh*p.Sk*D : (kvh+1)*p.Sk*D]

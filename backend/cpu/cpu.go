@@ -224,11 +224,6 @@ type call struct {
 	kAMX, vAMX      []uint16
 	amxOK           []bool
 	scratch         freelist.List[scratch] // one per worker, reused
-	// b is the backend c belongs to, prob the problem p points to (a copy
-	// of the caller's, which a helper left behind may still read).
-	b    *Backend
-	prob backend.Problem
-	detachState
 }
 
 // Attention computes p.Out (and p.LSE). A nil backend (one not made by New
@@ -242,10 +237,7 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	}
 	workers := b.Workers()
 	c := b.calls.Get()
-	c.prob = *p
-	c.p, c.ks, c.d, c.b = &c.prob, b.ks, p.D, b
-	p = c.p
-	c.detach = c.ks.name != "go"
+	c.p, c.ks, c.d = p, b.ks, p.D
 	c.pack = 1
 	rowShape := p.Shape // the rows the blocks cover, per (batch, head) item
 	if g := p.Group(); g > 1 && p.Sq < packBelow {
@@ -285,10 +277,6 @@ func (b *Backend) Attention(p *backend.Problem) error {
 		c.panelState[i].Store(0)
 	}
 	b.run(c, workers)
-	if c.detached {
-		c.drop()
-		return nil
-	}
 	c.p = nil
 	b.calls.Put(c)
 	return nil
@@ -304,7 +292,6 @@ func (b *Backend) run(c *call, workers int) {
 		c.ranges[r].next.Store(int64(r * c.items / workers))
 		c.ranges[r].end = int64((r + 1) * c.items / workers)
 	}
-	c.resetDetach()
 	b.pool.Run(min(workers, c.items)-1, c)
 }
 

@@ -1,8 +1,6 @@
 package cpu
 
 import (
-	"time"
-
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
 )
@@ -26,9 +24,3 @@ func PagedRows(kv backend.PagedKV, pg, h int) (k, v []float32, kScale, vScale fl
 
 // FMAPeak is fmaPeak.
 var FMAPeak = fmaPeak
-
-// SetCommitHook sets commitHook (nil: none).
-func SetCommitHook(f func(w int)) { commitHook = f }
-
-// MarkShared takes b's pool's cores to be shared for d.
-func MarkShared(b *Backend, d time.Duration) { b.pool.MarkShared(d) }

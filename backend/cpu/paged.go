@@ -215,8 +215,7 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	b := s.b
 	workers := b.Workers()
 	c := b.calls.Get()
-	c.p, c.pg, c.ks, c.d, c.b = nil, &c.paged, b.ks, p.D, b
-	c.detach = false
+	c.p, c.pg, c.ks, c.d = nil, &c.paged, b.ks, p.D
 	pc := c.pg
 	pc.p, pc.kv, pc.g = p, s, p.Hq/p.Hkv
 	rows := backend.Shape{B: p.B, Hq: p.Hkv, Sq: pc.g * p.Sq}

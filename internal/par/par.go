@@ -28,22 +28,6 @@ type Job interface {
 	Work(w int)
 }
 
-// A Detacher is a Job whose Run may return while helpers are still in
-// their Work: one that finishes its work on the calling goroutine where a
-// helper falls behind (a helper whose thread the OS has descheduled holds
-// up a Run that waits for it for as long as the OS keeps it off its core).
-// After the calling goroutine's Work returns, Run calls Detach where some
-// helper has not finished; where Detach returns true, Run returns at once,
-// and the job's Release is called once, on whichever goroutine leaves the
-// job last, when every Work has returned. The job must see to it that a
-// helper's Work that returns late touches nothing the caller may use
-// again.
-type Detacher interface {
-	Job
-	Detach() bool
-	Release()
-}
-
 // DefaultSpin is how long an idle helper of Default polls for the next job
 // before it parks.
 const DefaultSpin = 200 * time.Microsecond
@@ -91,23 +75,6 @@ type run struct {
 	pending atomic.Int64   // helpers that joined or may still join and have not finished
 	check   bool           // whether work checks its threads' share of their cores
 	done    sync.WaitGroup // the same count, to block on
-	// refs counts the caller and the helpers that joined or may still
-	// join and have not left; the last to leave hands r back (leave).
-	refs     atomic.Int64
-	detached bool // the caller left without waiting (Detacher)
-}
-
-// leave drops n references to r and, where they were the last, releases
-// a detached job and hands r back to p.
-func (r *run) leave(p *Pool, n int64) {
-	if r.refs.Add(-n) != 0 {
-		return
-	}
-	if r.detached {
-		r.job.(Detacher).Release()
-	}
-	r.job, r.detached = nil, false
-	p.runs.Put(r)
 }
 
 // claim takes one of r's open helper slots, if any.
@@ -123,15 +90,15 @@ func (r *run) claim() bool {
 	}
 }
 
-// work runs the job's Work for participant w, and where the thread got
+// work runs the job's Work for one participant, and where the thread got
 // clearly less of its core than the time Work took (threadCPU: it was
 // descheduled for other threads), marks the pool's cores shared for a
 // while (sharedFor). Polling then takes time from the very threads that
 // do the work: those of other processes, or this job's other
 // participants where they share a core.
-func (r *run) work(p *Pool, w int) {
+func (r *run) work(p *Pool) {
 	if !r.check {
-		r.job.Work(w)
+		r.job.Work(int(r.joined.Add(1) - 1))
 		return
 	}
 	// threadCPU reads the calling thread's clock: the goroutine must not
@@ -140,7 +107,7 @@ func (r *run) work(p *Pool, w int) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
-	r.job.Work(w)
+	r.job.Work(int(r.joined.Add(1) - 1))
 	if cpu0 < 0 {
 		return
 	}
@@ -159,18 +126,6 @@ const (
 	sharedFor  = 100 * time.Millisecond
 )
 
-// Shared says whether the pool takes its threads' cores to be shared with
-// other work now (from Run's checks of its threads' CPU time).
-func (p *Pool) Shared() bool {
-	return time.Now().UnixNano() < p.shared.Load()
-}
-
-// MarkShared takes the pool's cores to be shared for d from now, as Run
-// does where a thread got clearly less than its core.
-func (p *Pool) MarkShared(d time.Duration) {
-	p.shared.Store(time.Now().Add(d).UnixNano())
-}
-
 // polls says whether the pool's threads poll now: it has a spin time and
 // its cores are not marked shared.
 func (p *Pool) polls() bool {
@@ -186,10 +141,9 @@ func (p *Pool) startHelpers() {
 		go func() {
 			for r := range p.jobs {
 				for r != nil {
-					r.work(p, int(r.joined.Add(1)))
+					r.work(p)
 					r.pending.Add(-1)
 					r.done.Done()
-					r.leave(p, 1)
 					r = p.await()
 				}
 			}
@@ -222,7 +176,7 @@ func (p *Pool) await() *run {
 // Run runs job on the calling goroutine and on up to helpers helpers of p
 // (fewer if p has fewer, or if they are busy: a slot no helper takes by the
 // time the calling goroutine's Work returns is withdrawn), and returns when
-// every Work has returned (a Detacher's may return sooner). Runs may be issued from several goroutines at
+// every Work has returned. Runs may be issued from several goroutines at
 // once; each gets the helpers the others leave. It allocates nothing once
 // warm.
 func (p *Pool) Run(helpers int, job Job) {
@@ -235,7 +189,6 @@ func (p *Pool) Run(helpers int, job Job) {
 	r.job = job
 	r.check = p.spin > 0 && p.runsN.Add(1)%shareEvery == 0
 	r.joined.Store(0)
-	r.refs.Store(int64(helpers) + 1)
 	r.pending.Store(int64(helpers))
 	r.done.Add(helpers)
 	r.slots.Store(int64(helpers))
@@ -251,19 +204,10 @@ func (p *Pool) Run(helpers int, job Job) {
 		}
 		break
 	}
-	r.work(p, 0)
+	r.work(p)
 	n := r.slots.Swap(0)
 	r.pending.Add(-n)
 	r.done.Add(-int(n))
-	if n > 0 {
-		r.leave(p, n)
-	}
-	if d, ok := job.(Detacher); ok && r.pending.Load() > 0 && d.Detach() {
-		r.detached = true
-		p.posted.CompareAndSwap(r, nil)
-		r.leave(p, 1)
-		return
-	}
 	// Wait for the helpers that joined by polling for up to the spin time,
 	// then by blocking: a goroutine woken from a wait can take tens of
 	// microseconds to run again while polling helpers hold every P.
@@ -278,7 +222,8 @@ func (p *Pool) Run(helpers int, job Job) {
 	}
 	r.done.Wait()
 	p.posted.CompareAndSwap(r, nil)
-	r.leave(p, 1)
+	r.job = nil
+	p.runs.Put(r)
 }
 
 // For calls fn(i) for every i in [0, n) on the calling goroutine and up to

@@ -5,8 +5,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fp8attn/fp8attn/internal/mutant"
 )
 
 // TestForEachIndexOnce: every index runs exactly once, for sizes around the
@@ -102,87 +100,4 @@ func TestSharedStopsPolling(t *testing.T) {
 	if p.polls() {
 		t.Errorf("a pool whose Works sleep (their threads descheduled) still polls")
 	}
-}
-
-// detachJob is a Detacher whose helpers sleep for slow before they return
-// and whose caller's Work returns at once.
-type detachJob struct {
-	slow              time.Duration
-	detach            bool
-	helpers, released atomic.Int32
-	helpersAtRelease  atomic.Int32
-}
-
-func (j *detachJob) Work(w int) {
-	if w > 0 {
-		time.Sleep(j.slow)
-		j.helpers.Add(1)
-	}
-}
-
-func (j *detachJob) Detach() bool { return j.detach }
-
-func (j *detachJob) Release() {
-	j.helpersAtRelease.Store(j.helpers.Load())
-	j.released.Add(1)
-}
-
-// TestDetach: a Detacher whose Detach says so returns before its slow
-// helpers, and Release runs once, after every helper that joined has
-// returned; one whose Detach says no waits for them and is not released.
-// Runs issued meanwhile get the helpers' run state afresh (no run is
-// handed back while a helper still holds it).
-func TestDetach(t *testing.T) {
-	const slow = 20 * time.Millisecond
-	for _, c := range []struct {
-		name    string
-		detach  bool
-		helpers int
-	}{{"detached", true, 2}, {"waits", false, 2}, {"detached-one", true, 1}} {
-		t.Run(c.name, func(t *testing.T) {
-			p := NewPool(2, 0)
-			p.Helpers()
-			time.Sleep(time.Millisecond) // helpers parked
-			j := &detachJob{slow: slow, detach: c.detach}
-			start := time.Now()
-			p.Run(c.helpers, j)
-			took := time.Since(start)
-			joined := j.helpers.Load()
-			for range 20 {
-				p.Run(c.helpers, &countJob{})
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for j.released.Load() == 0 && c.detach && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			time.Sleep(2 * slow)
-			switch {
-			case c.detach && j.released.Load() != 1:
-				t.Errorf("released %d times, want 1", j.released.Load())
-			case c.detach && j.helpersAtRelease.Load() != j.helpers.Load():
-				t.Errorf("released with %d of %d helpers returned", j.helpersAtRelease.Load(), j.helpers.Load())
-			case !c.detach && j.released.Load() != 0:
-				t.Errorf("a job that did not detach was released")
-			case !c.detach && joined != j.helpers.Load():
-				t.Errorf("Run returned with %d of %d helpers returned", joined, j.helpers.Load())
-			case j.helpers.Load() == 0:
-				t.Errorf("no helper joined")
-			case c.detach && took >= slow:
-				t.Errorf("a detached Run took %v, its helpers %v", took, slow)
-			}
-		})
-	}
-}
-
-// TestDetachCatchesMutants: the pool broken on purpose fails TestDetach
-// (FP8ATTN_MUTANTS=1).
-func TestDetachCatchesMutants(t *testing.T) {
-	const pkg, file = "./internal/par", "internal/par/par.go"
-	tests := []string{"TestDetach"}
-	mutant.Run(t, []mutant.Mutant{
-		{Name: "a detached job never released", File: file, Pkg: pkg,
-			Old: "\t\tr.detached = true\n", New: "", Tests: tests},
-		{Name: "a detacher's Run waits all the same", File: file, Pkg: pkg,
-			Old: "\t\tr.leave(p, 1)\n\t\treturn\n", New: "\t\tr.done.Wait()\n\t\tr.leave(p, 1)\n\t\treturn\n", Tests: tests},
-	})
 }
