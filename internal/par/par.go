@@ -90,15 +90,15 @@ func (r *run) claim() bool {
 	}
 }
 
-// work runs the job's Work for one participant, and where the thread got
+// work runs the job's Work for participant w, and where the thread got
 // clearly less of its core than the time Work took (threadCPU: it was
 // descheduled for other threads), marks the pool's cores shared for a
 // while (sharedFor). Polling then takes time from the very threads that
 // do the work: those of other processes, or this job's other
 // participants where they share a core.
-func (r *run) work(p *Pool) {
+func (r *run) work(p *Pool, w int) {
 	if !r.check {
-		r.job.Work(int(r.joined.Add(1) - 1))
+		r.job.Work(w)
 		return
 	}
 	// threadCPU reads the calling thread's clock: the goroutine must not
@@ -107,7 +107,7 @@ func (r *run) work(p *Pool) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	start, cpu0 := time.Now(), threadCPU()
-	r.job.Work(int(r.joined.Add(1) - 1))
+	r.job.Work(w)
 	if cpu0 < 0 {
 		return
 	}
@@ -141,7 +141,7 @@ func (p *Pool) startHelpers() {
 		go func() {
 			for r := range p.jobs {
 				for r != nil {
-					r.work(p)
+					r.work(p, int(r.joined.Add(1)))
 					r.pending.Add(-1)
 					r.done.Done()
 					r = p.await()
@@ -204,7 +204,7 @@ func (p *Pool) Run(helpers int, job Job) {
 		}
 		break
 	}
-	r.work(p)
+	r.work(p, 0)
 	n := r.slots.Swap(0)
 	r.pending.Add(-n)
 	r.done.Add(-int(n))

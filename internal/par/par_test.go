@@ -1,10 +1,14 @@
 package par
 
 import (
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
 )
 
 // TestForEachIndexOnce: every index runs exactly once, for sizes around the
@@ -100,4 +104,49 @@ func TestSharedStopsPolling(t *testing.T) {
 	if p.polls() {
 		t.Errorf("a pool whose Works sleep (their threads descheduled) still polls")
 	}
+}
+
+// goid returns the calling goroutine's id, from its stack's header.
+func goid() string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := strings.Fields(string(buf))
+	return f[1]
+}
+
+// callerJob records the goroutine that ran Work(0), and makes the helpers
+// join first where they can (the caller's Work waits a little).
+type callerJob struct {
+	w0 atomic.Value
+}
+
+func (j *callerJob) Work(w int) {
+	if w == 0 {
+		j.w0.Store(goid())
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestCallerIsZero: Work(0) runs on the goroutine that called Run, even
+// where a polling helper joins before the caller's Work starts.
+func TestCallerIsZero(t *testing.T) {
+	for _, p := range []*Pool{NewPool(2, time.Millisecond), NewPool(2, 0)} {
+		me := goid()
+		for i := range 200 {
+			var j callerJob
+			p.Run(2, &j)
+			if got, _ := j.w0.Load().(string); got != me {
+				t.Fatalf("run %d: Work(0) ran on goroutine %s, the caller is %s", i, got, me)
+			}
+		}
+	}
+}
+
+// TestCallerCatchesMutants: the pool broken on purpose fails
+// TestCallerIsZero (FP8ATTN_MUTANTS=1).
+func TestCallerCatchesMutants(t *testing.T) {
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "the caller takes the next index", File: "internal/par/par.go", Pkg: "./internal/par",
+			Old: "\tr.work(p, 0)\n", New: "\tr.work(p, int(r.joined.Add(1)-1))\n", Tests: []string{"TestCallerIsZero"}},
+	})
 }
