@@ -70,31 +70,63 @@ func (c *call) getScratch() *scratch {
 	return sc
 }
 
-// blockRange is one worker's contiguous range of query blocks [next, end),
+// blockRange is one worker's contiguous range of query blocks, those of
+// [front, back) not yet taken, packed in one word (front<<32 | back) and
 // padded to a cache line of its own.
 type blockRange struct {
-	next atomic.Int64
-	end  int64
-	_    [48]byte
+	span atomic.Uint64
+	_    [56]byte
+}
+
+// set makes the range [front, back).
+func (r *blockRange) set(front, back int) {
+	r.span.Store(uint64(front)<<32 | uint64(back))
+}
+
+// take takes the range's first block, or with last its last one, and
+// returns it and the block the same end gives next, if any (else -1);
+// it is -1 where none is left.
+func (r *blockRange) take(last bool) (it, next int) {
+	for {
+		v := r.span.Load()
+		front, back := int(v>>32), int(uint32(v))
+		if front >= back {
+			return -1, -1
+		}
+		it, next = front, front+1
+		if last {
+			it, next = back-1, back-2
+			back--
+		} else {
+			front++
+		}
+		if r.span.CompareAndSwap(v, uint64(front)<<32|uint64(back)) {
+			if front >= back {
+				next = -1
+			}
+			return it, next
+		}
+	}
 }
 
 // Work is one worker's part of the call (par.Job): its own range of blocks
-// first (worker w takes range w), then what is left of the others'.
+// first (worker w takes range w), from its front, then what is left of
+// the others', from their backs: blocks of the heads their owners reach
+// last, whose key panels the owners have not started to build (an owner
+// descheduled while it builds a panel holds up every worker that needs
+// it).
 func (c *call) Work(w int) {
 	sc := c.getScratch()
 	own := w % len(c.ranges)
 	for k := range c.ranges {
 		r := &c.ranges[(own+k)%len(c.ranges)]
 		for {
-			it := r.next.Add(1) - 1
-			if it >= r.end {
+			it, next := r.take(k > 0)
+			if it < 0 {
 				break
 			}
-			sc.next = -1
-			if it+1 < r.end {
-				sc.next = int(it + 1)
-			}
-			c.block(sc, int(it))
+			sc.next = next
+			c.block(sc, it)
 		}
 	}
 	c.scratch.Put(sc)

@@ -182,8 +182,10 @@ func QueryBlock(s backend.Shape, workers int) int {
 
 // call is one Attention call's shared state. The query blocks, in head-major
 // order, are split into one contiguous range per worker; each worker works
-// through its own range and then takes blocks from the others' (so a worker
-// that starts late or runs slow delays no one). Contiguous blocks share a
+// through its own range from its front and then takes blocks from the
+// backs of the others' (so a worker that starts late or runs slow delays
+// no one, and a taker seldom needs the panels an owner is building).
+// Contiguous blocks share a
 // head, so a worker mostly reads key panels it built itself: the key panels
 // a block needs (K transposed, and for FP8 K and V decoded) are built by the
 // first worker that needs each one, while any other worker that needs it
@@ -289,8 +291,7 @@ func (b *Backend) run(c *call, workers int) {
 		c.ranges = make([]blockRange, workers)
 	}
 	for r := range c.ranges {
-		c.ranges[r].next.Store(int64(r * c.items / workers))
-		c.ranges[r].end = int64((r + 1) * c.items / workers)
+		c.ranges[r].set(r*c.items/workers, (r+1)*c.items/workers)
 	}
 	b.pool.Run(min(workers, c.items)-1, c)
 }
