@@ -65,11 +65,6 @@ func TestPublicMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wrongScale := func(d *sdpa.Device, out, q, k, v *sdpa.DeviceTensor, o *sdpa.Options) error {
-		w := *o
-		w.Scale *= 1.01
-		return d.Attention(out, nil, q, k, v, &w)
-	}
 	for _, c := range []struct {
 		name   string
 		attend attendFunc
@@ -79,7 +74,7 @@ func TestPublicMode(t *testing.T) {
 		{"no call", func(*sdpa.Device, *sdpa.DeviceTensor, *sdpa.DeviceTensor, *sdpa.DeviceTensor, *sdpa.DeviceTensor, *sdpa.Options) error {
 			return nil
 		}, false},
-		{"wrong scale", wrongScale, false},
+		{"wrong scale", scaledBy(1.01), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			specs, err := parseSpecs("1x4x2x48x80x32:causal-lr:bshd,small", backend.NoMask, backend.BHSD)
@@ -108,6 +103,16 @@ func TestPublicMode(t *testing.T) {
 	}
 }
 
+// scaledBy is a broken call: Device.Attention with the softmax scale
+// multiplied by f.
+func scaledBy(f float32) attendFunc {
+	return func(d *sdpa.Device, out, q, k, v *sdpa.DeviceTensor, o *sdpa.Options) error {
+		w := *o
+		w.Scale *= f
+		return d.Attention(out, nil, q, k, v, &w)
+	}
+}
+
 // TestAccuracyMode: the accuracy mode passes the cpu device (whose FP8 path
 // is input quantization alone) and fails a call with a wrong score factor.
 func TestAccuracyMode(t *testing.T) {
@@ -116,11 +121,7 @@ func TestAccuracyMode(t *testing.T) {
 	}
 	// (Twice the scale: a tenth more left the error ratio of some seeds
 	// under the limit, 1.475 against 1.5.)
-	wrongScale := func(d *sdpa.Device, out, q, k, v *sdpa.DeviceTensor, o *sdpa.Options) error {
-		w := *o
-		w.Scale *= 2
-		return d.Attention(out, nil, q, k, v, &w)
-	}
+	wrongScale := scaledBy(2)
 	for _, c := range []struct {
 		name   string
 		attend attendFunc
