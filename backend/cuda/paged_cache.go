@@ -147,6 +147,9 @@ func (s *pagedKV) Close() error {
 }
 
 func (s *pagedKV) errClosed() error {
+	if s == nil || s.dev == nil {
+		return fmt.Errorf("%w: cuda: a nil paged cache", backend.ErrInvalid)
+	}
 	if s.closed {
 		return fmt.Errorf("%w: the paged cache is closed", backend.ErrInvalid)
 	}
