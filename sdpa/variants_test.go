@@ -34,6 +34,15 @@ var variantOptions = []struct {
 // every FP8 call quantizes alike), with its tolerances.
 func want(t *testing.T, q, k, v *sdpa.Tensor, opts *sdpa.Options) (out, lse []float64, tol, ltol sdpatest.Tolerance) {
 	t.Helper()
+	p := variantProblem(t, q, k, v, opts)
+	out, lse = oracle.Naive(p)
+	return out, lse, sdpatest.FP32Tolerance(p), sdpatest.LSETolerance(p)
+}
+
+// variantProblem is the problem of a call on q, k, v with opts, as the
+// oracle takes it (FP8: on sdpa.Quantize's codes).
+func variantProblem(t *testing.T, q, k, v *sdpa.Tensor, opts *sdpa.Options) *backend.Problem {
+	t.Helper()
 	p := &backend.Problem{Shape: backend.Shape{B: q.B, Hq: q.H, Hkv: k.H, Sq: q.S, Sk: k.S, D: q.D},
 		Scale: float32(1 / math.Sqrt(float64(q.D))), Mask: opts.Mask, Precision: opts.Precision, Layout: q.Layout,
 		Variants: backend.Variants{SlidingWindow: opts.SlidingWindow, Softcap: opts.Softcap, Sinks: opts.Sinks}}
@@ -50,8 +59,7 @@ func want(t *testing.T, q, k, v *sdpa.Tensor, opts *sdpa.Options) (out, lse []fl
 	} else {
 		p.Q, p.K, p.V = q.Data, k.Data, v.Data
 	}
-	out, lse = oracle.Naive(p)
-	return out, lse, sdpatest.FP32Tolerance(p), sdpatest.LSETolerance(p)
+	return p
 }
 
 // TestVariantsEveryCall: the sliding window, softcap and sinks reach the

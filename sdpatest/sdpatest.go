@@ -221,21 +221,37 @@ func FP8PVError(p *backend.Problem) float64 {
 // of the normalizer moves an output by ε·|o| <= ε·max|v|, and the sums'
 // bound is FP8PVError's with every v = 1), and scores off by at most e =
 // FP8MMAScoreError, which changes each normalized weight by a factor within
-// exp(±2e), so an output by at most (exp(2e)-1)·max|v|.
+// exp(±2e), so an output by at most (exp(2e)-1)·max|v|; a softcap's tanh
+// adds TanhApproxError to e.
 func FP8MMATolerance(p *backend.Problem) Tolerance {
 	_, vmax := ScoreBound(p)
-	e, pv := FP8MMAScoreError(p), FP8PVError(p)
+	e, pv := FP8MMAScoreError(p)+TanhApproxError(p), FP8PVError(p)
 	t := FP8PTolerance(p)
 	t.Atol += math.Expm1(2*e)*vmax + 2*pv
 	t.Why = fmt.Sprintf("FP8 MMA: scores (e^(2e)-1)·max|v|, e=%.3g, P·V and row sums 2·%.3g + ", e, pv) + t.Why
 	return t
 }
 
+// TanhApproxError bounds what a softcap computed with the special-function
+// unit's tanh (tanh.approx.f32, relative error at most 2^-10.987 by the PTX
+// ISA; stage 9's) adds to a score beyond the error of the score it caps
+// (c·tanh(s/c) is 1-Lipschitz in s): c·|tanh(s/c)| <= min(c, |s|) times
+// that relative error, so at most min(c, M)·2^-10.987, M ScoreBound's
+// score bound. 0 without a softcap.
+func TanhApproxError(p *backend.Problem) float64 {
+	if p.Softcap == 0 {
+		return 0
+	}
+	m, _ := ScoreBound(p)
+	return min(float64(p.Softcap), m) * math.Exp2(-10.987)
+}
+
 // FP8MMALSETolerance is the LSE bound of stages 9 and 10: LSETolerance
-// plus the score error (LSE is 1-Lipschitz in each score).
+// plus the score error (LSE is 1-Lipschitz in each score), a softcap's
+// tanh included (TanhApproxError).
 func FP8MMALSETolerance(p *backend.Problem) Tolerance {
 	t := LSETolerance(p)
-	e := FP8MMAScoreError(p)
+	e := FP8MMAScoreError(p) + TanhApproxError(p)
 	t.Atol += e
 	t.Why = fmt.Sprintf("scores by FP8 MMA: %.3g + ", e) + t.Why
 	return t

@@ -67,6 +67,14 @@ func variantCases() []Case {
 		// back with the cap's floor -c.
 		cases = append(cases, Case{Name: fmt.Sprintf("softcap=2/window=16/odd/%v", m), Shape: backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48},
 			Mask: m, Sigma: 1, Softcap: 2, Window: 16})
+		// Windows over a few tiles of 64 and 128 keys at the larger head
+		// dims, with the other variants: blocks that start past the first
+		// tile, and window edges inside tiles.
+		cases = append(cases,
+			Case{Name: fmt.Sprintf("all/window=100/d128/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 450, D: 128},
+				Mask: m, Sigma: 1, Window: 100, Softcap: 20, Sinks: true},
+			Case{Name: fmt.Sprintf("softcap=30/window=70/d256/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 130, Sk: 300, D: 256},
+				Mask: m, Sigma: 1, Window: 70, Softcap: 30})
 	}
 	for _, l := range []backend.Layout{backend.BHSD, backend.BSHD} {
 		for _, m := range causal {

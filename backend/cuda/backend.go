@@ -57,14 +57,12 @@ func (b *kernelBackend) stageFor(p *backend.Problem) (*device, int, error) {
 // "cuda/stageN".
 func (b *kernelBackend) Name() string { return b.name }
 
-// Supports accepts FP8E4M3 problems without attention variants (the
-// kernels have no window, softcap or sinks yet) whose head dim the stage has
-// (headDims; hopperHeadDims for stage 9) on a GPU that loads the stage.
+// Supports accepts FP8E4M3 problems whose head dim the stage has
+// (headDims; hopperHeadDims for stage 9) on a GPU that loads the stage;
+// problems with attention variants on stage 9 only (variantsOn).
 func (b *kernelBackend) Supports(p *backend.Problem) error {
-	if p != nil {
-		if err := p.Variants.Unsupported(b.name); err != nil {
-			return err
-		}
+	if p == nil {
+		return fmt.Errorf("%w: cuda: a nil problem", backend.ErrInvalid)
 	}
 	if b.stage != 0 { // a fixed stage: shape errors without touching the GPU
 		if err := supports(p, b.stage); err != nil {
@@ -111,14 +109,14 @@ func (b *kernelBackend) QuantizesOnRead(p *backend.Problem) bool {
 // problem with ScalesOnRead goes to the device as float32 and is quantized
 // there (hostAttention).
 func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
-	if p != nil {
-		if err := p.Variants.Unsupported(b.name); err != nil { // no kernel computes them: never a silent plain result
-			return err
-		}
-	}
 	d, st, err := b.stageFor(p)
 	if err != nil {
 		return err
+	}
+	if p != nil {
+		if err := variantsOn(p, st); err != nil { // before anything is uploaded
+			return err
+		}
 	}
 	if p != nil && p.ScalesOnRead {
 		return b.hostAttention(d, st, p)

@@ -63,6 +63,9 @@ func (r *resident) launch(stage int) error {
 	if r.fused && stage != tiles.HopperStage {
 		return fmt.Errorf("%w: cuda: float32 inputs quantized on launch run on stage %d only", backend.ErrUnsupported, tiles.HopperStage)
 	}
+	if err := variantsOn(&r.shape, stage); err != nil {
+		return err
+	}
 	s := r.shape
 	if stage == tiles.HopperStage && r.scores != nil && !r.fused && r.dev.hopperErr == nil {
 		if ok, err := r.launchTensors(); ok || err != nil {
@@ -79,7 +82,7 @@ func (r *resident) launch(stage int) error {
 		if r.dev.hopperErr != nil {
 			return r.dev.hopperErr
 		}
-		k := r.dev.hopper[s.D]
+		k := r.dev.hopperFor(&s)
 		b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
 		sizes := [3]int64{b * hq * int64(k.cfg.QImageBytes(s.Sq)), b * hkv * int64(k.cfg.KImageBytes(s.Sk)), b * hkv * int64(k.cfg.VImageBytes(s.Sk))}
 		fns := [3]C.CUfunction{k.packQ, k.packK, k.packV}
@@ -141,7 +144,7 @@ func (r *resident) launch(stage int) error {
 // The caller is inside do.
 func (r *resident) launchTensors() (bool, error) {
 	s := r.shape
-	k := r.dev.hopper[s.D]
+	k := r.dev.hopperFor(&s)
 	fn, one := k.attnTensors, k.cfg.OneTile(s.Sk)
 	if one {
 		fn = k.attnTensorsOne

@@ -107,6 +107,23 @@ type hopperKernels struct {
 	// packVTensorSmem bytes of dynamic shared memory.
 	packVTensor     C.CUfunction
 	packVTensorSmem int
+	// softcap is these kernels with the attention entries (attn,
+	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,
+	// attnTensorsOne) replaced by their softcap twins (the entry names'
+	// form letters followed by c), for the calls with a softcap; nil in
+	// the twin itself.
+	softcap *hopperKernels
+}
+
+// hopperFor returns the Hopper kernels of shape p: its head dim's, or
+// their softcap twins for a problem with a softcap. The caller checked
+// that the module loaded.
+func (d *device) hopperFor(p *backend.Problem) hopperKernels {
+	k := d.hopper[p.D]
+	if p.Softcap != 0 {
+		return *k.softcap
+	}
+	return k
 }
 
 // adaKernels are the Ada kernel and its V image pack for one head dim.
@@ -151,22 +168,31 @@ func (d *device) loadHopper() error {
 			name string
 			fn   *C.CUfunction
 		}
+		capped := hopperKernels{cfg: cfg}
 		entries := []entry{
-			{tiles.KernelName(tiles.HopperStage, hd), &k.attn},
 			{fmt.Sprintf("fp8attn_pack9q_d%d", hd), &k.packQ},
 			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
 			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
-			{fmt.Sprintf("fp8attn_stage9f_d%d", hd), &k.attnFused},
-			{fmt.Sprintf("fp8attn_stage9t_d%d", hd), &k.attnTensors},
 			{fmt.Sprintf("fp8attn_pack9vt_d%d", hd), &k.packVTensor},
 		}
-		if cfg.OneTile(2 * cfg.BlockN) {
+		// The attention entries (forms f, t; one tile o, fo, qo, to), and
+		// their softcap twins (c after the form letters).
+		for _, set := range []struct {
+			k   *hopperKernels
+			cap string
+		}{{&k, ""}, {&capped, "c"}} {
 			entries = append(entries,
-				entry{fmt.Sprintf("fp8attn_stage9o_d%d", hd), &k.attnOne},
-				entry{fmt.Sprintf("fp8attn_stage9fo_d%d", hd), &k.attnFusedOne},
-				entry{fmt.Sprintf("fp8attn_stage9qo_d%d", hd), &k.attnQuantizing},
-				entry{fmt.Sprintf("fp8attn_stage9to_d%d", hd), &k.attnTensorsOne})
+				entry{fmt.Sprintf("fp8attn_stage9%s_d%d", set.cap, hd), &set.k.attn},
+				entry{fmt.Sprintf("fp8attn_stage9f%s_d%d", set.cap, hd), &set.k.attnFused},
+				entry{fmt.Sprintf("fp8attn_stage9t%s_d%d", set.cap, hd), &set.k.attnTensors})
+			if cfg.OneTile(2 * cfg.BlockN) {
+				entries = append(entries,
+					entry{fmt.Sprintf("fp8attn_stage9o%s_d%d", set.cap, hd), &set.k.attnOne},
+					entry{fmt.Sprintf("fp8attn_stage9fo%s_d%d", set.cap, hd), &set.k.attnFusedOne},
+					entry{fmt.Sprintf("fp8attn_stage9qo%s_d%d", set.cap, hd), &set.k.attnQuantizing},
+					entry{fmt.Sprintf("fp8attn_stage9to%s_d%d", set.cap, hd), &set.k.attnTensorsOne})
+			}
 		}
 		for _, f := range entries {
 			fn, err := d.hmod.Function(f.name)
@@ -189,7 +215,8 @@ func (d *device) loadHopper() error {
 				return err
 			}
 		}
-		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne, k.attnQuantizing} {
+		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne, k.attnQuantizing,
+			capped.attn, capped.attnFused, capped.attnOne, capped.attnFusedOne, capped.attnQuantizing} {
 			if fn == nil {
 				continue
 			}
@@ -205,7 +232,7 @@ func (d *device) loadHopper() error {
 		if err := setMaxSharedMemory(k.packVTensor, k.packVTensorSmem); err != nil {
 			return err
 		}
-		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne} {
+		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne, capped.attnTensors, capped.attnTensorsOne} {
 			if fn == nil {
 				continue
 			}
@@ -213,6 +240,10 @@ func (d *device) loadHopper() error {
 				return err
 			}
 		}
+		// The twin shares the packs (a copy of k before the twin is set).
+		capped.packQ, capped.packK, capped.packV, capped.quantPack = k.packQ, k.packK, k.packV, k.quantPack
+		capped.packVTensor, capped.packVTensorSmem = k.packVTensor, k.packVTensorSmem
+		k.softcap = &capped
 		d.hopper[hd] = k
 	}
 	g, err := d.global(d.hmod, "fp8attn_quantpack9_config", 3)

@@ -28,6 +28,14 @@ type params struct {
 	// QImage, KImage and VImage are the Hopper kernel's packed tiles (set
 	// once the pack kernels have run; 0 before, and for stages 1-8).
 	QImage, KImage, VImage uint64
+	// Window, Sinks and Softcap are the problem's attention variants
+	// (backend.Variants), which stage 9 computes: the sliding window (0
+	// for none), the device address of Hq sink logits (0 for none) and
+	// the cap (0 for none; the softcap entry points read it).
+	Window  int64
+	Sinks   uint64
+	Softcap float32
+	_       float32
 }
 
 // paramsLayout returns sizeof(params) followed by the offset of every field
@@ -47,6 +55,7 @@ func structLayout[T any]() []int {
 // deviceBuffers are the device addresses of one problem's tensors.
 type deviceBuffers struct {
 	Q, K, V, QScale, KScale, VScale, Out, LSE, ScoreScale uint64
+	Sinks                                                 uint64 // 0 for none
 }
 
 // scoreScales returns, per (batch, query head), the factor the kernels
@@ -78,6 +87,7 @@ func newParams(p *backend.Problem, buf deviceBuffers) params {
 		B: int64(s.B), Hq: int64(s.Hq), Hkv: int64(s.Hkv), Sq: int64(s.Sq), Sk: int64(s.Sk), D: d,
 		Group: int64(s.Group()), Mask: int64(p.Mask),
 		ScoreScale: buf.ScoreScale,
+		Window:     int64(p.SlidingWindow), Sinks: buf.Sinks, Softcap: p.Softcap,
 	}
 }
 

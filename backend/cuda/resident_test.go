@@ -105,36 +105,55 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// the buffers; V transposed in the kernel in one tile, packed tiled)
 	// and Upload's the image form: every head dim, the one-tile form (D 64,
 	// keys in two tiles) and the tiled one, tiles cut short, rows past a
-	// block, negative scales in both forms. The kernel mutants
-	// s9t-transpose-columns-swapped and s9t-q-not-negated fail it.
+	// block, negative scales in both forms, the attention variants (tiles
+	// skipped below a window, in both forms' producers). The kernel mutants
+	// s9t-transpose-columns-swapped, s9t-q-not-negated and
+	// s9t-window-first-tile-ignored fail it.
+	sinks := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		return x
+	}
 	for _, c := range []struct {
 		s     backend.Shape
 		m     backend.Mask
 		l     backend.Layout
 		scale float32
+		v     backend.Variants
 	}{
-		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 64, Sk: 64, D: 128}, backend.NoMask, backend.BSHD, 0.125},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 200, D: 64}, backend.NoMask, backend.BSHD, -0.2},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 700, D: 64}, backend.NoMask, backend.BSHD, -0.125},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 300, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1},
-		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 129, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 192}, backend.NoMask, backend.BSHD, 0.07},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 4, Sq: 64, Sk: 64, D: 128}, backend.NoMask, backend.BSHD, 0.125, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 200, D: 64}, backend.NoMask, backend.BSHD, -0.2, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 700, D: 64}, backend.NoMask, backend.BSHD, -0.125, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 300, D: 96}, backend.CausalUpperLeft, backend.BHSD, 0.1, backend.Variants{}},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 129, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 192}, backend.NoMask, backend.BSHD, 0.07, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625, backend.Variants{}},
 		// Blocks that see no key (ntiles 0) beside blocks that do, with a
 		// negative scale, in one tile and tiled; a single tiled tile at D 64.
-		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 200, D: 64}, backend.CausalLowerRight, backend.BHSD, -0.1},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 400, Sk: 100, D: 128}, backend.CausalLowerRight, backend.BSHD, -0.125},
-		{backend.Shape{B: 2, Hq: 4, Hkv: 4, Sq: 70, Sk: 90, D: 64}, backend.NoMask, backend.BHSD, 0.125},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 200, D: 64}, backend.CausalLowerRight, backend.BHSD, -0.1, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 400, Sk: 100, D: 128}, backend.CausalLowerRight, backend.BSHD, -0.125, backend.Variants{}},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 4, Sq: 70, Sk: 90, D: 64}, backend.NoMask, backend.BHSD, 0.125, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 200, D: 64}, backend.CausalLowerRight, backend.BHSD, -0.2,
+			backend.Variants{SlidingWindow: 50, Sinks: sinks(4)}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 700, D: 64}, backend.CausalUpperLeft, backend.BSHD, 0.125,
+			backend.Variants{SlidingWindow: 100, Softcap: 10}},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 300, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09,
+			backend.Variants{SlidingWindow: 200, Softcap: 20, Sinks: sinks(4)}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625,
+			backend.Variants{SlidingWindow: 90}},
 	} {
 		in := sdpatest.RandomInputs(rng, c.s, 1)
 		ref, _, _ := sdpatest.NewProblemLayout(c.s, in, c.scale, c.m, backend.FP8E4M3, c.l)
+		ref.Variants = c.v
 		up, err := d.Upload(ref)
 		if err != nil {
 			t.Fatal(err)
 		}
 		bufs, free := deviceInputs(t, d, c.s, c.l, in)
-		shape := &backend.Problem{Shape: c.s, Scale: c.scale, Mask: c.m, Layout: c.l, LSE: []float32{}}
+		shape := &backend.Problem{Shape: c.s, Scale: c.scale, Mask: c.m, Layout: c.l, LSE: []float32{}, Variants: c.v}
 		r, err := d.NewResident(shape, bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5])
 		if err != nil {
 			t.Fatal(err)
@@ -178,8 +197,15 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			}
 		}
 		ref2, _, _ := sdpatest.NewProblemLayout(c.s, in2, c.scale, c.m, backend.FP8E4M3, c.l)
+		ref2.Variants = c.v
 		st := bestStage(c.s, d.stageCapability())
 		out := make([]float32, len(ref2.Out))
+		if variantsOn(ref2, st) != nil { // no stage of this GPU computes them
+			free2()
+			errors.Join(up.Free(), r.Free())
+			free()
+			continue
+		}
 		if err := errors.Join(ref2.Validate(), testBackend(st).Attention(ref2), r.Run(st), r.Download(out, nil)); err != nil {
 			t.Fatal(err)
 		}

@@ -187,6 +187,20 @@ func supports(p *backend.Problem, stage int) error {
 	if err := supportsInputs(p); err != nil {
 		return err
 	}
+	if err := variantsOn(p, stage); err != nil {
+		return err
+	}
 	_, err := geometry(stage, p.D)
 	return err
+}
+
+// variantsOn refuses a problem with attention variants on a stage without
+// them: the Hopper kernel (stage 9) computes the sliding window, the
+// softcap and the sinks; the other stages compute none, and a call must
+// never get a plain result in their place.
+func variantsOn(p *backend.Problem, stage int) error {
+	if stage == tiles.HopperStage || !p.Variants.Any() {
+		return nil
+	}
+	return p.Variants.Unsupported(fmt.Sprintf("cuda stage %d (stage %d, Hopper, has them)", stage, tiles.HopperStage))
 }

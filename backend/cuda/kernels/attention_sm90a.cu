@@ -21,19 +21,27 @@
 // (checked against internal/tiles when the module loads), the three pack
 // kernels, the V pack of the tensor form (pack_v_tensor, its dynamic shared
 // memory exported as fp8attn_pack9vt_d<D>_smem) and quant_pack9.
-#define HOPPER_ENTRY(HD)                                                                                       \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9_d##HD(const __grid_constant__ Params p) { \
+// Each attention entry has a softcap twin, its name's form letters followed
+// by c (fp8attn_stage9c_d<D>, stage9fc, stage9tc; the one-tile forms'
+// stage9oc, stage9foc, stage9qoc, stage9toc): hopper::stage9 with SOFTCAP,
+// for the calls with a softcap (Params' softcap), so that the others keep
+// a softmax without it.
+#define HOPPER_ATTENTION(HD, CAP, SOFTCAP)                                                                     \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9##CAP##_d##HD(const __grid_constant__ Params p) { \
     pdl_launch_dependents(); /* stage9 waits after its barriers' set-up */                                       \
-    hopper::stage9<HD>(p);                                                                                       \
+    hopper::stage9<HD, false, false, false, false, SOFTCAP>(p);                                                  \
   }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f_d##HD(const __grid_constant__ hopper::FusedQuantParams f) { \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f##CAP##_d##HD(const __grid_constant__ hopper::FusedQuantParams f) { \
     pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, true>(f.p, &f);                                                                           \
+    hopper::stage9<HD, true, false, false, false, SOFTCAP>(f.p, &f);                                             \
   }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9t_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9t##CAP##_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, false, false, false, true>(tp.f.p, &tp.f, &tp);                                           \
-  }                                                                                                             \
+    hopper::stage9<HD, false, false, false, true, SOFTCAP>(tp.f.p, &tp.f, &tp);                                  \
+  }
+#define HOPPER_ENTRY(HD)                                                                                       \
+  HOPPER_ATTENTION(HD, , false)                                                                                 \
+  HOPPER_ATTENTION(HD, c, true)                                                                                 \
   extern "C" __global__ void __launch_bounds__(128) fp8attn_pack9vt_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents(); /* pack_v_tensor waits after its barrier's set-up */                               \
     hopper::pack_v_tensor<HD>(tp);                                                                               \
@@ -70,29 +78,35 @@ HOPPER_ENTRY(64)
 // (one producer and one consumer warpgroup; the bounds stay the tiled
 // kernel's 384, so that the register split of setmaxnreg is the same), its
 // block exported as fp8attn_stage9o_d64_config = {ONE_BM, ONE_THREADS}.
-extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9o_d64(const __grid_constant__ Params p) {
-  pdl_launch_dependents();
-  hopper::stage9<64, false, true>(p);
-}
-extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d64(const __grid_constant__ hopper::FusedQuantParams f) {
-  pdl_launch_dependents();
-  hopper::stage9<64, true, true>(f.p, &f);
-}
-extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9to_d64(const __grid_constant__ hopper::TensorParams tp) {
-  pdl_launch_dependents();
-  hopper::stage9<64, false, true, false, true>(tp.f.p, &tp.f, &tp);
-}
+#define HOPPER_ONE_TILE(CAP, SOFTCAP)                                                                           \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9o##CAP##_d64(const __grid_constant__ Params p) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, false, true, false, false, SOFTCAP>(p);                                                   \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo##CAP##_d64(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, true, true, false, false, SOFTCAP>(f.p, &f);                                              \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9to##CAP##_d64(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, false, true, false, true, SOFTCAP>(tp.f.p, &tp.f, &tp);                                   \
+  }
+HOPPER_ONE_TILE(, false)
+HOPPER_ONE_TILE(c, true)
 extern "C" __device__ const int fp8attn_stage9o_d64_config[2] = {HopperTiles<64>::ONE_BM, HopperTiles<64>::ONE_THREADS};
 // The one-tile form quantizing its own float32 inputs (hopper::stage9 with
 // QC; the calls internal/tiles' HopperConfig.OneTileQuantizing takes, in
 // place of quant_pack9 and fp8attn_stage9fo_d64): a cluster of ONE_CLUSTER
 // blocks a query head, exported as fp8attn_stage9qo_d64_config =
 // {ONE_CLUSTER, ONE_BM, ONE_THREADS}.
-extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(HopperTiles<64>::ONE_CLUSTER, 1, 1)
-    fp8attn_stage9qo_d64(const __grid_constant__ hopper::FusedQuantParams f) {
-  pdl_launch_dependents();
-  hopper::stage9<64, true, true, true>(f.p, &f);
-}
+#define HOPPER_QUANTIZING(CAP, SOFTCAP)                                                                         \
+  extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(HopperTiles<64>::ONE_CLUSTER, 1, 1)     \
+      fp8attn_stage9qo##CAP##_d64(const __grid_constant__ hopper::FusedQuantParams f) {                          \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, true, true, true, false, SOFTCAP>(f.p, &f);                                               \
+  }
+HOPPER_QUANTIZING(, false)
+HOPPER_QUANTIZING(c, true)
 extern "C" __device__ const int fp8attn_stage9qo_d64_config[3] = {HopperTiles<64>::ONE_CLUSTER, HopperTiles<64>::ONE_BM,
                                                                   HopperTiles<64>::ONE_THREADS};
 HOPPER_ENTRY(96)

@@ -34,6 +34,15 @@ struct Params {
   // on the device by its pack kernels into the swizzled layout its bulk
   // copies load (see hopper.cuh). Unused, and null, for stages 1-8.
   uint8_t *qi, *ki, *vi;
+  // The attention variants (backend.Variants), which stage 9 computes (the
+  // other stages are given none): window, when positive, bounds a row's
+  // keys from below (first_key); softcap, when positive, is the cap of
+  // the scores of stage 9's softcap entry points (the others ignore it);
+  // sinks, when not null, holds one logit per query head, whose e^sink
+  // joins the rows' denominators (not their LSEs).
+  long long window;
+  const float* sinks;
+  float softcap, pad;
 };
 
 // FP8ATTN_EXPORT_PARAMS_LAYOUT defines fp8attn_params_layout: the layout
@@ -53,10 +62,13 @@ struct Params {
       FP8ATTN_PARAMS_OFF(b),                  FP8ATTN_PARAMS_OFF(hq),             FP8ATTN_PARAMS_OFF(hkv),    \
       FP8ATTN_PARAMS_OFF(sq),                 FP8ATTN_PARAMS_OFF(sk),             FP8ATTN_PARAMS_OFF(d),      \
       FP8ATTN_PARAMS_OFF(group),              FP8ATTN_PARAMS_OFF(mask),           FP8ATTN_PARAMS_OFF(score_scale), \
-      FP8ATTN_PARAMS_OFF(qi),                 FP8ATTN_PARAMS_OFF(ki),             FP8ATTN_PARAMS_OFF(vi)};
+      FP8ATTN_PARAMS_OFF(qi),                 FP8ATTN_PARAMS_OFF(ki),             FP8ATTN_PARAMS_OFF(vi),     \
+      FP8ATTN_PARAMS_OFF(window),             FP8ATTN_PARAMS_OFF(sinks),          FP8ATTN_PARAMS_OFF(softcap), \
+      FP8ATTN_PARAMS_OFF(pad)};
 
 #define NEG_INF (-__int_as_float(0x7f800000))
 #define LN2 0.69314718055994530942f
+#define LOG2E 1.44269504088896340736f
 
 // Number of keys query row i sees: keys [0, n).
 __device__ __forceinline__ int visible_keys(const Params& p, int i) {
@@ -64,6 +76,16 @@ __device__ __forceinline__ int visible_keys(const Params& p, int i) {
   if (p.mask == 1) n = i + 1;
   else if (p.mask == 2) n = i + 1 + p.sk - p.sq;
   return (int)max(0LL, min(n, p.sk));
+}
+
+// first_key is the first key query row i sees: 0, or under a sliding
+// window of W keys the window's lower edge p - W + 1, p the row's position
+// in the key sequence (i, or i + sk - sq for the lower-right causal mask),
+// clipped to 0 .. sk. Row i sees keys first_key .. visible_keys - 1.
+__device__ __forceinline__ int first_key(const Params& p, int i) {
+  if (p.window <= 0) return 0;
+  const long long pos = p.mask == 2 ? i + p.sk - p.sq : i;
+  return (int)max(0LL, min(pos - p.window + 1, p.sk));
 }
 
 // cp.async of 16 bytes, zero-filling when the source row is past the end.
@@ -220,6 +242,16 @@ __host__ __device__ __forceinline__ int sigma(int q) { return 2 * (q >> 2) + (q 
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// tanh_approx is tanh(x) on the special-function unit (sm_75 and later),
+// within a relative error of 2^-10.987 (PTX ISA): in a capped score
+// c·tanh(s/c) an error of at most |s|·2^-10.98, under a hundredth of the
+// 2^-4 relative step with which E4M3 rounds the weight it exponentiates.
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
 

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "0bcf623c2d8adb0d35f6a3482c4f4251f8b5d5a387a09e7d1303d457e0898a2a"
+const SourceHash = "5677cc6e528dc525f883a0100388875f4b60b94720945b0bc709cb7d8eb19eeb"

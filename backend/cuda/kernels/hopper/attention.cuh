@@ -49,7 +49,7 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
 // TENSORS: the whole warpgroup reads the caller's tensors through tp's
 // maps (produce_tensors).
 template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS>
-__device__ __forceinline__ void producer(const Params& p, const TensorParams* tp, int b, int h, int kvh, int i0, int ntiles,
+__device__ __forceinline__ void producer(const Params& p, const TensorParams* tp, int b, int h, int kvh, int i0, int t0, int ntiles,
                                          long long sq_p, long long sk_p, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v,
                                          uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
   if constexpr (TENSORS) {
@@ -57,7 +57,7 @@ __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp
     // (the sign of scale · Q descale · K descale) negates Q's codes.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     const bool neg = tp->f.scale * (double)p.q_scale[b * p.hq + h] * (double)p.k_scale[b * p.hkv + kvh] < 0.0;
-    produce_tensors<D, ONE>(*tp, b, h, kvh, i0, ntiles, neg, smem_u32(s_q));
+    produce_tensors<D, ONE>(*tp, b, h, kvh, i0, t0, ntiles, neg, smem_u32(s_q));
     return;
   }
   if constexpr (QC) {
@@ -72,7 +72,7 @@ __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp
   }
   asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
   if (threadIdx.x == 0 && ntiles > 0) {
-    produce<D, ONE>(p, b, h, kvh, i0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full, empty);
+    produce<D, ONE>(p, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full, empty);
     QP_STAMP(FUSED, 1, 5);
   }
 }
@@ -128,7 +128,14 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // TENSORS (with f = &tp->f) reads the caller's tensors through tp's tensor
 // maps instead of images (hopper/tensors.cuh), in the tiled and the
 // one-tile form; the score factor is the fused form's, from the scales.
-template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false>
+//
+// The attention variants (Params' window, softcap and sinks): a sliding
+// window starts the tiled form's blocks at the key tile of their first
+// row's first key (no tile before it is loaded or computed) and masks
+// each row's keys below its window in the tiles that hold them; SOFTCAP
+// caps the scores in the softmax (softmax_tile); the sinks join the
+// denominators in the epilogue.
+template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -163,9 +170,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / (int)p.group;
   const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
-  // The keys the block's last row sees bound the tiles it loads (QC: a
-  // block past the query rows quantizes its keys only).
-  const int ntiles = QC && i0 >= sq ? 0 : (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN;
+  // The keys the block's first row sees from and its last row sees up to
+  // bound the tiles it loads, key tiles t0 .. t0 + ntiles - 1 (the one-tile
+  // form loads both tiles; QC: a block past the query rows quantizes its
+  // keys only).
+  const int t0 = ONE ? 0 : first_key(p, i0) / BN;
+  const int ntiles = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN - t0);
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
@@ -184,8 +194,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {
-    producer<D, FUSED, ONE, QC, TENSORS>(p, tp, b, h, kvh, i0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full, empty,
-                                         xv);
+    producer<D, FUSED, ONE, QC, TENSORS>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full,
+                                         empty, xv);
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
@@ -194,9 +204,17 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int cw = threadIdx.x / 128 - 1, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
   const int wg_row = i0 + 64 * cw, r0 = wg_row + 16 * warp + g;
-  const int vis0 = visible_keys(p, r0), vis1 = visible_keys(p, r0 + 8);
-  const int vis_min = visible_keys(p, min(wg_row, sq - 1));
-  const float c = score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh);
+  const RowKeys rk{first_key(p, r0), visible_keys(p, r0), first_key(p, r0 + 8), visible_keys(p, r0 + 8),
+                   visible_keys(p, min(wg_row, sq - 1)), first_key(p, min(wg_row + 63, sq - 1))};
+  float c = score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh), cap_in = 0.f;
+  if constexpr (SOFTCAP) {  // softmax_tile's factors
+    const float cap = p.softcap * LOG2E;
+    cap_in = c / cap;
+    c = cap;
+  }
+  // The sink's logit in the log2 domain, for the epilogue, loaded here as
+  // V's descale is.
+  const float sink = p.sinks ? p.sinks[h] * LOG2E : NEG_INF;
   // V's descale, for the epilogue: loaded here, beside the tiles' trip, not
   // after the last tile (a dependent global load of 0.5 µs there).
   // (QC: V's scale is known once the producer's V exchange is done, and is
@@ -209,7 +227,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // constants). l: the float32 row sums of the unrounded weights (the
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
-  using C = Consumer<D, ONE, QC>;
+  using C = Consumer<D, ONE, QC, SOFTCAP>;
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
   float o[D / 2];  // O: the sum of the finished tiles
@@ -220,7 +238,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   float s[C::SN / 2];   // scores of tile t, then its weights P·2^8
   typename C::PA pa[2];
   const Turns<C::SMTURNS, 3> softmax_turns{cw};
-  C cs{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, vis0, vis1, vis_min, c, s, ot, lt, m, l, softmax_turns};
+  C cs{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, rk, t0, c, cap_in, s, ot, lt, m, l, softmax_turns};
   if (ONE && ntiles > 0) {
     cs.one_tile(q_full, o, lsum, pa);
   } else if (ntiles > 0) {
@@ -236,7 +254,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 3);
-  epilogue<D>(p, o, m, l, lsum, vs, b, h, r0, tq, sq);
+  epilogue<D>(p, o, m, l, lsum, vs, sink, b, h, r0, tq, sq);
   QP_STAMP(FUSED && threadIdx.x == 128, 1, 4);
   if constexpr (QC) cluster_wait();  // no block exits while its shares may still be read
 }

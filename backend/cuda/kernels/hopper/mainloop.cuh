@@ -10,8 +10,8 @@
 // visible keys, and references to the register state stage9 holds (the
 // scores s, one tile's P·V column part ot and row sums lt, the rows'
 // running maxima m and float32 sums l), with the steps both forms take.
-// ONE and QC are stage9's.
-template <int D, bool ONE, bool QC> struct Consumer {
+// ONE, QC and SOFTCAP are stage9's.
+template <int D, bool ONE, bool QC, bool SOFTCAP> struct Consumer {
   using G = Geometry<D>;
   static constexpr int BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   // SN: the keys of one score tile.
@@ -42,8 +42,11 @@ template <int D, bool ONE, bool QC> struct Consumer {
   uint64_t* v_full;
   uint64_t* empty;
   uint32_t q_addr, ones_addr;  // the warpgroup's Q block, the block of ones
-  int lane, tq, vis0, vis1, vis_min;
-  float c;  // the score factor
+  int lane, tq;
+  RowKeys rk;  // the keys the thread's rows see
+  int t0;      // the block's first tile: tile t of the loops is key tile t0 + t
+  float c;       // the score factor (SOFTCAP: the cap in the log2 domain)
+  float cap_in;  // (SOFTCAP: the score factor over the cap in the log2 domain)
   float (&s)[SN / 2];  // scores of tile t, then its weights P·2^8
   float (&ot)[DP / 2];  // one column part of one tile's P·V
   float (&lt)[4];       // one tile's P·ones: its rows' sums
@@ -91,7 +94,7 @@ template <int D, bool ONE, bool QC> struct Consumer {
   }
   // The online softmax of tile t on s (softmax_tile) and P's packing
   // (pack_weights): hopper/softmax.cuh.
-  __device__ __forceinline__ float2 softmax(int t) { return softmax_tile<SN>(s, m, l, c, t, tq, vis0, vis1, vis_min); }
+  __device__ __forceinline__ float2 softmax(int t) { return softmax_tile<SN, SOFTCAP>(s, m, l, c, cap_in, t0 + t, tq, rk); }
   __device__ __forceinline__ void pack_p(PA& a) { pack_weights<SN>(s, a); }
   // The softmax's arithmetic stays inside its turn.
   __device__ __forceinline__ void softmax_turn() {
@@ -120,8 +123,8 @@ template <int D, bool ONE, bool QC> struct Consumer {
 // first in float32, as the tiled kernel adds its tiles (the same rounding
 // of each tile's sums by the tensor cores); the row sums' halves likewise.
 // O and the row sums into o and lsum.
-template <int D, bool ONE, bool QC>
-__device__ __forceinline__ void Consumer<D, ONE, QC>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
+template <int D, bool ONE, bool QC, bool SOFTCAP>
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
   QP_STAMP(QC && threadIdx.x == 128, 1, 0);
@@ -171,11 +174,12 @@ __device__ __forceinline__ void Consumer<D, ONE, QC>::one_tile(uint64_t* q_full,
   lsum[1] = lt[2] + lt2[2];
 }
 
-// main_loop is the tiled kernel's consumer: the ntiles tiles of consumer
+// main_loop is the tiled kernel's consumer: the ntiles tiles (key tiles
+// t0 .. t0 + ntiles - 1, in ring slots from 0) of consumer
 // warpgroup cw (thread tid of it), O and its row sums into o and lsum,
 // the weights in pa.
-template <int D, bool ONE, bool QC>
-__device__ __forceinline__ void Consumer<D, ONE, QC>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2],
+template <int D, bool ONE, bool QC, bool SOFTCAP>
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2],
                                                                 float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
   // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup

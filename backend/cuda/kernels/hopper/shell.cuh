@@ -6,18 +6,19 @@
 
 // produce is the producer warpgroup's thread 0 (the tiled and one-tile
 // forms; the quantizing form has no copies): Q's block of ROWS rows, then
-// the K and V tiles through the RING-deep ring, each slot refilled once
+// the ntiles K and V tiles from key tile t0 on (0 in the one-tile form)
+// through the RING-deep ring, each slot refilled once
 // the consumers' eight warps have released it; in the one-tile form both
 // tiles at once into ring slots 0 and 1, on slot 0's barriers.
 template <int D, bool ONE>
-__device__ __forceinline__ void produce(const Params& p, int b, int h, int kvh, int i0, int ntiles, long long sq_p,
+__device__ __forceinline__ void produce(const Params& p, int b, int h, int kvh, int i0, int t0, int ntiles, long long sq_p,
                                         long long sk_p, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v, uint64_t* q_full,
                                         uint64_t* k_full, uint64_t* v_full, uint64_t* empty) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, RING = G::RING, ROWS = ONE ? G::ONE_BM : G::BM;
   const uint8_t* qimg = p.qi + ((long long)b * p.hq + h) * sq_p * DK + (long long)i0 * DK;
-  const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK;
-  const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * sk_p * D;
+  const uint8_t* kimg = p.ki + ((long long)b * p.hkv + kvh) * sk_p * DK + (long long)t0 * G::KT;
+  const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * sk_p * D + (long long)t0 * G::VT;
   mbar_expect_tx(q_full, ROWS * DK);
   bulk_load(s_q, qimg, ROWS * DK, q_full);
   if constexpr (ONE) {  // both tiles into ring slots 0 and 1, on slot 0's barriers
@@ -39,13 +40,15 @@ __device__ __forceinline__ void produce(const Params& p, int b, int h, int kvh, 
 }
 
 // epilogue writes a consumer thread's rows r0 and r0 + 8 (those below sq)
-// of the output: o normalized by the rows' sums of rounded weights lsum and
-// scaled by V's descale vs (zeros for a row that saw no key), and their
-// LSEs from the maxima m and the float32 sums l, each first summed over the
+// of the output: o normalized by the rows' sums of rounded weights lsum,
+// with the sink's weight 2^(sink - m + 8) added (sink in the log2 domain;
+// -Inf for none, which adds exactly 0), and scaled by V's descale vs
+// (zeros for a row that saw no key), and their LSEs (over the keys alone)
+// from the maxima m and the float32 sums l, each first summed over the
 // row's quad.
 template <int D>
 __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         const float (&lsum)[2], float vs, int b, int h, int r0, int tq, int sq) {
+                                         const float (&lsum)[2], float vs, float sink, int b, int h, int r0, int tq, int sq) {
   const float l0 = group_sum<4>(l[0]), l1 = group_sum<4>(l[1]);
   float* out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
 #pragma unroll
@@ -54,7 +57,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2
     if (row >= sq) continue;
     const float lh = half ? l1 : l0;
     const bool keys = row_has_keys(lh);
-    const float f = vs / lsum[half];
+    const float f = vs / (lsum[half] + ex2(sink - m[half] + 8.f));
     float* orow = out + row * p.o_row_stride;
 #pragma unroll
     for (int i = 2 * half; i < D / 2; i += 4) {

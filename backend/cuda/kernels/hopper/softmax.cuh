@@ -4,26 +4,42 @@
 // inside namespace hopper, before hopper/mainloop.cuh.
 #pragma once
 
-// The online softmax of tile t on s: masked keys (and keys past sk, zero
-// in the image) become -Inf; row maxima on the raw scores (c > 0), then in
-// the log2 domain; P·2^8 = exp2(s·c - m + 8), one FFMA and one EX2 a
-// weight, so that E4M3 holds P in [2^-17, 256]. Returns the rescale
-// factors of rows r0 and r0 + 8 (o is left to the caller: a P·V may
-// still be running on it).
+// RowKeys are the keys a consumer thread's rows r0 and r0 + 8 see, lo0 ..
+// hi0 - 1 and lo1 .. hi1 - 1 (first_key and visible_keys), and, over its
+// warpgroup's 64 rows, the fewest keys a row sees from 0 (hi_min, the
+// first row's) and the latest first key (lo_max, the last row's): a tile
+// inside both bounds needs no mask.
+struct RowKeys {
+  int lo0, hi0, lo1, hi1, hi_min, lo_max;
+};
+
+// The online softmax of tile t (keys t·SN ..) on s: masked keys (outside
+// a row's keys, and keys past sk, zero in the image) become -Inf; row
+// maxima on the raw scores (c > 0), then in the log2 domain; P·2^8 =
+// exp2(s·c - m + 8), one FFMA and one EX2 a weight, so that E4M3 holds P
+// in [2^-17, 256]. SOFTCAP first replaces each raw score s by tanh(s ·
+// cap_in), and c is then the cap in the log2 domain (the capped score in
+// the log2 domain is c·tanh(s·cap_in)): one FMUL and one TANH more a
+// score, before the mask, so that a masked key stays -Inf. Returns the
+// rescale factors of rows r0 and r0 + 8 (o is left to the caller: a P·V
+// may still be running on it).
 // s holds the thread's SN/2 scores of rows r0 (elements with i & 2 == 0)
 // and r0 + 8; m and l the rows' running maxima (log2 domain) and float32
-// sums; c the score factor; vis0, vis1 and vis_min the keys rows r0, r0 + 8
-// and the warpgroup's first row see.
-template <int SN>
-__device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float c, int t, int tq, int vis0,
-                                               int vis1, int vis_min) {
+// sums; c the score factor; rk the rows' keys.
+template <int SN, bool SOFTCAP>
+__device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float c, float cap_in, int t,
+                                               int tq, const RowKeys& rk) {
+  if constexpr (SOFTCAP) {
+#pragma unroll
+    for (int i = 0; i < SN / 2; i++) s[i] = tanh_approx(s[i] * cap_in);
+  }
   // One branch around the whole mask, so that full tiles do not run it
   // predicated off.
-  if ((t + 1) * SN > vis_min) {
+  if ((t + 1) * SN > rk.hi_min || t * SN < rk.lo_max) {
 #pragma unroll
     for (int i = 0; i < SN / 2; i++) {
       const int key = t * SN + 8 * (i / 4) + 2 * tq + (i & 1);
-      if (key >= ((i & 2) ? vis1 : vis0)) s[i] = NEG_INF;
+      if (key >= ((i & 2) ? rk.hi1 : rk.hi0) || key < ((i & 2) ? rk.lo1 : rk.lo0)) s[i] = NEG_INF;
     }
   }
   // Row maxima and sums over CH independent chains per row (element i

@@ -178,7 +178,7 @@ __device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint
 // factor), onto q_raw, then its codes negated in place by the warpgroup
 // (exact: the sign bit; the consumers then work with a positive factor,
 // as in the image forms) and q_full arrived at. Then, in the tiled form,
-// per tile t in ring slot t % RING once the consumers released it: K onto
+// per tile t (key tile t0 + t) in ring slot t % RING once the consumers released it: K onto
 // k_full, and V's tile of the V image (pack_v_tensor's, written once per
 // call just before) onto v_full, as the image form copies it. The one-tile
 // form copies both K tiles at once into slots 0 and 1 on slot 0's
@@ -193,7 +193,7 @@ __device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint
 // the pack transposes once for all the blocks of its KV head
 // (docs/design/hopper-prefill.md).
 template <int D, bool ONE>
-__device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, int h, int kvh, int i0, int ntiles, bool neg,
+__device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, int h, int kvh, int i0, int t0, int ntiles, bool neg,
                                                 uint32_t base) {
   using G = Geometry<D>;
   using S = TensorSmem<D>;
@@ -226,12 +226,12 @@ __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, i
     if (tid == 0) mbar_arrive_at(base + S::V_FULL);
   } else if (tid == 0) {
     const long long sk_p = (tp.f.p.sk + BN - 1) / BN * BN;
-    const uint8_t* vimg = tp.f.p.vi + ((long long)b * tp.f.p.hkv + kvh) * sk_p * D;
+    const uint8_t* vimg = tp.f.p.vi + ((long long)b * tp.f.p.hkv + kvh) * sk_p * D + (long long)t0 * G::VT;
     for (int t = 0; t < ntiles; t++) {
       const int s = t % RING;
       if (t >= RING) mbar_wait_at(base + S::EMPTY + 8 * s, (t / RING - 1) & 1);
       mbar_expect_tx_at(base + S::K_FULL + 8 * s, G::KT);
-      tensor_rows<D, BN>(&tp.k, base + S::K + s * G::KT, t * BN, BN, kvh, b, base + S::K_FULL + 8 * s);
+      tensor_rows<D, BN>(&tp.k, base + S::K + s * G::KT, (t0 + t) * BN, BN, kvh, b, base + S::K_FULL + 8 * s);
       mbar_expect_tx_at(base + S::V_FULL + 8 * s, G::VT);
       bulk_load_at(base + S::V + s * G::VT, vimg + (long long)t * G::VT, G::VT, base + S::V_FULL + 8 * s);
     }
