@@ -108,6 +108,7 @@ type pagedKV struct {
 	wsSplits     int                 // benchmarks: the warp-specialized kernel forced, with this many splits
 	wsBlocks     int                 // tests: the warp-specialized kernel forced, on at most this many blocks
 	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
+	sinks        pagedSinks          // the sink arrays calls passed, on the device (sinksOn)
 }
 
 func (s *pagedKV) Config() backend.PagedConfig { return s.cfg }
@@ -134,6 +135,7 @@ func (s *pagedKV) Close() error {
 		for _, p := range s.owned {
 			errs = append(errs, s.dev.devFree(p))
 		}
+		errs = append(errs, s.sinks.close(s.dev))
 		var bufs []pooled
 		for _, b := range s.stage {
 			bufs = append(bufs, b)
@@ -338,6 +340,12 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 			return err
 		}
 	}
+	pp.Sinks = 0
+	if p.Sinks != nil {
+		if pp.Sinks, err = s.sinksOn(p.Sinks, c != nil, &copies); err != nil {
+			return err
+		}
+	}
 	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
 	switch {
 	case bufs != nil:
@@ -412,9 +420,6 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		return err
 	}
 	if err := p.Validate(s.cfg); err != nil {
-		return err
-	}
-	if err := p.Variants.Unsupported("the cuda cache"); err != nil {
 		return err
 	}
 	return s.dev.do(func() error {

@@ -87,8 +87,11 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	rowBlocks := (g*p.Sq + s.tc.Rows - 1) / s.tc.Rows
 	keys := s.tc.Keys
 	maxTiles := max(1, (p.MaxSeqLen+keys-1)/keys) // a graph's bound (0 otherwise)
+	if w := p.SlidingWindow; w > 0 && p.MaxSeqLen > 0 {
+		maxTiles = max(1, min(maxTiles, windowSpanTiles(w, p.Sq, keys)))
+	}
 	for b := range p.B {
-		maxTiles = max(maxTiles, (int(p.SeqLens[b])+keys-1)/keys)
+		maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Sq, p.SlidingWindow, keys))
 	}
 	var splits, perSplit int
 	items := p.B * p.Hkv * rowBlocks
@@ -121,7 +124,10 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		B: int32(p.B), Hq: int32(p.Hq), Hkv: int32(p.Hkv), Sq: int32(p.Sq), D: int32(p.D),
 		PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq), Mask: mask,
 		RowBlocks: int32(rowBlocks), Splits: int32(splits), TilesPerSplit: int32(perSplit),
-		ScoreScale: float32(float64(p.Scale) * math.Log2E)}
+		ScoreScale: float32(float64(p.Scale) * math.Log2E), Window: int32(p.SlidingWindow)}
+	if c := float64(p.Softcap) * math.Log2E; c > 0 {
+		s.params.Softcap, s.params.InvSoftcap = float32(c), float32(1/c)
+	}
 	s.wsDynamic = false
 	if s.useWS { // one block an SM walks the units
 		blocks := min(items*splits, s.dev.SMs)
@@ -134,6 +140,24 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	}
 	return splits, p.Hkv * rowBlocks, p.B
 }
+
+// seqTiles is how many key tiles (of keys keys) the units of a sequence of
+// n keys with sq new queries read, under a sliding window w (0: none): from
+// the tile of the first query's lowest key (n-sq-w+1; the kernels'
+// window_lo, where each unit starts its splits) to the last key's. A later
+// query's window starts no lower, so every unit's span is within it.
+func seqTiles(n, sq, w, keys int) int {
+	hi := (n + keys - 1) / keys
+	if w <= 0 {
+		return hi
+	}
+	return hi - max(0, n-sq-w+1)/keys
+}
+
+// windowSpanTiles bounds seqTiles over every length under window w: the
+// span is at most w+sq-1 keys, which touch at most (w+sq-2)/keys+2 tiles
+// (a graph's plan, for the lengths of its replays).
+func windowSpanTiles(w, sq, keys int) int { return (w+sq-2)/keys + 2 }
 
 // maxSplits bounds the key splits of a call (the merge keeps a weight a
 // split in shared memory).

@@ -109,6 +109,9 @@ type pagedParams struct {
 	ScoreScale                               float32 // scale·log2(e), rounded once from float64
 	WSSlots                                  int32   // the warp-specialized kernel's ring slots in use (wsSlots)
 	Ticket                                   uint64  // the warp-specialized kernel's units drawn at run time: 0, or a zeroWords word
+	Window                                   int32   // sliding window (0: none)
+	Softcap, InvSoftcap                      float32 // softcap·log2(e) and its reciprocal (0, 0: none)
+	Sinks                                    uint64  // [Hq] float32 sink logits on the device, or 0
 }
 
 type appendParams struct {

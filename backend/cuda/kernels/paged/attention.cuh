@@ -63,26 +63,35 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   PagedWarp<D> st;
   st.start(p, u, g, t);
 
-  for (int tile = ta + warp; tile < tb; tile += W) {
-    float ks_next = 0.f, vs_next = 0.f;
-    int page_after = 0;
-    if (tile + W < tb) {
-      issue(tile + W, page_next, slot ^ 1);
-      ks_next = p.k_scale[(long long)page_next * p.hkv + kh];
-      vs_next = p.v_scale[(long long)page_next * p.hkv + kh];
-      if (tile + 2 * W < tb) page_after = page_of(tile + 2 * W);
+  // The tile loop, built twice: without the softcap (the plain loop) and
+  // with it, chosen once.
+  auto walk = [&](auto capped) {
+    constexpr bool CAP = decltype(capped)::value;
+    for (int tile = ta + warp; tile < tb; tile += W) {
+      float ks_next = 0.f, vs_next = 0.f;
+      int page_after = 0;
+      if (tile + W < tb) {
+        issue(tile + W, page_next, slot ^ 1);
+        ks_next = p.k_scale[(long long)page_next * p.hkv + kh];
+        vs_next = p.v_scale[(long long)page_next * p.hkv + kh];
+        if (tile + 2 * W < tb) page_after = page_of(tile + 2 * W);
+      }
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncwarp();
+      const uint8_t* sk = ring + slot * T::TILE;
+      st.template tile<CAP>(sk + lane * KP, 0, sk + KEYS * KP, ks, vs, tile * KEYS, lane, t);
+      __syncwarp();  // every lane is done with the slot before it is refilled
+      slot ^= 1;
+      ks = ks_next;
+      vs = vs_next;
+      page_next = page_after;
     }
-    cp_async_commit();
-    cp_async_wait<1>();
-    __syncwarp();
-    const uint8_t* sk = ring + slot * T::TILE;
-    st.tile(sk + lane * KP, 0, sk + KEYS * KP, ks, vs, tile * KEYS, lane, t);
-    __syncwarp();  // every lane is done with the slot before it is refilled
-    slot ^= 1;
-    ks = ks_next;
-    vs = vs_next;
-    page_next = page_after;
-  }
+  };
+  if (p.softcap > 0.f)
+    walk(BoolTag<true>{});
+  else
+    walk(BoolTag<false>{});
   cp_async_wait<0>();
   st.finish();
   // The rings are idle after the first barrier: the warps' rows go there.

@@ -16,6 +16,13 @@ struct SplitWeights {
   }
 };
 
+// sink_weight is what query head h's sink adds to a row's split weights w:
+// 2^(sink - mx), 0 without sinks or for a row no split saw a key for (it
+// stays zeros); inf for a sink far above the keys (the row is then 0).
+__device__ __forceinline__ float sink_weight(const PagedParams& p, int h, const SplitWeights& w) {
+  return p.sinks != nullptr && w.sum > 0.f ? exp2f(sink_log2(p, h) - w.mx) : 0.f;
+}
+
 // split_weights: one warp weighs the splits of row r of item, wts[s] =
 // 2^(lse_s - max) (0 for a split that saw no key), lane s taking splits s,
 // s+32, ... (loads through L2: other blocks wrote them; each LSE is loaded
@@ -79,10 +86,13 @@ __device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, i
                                           Sync sync) {
   const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
+  const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
   if (warp == 0) {
     const SplitWeights w = split_weights(p, item, r, lane, wts);
     if (lane == 0) {
-      *row_sum = w.nan ? __int_as_float(0x7fffffff) : w.sum;
+      // The sink joins the denominator here, once (sink_weight); the
+      // log-sum-exp stays over the keys.
+      *row_sum = w.nan ? __int_as_float(0x7fffffff) : w.sum + sink_weight(p, hh, w);
       *row_lse = w.lse2();
     }
   }
@@ -94,7 +104,6 @@ __device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, i
         sum > 0.f ? weigh_splits(part, wts, D, d, warp, S, 8) : make_float4(0.f, 0.f, 0.f, 0.f);
   }
   sync();
-  const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
   for (int d = warp * 32 + lane; d < D; d += MERGE_THREADS) {
     float acc = 0.f;
 #pragma unroll
@@ -182,7 +191,7 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
   }
   const SplitWeights sw{sum, mx, nan};
   if (d < D) {
-    const float inv = sw.sum > 0.f ? 1.f / sw.sum : 0.f;
+    const float inv = sw.sum > 0.f ? 1.f / (sw.sum + sink_weight(p, hh, sw)) : 0.f;
     float4 val = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
     if (sw.nan) val = make_float4(__int_as_float(0x7fffffff), __int_as_float(0x7fffffff), __int_as_float(0x7fffffff),
                                __int_as_float(0x7fffffff));

@@ -55,7 +55,10 @@ __device__ __forceinline__ RowStats row_stats(float (*sm_m)[8], float (*sm_l)[8]
 // warp's 64-bit stores fall on four bank offsets, two wavefronts a store,
 // where D apart conflicts eight ways) already weighed, times
 // 2^(m_w - max)·vs_w·2^-12 / L (NaN for a row with a NaN sum, 0 for a warp
-// or row that saw no key), while the first lanes of warp 0 write the rows'
+// or row that saw no key; with sinks and one split, L plus the row's head's
+// 2^(sink - max): the final denominator, where the sink joins it once; with
+// splits the split merge adds it, and L, like the log-sum-exp, stays over
+// the keys), while the first lanes of warp 0 write the rows'
 // log-sum-exps and where their outputs start; after a second barrier the
 // W·32 threads write the unit's rows, Σ_w so_w, to out (one split) or to
 // its partial rows. sync is the barrier of those threads; it runs first,
@@ -91,11 +94,13 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
     const int r = State::row(lane);
     const RowStats rs = row_stats<W>(sm_m, sm_l, r);
     const float mine = sm_m[warp][r];
-    float sc = 0.f;
+    float sc = 0.f, den = rs.L;
+    if (p.sinks != nullptr && p.splits == 1 && rs.L > 0.f)  // (a sink far above the keys: den = inf, sc = 0)
+      den += merge_exp2(sink_log2(p, u.kh * u.group + (u.r0 + r) % u.group) - rs.mx);
     if (rs.nan)
       sc = __int_as_float(0x7fffffff);
     else if (rs.L > 0.f && mine != NEG_INF)
-      sc = merge_exp2(mine - rs.mx) * 0x1p-12f * sm_vs[warp] / rs.L;
+      sc = merge_exp2(mine - rs.mx) * 0x1p-12f * sm_vs[warp] / den;
     st.template put_rows<SO>(so, warp, lane, sc);
     // LEADER (the warp-specialized kernel): the first lane of warp 0 that
     // holds row r writes its end from the stats it has. Otherwise lane r of

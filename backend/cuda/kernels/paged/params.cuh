@@ -32,6 +32,11 @@ struct PagedParams {
   float score_scale;  // softmax scale·log2(e), from float64 on the host
   int ws_slots;       // the warp-specialized kernel: ring slots in use (a multiple of its consumer warps)
   int* ticket;        // the warp-specialized kernel's units handed out at run time: null, or a counter (0 between launches)
+  // The attention variants (all off: 0, 0, 0, null).
+  int window;          // sliding window W (0: none; mask 2 only): a query at position pos sees keys pos-W < j <= pos
+  float softcap;       // softcap·log2(e) (0: none): a score x (log2 domain) becomes softcap·tanh(x / softcap)
+  float inv_softcap;   // 1 / (softcap·log2(e)), from float64 on the host
+  const float* sinks;  // [hq] sink logits (natural log), or null: e^sink joins the row's final denominator
 };
 
 struct AppendParams {
@@ -59,7 +64,8 @@ extern "C" __device__ const int fp8attn_paged_params_layout[] = {
     PP_OFF(lse), PP_OFF(part_out), PP_OFF(part_lse), PP_OFF(seq_lens), PP_OFF(block_table), PP_OFF(counters), PP_OFF(batch_stride),
     PP_OFF(head_stride), PP_OFF(row_stride), PP_OFF(b), PP_OFF(hq), PP_OFF(hkv), PP_OFF(sq), PP_OFF(d),
     PP_OFF(page_size), PP_OFF(pages_per_seq), PP_OFF(mask), PP_OFF(row_blocks), PP_OFF(splits),
-    PP_OFF(tiles_per_split), PP_OFF(score_scale), PP_OFF(ws_slots), PP_OFF(ticket)};
+    PP_OFF(tiles_per_split), PP_OFF(score_scale), PP_OFF(ws_slots), PP_OFF(ticket), PP_OFF(window), PP_OFF(softcap),
+    PP_OFF(inv_softcap), PP_OFF(sinks)};
 extern "C" __device__ const int fp8attn_append_params_layout[] = {
     (int)sizeof(AppendParams), AP_OFF(k), AP_OFF(v), AP_OFF(k_scale), AP_OFF(v_scale), AP_OFF(src_k),
     AP_OFF(src_v), AP_OFF(runs), AP_OFF(batch_stride), AP_OFF(head_stride), AP_OFF(row_stride), AP_OFF(hkv),

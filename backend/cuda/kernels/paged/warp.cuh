@@ -65,7 +65,10 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
 // (8 rows; row r0+g is query head kh·G + (r0+g)%G at position (r0+g)/G, G
 // the query heads a KV head serves) against the tiles [ta, tb) of key split
 // split. Units are numbered item-major (an item, a (b, kh, rb), has its
-// splits consecutive): unit u writes partial rows u.
+// splits consecutive): unit u writes partial rows u. Under a sliding window
+// an item's splits start at the tile of its first row's lowest key
+// (window_lo), not at tile 0: a unit reads only the tiles its rows' windows
+// reach, and the host plans the splits over that span (seqTiles).
 struct PagedUnit {
   int b, kh, rb, split, group, r0, rows_n, n, ta, tb;
 };
@@ -96,6 +99,12 @@ struct PlainDiv {
   __device__ __forceinline__ int div(int n) const { return n / d; }
 };
 
+// window_lo is the lowest key query i of a sequence n keys long sees under
+// p's sliding window (its position n - sq + i, mask 2), 0 without one.
+__device__ __forceinline__ int window_lo(const PagedParams& p, int n, int i) {
+  return p.window > 0 ? max(0, n - p.sq + i - p.window + 1) : 0;
+}
+
 // paged_unit_n is unit (b, kh, rb, split) of a sequence n keys long; group
 // divides by the GQA group p.hq / p.hkv.
 template <class Div>
@@ -110,11 +119,13 @@ __device__ __forceinline__ PagedUnit paged_unit_n(const PagedParams& p, int b, i
   u.r0 = rb * 8;
   u.rows_n = min(8, u.group * p.sq - u.r0);
   u.n = n;
-  // The keys the unit's last row sees bound its tiles.
+  // The keys the unit's last row sees bound its tiles; under a window, the
+  // first row's lowest key their start.
   const int last_i = group.div(u.r0 + u.rows_n - 1);
   const int vis_max = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + last_i + 1)) : u.n;
   const int tiles = (vis_max + 31) / 32;
   u.ta = split * p.tiles_per_split;
+  if (p.window > 0) u.ta += window_lo(p, u.n, group.div(u.r0)) / 32;
   u.tb = min(tiles, u.ta + p.tiles_per_split);
   return u;
 }
@@ -182,6 +193,41 @@ __device__ __forceinline__ int row_visible(const PagedParams& p, const PagedUnit
   return p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
 }
 
+// RowKeys are the keys a row sees, lo..lo+span-1: a key j is visible where
+// (unsigned)(j - lo) < span, one compare whether or not a window raises lo
+// (the plain call's lo is 0), so that the window costs the tile nothing.
+struct RowKeys {
+  int lo, span;
+};
+
+// row_keys is row r of unit u's RowKeys (span 0 past its rows, or where its
+// window holds no key).
+__device__ __forceinline__ RowKeys row_keys(const PagedParams& p, const PagedUnit& u, int r) {
+  const int vis = row_visible(p, u, r);
+  const int lo = r < u.rows_n ? window_lo(p, u.n, (u.r0 + r) / u.group) : 0;
+  return {lo, max(0, vis - lo)};
+}
+
+// softcap_score caps a log2-domain score x at cap = softcap·log2(e) (inv =
+// 1/cap): cap·tanh(x·inv), which is softcap·tanh(s/softcap) for s = x·ln 2.
+// tanhf (CUDA's, within 2 ulp: an exponential and a reciprocal, and a
+// polynomial near 0) rather than tanh.approx.f32, whose relative error of
+// about 2^-11 would move a capped score of 30 by 2^-6 in the exponent, some
+// 1% of its weight: these kernels hold the float32 tier (scores to about
+// 2^-22 relative), and a tile's 8 scores a lane cost a few instructions
+// each beside its MMAs. NaN stays NaN.
+__device__ __forceinline__ float softcap_score(float x, float cap, float inv) { return cap * tanhf(x * inv); }
+
+// sink_log2 is query head h's sink logit in the log2 domain (p.sinks not null).
+__device__ __forceinline__ float sink_log2(const PagedParams& p, int h) { return p.sinks[h] * 1.44269504088896340736f; }
+
+// BoolTag carries a compile-time flag into a generic lambda (the kernels'
+// tile loops, one build without the softcap and one with it, chosen once
+// before the loop: the plain loop is what it was).
+template <bool B> struct BoolTag {
+  static constexpr bool value = B;
+};
+
 // PagedRow is what PagedWarp and PagedWarpT keep of a row besides its
 // queries and output: the running maximum and sum (log2 domain) and the
 // units its output is kept in.
@@ -245,11 +291,14 @@ template <int D> struct PagedWarp : PagedRow {
   uint32_t qa[NC][4];  // the query row as A fragments, high and low f16 parts, scaled by 2^qe
   float score_factor;  // softmax scale·log2(e)·2^-qe (times a page's K scale per tile)
   float o[NT][4];
-  int vis;  // the keys row g sees
+  RowKeys keys;        // the keys row g sees
+  float cap, inv_cap;  // the softcap (tile<true>): p.softcap, p.inv_softcap
 
   // start loads row g of unit u and clears the state.
   __device__ __forceinline__ void start(const PagedParams& p, const PagedUnit& u, int g, int t) {
-    vis = row_visible(p, u, g);
+    keys = row_keys(p, u, g);
+    cap = p.softcap;
+    inv_cap = p.inv_softcap;
     float4 x[NC];
     const int qe = load_query_row(p, u, g, t, x);
 #pragma unroll
@@ -266,7 +315,9 @@ template <int D> struct PagedWarp : PagedRow {
   // tile takes the 32 keys from j0 on: krow is this lane's ldmatrix row of
   // the tile's keys (the shared row the lane names) and ksw its chunk
   // swizzle (chunk c at krow + 16·(c ^ ksw)); sv the tile's values, laid out
-  // as v_off says; ks and vs the page's scales.
+  // as v_off says; ks and vs the page's scales. CAP: the scores are capped
+  // (softcap_score) before the mask.
+  template <bool CAP = false>
   __device__ __forceinline__ void tile(const uint8_t* krow, int ksw, const uint8_t* sv, float ks, float vs, int j0,
                                        int lane, int t) {
     // S = Q·Kᵀ over the 32 keys: n-tile j holds shared rows 8j..8j+7.
@@ -285,16 +336,18 @@ template <int D> struct PagedWarp : PagedRow {
       }
     }
     // Scores in the log2 domain; n-tile j, element e (0, 1) is key
-    // 16(j>>1) + 4t + 2(j&1) + e. Keys at or past the row's limit are -inf.
+    // 16(j>>1) + 4t + 2(j&1) + e. Keys outside the row's are -inf.
     const float f = score_factor * ks;
+    const int k0 = j0 - keys.lo;
     float sc[4][2], tmax = NEG_INF;
 #pragma unroll
     for (int j = 0; j < 4; j++)
 #pragma unroll
       for (int e = 0; e < 2; e++) {
-        const int key = j0 + 16 * (j >> 1) + 4 * t + 2 * (j & 1) + e;
-        const float x = (s[j][e] + s[j][e + 2]) * f;
-        sc[j][e] = key < vis ? x : NEG_INF;
+        const int key = k0 + 16 * (j >> 1) + 4 * t + 2 * (j & 1) + e;
+        float x = (s[j][e] + s[j][e + 2]) * f;
+        if constexpr (CAP) x = softcap_score(x, cap, inv_cap);
+        sc[j][e] = (unsigned)key < (unsigned)keys.span ? x : NEG_INF;
         tmax = fmaxf(tmax, sc[j][e]);
       }
     tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 1));
@@ -405,7 +458,8 @@ template <int D> struct PagedWarpT : PagedRow {
   // Oᵀ: dims 16j+g (o[j][0], o[j][1]: columns 2t, 2t+1) and 16j+8+g
   // (o[j][2], o[j][3]). PagedRow's fields are row t's.
   float o[NM][4];
-  int vis;  // the keys row t sees
+  RowKeys keys;        // the keys row t sees
+  float cap, inv_cap;  // the softcap (tile<true>): p.softcap, p.inv_softcap
 
   __device__ __forceinline__ void start(const PagedParams& p, const PagedUnit& u, int g, int t) {
     float4 x[NC];  // the queries of row g>>1, as columns g
@@ -420,13 +474,16 @@ template <int D> struct PagedWarpT : PagedRow {
     }
     // Row t's own: its exponent (from lane 8t, which loaded row t) and the keys it sees.
     score_factor = ldexpf(p.score_scale, -__shfl_sync(0xffffffffu, qe, 8 * t));
-    vis = row_visible(p, u, t);
+    keys = row_keys(p, u, t);
+    cap = p.softcap;
+    inv_cap = p.inv_softcap;
     reset();
 #pragma unroll
     for (int j = 0; j < NM; j++) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.f;
   }
 
   // tile: PagedWarp::tile's arguments and meaning.
+  template <bool CAP = false>
   __device__ __forceinline__ void tile(const uint8_t* krow, int ksw, const uint8_t* sv, float ks, float vs, int j0,
                                        int lane, int t) {
     const int g = lane >> 2;
@@ -448,14 +505,16 @@ template <int D> struct PagedWarpT : PagedRow {
       }
     }
     const float f = score_factor * ks;
+    const int k0 = j0 - keys.lo;
     float sc[2][2], tmax = NEG_INF;
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
       for (int h = 0; h < 2; h++) {
-        const int key = j0 + 16 * i + 4 * (g >> 1) + 2 * h + (g & 1);
-        const float x = (s[i][2 * h] + s[i][2 * h + 1]) * f;
-        sc[i][h] = key < vis ? x : NEG_INF;
+        const int key = k0 + 16 * i + 4 * (g >> 1) + 2 * h + (g & 1);
+        float x = (s[i][2 * h] + s[i][2 * h + 1]) * f;
+        if constexpr (CAP) x = softcap_score(x, cap, inv_cap);
+        sc[i][h] = (unsigned)key < (unsigned)keys.span ? x : NEG_INF;
         tmax = fmaxf(tmax, sc[i][h]);
       }
     tmax = fmaxf(tmax, __shfl_xor_sync(0xffffffffu, tmax, 4));

@@ -158,11 +158,15 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     // within the table's row, and not used). Each unit's are loaded while
     // the one before streams: a load at the boundary would wait behind the
     // memory's queue of copies.
+    // (Under a window a split starts at its first row's window, which
+    // depends on the length: the page load waits for it.)
     auto first = [&](int uid, int& n, int& pg) {
       n = pg = 0;
       if (uid >= units) return;
-      const int b = paged_unit_seq(dv, uid), t0 = dv.splits.mod(uid) * p.tiles_per_split + pi + PW * lane;
+      const int b = paged_unit_seq(dv, uid);
+      int t0 = dv.splits.mod(uid) * p.tiles_per_split + pi + PW * lane;
       n = p.seq_lens[b];
+      if (p.window > 0) t0 = paged_unit_at(p, dv, uid, n).ta + pi + PW * lane;
       if (t0 < table_tiles) pg = p.block_table[(long long)b * p.pages_per_seq + dv.page.div(t0 * 32)];
     };
     int n_cur, pg_cur, done = 0;  // done: this producer's tiles so far
@@ -280,19 +284,28 @@ __device__ __forceinline__ void paged_ws(const PagedParams p) {
     WS_STAMP(warp == 0 && lane == 0 && done == 0, 15);
     const int n_next = unext < units ? p.seq_lens[paged_unit_seq(dv, unext)] : 0;
     const int count = max(0, u.tb - u.ta);
-    for (int k = warp; k < count; k += CW, done++) {
-      const int slot = warp + CW * (done % PER);
-      hopper::mbar_wait(&full[slot], done / PER & 1);
-      WS_STAMP(warp == 0 && lane == 0 && done == 0, 3);
-      const float2 sc = scales[slot];
-      const uint8_t* sk = ring + slot * TILE;
-      st.tile(sk + krow, ksw, sk + 32 * D, sc.x, sc.y, (u.ta + k) * 32, lane, t);
-      // Every lane releases its own reads of the slot (an arrival releases
-      // only the arriving thread's accesses: with lane 0 alone arriving
-      // after a __syncwarp, racecheck reported the next copies into the
-      // slot racing the other lanes' reads).
-      hopper::mbar_arrive(&empty[slot]);
-    }
+    // The unit's tiles, the loop built without the softcap (the plain
+    // loop) and with it, chosen once a unit.
+    auto walk = [&](auto capped) {
+      constexpr bool CAP = decltype(capped)::value;
+      for (int k = warp; k < count; k += CW, done++) {
+        const int slot = warp + CW * (done % PER);
+        hopper::mbar_wait(&full[slot], done / PER & 1);
+        WS_STAMP(warp == 0 && lane == 0 && done == 0, 3);
+        const float2 sc = scales[slot];
+        const uint8_t* sk = ring + slot * TILE;
+        st.template tile<CAP>(sk + krow, ksw, sk + 32 * D, sc.x, sc.y, (u.ta + k) * 32, lane, t);
+        // Every lane releases its own reads of the slot (an arrival releases
+        // only the arriving thread's accesses: with lane 0 alone arriving
+        // after a __syncwarp, racecheck reported the next copies into the
+        // slot racing the other lanes' reads).
+        hopper::mbar_arrive(&empty[slot]);
+      }
+    };
+    if (p.softcap > 0.f)
+      walk(BoolTag<true>{});
+    else
+      walk(BoolTag<false>{});
     n_cur = n_next;
     PROFILE_ONLY(sync());  // every warp's last tile done (merge_warps starts with this barrier)
     WS_STAMP(warp == 0 && lane == 0, 4);
