@@ -280,128 +280,23 @@ func TestPagedAgainstCPU(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 0xDEC))
 	bes := pagedBackends(t)
-	for _, c := range []struct {
-		hkv, g, sq, d, page int
-		lens                []int
-		mask                backend.Mask
-		layout              backend.Layout
-		chunk               int // tokens per append (0: a whole sequence at once)
-	}{
-		{1, 1, 1, 64, 64, []int{200}, backend.NoMask, backend.BHSD, 0},
-		{2, 2, 7, 64, 64, []int{200}, backend.CausalLowerRight, backend.BHSD, 0},
-		{2, 2, 7, 64, 64, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, 37},
-		{1, 4, 1, 64, 64, []int{2000}, backend.NoMask, backend.BSHD, 0},
-		{2, 4, 1, 64, 64, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, 0},
-		{2, 4, 1, 128, 64, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BSHD, 0},
-		{2, 8, 3, 128, 128, []int{4000, 37, 3000, 1}, backend.CausalLowerRight, backend.BHSD, 500},
-		{1, 2, 5, 256, 64, []int{700, 90}, backend.CausalLowerRight, backend.BSHD, 0},
+	for _, c := range []pagedCPUCase{
+		{hkv: 1, g: 1, sq: 1, d: 64, page: 64, lens: []int{200}, mask: backend.NoMask, layout: backend.BHSD},
+		{hkv: 2, g: 2, sq: 7, d: 64, page: 64, lens: []int{200}, mask: backend.CausalLowerRight, layout: backend.BHSD},
+		{hkv: 2, g: 2, sq: 7, d: 64, page: 64, lens: []int{200, 7, 65}, mask: backend.CausalLowerRight, layout: backend.BHSD, chunk: 37},
+		{hkv: 1, g: 4, sq: 1, d: 64, page: 64, lens: []int{2000}, mask: backend.NoMask, layout: backend.BSHD},
+		{hkv: 2, g: 4, sq: 1, d: 64, page: 64, lens: []int{2000, 300, 0}, mask: backend.CausalLowerRight, layout: backend.BSHD},
+		{hkv: 2, g: 4, sq: 1, d: 128, page: 64, lens: []int{4000, 37, 3000, 1}, mask: backend.CausalLowerRight, layout: backend.BSHD},
+		{hkv: 2, g: 8, sq: 3, d: 128, page: 128, lens: []int{4000, 37, 3000, 1}, mask: backend.CausalLowerRight, layout: backend.BHSD, chunk: 500},
+		{hkv: 1, g: 2, sq: 5, d: 256, page: 64, lens: []int{700, 90}, mask: backend.CausalLowerRight, layout: backend.BSHD},
 		// One item of many splits (79 and 63 on a 132-SM H200): the
 		// warp-specialized kernel's merge runs several chunks of
 		// SPLIT_LOADS splits (transposed units, then PagedWarp's).
-		{1, 4, 1, 64, 64, []int{20000}, backend.NoMask, backend.BSHD, 0},
-		{1, 8, 1, 128, 64, []int{16000}, backend.NoMask, backend.BHSD, 0},
+		{hkv: 1, g: 4, sq: 1, d: 64, page: 64, lens: []int{20000}, mask: backend.NoMask, layout: backend.BSHD},
+		{hkv: 1, g: 8, sq: 1, d: 128, page: 64, lens: []int{16000}, mask: backend.NoMask, layout: backend.BHSD},
 	} {
 		for _, be := range bes {
-			name := fmt.Sprintf("%s/hkv%d-g%d-sq%d-d%d-p%d-%v-%v-chunk%d-lens%v", pagedKernelName(be), c.hkv, c.g, c.sq, c.d, c.page, c.mask, c.layout, c.chunk, c.lens)
-			t.Run(name, func(t *testing.T) {
-				P, D, H := c.page, c.d, c.hkv
-				per, total := 1, 0
-				for _, n := range c.lens {
-					per = max(per, (n+P-1)/P)
-					total += (n + P - 1) / P
-				}
-				cfg := backend.PagedConfig{KVHeads: H, HeadDim: D, PageSize: P, Pages: total + 2}
-				host, _ := cpu.New(2).NewPagedKV(cfg)
-				gpu, err := be.NewPagedKV(cfg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer gpu.Close()
-				perm := rng.Perm(cfg.Pages)
-				var table [][]int32
-				for _, n := range c.lens {
-					var pg []int32
-					for range (n + P - 1) / P {
-						pg, perm = append(pg, int32(perm[0])), perm[1:]
-					}
-					table = append(table, pg)
-				}
-				for s, n := range c.lens {
-					for t0 := 0; t0 < n; {
-						m := n - t0
-						if c.chunk > 0 {
-							m = min(m, c.chunk)
-						}
-						a := &backend.PagedAppend{B: 1, N: m, Layout: c.layout, K: make([]float32, m*H*D), V: make([]float32, m*H*D)}
-						for i := range a.K {
-							a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-						}
-						for tk := t0; tk < t0+m; tk++ {
-							a.Page, a.Slot = append(a.Page, table[s][tk/P]), append(a.Slot, int32(tk%P))
-						}
-						if err := errors.Join(host.Append(a), gpu.Append(a)); err != nil {
-							t.Fatal(err)
-						}
-						t0 += m
-					}
-				}
-				B, hq := len(c.lens), H*c.g
-				p := &backend.PagedProblem{B: B, Hq: hq, Hkv: H, Sq: c.sq, D: D, Scale: float32(1 / math.Sqrt(float64(D))), Mask: c.mask,
-					Layout: c.layout, PagesPerSeq: per, Q: make([]float32, B*hq*c.sq*D)}
-				for i := range p.Q {
-					p.Q[i] = float32(rng.NormFloat64())
-				}
-				for s, n := range c.lens {
-					p.SeqLens = append(p.SeqLens, int32(n))
-					row := make([]int32, per)
-					copy(row, table[s])
-					p.BlockTable = append(p.BlockTable, row...)
-				}
-				want, wantLSE := make([]float32, len(p.Q)), make([]float32, B*hq*c.sq)
-				p.Out, p.LSE = want, wantLSE
-				if err := host.Attention(p); err != nil {
-					t.Fatal(err)
-				}
-				got, gotLSE := make([]float32, len(p.Q)), make([]float32, len(wantLSE))
-				p.Out, p.LSE = got, gotLSE
-				if err := gpu.Attention(p); err != nil {
-					t.Fatal(err)
-				}
-				if err := diffPages(host.(backend.PagedReader), gpu.(backend.PagedReader), cfg); err != nil {
-					t.Errorf("the caches differ: %v", err)
-				}
-				bad := 0
-				for s, n := range c.lens {
-					// Twice the float32 tiers on the codes both caches hold:
-					// each result is within one of exact attention on them.
-					tol, lt := sdpatest.Tolerance{}, sdpatest.Tolerance{}
-					if n > 0 {
-						dp, err := sdpatest.PagedSequence(host.(backend.PagedReader), p, cfg, s)
-						if err != nil {
-							t.Fatal(err)
-						}
-						tol, lt = sdpatest.FP32Tolerance(dp), sdpatest.LSETolerance(dp)
-						tol.Atol, tol.Rtol, lt.Atol, lt.Rtol = 2*tol.Atol, 2*tol.Rtol, 2*lt.Atol, 2*lt.Rtol
-					}
-					for h := range hq {
-						for i := range c.sq {
-							o := c.layout.Offset(s, h, i, hq, c.sq, D)
-							st := sdpatest.Compare(got[o:o+D], want[o:o+D], tol)
-							l := (s*hq+h)*c.sq + i
-							lst := sdpatest.Compare(gotLSE[l:l+1], wantLSE[l:l+1], lt)
-							if st.Beyond+lst.Beyond > 0 || math.IsNaN(st.MaxErr) {
-								if bad++; bad <= 8 {
-									t.Errorf("sequence %d head %d position %d: %d of %d beyond twice %s (max error %.3g: got %g want %g); LSE got %g want %g",
-										s, h, i, st.Beyond, D, tol.Why, st.MaxErr, got[o+st.FirstBad], want[o+st.FirstBad], gotLSE[l], wantLSE[l])
-								}
-							}
-						}
-					}
-				}
-				if bad > 8 {
-					t.Errorf("... %d rows of %d wrong", bad, B*hq*c.sq)
-				}
-			})
+			t.Run(c.name(be), func(t *testing.T) { runPagedAgainstCPU(t, be, c, rng) })
 		}
 	}
 }
@@ -720,7 +615,7 @@ func decodeTimesOn(be *kernelBackend, b, hq, hkv, sk, d int, shuffled bool, spli
 			order[i] = i
 		}
 	}
-	const chunk = 1024 // tokens per append
+	chunk := min(1024, sk) // tokens per append
 	x := make([]float32, chunk*hkv*d)
 	for i := range x {
 		x[i] = float32(rng.NormFloat64())
@@ -737,7 +632,8 @@ func decodeTimesOn(be *kernelBackend, b, hq, hkv, sk, d int, shuffled bool, spli
 		}
 	}
 	p := &backend.PagedProblem{B: b, Hq: hq, Hkv: hkv, Sq: 1, D: d, Scale: float32(1 / math.Sqrt(float64(d))),
-		Mask: backend.CausalLowerRight, Q: make([]float32, b*hq*d), Out: make([]float32, b*hq*d), PagesPerSeq: sk / P}
+		Mask: backend.CausalLowerRight, Q: make([]float32, b*hq*d), Out: make([]float32, b*hq*d), PagesPerSeq: sk / P,
+		Variants: decodeVariants}
 	for i := range p.Q {
 		p.Q[i] = float32(rng.NormFloat64())
 	}
