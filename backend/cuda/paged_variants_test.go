@@ -241,9 +241,10 @@ func pagedUnitTiles(pp *pagedParams, keys, g, rb, split, n int) (ta, tb int) {
 
 // TestPagedPlanWindow: under a sliding window the plan's splits, as the
 // kernels place them (pagedUnitTiles), cover every key each row sees and
-// read only the tiles of the window's span: a decode step at 32768 keys
-// with a window of 128 reads at most 5 tiles a (sequence, KV head), as a
-// 128-key cache reads 4, where without the window it reads 1024. On an
+// read only the tiles of the window's span, with no split planned past it:
+// a decode step at 32768 keys with a window of 128 reads at most 5 tiles a
+// (sequence, KV head), as a 128-key cache reads 4, where without the window
+// it reads 1024. On an
 // H200's SM count, for the cp.async kernel's plan and the
 // warp-specialized kernel's, with and without a graph's MaxSeqLen.
 func TestPagedPlanWindow(t *testing.T) {
@@ -289,6 +290,9 @@ func TestPagedPlanWindow(t *testing.T) {
 			pp, keys, g := s.params, tc.Keys, c.hq/c.hkv
 			name := fmt.Sprintf("B%d Hq%d Hkv%d Sq%d D%d window %d lens %v max %d ws %v (%d splits of %d tiles)",
 				c.b, c.hq, c.hkv, c.sq, c.d, c.window, c.lens, c.maxLen, s.useWS, pp.Splits, pp.TilesPerSplit)
+			if c.readMax > 0 && int(pp.Splits-1)*int(pp.TilesPerSplit) >= c.readMax {
+				t.Errorf("%s: splits start past the %d tiles of the window's span", name, c.readMax)
+			}
 			for b, n := range c.lens {
 				for rb := range int(pp.RowBlocks) {
 					read := 0

@@ -33,6 +33,33 @@ var List = []mutant.Mutant{
 	{Name: "hosttables", File: "backend/cuda/paged_cache.go", Pkg: cudaPkg,
 		Old: "if c != nil && p.Tables == nil {", New: "if false {",
 		Tests: []string{"TestPagedGraphTables"}},
+	// The paged plan sizes a windowed call's splits for the whole
+	// sequence, as without a window: correct results, but a decode under a
+	// window reads the window's pages and far more.
+	{Name: "windowplan", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
+		Old:   "maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Sq, p.SlidingWindow, keys))",
+		New:   "maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Sq, 0, keys))",
+		Tests: []string{"TestPagedPlanWindow"}},
+	// The paged plan's window span leaves out the chunk's later rows
+	// (each query's window starts one key later): the splits of a
+	// chunked call under a window miss the last rows' keys.
+	{Name: "windowspan", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
+		Old:   "return hi - max(0, n-sq-w+1)/keys",
+		New:   "return hi - max(0, n-w)/keys",
+		Tests: []string{"TestPagedPlanWindow", "TestPagedVariants"}},
+	// The paged kernels never get the window: the plan covers the
+	// window's span from tile 0, and the rows mask nothing below it.
+	{Name: "nowindow", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
+		Old:   "Window: int32(p.SlidingWindow)}",
+		New:   "Window: 0}",
+		Tests: []string{"TestPagedPlanWindow", "TestPagedVariants"}},
+	// Each distinct sink array a cache is given goes to the same device
+	// address: a call with other sinks overwrites those a captured
+	// graph replays with.
+	{Name: "sinksoverwrite", File: "backend/cuda/paged_sinks.go", Pkg: cudaPkg,
+		Old:   "k.free, k.left = k.free+uint64(n), k.left-n",
+		New:   "k.left -= n",
+		Tests: []string{"TestPagedGraphVariants"}},
 	// The cache never writes its graphs' tables after an append or a
 	// truncation: replays read the lengths and pages of the capture.
 	{Name: "nosync", File: "sdpa/kvcache.go", Pkg: sdpaPkg,
