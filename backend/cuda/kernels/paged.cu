@@ -41,6 +41,13 @@
 // keep their bits; the weights are scaled by 2^12 (taken back at the end) so
 // that their low parts stay normal f16 down to 2^-26.
 //
+// Variants (PagedParams.window, softcap, sinks; docs/design/paged-decode.md):
+// under a sliding window a unit's splits start at the tile of its first
+// row's lowest key (window_lo) and each row masks its own keys (RowKeys);
+// a softcap caps each score before the mask (softcap_score, the tile loop
+// built with it apart from the plain loop); a sink joins the row's final
+// denominator once: merge_warps with one split, the split merges otherwise.
+//
 // Fragments (PTX ISA, mma.m16n8k16 with .f16 A/B): lane 4g+t holds A rows g
 // and g+8 at k 2t, 2t+1 (a0, a1) and 2t+8, 2t+9 (a2, a3); B column g at k
 // 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); C row g at columns 2t, 2t+1 (c0, c1) and
