@@ -125,8 +125,8 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq), Mask: mask,
 		RowBlocks: int32(rowBlocks), Splits: int32(splits), TilesPerSplit: int32(perSplit),
 		ScoreScale: float32(float64(p.Scale) * math.Log2E), Window: int32(p.SlidingWindow)}
-	if c := float64(p.Softcap) * math.Log2E; c > 0 {
-		s.params.Softcap, s.params.InvSoftcap = float32(c), float32(1/c)
+	if c := float64(p.Softcap) * math.Log2E; c > 0 { // (1/c past float32's range, for a subnormal softcap: its largest)
+		s.params.Softcap, s.params.InvSoftcap = float32(c), float32(min(1/c, math.MaxFloat32))
 	}
 	s.wsDynamic = false
 	if s.useWS { // one block an SM walks the units
