@@ -323,7 +323,8 @@ func TestPagedPlanWindow(t *testing.T) {
 
 // TestPagedGraphVariants: a windowed, softcapped decode with sinks captured
 // into a graph (lengths and block table in PagedTables, planned for
-// MaxSeqLen) replays with the sinks of its capture while calls between the
+// MaxSeqLen; the sinks copied outside the capture, which holds kernels
+// and memsets only) replays with the sinks of its capture while calls between the
 // replays pass other sinks (each distinct array has device memory of its
 // own: pagedSinks), and both match the float64 oracle on the values the
 // cache holds within the float32 tiers, outputs poisoned before each.
@@ -387,6 +388,13 @@ func TestPagedGraphVariants(t *testing.T) {
 				Mask: backend.CausalLowerRight, Layout: backend.BHSD, SeqLens: lens, BlockTable: table, PagesPerSeq: per,
 				QBuf: q, OutBuf: out, LSEBuf: lse, MaxSeqLen: maxLen, Tables: tables, Variants: vr}
 			s.poison = true
+			// The sinks go to the device outside the capture: the graph
+			// holds the kernels and the outputs' two poison memsets, no copy.
+			census := *p
+			census.Sinks = sdpatest.RandomSinks(rng, backend.Shape{Hq: hq, Sk: 500})
+			if k, m, o, err := d.capturedNodes(func() error { return kv.Attention(&census) }); err != nil || k == 0 || m != 0 || o != 2 {
+				t.Fatalf("the captured call with sinks: %d kernels, %d copies, %d other nodes (%v); want kernels and 2 memsets", k, m, o, err)
+			}
 			g0, err := d.Capture(func() error { return kv.Attention(p) })
 			if err != nil {
 				t.Fatal(err)
