@@ -129,3 +129,89 @@ func hopperTileFraction(s backend.Shape, w int) float64 {
 	}
 	return float64(window) / float64(causal)
 }
+
+// BenchmarkVariantsDecodeGPU times a decode step through the cuda KVCache
+// (KVCache.Attention captured in a graph and replayed, as
+// BenchmarkVariantsGPU times its calls), B8 Hq64 Hkv8 D64 (gpt-oss's
+// heads): over 128-token sequences, and over 32768-token ones under a
+// sliding window of 128, which reads the pages inside the window only.
+func BenchmarkVariantsDecodeGPU(b *testing.B) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	const B, hq, hkv, d, chunk = 8, 64, 8, 64, 128
+	rng := rand.New(rand.NewPCG(1, 58))
+	wait, err := dev.NewTensor(1, 1, 1, 64, sdpa.BHSD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer wait.Free()
+	sink := &sdpa.Tensor{Data: make([]float32, 64), B: 1, H: 1, S: 1, D: 64}
+	kc, vc := randTensor(rng, B, hkv, chunk, d), randTensor(rng, B, hkv, chunk, d)
+	var kd, vd, q *sdpa.DeviceTensor
+	for _, x := range []struct {
+		dst **sdpa.DeviceTensor
+		src *sdpa.Tensor
+	}{{&kd, kc}, {&vd, vc}, {&q, randTensor(rng, B, hq, 1, d)}} {
+		if *x.dst, err = dev.Upload(x.src); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out, err := dev.NewTensor(B, hq, 1, d, sdpa.BHSD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		tokens int
+		window int
+	}{
+		{"Sk128", 128, 0},
+		{"Sk32768-window128", 32768, 128},
+	} {
+		cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: B * c.tokens})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids := make([]sdpa.SeqID, B)
+		for i := range ids {
+			if ids[i], err = cache.AddSequence(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for range c.tokens / chunk { // the same chunk again: the step's time does not depend on the values
+			if err := cache.Append(ids, kd, vd); err != nil {
+				b.Fatal(err)
+			}
+		}
+		opts := &sdpa.Options{Mask: sdpa.CausalLowerRight, SlidingWindow: c.window}
+		b.Run(c.name, func(b *testing.B) {
+			g, err := dev.Capture(func() error { return cache.Attention(out, nil, q, ids, opts) })
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer g.Close()
+			const reps = 50
+			for b.Loop() {
+				for range reps {
+					if err := g.Replay(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := wait.Download(sink); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
+		})
+		if err := cache.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, x := range []*sdpa.DeviceTensor{kd, vd, q, out} {
+		if err := x.Free(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

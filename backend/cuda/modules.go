@@ -417,6 +417,7 @@ func (d *device) loadQuant() error {
 type pagedKernels struct {
 	append, merge, check C.CUfunction
 	attn                 map[int]C.CUfunction // the cp.async kernel, by head dim
+	attnCap              map[int]C.CUfunction // its softcap twin (fp8attn_pagedc_d), by head dim
 	ws                   map[int]C.CUfunction // the warp-specialized kernel (sm_90a module only), by head dim
 	wsq                  map[int]C.CUfunction // the same with units drawn at run time (a ticket), by head dim
 }
@@ -474,7 +475,7 @@ func (d *device) loadPaged(ampere bool) error {
 		}
 		return setMaxSharedMemory(f, smem)
 	}
-	k := pagedKernels{attn: map[int]C.CUfunction{}, ws: map[int]C.CUfunction{}, wsq: map[int]C.CUfunction{}}
+	k := pagedKernels{attn: map[int]C.CUfunction{}, attnCap: map[int]C.CUfunction{}, ws: map[int]C.CUfunction{}, wsq: map[int]C.CUfunction{}}
 	var err error
 	if k.append, err = fn("fp8attn_paged_append"); err != nil {
 		return err
@@ -486,17 +487,22 @@ func (d *device) loadPaged(ampere bool) error {
 		return err
 	}
 	for _, hd := range tiles.PagedHeadDims {
-		name := fmt.Sprintf("fp8attn_paged_d%d", hd)
-		f, err := fn(name)
-		if err != nil {
-			return err
-		}
+		name := fmt.Sprintf("fp8attn_paged_d%d", hd) // (its _config serves its softcap twin too)
 		cfg, _ := tiles.Paged(hd)
 		want := []int{cfg.Rows, cfg.Keys, cfg.Warps, cfg.Ring, cfg.SharedBytes()}
-		if err := config(f, name, want, max(cfg.SharedBytes(), d.SharedPerSM/2)); err != nil { // room for pagedOccupancy's padding
-			return err
+		for _, e := range []struct {
+			entry string
+			m     map[int]C.CUfunction
+		}{{name, k.attn}, {fmt.Sprintf("fp8attn_pagedc_d%d", hd), k.attnCap}} {
+			f, err := fn(e.entry)
+			if err != nil {
+				return err
+			}
+			if err := config(f, name, want, max(cfg.SharedBytes(), d.SharedPerSM/2)); err != nil { // room for pagedOccupancy's padding
+				return err
+			}
+			e.m[hd] = f
 		}
-		k.attn[hd] = f
 	}
 	if loaded {
 		for _, hd := range tiles.PagedWSHeadDims {
@@ -521,7 +527,7 @@ func (d *device) loadPaged(ampere bool) error {
 		for _, f := range []C.CUfunction{k.append, k.merge, k.check} {
 			markPDL(f)
 		}
-		for _, m := range []map[int]C.CUfunction{k.attn, k.ws, k.wsq} {
+		for _, m := range []map[int]C.CUfunction{k.attn, k.attnCap, k.ws, k.wsq} {
 			for _, f := range m {
 				markPDL(f)
 			}

@@ -399,6 +399,9 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 	pp := s.params
 	f, threads, smem := s.dev.paged.attn[s.cfg.HeadDim], s.tc.Threads(), s.smem
+	if pp.Softcap > 0 {
+		f = s.dev.paged.attnCap[s.cfg.HeadDim]
+	}
 	if s.useWS {
 		f, threads, smem = s.ws, s.wsCfg.Threads(), s.wsCfg.SharedBytes()
 		if s.wsDynamic {

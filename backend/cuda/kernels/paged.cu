@@ -75,12 +75,18 @@
 #include "paged/merge_splits.cuh"
 #include "paged/ws.cuh"
 
-// Entry points fp8attn_paged_d{D}, and each one's geometry for the loader's
-// check against internal/tiles: ROWS, KEYS, WARPS, RING, SMEM.
+// Entry points fp8attn_paged_d{D}, their softcap twins fp8attn_pagedc_d{D}
+// (the tile loop with the softcap: in one kernel with the plain loop, the
+// larger head dims' kernels spilled), and each one's geometry for the
+// loader's check against internal/tiles: ROWS, KEYS, WARPS, RING, SMEM.
 #define FP8ATTN_PAGED_ENTRY(D)                                                                                 \
   extern "C" __global__ void __launch_bounds__(PagedTiles<D>::WARPS * 32) fp8attn_paged_d##D(const PagedParams p) { \
     pdl_entry();                                                                                               \
-    paged_attention<D>(p);                                                                                     \
+    paged_attention<D, false>(p);                                                                              \
+  }                                                                                                            \
+  extern "C" __global__ void __launch_bounds__(PagedTiles<D>::WARPS * 32) fp8attn_pagedc_d##D(const PagedParams p) { \
+    pdl_entry();                                                                                               \
+    paged_attention<D, true>(p);                                                                               \
   }                                                                                                            \
   extern "C" __device__ const int fp8attn_paged_d##D##_config[] = {                                            \
       PagedTiles<D>::ROWS, PagedTiles<D>::KEYS, PagedTiles<D>::WARPS, PagedTiles<D>::RING, PagedTiles<D>::SMEM};

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "5677cc6e528dc525f883a0100388875f4b60b94720945b0bc709cb7d8eb19eeb"
+const SourceHash = "8e70fab43bad262b71bbf4ea5ea93ec29f3ea38237a09ab9de64fe1c03f40b12"

@@ -4,8 +4,9 @@
 
 // The cp.async kernel (every GPU from sm_80): a block per unit (grid
 // (splits, hkv·row_blocks, b)); its warps walk their own tiles, tile
-// ta+warp, ta+warp+W, ..., through their own 2-slot rings.
-template <int D>
+// ta+warp, ta+warp+W, ..., through their own 2-slot rings. CAP: the
+// softcap twin (the scores capped before the mask).
+template <int D, bool CAP>
 __device__ __forceinline__ void paged_attention(const PagedParams p) {
   using T = PagedTiles<D>;
   constexpr int NC = D / 16, KP = T::KPITCH, KEYS = T::KEYS, W = T::WARPS;
@@ -63,10 +64,9 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   PagedWarp<D> st;
   st.start(p, u, g, t);
 
-  // The tile loop, built twice: without the softcap (the plain loop) and
-  // with it, chosen once.
-  auto walk = [&](auto capped) {
-    constexpr bool CAP = decltype(capped)::value;
+  // The tile loop, with the softcap (CAP: the softcap twin's entry
+  // point, so that the plain kernel keeps its registers) or without.
+  auto walk = [&]() {
     for (int tile = ta + warp; tile < tb; tile += W) {
       float ks_next = 0.f, vs_next = 0.f;
       int page_after = 0;
@@ -88,10 +88,7 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
       page_next = page_after;
     }
   };
-  if (p.softcap > 0.f)
-    walk(BoolTag<true>{});
-  else
-    walk(BoolTag<false>{});
+  walk();
   cp_async_wait<0>();
   st.finish();
   // The rings are idle after the first barrier: the warps' rows go there.
