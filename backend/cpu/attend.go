@@ -103,6 +103,19 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	kb0 := kp.kb0
 	kp.kb0 = max(kp.kb0, br.first(0)/panel)
 	fused := br.softcap == 0 // the fused steps compute the softmax of the raw scores
+	// The bounded fused step (kernelSet.scoresSoftmaxBounded4) takes the
+	// groups the fused steps do not: rows that see part of a panel, and
+	// softcapped scores (its m2 and ck as softcapRow computes them).
+	bounded := ks.scoresSoftmaxBounded4 != nil
+	var capM2, capCK float32
+	if br.softcap > 0 {
+		k := float32(1)
+		if ks.base2 {
+			k = math.Log2E
+		}
+		capM2, capCK = -2/br.softcap, br.softcap*k
+		bounded = bounded && capCK != 0
+	}
 	amxAble := func(kb, g int) bool {
 		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || br.visible(g) < (kb+1)*panel || br.first(g+amxRows-1) > kb*panel {
 			return false
@@ -152,18 +165,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
 				continue
 			}
-			ks.scores4(s, qg, kt, D, scoreScale)
-			if br.softcap > 0 {
-				softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
-			}
-			// Each row's softmax step over its own visible keys
-			// [nl[r], nr[r]) of the panel (softcapped first): new maxima
-			// first, then the four rescale factors alpha =
-			// e^(m_old-m_new) in one vector exponential (e^0 = 1 exactly
-			// where a row has no old sum), then the rows.
+			// Each row's visible keys of the panel, [nl[r], nr[r]), and
+			// those all four rows see, [lo4, common).
 			var nl, nr [4]int
-			*alpha = [8]float32{}
-			lo4, common := 0, n // the keys all four rows see
+			lo4, common := 0, n
+			seen, unseen := false, false
 			for r := range 4 {
 				i := g + r
 				if i >= rowsN { // padding: its output is never written
@@ -172,21 +178,57 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				nr[r] = max(0, min(n, br.visible(i)-j0))
 				nl[r] = min(nr[r], max(0, br.first(i)-j0))
 				lo4, common = max(lo4, nl[r]), min(common, nr[r])
-				if nr[r] == nl[r] {
-					continue
+				if nr[r] > nl[r] {
+					seen = true
+				} else if m[i] == negInf {
+					unseen = true // a row that has seen no key yet, nor here
 				}
-				row := s[r*panel+nl[r] : r*panel+nr[r]]
-				mOld := m[i]
-				mNew := max(mOld, ks.rowMax(row))
-				if l[i] != 0 || mOld != mOld {
-					alpha[r] = mOld - mNew
-				}
-				m[i] = mNew
 			}
-			ks.expSum(alpha[:], 0)
-			for r := range 4 {
-				if i := g + r; i < rowsN && nr[r] > nl[r] {
-					l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel+nl[r]:r*panel+nr[r]], m[i])
+			if !seen {
+				continue
+			}
+			if bounded && !unseen {
+				// The fused step on each row's own keys (padding rows:
+				// the panel's), softcapped where there is a softcap.
+				b := &sc.bounds
+				for r := range 4 {
+					lo, hi := nl[r], nr[r]
+					if g+r >= rowsN {
+						lo, hi = 0, n
+					}
+					b.lo[r], b.hi[r] = int32(lo), int32(hi)
+				}
+				b.m2, b.ck = capM2, capCK
+				ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
+			} else {
+				ks.scores4(s, qg, kt, D, scoreScale)
+				if br.softcap > 0 {
+					softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
+				}
+				// Each row's softmax step over its own visible keys
+				// (softcapped first): new maxima first, then the four
+				// rescale factors alpha = e^(m_old-m_new) in one vector
+				// exponential (e^0 = 1 exactly where a row has no old
+				// sum), then the rows.
+				*alpha = [8]float32{}
+				for r := range 4 {
+					i := g + r
+					if i >= rowsN || nr[r] == nl[r] {
+						continue
+					}
+					row := s[r*panel+nl[r] : r*panel+nr[r]]
+					mOld := m[i]
+					mNew := max(mOld, ks.rowMax(row))
+					if l[i] != 0 || mOld != mOld {
+						alpha[r] = mOld - mNew
+					}
+					m[i] = mNew
+				}
+				ks.expSum(alpha[:], 0)
+				for r := range 4 {
+					if i := g + r; i < rowsN && nr[r] > nl[r] {
+						l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel+nl[r]:r*panel+nr[r]], m[i])
+					}
 				}
 			}
 			// Keys every row sees, [lo4, common), go through pv4; a
@@ -267,7 +309,6 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 // The error is a few float32 ulps of the exponential, at most c in
 // magnitude: what sdpatest's softcap term allows.
 func softcapRow(ks *kernelSet, row []float32, c float32, tmp []float32) {
-	const sign = 1 << 31
 	k := float32(1)
 	if ks.base2 {
 		k = math.Log2E
@@ -275,12 +316,22 @@ func softcapRow(ks *kernelSet, row []float32, c float32, tmp []float32) {
 	tmp = tmp[:len(row)]
 	m2 := -2 / c
 	for j, x := range row {
-		tmp[j] = math.Float32frombits(math.Float32bits(x)&^sign) * m2
+		tmp[j] = abs32(x) * m2
 	}
 	ks.expSum(tmp, 0)
 	ck := c * k
 	for j, x := range row {
-		e := tmp[j]
-		row[j] = math.Float32frombits(math.Float32bits(ck*(1-e)/(1+e)) | math.Float32bits(x)&sign)
+		row[j] = softcapOf(x, tmp[j], ck)
 	}
 }
+
+// softcapOf is softcapRow's score for x with e = e^(-2|y|) (y the natural
+// score over the softcap c) and ck = c (times log2e in a base2 set):
+// ck·(1-e)/(1+e), each operation rounded in this order, with x's sign.
+func softcapOf(x, e, ck float32) float32 {
+	const sign = 1 << 31
+	return math.Float32frombits(math.Float32bits(ck*(1-e)/(1+e)) | math.Float32bits(x)&sign)
+}
+
+// abs32 is |x|, its sign bit cleared (NaN stays NaN).
+func abs32(x float32) float32 { return math.Float32frombits(math.Float32bits(x) &^ (1 << 31)) }

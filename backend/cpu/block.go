@@ -34,6 +34,8 @@ type scratch struct {
 	// AVX2 vector (here, not on the stack: the kernels take its address
 	// through a function value).
 	alpha [8]float32
+	// bounds: a group's rowBounds (here for the reason alpha is).
+	bounds rowBounds
 	// next is the block this worker takes after the one it runs, if it
 	// knows (else -1), and end what the block's last key panel prefetches
 	// (keyPanels.prefetch, blockEnd).

@@ -60,6 +60,13 @@ type kernelSet struct {
 	// attendRows does the same with scores4, rowMax and expSum when it is
 	// nil, and for a scale that is not positive (natural's kernels).
 	scoresSoftmax4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32)
+	// scoresSoftmaxBounded4, if not nil (base2 sets only), is
+	// scoresSoftmax4 on rows that see part of the panel, and on softcapped
+	// scores (rowBounds): softmax4BoundedGo on the dot products. Row r's
+	// keys outside [b.lo[r], b.hi[r]) get weight 0 exactly and leave its m
+	// and l as they are; a row with no key must have a finite m or a NaN
+	// one (an m of -Inf would make it NaN), which attendRows sees to.
+	scoresSoftmaxBounded4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32, b *rowBounds)
 	// steps4, if not nil, is the full steps of groups groups of four rows
 	// against one full key panel (kt, and v its panel value rows): what
 	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,
@@ -93,6 +100,17 @@ type kernelSet struct {
 	// instead.
 	base2   bool
 	natural *kernelSet
+}
+
+// rowBounds is what a bounded step (kernelSet.scoresSoftmaxBounded4) adds
+// to scoresSoftmax4's: row r of the group sees keys [lo[r], hi[r]) of the
+// panel (0 <= lo <= hi <= panel), and where ck != 0 the scores are
+// softcapped first, as softcapRow does it with m2 = -2/c and ck = c·log2e
+// (c the softcap). The assembly reads its fields at fixed offsets (lo 0,
+// hi 16, m2 32, ck 36: BOUNDED4X64).
+type rowBounds struct {
+	lo, hi [4]int32
+	m2, ck float32
 }
 
 // pairKernels compute the query-key dot products of an FP8 problem on

@@ -62,18 +62,19 @@ var avx2Kernels = kernelSet{
 
 // avx512Kernels: 16-wide AVX-512F, with masks for partial rows.
 var avx512Kernels = kernelSet{
-	name:           "avx512",
-	scores4:        scores4AVX512,
-	pv4:            pv4AVX512,
-	pv1:            pv1AVX512,
-	rowMax:         rowMaxAVX512,
-	expSum:         expSumAVX512,
-	scoresSoftmax4: scoresSoftmax4AVX512,
-	steps4:         steps4AVX512,
-	scaleRows:      scaleRowsAVX512,
-	transpose:      transposePanelAVX512,
-	base2:          true,
-	natural:        &avx2Kernels,
+	name:                  "avx512",
+	scores4:               scores4AVX512,
+	pv4:                   pv4AVX512,
+	pv1:                   pv1AVX512,
+	rowMax:                rowMaxAVX512,
+	expSum:                expSumAVX512,
+	scoresSoftmax4:        scoresSoftmax4AVX512,
+	steps4:                steps4AVX512,
+	scoresSoftmaxBounded4: scoresSoftmaxBounded4AVX512,
+	scaleRows:             scaleRowsAVX512,
+	transpose:             transposePanelAVX512,
+	base2:                 true,
+	natural:               &avx2Kernels,
 }
 
 // steps4AVX512 is kernelSet.steps4 in assembly where d is a multiple of 16
@@ -157,6 +158,11 @@ func pairPanelAVX512Checked(dst []uint32, kt []float32, d int) {
 func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32) {
 	_, _, _, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1], m[3], l[3]
 	scoresSoftmax4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0])
+}
+
+func scoresSoftmaxBounded4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32, b *rowBounds) {
+	_, _, _, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1], m[3], l[3]
+	scoresSoftmaxBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], b)
 }
 
 // The wrappers check every slice bound the assembly relies on, so that a
@@ -291,6 +297,14 @@ func expSum16AVX512(s *float32, n int, m float32) float32
 //
 //go:noescape
 func scoresSoftmax4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32)
+
+// scoresSoftmaxBounded4x64AVX512 is kernelSet.scoresSoftmaxBounded4: the
+// products of scores4x64AVX512, softcapped where b.ck != 0 and masked to
+// each row's bounds in registers, then scoresSoftmax4x64AVX512's step
+// (softmax4BoundedGo).
+//
+//go:noescape
+func scoresSoftmaxBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, b *rowBounds)
 
 // steps4x64AVX512 is, for each of groups groups of four rows, the
 // scoresSoftmax4x64AVX512 and pv4x16AVX512 calls of steps4AVX512's loop on

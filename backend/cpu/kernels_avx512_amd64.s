@@ -264,6 +264,23 @@ TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
 	VZEROUPPER
 	RET
 
+// func scoresSoftmaxBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, b *rowBounds)
+// Equals softmax4BoundedGo on the dot products of scores4x64AVX512
+// (kernelSet.scoresSoftmaxBounded4): the products in registers, softcapped
+// and masked to each row's key bounds there (BOUNDED4X64), then the step of
+// scoresSoftmax4x64AVX512 (SOFTMAX4X64).
+TEXT ·scoresSoftmaxBounded4x64AVX512(SB), NOSPLIT, $0-72
+	SCORES4X64(sb4_pairs, sb4_loop, sb4_dots)
+	VBROADCASTSS scale+32(FP), Z27
+	MOVQ b+64(FP), AX
+	BOUNDED4X64(sb4_nocap)
+	MOVQ m+40(FP), R11
+	MOVQ l+48(FP), R12
+	MOVQ alpha+56(FP), R13
+	SOFTMAX4X64(sb4_slow, sb4_rows)
+	VZEROUPPER
+	RET
+
 // func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
 // Equals, for each of groups groups of four query rows (q, acc, m and l
 // advancing by four rows a group), scoresSoftmax4x64AVX512 followed by

@@ -1,5 +1,7 @@
 package cpu
 
+import "math"
+
 // The Go loops that only the tests use: references for the assembly kernels
 // whose production counterparts take another form (the Go kernel set keeps
 // row panels; the fused softmax has no Go counterpart in production).
@@ -35,6 +37,36 @@ func softmax4Go(x []float32, c float32, m, l []float32, alpha *[8]float32) {
 		}
 		l[r] += sum
 	}
+}
+
+// softmax4BoundedGo is kernelSet.scoresSoftmaxBounded4's step in Go on
+// four rows of dot products x (panel each), the reference for the
+// assembly: where b.ck != 0, each score c·x (rounded) softcapped as
+// softcapRow does it, through the set's own exponential (ks.expSum of
+// |c·x|·m2, then softcapOf), and the scale then 1; each row's keys outside
+// [b.lo[r], b.hi[r]) set to -Inf; then softmax4Go.
+func softmax4BoundedGo(ks *kernelSet, x []float32, c float32, m, l []float32, alpha *[8]float32, b *rowBounds) {
+	x = x[:4*panel]
+	if b.ck != 0 {
+		var e [4 * panel]float32
+		for j, xj := range x {
+			x[j] = xj * c
+			e[j] = abs32(x[j]) * b.m2
+		}
+		ks.expSum(e[:], 0)
+		for j, t := range x {
+			x[j] = softcapOf(t, e[j], b.ck)
+		}
+		c = 1
+	}
+	for r := range 4 {
+		for j := range panel {
+			if j < int(b.lo[r]) || j >= int(b.hi[r]) {
+				x[r*panel+j] = float32(math.Inf(-1))
+			}
+		}
+	}
+	softmax4Go(x, c, m, l, alpha)
 }
 
 // refExp returns the Go exponential and expSum of a kernel set's base:

@@ -213,3 +213,112 @@ rows: \
 	VPERMPS Z0, Z16, Z17; \
 	VADDPS (R12), X17, X17; \
 	VMOVUPS X17, (R12)
+
+// The bounded step's constants (BOUNDED4X64): each lane's key index within
+// the panel (64 int32, 0..63), -Inf, and the masks of a float's magnitude
+// and sign.
+DATA keyIdx<>+0(SB)/8, $0x0000000100000000
+DATA keyIdx<>+8(SB)/8, $0x0000000300000002
+DATA keyIdx<>+16(SB)/8, $0x0000000500000004
+DATA keyIdx<>+24(SB)/8, $0x0000000700000006
+DATA keyIdx<>+32(SB)/8, $0x0000000900000008
+DATA keyIdx<>+40(SB)/8, $0x0000000b0000000a
+DATA keyIdx<>+48(SB)/8, $0x0000000d0000000c
+DATA keyIdx<>+56(SB)/8, $0x0000000f0000000e
+DATA keyIdx<>+64(SB)/8, $0x0000001100000010
+DATA keyIdx<>+72(SB)/8, $0x0000001300000012
+DATA keyIdx<>+80(SB)/8, $0x0000001500000014
+DATA keyIdx<>+88(SB)/8, $0x0000001700000016
+DATA keyIdx<>+96(SB)/8, $0x0000001900000018
+DATA keyIdx<>+104(SB)/8, $0x0000001b0000001a
+DATA keyIdx<>+112(SB)/8, $0x0000001d0000001c
+DATA keyIdx<>+120(SB)/8, $0x0000001f0000001e
+DATA keyIdx<>+128(SB)/8, $0x0000002100000020
+DATA keyIdx<>+136(SB)/8, $0x0000002300000022
+DATA keyIdx<>+144(SB)/8, $0x0000002500000024
+DATA keyIdx<>+152(SB)/8, $0x0000002700000026
+DATA keyIdx<>+160(SB)/8, $0x0000002900000028
+DATA keyIdx<>+168(SB)/8, $0x0000002b0000002a
+DATA keyIdx<>+176(SB)/8, $0x0000002d0000002c
+DATA keyIdx<>+184(SB)/8, $0x0000002f0000002e
+DATA keyIdx<>+192(SB)/8, $0x0000003100000030
+DATA keyIdx<>+200(SB)/8, $0x0000003300000032
+DATA keyIdx<>+208(SB)/8, $0x0000003500000034
+DATA keyIdx<>+216(SB)/8, $0x0000003700000036
+DATA keyIdx<>+224(SB)/8, $0x0000003900000038
+DATA keyIdx<>+232(SB)/8, $0x0000003b0000003a
+DATA keyIdx<>+240(SB)/8, $0x0000003d0000003c
+DATA keyIdx<>+248(SB)/8, $0x0000003f0000003e
+GLOBL keyIdx<>(SB), RODATA|NOPTR, $256
+DATA negInf<>+0(SB)/4, $0xff800000
+GLOBL negInf<>(SB), RODATA|NOPTR, $4
+DATA absMask<>+0(SB)/4, $0x7fffffff
+GLOBL absMask<>(SB), RODATA|NOPTR, $4
+DATA signMask<>+0(SB)/4, $0x80000000
+GLOBL signMask<>(SB), RODATA|NOPTR, $4
+
+// SOFTCAP16(x) sets the 16 scores x (dot products) to softcapRow's
+// softcapped c·x, c in Z27: t = c·x rounded, e = 2^(|t|·m2) by EXP16 (m2 in
+// Z28), ck·(1-e) rounded, over 1+e rounded (ck in Z29, one in Z22), t's sign
+// put back (Z30 the magnitude mask, Z31 the sign mask): the operations of
+// softcapRow in its order, so the same bits. Clobbers Z16-Z18.
+#define SOFTCAP16(x) \
+	VMULPS Z27, x, x; \
+	VANDPS Z30, x, Z18; \
+	VMULPS Z28, Z18, Z18; \
+	EXP16(Z18, Z16, Z17); \
+	VSUBPS Z18, Z22, Z16; \
+	VADDPS Z22, Z18, Z18; \
+	VMULPS Z29, Z16, Z16; \
+	VDIVPS Z18, Z16, Z16; \
+	VANDPS Z31, x, x; \
+	VORPS Z16, x, x
+
+// MASK16(x, idx) replaces the lanes of x whose key index (idx) is below
+// the row's lo (Z28) or at least its hi (Z29) by -Inf (Z30).
+#define MASK16(x, idx) \
+	VPCMPD $1, Z28, idx, K1; \
+	VPCMPD $5, Z29, idx, K2; \
+	KORW K2, K1, K1; \
+	VMOVAPS Z30, K1, x
+
+// MASKROW(lo, hi, a, b, c, d) masks one row's four vectors by its bounds
+// at lo(AX) and hi(AX), the key indices in Z16-Z19.
+#define MASKROW(lo, hi, a, b, c, d) \
+	VPBROADCASTD lo(AX), Z28; \
+	VPBROADCASTD hi(AX), Z29; \
+	MASK16(a, Z16); \
+	MASK16(b, Z17); \
+	MASK16(c, Z18); \
+	MASK16(d, Z19)
+
+// BOUNDED4X64(nocap) turns the four rows of dot products in Z0-Z15 (scale
+// c in Z27) into the scores SOFTMAX4X64 takes under the rowBounds at AX
+// (lo[4], hi[4] int32, m2 and ck float32): where ck != 0, each softcapped
+// (SOFTCAP16) and Z27 set to 1 (the scores are then scaled); then each
+// row's lanes outside [lo, hi) set to -Inf. nocap names its label.
+// Clobbers Z16-Z31, K1, K2 and R8.
+#define BOUNDED4X64(nocap) \
+	MOVL 36(AX), R8; \
+	TESTL R8, R8; \
+	JZ nocap; \
+	EXP16_CONSTANTS; \
+	VBROADCASTSS 32(AX), Z28; \
+	VBROADCASTSS 36(AX), Z29; \
+	VPBROADCASTD absMask<>(SB), Z30; \
+	VPBROADCASTD signMask<>(SB), Z31; \
+	SOFTCAP16(Z0); SOFTCAP16(Z1); SOFTCAP16(Z2); SOFTCAP16(Z3); \
+	SOFTCAP16(Z4); SOFTCAP16(Z5); SOFTCAP16(Z6); SOFTCAP16(Z7); \
+	SOFTCAP16(Z8); SOFTCAP16(Z9); SOFTCAP16(Z10); SOFTCAP16(Z11); \
+	SOFTCAP16(Z12); SOFTCAP16(Z13); SOFTCAP16(Z14); SOFTCAP16(Z15); \
+	VMOVAPS Z22, Z27; \
+nocap: \
+	VMOVDQU32 keyIdx<>+0(SB), Z16; \
+	VMOVDQU32 keyIdx<>+64(SB), Z17; \
+	VMOVDQU32 keyIdx<>+128(SB), Z18; \
+	VMOVDQU32 keyIdx<>+192(SB), Z19; \
+	VPBROADCASTD negInf<>(SB), Z30; \
+	MASKROW(0, 16, Z0, Z1, Z2, Z3); \
+	MASKROW(4, 20, Z4, Z5, Z6, Z7); \
+	MASKROW(8, 24, Z8, Z9, Z10, Z11); \
+	MASKROW(12, 28, Z12, Z13, Z14, Z15)

@@ -1,0 +1,130 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/sdpatest"
+)
+
+// TestScoresSoftmaxBounded4 holds every bounded step
+// (kernelSet.scoresSoftmaxBounded4) to the set's own scores4 (its dot
+// products, scale 1) followed by softmax4BoundedGo: random key bounds
+// (whole panels, single keys, empty rows with a finite maximum), softcaps
+// or none, NaN and ±Inf scores inside and outside the bounds, running
+// maxima finite, -Inf or NaN. Keys outside a row's bounds must get weight
+// 0 exactly; and with a softcap and no old maximum, the weights must be
+// the unfused step's (scores4, softcapRow, rowMax and expSum on the row's
+// keys) bit for bit.
+func TestScoresSoftmaxBounded4(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 8))
+	inf, nan := float32(math.Inf(1)), float32(math.NaN())
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	dims := []int{1, 8, 16, 64, 96, 128, 256}
+	caps := []float32{0.5, 5, 30, 50}
+	sets := 0
+	for _, ks := range kernelSets {
+		if ks.scoresSoftmaxBounded4 == nil {
+			continue
+		}
+		sets++
+		masked, exact := 0, 0
+		for trial := 0; trial < 1000; trial++ {
+			d := dims[rng.IntN(len(dims))]
+			q, qok := guarded(rng, 4*d, normal)
+			kt, ktok := guarded(rng, d*panel, normal)
+			s, sok := guarded(rng, 4*panel, normal)
+			scale := float32(6 / math.Sqrt(float64(d)))
+			m, l := make([]float32, 4), make([]float32, 4)
+			fresh := trial%3 == 0 // no old maxima: the unfused step's case
+			var b rowBounds
+			for r := range 4 {
+				lo := rng.IntN(panel + 1)
+				hi := lo + rng.IntN(panel+1-lo)
+				switch rng.IntN(5) {
+				case 0:
+					lo, hi = 0, panel
+				case 1:
+					hi = min(lo+1, panel)
+				}
+				b.lo[r], b.hi[r] = int32(lo), int32(hi)
+				switch {
+				case fresh:
+					m[r], l[r] = -inf, 0
+					b.lo[r], b.hi[r] = int32(min(lo, panel-1)), int32(max(hi, min(lo, panel-1)+1))
+				case rng.IntN(4) == 0 && lo < hi:
+					m[r], l[r] = -inf, 0
+				default:
+					m[r], l[r] = float32(4*rng.NormFloat64()), float32(rng.Float64()*50)
+				}
+			}
+			var c float32 // the softcap, or 0
+			if fresh || rng.IntN(2) == 0 {
+				c = caps[rng.IntN(len(caps))]
+				b.m2, b.ck = -2/c, c*float32(math.Log2E)
+			}
+			switch rng.IntN(8) {
+			case 0: // a column of ±Inf (and NaN where a q element is 0)
+				kt[rng.IntN(d*panel)] = inf * float32(1-2*rng.IntN(2))
+			case 1: // a column of NaN: one NaN score per row, inside some rows' bounds or not
+				kt[rng.IntN(d*panel)] = nan
+			}
+			if trial%50 == 7 && !fresh {
+				m[rng.IntN(4)] = nan
+			}
+			ws, wm, wl := make([]float32, 4*panel), append([]float32(nil), m...), append([]float32(nil), l...)
+			mOld := append([]float32(nil), m...)
+			var wa, a [8]float32
+			ks.scores4(ws, q, kt, d, 1)
+			softmax4BoundedGo(ks, ws, scale, wm, wl, &wa, &b)
+			ks.scoresSoftmaxBounded4(s, q, kt, d, scale, m, l, &a, &b)
+			where := fmt.Sprintf("%s d=%d bounds %v..%v softcap ck %v", ks.name, d, b.lo, b.hi, b.ck)
+			if msg := softmax4Mismatch(s, m, l, a[:], ws, wm, wl, wa[:], mOld); msg != "" {
+				t.Fatalf("%s: %s (m %v -> %v, want %v; l %v want %v; alpha %v want %v)", where, msg, mOld, m, wm, l, wl, a[:4], wa[:4])
+			}
+			for r := range 4 {
+				if l[r] != l[r] {
+					continue
+				}
+				for j := range panel {
+					if (j < int(b.lo[r]) || j >= int(b.hi[r])) && s[r*panel+j] != 0 {
+						t.Fatalf("%s: weight [%d][%d] = %v outside the bounds, want 0", where, r, j, s[r*panel+j])
+					}
+				}
+				if b.lo[r] > 0 || b.hi[r] < panel {
+					masked++
+				}
+			}
+			if fresh && b.ck != 0 {
+				exact++
+				u := make([]float32, 4*panel)
+				ks.scores4(u, q, kt, d, scale)
+				softcapRow(ks, u, c, make([]float32, 4*panel))
+				for r := range 4 {
+					if l[r] != l[r] { // a NaN score: the unfused row is all NaN
+						continue
+					}
+					row := u[r*panel+int(b.lo[r]) : r*panel+int(b.hi[r])]
+					ks.expSum(row, ks.rowMax(row))
+					got := s[r*panel+int(b.lo[r]) : r*panel+int(b.hi[r])]
+					if j := firstMismatch(got, row, 0); j >= 0 && !(got[j] != got[j] && row[j] != row[j]) {
+						t.Fatalf("%s: weight [%d][%d] = %v, the unfused step's %v", where, r, int(b.lo[r])+j, got[j], row[j])
+					}
+				}
+			}
+			for _, ok := range []func() error{qok, ktok, sok} {
+				if err := ok(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		t.Logf("%s: %d masked rows, %d softcapped steps against the unfused one", ks.name, masked, exact)
+	}
+	if sets == 0 {
+		t.Skip("no kernel set here has a bounded step")
+	}
+}
