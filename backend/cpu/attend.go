@@ -189,12 +189,12 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 			}
 			if bounded && !unseen {
 				// The fused step on each row's own keys (padding rows:
-				// the panel's), softcapped where there is a softcap.
+				// the first row's), softcapped where there is a softcap.
 				b := &sc.bounds
 				for r := range 4 {
 					lo, hi := nl[r], nr[r]
 					if g+r >= rowsN {
-						lo, hi = 0, n
+						lo, hi = nl[0], nr[0]
 					}
 					b.lo[r], b.hi[r] = int32(lo), int32(hi)
 				}

@@ -33,6 +33,7 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 		}
 		sets++
 		masked, exact := 0, 0
+		spans := map[[2]int32]int{} // the key vectors the kernel computed, where it reports them
 		for trial := 0; trial < 1000; trial++ {
 			d := dims[rng.IntN(len(dims))]
 			q, qok := guarded(rng, 4*d, normal)
@@ -42,9 +43,14 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			m, l := make([]float32, 4), make([]float32, 4)
 			fresh := trial%3 == 0 // no old maxima: the unfused step's case
 			var b rowBounds
+			narrow, base, w := trial%4 == 2, rng.IntN(panel), rng.IntN(24) // a group's rows a key apart
 			for r := range 4 {
 				lo := rng.IntN(panel + 1)
 				hi := lo + rng.IntN(panel+1-lo)
+				if narrow {
+					lo = min(base+r, panel)
+					hi = min(lo+w, panel)
+				}
 				switch rng.IntN(5) {
 				case 0:
 					lo, hi = 0, panel
@@ -82,6 +88,7 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			ks.scores4(ws, q, kt, d, 1)
 			softmax4BoundedGo(ks, ws, scale, wm, wl, &wa, &b)
 			ks.scoresSoftmaxBounded4(s, q, kt, d, scale, m, l, &a, &b)
+			spans[[2]int32{b.c0, b.n}]++
 			where := fmt.Sprintf("%s d=%d bounds %v..%v softcap ck %v", ks.name, d, b.lo, b.hi, b.ck)
 			if msg := softmax4Mismatch(s, m, l, a[:], ws, wm, wl, wa[:], mOld); msg != "" {
 				t.Fatalf("%s: %s (m %v -> %v, want %v; l %v want %v; alpha %v want %v)", where, msg, mOld, m, wm, l, wl, a[:4], wa[:4])
@@ -122,7 +129,10 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%s: %d masked rows, %d softcapped steps against the unfused one", ks.name, masked, exact)
+		t.Logf("%s: %d masked rows, %d softcapped steps against the unfused one, key vectors [c0, n]: %v", ks.name, masked, exact, spans)
+		if len(spans) > 1 && len(spans) < 10 {
+			t.Errorf("%s: %d of the 10 runs of key vectors tested", ks.name, len(spans))
+		}
 	}
 	if sets == 0 {
 		t.Skip("no kernel set here has a bounded step")

@@ -107,10 +107,13 @@ type kernelSet struct {
 // panel (0 <= lo <= hi <= panel), and where ck != 0 the scores are
 // softcapped first, as softcapRow does it with m2 = -2/c and ck = c·log2e
 // (c the softcap). The assembly reads its fields at fixed offsets (lo 0,
-// hi 16, m2 32, ck 36: BOUNDED4X64).
+// hi 16, m2 32, ck 36: BOUNDED4X64; c0 40, n 44).
 type rowBounds struct {
 	lo, hi [4]int32
 	m2, ck float32
+	// c0 and n: the key vectors of 16 [c0, c0+n) that hold every row's
+	// keys, which the AVX-512 kernel's wrapper sets.
+	c0, n int32
 }
 
 // pairKernels compute the query-key dot products of an FP8 problem on

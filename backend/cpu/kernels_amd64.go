@@ -162,6 +162,12 @@ func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float
 
 func scoresSoftmaxBounded4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32, b *rowBounds) {
 	_, _, _, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1], m[3], l[3]
+	lo, hi := b.lo[0], b.hi[0]
+	for r := 1; r < 4; r++ {
+		lo, hi = min(lo, b.lo[r]), max(hi, b.hi[r])
+	}
+	c0 := min(lo/16, 3)
+	b.c0, b.n = c0, max(c0+1, min((hi+15)/16, 4))-c0
 	scoresSoftmaxBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], b)
 }
 

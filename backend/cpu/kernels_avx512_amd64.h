@@ -424,3 +424,159 @@ loop: \
 	ADDQ $512, DX; \
 	ADDQ $8, CX; \
 	JNZ loop
+
+// STEP4XN(v0, .., b0, b1, b2, b3) for N = 1, 2, 3 is STEP4X4 on the first
+// N of the four key vectors (16N keys): the vectors at v0.. into Z16..,
+// the four floats at b0-b3 broadcast into Z20-Z23, and the multiply-adds
+// into row r's first N accumulators Z4r...
+#define STEP4X1(v0, b0, b1, b2, b3) \
+	VMOVUPS v0, Z16; \
+	VBROADCASTSS b0, Z20; \
+	VBROADCASTSS b1, Z21; \
+	VBROADCASTSS b2, Z22; \
+	VBROADCASTSS b3, Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z16, Z23, Z12
+#define STEP4X2(v0, v1, b0, b1, b2, b3) \
+	VMOVUPS v0, Z16; \
+	VMOVUPS v1, Z17; \
+	VBROADCASTSS b0, Z20; \
+	VBROADCASTSS b1, Z21; \
+	VBROADCASTSS b2, Z22; \
+	VBROADCASTSS b3, Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13
+#define STEP4X3(v0, v1, v2, b0, b1, b2, b3) \
+	VMOVUPS v0, Z16; \
+	VMOVUPS v1, Z17; \
+	VMOVUPS v2, Z18; \
+	VBROADCASTSS b0, Z20; \
+	VBROADCASTSS b1, Z21; \
+	VBROADCASTSS b2, Z22; \
+	VBROADCASTSS b3, Z23; \
+	VFMADD231PS Z16, Z20, Z0; \
+	VFMADD231PS Z17, Z20, Z1; \
+	VFMADD231PS Z18, Z20, Z2; \
+	VFMADD231PS Z16, Z21, Z4; \
+	VFMADD231PS Z17, Z21, Z5; \
+	VFMADD231PS Z18, Z21, Z6; \
+	VFMADD231PS Z16, Z22, Z8; \
+	VFMADD231PS Z17, Z22, Z9; \
+	VFMADD231PS Z18, Z22, Z10; \
+	VFMADD231PS Z16, Z23, Z12; \
+	VFMADD231PS Z17, Z23, Z13; \
+	VFMADD231PS Z18, Z23, Z14
+
+// SCORES4XN_REGS(pairs, loop, done) for N = 16, 32, 48 is SCORES4X64_REGS
+// on the first N keys of the panel at DX (rows 256 bytes apart): row r's
+// dot products in its first N/16 accumulators Z4r..; the others zero.
+#define SCORES4X16_REGS(pairs, loop, done) \
+	LEAQ (SI)(CX*4), R8; \
+	LEAQ (R8)(CX*4), R9; \
+	LEAQ (R9)(CX*4), R10; \
+	ZERO_Z0_Z15; \
+	TESTQ CX, CX; \
+	JZ done; \
+	TESTQ $1, CX; \
+	JZ pairs; \
+	STEP4X1(0(DX), (SI), (R8), (R9), (R10)); \
+	ADDQ $256, DX; \
+	ADDQ $4, SI; \
+	ADDQ $4, R8; \
+	ADDQ $4, R9; \
+	ADDQ $4, R10; \
+	DECQ CX; \
+	JZ done; \
+pairs: \
+	LEAQ (SI)(CX*4), SI; \
+	LEAQ (R8)(CX*4), R8; \
+	LEAQ (R9)(CX*4), R9; \
+	LEAQ (R10)(CX*4), R10; \
+	SHLQ $2, CX; \
+	NEGQ CX; \
+loop: \
+	STEP4X1(0(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
+	STEP4X1(256(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
+	ADDQ $512, DX; \
+	ADDQ $8, CX; \
+	JNZ loop; \
+done:
+#define SCORES4X32_REGS(pairs, loop, done) \
+	LEAQ (SI)(CX*4), R8; \
+	LEAQ (R8)(CX*4), R9; \
+	LEAQ (R9)(CX*4), R10; \
+	ZERO_Z0_Z15; \
+	TESTQ CX, CX; \
+	JZ done; \
+	TESTQ $1, CX; \
+	JZ pairs; \
+	STEP4X2(0(DX), 64(DX), (SI), (R8), (R9), (R10)); \
+	ADDQ $256, DX; \
+	ADDQ $4, SI; \
+	ADDQ $4, R8; \
+	ADDQ $4, R9; \
+	ADDQ $4, R10; \
+	DECQ CX; \
+	JZ done; \
+pairs: \
+	LEAQ (SI)(CX*4), SI; \
+	LEAQ (R8)(CX*4), R8; \
+	LEAQ (R9)(CX*4), R9; \
+	LEAQ (R10)(CX*4), R10; \
+	SHLQ $2, CX; \
+	NEGQ CX; \
+loop: \
+	STEP4X2(0(DX), 64(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
+	STEP4X2(256(DX), 320(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
+	ADDQ $512, DX; \
+	ADDQ $8, CX; \
+	JNZ loop; \
+done:
+#define SCORES4X48_REGS(pairs, loop, done) \
+	LEAQ (SI)(CX*4), R8; \
+	LEAQ (R8)(CX*4), R9; \
+	LEAQ (R9)(CX*4), R10; \
+	ZERO_Z0_Z15; \
+	TESTQ CX, CX; \
+	JZ done; \
+	TESTQ $1, CX; \
+	JZ pairs; \
+	STEP4X3(0(DX), 64(DX), 128(DX), (SI), (R8), (R9), (R10)); \
+	ADDQ $256, DX; \
+	ADDQ $4, SI; \
+	ADDQ $4, R8; \
+	ADDQ $4, R9; \
+	ADDQ $4, R10; \
+	DECQ CX; \
+	JZ done; \
+pairs: \
+	LEAQ (SI)(CX*4), SI; \
+	LEAQ (R8)(CX*4), R8; \
+	LEAQ (R9)(CX*4), R9; \
+	LEAQ (R10)(CX*4), R10; \
+	SHLQ $2, CX; \
+	NEGQ CX; \
+loop: \
+	STEP4X3(0(DX), 64(DX), 128(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
+	STEP4X3(256(DX), 320(DX), 384(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
+	ADDQ $512, DX; \
+	ADDQ $8, CX; \
+	JNZ loop; \
+done:
+
+// SHIFT_CHUNKS moves each row's accumulators up by one key vector (Z4r+1
+// to Z4r+3 take Z4r to Z4r+2): a panel's dot products computed from key
+// vector c0 on, shifted c0 times, sit at their keys' places.
+#define SHIFT_CHUNKS \
+	VMOVAPS Z2, Z3; VMOVAPS Z1, Z2; VMOVAPS Z0, Z1; \
+	VMOVAPS Z6, Z7; VMOVAPS Z5, Z6; VMOVAPS Z4, Z5; \
+	VMOVAPS Z10, Z11; VMOVAPS Z9, Z10; VMOVAPS Z8, Z9; \
+	VMOVAPS Z14, Z15; VMOVAPS Z13, Z14; VMOVAPS Z12, Z13

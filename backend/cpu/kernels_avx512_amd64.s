@@ -268,9 +268,49 @@ TEXT ·scoresSoftmax4x64AVX512(SB), NOSPLIT, $0-64
 // Equals softmax4BoundedGo on the dot products of scores4x64AVX512
 // (kernelSet.scoresSoftmaxBounded4): the products in registers, softcapped
 // and masked to each row's key bounds there (BOUNDED4X64), then the step of
-// scoresSoftmax4x64AVX512 (SOFTMAX4X64).
+// scoresSoftmax4x64AVX512 (SOFTMAX4X64). Only the key vectors [c0, c0+n)
+// that hold some row's keys (b.c0 and b.n: scoresSoftmaxBounded4AVX512)
+// get their products, shifted into place; the others are masked whatever
+// they hold.
 TEXT ·scoresSoftmaxBounded4x64AVX512(SB), NOSPLIT, $0-72
-	SCORES4X64(sb4_pairs, sb4_loop, sb4_dots)
+	MOVQ b+64(FP), AX
+	MOVQ q+8(FP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	MOVL 40(AX), BX
+	MOVL 44(AX), R11
+	MOVQ BX, R12
+	SHLQ $6, R12
+	ADDQ R12, DX
+	CMPQ R11, $3
+	JEQ sb4_n3
+	CMPQ R11, $2
+	JEQ sb4_n2
+	CMPQ R11, $1
+	JEQ sb4_n1
+	SCORES4X64_REGS(sb4_pairs, sb4_loop, sb4_dots)
+	JMP sb4_scored
+
+sb4_n3:
+	SCORES4X48_REGS(sb4_pairs3, sb4_loop3, sb4_dots3)
+	JMP sb4_shift
+
+sb4_n2:
+	SCORES4X32_REGS(sb4_pairs2, sb4_loop2, sb4_dots2)
+	JMP sb4_shift
+
+sb4_n1:
+	SCORES4X16_REGS(sb4_pairs1, sb4_loop1, sb4_dots1)
+
+sb4_shift:
+	TESTQ BX, BX
+	JZ sb4_scored
+	SHIFT_CHUNKS
+	DECQ BX
+	JMP sb4_shift
+
+sb4_scored:
+	MOVQ s+0(FP), DI
 	VBROADCASTSS scale+32(FP), Z27
 	MOVQ b+64(FP), AX
 	BOUNDED4X64(sb4_nocap)
