@@ -99,9 +99,15 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	// Rows see keys [first(i), visible(i)); both grow with i, so the last
 	// row bounds the block's key range and the first row's window starts
 	// it: panels before it are skipped (neither built nor read).
-	nmax := min(br.visible(rowsN-1), kp.kb1*panel)
+	// Each row's keys [rowLo[r], rowHi[r]), once a block (the closures
+	// are calls).
+	rowLo, rowHi := sc.rowLo[:rowsN], sc.rowHi[:rowsN]
+	for r := range rowsN {
+		rowLo[r], rowHi[r] = br.first(r), br.visible(r)
+	}
+	nmax := min(rowHi[rowsN-1], kp.kb1*panel)
 	kb0 := kp.kb0
-	kp.kb0 = max(kp.kb0, br.first(0)/panel)
+	kp.kb0 = max(kp.kb0, rowLo[0]/panel)
 	fused := br.softcap == 0 // the fused steps compute the softmax of the raw scores
 	// The bounded fused step (kernelSet.scoresSoftmaxBounded4) takes the
 	// groups the fused steps do not: rows that see part of a panel, and
@@ -117,7 +123,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		bounded = bounded && capCK != 0
 	}
 	amxAble := func(kb, g int) bool {
-		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || br.visible(g) < (kb+1)*panel || br.first(g+amxRows-1) > kb*panel {
+		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || rowHi[g] < (kb+1)*panel || rowLo[g+amxRows-1] > kb*panel {
 			return false
 		}
 		_, _, ok := kp.amx(kb)
@@ -134,13 +140,13 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				continue
 			}
 			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
-			full := fused && n == panel && g+4 <= rowsN && br.visible(g) >= j0+panel && br.first(g+3) <= j0
+			full := fused && n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
 			if ks.steps4 != nil && amxRowsOK == 0 && full {
 				// This group and every later full one (visible keys only
 				// grow with the row; a window's first key too, so the
 				// full groups end where it passes j0) in one call.
 				e := rowsN &^ 3
-				for e > g+4 && br.first(e-1) > j0 {
+				for e > g+4 && rowLo[e-1] > j0 {
 					e -= 4
 				}
 				var pf ahead
@@ -175,8 +181,8 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				if i >= rowsN { // padding: its output is never written
 					continue
 				}
-				nr[r] = max(0, min(n, br.visible(i)-j0))
-				nl[r] = min(nr[r], max(0, br.first(i)-j0))
+				nr[r] = max(0, min(n, rowHi[i]-j0))
+				nl[r] = min(nr[r], max(0, rowLo[i]-j0))
 				lo4, common = max(lo4, nl[r]), min(common, nr[r])
 				if nr[r] > nl[r] {
 					seen = true
@@ -261,7 +267,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	}
 	// A row has an output where it sees a key of the range [kb0, kb1)
 	// panels.
-	sees := func(r int) bool { return max(br.first(r), kb0*panel) < min(br.visible(r), kp.kb1*panel) }
+	sees := func(r int) bool { return max(rowLo[r], kb0*panel) < min(rowHi[r], kp.kb1*panel) }
 	mScale := float32(1) // m in natural units: m·mScale
 	if ks.base2 {
 		mScale = math.Ln2

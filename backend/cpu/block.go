@@ -30,6 +30,8 @@ type scratch struct {
 	acc     []float32 // query rows × D running output
 	m, l    []float32 // running max and sum per query row
 	f       []float32 // per query row: the output's factor (attendRows)
+	// rowLo, rowHi: per query row, the keys it sees (attendRows).
+	rowLo, rowHi []int
 	// alpha: the rescale factors of one group of four rows, padded to one
 	// AVX2 vector (here, not on the stack: the kernels take its address
 	// through a function value).
@@ -69,6 +71,8 @@ func (c *call) getScratch() *scratch {
 	sc.m = freelist.Grow(sc.m, rows)
 	sc.l = freelist.Grow(sc.l, rows)
 	sc.f = freelist.Grow(sc.f, rows)
+	sc.rowLo = freelist.Grow(sc.rowLo, rows)
+	sc.rowHi = freelist.Grow(sc.rowHi, rows)
 	return sc
 }
 

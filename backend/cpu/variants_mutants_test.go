@@ -14,11 +14,11 @@ func TestVariantsCatchMutants(t *testing.T) {
 	dense, paged := []string{"TestConformance"}, []string{"TestPagedAttention"}
 	mutant.Run(t, []mutant.Mutant{
 		{Name: "a window one key wider at its edge", File: "backend/cpu/attend.go", Pkg: pkg,
-			Old: "nl[r] = min(nr[r], max(0, br.first(i)-j0))", New: "nl[r] = min(nr[r], max(0, br.first(i)-j0-1))", Tests: dense},
+			Old: "nl[r] = min(nr[r], max(0, rowLo[i]-j0))", New: "nl[r] = min(nr[r], max(0, rowLo[i]-j0-1))", Tests: dense},
 		{Name: "a block skips the panel its window starts in", File: "backend/cpu/attend.go", Pkg: pkg,
-			Old: "kp.kb0 = max(kp.kb0, br.first(0)/panel)", New: "kp.kb0 = max(kp.kb0, (br.first(0)+panel-1)/panel)", Tests: dense},
+			Old: "kp.kb0 = max(kp.kb0, rowLo[0]/panel)", New: "kp.kb0 = max(kp.kb0, (rowLo[0]+panel-1)/panel)", Tests: dense},
 		{Name: "fused steps for rows past a window's edge", File: "backend/cpu/attend.go", Pkg: pkg,
-			Old: "br.visible(g) >= j0+panel && br.first(g+3) <= j0", New: "br.visible(g) >= j0+panel && br.first(g) <= j0", Tests: dense},
+			Old: "rowHi[g] >= j0+panel && rowLo[g+3] <= j0", New: "rowHi[g] >= j0+panel && rowLo[g] <= j0", Tests: dense},
 		{Name: "a sink counted twice", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "d += float32(math.Exp(", New: "d += 2 * float32(math.Exp(", Tests: dense},
 		{Name: "the sink in the LSE", File: "backend/cpu/attend.go", Pkg: pkg,
