@@ -47,6 +47,9 @@ type keyPanels struct {
 	// set has pairKernels), for its steps. (Not slices here: a slice of kp
 	// passed to a function value would move kp's closures to the heap.)
 	pairs bool
+	// vFinite, where not nil, says whether panel kb's value rows are all
+	// finite (call.vFinite), once get(kb) has returned.
+	vFinite []bool
 	// amx, where not nil, gives panel kb's AMX operands, followed by the
 	// next panels' (call after get), and whether the AMX path may take it.
 	amx func(kb int) (kB, vB []uint16, ok bool)
@@ -206,6 +209,19 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				}
 				b.m2, b.ck = capM2, capCK
 				ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
+				if kp.vFinite != nil && kp.vFinite[kb] {
+					// Each row's keys outside its own weigh 0 exactly,
+					// and 0·v = 0 for finite v: one P·V over the keys of
+					// all four rows.
+					u0, u1 := n, 0
+					for r := range 4 {
+						if g+r < rowsN && nr[r] > nl[r] {
+							u0, u1 = min(u0, nl[r]), max(u1, nr[r])
+						}
+					}
+					ks.pv4(acc[g*D:(g+4)*D], s[u0:], vb[u0*D:], D, u1-u0, (*[4]float32)(alpha[:4]))
+					continue
+				}
 			} else {
 				ks.scores4(s, qg, kt, D, scoreScale)
 				if br.softcap > 0 {

@@ -189,6 +189,9 @@ func (c *call) buildPanel(sc *scratch, it int) {
 	if c.pairs {
 		c.ks.pairs.panel(c.kt16[it*D/2*panel:(it+1)*D/2*panel], kt, D)
 	}
+	if len(c.vFinite) > 0 {
+		c.vFinite[it] = c.ks.allFinite(c.values()[off : off+n*D])
+	}
 	if c.amxOn {
 		c.amxOK[it] = false
 		if n == panel {
@@ -257,6 +260,7 @@ func (c *call) block(sc *scratch, it int) {
 	v := c.values()[vOff : vOff+p.Sk*D]
 
 	kp := c.densePanels(sc, kvh, v)
+	kp.vFinite = c.finitePanels(kvh)
 	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
 	if c.pairs {
 		c.ks.pairs.rows(sc.q16[:rows*D/2], q)
@@ -329,6 +333,16 @@ func (c *call) densePanels(sc *scratch, kvh int, v []float32) keyPanels {
 		}
 	}
 	return kp
+}
+
+// finitePanels is call.vFinite of KV head kvh's panels, or nil where the
+// call does not fill it. (Not in densePanels, which must stay small
+// enough to inline: its closures would move to the heap.)
+func (c *call) finitePanels(kvh int) []bool {
+	if len(c.vFinite) == 0 {
+		return nil
+	}
+	return c.vFinite[kvh*c.panels : (kvh+1)*c.panels]
 }
 
 // panelInputs is what the first block to reach panel kb of KV head kvh
@@ -500,6 +514,7 @@ func (c *call) packedBlock(sc *scratch, it int) {
 		outScale = p.VScale[kvh]
 	}
 	kp := c.densePanels(sc, kvh, v)
+	kp.vFinite = c.finitePanels(kvh)
 	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
 	sc.end = ahead{}
 	br := blockRows{

@@ -138,3 +138,34 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 		t.Skip("no kernel set here has a bounded step")
 	}
 }
+
+// TestAllFinite holds every set's allFinite to allFiniteGo: random lengths
+// (whole vectors and not), one ±Inf or NaN at a random place or none.
+func TestAllFinite(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	bad := []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	for _, ks := range kernelSets {
+		found := 0
+		for trial := 0; trial < 2000; trial++ {
+			x, ok := guarded(rng, rng.IntN(200), func(int) float32 { return float32(rng.NormFloat64() * 1e30) })
+			if len(x) > 0 && rng.IntN(3) > 0 {
+				x[rng.IntN(len(x))] = bad[rng.IntN(len(bad))]
+			}
+			want := allFiniteGo(x)
+			if got := ks.allFinite(x); got != want {
+				t.Fatalf("%s: allFinite of %d elements = %v, want %v", ks.name, len(x), got, want)
+			}
+			if !want {
+				found++
+			}
+			if err := ok(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if found == 0 {
+			t.Errorf("%s: no trial held a non-finite element", ks.name)
+		}
+	}
+}

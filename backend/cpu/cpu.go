@@ -225,7 +225,12 @@ type call struct {
 	amxOn, amxExact bool
 	kAMX, vAMX      []uint16
 	amxOK           []bool
-	scratch         freelist.List[scratch] // one per worker, reused
+	// vFinite, where the call has a mask or a window and the set a bounded
+	// step, says whether each panel's value rows are all finite
+	// (kernelSet.allFinite): a group's P·V may then run over the keys of
+	// all its rows, each row's others weighing 0 exactly.
+	vFinite []bool
+	scratch freelist.List[scratch] // one per worker, reused
 }
 
 // Attention computes p.Out (and p.LSE). A nil backend (one not made by New
@@ -270,6 +275,10 @@ func (b *Backend) Attention(p *backend.Problem) error {
 		c.kAMX = freelist.Grow(c.kAMX, panels*amxPanelSize(p.D))
 		c.vAMX = freelist.Grow(c.vAMX, panels*amxPanelSize(p.D))
 		c.amxOK = freelist.Grow(c.amxOK, panels)
+	}
+	c.vFinite = c.vFinite[:0]
+	if c.ks.scoresSoftmaxBounded4 != nil && (p.Mask != backend.NoMask || p.SlidingWindow > 0) {
+		c.vFinite = freelist.Grow(c.vFinite, panels)
 	}
 	if cap(c.panelState) < panels {
 		c.panelState = make([]atomic.Int32, panels)

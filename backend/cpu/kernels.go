@@ -77,6 +77,9 @@ type kernelSet struct {
 	// pairs (pairKernels), for query rows and key panels whose elements
 	// bfloat16 holds exactly: those of an FP8 problem.
 	pairs *pairKernels
+	// allFinite reports whether no element of x is ±Inf or NaN
+	// (allFiniteGo).
+	allFinite func(x []float32) bool
 	// scaleRows sets dst[r*stride+c] = f[r]·src[r*d+c] for rows r < len(f)
 	// and c < d: the rows' outputs from their accumulators, in one call.
 	scaleRows func(dst []float32, stride int, src []float32, d int, f []float32)
@@ -240,8 +243,20 @@ var goKernels = kernelSet{
 	rowMax:    rowMaxGo,
 	expSum:    expSumGo,
 	scaleRows: scaleRowsGo,
+	allFinite: allFiniteGo,
 	transpose: rowPanel,
 	rowPanels: true,
+}
+
+// allFiniteGo is kernelSet.allFinite in Go: x-x is 0 for finite x, NaN
+// for ±Inf and NaN.
+func allFiniteGo(x []float32) bool {
+	for _, v := range x {
+		if v-v != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // scaleRowsGo is kernelSet.scaleRows in Go.

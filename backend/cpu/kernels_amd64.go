@@ -57,6 +57,7 @@ var avx2Kernels = kernelSet{
 	rowMax:    rowMaxAVX2,
 	expSum:    expSumAVX2,
 	scaleRows: scaleRowsGo,
+	allFinite: allFiniteGo,
 	transpose: transposePanelAVX2,
 }
 
@@ -72,6 +73,7 @@ var avx512Kernels = kernelSet{
 	steps4:                steps4AVX512,
 	scoresSoftmaxBounded4: scoresSoftmaxBounded4AVX512,
 	scaleRows:             scaleRowsAVX512,
+	allFinite:             allFiniteAVX512,
 	transpose:             transposePanelAVX512,
 	base2:                 true,
 	natural:               &avx2Kernels,
@@ -360,6 +362,21 @@ func transpose8x8AVX2(dst *float32, ldDst int, src *float32, ldSrc int)
 //
 //go:noescape
 func scaleRows16AVX512(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+
+// finite16AVX512 is allFiniteGo on x[:n], n a positive multiple of 16.
+//
+//go:noescape
+func finite16AVX512(x *float32, n int) bool
+
+// allFiniteAVX512 is kernelSet.allFinite: whole vectors of 16 in assembly,
+// the rest in Go.
+func allFiniteAVX512(x []float32) bool {
+	n := len(x) &^ 15
+	if n > 0 && !finite16AVX512(&x[0], n) {
+		return false
+	}
+	return allFiniteGo(x[n:])
+}
 
 // scaleRowsAVX512 is kernelSet.scaleRows in one assembly call.
 func scaleRowsAVX512(dst []float32, stride int, src []float32, d int, f []float32) {

@@ -21,6 +21,7 @@ var neonKernels = kernelSet{
 	rowMax:    rowMaxNEON,
 	expSum:    expSumNEON,
 	scaleRows: scaleRowsNEON,
+	allFinite: allFiniteGo,
 	transpose: transposePanelNEON,
 }
 

@@ -20,6 +20,10 @@ GLOBL quietBit<>(SB), RODATA|NOPTR, $4
 DATA highHalf<>+0(SB)/4, $0xffff0000
 GLOBL highHalf<>(SB), RODATA|NOPTR, $4
 
+// posInf is +Inf (finite16AVX512).
+DATA posInf<>+0(SB)/4, $0x7f800000
+GLOBL posInf<>(SB), RODATA|NOPTR, $4
+
 // func scores4x64AVX512(s, q, kt *float32, d int, scale float32)
 // Equals scores4Go. All 4 rows x 64 keys in sixteen accumulators, fed per i
 // by four kt loads and four q broadcasts.
@@ -425,6 +429,30 @@ TEXT ·softmax4x64AVX512(SB), NOSPLIT, $0-40
 	VBROADCASTSS scale+8(FP), Z27
 	LOAD4X64
 	SOFTMAX4X64(sm4_slow, sm4_rows)
+	VZEROUPPER
+	RET
+
+// func finite16AVX512(x *float32, n int) bool
+// Equals allFiniteGo on x[:n], n a positive multiple of 16: each vector's
+// magnitudes compared with +Inf, not less (Inf) or unordered (NaN) lanes
+// gathered in K2.
+TEXT ·finite16AVX512(SB), NOSPLIT, $0-17
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $4, CX
+	VPBROADCASTD absMask<>(SB), Z1
+	VPBROADCASTD posInf<>(SB), Z2
+	KXORW K2, K2, K2
+
+finite_loop:
+	VANDPS (SI), Z1, Z0
+	VCMPPS $5, Z2, Z0, K1
+	KORW K1, K2, K2
+	ADDQ $64, SI
+	DECQ CX
+	JNZ finite_loop
+	KORTESTW K2, K2
+	SETEQ ret+16(FP)
 	VZEROUPPER
 	RET
 
