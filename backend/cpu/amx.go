@@ -45,6 +45,9 @@ type amxOps struct {
 	// softmax4 is scoresSoftmax4 on four rows of dot products already in
 	// s.
 	softmax4 func(s []float32, scale float32, m, l []float32, alpha []float32)
+	// softmax4Bounded is softmax4 on rows that see part of the panel
+	// (rowBounds, no softcap): softmax4BoundedGo.
+	softmax4Bounded func(s []float32, scale float32, m, l []float32, alpha []float32, b *rowBounds)
 	// update sets acc = acc·alpha[r] + t on rows of d floats.
 	update func(acc, t []float32, d int, alpha []float32, rows int)
 	// attend64, if not nil, is amxStep on a run of panels at D 64 in one
@@ -64,6 +67,11 @@ type amxGroup struct {
 	m, l       []float32
 	alpha, acc []float32
 	scale      float32
+	// bounds, where not nil, holds for each panel of the run the key
+	// bounds of its four groups of four rows (4·panels), which the softmax
+	// masks to (softmax4Bounded): each row's other keys weigh 0, and the
+	// panel's values, all finite (packAMXPanel), add 0 for them.
+	bounds []rowBounds
 	// exact says that every element of Q, K and V is a bfloat16 (an FP8
 	// problem's code values): their m and l parts are zero, and attend64
 	// leaves out the nine products of those (the results are the same, bit
@@ -241,18 +249,23 @@ func (c *call) amxGroups(sc *scratch, rowsN int, kp keyPanels, nmax int, able fu
 				run++
 			}
 			kB, vB, _ := kp.amx(kb)
+			bounds := c.amxBounds(sc, g, kb, run)
 			if x.attend64 != nil && D == 64 {
 				sc.group = amxGroup{
 					qa: qa, kB: kB, vB: vB, panels: run,
 					s: sc.s16, pa: sc.pa, t: sc.t,
 					m: m[g : g+amxRows], l: l[g : g+amxRows], alpha: sc.alpha16[:], acc: acc[g*D : (g+amxRows)*D],
-					scale: scoreScale, exact: c.amxExact,
+					scale: scoreScale, exact: c.amxExact, bounds: bounds,
 				}
 				x.attend64(&sc.group)
 			} else {
 				sz := amxPanelSize(D)
 				for i := range run {
-					c.amxStep(sc, g, qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], scoreScale, m, l, acc)
+					var b []rowBounds
+					if bounds != nil {
+						b = bounds[4*i : 4*i+4]
+					}
+					c.amxStep(sc, g, qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], scoreScale, m, l, acc, b)
 				}
 			}
 			kb += run
@@ -260,16 +273,42 @@ func (c *call) amxGroups(sc *scratch, rowsN int, kp keyPanels, nmax int, able fu
 	}
 }
 
+// amxBounds returns the key bounds of rows g..g+15 of the block (the
+// scratch's rowLo and rowHi) in each of panels kb..kb+run-1
+// (amxGroup.bounds), or nil where every row sees every key of them.
+func (c *call) amxBounds(sc *scratch, g, kb, run int) []rowBounds {
+	lo, hi := sc.rowLo[g:g+amxRows], sc.rowHi[g:g+amxRows]
+	if lo[amxRows-1] <= kb*panel && hi[0] >= (kb+run)*panel {
+		return nil
+	}
+	bounds := sc.amxBounds[:4*run]
+	for i := range run {
+		j0 := (kb + i) * panel
+		for r := range amxRows {
+			b := &bounds[4*i+r/4]
+			b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0)))
+			b.hi[r%4] = int32(min(panel, max(0, hi[r]-j0)))
+			b.m2, b.ck = 0, 0
+		}
+	}
+	return bounds
+}
+
 // amxStep runs one key panel for query rows g..g+15 of a block: scores by
 // AMX into sc.s16, the online-softmax step on them four rows at a time,
 // the weights split, P·V by AMX into sc.t, and acc rescaled and added. qa
 // holds the group's query parts (part stride 16·D), kB and vB the panel's
-// operands.
-func (c *call) amxStep(sc *scratch, g int, qa []uint16, kB, vB []uint16, scoreScale float32, m, l, acc []float32) {
+// operands; bounds, where not nil, the rows' key bounds in the panel
+// (amxGroup.bounds).
+func (c *call) amxStep(sc *scratch, g int, qa []uint16, kB, vB []uint16, scoreScale float32, m, l, acc []float32, bounds []rowBounds) {
 	x, D := c.ks.amx, c.d
 	s, alpha := sc.s16, sc.alpha16[:]
 	x.gemm(s, panel, qa, D, amxRows*D, kB, 64*D, 4*amxTile, D/32)
 	for r := 0; r < amxRows; r += 4 {
+		if bounds != nil {
+			x.softmax4Bounded(s[r*panel:], scoreScale, m[g+r:], l[g+r:], alpha[r:], &bounds[r/4])
+			continue
+		}
 		x.softmax4(s[r*panel:], scoreScale, m[g+r:], l[g+r:], alpha[r:])
 	}
 	x.splitRows(sc.pa, amxRows*panel, panel, s, panel, amxRows, panel/32)

@@ -33,7 +33,9 @@ func withAMX(name string, gemm func(c []float32, ldc int, a []uint16, lda, aPart
 		splitRows:  amxSplitRowsAsm,
 		splitPairs: amxSplitPairsAsm,
 		softmax4:   softmax4AVX512,
-		update:     amxUpdateAsm,
+
+		softmax4Bounded: softmaxBounded4AVX512,
+		update:          amxUpdateAsm,
 	}
 	if fused {
 		ks.amx.attend64 = amxAttend64Asm
@@ -50,6 +52,11 @@ func hasAMX() bool {
 func softmax4AVX512(s []float32, scale float32, m, l []float32, alpha []float32) {
 	_, _, _, _ = s[4*panel-1], m[3], l[3], alpha[7]
 	softmax4x64AVX512(&s[0], scale, &m[0], &l[0], &alpha[0])
+}
+
+func softmaxBounded4AVX512(s []float32, scale float32, m, l []float32, alpha []float32, b *rowBounds) {
+	_, _, _, _ = s[4*panel-1], m[3], l[3], alpha[7]
+	softmaxBounded4x64AVX512(&s[0], scale, &m[0], &l[0], &alpha[0], b)
 }
 
 // The wrappers check every bound the assembly relies on, so that a wrong
@@ -122,6 +129,10 @@ func amxAttend64Asm(a *amxGroup) {
 	if a.exact {
 		args.exact = 1
 	}
+	if a.bounds != nil {
+		_ = a.bounds[4*a.panels-1]
+		args.bounds = &a.bounds[0]
+	}
 	amxAttend64(&args)
 }
 
@@ -137,6 +148,9 @@ type amxGroupArgs struct {
 	alpha, acc *float32
 	scale      float32
 	exact      int64 // amxGroup.exact: 1, else 0
+	// bounds: amxGroup.bounds (nil: none), advanced a panel at a time by
+	// amxAttend64.
+	bounds *rowBounds
 }
 
 //go:noescape
@@ -147,5 +161,8 @@ func amxUpdate(acc, t *float32, d int, alpha *float32, rows int)
 
 //go:noescape
 func softmax4x64AVX512(s *float32, scale float32, m, l, alpha *float32)
+
+//go:noescape
+func softmaxBounded4x64AVX512(s *float32, scale float32, m, l, alpha *float32, b *rowBounds)
 
 func amxConfigRelease()

@@ -158,8 +158,9 @@ func TestAMXUpdate(t *testing.T) {
 	}
 }
 
-// TestAMXSoftmax4 holds softmax4 (on dot products) to softmax4Go, as
-// TestScoresSoftmax4 holds the fused kernel.
+// TestAMXSoftmax4 holds softmax4 (on dot products) to softmax4Go, and
+// softmax4Bounded to softmax4BoundedGo, as TestScoresSoftmax4 and
+// TestScoresSoftmaxBounded4 hold the fused kernels.
 func TestAMXSoftmax4(t *testing.T) {
 	amxTestable(t)
 	seed := sdpatest.Seed()
@@ -182,9 +183,31 @@ func TestAMXSoftmax4(t *testing.T) {
 		wm, wl := append([]float32(nil), m...), append([]float32(nil), l...)
 		mOld := append([]float32(nil), m...)
 		var wa [8]float32
-		softmax4Go(ws, scale, wm, wl, &wa)
 		alpha := make([]float32, 8)
-		softmax4AVX512(s, scale, m, l, alpha)
+		// Every other trial masks the rows to key bounds (softmax4Bounded),
+		// each row seeing a key where its m is -Inf.
+		if trial%2 == 1 {
+			var b rowBounds
+			for r := range 4 {
+				lo := rng.IntN(panel)
+				b.lo[r], b.hi[r] = int32(lo), int32(lo+1+rng.IntN(panel-lo))
+				if m[r] > float32(math.Inf(-1)) && rng.IntN(4) == 0 {
+					b.hi[r] = b.lo[r] // no key
+				}
+			}
+			softmax4BoundedGo(&avx512Kernels, ws, scale, wm, wl, &wa, &b)
+			softmaxBounded4AVX512(s, scale, m, l, alpha, &b)
+			for r := range 4 {
+				for j := range panel {
+					if (j < int(b.lo[r]) || j >= int(b.hi[r])) && l[r] == l[r] && s[r*panel+j] != 0 {
+						t.Fatalf("trial %d: weight [%d][%d] = %v outside bounds %v..%v, want 0", trial, r, j, s[r*panel+j], b.lo, b.hi)
+					}
+				}
+			}
+		} else {
+			softmax4Go(ws, scale, wm, wl, &wa)
+			softmax4AVX512(s, scale, m, l, alpha)
+		}
 		if msg := softmax4Mismatch(s, m, l, alpha, ws, wm, wl, wa[:], mOld); msg != "" {
 			t.Fatalf("trial %d: %s", trial, msg)
 		}
@@ -333,7 +356,7 @@ func BenchmarkAMX(b *testing.B) {
 			for r := range mm {
 				mm[r] = 30
 			}
-			c.amxStep(sc, 0, sc.qa, kB, vB, 0.125, mm, ll, aa)
+			c.amxStep(sc, 0, sc.qa, kB, vB, 0.125, mm, ll, aa, nil)
 		}
 		b.ReportMetric(float64(4*amxRows*panel*d)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 	})
@@ -360,7 +383,8 @@ func BenchmarkAMX(b *testing.B) {
 
 // TestAMXAttend64 holds the fused assembly to amxStep panel by panel on
 // the same tile products: the same running maxima, sums and outputs bit for
-// bit, on runs of one to five panels (AMX CPUs only).
+// bit, on runs of one to five panels, the rows masked to key bounds or not
+// (AMX CPUs only).
 func TestAMXAttend64(t *testing.T) {
 	if !hasAMX() {
 		t.Skip("no AMX on this CPU (or not granted)")
@@ -389,11 +413,27 @@ func TestAMXAttend64(t *testing.T) {
 			m[r] = float32(math.Inf(-1))
 		}
 		wm, wl, wacc := append([]float32(nil), m...), append([]float32(nil), l...), append([]float32(nil), acc...)
+		// Trials 4 and up in each ten mask the rows to key bounds in each
+		// panel (amxGroup.bounds), every row seeing a key of each.
+		var bounds []rowBounds
+		if trial%10 >= 4 {
+			bounds = make([]rowBounds, 4*run)
+			for i := range bounds {
+				for r := range 4 {
+					lo := rng.IntN(panel)
+					bounds[i].lo[r], bounds[i].hi[r] = int32(lo), int32(lo+1+rng.IntN(panel-lo))
+				}
+			}
+		}
 		for i := range run {
-			c.amxStep(sc, 0, sc.qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], scale, wm, wl, wacc)
+			var b []rowBounds
+			if bounds != nil {
+				b = bounds[4*i : 4*i+4]
+			}
+			c.amxStep(sc, 0, sc.qa, kB[i*sz:(i+1)*sz], vB[i*sz:(i+1)*sz], scale, wm, wl, wacc, b)
 		}
 		g := amxGroup{qa: sc.qa, kB: kB, vB: vB, panels: run, s: sc.s16, pa: sc.pa, t: sc.t,
-			m: m, l: l, alpha: sc.alpha16[:], acc: acc, scale: scale, exact: exact}
+			m: m, l: l, alpha: sc.alpha16[:], acc: acc, scale: scale, exact: exact, bounds: bounds}
 		if exact { // the operands split as exact ones are: h alone
 			g.qa, g.kB, g.vB = ops[3], ops[4], ops[5]
 		}

@@ -84,9 +84,10 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	clear(acc)
 	s := sc.s[:4*panel]
 	// The AMX path takes groups of 16 rows whose query parts AMX keeps
-	// (amxRowsOK, a bit a group) against the full panels all their rows
-	// see whose elements AMX keeps (amxAble): the loop below leaves those
-	// to amxGroups, which runs them after it.
+	// (amxRowsOK, a bit a group) against the full panels whose elements
+	// AMX keeps, where each of their rows sees a key of the panel
+	// (amxAble): the loop below leaves those to amxGroups, which runs them
+	// after it.
 	var amxRowsOK uint64
 	if kp.amx != nil {
 		part := amxRows * D
@@ -126,8 +127,17 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		bounded = bounded && capCK != 0
 	}
 	amxAble := func(kb, g int) bool {
-		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax || rowHi[g] < (kb+1)*panel || rowLo[g+amxRows-1] > kb*panel {
+		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax {
 			return false
+		}
+		// Each row must see a key of the panel (the AMX softmax masks to
+		// the rows' bounds, amxBounds; a row with none of the panel's
+		// keys and none before would get NaN from its m of -Inf).
+		j0 := kb * panel
+		for r := g; r < g+amxRows; r++ {
+			if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {
+				return false
+			}
 		}
 		_, _, ok := kp.amx(kb)
 		return ok

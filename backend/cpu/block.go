@@ -26,10 +26,12 @@ type scratch struct {
 	qa, pa  []uint16
 	s16, t  []float32
 	alpha16 [amxRows + 4]float32
-	group   amxGroup  // amxGroups' argument (here, not on the heap)
-	acc     []float32 // query rows × D running output
-	m, l    []float32 // running max and sum per query row
-	f       []float32 // per query row: the output's factor (attendRows)
+	group   amxGroup // amxGroups' argument (here, not on the heap)
+	// amxBounds: amxGroup.bounds, 4 a key panel.
+	amxBounds []rowBounds
+	acc       []float32 // query rows × D running output
+	m, l      []float32 // running max and sum per query row
+	f         []float32 // per query row: the output's factor (attendRows)
 	// rowLo, rowHi: per query row, the keys it sees (attendRows).
 	rowLo, rowHi []int
 	// alpha: the rescale factors of one group of four rows, padded to one
@@ -67,6 +69,7 @@ func (c *call) getScratch() *scratch {
 		sc.pa = freelist.Grow(sc.pa, 3*amxRows*panel)
 		sc.s16 = freelist.Grow(sc.s16, amxRows*panel)
 		sc.t = freelist.Grow(sc.t, amxRows*d)
+		sc.amxBounds = freelist.Grow(sc.amxBounds, 4*c.panels)
 	}
 	sc.m = freelist.Grow(sc.m, rows)
 	sc.l = freelist.Grow(sc.l, rows)

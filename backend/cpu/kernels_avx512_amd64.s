@@ -456,6 +456,23 @@ finite_loop:
 	VZEROUPPER
 	RET
 
+// func softmaxBounded4x64AVX512(s *float32, scale float32, m, l, alpha *float32, b *rowBounds)
+// Equals softmax4BoundedGo on dot products already in s (four rows of
+// panel): softmax4x64AVX512 with the rows' scores masked (and softcapped)
+// first (BOUNDED4X64), weights written back into s.
+TEXT ·softmaxBounded4x64AVX512(SB), NOSPLIT, $0-48
+	MOVQ s+0(FP), DI
+	MOVQ m+16(FP), R11
+	MOVQ l+24(FP), R12
+	MOVQ alpha+32(FP), R13
+	MOVQ b+40(FP), AX
+	VBROADCASTSS scale+8(FP), Z27
+	LOAD4X64
+	BOUNDED4X64(smb4_nocap)
+	SOFTMAX4X64(smb4_slow, smb4_rows)
+	VZEROUPPER
+	RET
+
 // func scaleRows16AVX512(dst *float32, stride int, src *float32, d int, f *float32, rows int)
 // Equals scaleRowsGo: each row's d floats of src, 64 then 16 at a time and
 // the last d%16 under a mask, times the row's f, stored at its row of dst.

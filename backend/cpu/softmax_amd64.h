@@ -297,11 +297,10 @@ GLOBL signMask<>(SB), RODATA|NOPTR, $4
 // (lo[4], hi[4] int32, m2 and ck float32): where ck != 0, each softcapped
 // (SOFTCAP16) and Z27 set to 1 (the scores are then scaled); then each
 // row's lanes outside [lo, hi) set to -Inf. nocap names its label.
-// Clobbers Z16-Z31, K1, K2 and R8.
+// Clobbers Z16-Z31 (Z16-Z19 and Z28-Z30 alone where ck is 0), K1 and K2.
 #define BOUNDED4X64(nocap) \
-	MOVL 36(AX), R8; \
-	TESTL R8, R8; \
-	JZ nocap; \
+	CMPL 36(AX), $0; \
+	JEQ nocap; \
 	EXP16_CONSTANTS; \
 	VBROADCASTSS 32(AX), Z28; \
 	VBROADCASTSS 36(AX), Z29; \
