@@ -153,8 +153,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				continue
 			}
 			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
-			full := fused && n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
-			if ks.steps4 != nil && amxRowsOK == 0 && full {
+			whole := n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
+			full := fused && whole
+			// Softcapped full groups: the bounded steps on every key.
+			capped := bounded && br.softcap > 0 && ks.stepsBounded4 != nil && amxRowsOK == 0 && whole
+			if ks.steps4 != nil && amxRowsOK == 0 && full || capped {
 				// This group and every later full one (visible keys only
 				// grow with the row; a window's first key too, so the
 				// full groups end where it passes j0) in one call.
@@ -169,10 +172,15 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 						pf = c.panelInputs(kp.kvh, kb+1)
 					}
 				}
-				if kp.pairs {
+				switch {
+				case capped:
+					b := &sc.bounds
+					*b = rowBounds{hi: [4]int32{panel, panel, panel, panel}, m2: capM2, ck: capCK}
+					ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf, b)
+				case kp.pairs:
 					pi := kp.kvh*c.panels + kb
 					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
-				} else {
+				default:
 					ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
 				}
 				g = e - 4

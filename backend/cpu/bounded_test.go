@@ -169,3 +169,50 @@ func TestAllFinite(t *testing.T) {
 		}
 	}
 }
+
+// TestStepsBounded4 holds every set's stepsBounded4 to its own
+// scoresSoftmaxBounded4 and pv4 called group by group (stepsBounded4 in
+// reference_test.go), bit for bit: random group counts and head dims
+// (multiples of 16 and not), bounds and softcaps as attendRows passes
+// them (every key, a softcap) and others (rows that see part of the panel,
+// no softcap), guard regions around every slice.
+func TestStepsBounded4(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 10))
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	dims := []int{8, 16, 40, 64, 96, 128, 256}
+	for _, ks := range kernelSets {
+		if ks.stepsBounded4 == nil {
+			continue
+		}
+		for trial := 0; trial < 200; trial++ {
+			d, groups := dims[rng.IntN(len(dims))], 1+rng.IntN(16)
+			rows := 4 * groups
+			q, qok := guarded(rng, rows*d, normal)
+			kt, ktok := guarded(rng, d*panel, normal)
+			v, vok := guarded(rng, panel*d, normal)
+			got := newStepState(rng, rows, d, normal)
+			want := got.clone()
+			scale := float32(1 / math.Sqrt(float64(d)))
+			b := rowBounds{hi: [4]int32{panel, panel, panel, panel}}
+			if trial%4 == 3 { // part of the panel
+				for r := range 4 {
+					lo := rng.IntN(panel)
+					b.lo[r], b.hi[r] = int32(lo), int32(lo+1+rng.IntN(panel-lo))
+				}
+			}
+			if trial%3 != 2 {
+				c := float32(1 + 50*rng.Float64())
+				b.m2, b.ck = -2/c, c*float32(math.Log2E)
+			}
+			wb := b
+			var a, wa [8]float32
+			stepsBounded4(ks, want.s, q, kt, v, want.acc, d, scale, want.m, want.l, &wa, groups, &wb)
+			ks.stepsBounded4(got.s, q, kt, v, got.acc, d, scale, got.m, got.l, &a, groups, ahead{}, &b)
+			if err := got.compare(want, qok, ktok, vok); err != nil {
+				t.Fatalf("%s d=%d groups=%d bounds %v..%v ck %v: %v", ks.name, d, groups, b.lo, b.hi, b.ck, err)
+			}
+		}
+	}
+}

@@ -67,6 +67,11 @@ type kernelSet struct {
 	// and l as they are; a row with no key must have a finite m or a NaN
 	// one (an m of -Inf would make it NaN), which attendRows sees to.
 	scoresSoftmaxBounded4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32, b *rowBounds)
+	// stepsBounded4, if not nil, is steps4 with every group's step
+	// scoresSoftmaxBounded4's under the same bounds b (stepsBounded4 in
+	// reference_test.go), P·V over all of the panel's keys: for a softcap
+	// on full panels (bounds [0, panel)).
+	stepsBounded4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b *rowBounds)
 	// steps4, if not nil, is the full steps of groups groups of four rows
 	// against one full key panel (kt, and v its panel value rows): what
 	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,

@@ -72,6 +72,7 @@ var avx512Kernels = kernelSet{
 	scoresSoftmax4:        scoresSoftmax4AVX512,
 	steps4:                steps4AVX512,
 	scoresSoftmaxBounded4: scoresSoftmaxBounded4AVX512,
+	stepsBounded4:         stepsBounded4AVX512,
 	scaleRows:             scaleRowsAVX512,
 	allFinite:             allFiniteAVX512,
 	transpose:             transposePanelAVX512,
@@ -96,6 +97,25 @@ func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float
 	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[panel*d-1], acc[4*groups*d-1]
 	_, _ = m[4*groups-1], l[4*groups-1]
 	steps4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups))
+}
+
+// stepsBounded4AVX512 is kernelSet.stepsBounded4 in assembly where d is a
+// multiple of 16, else group by group.
+func stepsBounded4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b *rowBounds) {
+	if groups <= 0 {
+		return
+	}
+	if d%16 != 0 {
+		for g := range groups {
+			r := 4 * g
+			scoresSoftmaxBounded4AVX512(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha, b)
+			pv4AVX512(acc[r*d:(r+4)*d], s, v, d, panel, (*[4]float32)(alpha[:4]))
+		}
+		return
+	}
+	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[panel*d-1], acc[4*groups*d-1]
+	_, _ = m[4*groups-1], l[4*groups-1]
+	stepsBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups), b)
 }
 
 // avx512BF16Kernels is avx512Kernels with the FP8 score products on
@@ -320,6 +340,13 @@ func scoresSoftmaxBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, 
 //
 //go:noescape
 func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
+
+// stepsBounded4x64AVX512 is stepsBounded4AVX512's loop on d a positive
+// multiple of 16, in one call: steps4x64AVX512 with each group's products
+// masked and softcapped as scoresSoftmaxBounded4x64AVX512 does them.
+//
+//go:noescape
+func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds)
 
 // steps4x64PairsAVX512 is steps4x64AVX512 with the dot products on
 // bfloat16 pairs (pairKernels.steps4).

@@ -349,6 +349,27 @@ steps_group:
 	VZEROUPPER
 	RET
 
+// func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds)
+// Equals steps4x64AVX512 with each group's dot products masked (and
+// softcapped) to the rowBounds b, the same for every group, before the
+// softmax (STEPS_REST_BOUNDED): for each group, scoresSoftmaxBounded4x64AVX512
+// on all 64 keys and pv4x16AVX512 on all of them (kernelSet.stepsBounded4).
+TEXT ·stepsBounded4x64AVX512(SB), NOSPLIT, $40-104
+	STEPS_ENTRY
+
+bsteps_group:
+	MOVQ pf+88(FP), AX
+	PREFETCH5(bsteps_pl0, bsteps_pd0, bsteps_pl1, bsteps_pd1, bsteps_pl2, bsteps_pd2, bsteps_pl3, bsteps_pd3, bsteps_pl4, bsteps_pd4)
+	MOVQ s+0(FP), DI
+	MOVQ 0(SP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	SCORES4X64_REGS(bsteps_spairs, bsteps_sloop, bsteps_sdone)
+	STEPS_REST_BOUNDED(bsteps_nocap, bsteps_slow, bsteps_rows, bsteps_c64, bsteps_u64, bsteps_g64, bsteps_p64, bsteps_l64, bsteps_s64, bsteps_c16, bsteps_l16, bsteps_s16, bsteps_pvdone)
+	JNZ bsteps_group
+	VZEROUPPER
+	RET
+
 // func steps4x64PairsAVX512(s *float32, q, kt *uint32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
 // Equals steps4x64AVX512 with the dot products taken on bfloat16 pairs
 // (SCORES4X64_PAIRS_REGS): q holds the groups' rows as pairRowsGo writes
