@@ -292,15 +292,10 @@ GLOBL signMask<>(SB), RODATA|NOPTR, $4
 	MASK16(c, Z18); \
 	MASK16(d, Z19)
 
-// BOUNDED4X64(nocap) turns the four rows of dot products in Z0-Z15 (scale
-// c in Z27) into the scores SOFTMAX4X64 takes under the rowBounds at AX
-// (lo[4], hi[4] int32, m2 and ck float32): where ck != 0, each softcapped
-// (SOFTCAP16) and Z27 set to 1 (the scores are then scaled); then each
-// row's lanes outside [lo, hi) set to -Inf. nocap names its label.
-// Clobbers Z16-Z31 (Z16-Z19 and Z28-Z30 alone where ck is 0), K1 and K2.
-#define BOUNDED4X64(nocap) \
-	CMPL 36(AX), $0; \
-	JEQ nocap; \
+// SOFTCAP4X64 softcaps the four rows of dot products in Z0-Z15 (scale c
+// in Z27) under the rowBounds at AX (SOFTCAP16, m2 and ck from AX) and
+// sets Z27 to 1: the scores are then scaled. Clobbers Z16-Z31.
+#define SOFTCAP4X64 \
 	EXP16_CONSTANTS; \
 	VBROADCASTSS 32(AX), Z28; \
 	VBROADCASTSS 36(AX), Z29; \
@@ -310,8 +305,11 @@ GLOBL signMask<>(SB), RODATA|NOPTR, $4
 	SOFTCAP16(Z4); SOFTCAP16(Z5); SOFTCAP16(Z6); SOFTCAP16(Z7); \
 	SOFTCAP16(Z8); SOFTCAP16(Z9); SOFTCAP16(Z10); SOFTCAP16(Z11); \
 	SOFTCAP16(Z12); SOFTCAP16(Z13); SOFTCAP16(Z14); SOFTCAP16(Z15); \
-	VMOVAPS Z22, Z27; \
-nocap: \
+	VMOVAPS Z22, Z27
+
+// MASK4X64 sets each row's lanes of Z0-Z15 outside its [lo, hi) of the
+// rowBounds at AX to -Inf. Clobbers Z16-Z19, Z28-Z30, K1 and K2.
+#define MASK4X64 \
 	VMOVDQU32 keyIdx<>+0(SB), Z16; \
 	VMOVDQU32 keyIdx<>+64(SB), Z17; \
 	VMOVDQU32 keyIdx<>+128(SB), Z18; \
@@ -321,3 +319,17 @@ nocap: \
 	MASKROW(4, 20, Z4, Z5, Z6, Z7); \
 	MASKROW(8, 24, Z8, Z9, Z10, Z11); \
 	MASKROW(12, 28, Z12, Z13, Z14, Z15)
+
+// BOUNDED4X64(nocap) turns the four rows of dot products in Z0-Z15 (scale
+// c in Z27) into the scores SOFTMAX4X64 takes under the rowBounds at AX
+// (lo[4], hi[4] int32, m2 and ck float32): where ck != 0, softcapped
+// (SOFTCAP4X64); then each row's lanes outside [lo, hi) set to -Inf
+// (MASK4X64), so that a masked key stays masked, softcap or not. nocap
+// names its label. Clobbers Z16-Z31 (Z16-Z19 and Z28-Z30 alone where ck
+// is 0), K1 and K2.
+#define BOUNDED4X64(nocap) \
+	CMPL 36(AX), $0; \
+	JEQ nocap; \
+	SOFTCAP4X64; \
+nocap: \
+	MASK4X64

@@ -1,0 +1,57 @@
+package cpu_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+// TestBoundedCatchesMutants: the bounded steps (per-row key bounds and a
+// softcap in the fused kernels, the AMX softmax and their drivers), broken
+// on purpose, fail their kernel tests or the conformance suite
+// (FP8ATTN_MUTANTS=1).
+func TestBoundedCatchesMutants(t *testing.T) {
+	const pkg = "./backend/cpu"
+	bounded, steps, finite := []string{"TestScoresSoftmaxBounded4"}, []string{"TestStepsBounded4"}, []string{"TestAllFinite"}
+	amx, dense := []string{"TestAMXAttend64"}, []string{"TestConformance"}
+	// file and text: the bounded kernel's TEXT line, before which a
+	// variant redefines a header's macro (name with its parameters) as body.
+	const file, text = "backend/cpu/kernels_avx512_amd64.s", "TEXT ·scoresSoftmaxBounded4x64AVX512(SB)"
+	redefine := func(name, body string) string {
+		return "#undef " + name[:strings.IndexByte(name, '(')] + "\n#define " + name + " " + body + "\n" + text
+	}
+	mutant.Run(t, []mutant.Mutant{
+		// The macros live in headers, which the assembler reads past the
+		// overlay: these variants redefine one before the kernel's TEXT.
+		{Name: "the mask's lower bound one key high", File: file, Pkg: pkg,
+			Old: text, New: redefine("MASK16(x, idx)", "VPCMPD $2, Z28, idx, K1; VPCMPD $5, Z29, idx, K2; KORW K2, K1, K1; VMOVAPS Z30, K1, x"), Tests: bounded},
+		{Name: "the mask's upper bound one key high", File: file, Pkg: pkg,
+			Old: text, New: redefine("MASK16(x, idx)", "VPCMPD $1, Z28, idx, K1; VPCMPD $6, Z29, idx, K2; KORW K2, K1, K1; VMOVAPS Z30, K1, x"), Tests: bounded},
+		{Name: "the softcap after the mask", File: file, Pkg: pkg,
+			Old: text, New: redefine("BOUNDED4X64(nocap)", "MASK4X64; CMPL 36(AX), $0; JEQ nocap; SOFTCAP4X64; \\\nnocap:"), Tests: bounded},
+		{Name: "tanh without its sign in the kernel", File: file, Pkg: pkg,
+			Old: text, New: redefine("SOFTCAP16(x)", "VMULPS Z27, x, x; VANDPS Z30, x, Z18; VMULPS Z28, Z18, Z18; EXP16(Z18, Z16, Z17); "+
+				"VSUBPS Z18, Z22, Z16; VADDPS Z22, Z18, Z18; VMULPS Z29, Z16, Z16; VDIVPS Z18, Z16, x"), Tests: bounded},
+		{Name: "the first key vector rounded up", File: "backend/cpu/kernels_amd64.go", Pkg: pkg,
+			Old: "c0 := min(lo/16, 3)", New: "c0 := min((lo+15)/16, 3)", Tests: bounded},
+		{Name: "the last key vector left out", File: "backend/cpu/kernels_amd64.go", Pkg: pkg,
+			Old: "min((hi+15)/16, 4)", New: "min(hi/16, 4)", Tests: bounded},
+		{Name: "bounded steps without their bounds", File: file, Pkg: pkg,
+			Old: "STEPS_REST_BOUNDED(bsteps_nocap, bsteps_slow", New: "STEPS_REST(4, bsteps_slow", Tests: steps},
+		{Name: "allFinite blind to infinities", File: "backend/cpu/kernels_avx512_amd64.s", Pkg: pkg,
+			Old: "VCMPPS $5, Z2, Z0, K1", New: "VCMPPS $6, Z2, Z0, K1", Tests: finite},
+		{Name: "amxAttend64 keeps the first panel's bounds", File: "backend/cpu/amx_amd64.s", Pkg: pkg,
+			Old: "ADDQ $192, 104(R8)", New: "ADDQ $0, 104(R8)", Tests: amx},
+		{Name: "one P·V a group over values that are not finite", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "if kp.vFinite != nil && kp.vFinite[kb] {", New: "if kp.vFinite != nil {", Tests: dense},
+		{Name: "a bounded group's P·V one key short", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "u0, u1 = min(u0, nl[r]), max(u1, nr[r])", New: "u0, u1 = min(u0, nl[r]), max(u1, nr[r]-1)", Tests: dense},
+		{Name: "AMX bounds a key wider at a window's edge", File: "backend/cpu/amx.go", Pkg: pkg,
+			Old: "b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0)))", New: "b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0-1)))", Tests: dense},
+		{Name: "AMX takes panels some rows see none of", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", New: "if false && max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", Tests: dense},
+		{Name: "softcapped steps without the softcap", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "*b = rowBounds{hi: [4]int32{panel, panel, panel, panel}, m2: capM2, ck: capCK}", New: "*b = rowBounds{hi: [4]int32{panel, panel, panel, panel}}", Tests: dense},
+	})
+}
