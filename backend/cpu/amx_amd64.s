@@ -369,7 +369,7 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	MOVQ 104(R8), AX; \
 	TESTQ AX, AX; \
 	JZ nob; \
-	ADDQ $(48*(c)), AX; \
+	ADDQ $(56*(c)), AX; \
 	BOUNDED4X64(nocap); \
 nob: \
 	SOFTMAX4X64(slow, rows)
@@ -504,7 +504,7 @@ attend64_update:
 
 	CMPQ 104(R8), $0
 	JEQ attend64_next
-	ADDQ $192, 104(R8)
+	ADDQ $224, 104(R8)
 
 attend64_next:
 	ADDQ $24576, R10

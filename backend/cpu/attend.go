@@ -147,17 +147,15 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		n := min(panel, nmax-j0)
 		kt, vb := kp.get(kb)
 		vb = vb[:n*D]
+		vf := kp.vFinite != nil && kp.vFinite[kb] // the panel's values are finite
 		for g := 0; g < rowsN; g += 4 {
 			if amxRowsOK != 0 && amxAble(kb, g) {
 				g += amxRows - 4
 				continue
 			}
 			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
-			whole := n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
-			full := fused && whole
-			// Softcapped full groups: the bounded steps on every key.
-			capped := bounded && br.softcap > 0 && ks.stepsBounded4 != nil && amxRowsOK == 0 && whole
-			if ks.steps4 != nil && amxRowsOK == 0 && full || capped {
+			full := fused && n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
+			if ks.steps4 != nil && amxRowsOK == 0 && full {
 				// This group and every later full one (visible keys only
 				// grow with the row; a window's first key too, so the
 				// full groups end where it passes j0) in one call.
@@ -165,22 +163,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				for e > g+4 && rowLo[e-1] > j0 {
 					e -= 4
 				}
-				var pf ahead
-				if kp.prefetch {
-					pf = sc.end
-					if kb+1 < kp.kb1 {
-						pf = c.panelInputs(kp.kvh, kb+1)
-					}
-				}
-				switch {
-				case capped:
-					b := &sc.bounds
-					*b = rowBounds{hi: [4]int32{panel, panel, panel, panel}, m2: capM2, ck: capCK}
-					ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf, b)
-				case kp.pairs:
+				pf := c.stepsAhead(sc, kp, kb)
+				if kp.pairs {
 					pi := kp.kvh*c.panels + kb
 					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
-				default:
+				} else {
 					ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
 				}
 				g = e - 4
@@ -192,54 +179,41 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
 				continue
 			}
-			// Each row's visible keys of the panel, [nl[r], nr[r]), and
-			// those all four rows see, [lo4, common).
-			var nl, nr [4]int
-			lo4, common := 0, n
-			seen, unseen := false, false
-			for r := range 4 {
-				i := g + r
-				if i >= rowsN { // padding: its output is never written
-					continue
-				}
-				nr[r] = max(0, min(n, rowHi[i]-j0))
-				nl[r] = min(nr[r], max(0, rowLo[i]-j0))
-				lo4, common = max(lo4, nl[r]), min(common, nr[r])
-				if nr[r] > nl[r] {
-					seen = true
-				} else if m[i] == negInf {
-					unseen = true // a row that has seen no key yet, nor here
-				}
-			}
-			if !seen {
+			k := keysOf(rowLo, rowHi, m, g, rowsN, j0, n)
+			if !k.seen {
 				continue
 			}
-			if bounded && !unseen {
-				// The fused step on each row's own keys (padding rows:
-				// the first row's), softcapped where there is a softcap.
+			if bounded && k.oneStep(vf) {
+				// The bounded steps with one P·V each (the rows' keys the
+				// same, or the panel's values finite, so that their other
+				// keys' weights of 0 add nothing): this group and the
+				// next ones that take them, up to a full group of the
+				// plain steps or an AMX group, in one call.
+				bs := sc.stepBounds[:0]
+				e := g
+				for {
+					bs = append(bs, k.bounds(min(4, rowsN-e), capM2, capCK))
+					if e += 4; e >= rowsN || amxRowsOK != 0 && amxAble(kb, e) {
+						break
+					}
+					if ks.steps4 != nil && amxRowsOK == 0 && fused && n == panel && e+4 <= rowsN && rowHi[e] >= j0+panel && rowLo[e+3] <= j0 {
+						break
+					}
+					if k = keysOf(rowLo, rowHi, m, e, rowsN, j0, n); !k.seen || !k.oneStep(vf) {
+						break
+					}
+				}
+				ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), c.stepsAhead(sc, kp, kb), bs)
+				g = e - 4
+				continue
+			}
+			nl, nr, lo4, common := k.nl, k.nr, k.lo4, k.common
+			if bounded && !k.unseen {
+				// The bounded step on each row's own keys, softcapped
+				// where there is a softcap.
 				b := &sc.bounds
-				for r := range 4 {
-					lo, hi := nl[r], nr[r]
-					if g+r >= rowsN {
-						lo, hi = nl[0], nr[0]
-					}
-					b.lo[r], b.hi[r] = int32(lo), int32(hi)
-				}
-				b.m2, b.ck = capM2, capCK
+				*b = k.bounds(min(4, rowsN-g), capM2, capCK)
 				ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
-				if kp.vFinite != nil && kp.vFinite[kb] {
-					// Each row's keys outside its own weigh 0 exactly,
-					// and 0·v = 0 for finite v: one P·V over the keys of
-					// all four rows.
-					u0, u1 := n, 0
-					for r := range 4 {
-						if g+r < rowsN && nr[r] > nl[r] {
-							u0, u1 = min(u0, nl[r]), max(u1, nr[r])
-						}
-					}
-					ks.pv4(acc[g*D:(g+4)*D], s[u0:], vb[u0*D:], D, u1-u0, (*[4]float32)(alpha[:4]))
-					continue
-				}
 			} else {
 				ks.scores4(s, qg, kt, D, scoreScale)
 				if br.softcap > 0 {
@@ -338,6 +312,78 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		}
 		br.lseBuf[br.lse(r)] = lse
 	}
+}
+
+// groupKeys is what a group of four rows of a block sees of a panel's
+// keys (keysOf).
+type groupKeys struct {
+	// nl, nr: row r's keys [nl[r], nr[r]) of the panel (none for a
+	// padding row); lo4, common: the keys all four rows see, [lo4,
+	// common); u0, u1: the keys some row sees, [u0, u1).
+	nl, nr              [4]int
+	lo4, common, u0, u1 int
+	// seen: some row sees a key; unseen: some row sees none of the
+	// panel's and has seen none before (its m is -Inf); same: every row
+	// (padding aside) sees the same keys.
+	seen, unseen, same bool
+}
+
+// keysOf is the groupKeys of rows g..g+3 of a block (rowsN rows, row i
+// seeing keys [rowLo[i], rowHi[i]), running maxima m) in the panel of
+// keys [j0, j0+n).
+func keysOf(rowLo, rowHi []int, m []float32, g, rowsN, j0, n int) groupKeys {
+	k := groupKeys{common: n, u0: n, same: true}
+	for r := range 4 {
+		i := g + r
+		if i >= rowsN { // padding: its output is never written
+			continue
+		}
+		k.nr[r] = max(0, min(n, rowHi[i]-j0))
+		k.nl[r] = min(k.nr[r], max(0, rowLo[i]-j0))
+		k.lo4, k.common = max(k.lo4, k.nl[r]), min(k.common, k.nr[r])
+		k.same = k.same && k.nl[r] == k.nl[0] && k.nr[r] == k.nr[0]
+		if k.nr[r] > k.nl[r] {
+			k.seen = true
+			k.u0, k.u1 = min(k.u0, k.nl[r]), max(k.u1, k.nr[r])
+		} else if m[i] == float32(math.Inf(-1)) {
+			k.unseen = true
+		}
+	}
+	return k
+}
+
+// oneStep says whether the group can take the bounded steps with one P·V
+// over the keys [u0, u1) (kernelSet.stepsBounded4): every row has a key
+// here or before, and each row's other keys of [u0, u1), which weigh 0,
+// add nothing: there are none (same), or the panel's values are finite
+// (vf, call.vFinite).
+func (k *groupKeys) oneStep(vf bool) bool { return !k.unseen && (k.same || vf) }
+
+// bounds is the group's rowBounds (real of its rows not padding, which
+// take the first row's keys), softcapped by m2 and ck (0: none), its P·V
+// over [u0, u1).
+func (k *groupKeys) bounds(real int, m2, ck float32) rowBounds {
+	b := rowBounds{m2: m2, ck: ck, p0: int32(k.u0), pn: int32(k.u1 - k.u0)}
+	for r := range 4 {
+		lo, hi := k.nl[r], k.nr[r]
+		if r >= real {
+			lo, hi = k.nl[0], k.nr[0]
+		}
+		b.lo[r], b.hi[r] = int32(lo), int32(hi)
+	}
+	return b
+}
+
+// stepsAhead is what the steps of panel kb prefetch (keyPanels.prefetch):
+// the next panel's inputs, or during the last, the worker's scratch.end.
+func (c *call) stepsAhead(sc *scratch, kp keyPanels, kb int) ahead {
+	if !kp.prefetch {
+		return ahead{}
+	}
+	if kb+1 < kp.kb1 {
+		return c.panelInputs(kp.kvh, kb+1)
+	}
+	return sc.end
 }
 
 // softcapRow replaces each score x of row (in the set's domain: natural, or

@@ -38,8 +38,10 @@ type scratch struct {
 	// AVX2 vector (here, not on the stack: the kernels take its address
 	// through a function value).
 	alpha [8]float32
-	// bounds: a group's rowBounds (here for the reason alpha is).
-	bounds rowBounds
+	// bounds: a group's rowBounds, stepBounds those of a run of groups
+	// (here for the reason alpha is).
+	bounds     rowBounds
+	stepBounds []rowBounds
 	// next is the block this worker takes after the one it runs, if it
 	// knows (else -1), and end what the block's last key panel prefetches
 	// (keyPanels.prefetch, blockEnd).
@@ -75,6 +77,7 @@ func (c *call) getScratch() *scratch {
 	sc.l = freelist.Grow(sc.l, rows)
 	sc.f = freelist.Grow(sc.f, rows)
 	sc.rowLo = freelist.Grow(sc.rowLo, rows)
+	sc.stepBounds = freelist.Grow(sc.stepBounds, rows/4)
 	sc.rowHi = freelist.Grow(sc.rowHi, rows)
 	return sc
 }

@@ -173,9 +173,10 @@ func TestAllFinite(t *testing.T) {
 // TestStepsBounded4 holds every set's stepsBounded4 to its own
 // scoresSoftmaxBounded4 and pv4 called group by group (stepsBounded4 in
 // reference_test.go), bit for bit: random group counts and head dims
-// (multiples of 16 and not), bounds and softcaps as attendRows passes
-// them (every key, a softcap) and others (rows that see part of the panel,
-// no softcap), guard regions around every slice.
+// (multiples of 16 and not); one rowBounds for all groups (every key, a
+// softcap: as attendRows passes a softcap's full groups) or one a group
+// (rows that see part of the panel, softcapped or not, P·V over the keys
+// of all four rows); guard regions around every slice.
 func TestStepsBounded4(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
@@ -195,23 +196,36 @@ func TestStepsBounded4(t *testing.T) {
 			got := newStepState(rng, rows, d, normal)
 			want := got.clone()
 			scale := float32(1 / math.Sqrt(float64(d)))
-			b := rowBounds{hi: [4]int32{panel, panel, panel, panel}}
-			if trial%4 == 3 { // part of the panel
-				for r := range 4 {
-					lo := rng.IntN(panel)
-					b.lo[r], b.hi[r] = int32(lo), int32(lo+1+rng.IntN(panel-lo))
-				}
-			}
+			var m2, ck float32
 			if trial%3 != 2 {
 				c := float32(1 + 50*rng.Float64())
-				b.m2, b.ck = -2/c, c*float32(math.Log2E)
+				m2, ck = -2/c, c*float32(math.Log2E)
 			}
-			wb := b
+			b := []rowBounds{{hi: [4]int32{panel, panel, panel, panel}, m2: m2, ck: ck, pn: panel}}
+			if trial%2 == 1 { // part of the panel, a group's rows a key apart or apart at random
+				b = make([]rowBounds, groups)
+				for g := range b {
+					base, w := rng.IntN(panel-3), 1+rng.IntN(panel)
+					lo4, hi4 := panel, 0
+					for r := range 4 {
+						lo := base + r
+						hi := min(panel, lo+w)
+						if rng.IntN(3) == 0 {
+							lo = rng.IntN(panel)
+							hi = lo + 1 + rng.IntN(panel-lo)
+						}
+						b[g].lo[r], b[g].hi[r] = int32(lo), int32(hi)
+						lo4, hi4 = min(lo4, lo), max(hi4, hi)
+					}
+					b[g].m2, b[g].ck, b[g].p0, b[g].pn = m2, ck, int32(lo4), int32(hi4-lo4)
+				}
+			}
+			wb := append([]rowBounds(nil), b...)
 			var a, wa [8]float32
-			stepsBounded4(ks, want.s, q, kt, v, want.acc, d, scale, want.m, want.l, &wa, groups, &wb)
-			ks.stepsBounded4(got.s, q, kt, v, got.acc, d, scale, got.m, got.l, &a, groups, ahead{}, &b)
+			stepsBounded4(ks, want.s, q, kt, v, want.acc, d, scale, want.m, want.l, &wa, groups, wb)
+			ks.stepsBounded4(got.s, q, kt, v, got.acc, d, scale, got.m, got.l, &a, groups, ahead{}, b)
 			if err := got.compare(want, qok, ktok, vok); err != nil {
-				t.Fatalf("%s d=%d groups=%d bounds %v..%v ck %v: %v", ks.name, d, groups, b.lo, b.hi, b.ck, err)
+				t.Fatalf("%s d=%d groups=%d bounds %v: %v", ks.name, d, groups, b, err)
 			}
 		}
 	}

@@ -67,11 +67,12 @@ type kernelSet struct {
 	// and l as they are; a row with no key must have a finite m or a NaN
 	// one (an m of -Inf would make it NaN), which attendRows sees to.
 	scoresSoftmaxBounded4 func(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32, b *rowBounds)
-	// stepsBounded4, if not nil, is steps4 with every group's step
-	// scoresSoftmaxBounded4's under the same bounds b (stepsBounded4 in
-	// reference_test.go), P·V over all of the panel's keys: for a softcap
-	// on full panels (bounds [0, panel)).
-	stepsBounded4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b *rowBounds)
+	// stepsBounded4, if not nil, is steps4 with each group's step
+	// scoresSoftmaxBounded4's under its rowBounds (b: one a group, or one
+	// for all) and its P·V over the keys [p0, p0+pn) of its bounds
+	// (stepsBounded4 in reference_test.go). Where a row's keys are not all
+	// of [p0, p0+pn), the others weigh 0 and their values must be finite.
+	stepsBounded4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b []rowBounds)
 	// steps4, if not nil, is the full steps of groups groups of four rows
 	// against one full key panel (kt, and v its panel value rows): what
 	// the Go function steps4 computes with scoresSoftmax4 and pv4 (q, acc,
@@ -115,14 +116,24 @@ type kernelSet struct {
 // panel (0 <= lo <= hi <= panel), and where ck != 0 the scores are
 // softcapped first, as softcapRow does it with m2 = -2/c and ck = c·log2e
 // (c the softcap). The assembly reads its fields at fixed offsets (lo 0,
-// hi 16, m2 32, ck 36: BOUNDED4X64; c0 40, n 44).
+// hi 16, m2 32, ck 36: BOUNDED4X64; c0 40, n 44, p0 48, pn 52).
 type rowBounds struct {
 	lo, hi [4]int32
 	m2, ck float32
 	// c0 and n: the key vectors of 16 [c0, c0+n) that hold every row's
-	// keys, which the AVX-512 kernel's wrapper sets.
+	// keys, which the AVX-512 kernels' wrappers set.
 	c0, n int32
+	// p0 and pn: the keys [p0, p0+pn) whose values a group's P·V adds
+	// (stepsBounded4; pn > 0).
+	p0, pn int32
 }
+
+// rowBoundsSize is the bytes of a rowBounds, as the assembly steps over
+// them (amxAttend64: four a panel); the array below fails to compile
+// where it is not.
+const rowBoundsSize = 56
+
+var _ = [1]struct{}{}[unsafe.Sizeof(rowBounds{})-rowBoundsSize]
 
 // pairKernels compute the query-key dot products of an FP8 problem on
 // bfloat16 pairs (AVX512_BF16's VDPBF16PS, two multiply-adds a lane per

@@ -101,21 +101,38 @@ func steps4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float
 
 // stepsBounded4AVX512 is kernelSet.stepsBounded4 in assembly where d is a
 // multiple of 16, else group by group.
-func stepsBounded4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b *rowBounds) {
+func stepsBounded4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b []rowBounds) {
 	if groups <= 0 {
 		return
 	}
+	stride := rowBoundsSize
+	if len(b) == 1 {
+		stride = 0
+	} else {
+		_ = b[groups-1]
+	}
+	keys := 1 // the values P·V reads: keys [0, keys)
+	for i := range b {
+		if p0, pn := b[i].p0, b[i].pn; p0 < 0 || pn <= 0 || p0+pn > panel {
+			panic("cpu: stepsBounded4 with keys outside the panel")
+		}
+		keys = max(keys, int(b[i].p0+b[i].pn))
+		keyVectors(&b[i])
+	}
 	if d%16 != 0 {
 		for g := range groups {
-			r := 4 * g
-			scoresSoftmaxBounded4AVX512(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha, b)
-			pv4AVX512(acc[r*d:(r+4)*d], s, v, d, panel, (*[4]float32)(alpha[:4]))
+			r, bg := 4*g, &b[0]
+			if stride != 0 {
+				bg = &b[g]
+			}
+			scoresSoftmaxBounded4AVX512(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha, bg)
+			pv4AVX512(acc[r*d:(r+4)*d], s[bg.p0:], v[int(bg.p0)*d:], d, int(bg.pn), (*[4]float32)(alpha[:4]))
 		}
 		return
 	}
-	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[panel*d-1], acc[4*groups*d-1]
+	_, _, _, _, _ = s[4*panel-1], q[4*groups*d-1], kt[d*panel-1], v[keys*d-1], acc[4*groups*d-1]
 	_, _ = m[4*groups-1], l[4*groups-1]
-	stepsBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups), b)
+	stepsBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups), &b[0], stride)
 }
 
 // avx512BF16Kernels is avx512Kernels with the FP8 score products on
@@ -184,13 +201,19 @@ func scoresSoftmax4AVX512(s, q, kt []float32, d int, scale float32, m, l []float
 
 func scoresSoftmaxBounded4AVX512(s, q, kt []float32, d int, scale float32, m, l []float32, alpha *[8]float32, b *rowBounds) {
 	_, _, _, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1], m[3], l[3]
+	keyVectors(b)
+	scoresSoftmaxBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], b)
+}
+
+// keyVectors sets b's c0 and n: the key vectors of 16 that hold every
+// row's keys (at least one).
+func keyVectors(b *rowBounds) {
 	lo, hi := b.lo[0], b.hi[0]
 	for r := 1; r < 4; r++ {
 		lo, hi = min(lo, b.lo[r]), max(hi, b.hi[r])
 	}
 	c0 := min(lo/16, 3)
 	b.c0, b.n = c0, max(c0+1, min((hi+15)/16, 4))-c0
-	scoresSoftmaxBounded4x64AVX512(&s[0], &q[0], &kt[0], d, scale, &m[0], &l[0], &alpha[0], b)
 }
 
 // The wrappers check every slice bound the assembly relies on, so that a
@@ -343,10 +366,12 @@ func steps4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float
 
 // stepsBounded4x64AVX512 is stepsBounded4AVX512's loop on d a positive
 // multiple of 16, in one call: steps4x64AVX512 with each group's products
-// masked and softcapped as scoresSoftmaxBounded4x64AVX512 does them.
+// masked and softcapped as scoresSoftmaxBounded4x64AVX512 does them (b
+// advancing by bstride bytes a group), and its P·V on its keys [p0,
+// p0+pn).
 //
 //go:noescape
-func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds)
+func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds, bstride int)
 
 // steps4x64PairsAVX512 is steps4x64AVX512 with the dot products on
 // bfloat16 pairs (pairKernels.steps4).

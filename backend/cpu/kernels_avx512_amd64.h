@@ -45,33 +45,6 @@
 	ADDQ $16, 24(SP); \
 	DECQ 32(SP)
 
-// STEPS_REST_BOUNDED(nocap, labels...) is STEPS_REST(4, labels...) with the
-// dot products masked (and softcapped) to the rowBounds at b+96(FP) before
-// the softmax (BOUNDED4X64, whose label nocap names).
-#define STEPS_REST_BOUNDED(nocap, slow, rows, c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone) \
-	VBROADCASTSS scale+32(FP), Z27; \
-	MOVQ 16(SP), R11; \
-	MOVQ 24(SP), R12; \
-	MOVQ alpha+56(FP), R13; \
-	MOVQ b+96(FP), AX; \
-	BOUNDED4X64(nocap); \
-	SOFTMAX4X64(slow, rows); \
-	MOVQ 8(SP), DI; \
-	MOVQ s+0(FP), SI; \
-	MOVQ v+64(FP), DX; \
-	MOVQ d+24(FP), CX; \
-	MOVQ $64, BX; \
-	MOVQ CX, R11; \
-	MOVQ alpha+56(FP), AX; \
-	PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone); \
-	MOVQ d+24(FP), CX; \
-	SHLQ $4, CX; \
-	ADDQ CX, 0(SP); \
-	ADDQ CX, 8(SP); \
-	ADDQ $16, 16(SP); \
-	ADDQ $16, 24(SP); \
-	DECQ 32(SP)
-
 // PAIR_PANEL_VEC(off) is 16 keys of one pair of panel rows (SI, the even
 // row; SI+256 the odd) into their 16 words at DI+off: Z31 the quiet bit,
 // Z30 highHalf. Clobbers Z0, Z1, K1, K2.

@@ -349,23 +349,92 @@ steps_group:
 	VZEROUPPER
 	RET
 
-// func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds)
-// Equals steps4x64AVX512 with each group's dot products masked (and
-// softcapped) to the rowBounds b, the same for every group, before the
-// softmax (STEPS_REST_BOUNDED): for each group, scoresSoftmaxBounded4x64AVX512
-// on all 64 keys and pv4x16AVX512 on all of them (kernelSet.stepsBounded4).
-TEXT ·stepsBounded4x64AVX512(SB), NOSPLIT, $40-104
+// func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds, bstride int)
+// Equals, for each of groups groups of four query rows (q, acc, m and l
+// advancing by four rows a group, b by bstride bytes: 0 or a rowBounds),
+// scoresSoftmaxBounded4x64AVX512 under the group's b (its key vectors
+// [c0, c0+n) alone) followed by pv4x16AVX512 on the keys [p0, p0+pn) of
+// b, on d a positive multiple of 16, in one call (stepsBounded4AVX512),
+// with steps4x64AVX512's prefetches. The locals hold the group's q, acc, m,
+// l, the groups left and the group's b.
+TEXT ·stepsBounded4x64AVX512(SB), NOSPLIT, $48-112
 	STEPS_ENTRY
+	MOVQ b+96(FP), AX
+	MOVQ AX, 40(SP)
 
 bsteps_group:
 	MOVQ pf+88(FP), AX
 	PREFETCH5(bsteps_pl0, bsteps_pd0, bsteps_pl1, bsteps_pd1, bsteps_pl2, bsteps_pd2, bsteps_pl3, bsteps_pd3, bsteps_pl4, bsteps_pd4)
-	MOVQ s+0(FP), DI
+	MOVQ 40(SP), AX
 	MOVQ 0(SP), SI
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
-	SCORES4X64_REGS(bsteps_spairs, bsteps_sloop, bsteps_sdone)
-	STEPS_REST_BOUNDED(bsteps_nocap, bsteps_slow, bsteps_rows, bsteps_c64, bsteps_u64, bsteps_g64, bsteps_p64, bsteps_l64, bsteps_s64, bsteps_c16, bsteps_l16, bsteps_s16, bsteps_pvdone)
+	MOVL 40(AX), BX
+	MOVL 44(AX), R11
+	MOVQ BX, R12
+	SHLQ $6, R12
+	ADDQ R12, DX
+	CMPQ R11, $3
+	JEQ bsteps_n3
+	CMPQ R11, $2
+	JEQ bsteps_n2
+	CMPQ R11, $1
+	JEQ bsteps_n1
+	SCORES4X64_REGS(bsteps_pairs4, bsteps_loop4, bsteps_dots4)
+	JMP bsteps_scored
+
+bsteps_n3:
+	SCORES4X48_REGS(bsteps_pairs3, bsteps_loop3, bsteps_dots3)
+	JMP bsteps_shift
+
+bsteps_n2:
+	SCORES4X32_REGS(bsteps_pairs2, bsteps_loop2, bsteps_dots2)
+	JMP bsteps_shift
+
+bsteps_n1:
+	SCORES4X16_REGS(bsteps_pairs1, bsteps_loop1, bsteps_dots1)
+
+bsteps_shift:
+	TESTQ BX, BX
+	JZ bsteps_scored
+	SHIFT_CHUNKS
+	DECQ BX
+	JMP bsteps_shift
+
+bsteps_scored:
+	MOVQ s+0(FP), DI
+	VBROADCASTSS scale+32(FP), Z27
+	MOVQ 16(SP), R11
+	MOVQ 24(SP), R12
+	MOVQ alpha+56(FP), R13
+	MOVQ 40(SP), AX
+	BOUNDED4X64(bsteps_nocap)
+	SOFTMAX4X64(bsteps_slow, bsteps_rows)
+
+	// P·V over the keys [p0, p0+pn): weights from s+4·p0, values from
+	// v+4·p0·d.
+	MOVQ 40(SP), AX
+	MOVL 48(AX), R8
+	MOVL 52(AX), BX
+	MOVQ 8(SP), DI
+	MOVQ s+0(FP), SI
+	LEAQ (SI)(R8*4), SI
+	MOVQ d+24(FP), CX
+	IMULQ CX, R8
+	MOVQ v+64(FP), DX
+	LEAQ (DX)(R8*4), DX
+	MOVQ CX, R11
+	MOVQ alpha+56(FP), AX
+	PV4X16(bsteps_c64, bsteps_u64, bsteps_g64, bsteps_p64, bsteps_l64, bsteps_s64, bsteps_c16, bsteps_l16, bsteps_s16, bsteps_pvdone)
+	MOVQ d+24(FP), CX
+	SHLQ $4, CX
+	ADDQ CX, 0(SP)
+	ADDQ CX, 8(SP)
+	ADDQ $16, 16(SP)
+	ADDQ $16, 24(SP)
+	MOVQ bstride+104(FP), CX
+	ADDQ CX, 40(SP)
+	DECQ 32(SP)
 	JNZ bsteps_group
 	VZEROUPPER
 	RET

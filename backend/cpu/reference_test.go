@@ -120,12 +120,16 @@ func steps4(ks *kernelSet, s, q, kt, v, acc []float32, d int, scale float32, m, 
 }
 
 // stepsBounded4 runs groups steps of four rows against one full key panel
-// with ks's scoresSoftmaxBounded4 (bounds b for every group) and pv4 on all
-// of the panel's keys: the reference for kernelSet.stepsBounded4.
-func stepsBounded4(ks *kernelSet, s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, b *rowBounds) {
+// with ks's scoresSoftmaxBounded4 (under b[g], or b[0] for every group)
+// and pv4 on the group's keys [p0, p0+pn): the reference for
+// kernelSet.stepsBounded4.
+func stepsBounded4(ks *kernelSet, s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, b []rowBounds) {
 	for g := range groups {
-		r := 4 * g
-		ks.scoresSoftmaxBounded4(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha, b)
-		ks.pv4(acc[r*d:(r+4)*d], s, v, d, panel, (*[4]float32)(alpha[:4]))
+		r, bg := 4*g, &b[0]
+		if len(b) > 1 {
+			bg = &b[g]
+		}
+		ks.scoresSoftmaxBounded4(s, q[r*d:(r+4)*d], kt, d, scale, m[r:r+4], l[r:r+4], alpha, bg)
+		ks.pv4(acc[r*d:(r+4)*d], s[bg.p0:], v[int(bg.p0)*d:], d, int(bg.pn), (*[4]float32)(alpha[:4]))
 	}
 }

@@ -14,7 +14,7 @@ func TestVariantsCatchMutants(t *testing.T) {
 	dense, paged := []string{"TestConformance"}, []string{"TestPagedAttention"}
 	mutant.Run(t, []mutant.Mutant{
 		{Name: "a window one key wider at its edge", File: "backend/cpu/attend.go", Pkg: pkg,
-			Old: "nl[r] = min(nr[r], max(0, rowLo[i]-j0))", New: "nl[r] = min(nr[r], max(0, rowLo[i]-j0-1))", Tests: dense},
+			Old: "k.nl[r] = min(k.nr[r], max(0, rowLo[i]-j0))", New: "k.nl[r] = min(k.nr[r], max(0, rowLo[i]-j0-1))", Tests: dense},
 		{Name: "a block skips the panel its window starts in", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "kp.kb0 = max(kp.kb0, rowLo[0]/panel)", New: "kp.kb0 = max(kp.kb0, (rowLo[0]+panel-1)/panel)", Tests: dense},
 		{Name: "fused steps for rows past a window's edge", File: "backend/cpu/attend.go", Pkg: pkg,
