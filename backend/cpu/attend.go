@@ -19,7 +19,8 @@ type blockRows struct {
 	// rows adds it at the merge instead.
 	sink func(r int) float32
 	// softcap c > 0 replaces each score s by c·tanh(s/c) (softcapRow);
-	// the fused kernels then step aside.
+	// the plain fused steps then step aside for the bounded ones
+	// (kernelSet.stepsBounded4), which softcap in registers.
 	softcap float32
 }
 
@@ -113,10 +114,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	kb0 := kp.kb0
 	kp.kb0 = max(kp.kb0, rowLo[0]/panel)
 	fused := br.softcap == 0 // the fused steps compute the softmax of the raw scores
-	// The bounded fused step (kernelSet.scoresSoftmaxBounded4) takes the
-	// groups the fused steps do not: rows that see part of a panel, and
-	// softcapped scores (its m2 and ck as softcapRow computes them).
-	bounded := ks.scoresSoftmaxBounded4 != nil
+	// The bounded steps (kernelSet.stepsBounded4, scoresSoftmaxBounded4)
+	// take the groups the plain fused steps do not: rows that see part of
+	// a panel, and softcapped scores (m2 and ck as softcapRow computes
+	// them).
+	bounded := ks.scoresSoftmaxBounded4 != nil && ks.stepsBounded4 != nil
 	var capM2, capCK float32
 	if br.softcap > 0 {
 		k := float32(1)
@@ -134,9 +136,11 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		// the rows' bounds, amxBounds; a row with none of the panel's
 		// keys and none before would get NaN from its m of -Inf).
 		j0 := kb * panel
-		for r := g; r < g+amxRows; r++ {
-			if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {
-				return false
+		if rowLo[g+amxRows-1] > j0 || rowHi[g] < j0+panel { // not every row sees the whole panel
+			for r := g; r < g+amxRows; r++ {
+				if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {
+					return false
+				}
 			}
 		}
 		_, _, ok := kp.amx(kb)
