@@ -167,7 +167,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				for e > g+4 && rowLo[e-1] > j0 {
 					e -= 4
 				}
-				pf := c.stepsAhead(sc, kp, kb)
+				pf := c.stepsAhead(sc, kp, kb, nmax)
 				if kp.pairs {
 					pi := kp.kvh*c.panels + kb
 					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
@@ -207,7 +207,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 						break
 					}
 				}
-				ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), c.stepsAhead(sc, kp, kb), bs)
+				ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), c.stepsAhead(sc, kp, kb, nmax), bs)
 				g = e - 4
 				continue
 			}
@@ -379,12 +379,13 @@ func (k *groupKeys) bounds(real int, m2, ck float32) rowBounds {
 }
 
 // stepsAhead is what the steps of panel kb prefetch (keyPanels.prefetch):
-// the next panel's inputs, or during the last, the worker's scratch.end.
-func (c *call) stepsAhead(sc *scratch, kp keyPanels, kb int) ahead {
+// the next panel's inputs, or during the block's last (the one that holds
+// key nmax-1), the worker's scratch.end.
+func (c *call) stepsAhead(sc *scratch, kp keyPanels, kb, nmax int) ahead {
 	if !kp.prefetch {
 		return ahead{}
 	}
-	if kb+1 < kp.kb1 {
+	if (kb+1)*panel < nmax {
 		return c.panelInputs(kp.kvh, kb+1)
 	}
 	return sc.end

@@ -273,7 +273,7 @@ func (c *call) block(sc *scratch, it int) {
 		kp.pairs = true
 	}
 	sc.end = ahead{}
-	if kp.prefetch && p.Mask == backend.NoMask {
+	if kp.prefetch {
 		sc.end = c.blockEnd(sc.next, qOff, rowsN*D)
 	}
 	_, _, rowStride := p.Layout.Strides(p.Hq, p.Sq, D)
@@ -375,19 +375,20 @@ func (c *call) panelInputs(kvh, kb int) ahead {
 }
 
 // blockEnd is what to prefetch while the last key panel of a block runs
-// (a problem in layout BHSD, dense, unmasked): the query rows of block
-// next, which the worker takes next, and, where that block's KV head's
-// first panel is not built, its inputs (panelInputs); else the output rows
-// [out, out+n) of the block, about to be written.
+// (a problem in layout BHSD, dense): the query rows of block next, which
+// the worker takes next, and, where the first panel that block reads (that
+// of its first row's first key) is not built, its inputs (panelInputs);
+// else the output rows [out, out+n) of the block, about to be written.
 func (c *call) blockEnd(next, out, n int) ahead {
 	p, D := c.p, c.d
 	var pf ahead
 	if next >= 0 {
-		bh, qb := next/c.qBlocks, next%c.qBlocks
+		bh, qb := c.blockOf(next)
 		i0 := qb * c.bq
 		off := (bh*p.Sq + i0) * D
 		end := off + (min(i0+c.bq, p.Sq)-i0)*D
-		pf = c.panelInputs(bh/p.Hq*p.Hkv+bh%p.Hq/p.Group(), 0)
+		lo, _ := p.KeyRange(i0)
+		pf = c.panelInputs(bh/p.Hq*p.Hkv+bh%p.Hq/p.Group(), min(lo, p.Sk-1)/panel)
 		pf.read[2] = inputSpan(p, inQ, off, end)
 	}
 	if pf.write[0].bytes == 0 {
