@@ -1,6 +1,10 @@
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"github.com/fp8attn/fp8attn/internal/freelist"
+)
 
 // blockRows says, for row r of a block, which keys it sees and where its
 // output and log-sum-exp go: attendRows's outBuf[out(r):][:D] and
@@ -22,6 +26,30 @@ type blockRows struct {
 	// the plain fused steps then step aside for the bounded ones
 	// (kernelSet.stepsBounded4), which softcap in registers.
 	softcap float32
+	// steps01 says that from each row to the next, first and visible
+	// each grow by 0 or 1 (a dense call's rows, backend.Problem.KeyRange).
+	steps01 bool
+}
+
+// bounds sets lo[r] and hi[r] to the first key row r sees and the keys it
+// sees, for r < len(lo). Where steps01 holds and both grow from the first
+// row to the last by 0 or by one a row in all, every row's follow without
+// the closures' calls.
+func (br *blockRows) bounds(lo, hi []int) {
+	last := len(lo) - 1
+	lo[0], hi[0] = br.first(0), br.visible(0)
+	lo[last], hi[last] = br.first(last), br.visible(last)
+	dl, dh := lo[last]-lo[0], hi[last]-hi[0]
+	if br.steps01 && (dl == 0 || dl == last) && (dh == 0 || dh == last) {
+		sl, sh := dl/max(1, last), dh/max(1, last)
+		for r := 1; r < last; r++ {
+			lo[r], hi[r] = lo[0]+r*sl, hi[0]+r*sh
+		}
+		return
+	}
+	for r := 1; r < last; r++ {
+		lo[r], hi[r] = br.first(r), br.visible(r)
+	}
 }
 
 // first returns the first key row r sees.
@@ -107,9 +135,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	// Each row's keys [rowLo[r], rowHi[r]), once a block (the closures
 	// are calls).
 	rowLo, rowHi := sc.rowLo[:rowsN], sc.rowHi[:rowsN]
-	for r := range rowsN {
-		rowLo[r], rowHi[r] = br.first(r), br.visible(r)
-	}
+	br.bounds(rowLo, rowHi)
 	nmax := min(rowHi[rowsN-1], kp.kb1*panel)
 	kb0 := kp.kb0
 	kp.kb0 = max(kp.kb0, rowLo[0]/panel)
@@ -128,8 +154,8 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		capM2, capCK = -2/br.softcap, br.softcap*k
 		bounded = bounded && capCK != 0
 	}
-	amxAble := func(kb, g int) bool {
-		if g%amxRows != 0 || amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax {
+	ableOf := func(kb, g int) bool {
+		if amxRowsOK&(1<<(g/amxRows)) == 0 || (kb+1)*panel > nmax {
 			return false
 		}
 		// Each row must see a key of the panel (the AMX softmax masks to
@@ -146,11 +172,33 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		_, _, ok := kp.amx(kb)
 		return ok
 	}
+	// ableOf of each panel and group, once a block, as the loop below
+	// gets the panel (kp.amx's answer holds once it is built): bit
+	// g/amxRows of able[kb-kp.kb0].
+	var able []uint64
+	if amxRowsOK != 0 {
+		able = freelist.Grow(sc.amxAble, max(0, nmax/panel-kp.kb0))
+		sc.amxAble = able
+	}
+	kb0able := kp.kb0
+	amxAble := func(kb, g int) bool {
+		i := kb - kb0able
+		return g%amxRows == 0 && i >= 0 && i < len(able) && able[i]&(1<<(g/amxRows)) != 0
+	}
 	for kb := kp.kb0; kb*panel < nmax; kb++ {
 		j0 := kb * panel
 		n := min(panel, nmax-j0)
 		kt, vb := kp.get(kb)
 		vb = vb[:n*D]
+		if i := kb - kb0able; i < len(able) {
+			var bits uint64
+			for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
+				if ableOf(kb, g) {
+					bits |= 1 << (g / amxRows)
+				}
+			}
+			able[i] = bits
+		}
 		vf := kp.vFinite != nil && kp.vFinite[kb] // the panel's values are finite
 		for g := 0; g < rowsN; g += 4 {
 			if amxRowsOK != 0 && amxAble(kb, g) {

@@ -29,9 +29,11 @@ type scratch struct {
 	group   amxGroup // amxGroups' argument (here, not on the heap)
 	// amxBounds: amxGroup.bounds, 4 a key panel.
 	amxBounds []rowBounds
-	acc       []float32 // query rows × D running output
-	m, l      []float32 // running max and sum per query row
-	f         []float32 // per query row: the output's factor (attendRows)
+	// amxAble: attendRows's groups the AMX path takes, a mask a panel.
+	amxAble []uint64
+	acc     []float32 // query rows × D running output
+	m, l    []float32 // running max and sum per query row
+	f       []float32 // per query row: the output's factor (attendRows)
 	// rowLo, rowHi: per query row, the keys it sees (attendRows).
 	rowLo, rowHi []int
 	// alpha: the rescale factors of one group of four rows, padded to one
@@ -286,7 +288,8 @@ func (c *call) block(sc *scratch, it int) {
 			}
 			return qOff + r*D
 		},
-		lse: func(r int) int { return bh*p.Sq + i0 + r },
+		lse:     func(r int) int { return bh*p.Sq + i0 + r },
+		steps01: true,
 	}
 	if p.SlidingWindow > 0 {
 		br.lo = func(r int) int { lo, _ := p.KeyRange(i0 + r); return lo }
