@@ -351,11 +351,11 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	ADDQ $64, DI; \
 	TILESTORE_DI_AX(3)
 
-// SMCHUNK(c, slow, rows, nob, nocap) runs the softmax step (SOFTMAX4X64,
+// SMCHUNK(c, slow, rows, nob, nocap, nomask) runs the softmax step (SOFTMAX4X64,
 // whose labels slow and rows name) on rows 4c..4c+3 of the scores, masked
 // first to their rowBounds in the panel's four at the args' bounds where
-// it is not nil (BOUNDED4X64; nob and nocap name its labels).
-#define SMCHUNK(c, slow, rows, nob, nocap) \
+// it is not nil (BOUNDED4X64; nob, nocap and nomask name its labels).
+#define SMCHUNK(c, slow, rows, nob, nocap, nomask) \
 	MOVQ 32(R8), DI; \
 	ADDQ $(1024*(c)), DI; \
 	MOVQ 56(R8), R11; \
@@ -370,7 +370,7 @@ TEXT ·amxConfigRelease(SB), NOSPLIT, $0-0
 	TESTQ AX, AX; \
 	JZ nob; \
 	ADDQ $(56*(c)), AX; \
-	BOUNDED4X64(nocap); \
+	BOUNDED4X64(nocap, nomask); \
 nob: \
 	SOFTMAX4X64(slow, rows)
 
@@ -418,20 +418,20 @@ attend64_last:
 	QKGROUP(STEPS64_A, attend64_qk0)
 
 attend64_qk0:
-	SMCHUNK(0, attend64_slow0, attend64_rows0, attend64_nob0, attend64_nocap0)
+	SMCHUNK(0, attend64_slow0, attend64_rows0, attend64_nob0, attend64_nocap0, attend64_nomask0)
 	QKGROUP(STEPS64_B, attend64_qk1)
 
 attend64_qk1:
-	SMCHUNK(1, attend64_slow1, attend64_rows1, attend64_nob1, attend64_nocap1)
+	SMCHUNK(1, attend64_slow1, attend64_rows1, attend64_nob1, attend64_nocap1, attend64_nomask1)
 	QKGROUP(STEPS64_C, attend64_qk2)
 
 attend64_qk2:
-	SMCHUNK(2, attend64_slow2, attend64_rows2, attend64_nob2, attend64_nocap2)
+	SMCHUNK(2, attend64_slow2, attend64_rows2, attend64_nob2, attend64_nocap2, attend64_nomask2)
 	QKGROUP(STEP64(0, 1, 1), attend64_qk3)
 
 attend64_qk3:
 	STEPS64_HH
-	SMCHUNK(3, attend64_slow3, attend64_rows3, attend64_nob3, attend64_nocap3)
+	SMCHUNK(3, attend64_slow3, attend64_rows3, attend64_nob3, attend64_nocap3, attend64_nomask3)
 
 	// The weights' parts: 16 rows of two 32-key chunks.
 	AMX_SPLIT_CONSTANTS

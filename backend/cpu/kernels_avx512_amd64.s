@@ -317,7 +317,7 @@ sb4_scored:
 	MOVQ s+0(FP), DI
 	VBROADCASTSS scale+32(FP), Z27
 	MOVQ b+64(FP), AX
-	BOUNDED4X64(sb4_nocap)
+	BOUNDED4X64(sb4_nocap, sb4_nomask)
 	MOVQ m+40(FP), R11
 	MOVQ l+48(FP), R12
 	MOVQ alpha+56(FP), R13
@@ -408,7 +408,7 @@ bsteps_scored:
 	MOVQ 24(SP), R12
 	MOVQ alpha+56(FP), R13
 	MOVQ 40(SP), AX
-	BOUNDED4X64(bsteps_nocap)
+	BOUNDED4X64(bsteps_nocap, bsteps_nomask)
 	SOFTMAX4X64(bsteps_slow, bsteps_rows)
 
 	// P·V over the keys [p0, p0+pn): weights from s+4·p0, values from
@@ -558,7 +558,7 @@ TEXT ·softmaxBounded4x64AVX512(SB), NOSPLIT, $0-48
 	MOVQ b+40(FP), AX
 	VBROADCASTSS scale+8(FP), Z27
 	LOAD4X64
-	BOUNDED4X64(smb4_nocap)
+	BOUNDED4X64(smb4_nocap, smb4_nomask)
 	SOFTMAX4X64(smb4_slow, smb4_rows)
 	VZEROUPPER
 	RET

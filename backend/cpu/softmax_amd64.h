@@ -215,7 +215,8 @@ rows: \
 	VMOVUPS X17, (R12)
 
 // The bounded step's constants (BOUNDED4X64): each lane's key index within
-// the panel (64 int32, 0..63), -Inf, and the masks of a float's magnitude
+// the panel (64 int32, 0..63), the bounds of four rows that see the whole
+// panel (lo 0, hi 64), -Inf, and the masks of a float's magnitude
 // and sign.
 DATA keyIdx<>+0(SB)/8, $0x0000000100000000
 DATA keyIdx<>+8(SB)/8, $0x0000000300000002
@@ -250,6 +251,11 @@ DATA keyIdx<>+232(SB)/8, $0x0000003b0000003a
 DATA keyIdx<>+240(SB)/8, $0x0000003d0000003c
 DATA keyIdx<>+248(SB)/8, $0x0000003f0000003e
 GLOBL keyIdx<>(SB), RODATA|NOPTR, $256
+DATA fullBounds<>+0(SB)/8, $0
+DATA fullBounds<>+8(SB)/8, $0
+DATA fullBounds<>+16(SB)/8, $0x0000004000000040
+DATA fullBounds<>+24(SB)/8, $0x0000004000000040
+GLOBL fullBounds<>(SB), RODATA|NOPTR, $32
 DATA negInf<>+0(SB)/4, $0xff800000
 GLOBL negInf<>(SB), RODATA|NOPTR, $4
 DATA absMask<>+0(SB)/4, $0x7fffffff
@@ -320,16 +326,22 @@ GLOBL signMask<>(SB), RODATA|NOPTR, $4
 	MASKROW(8, 24, Z8, Z9, Z10, Z11); \
 	MASKROW(12, 28, Z12, Z13, Z14, Z15)
 
-// BOUNDED4X64(nocap) turns the four rows of dot products in Z0-Z15 (scale
-// c in Z27) into the scores SOFTMAX4X64 takes under the rowBounds at AX
-// (lo[4], hi[4] int32, m2 and ck float32): where ck != 0, softcapped
-// (SOFTCAP4X64); then each row's lanes outside [lo, hi) set to -Inf
-// (MASK4X64), so that a masked key stays masked, softcap or not. nocap
-// names its label. Clobbers Z16-Z31 (Z16-Z19 and Z28-Z30 alone where ck
+// BOUNDED4X64(nocap, nomask) turns the four rows of dot products in
+// Z0-Z15 (scale c in Z27) into the scores SOFTMAX4X64 takes under the
+// rowBounds at AX (lo[4], hi[4] int32, m2 and ck float32): where ck != 0,
+// softcapped (SOFTCAP4X64); then, unless every row sees the whole panel
+// (fullBounds), each row's lanes outside [lo, hi) set to -Inf (MASK4X64),
+// so that a masked key stays masked, softcap or not. nocap and nomask
+// name its labels. Clobbers Z16-Z31 (Z16-Z19 and Z28-Z30 alone where ck
 // is 0), K1 and K2.
-#define BOUNDED4X64(nocap) \
+#define BOUNDED4X64(nocap, nomask) \
 	CMPL 36(AX), $0; \
 	JEQ nocap; \
 	SOFTCAP4X64; \
 nocap: \
-	MASK4X64
+	VMOVDQU32 0(AX), Y16; \
+	VPCMPD $4, fullBounds<>(SB), Y16, K1; \
+	KORTESTB K1, K1; \
+	JZ nomask; \
+	MASK4X64; \
+nomask:
