@@ -334,16 +334,37 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	}
 	// Each row's output is acc·(outScale/l), with l grown by the sink's
 	// e^(sink - m) where there is one; a row that sees no key has acc 0,
-	// and a factor 0 makes its output 0.
+	// and a factor 0 makes its output 0. The sinks' terms come from the
+	// set's exponential, all rows in one call, on -|x| (its domain), x =
+	// sink - m in its units (sink·log2e - m in a base2 set): u = e^x where
+	// x <= 0, else u = e^-x and outScale/(l + 1/u) = outScale·u/(l·u + 1).
 	f := sc.f[:rowsN]
+	var u []float32
+	sinkK := float32(1)
+	if ks.base2 {
+		sinkK = math.Log2E
+	}
+	if br.sink != nil {
+		if len(sc.t32) < rowsN {
+			sc.t32 = make([]float32, rowsN)
+		}
+		u = sc.t32[:rowsN]
+		for r := range u {
+			u[r] = -abs32(br.sink(r)*sinkK - m[r])
+		}
+		ks.expSum(u, 0)
+	}
 	for r := range f {
 		f[r] = 0
 		if sees(r) {
 			d := l[r]
-			if br.sink != nil {
-				d += float32(math.Exp(float64(br.sink(r)) - float64(m[r]*mScale)))
+			if u == nil {
+				f[r] = outScale / d
+			} else if br.sink(r)*sinkK-m[r] <= 0 {
+				f[r] = outScale / (d + u[r])
+			} else {
+				f[r] = outScale * u[r] / (d*u[r] + 1)
 			}
-			f[r] = outScale / d
 		}
 	}
 	if br.outStride > 0 {
