@@ -231,7 +231,8 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
 				continue
 			}
-			k := keysOf(rowLo, rowHi, m, g, rowsN, j0, n)
+			var k groupKeys
+			k.of(rowLo, rowHi, m, g, rowsN, j0, n)
 			if !k.seen {
 				continue
 			}
@@ -244,14 +245,15 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				bs := sc.stepBounds[:0]
 				e := g
 				for {
-					bs = append(bs, k.bounds(min(4, rowsN-e), capM2, capCK))
+					bs = append(bs, rowBounds{})
+					k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)
 					if e += 4; e >= rowsN || amxRowsOK != 0 && amxAble(kb, e) {
 						break
 					}
 					if ks.steps4 != nil && amxRowsOK == 0 && fused && n == panel && e+4 <= rowsN && rowHi[e] >= j0+panel && rowLo[e+3] <= j0 {
 						break
 					}
-					if k = keysOf(rowLo, rowHi, m, e, rowsN, j0, n); !k.seen || !k.oneStep(vf) {
+					if k.of(rowLo, rowHi, m, e, rowsN, j0, n); !k.seen || !k.oneStep(vf) {
 						break
 					}
 				}
@@ -264,7 +266,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 				// The bounded step on each row's own keys, softcapped
 				// where there is a softcap.
 				b := &sc.bounds
-				*b = k.bounds(min(4, rowsN-g), capM2, capCK)
+				k.bounds(b, min(4, rowsN-g), capM2, capCK)
 				ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
 			} else {
 				ks.scores4(s, qg, kt, D, scoreScale)
@@ -350,17 +352,19 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		}
 		u = sc.t32[:rowsN]
 		for r := range u {
-			u[r] = -abs32(br.sink(r)*sinkK - m[r])
+			f[r] = br.sink(r)*sinkK - m[r] // x, until f[r] is set below
+			u[r] = -abs32(f[r])
 		}
 		ks.expSum(u, 0)
 	}
 	for r := range f {
+		x := f[r]
 		f[r] = 0
 		if sees(r) {
 			d := l[r]
 			if u == nil {
 				f[r] = outScale / d
-			} else if br.sink(r)*sinkK-m[r] <= 0 {
+			} else if x <= 0 {
 				f[r] = outScale / (d + u[r])
 			} else {
 				f[r] = outScale * u[r] / (d*u[r] + 1)
@@ -388,7 +392,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 }
 
 // groupKeys is what a group of four rows of a block sees of a panel's
-// keys (keysOf).
+// keys (groupKeys.of).
 type groupKeys struct {
 	// nl, nr: row r's keys [nl[r], nr[r]) of the panel (none for a
 	// padding row); lo4, common: the keys all four rows see, [lo4,
@@ -401,11 +405,11 @@ type groupKeys struct {
 	seen, unseen, same bool
 }
 
-// keysOf is the groupKeys of rows g..g+3 of a block (rowsN rows, row i
-// seeing keys [rowLo[i], rowHi[i]), running maxima m) in the panel of
+// of sets k to the groupKeys of rows g..g+3 of a block (rowsN rows, row
+// i seeing keys [rowLo[i], rowHi[i]), running maxima m) in the panel of
 // keys [j0, j0+n).
-func keysOf(rowLo, rowHi []int, m []float32, g, rowsN, j0, n int) groupKeys {
-	k := groupKeys{common: n, u0: n, same: true}
+func (k *groupKeys) of(rowLo, rowHi []int, m []float32, g, rowsN, j0, n int) {
+	*k = groupKeys{common: n, u0: n, same: true}
 	for r := range 4 {
 		i := g + r
 		if i >= rowsN { // padding: its output is never written
@@ -422,7 +426,6 @@ func keysOf(rowLo, rowHi []int, m []float32, g, rowsN, j0, n int) groupKeys {
 			k.unseen = true
 		}
 	}
-	return k
 }
 
 // oneStep says whether the group can take the bounded steps with one P·V
@@ -432,11 +435,11 @@ func keysOf(rowLo, rowHi []int, m []float32, g, rowsN, j0, n int) groupKeys {
 // (vf, call.vFinite).
 func (k *groupKeys) oneStep(vf bool) bool { return !k.unseen && (k.same || vf) }
 
-// bounds is the group's rowBounds (real of its rows not padding, which
-// take the first row's keys), softcapped by m2 and ck (0: none), its P·V
-// over [u0, u1).
-func (k *groupKeys) bounds(real int, m2, ck float32) rowBounds {
-	b := rowBounds{m2: m2, ck: ck, p0: int32(k.u0), pn: int32(k.u1 - k.u0)}
+// bounds sets b to the group's rowBounds (real of its rows not padding,
+// which take the first row's keys), softcapped by m2 and ck (0: none),
+// its P·V over [u0, u1).
+func (k *groupKeys) bounds(b *rowBounds, real int, m2, ck float32) {
+	*b = rowBounds{m2: m2, ck: ck, p0: int32(k.u0), pn: int32(k.u1 - k.u0)}
 	for r := range 4 {
 		lo, hi := k.nl[r], k.nr[r]
 		if r >= real {
@@ -444,7 +447,6 @@ func (k *groupKeys) bounds(real int, m2, ck float32) rowBounds {
 		}
 		b.lo[r], b.hi[r] = int32(lo), int32(hi)
 	}
-	return b
 }
 
 // stepsAhead is what the steps of panel kb prefetch (keyPanels.prefetch):

@@ -57,7 +57,7 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		{Name: "AMX takes panels some rows see none of", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", New: "if false && max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", Tests: dense},
 		{Name: "bounded steps without the softcap", File: "backend/cpu/attend.go", Pkg: pkg,
-			Old: "bs = append(bs, k.bounds(min(4, rowsN-e), capM2, capCK))", New: "bs = append(bs, k.bounds(min(4, rowsN-e), 0, 0))", Tests: dense},
+			Old: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)", New: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), 0, 0)", Tests: dense},
 		{Name: "a row with no key takes the one-P·V steps", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "return !k.unseen && (k.same || vf)", New: "return k.same || vf", Tests: dense},
 		{Name: "rows that see other keys take one P·V over values not finite", File: "backend/cpu/attend.go", Pkg: pkg,
