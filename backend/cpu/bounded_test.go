@@ -44,12 +44,16 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			fresh := trial%3 == 0 // no old maxima: the unfused step's case
 			var b rowBounds
 			narrow, base, w := trial%4 == 2, rng.IntN(panel), rng.IntN(24) // a group's rows a key apart
+			diagonal := trial%8 == 3                                       // every row from the panel's first key, as on a causal diagonal
 			for r := range 4 {
 				lo := rng.IntN(panel + 1)
 				hi := lo + rng.IntN(panel+1-lo)
 				if narrow {
 					lo = min(base+r, panel)
 					hi = min(lo+w, panel)
+				}
+				if diagonal {
+					lo, hi = 0, min(base+r+1, panel)
 				}
 				switch rng.IntN(5) {
 				case 0:
