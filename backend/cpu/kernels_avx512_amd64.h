@@ -116,12 +116,13 @@
 	VPXORD Z12, Z12, Z12; VPXORD Z13, Z13, Z13; VPXORD Z14, Z14, Z14; VPXORD Z15, Z15, Z15
 
 // SCORES4X64_REGS(pairs, loop, done) is SCORES4X64 with q in SI, kt in DX and
-// d in CX already. An odd d's first column
+// d in CX already, SCORES4_REGS on the panel's four key vectors. An odd d's first column
 // runs alone; the rest run two a trip, the four q rows addressed from their
 // ends by one negative index (CX, bytes), so that a trip of 32 multiply-adds
 // carries three scalar operations (not the twelve of two one-column trips)
-// to compete for the FMA ports.
-#define SCORES4X64_REGS(pairs, loop, done) \
+// to compete for the FMA ports. SCORES4_REGS is that loop with its steps
+// as the macros at0 and at256 (KEYSN_AT0, KEYSN_AT256 below).
+#define SCORES4_REGS(at0, at256, pairs, loop, done) \
 	LEAQ (SI)(CX*4), R8; \
 	LEAQ (R8)(CX*4), R9; \
 	LEAQ (R9)(CX*4), R10; \
@@ -130,7 +131,7 @@
 	JZ done; \
 	TESTQ $1, CX; \
 	JZ pairs; \
-	STEP4X4(0(DX), 64(DX), 128(DX), 192(DX), (SI), (R8), (R9), (R10)); \
+	at0((SI), (R8), (R9), (R10)); \
 	ADDQ $256, DX; \
 	ADDQ $4, SI; \
 	ADDQ $4, R8; \
@@ -146,12 +147,19 @@ pairs: \
 	SHLQ $2, CX; \
 	NEGQ CX; \
 loop: \
-	STEP4X4(0(DX), 64(DX), 128(DX), 192(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
-	STEP4X4(256(DX), 320(DX), 384(DX), 448(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
+	at0((SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
+	at256(4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
 	ADDQ $512, DX; \
 	ADDQ $8, CX; \
 	JNZ loop; \
 done:
+
+// KEYSN_AT0(b0, b1, b2, b3) and KEYSN_AT256 are SCORES4_REGS's steps for the
+// first N keys of the panel: STEP4X4 (N = 64) or STEP4X1-3 on the key row
+// at DX, or on the next one (256 bytes on).
+#define KEYS64_AT0(b0, b1, b2, b3) STEP4X4(0(DX), 64(DX), 128(DX), 192(DX), b0, b1, b2, b3)
+#define KEYS64_AT256(b0, b1, b2, b3) STEP4X4(256(DX), 320(DX), 384(DX), 448(DX), b0, b1, b2, b3)
+#define SCORES4X64_REGS(pairs, loop, done) SCORES4_REGS(KEYS64_AT0, KEYS64_AT256, pairs, loop, done)
 
 // SCALE16 multiplies the sixteen accumulators Z0-Z15 by the scale at
 // scale+32(FP), through Z20.
@@ -478,99 +486,15 @@ loop: \
 // SCORES4XN_REGS(pairs, loop, done) for N = 16, 32, 48 is SCORES4X64_REGS
 // on the first N keys of the panel at DX (rows 256 bytes apart): row r's
 // dot products in its first N/16 accumulators Z4r..; the others zero.
-#define SCORES4X16_REGS(pairs, loop, done) \
-	LEAQ (SI)(CX*4), R8; \
-	LEAQ (R8)(CX*4), R9; \
-	LEAQ (R9)(CX*4), R10; \
-	ZERO_Z0_Z15; \
-	TESTQ CX, CX; \
-	JZ done; \
-	TESTQ $1, CX; \
-	JZ pairs; \
-	STEP4X1(0(DX), (SI), (R8), (R9), (R10)); \
-	ADDQ $256, DX; \
-	ADDQ $4, SI; \
-	ADDQ $4, R8; \
-	ADDQ $4, R9; \
-	ADDQ $4, R10; \
-	DECQ CX; \
-	JZ done; \
-pairs: \
-	LEAQ (SI)(CX*4), SI; \
-	LEAQ (R8)(CX*4), R8; \
-	LEAQ (R9)(CX*4), R9; \
-	LEAQ (R10)(CX*4), R10; \
-	SHLQ $2, CX; \
-	NEGQ CX; \
-loop: \
-	STEP4X1(0(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
-	STEP4X1(256(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
-	ADDQ $512, DX; \
-	ADDQ $8, CX; \
-	JNZ loop; \
-done:
-#define SCORES4X32_REGS(pairs, loop, done) \
-	LEAQ (SI)(CX*4), R8; \
-	LEAQ (R8)(CX*4), R9; \
-	LEAQ (R9)(CX*4), R10; \
-	ZERO_Z0_Z15; \
-	TESTQ CX, CX; \
-	JZ done; \
-	TESTQ $1, CX; \
-	JZ pairs; \
-	STEP4X2(0(DX), 64(DX), (SI), (R8), (R9), (R10)); \
-	ADDQ $256, DX; \
-	ADDQ $4, SI; \
-	ADDQ $4, R8; \
-	ADDQ $4, R9; \
-	ADDQ $4, R10; \
-	DECQ CX; \
-	JZ done; \
-pairs: \
-	LEAQ (SI)(CX*4), SI; \
-	LEAQ (R8)(CX*4), R8; \
-	LEAQ (R9)(CX*4), R9; \
-	LEAQ (R10)(CX*4), R10; \
-	SHLQ $2, CX; \
-	NEGQ CX; \
-loop: \
-	STEP4X2(0(DX), 64(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
-	STEP4X2(256(DX), 320(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
-	ADDQ $512, DX; \
-	ADDQ $8, CX; \
-	JNZ loop; \
-done:
-#define SCORES4X48_REGS(pairs, loop, done) \
-	LEAQ (SI)(CX*4), R8; \
-	LEAQ (R8)(CX*4), R9; \
-	LEAQ (R9)(CX*4), R10; \
-	ZERO_Z0_Z15; \
-	TESTQ CX, CX; \
-	JZ done; \
-	TESTQ $1, CX; \
-	JZ pairs; \
-	STEP4X3(0(DX), 64(DX), 128(DX), (SI), (R8), (R9), (R10)); \
-	ADDQ $256, DX; \
-	ADDQ $4, SI; \
-	ADDQ $4, R8; \
-	ADDQ $4, R9; \
-	ADDQ $4, R10; \
-	DECQ CX; \
-	JZ done; \
-pairs: \
-	LEAQ (SI)(CX*4), SI; \
-	LEAQ (R8)(CX*4), R8; \
-	LEAQ (R9)(CX*4), R9; \
-	LEAQ (R10)(CX*4), R10; \
-	SHLQ $2, CX; \
-	NEGQ CX; \
-loop: \
-	STEP4X3(0(DX), 64(DX), 128(DX), (SI)(CX*1), (R8)(CX*1), (R9)(CX*1), (R10)(CX*1)); \
-	STEP4X3(256(DX), 320(DX), 384(DX), 4(SI)(CX*1), 4(R8)(CX*1), 4(R9)(CX*1), 4(R10)(CX*1)); \
-	ADDQ $512, DX; \
-	ADDQ $8, CX; \
-	JNZ loop; \
-done:
+#define KEYS16_AT0(b0, b1, b2, b3) STEP4X1(0(DX), b0, b1, b2, b3)
+#define KEYS16_AT256(b0, b1, b2, b3) STEP4X1(256(DX), b0, b1, b2, b3)
+#define KEYS32_AT0(b0, b1, b2, b3) STEP4X2(0(DX), 64(DX), b0, b1, b2, b3)
+#define KEYS32_AT256(b0, b1, b2, b3) STEP4X2(256(DX), 320(DX), b0, b1, b2, b3)
+#define KEYS48_AT0(b0, b1, b2, b3) STEP4X3(0(DX), 64(DX), 128(DX), b0, b1, b2, b3)
+#define KEYS48_AT256(b0, b1, b2, b3) STEP4X3(256(DX), 320(DX), 384(DX), b0, b1, b2, b3)
+#define SCORES4X16_REGS(pairs, loop, done) SCORES4_REGS(KEYS16_AT0, KEYS16_AT256, pairs, loop, done)
+#define SCORES4X32_REGS(pairs, loop, done) SCORES4_REGS(KEYS32_AT0, KEYS32_AT256, pairs, loop, done)
+#define SCORES4X48_REGS(pairs, loop, done) SCORES4_REGS(KEYS48_AT0, KEYS48_AT256, pairs, loop, done)
 
 // SHIFT_CHUNKS moves each row's accumulators up by one key vector (Z4r+1
 // to Z4r+3 take Z4r to Z4r+2): a panel's dot products computed from key
