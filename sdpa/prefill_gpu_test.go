@@ -26,12 +26,7 @@ func BenchmarkPublicPrefillGPU(b *testing.B) {
 		b.Skipf("no cuda device: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(1, 3))
-	wait, err := dev.NewTensor(1, 1, 1, 64, sdpa.BHSD)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer wait.Free()
-	sink := &sdpa.Tensor{Data: make([]float32, 64), B: 1, H: 1, S: 1, D: 64}
+	rt := newReplayTimer(b, dev)
 	for _, ps := range sdpatest.PrefillShapes {
 		s := ps.Shape
 		name := strings.ReplaceAll(ps.Spec(), ":", "-")
@@ -67,28 +62,7 @@ func BenchmarkPublicPrefillGPU(b *testing.B) {
 			t    [3]*sdpa.DeviceTensor
 		}{{"fp8-tensors", fp8}, {"float32-tensors", ts}} {
 			b.Run(name+"/"+in.name, func(b *testing.B) {
-				g, err := dev.Capture(func() error { return dev.Attention(out, nil, in.t[0], in.t[1], in.t[2], opts) })
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer g.Close()
-				if err := g.Replay(); err != nil {
-					b.Fatal(err)
-				}
-				if err := wait.Download(sink); err != nil {
-					b.Fatal(err)
-				}
-				for b.Loop() { // reps replays and the wait for the last, all timed
-					for range reps {
-						if err := g.Replay(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := wait.Download(sink); err != nil {
-						b.Fatal(err)
-					}
-				}
-				us := float64(b.Elapsed().Nanoseconds()) / 1e3 / float64(b.N*reps)
+				us := rt.micros(b, func() error { return dev.Attention(out, nil, in.t[0], in.t[1], in.t[2], opts) }, reps)
 				b.ReportMetric(us, "us/call")
 				b.ReportMetric(flops/us/1e6, "TFLOP/s")
 			})
@@ -99,4 +73,50 @@ func BenchmarkPublicPrefillGPU(b *testing.B) {
 			}
 		}
 	}
+}
+
+// replayTimer times a captured call as the public GPU benchmarks do: reps
+// replays of its graph back to back and the wait for the last (a download
+// of a one-row tensor, ordered behind them on the device), all timed, each
+// b.Loop iteration.
+type replayTimer struct {
+	dev  *sdpa.Device
+	wait *sdpa.DeviceTensor
+	sink *sdpa.Tensor
+}
+
+// newReplayTimer times calls on dev; its one-row tensor is freed when b
+// ends.
+func newReplayTimer(b *testing.B, dev *sdpa.Device) *replayTimer {
+	wait, err := dev.NewTensor(1, 1, 1, 64, sdpa.BHSD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { wait.Free() })
+	return &replayTimer{dev: dev, wait: wait, sink: &sdpa.Tensor{Data: make([]float32, 64), B: 1, H: 1, S: 1, D: 64}}
+}
+
+// micros captures call into a graph, replays it once untimed, then times
+// reps replays an iteration and returns the µs per call.
+func (r *replayTimer) micros(b *testing.B, call func() error, reps int) float64 {
+	g, err := r.dev.Capture(call)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	replays := func(n int) {
+		for range n {
+			if err := g.Replay(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := r.wait.Download(r.sink); err != nil {
+			b.Fatal(err)
+		}
+	}
+	replays(1)
+	for b.Loop() {
+		replays(reps)
+	}
+	return float64(b.Elapsed().Nanoseconds()) / 1e3 / float64(b.N*reps)
 }

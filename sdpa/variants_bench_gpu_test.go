@@ -14,7 +14,7 @@ import (
 
 // BenchmarkVariantsGPU times the attention variants through the public
 // call, Device.Attention on FP8 device tensors captured in a graph and
-// replayed (as BenchmarkPublicPrefillGPU), each beside the call it is
+// replayed (replayTimer, as BenchmarkPublicPrefillGPU), each beside the call it is
 // measured against, in one process: a window of 1024 against the causal
 // call (its variant row also reports the fraction of the causal call's key
 // tiles the window leaves the Hopper kernel, tile-fraction), Gemma 2's
@@ -26,12 +26,7 @@ func BenchmarkVariantsGPU(b *testing.B) {
 		b.Skipf("no cuda device: %v", err)
 	}
 	rng := rand.New(rand.NewPCG(1, 57))
-	wait, err := dev.NewTensor(1, 1, 1, 64, sdpa.BHSD)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer wait.Free()
-	sink := &sdpa.Tensor{Data: make([]float32, 64), B: 1, H: 1, S: 1, D: 64}
+	rt := newReplayTimer(b, dev)
 	type call struct {
 		name string
 		opts sdpa.Options
@@ -80,23 +75,8 @@ func BenchmarkVariantsGPU(b *testing.B) {
 				opts.Sinks[i] = float32(rng.NormFloat64())
 			}
 			b.Run(cs.name+"/"+c.name, func(b *testing.B) {
-				g, err := dev.Capture(func() error { return dev.Attention(out, nil, fp8[0], fp8[1], fp8[2], &opts) })
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer g.Close()
-				const reps = 10
-				for b.Loop() {
-					for range reps {
-						if err := g.Replay(); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := wait.Download(sink); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
+				us := rt.micros(b, func() error { return dev.Attention(out, nil, fp8[0], fp8[1], fp8[2], &opts) }, 10)
+				b.ReportMetric(us, "us/call")
 				if opts.SlidingWindow > 0 && c.opts.Softcap == 0 {
 					b.ReportMetric(hopperTileFraction(s, opts.SlidingWindow), "tile-fraction")
 				}
@@ -142,12 +122,7 @@ func BenchmarkVariantsDecodeGPU(b *testing.B) {
 	}
 	const B, hq, hkv, d, chunk = 8, 64, 8, 64, 128
 	rng := rand.New(rand.NewPCG(1, 58))
-	wait, err := dev.NewTensor(1, 1, 1, 64, sdpa.BHSD)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer wait.Free()
-	sink := &sdpa.Tensor{Data: make([]float32, 64), B: 1, H: 1, S: 1, D: 64}
+	rt := newReplayTimer(b, dev)
 	kc, vc := randTensor(rng, B, hkv, chunk, d), randTensor(rng, B, hkv, chunk, d)
 	var kd, vd, q *sdpa.DeviceTensor
 	for _, x := range []struct {
@@ -187,23 +162,7 @@ func BenchmarkVariantsDecodeGPU(b *testing.B) {
 		}
 		opts := &sdpa.Options{Mask: sdpa.CausalLowerRight, SlidingWindow: c.window}
 		b.Run(c.name, func(b *testing.B) {
-			g, err := dev.Capture(func() error { return cache.Attention(out, nil, q, ids, opts) })
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer g.Close()
-			const reps = 50
-			for b.Loop() {
-				for range reps {
-					if err := g.Replay(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := wait.Download(sink); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
+			b.ReportMetric(rt.micros(b, func() error { return cache.Attention(out, nil, q, ids, opts) }, 50), "us/call")
 		})
 		if err := cache.Close(); err != nil {
 			b.Fatal(err)
