@@ -58,8 +58,9 @@ func (b *kernelBackend) stageFor(p *backend.Problem) (*device, int, error) {
 func (b *kernelBackend) Name() string { return b.name }
 
 // Supports accepts FP8E4M3 problems whose head dim the stage has
-// (headDims; hopperHeadDims for stage 9) on a GPU that loads the stage;
-// problems with attention variants on stage 9 only (variantsOn).
+// (headDims; hopperHeadDims for stage 9, adaHeadDims for stage 10) on a GPU
+// that loads the stage; problems with attention variants on stages 9 and
+// 10 only (variantsOn).
 func (b *kernelBackend) Supports(p *backend.Problem) error {
 	if p == nil {
 		return fmt.Errorf("%w: cuda: a nil problem", backend.ErrInvalid)

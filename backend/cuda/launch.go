@@ -119,7 +119,7 @@ func (r *resident) launch(stage int) error {
 			return err
 		}
 		gx, gy, gz := k.cfg.Grid(s.B, s.Hkv, s.Group(), s.Sq)
-		return launch(k.attn, gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
+		return launch(k.attention(&s), gx, gy, gz, tc.Threads, k.cfg.SharedBytes(), r.dev.stream, r.params)
 	}
 	if r.dev.fp8mmaErr != nil && slices.Contains(fp8mmaStages, stage) {
 		return r.dev.fp8mmaErr

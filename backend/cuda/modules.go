@@ -130,6 +130,18 @@ func (d *device) hopperFor(p *backend.Problem) hopperKernels {
 type adaKernels struct {
 	cfg         tiles.AdaConfig
 	attn, packV C.CUfunction
+	// attnSoftcap is attn's softcap twin (fp8attn_stage10c_d<D>: the same
+	// geometry, the scores capped), for the calls with a softcap.
+	attnSoftcap C.CUfunction
+}
+
+// attention returns the attention entry for a call of shape p: attn, or
+// its softcap twin for a problem with a softcap.
+func (k *adaKernels) attention(p *backend.Problem) C.CUfunction {
+	if p.Softcap != 0 {
+		return k.attnSoftcap
+	}
+	return k.attn
 }
 
 // loadHopper loads the sm_90a module (the embedded cubin, or in a kernel
@@ -257,10 +269,11 @@ func (d *device) loadHopper() error {
 	return nil
 }
 
-// loadAda finds the Ada kernel (stage 10) and its pack kernel for every
-// head dim in the compute_89 module, checks their geometry against
-// internal/tiles, and raises the dynamic shared-memory limit where a
-// block needs more than the default 48 KB.
+// loadAda finds the Ada kernel (stage 10), its softcap twin and its pack
+// kernel for every head dim in the compute_89 module, checks their
+// geometry against internal/tiles, and raises the dynamic shared-memory
+// limit of both attention kernels where a block needs more than the
+// default 48 KB.
 func (d *device) loadAda() error {
 	for _, hd := range adaHeadDims {
 		cfg, _ := tiles.Ada(hd)
@@ -270,6 +283,7 @@ func (d *device) loadAda() error {
 			fn   *C.CUfunction
 		}{
 			{tiles.KernelName(tiles.AdaStage, hd), &k.attn},
+			{fmt.Sprintf("fp8attn_stage10c_d%d", hd), &k.attnSoftcap},
 			{fmt.Sprintf("fp8attn_pack10v_d%d", hd), &k.packV},
 		} {
 			fn, err := d.mod.Function(f.name)
@@ -290,8 +304,10 @@ func (d *device) loadAda() error {
 			continue
 		}
 		if cfg.SharedBytes() > 48*1024 {
-			if err := setMaxSharedMemory(k.attn, cfg.SharedBytes()); err != nil {
-				return err
+			for _, fn := range []C.CUfunction{k.attn, k.attnSoftcap} {
+				if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
+					return err
+				}
 			}
 		}
 		d.ada[hd] = k

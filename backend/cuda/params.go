@@ -29,9 +29,9 @@ type params struct {
 	// once the pack kernels have run; 0 before, and for stages 1-8).
 	QImage, KImage, VImage uint64
 	// Window, Sinks and Softcap are the problem's attention variants
-	// (backend.Variants), which stage 9 computes: the sliding window (0
-	// for none), the device address of Hq sink logits (0 for none) and
-	// the cap (0 for none; the softcap entry points read it).
+	// (backend.Variants), which stages 9 and 10 compute: the sliding
+	// window (0 for none), the device address of Hq sink logits (0 for
+	// none) and the cap (0 for none; the softcap entry points read it).
 	Window  int64
 	Sinks   uint64
 	Softcap float32

@@ -195,12 +195,12 @@ func supports(p *backend.Problem, stage int) error {
 }
 
 // variantsOn refuses a problem with attention variants on a stage without
-// them: the Hopper kernel (stage 9) computes the sliding window, the
-// softcap and the sinks; the other stages compute none, and a call must
-// never get a plain result in their place.
+// them: the Hopper kernel (stage 9) and the Ada kernel (stage 10) compute
+// the sliding window, the softcap and the sinks; the other stages compute
+// none, and a call must never get a plain result in their place.
 func variantsOn(p *backend.Problem, stage int) error {
-	if stage == tiles.HopperStage || !p.Variants.Any() {
+	if stage == tiles.HopperStage || stage == tiles.AdaStage || !p.Variants.Any() {
 		return nil
 	}
-	return p.Variants.Unsupported(fmt.Sprintf("cuda stage %d (stage %d, Hopper, has them)", stage, tiles.HopperStage))
+	return p.Variants.Unsupported(fmt.Sprintf("cuda stage %d (stages %d, Hopper, and %d, Ada, have them)", stage, tiles.HopperStage, tiles.AdaStage))
 }

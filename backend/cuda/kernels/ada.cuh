@@ -35,6 +35,13 @@
 //     half), V's B fragments by ldmatrix.x4 from the transposed tile.
 //   * Causal masks: blocks with the most keys run first; the mask is
 //     applied only on tiles some row of the block does not fully see.
+//   * Attention variants (Params' window, softcap, sinks): a sliding window
+//     starts the block at the key tile of its lowest position's first key
+//     (first_key), so the tiles before it are neither loaded nor computed,
+//     and the mask also runs on the tiles below its highest position's
+//     first key, with a lower bound per row; SOFTCAP (the twin entry points
+//     fp8attn_stage10c_d<D>) caps the scores before the mask; the sinks join
+//     the normalizers in the epilogue, the LSE staying over the keys.
 #pragma once
 
 // Each row is normalized by the sum of the E4M3 weights the tensor cores
@@ -116,7 +123,9 @@ template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
   pack_v_image<D, Geometry<D>::BN>(p, [](int o) { return o; });
 }
 
-template <int D> __device__ __forceinline__ void stage10(const Params& p) {
+// stage10 is the Ada kernel; SOFTCAP (the twin entry points) caps the
+// scores (Params' softcap). The window and the sinks are Params' in both.
+template <int D, bool SOFTCAP = false> __device__ __forceinline__ void stage10(const Params& p) {
   using G = Geometry<D>;
   constexpr int BN = G::BN, RING = G::RING, KP = G::KP, VP = G::VP, KS = G::KS, NT = G::NT, PS = G::PS, DT = G::DT;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -129,13 +138,20 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   if (p.mask) pb = pblocks - 1 - pb;  // the blocks with the most keys first
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int pos0 = pb * pk.positions, pos1 = min(pos0 + pk.positions, sq) - 1;
-  // The block's last position sees the most keys, its first the fewest.
-  const int ntiles = (visible_keys(p, pos1) + BN - 1) / BN;
-  const int vis_min = visible_keys(p, pos0);
+  // The block's rows see keys from the first key of its first position (the
+  // smallest: every query head of the block shares the positions) up to
+  // those its last position sees: key tiles tb .. tb + ntiles - 1, loaded
+  // and computed as tiles 0 .. ntiles - 1 of the loops below, whose keys
+  // are counted from k0 (the copies' sources, the rows' bounds). The block's
+  // first position sees the fewest keys, its last the latest first key.
+  const int tb = first_key(p, pos0) / BN, k0 = tb * BN;
+  const int ntiles = max(0, (visible_keys(p, pos1) + BN - 1) / BN - tb);
+  const int vis_min = visible_keys(p, pos0), lo_max = first_key(p, pos1);
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-  // This thread's rows g and g + 8 of the warp: (query head, position).
-  int qh[2], pos[2], vis[2];
+  // This thread's rows g and g + 8 of the warp: (query head, position), and
+  // the keys lo .. vis - 1 each sees, counted from k0.
+  int qh[2], pos[2], lo[2], vis[2];
   bool valid[2];
   float c[2];
 #pragma unroll
@@ -145,10 +161,25 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
     pos[h] = pos0 + r % pk.positions;
     valid[h] = hl < pk.heads && head < group && pos[h] < sq;
     qh[h] = kvh * group + (valid[h] ? head : 0);
-    vis[h] = valid[h] ? visible_keys(p, pos[h]) : 0;
+    lo[h] = valid[h] ? first_key(p, pos[h]) - k0 : 0;
+    vis[h] = valid[h] ? visible_keys(p, pos[h]) - k0 : 0;
     // The score factor, positive (Q's signs flipped below where it is not)
     // and at least the smallest normal float, so that -Inf·c stays -Inf.
     c[h] = fmaxf(fabsf(p.score_scale[b * p.hq + qh[h]]), 1.17549435e-38f);
+  }
+  // SOFTCAP: a score s becomes tanh(s·cap_in) (cap_in the score factor over
+  // the cap in the log2 domain, at most FLT_MAX so that a zero score stays
+  // 0 under a subnormal cap), which the row maxima are taken on, and c the
+  // cap in the log2 domain (at least the smallest normal float, as above):
+  // the capped score in the log2 domain is c·tanh(s·cap_in).
+  float cap_in[2] = {0.f, 0.f};
+  if constexpr (SOFTCAP) {
+    const float cap = fmaxf(p.softcap * LOG2E, 1.17549435e-38f);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+      cap_in[h] = fminf(c[h] / cap, 3.40282347e38f);
+      c[h] = cap;
+    }
   }
   const bool active = __any_sync(0xffffffffu, valid[0] || valid[1]);
 
@@ -166,16 +197,18 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
         qa[kk][h + 2 * hi] = valid[h] ? *(const uint32_t*)(qrow + 32 * kk + 16 * hi + 4 * tq) ^ flip : 0u;
   }
 
-  const uint8_t* kbase = p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride;
-  const uint8_t* vimg = p.vi + ((long long)b * p.hkv + kvh) * ((sk + BN - 1) / BN) * (D * BN);
-  // Copies of tile t into ring slot `slot`: chunk ch = threadIdx.x + i·THREADS
-  // of 16 bytes. K: row ch / (D/16), byte 16(ch % (D/16)); where K's rows
-  // are dense (row stride D, as in [B][H][S][D]) and the tile lies inside
-  // sk, chunk ch is simply byte 16ch of the tile, and each copy is one
-  // instruction off a per-tile pointer; otherwise rows past sk are
-  // zero-filled. V: the image tile is contiguous, chunk ch at byte 16ch.
-  // dense_tiles counts the tiles that take the one-instruction path.
-  const int dense_tiles = p.kv_row_stride == D ? sk / BN : 0;
+  // K and V from key k0 (key tile tb) on.
+  const uint8_t* kbase = p.k + b * p.kv_batch_stride + kvh * p.kv_head_stride + (long long)k0 * p.kv_row_stride;
+  const uint8_t* vimg = p.vi + (((long long)b * p.hkv + kvh) * ((sk + BN - 1) / BN) + tb) * (D * BN);
+  // Copies of tile t (key tile tb + t) into ring slot `slot`: chunk ch =
+  // threadIdx.x + i·THREADS of 16 bytes. K: row ch / (D/16), byte 16(ch %
+  // (D/16)); where K's rows are dense (row stride D, as in [B][H][S][D])
+  // and the tile lies inside sk, chunk ch is simply byte 16ch of the tile,
+  // and each copy is one instruction off a per-tile pointer; otherwise rows
+  // past sk (kend keys from k0) are zero-filled. V: the image tile is
+  // contiguous, chunk ch at byte 16ch. dense_tiles counts the tiles that
+  // take the one-instruction path.
+  const int dense_tiles = (p.kv_row_stride == D ? sk / BN : 0) - tb, kend = sk - k0;
   const uint8_t* ksrc = kbase + 16 * threadIdx.x;  // this thread's first chunk of K and of V
   const uint8_t* vsrc = vimg + 16 * threadIdx.x;
   constexpr int CPT = BN * D / 16 / G::THREADS;  // chunks per thread, each of K and V
@@ -193,7 +226,7 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int ch = threadIdx.x + i * G::THREADS, r = ch / (D / 16), off = 16 * (ch % (D / 16)), j = j0 + r;
-        const bool ok = j < sk;
+        const bool ok = j < kend;
         cp_async16(ks + r * KP + off, kbase + (long long)(ok ? j : 0) * p.kv_row_stride + off, ok);
       }
     }
@@ -205,7 +238,8 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   };
 
   // m is the running maximum of a row's raw scores (its score factor c > 0
-  // applies after: max(s)·c = max(s·c) exactly). It starts at -FLT_MAX, not
+  // applies after: max(s)·c = max(s·c) exactly; SOFTCAP: of its capped
+  // scores tanh(s·cap_in), c the cap). It starts at -FLT_MAX, not
   // -Inf: finite, so that the online step needs no test for a row that has
   // seen only masked keys (alpha = 2^((-FLT_MAX - m)·c) is 0 for any score m,
   // and a row that has seen no key keeps O and l at 0). off = 8 - m·c is kept
@@ -231,9 +265,11 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   const uint32_t base = smem_u32(smem);
   const uint32_t kq = base + lr * KP + 16 * lm, kq2 = base + lr * KP + 16 * (lm & 1);
   const uint32_t vq = PS == 2 ? base + BN * KP + lr * VP + 16 * lm : base + BN * KP + (8 * (lm >> 1) + lr) * VP + 16 * (lm & 1);
-  // The first tile some row of the block does not fully see: from there on
-  // the mask is applied.
-  const int mask_from = vis_min / BN;
+  // The mask is applied from the first tile some row of the block does not
+  // fully see on (mask_from), and on the tiles below the block's last
+  // position's first key (mask_below: those holding some row's lower window
+  // edge; none without a window).
+  const int mask_from = vis_min / BN - tb, mask_below = (lo_max - k0 + BN - 1) / BN;
 
   // Tile t in ring slot S = t % RING (a compile-time constant: the loop
   // below is unrolled RING times, so every shared-memory offset of a step
@@ -274,14 +310,25 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
       }
     }
 
-    // Keys a row does not see (and keys past sk, zero rows in the tile)
-    // become -Inf, only on tiles some row of the block does not fully see.
-    if (t >= mask_from) {
+    // SOFTCAP: the scores capped (cap_in above), before the mask, so that
+    // a masked key stays -Inf.
+    if constexpr (SOFTCAP) {
 #pragma unroll
       for (int n = 0; n < NT; n++)
 #pragma unroll
-        for (int j = 0; j < 4; j++)
-          if (t * BN + 8 * n + 2 * tq + (j & 1) >= vis[j >> 1]) s[n][j] = NEG_INF;
+        for (int j = 0; j < 4; j++) s[n][j] = tanh_approx(s[n][j] * cap_in[j >> 1]);
+    }
+    // Keys a row does not see (below its window, past its causal edge, and
+    // keys past sk, zero rows in the tile) become -Inf, only on tiles some
+    // row of the block does not fully see.
+    if (t >= mask_from || t < mask_below) {
+#pragma unroll
+      for (int n = 0; n < NT; n++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+          const int key = t * BN + 8 * n + 2 * tq + (j & 1);
+          if (key >= vis[j >> 1] || key < lo[j >> 1]) s[n][j] = NEG_INF;
+        }
     }
     float mx[2] = {fmaxf(s[0][0], s[0][1]), fmaxf(s[0][2], s[0][3])};
 #pragma unroll
@@ -368,14 +415,19 @@ template <int D> __device__ __forceinline__ void stage10(const Params& p) {
   }
   cp_async_wait<0>();
 
-  // Epilogue: the quad's partial row sums, then rows g and g + 8.
+  // Epilogue: the quad's partial row sums, then rows g and g + 8. A sink's
+  // weight joins the normalizer in its units, 2^(sink - m·c + 8) = 2^(sink
+  // + off) (sink in the log2 domain), only when there are sinks; the LSE
+  // stays over the keys.
   const float vs = p.v_scale[b * p.hkv + kvh];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
     const float lh = group_sum<4>(l[h]);
     if (!valid[h]) continue;
     const bool keys = row_has_keys(lh);
-    const float f = vs / lsum[2 * h];
+    float den = lsum[2 * h];
+    if (p.sinks) den += ex2(fmaf(p.sinks[qh[h]], LOG2E, off[h]));
+    const float f = vs / den;
     float* orow = p.out + b * p.o_batch_stride + qh[h] * p.o_head_stride + (long long)pos[h] * p.o_row_stride;
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {

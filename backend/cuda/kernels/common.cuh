@@ -34,12 +34,12 @@ struct Params {
   // on the device by its pack kernels into the swizzled layout its bulk
   // copies load (see hopper.cuh). Unused, and null, for stages 1-8.
   uint8_t *qi, *ki, *vi;
-  // The attention variants (backend.Variants), which stage 9 computes (the
-  // other stages are given none): window, when positive, bounds a row's
-  // keys from below (first_key); softcap, when positive, is the cap of
-  // the scores of stage 9's softcap entry points (the others ignore it);
-  // sinks, when not null, holds one logit per query head, whose e^sink
-  // joins the rows' denominators (not their LSEs).
+  // The attention variants (backend.Variants), which stages 9 and 10
+  // compute (the other stages are given none): window, when positive,
+  // bounds a row's keys from below (first_key); softcap, when positive, is
+  // the cap of the scores of their softcap entry points (the others ignore
+  // it); sinks, when not null, holds one logit per query head, whose
+  // e^sink joins the rows' denominators (not their LSEs).
   long long window;
   const float* sinks;
   float softcap, pad;
