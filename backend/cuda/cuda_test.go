@@ -116,7 +116,10 @@ func testBackend(stage int) *kernelBackend {
 // masked keys, by every V row of the BlockN-key tiles it loads: those up to
 // the keys its last row sees, rounded up to whole tiles. A block of the Ada
 // kernel holds the positions tiles.AdaConfig.Pack gives it, for every query
-// head of its chunk.
+// head of its chunk. Under a sliding window the blocks of stages 9 and 10
+// start at the key tile of their first row's first key, loading fewer:
+// the rule is then an upper bound, which the suite's check with a window
+// takes as one (a row may, not must, turn NaN for a key it only loads).
 func loadedKeys(stage int) func(s backend.Shape, m backend.Mask, i int) int {
 	return func(s backend.Shape, m backend.Mask, i int) int {
 		tc, err := geometry(stage, s.D)

@@ -46,7 +46,9 @@ func TestBestStage(t *testing.T) {
 	}
 }
 
-// TestSupports: head dims without kernels and FP32 are ErrUnsupported.
+// TestSupports: head dims without kernels and FP32 are ErrUnsupported, and
+// so are the attention variants on the stages without them (all but 9 and
+// 10). The mutants of TestSupportsCatchesMutants fail it.
 func TestSupports(t *testing.T) {
 	p := &backend.Problem{Shape: backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 4, D: 96}, Precision: backend.FP8E4M3}
 	if err := supports(p, 3); !errors.Is(err, backend.ErrUnsupported) {
@@ -78,7 +80,23 @@ func TestSupports(t *testing.T) {
 			t.Errorf("stage 10 d=%d: %v", d, err)
 		}
 	}
+	// The attention variants: stages 9 and 10 compute them, every other
+	// stage refuses them (never a plain result in their place).
 	p.D = 64
+	for _, v := range []backend.Variants{{SlidingWindow: 16}, {Softcap: 30}, {Sinks: []float32{0.5}}} {
+		p.Variants = v
+		for _, st := range allStages {
+			err := supports(p, st)
+			if st == tiles.HopperStage || st == tiles.AdaStage {
+				if err != nil {
+					t.Errorf("stage %d with %s: %v", st, v.Names(), err)
+				}
+			} else if !errors.Is(err, backend.ErrUnsupported) {
+				t.Errorf("stage %d with %s: %v, want ErrUnsupported", st, v.Names(), err)
+			}
+		}
+	}
+	p.Variants = backend.Variants{}
 	p.Precision = backend.FP32
 	if err := supports(p, 1); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("fp32: %v", err)
