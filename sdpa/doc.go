@@ -58,10 +58,10 @@
 // kernels for a variant answers ErrUnsupported: the cpu kernels and cache
 // have all three (a window skips the key panels before it, a windowed
 // decode reads only the pages inside its window), and so have the cuda
-// backend's Hopper kernel (a window skips the key tiles before it) and its
-// cache's decode kernels on every GPU; the Ada and Ampere prefill kernels
-// have none, so on those GPUs Backend "" runs such calls on the cpu, and
-// the cuda device answers ErrUnsupported.
+// backend's Hopper and Ada kernels (a window skips the key tiles before
+// it) and its cache's decode kernels on every GPU; the Ampere prefill
+// kernels have none, so on those GPUs Backend "" runs such calls on the
+// cpu, and the cuda device answers ErrUnsupported.
 //
 // # NaN and infinities
 //

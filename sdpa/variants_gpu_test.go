@@ -34,15 +34,15 @@ var gpuVariantOptions = append(variantOptions[:len(variantOptions):len(variantOp
 }...)
 
 // TestVariantsGPU: the sliding window, the softcap and the sinks on the
-// cuda device. Where the Hopper kernel runs, Device.Attention on FP8 device
+// cuda device. Where the Hopper or the Ada kernel runs (the one "cuda"
+// picks), Device.Attention on FP8 device
 // tensors and on float32 device tensors (quantized on the device), a graph
 // of it replayed, and sdpa.AttentionLSE with Backend "cuda" give what the
 // oracle gives on the same codes within the FP8 MMA tier
 // (sdpatest.FP8MMATolerance), outputs poisoned first: in one tile (D 64,
 // 70 keys) and tiled (D 64, 128 and 256), with windows that skip whole
 // tiles and windows whose edges fall inside them. On a GPU without them
-// (the Ada kernel and older) every such call is ErrUnsupported, with
-// nothing held.
+// (Ampere) every such call is ErrUnsupported, with nothing held.
 func TestVariantsGPU(t *testing.T) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {
@@ -62,7 +62,8 @@ func TestVariantsGPU(t *testing.T) {
 	} {
 		q, k, v := randTensor(rng, cs.b, cs.hq, cs.sq, cs.hd), randTensor(rng, cs.b, cs.hkv, cs.sk, cs.hd), randTensor(rng, cs.b, cs.hkv, cs.sk, cs.hd)
 		_, herr := sdpa.Attention(q, k, v, &sdpa.Options{Backend: "cuda/sm90", Precision: sdpa.FP8E4M3})
-		hopper := herr == nil
+		_, aerr := sdpa.Attention(q, k, v, &sdpa.Options{Backend: "cuda/sm89", Precision: sdpa.FP8E4M3})
+		hopper := herr == nil || aerr == nil // a kernel with the variants
 		qd, kd, vd := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
 		var q8, k8, v8 *sdpa.DeviceTensor
 		for _, x := range []struct {
@@ -90,7 +91,7 @@ func TestVariantsGPU(t *testing.T) {
 			if !hopper {
 				held := dev.MemoryHeld()
 				if err := dev.Attention(out, nil, q8, k8, v8, opts); !errors.Is(err, sdpa.ErrUnsupported) {
-					t.Errorf("%s: Device.Attention: %v, want ErrUnsupported (no Hopper kernel: %v)", name, err, herr)
+					t.Errorf("%s: Device.Attention: %v, want ErrUnsupported (no Hopper or Ada kernel: %v)", name, err, errors.Join(herr, aerr))
 				}
 				if got := dev.MemoryHeld(); got != held {
 					t.Errorf("%s: the refused call left %d bytes held, %d before", name, got, held)
