@@ -130,16 +130,22 @@ func (d *device) hopperFor(p *backend.Problem) hopperKernels {
 type adaKernels struct {
 	cfg         tiles.AdaConfig
 	attn, packV C.CUfunction
-	// attnSoftcap is attn's softcap twin (fp8attn_stage10c_d<D>: the same
-	// geometry, the scores capped), for the calls with a softcap.
-	attnSoftcap C.CUfunction
+	// attnWindow and attnSoftcap are attn's twins of the same geometry
+	// (fp8attn_stage10w_d<D>, fp8attn_stage10c_d<D>): the first bounds the
+	// rows' keys by a sliding window, the second also caps the scores; attn
+	// reads no window.
+	attnWindow, attnSoftcap C.CUfunction
 }
 
-// attention returns the attention entry for a call of shape p: attn, or
-// its softcap twin for a problem with a softcap.
+// attention returns the attention entry for a call of shape p: the
+// softcap twin for a problem with a softcap (window or not), the window
+// twin for one with a sliding window, attn otherwise.
 func (k *adaKernels) attention(p *backend.Problem) C.CUfunction {
-	if p.Softcap != 0 {
+	switch {
+	case p.Softcap != 0:
 		return k.attnSoftcap
+	case p.SlidingWindow != 0:
+		return k.attnWindow
 	}
 	return k.attn
 }
@@ -269,11 +275,11 @@ func (d *device) loadHopper() error {
 	return nil
 }
 
-// loadAda finds the Ada kernel (stage 10), its softcap twin and its pack
-// kernel for every head dim in the compute_89 module, checks their
-// geometry against internal/tiles, and raises the dynamic shared-memory
-// limit of both attention kernels where a block needs more than the
-// default 48 KB.
+// loadAda finds the Ada kernel (stage 10), its window and softcap twins
+// and its pack kernel for every head dim in the compute_89 module, checks
+// their geometry (the one the three attention entries are compiled with)
+// against internal/tiles, and raises the dynamic shared-memory limit of
+// the attention entries where a block needs more than the default 48 KB.
 func (d *device) loadAda() error {
 	for _, hd := range adaHeadDims {
 		cfg, _ := tiles.Ada(hd)
@@ -283,6 +289,7 @@ func (d *device) loadAda() error {
 			fn   *C.CUfunction
 		}{
 			{tiles.KernelName(tiles.AdaStage, hd), &k.attn},
+			{fmt.Sprintf("fp8attn_stage10w_d%d", hd), &k.attnWindow},
 			{fmt.Sprintf("fp8attn_stage10c_d%d", hd), &k.attnSoftcap},
 			{fmt.Sprintf("fp8attn_pack10v_d%d", hd), &k.packV},
 		} {
@@ -304,7 +311,7 @@ func (d *device) loadAda() error {
 			continue
 		}
 		if cfg.SharedBytes() > 48*1024 {
-			for _, fn := range []C.CUfunction{k.attn, k.attnSoftcap} {
+			for _, fn := range []C.CUfunction{k.attn, k.attnWindow, k.attnSoftcap} {
 				if err := setMaxSharedMemory(fn, cfg.SharedBytes()); err != nil {
 					return err
 				}

@@ -35,13 +35,15 @@
 //     half), V's B fragments by ldmatrix.x4 from the transposed tile.
 //   * Causal masks: blocks with the most keys run first; the mask is
 //     applied only on tiles some row of the block does not fully see.
-//   * Attention variants (Params' window, softcap, sinks): a sliding window
-//     starts the block at the key tile of its lowest position's first key
-//     (first_key), so the tiles before it are neither loaded nor computed,
-//     and the mask also runs on the tiles below its highest position's
-//     first key, with a lower bound per row; SOFTCAP (the twin entry points
-//     fp8attn_stage10c_d<D>) caps the scores before the mask; the sinks join
-//     the normalizers in the epilogue, the LSE staying over the keys.
+//   * Attention variants (Params' window, softcap, sinks), in twin entry
+//     points so that the plain kernel keeps its main loop: WINDOW
+//     (fp8attn_stage10w_d<D>) starts the block at the key tile of its
+//     lowest position's first key (first_key), so the tiles before it are
+//     neither loaded nor computed, and also runs the mask on the tiles below
+//     its highest position's first key, with a lower bound per row; SOFTCAP
+//     (fp8attn_stage10c_d<D>, with WINDOW) caps the scores before the mask;
+//     the sinks join the normalizers in the epilogue of every entry, the
+//     LSE staying over the keys.
 #pragma once
 
 // Each row is normalized by the sum of the E4M3 weights the tensor cores
@@ -123,9 +125,11 @@ template <int D> __device__ __forceinline__ void pack_v(const Params& p) {
   pack_v_image<D, Geometry<D>::BN>(p, [](int o) { return o; });
 }
 
-// stage10 is the Ada kernel; SOFTCAP (the twin entry points) caps the
-// scores (Params' softcap). The window and the sinks are Params' in both.
-template <int D, bool SOFTCAP = false> __device__ __forceinline__ void stage10(const Params& p) {
+// stage10 is the Ada kernel. WINDOW bounds the rows' keys from below by
+// Params' window (without it the window is not read: the plain kernel's
+// main loop holds no lower bound); SOFTCAP caps the scores by Params'
+// softcap. The sinks, Params' too, are read by every form.
+template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forceinline__ void stage10(const Params& p) {
   using G = Geometry<D>;
   constexpr int BN = G::BN, RING = G::RING, KP = G::KP, VP = G::VP, KS = G::KS, NT = G::NT, PS = G::PS, DT = G::DT;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -139,18 +143,19 @@ template <int D, bool SOFTCAP = false> __device__ __forceinline__ void stage10(c
   const int kvh = blockIdx.y, b = blockIdx.z;
   const int pos0 = pb * pk.positions, pos1 = min(pos0 + pk.positions, sq) - 1;
   // The block's rows see keys from the first key of its first position (the
-  // smallest: every query head of the block shares the positions) up to
-  // those its last position sees: key tiles tb .. tb + ntiles - 1, loaded
-  // and computed as tiles 0 .. ntiles - 1 of the loops below, whose keys
-  // are counted from k0 (the copies' sources, the rows' bounds). The block's
-  // first position sees the fewest keys, its last the latest first key.
-  const int tb = first_key(p, pos0) / BN, k0 = tb * BN;
+  // smallest: every query head of the block shares the positions; 0
+  // without WINDOW) up to those its last position sees: key tiles tb .. tb
+  // + ntiles - 1, loaded and computed as tiles 0 .. ntiles - 1 of the loops
+  // below, whose keys are counted from k0 (the copies' sources, the rows'
+  // bounds). The block's first position sees the fewest keys, its last the
+  // latest first key.
+  const int tb = WINDOW ? first_key(p, pos0) / BN : 0, k0 = tb * BN;
   const int ntiles = max(0, (visible_keys(p, pos1) + BN - 1) / BN - tb);
-  const int vis_min = visible_keys(p, pos0), lo_max = first_key(p, pos1);
+  const int vis_min = visible_keys(p, pos0), lo_max = WINDOW ? first_key(p, pos1) : 0;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
   // This thread's rows g and g + 8 of the warp: (query head, position), and
-  // the keys lo .. vis - 1 each sees, counted from k0.
+  // the keys lo .. vis - 1 each sees, counted from k0 (lo: WINDOW only).
   int qh[2], pos[2], lo[2], vis[2];
   bool valid[2];
   float c[2];
@@ -266,9 +271,9 @@ template <int D, bool SOFTCAP = false> __device__ __forceinline__ void stage10(c
   const uint32_t kq = base + lr * KP + 16 * lm, kq2 = base + lr * KP + 16 * (lm & 1);
   const uint32_t vq = PS == 2 ? base + BN * KP + lr * VP + 16 * lm : base + BN * KP + (8 * (lm >> 1) + lr) * VP + 16 * (lm & 1);
   // The mask is applied from the first tile some row of the block does not
-  // fully see on (mask_from), and on the tiles below the block's last
-  // position's first key (mask_below: those holding some row's lower window
-  // edge; none without a window).
+  // fully see on (mask_from), and, WINDOW, on the tiles below the block's
+  // last position's first key (mask_below: those holding some row's lower
+  // window edge).
   const int mask_from = vis_min / BN - tb, mask_below = (lo_max - k0 + BN - 1) / BN;
 
   // Tile t in ring slot S = t % RING (a compile-time constant: the loop
@@ -321,13 +326,13 @@ template <int D, bool SOFTCAP = false> __device__ __forceinline__ void stage10(c
     // Keys a row does not see (below its window, past its causal edge, and
     // keys past sk, zero rows in the tile) become -Inf, only on tiles some
     // row of the block does not fully see.
-    if (t >= mask_from || t < mask_below) {
+    if (t >= mask_from || (WINDOW && t < mask_below)) {
 #pragma unroll
       for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int j = 0; j < 4; j++) {
           const int key = t * BN + 8 * n + 2 * tq + (j & 1);
-          if (key >= vis[j >> 1] || key < lo[j >> 1]) s[n][j] = NEG_INF;
+          if (key >= vis[j >> 1] || (WINDOW && key < lo[j >> 1])) s[n][j] = NEG_INF;
         }
     }
     float mx[2] = {fmaxf(s[0][0], s[0][1]), fmaxf(s[0][2], s[0][3])};

@@ -40,7 +40,7 @@
 //            an image the pack kernel writes transposed, keys in sigma
 //            order, so P goes from accumulators to A fragments by
 //            conversions; P scaled by 2^8 before its E4M3 cast. D in
-//            {64, 96, 128, 256}. Sliding windows, softcaps (in twin
+//            {64, 96, 128, 256}. Sliding windows and softcaps (in twin
 //            entry points) and sinks, as stage 9.
 //
 // Ampere: the stages that decode FP8 to f16 before the MMA (1-6) are also
@@ -97,12 +97,13 @@ ENTRY(8, 64, (stage5<64, 8>(p))) ENTRY(8, 128, (stage5<128, 8>(p)))
 static_assert(FP8ATTN_NUM_STAGES == 8, "tiles.h lists stages without entry points here");
 
 // The Ada kernel (stage 10) per head dim: the attention kernel (dynamic
-// shared memory AdaTiles<D>::SMEM), its softcap twin fp8attn_stage10c_d<D>
-// (ada::stage10 with SOFTCAP, for the calls with a softcap, so that the
-// plain kernel keeps a softmax without it; the same geometry), the
-// geometry exported as fp8attn_stage10_d<D>_config = {D, BM, BN, WARPS,
-// RING, KPITCH, VPITCH, SMEM} (checked against internal/tiles when the
-// module loads), and the V image pack kernel.
+// shared memory AdaTiles<D>::SMEM) and its twins of the same geometry,
+// fp8attn_stage10w_d<D> (ada::stage10 with WINDOW, for the calls with a
+// sliding window) and fp8attn_stage10c_d<D> (with WINDOW and SOFTCAP, for
+// the calls with a softcap), so that the plain kernel keeps its main loop;
+// the geometry exported as fp8attn_stage10_d<D>_config = {D, BM, BN,
+// WARPS, RING, KPITCH, VPITCH, SMEM} (checked against internal/tiles when
+// the module loads); and the V image pack kernel.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890
 #define ADA_ENTRY(HD)                                                                                          \
   extern "C" __global__ void __launch_bounds__(AdaTiles<HD>::WARPS * 32)                                        \
@@ -110,8 +111,12 @@ static_assert(FP8ATTN_NUM_STAGES == 8, "tiles.h lists stages without entry point
     ada::stage10<HD>(p);                                                                                         \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(AdaTiles<HD>::WARPS * 32)                                        \
-      fp8attn_stage10c_d##HD(const __grid_constant__ Params p) {                                                 \
+      fp8attn_stage10w_d##HD(const __grid_constant__ Params p) {                                                 \
     ada::stage10<HD, true>(p);                                                                                   \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(AdaTiles<HD>::WARPS * 32)                                        \
+      fp8attn_stage10c_d##HD(const __grid_constant__ Params p) {                                                 \
+    ada::stage10<HD, true, true>(p);                                                                             \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack10v_d##HD(const __grid_constant__ Params p) {    \
     ada::pack_v<HD>(p);                                                                                          \

@@ -211,12 +211,12 @@ func TestPTXFresh(t *testing.T) {
 			}
 		}
 	}
-	// The Ada kernel (stage 10), its softcap twin and its pack, in the
-	// compute_89 module.
+	// The Ada kernel (stage 10), its window and softcap twins and its
+	// pack, in the compute_89 module.
 	for _, d := range tiles.AdaHeadDims {
 		name := tiles.KernelName(tiles.AdaStage, d)
-		for _, sym := range []string{".entry " + name + "(", name + "_config[", fmt.Sprintf(".entry fp8attn_stage10c_d%d(", d),
-			fmt.Sprintf(".entry fp8attn_pack10v_d%d(", d)} {
+		for _, sym := range []string{".entry " + name + "(", name + "_config[", fmt.Sprintf(".entry fp8attn_stage10w_d%d(", d),
+			fmt.Sprintf(".entry fp8attn_stage10c_d%d(", d), fmt.Sprintf(".entry fp8attn_pack10v_d%d(", d)} {
 			if !strings.Contains(PTX, sym) {
 				t.Errorf("PTX lacks %s", sym)
 			}
