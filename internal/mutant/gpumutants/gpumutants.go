@@ -20,6 +20,18 @@ const (
 // List is the GPU mutants. A Name is a file-name word: the binary is
 // BinName's.
 var List = []mutant.Mutant{
+	// The Ada kernel's calls with a sliding window run the plain kernel,
+	// which reads no window: every row sees all its causal keys.
+	{Name: "adawindowplain", File: "backend/cuda/modules.go", Pkg: cudaPkg,
+		Old:   "case p.SlidingWindow != 0:\n\t\treturn k.attnWindow",
+		New:   "case false:\n\t\treturn k.attnWindow",
+		Tests: []string{"TestConformance"}},
+	// The Ada kernel's calls with a softcap run the window twin (or the
+	// plain kernel), which caps nothing.
+	{Name: "adasoftcapuncapped", File: "backend/cuda/modules.go", Pkg: cudaPkg,
+		Old:   "case p.Softcap != 0:\n\t\treturn k.attnSoftcap",
+		New:   "case false:\n\t\treturn k.attnSoftcap",
+		Tests: []string{"TestConformance"}},
 	// A paged attention's device tables never get their lengths, neither
 	// at the first write nor after a change: the kernels read what the
 	// allocation held.
