@@ -36,8 +36,9 @@ struct Params {
   uint8_t *qi, *ki, *vi;
   // The attention variants (backend.Variants), which stages 9 and 10
   // compute (the other stages are given none): window, when positive,
-  // bounds a row's keys from below (first_key); softcap, when positive, is
-  // the cap of the scores of their softcap entry points (the others ignore
+  // bounds a row's keys from below (first_key; stage 10 reads it in its
+  // window and softcap entry points only); softcap, when positive, is the
+  // cap of the scores of their softcap entry points (the others ignore
   // it); sinks, when not null, holds one logit per query head, whose
   // e^sink joins the rows' denominators (not their LSEs).
   long long window;
