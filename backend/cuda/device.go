@@ -62,6 +62,8 @@ type device struct {
 	// (staging.go); stageDone is recorded after the last copy that read it.
 	stage     []byte
 	stageDone cu.Event
+	// sinks are the attention sink arrays calls passed (sinks.go).
+	sinks     sinkStore
 	stageBusy bool
 	pool      map[int64][]cu.DevicePtr
 	pending   []pendingFree // freed, waiting for their event
@@ -184,7 +186,7 @@ func (d *device) Close() error {
 			errs = append(errs, cu.DestroyEvent(&d.events[i]))
 		}
 		d.pending, d.events = nil, nil
-		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage))
+		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage), d.sinks.close())
 		d.stage = nil
 		for p := range d.owned {
 			errs = append(errs, d.devFree(p))

@@ -15,9 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync/atomic"
-	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -45,10 +43,6 @@ type captureState struct {
 	// stream when the capture ends, whether it succeeded or not, and not at
 	// every replay (the kernels that use them leave them 0).
 	zero []zeroRun
-	// fill are host values for device memory allocated inside the capture
-	// (a call's sink logits): copied when the capture ends, as zero is
-	// cleared, since a capture cannot copy from host memory.
-	fill []fillRun
 	// pinned buffers and caches may not be freed while the graph lives.
 	pinned []*buffer
 	caches []*pagedKV
@@ -58,25 +52,6 @@ type captureState struct {
 type zeroRun struct {
 	p cu.DevicePtr
 	n int64
-}
-
-// fillRun is the values for the device words at p.
-type fillRun struct {
-	p      cu.DevicePtr
-	values []float32
-}
-
-// putFloats copies values (not empty) to the device words at p, on the
-// stream: at once, or, inside a capture, when it ends (p then belongs to
-// the graph, which replays what the words hold). values may be reused on
-// return. The caller is inside do.
-func (d *device) putFloats(p cu.DevicePtr, values []float32) error {
-	if c := d.capturing(); c != nil {
-		c.fill = append(c.fill, fillRun{p, slices.Clone(values)})
-		return nil
-	}
-	// From pageable memory the copy returns once the values are staged.
-	return cu.MemcpyHtoDAsync(p, unsafe.Pointer(&values[0]), 4*int64(len(values)), d.stream)
 }
 
 func currentThread() uint64 { return uint64(C.fp8attn_thread()) }
@@ -157,9 +132,6 @@ func (d *device) Capture(issue func() error) (g *deviceGraph, err error) {
 		err := exec.endCapture(d.stream)
 		for _, z := range c.zero {
 			err = errors.Join(err, cu.MemsetD32Async(z.p, 0, z.n, d.stream))
-		}
-		for _, f := range c.fill {
-			err = errors.Join(err, cu.MemcpyHtoDAsync(f.p, unsafe.Pointer(&f.values[0]), 4*int64(len(f.values)), d.stream))
 		}
 		return err
 	}

@@ -108,7 +108,6 @@ type pagedKV struct {
 	wsSplits     int                 // benchmarks: the warp-specialized kernel forced, with this many splits
 	wsBlocks     int                 // tests: the warp-specialized kernel forced, on at most this many blocks
 	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
-	sinks        pagedSinks          // the sink arrays calls passed, on the device (sinksOn)
 }
 
 func (s *pagedKV) Config() backend.PagedConfig { return s.cfg }
@@ -135,7 +134,6 @@ func (s *pagedKV) Close() error {
 		for _, p := range s.owned {
 			errs = append(errs, s.dev.devFree(p))
 		}
-		errs = append(errs, s.sinks.close(s.dev))
 		var bufs []pooled
 		for _, b := range s.stage {
 			bufs = append(bufs, b)
@@ -342,8 +340,14 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	}
 	pp.Sinks = 0
 	if p.Sinks != nil {
-		if pp.Sinks, err = s.sinksOn(p.Sinks, c != nil, &copies); err != nil {
+		var kept bool
+		if pp.Sinks, kept, err = s.dev.sinksOn(p.Sinks, c != nil); err != nil {
 			return err
+		}
+		if !kept {
+			if pp.Sinks, err = s.put(&copies, "sinks", bytesOf(p.Sinks)); err != nil {
+				return err
+			}
 		}
 	}
 	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)

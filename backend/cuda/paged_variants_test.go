@@ -326,7 +326,7 @@ func TestPagedPlanWindow(t *testing.T) {
 // MaxSeqLen; the sinks copied outside the capture, which holds kernels
 // and memsets only) replays with the sinks of its capture while calls between the
 // replays pass other sinks (each distinct array has device memory of its
-// own: pagedSinks), and both match the float64 oracle on the values the
+// own: the device's sinkStore), and both match the float64 oracle on the values the
 // cache holds within the float32 tiers, outputs poisoned before each.
 func TestPagedGraphVariants(t *testing.T) {
 	seed := sdpatest.Seed()

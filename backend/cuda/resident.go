@@ -94,13 +94,8 @@ func (d *device) Upload(p *backend.Problem) (*resident, error) {
 		if b.Out, err = put(4 * r.outN); err != nil {
 			return err
 		}
-		if p.Sinks != nil {
-			if b.Sinks, err = put(4 * int64(len(p.Sinks))); err != nil {
-				return err
-			}
-			if err := d.putFloats(cu.DevicePtr(b.Sinks), p.Sinks); err != nil {
-				return err
-			}
+		if b.Sinks, err = d.residentSinks(p.Sinks, put); err != nil {
+			return err
 		}
 		if r.lse {
 			if b.LSE, err = put(4 * int64(len(p.LSE))); err != nil {
@@ -257,13 +252,8 @@ func (d *device) newResident(p *backend.Problem, in [6]*buffer, out, lse *buffer
 		if b.ScoreScale, err = own(4 * int64(s.B*s.Hq)); err != nil {
 			return err
 		}
-		if p.Sinks != nil {
-			if b.Sinks, err = own(4 * int64(len(p.Sinks))); err != nil {
-				return err
-			}
-			if err := d.putFloats(cu.DevicePtr(b.Sinks), p.Sinks); err != nil {
-				return err
-			}
+		if b.Sinks, err = d.residentSinks(p.Sinks, own); err != nil {
+			return err
 		}
 		switch {
 		case out != nil:

@@ -65,10 +65,10 @@ var List = []mutant.Mutant{
 		Old:   "Window: int32(p.SlidingWindow)}",
 		New:   "Window: 0}",
 		Tests: []string{"TestPagedPlanWindow", "TestPagedVariants"}},
-	// Each distinct sink array a cache is given goes to the same device
+	// Each distinct sink array the device is given goes to the same device
 	// address: a call with other sinks overwrites those a captured
 	// graph replays with.
-	{Name: "sinksoverwrite", File: "backend/cuda/paged_sinks.go", Pkg: cudaPkg,
+	{Name: "sinksoverwrite", File: "backend/cuda/sinks.go", Pkg: cudaPkg,
 		Old:   "k.free, k.left = k.free+uint64(n), k.left-n",
 		New:   "k.left -= n",
 		Tests: []string{"TestPagedGraphVariants"}},
