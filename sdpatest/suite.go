@@ -63,6 +63,12 @@ func variantCases() []Case {
 		// end (the rows past the edge must not take a full panel).
 		cases = append(cases, Case{Name: fmt.Sprintf("window=66/edges/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 260, D: 64},
 			Mask: m, Sigma: 1, Window: 66})
+		// Scores in the thousands under a window (a score factor above 1 in
+		// the log2 domain, even in FP8): rows whose windows start on a
+		// tile's first key see only masked keys in their block's first
+		// tile, and must come out of it with no NaN.
+		cases = append(cases, Case{Name: fmt.Sprintf("window=20/large-scores/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 150, Sk: 150, D: 64},
+			Mask: m, Sigma: 1, Scale: 3e4, Window: 20})
 		// A small cap under a window: masked keys must stay out, not come
 		// back with the cap's floor -c.
 		cases = append(cases, Case{Name: fmt.Sprintf("softcap=2/window=16/odd/%v", m), Shape: backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48},

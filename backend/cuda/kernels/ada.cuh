@@ -248,8 +248,10 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
   // -Inf: finite, so that the online step needs no test for a row that has
   // seen only masked keys (alpha = 2^((-FLT_MAX - m)·c) is 0 for any score m,
   // and a row that has seen no key keeps O and l at 0). off = 8 - m·c is kept
-  // beside m, as it changes only when m does; it starts at FLT_MAX, so that
-  // masked keys' weights 2^(-Inf·c + off) are 0 while no key is seen.
+  // beside m, as it changes only when m does, clamped to FLT_MAX: while no
+  // key is seen (m = -FLT_MAX, and -FLT_MAX·c is -Inf for c > 1, as a cap
+  // or large scales give), masked keys' weights 2^(-Inf·c + off) must be 0,
+  // not 2^(-Inf + Inf), NaN.
   float m[2] = {-3.40282347e38f, -3.40282347e38f}, l[2] = {0.f, 0.f}, off[2] = {3.40282347e38f, 3.40282347e38f};
   // lsum: P·ones, the sums of the rounded weights (the normalizer): every
   // column of the accumulator holds its row's sum; 0 and 2 are read.
@@ -359,7 +361,7 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
         const float alpha = ex2((m[h] - m_new[h]) * c[h]);
         l[h] *= alpha;
         lsum[2 * h] *= alpha;
-        off[h] = 8.f - m_new[h] * c[h];  // P·2^8 = exp2(s·c - m·c + 8)
+        off[h] = fminf(8.f - m_new[h] * c[h], 3.40282347e38f);  // P·2^8 = exp2(s·c - m·c + 8)
         m[h] = m_new[h];
 #pragma unroll
         for (int dt = 0; dt < DT; dt++) {

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "8e70fab43bad262b71bbf4ea5ea93ec29f3ea38237a09ab9de64fe1c03f40b12"
+const SourceHash = "03590dd4c1aff24e52764f899fb9447e789bc1d2edb6e0980178f03682b8988f"
