@@ -29,71 +29,75 @@ func TestDeviceGPU(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 20))
-	for _, l := range []sdpa.Layout{sdpa.BHSD, sdpa.BSHD} {
-		q := randLayout(rng, 2, 8, 70, 64, l)
-		k := randLayout(rng, 2, 2, 90, 64, l)
-		v := randLayout(rng, 2, 2, 90, 64, l)
-		qd, kd, vd := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
-		back := &sdpa.Tensor{Data: make([]float32, len(q.Data)), B: 2, H: 8, S: 70, D: 64, Layout: l}
-		if err := qd.Download(back); err != nil || sameBits(back.Data, q.Data) >= 0 {
-			t.Fatalf("%v: round trip: %v", l, err)
-		}
-		q8, err1 := dev.Quantize(qd)
-		k8, err2 := dev.Quantize(kd)
-		v8, err3 := dev.Quantize(vd)
-		if err := errors.Join(err1, err2, err3); err != nil {
-			t.Fatal(err)
-		}
-		hq, _ := sdpa.Quantize(q)
-		deq, _ := hq.Dequantize()
-		if err := q8.Download(back); err != nil || sameBits(back.Data, deq.Data) >= 0 {
-			t.Fatalf("%v: device quantization differs from the host's: %v", l, err)
-		}
-		out, _ := dev.NewTensor(2, 8, 70, 64, l)
-		lse, _ := dev.NewTensor(2, 8, 70, 1, sdpa.BHSD)
-		// same runs the device call on in and the host-slice call on "cuda"
-		// with options o, and requires equal bits, output and LSE.
-		same := func(in [3]*sdpa.DeviceTensor, o sdpa.Options) {
-			t.Helper()
-			o.Mask, o.Precision = sdpa.CausalLowerRight, sdpa.FP8E4M3
-			want, wantLSE := poisoned(2, 8, 70, 64)
-			want.Layout = l
-			ho := o
-			ho.Backend = "cuda"
-			if err := errors.Join(sdpa.AttentionInto(want, wantLSE, q, k, v, &ho), dev.Attention(out, lse, in[0], in[1], in[2], &o)); err != nil {
+	// D 64, and D 80, which the kernels run on zero columns (the next head
+	// dim up): float32 tensors then go through Quantize and the FP8 call.
+	for _, hd := range []int{64, 80} {
+		for _, l := range []sdpa.Layout{sdpa.BHSD, sdpa.BSHD} {
+			q := randLayout(rng, 2, 8, 70, hd, l)
+			k := randLayout(rng, 2, 2, 90, hd, l)
+			v := randLayout(rng, 2, 2, 90, hd, l)
+			qd, kd, vd := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
+			back := &sdpa.Tensor{Data: make([]float32, len(q.Data)), B: 2, H: 8, S: 70, D: hd, Layout: l}
+			if err := qd.Download(back); err != nil || sameBits(back.Data, q.Data) >= 0 {
+				t.Fatalf("D %d %v: round trip: %v", hd, l, err)
+			}
+			q8, err1 := dev.Quantize(qd)
+			k8, err2 := dev.Quantize(kd)
+			v8, err3 := dev.Quantize(vd)
+			if err := errors.Join(err1, err2, err3); err != nil {
 				t.Fatal(err)
 			}
-			got, gotLSE := poisoned(2, 8, 70, 64)
-			got.Layout = l
-			if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
-				t.Fatal(err)
+			hq, _ := sdpa.Quantize(q)
+			deq, _ := hq.Dequantize()
+			if err := q8.Download(back); err != nil || sameBits(back.Data, deq.Data) >= 0 {
+				t.Fatalf("D %d %v: device quantization differs from the host's: %v", hd, l, err)
 			}
-			if i := sameBits(got.Data, want.Data); i >= 0 {
-				t.Fatalf("%v %v inputs %+v: output %d is %g on the GPU, %g from host slices", l, in[0].Precision(), o, i, got.Data[i], want.Data[i])
+			out, _ := dev.NewTensor(2, 8, 70, hd, l)
+			lse, _ := dev.NewTensor(2, 8, 70, 1, sdpa.BHSD)
+			// same runs the device call on in and the host-slice call on "cuda"
+			// with options o, and requires equal bits, output and LSE.
+			same := func(in [3]*sdpa.DeviceTensor, o sdpa.Options) {
+				t.Helper()
+				o.Mask, o.Precision = sdpa.CausalLowerRight, sdpa.FP8E4M3
+				want, wantLSE := poisoned(2, 8, 70, hd)
+				want.Layout = l
+				ho := o
+				ho.Backend = "cuda"
+				if err := errors.Join(sdpa.AttentionInto(want, wantLSE, q, k, v, &ho), dev.Attention(out, lse, in[0], in[1], in[2], &o)); err != nil {
+					t.Fatal(err)
+				}
+				got, gotLSE := poisoned(2, 8, 70, hd)
+				got.Layout = l
+				if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
+					t.Fatal(err)
+				}
+				if i := sameBits(got.Data, want.Data); i >= 0 {
+					t.Fatalf("D %d %v %v inputs %+v: output %d is %g on the GPU, %g from host slices", hd, l, in[0].Precision(), o, i, got.Data[i], want.Data[i])
+				}
+				if i := sameBits(gotLSE, wantLSE); i >= 0 {
+					t.Fatalf("D %d %v %v inputs %+v: LSE %d is %g on the GPU, %g from host slices", hd, l, in[0].Precision(), o, i, gotLSE[i], wantLSE[i])
+				}
 			}
-			if i := sameBits(gotLSE, wantLSE); i >= 0 {
-				t.Fatalf("%v %v inputs %+v: LSE %d is %g on the GPU, %g from host slices", l, in[0].Precision(), o, i, gotLSE[i], wantLSE[i])
+			same([3]*sdpa.DeviceTensor{qd, kd, vd}, sdpa.Options{})
+			same([3]*sdpa.DeviceTensor{q8, k8, v8}, sdpa.Options{})
+			// The accuracy options, applied on the GPU: bit for bit the host's.
+			for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
+				same([3]*sdpa.DeviceTensor{qd, kd, vd}, o)
 			}
-		}
-		same([3]*sdpa.DeviceTensor{qd, kd, vd}, sdpa.Options{})
-		same([3]*sdpa.DeviceTensor{q8, k8, v8}, sdpa.Options{})
-		// The accuracy options, applied on the GPU: bit for bit the host's.
-		for _, o := range []sdpa.Options{{SmoothK: true}, {Hadamard: true}, {SmoothK: true, Hadamard: true}} {
-			same([3]*sdpa.DeviceTensor{qd, kd, vd}, o)
-		}
-		if err := dev.Attention(out, nil, qd, kd, vd, nil); !errors.Is(err, sdpa.ErrUnsupported) {
-			t.Errorf("FP32 on the GPU: %v, want ErrUnsupported", err)
-		}
-		if err := dev.Attention(out, nil, q8, k8, v8, &sdpa.Options{SmoothK: true}); !errors.Is(err, sdpa.ErrInvalid) {
-			t.Errorf("SmoothK on FP8 tensors: %v, want ErrInvalid", err)
-		}
-		for _, x := range []*sdpa.DeviceTensor{qd, kd, vd, q8, k8, v8, out, lse} {
-			if err := x.Free(); err != nil {
-				t.Fatal(err)
+			if err := dev.Attention(out, nil, qd, kd, vd, nil); !errors.Is(err, sdpa.ErrUnsupported) {
+				t.Errorf("FP32 on the GPU: %v, want ErrUnsupported", err)
 			}
-		}
-		if err := qd.Download(back); !errors.Is(err, sdpa.ErrInvalid) {
-			t.Errorf("download after Free: %v", err)
+			if err := dev.Attention(out, nil, q8, k8, v8, &sdpa.Options{SmoothK: true}); !errors.Is(err, sdpa.ErrInvalid) {
+				t.Errorf("SmoothK on FP8 tensors: %v, want ErrInvalid", err)
+			}
+			for _, x := range []*sdpa.DeviceTensor{qd, kd, vd, q8, k8, v8, out, lse} {
+				if err := x.Free(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := qd.Download(back); !errors.Is(err, sdpa.ErrInvalid) {
+				t.Errorf("download after Free: %v", err)
+			}
 		}
 	}
 	z, _ := dev.NewTensor(1, 2, 3, 16, sdpa.BHSD)

@@ -80,7 +80,9 @@ func variantCases() []Case {
 			Case{Name: fmt.Sprintf("all/window=100/d128/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 450, D: 128},
 				Mask: m, Sigma: 1, Window: 100, Softcap: 20, Sinks: true},
 			Case{Name: fmt.Sprintf("softcap=30/window=70/d256/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 130, Sk: 300, D: 256},
-				Mask: m, Sigma: 1, Window: 70, Softcap: 30})
+				Mask: m, Sigma: 1, Window: 70, Softcap: 30},
+			Case{Name: fmt.Sprintf("all/window=40/d80/%v", m), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 90, Sk: 160, D: 80},
+				Mask: m, Sigma: 1, Window: 40, Softcap: 15, Sinks: true})
 	}
 	for _, l := range []backend.Layout{backend.BHSD, backend.BSHD} {
 		for _, m := range causal {
@@ -114,6 +116,7 @@ func Cases() []Case {
 		{"d32", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 70, Sk: 70, D: 32}, 1},
 		{"d80", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 19, Sk: 100, D: 80}, 1},
 		{"d96", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 64, D: 96}, 1},
+		{"d160", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 150, D: 160}, 1},
 		{"d192", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 130, Sk: 140, D: 192}, 1},
 		{"d256", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 48, Sk: 96, D: 256}, 1},
 		{"long-keys", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 64, Sk: 600, D: 64}, 1},

@@ -58,9 +58,10 @@ func (b *kernelBackend) stageFor(p *backend.Problem) (*device, int, error) {
 func (b *kernelBackend) Name() string { return b.name }
 
 // Supports accepts FP8E4M3 problems whose head dim the stage has
-// (headDims; hopperHeadDims for stage 9, adaHeadDims for stage 10) on a GPU
-// that loads the stage; problems with attention variants on stages 9 and
-// 10 only (variantsOn).
+// (headDims; for stages 9 and 10 hopperHeadDims and adaHeadDims and the
+// multiples of 16 below their largest, run on zero columns by the next
+// kernel up: tiles.KernelDim) on a GPU that loads the stage; problems with
+// attention variants on stages 9 and 10 only (variantsOn).
 func (b *kernelBackend) Supports(p *backend.Problem) error {
 	if p == nil {
 		return fmt.Errorf("%w: cuda: a nil problem", backend.ErrInvalid)
@@ -85,7 +86,7 @@ func (b *kernelBackend) Supports(p *backend.Problem) error {
 	if slices.Contains(fp8mmaStages, st) && d.fp8mmaErr != nil {
 		return d.fp8mmaErr
 	}
-	if _, ok := d.ada[p.D]; st == tiles.AdaStage && !ok {
+	if _, ok := d.ada[adaDim(p.D)]; st == tiles.AdaStage && !ok {
 		return d.adaMissing(p.D)
 	}
 	return nil

@@ -110,7 +110,7 @@ func (r *resident) launch(stage int) error {
 		if r.dev.fp8mmaErr != nil {
 			return r.dev.fp8mmaErr
 		}
-		k, ok := r.dev.ada[s.D]
+		k, ok := r.dev.ada[adaDim(s.D)]
 		if !ok {
 			return r.dev.adaMissing(s.D)
 		}
@@ -317,11 +317,13 @@ func (g quantPackGeometry) chunkRows(rows int) int {
 }
 
 // fusable reports whether quant_pack9 takes p's heads: a block's rows (the
-// longest head's chunk) times D fit its codes, and D is a multiple of 16
-// (whole 16-byte image chunks; the float4 loads need a multiple of 4).
+// longest head's chunk) times D fit its codes, and D is a head dim the
+// Hopper kernel is built for (quant_pack9 and the quantizing forms write
+// and read whole kernel rows: a head dim run on zero columns goes through
+// Quantize and the tensor form instead).
 func (d *device) fusable(p *backend.Problem) bool {
 	g := d.quantPack
-	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && p.D%16 == 0
+	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && hopperDim(p.D) == p.D
 }
 
 // fusedParams are the parameters of a fused resident's kernels: quant_pack9

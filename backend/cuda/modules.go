@@ -115,11 +115,12 @@ type hopperKernels struct {
 	softcap *hopperKernels
 }
 
-// hopperFor returns the Hopper kernels of shape p: its head dim's, or
-// their softcap twins for a problem with a softcap. The caller checked
-// that the module loaded.
+// hopperFor returns the Hopper kernels of shape p: those of the kernel
+// head dim that runs its head dim (hopperDim), or their softcap twins for
+// a problem with a softcap. The caller checked that the module loaded and
+// that the kernel runs p's head dim.
 func (d *device) hopperFor(p *backend.Problem) hopperKernels {
-	k := d.hopper[p.D]
+	k := d.hopper[hopperDim(p.D)]
 	if p.Softcap != 0 {
 		return *k.softcap
 	}
@@ -322,10 +323,11 @@ func (d *device) loadAda() error {
 	return nil
 }
 
-// adaMissing explains a head dim the Ada kernel has but this device did
-// not load (its block needs more shared memory than an SM has).
+// adaMissing explains a head dim the Ada kernel runs but this device did
+// not load the kernel of (its block needs more shared memory than an SM
+// has).
 func (d *device) adaMissing(hd int) error {
-	cfg, _ := tiles.Ada(hd)
+	cfg, _ := tiles.Ada(adaDim(hd))
 	return fmt.Errorf("%w: stage %d at D=%d needs %d bytes of shared memory a block; %s has %d an SM", backend.ErrUnsupported,
 		tiles.AdaStage, hd, cfg.SharedBytes(), d.Name, d.SharedPerSM)
 }

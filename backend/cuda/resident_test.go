@@ -103,7 +103,8 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 12))
 	// On Hopper, NewResident's runs are the tensor form (tensor maps over
 	// the buffers; V transposed in the kernel in one tile, packed tiled)
-	// and Upload's the image form: every head dim, the one-tile form (D 64,
+	// and Upload's the image form: every head dim (those run on zero
+	// columns too), the one-tile form (D 64,
 	// keys in two tiles) and the tiled one, tiles cut short, rows past a
 	// block, negative scales in both forms, the attention variants (tiles
 	// skipped below a window, in both forms' producers). The kernel mutants
@@ -131,6 +132,15 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 129, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09, backend.Variants{}},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 192}, backend.NoMask, backend.BSHD, 0.07, backend.Variants{}},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625, backend.Variants{}},
+		// Head dims run by the next kernel up on zero columns: D 32 (the
+		// D 64 kernel, one tile and tiled), 80 (96) and 160 (192), both
+		// layouts (BSHD's rows then lie side by side: a column past D read
+		// or written is another head's).
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 200, D: 32}, backend.CausalLowerRight, backend.BSHD, 0.17, backend.Variants{}},
+		{backend.Shape{B: 2, Hq: 2, Hkv: 2, Sq: 90, Sk: 400, D: 32}, backend.NoMask, backend.BHSD, -0.15, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 150, Sk: 260, D: 80}, backend.CausalUpperLeft, backend.BSHD, 0.11, backend.Variants{}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 140, Sk: 180, D: 160}, backend.CausalLowerRight, backend.BSHD, 0.08,
+			backend.Variants{SlidingWindow: 70, Softcap: 20, Sinks: sinks(2)}},
 		// Blocks that see no key (ntiles 0) beside blocks that do, with a
 		// negative scale, in one tile and tiled; a single tiled tile at D 64.
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 200, D: 64}, backend.CausalLowerRight, backend.BHSD, -0.1, backend.Variants{}},

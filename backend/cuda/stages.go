@@ -121,32 +121,50 @@ func bestStage(s backend.Shape, cc int) int {
 // the choice back to stages 5-7 for D 64/128.
 const hopperByDefault = true
 
+// hopperHas reports whether the Hopper kernel runs head dim d (its own, or
+// the next one up over zero columns: tiles.KernelDim).
 func hopperHas(d int) bool {
-	_, err := tiles.Hopper(d)
+	_, err := tiles.HopperKernelDim(d)
 	return err == nil
 }
 
+// adaHas reports whether the Ada kernel runs head dim d, as hopperHas.
 func adaHas(d int) bool {
-	_, err := tiles.Ada(d)
+	_, err := tiles.AdaKernelDim(d)
 	return err == nil
 }
 
-// geometry returns stage's tile geometry for head dimension d, or an error
+// hopperDim and adaDim are the head dims of the Hopper and Ada kernels that
+// run head dim d (tiles.KernelDim), 0 for none.
+func hopperDim(d int) int {
+	k, _ := tiles.HopperKernelDim(d)
+	return k
+}
+
+func adaDim(d int) int {
+	k, _ := tiles.AdaKernelDim(d)
+	return k
+}
+
+// geometry returns stage's tile geometry for head dimension d (for stages
+// 9 and 10 that of the kernel that runs d: tiles.KernelDim), or an error
 // wrapping ErrUnsupported. For the Ada kernel, BlockM is the rows of a
 // block, which pack heads with positions (tiles.AdaConfig.Pack).
 func geometry(stage, d int) (tiles.Config, error) {
 	switch stage {
 	case tiles.HopperStage:
-		h, err := tiles.Hopper(d)
+		kd, err := tiles.HopperKernelDim(d)
 		if err != nil {
 			return tiles.Config{}, fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
 		}
+		h, _ := tiles.Hopper(kd)
 		return tiles.Config{BlockM: h.BlockM, BlockN: h.BlockN, Threads: h.Threads, Ring: h.Ring}, nil
 	case tiles.AdaStage:
-		a, err := tiles.Ada(d)
+		kd, err := tiles.AdaKernelDim(d)
 		if err != nil {
 			return tiles.Config{}, fmt.Errorf("%w: cuda: %v", backend.ErrUnsupported, err)
 		}
+		a, _ := tiles.Ada(kd)
 		return tiles.Config{BlockM: a.BlockM(), BlockN: a.BlockN, Threads: a.Threads(), Ring: a.Ring}, nil
 	}
 	c, err := tiles.Get(stage, d)

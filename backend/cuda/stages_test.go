@@ -58,26 +58,20 @@ func TestSupports(t *testing.T) {
 	if err := supports(p, len(allStages)+1); !errors.Is(err, backend.ErrUnsupported) {
 		t.Errorf("stage past the list: %v", err)
 	}
-	for _, d := range []int{64, 96, 128, 192, 256} {
-		p.D = d
-		if err := supports(p, tiles.HopperStage); err != nil {
-			t.Errorf("stage 9 d=%d: %v", d, err)
+	// Stages 9 and 10: their own head dims and the multiples of 16 below
+	// the largest (run on zero columns), nothing else.
+	for _, st := range []int{tiles.HopperStage, tiles.AdaStage} {
+		for _, d := range []int{16, 32, 64, 80, 96, 128, 160, 192, 240, 256} {
+			p.D = d
+			if err := supports(p, st); err != nil {
+				t.Errorf("stage %d d=%d: %v", st, d, err)
+			}
 		}
-	}
-	p.D = 80
-	if err := supports(p, tiles.HopperStage); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("stage 9 d=80: %v", err)
-	}
-	for _, d := range []int{64, 96, 128, 256} {
-		p.D = d
-		if err := supports(p, tiles.AdaStage); err != nil {
-			t.Errorf("stage 10 d=%d: %v", d, err)
-		}
-	}
-	for _, d := range []int{80, 192} {
-		p.D = d
-		if err := supports(p, tiles.AdaStage); !errors.Is(err, backend.ErrUnsupported) {
-			t.Errorf("stage 10 d=%d: %v", d, err)
+		for _, d := range []int{8, 72, 100, 264, 512} {
+			p.D = d
+			if err := supports(p, st); !errors.Is(err, backend.ErrUnsupported) {
+				t.Errorf("stage %d d=%d: %v, want ErrUnsupported", st, d, err)
+			}
 		}
 	}
 	// The attention variants: stages 9 and 10 compute them, every other

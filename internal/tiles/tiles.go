@@ -151,6 +151,30 @@ func Hopper(d int) (HopperConfig, error) {
 	return c, nil
 }
 
+// KernelDim is the head dimension of the kernel, of those built for dims,
+// that runs head dimension d: d where one is built for it; otherwise, for
+// d a multiple of 16 below the largest, the next one up, whose extra
+// columns the kernel reads as zeros (its copies zero-fill past d) and
+// never writes (D 32 runs the D 64 kernel, 80 the 96, 160 the 192 on
+// Hopper and the 256 on Ada). d must be a multiple of 16: the kernels
+// copy 16-byte chunks of a row, and past d a chunk is all zeros or none.
+func KernelDim(dims []int, d int) (int, error) {
+	if d > 0 && d%16 == 0 {
+		for _, k := range dims { // ascending
+			if k >= d {
+				return k, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%w: the kernel is built for head dims %v and runs the multiples of 16 below them, not %d", ErrNoKernel, dims, d)
+}
+
+// HopperKernelDim is KernelDim of the Hopper kernel.
+func HopperKernelDim(d int) (int, error) { return KernelDim(HopperHeadDims, d) }
+
+// AdaKernelDim is KernelDim of the Ada kernel.
+func AdaKernelDim(d int) (int, error) { return KernelDim(AdaHeadDims, d) }
+
 // AdaStage is the stage number of the Ada kernel family (sm_89: both GEMMs
 // on mma.sync m16n8k32 e4m3, the FlashAttention-2 structure). It is part of
 // the compute_89 module, so it loads on every sm_89+ GPU, but it is not in

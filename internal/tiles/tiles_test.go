@@ -252,3 +252,29 @@ func TestHopperSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestKernelDim: a head dim runs its own kernel, or the next one up when it
+// is a multiple of 16; other dims and dims above the largest have none.
+func TestKernelDim(t *testing.T) {
+	for _, tc := range []struct {
+		dims    []int
+		d, want int // want 0: no kernel
+	}{
+		{HopperHeadDims, 64, 64}, {HopperHeadDims, 16, 64}, {HopperHeadDims, 32, 64}, {HopperHeadDims, 48, 64},
+		{HopperHeadDims, 80, 96}, {HopperHeadDims, 96, 96}, {HopperHeadDims, 112, 128}, {HopperHeadDims, 160, 192},
+		{HopperHeadDims, 208, 256}, {HopperHeadDims, 256, 256}, {HopperHeadDims, 272, 0}, {HopperHeadDims, 72, 0},
+		{HopperHeadDims, 8, 0}, {HopperHeadDims, 0, 0}, {HopperHeadDims, -16, 0},
+		{AdaHeadDims, 32, 64}, {AdaHeadDims, 80, 96}, {AdaHeadDims, 160, 256}, {AdaHeadDims, 200, 0},
+	} {
+		got, err := KernelDim(tc.dims, tc.d)
+		if tc.want == 0 {
+			if !errors.Is(err, ErrNoKernel) {
+				t.Errorf("KernelDim(%v, %d) = %d, %v; want ErrNoKernel", tc.dims, tc.d, got, err)
+			}
+			continue
+		}
+		if got != tc.want || err != nil {
+			t.Errorf("KernelDim(%v, %d) = %d, %v; want %d", tc.dims, tc.d, got, err, tc.want)
+		}
+	}
+}

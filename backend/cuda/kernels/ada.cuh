@@ -189,7 +189,8 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
   const bool active = __any_sync(0xffffffffu, valid[0] || valid[1]);
 
   // Q as mma.m16n8k32 e4m3 A fragments: register r holds row g + 8(r&1),
-  // columns 32kk + 16(r>>1) + 4t .. +3 (wmma.MMAE4M3A).
+  // columns 32kk + 16(r>>1) + 4t .. +3 (wmma.MMAE4M3A); zeros past p.d (a
+  // multiple of 16).
   uint32_t qa[KS][4];
 #pragma unroll
   for (int h = 0; h < 2; h++) {
@@ -199,7 +200,7 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
     for (int kk = 0; kk < KS; kk++)
 #pragma unroll
       for (int hi = 0; hi < 2; hi++)
-        qa[kk][h + 2 * hi] = valid[h] ? *(const uint32_t*)(qrow + 32 * kk + 16 * hi + 4 * tq) ^ flip : 0u;
+        qa[kk][h + 2 * hi] = valid[h] && 32 * kk + 16 * hi < p.d ? *(const uint32_t*)(qrow + 32 * kk + 16 * hi + 4 * tq) ^ flip : 0u;
   }
 
   // K and V from key k0 (key tile tb) on.
@@ -210,10 +211,11 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
   // (D/16)); where K's rows are dense (row stride D, as in [B][H][S][D])
   // and the tile lies inside sk, chunk ch is simply byte 16ch of the tile,
   // and each copy is one instruction off a per-tile pointer; otherwise rows
-  // past sk (kend keys from k0) are zero-filled. V: the image tile is
-  // contiguous, chunk ch at byte 16ch. dense_tiles counts the tiles that
-  // take the one-instruction path.
-  const int dense_tiles = (p.kv_row_stride == D ? sk / BN : 0) - tb, kend = sk - k0;
+  // past sk (kend keys from k0), and columns past a head dim p.d below D
+  // (the kernel runs the head dims below its own on zero columns), are
+  // zero-filled. V: the image tile is contiguous, chunk ch at byte 16ch.
+  // dense_tiles counts the tiles that take the one-instruction path.
+  const int dense_tiles = (p.kv_row_stride == D && p.d == D ? sk / BN : 0) - tb, kend = sk - k0, dk = (int)p.d;
   const uint8_t* ksrc = kbase + 16 * threadIdx.x;  // this thread's first chunk of K and of V
   const uint8_t* vsrc = vimg + 16 * threadIdx.x;
   constexpr int CPT = BN * D / 16 / G::THREADS;  // chunks per thread, each of K and V
@@ -231,8 +233,8 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
 #pragma unroll
       for (int i = 0; i < CPT; i++) {
         const int ch = threadIdx.x + i * G::THREADS, r = ch / (D / 16), off = 16 * (ch % (D / 16)), j = j0 + r;
-        const bool ok = j < kend;
-        cp_async16(ks + r * KP + off, kbase + (long long)(ok ? j : 0) * p.kv_row_stride + off, ok);
+        const bool ok = j < kend && off < dk;
+        cp_async16(ks + r * KP + off, kbase + (ok ? (long long)j * p.kv_row_stride + off : 0), ok);
       }
     }
     const uint8_t* vt = vsrc + (long long)t * (D * BN);
@@ -439,7 +441,7 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {
       const float2 v = keys ? make_float2(o[dt][2 * h] * f, o[dt][2 * h + 1] * f) : make_float2(0.f, 0.f);
-      *(float2*)(orow + 8 * dt + 2 * tq) = v;
+      if (8 * dt + 2 * tq < p.d) *(float2*)(orow + 8 * dt + 2 * tq) = v;  // a head dim below D: its zero columns stay
     }
     if (p.lse && tq == 0) p.lse[(b * p.hq + qh[h]) * p.sq + pos[h]] = row_lse(m[h] * c[h] - 8.f, lh);
   }

@@ -285,7 +285,8 @@ template <typename Code> __device__ __forceinline__ uint4 v_group(int key0, int 
 
 // pack_v_image writes a V image into p.vi: per KV head, per tile of BN keys
 // (the keys padded with zeros to whole tiles), D rows of BN bytes, row d
-// holding column d of the tile's keys in sigma order within 16-key groups;
+// holding column d of the tile's keys in sigma order within 16-key groups
+// (rows d >= p.d zeros: a kernel runs the head dims below its own);
 // place maps a byte offset inside a tile to where it is stored (a swizzle,
 // or none). One thread per 16 image bytes; the threads of a warp take
 // consecutive columns d, so that each of their 16 byte loads reads
@@ -301,5 +302,5 @@ template <int D, int BN, typename Place> __device__ __forceinline__ void pack_v_
   const uint8_t* src = p.v + b * p.kv_batch_stride + h * p.kv_head_stride + d;
   uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
   *(uint4*)(dst + place(d * BN + 16 * c)) =
-      v_group(tile * BN + 16 * c, sk, [&](int key) { return src[(long long)key * p.kv_row_stride]; });
+      d < p.d ? v_group(tile * BN + 16 * c, sk, [&](int key) { return src[(long long)key * p.kv_row_stride]; }) : make_uint4(0, 0, 0, 0);
 }

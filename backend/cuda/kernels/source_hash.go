@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "03590dd4c1aff24e52764f899fb9447e789bc1d2edb6e0980178f03682b8988f"
+const SourceHash = "0e6f6b75761788e82a39b64365868df709f94c305b4549b44779cae7cf6c3186"

@@ -36,7 +36,8 @@ __device__ __forceinline__ uint4 negate_if(uint4 v, bool neg) {
 }
 
 // pack_qk writes the Q (IS_Q) or K image of every head: one thread per 16
-// bytes of the image, zeros past the rows and the head dimension.
+// bytes of the image, zeros past the rows and the head dimension (p.d, up
+// to D: a kernel runs the head dims below its own on zero columns).
 template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params& p) {
   using G = Geometry<D>;
   constexpr int R = IS_Q ? 64 : G::BN, PAD = IS_Q ? G::BM : G::BN, CH = G::DK / 16;
@@ -47,7 +48,7 @@ template <int D, bool IS_Q> __device__ __forceinline__ void pack_qk(const Params
   const int c = (int)(idx % CH), row = (int)(idx / CH % rows_p), head = (int)(idx / CH / rows_p);
   const int b = head / h_per_b, h = head % h_per_b, col = 16 * c;
   uint4 v = make_uint4(0, 0, 0, 0);
-  if (row < rows && col < D) {
+  if (row < rows && col < p.d) {
     const uint8_t* src = IS_Q ? p.q + b * p.q_batch_stride + h * p.q_head_stride + row * p.q_row_stride
                               : p.k + b * p.kv_batch_stride + h * p.kv_head_stride + row * p.kv_row_stride;
     // A negative score factor (a negative softmax scale) is folded into Q:

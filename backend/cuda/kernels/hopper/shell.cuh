@@ -63,7 +63,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2
     for (int i = 2 * half; i < D / 2; i += 4) {
       const int col = 8 * (i / 4) + 2 * tq;
       const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
-      *(float2*)(orow + col) = v;
+      if (col < p.d) *(float2*)(orow + col) = v;  // a head dim below D: its zero columns stay
     }
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
   }

@@ -1,0 +1,21 @@
+package tiles
+
+import (
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+// TestKernelDimCatchesMutants: KernelDim broken on purpose, taking head
+// dims that are not multiples of 16 (a kernel would copy a partial chunk
+// past the row) or refusing those below a built one, fails TestKernelDim
+// (FP8ATTN_MUTANTS=1).
+func TestKernelDimCatchesMutants(t *testing.T) {
+	const pkg = "./internal/tiles"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "any positive head dim runs the next kernel up", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "if d > 0 && d%16 == 0 {", New: "if d > 0 {", Tests: []string{"TestKernelDim"}},
+		{Name: "only the built head dims run", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "if k >= d {", New: "if k == d {", Tests: []string{"TestKernelDim"}},
+	})
+}
