@@ -114,6 +114,9 @@ func Cases() []Case {
 		{"mqa", backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 65, Sk: 65, D: 128}, 1},
 		{"d16", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 17, Sk: 31, D: 16}, 1},
 		{"d32", backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 70, Sk: 70, D: 32}, 1},
+		// In BSHD, two KV heads of 32 make rows of 64: a GPU kernel of head
+		// dim 64 running D 32 must not read them as its own rows.
+		{"d32-gqa", backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 40, Sk: 130, D: 32}, 1},
 		{"d80", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 19, Sk: 100, D: 80}, 1},
 		{"d96", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 64, D: 96}, 1},
 		{"d160", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 150, D: 160}, 1},
@@ -133,7 +136,7 @@ func Cases() []Case {
 		}
 	}
 	for _, sh := range shapes {
-		if sh.name == "odd" || sh.name == "gqa" || sh.name == "sq>sk" || sh.name == "mqa" || sh.name == "short-keys" {
+		if sh.name == "odd" || sh.name == "gqa" || sh.name == "sq>sk" || sh.name == "mqa" || sh.name == "short-keys" || sh.name == "d32-gqa" {
 			for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 				cases = append(cases, Case{Name: fmt.Sprintf("bshd/%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma, Layout: backend.BSHD})
 			}
@@ -331,36 +334,61 @@ func checks(cfg Config) []check {
 // V element of KV head 1 (query heads 2 and 3), under the lower-right causal
 // mask with Sq > Sk, so that rows 0-9 see no key and must stay 0.
 func testNaN(cfg Config, rng *rand.Rand) error {
-	s := backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 90, D: 64}
+	// Also in BSHD at D 32 with two KV heads, whose rows lie side by side:
+	// a GPU kernel that runs D 32 on its D 64 kernel must read zeros past a
+	// row, not the other head's codes (0·NaN is NaN). Its NaN key is among
+	// the first 60, inside every kernel's first key tile, where a kernel
+	// that took the heads' rows for its own would read it.
+	for _, c := range []struct {
+		s    backend.Shape
+		l    backend.Layout
+		keys int // the NaN key of K is drawn from 10 .. keys-1
+	}{
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 90, D: 64}, backend.BHSD, 90},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 90, D: 32}, backend.BSHD, 60},
+	} {
+		skipped, err := testNaNIn(cfg, rng, c.s, c.l, c.keys)
+		if err != nil {
+			return fmt.Errorf("D %d %v: %w", c.s.D, c.l, err)
+		}
+		if skipped && c.l == backend.BHSD {
+			return errSkip
+		}
+	}
+	return nil
+}
+
+// testNaNIn is testNaN's check of one shape and layout, with K's NaN at a
+// key from 10 to keys-1; it reports whether the backend does not support
+// the shape.
+func testNaNIn(cfg Config, rng *rand.Rand, s backend.Shape, l backend.Layout, keys int) (skipped bool, err error) {
 	const m = backend.CausalLowerRight
 	in := RandomInputs(rng, s, 1)
 	nan := float32(math.NaN())
-	qRow, kRow, vRow, vCol := rng.IntN(s.Sq), 10+rng.IntN(80), 10+rng.IntN(80), rng.IntN(s.D)
+	qRow, kRow, vRow, vCol := rng.IntN(s.Sq), 10+rng.IntN(keys-10), 10+rng.IntN(80), rng.IntN(s.D)
 	in.Q[qRow*s.D+rng.IntN(s.D)] = nan // query head 0, row qRow
 	in.K[kRow*s.D+rng.IntN(s.D)] = nan // KV head 0, key kRow
 	in.V[(s.Sk+vRow)*s.D+vCol] = nan   // KV head 1, key vRow, column vCol
-	p, skipped, err := cfg.run(Case{Shape: s, Mask: m}, in)
-	if skipped {
-		return errSkip
-	}
-	if err != nil {
-		return err
+	p, skipped, err := cfg.run(Case{Shape: s, Mask: m, Layout: l}, in)
+	if skipped || err != nil {
+		return skipped, err
 	}
 	for h := 0; h < s.Hq; h++ {
 		for i := 0; i < s.Sq; i++ {
 			sees := s.VisibleKeys(m, i)
 			rowNaN := h == 0 && i == qRow && sees > 0 || h < 2 && sees > kRow
 			colNaN := h >= 2 && sees > 0 && cfg.loaded(s, m, i) > vRow
+			row := l.Offset(0, h, i, s.Hq, s.Sq, s.D)
 			for d := 0; d < s.D; d++ {
 				want := rowNaN || colNaN && d == vCol
-				if got := p.Out[(h*s.Sq+i)*s.D+d]; math.IsNaN(float64(got)) != want {
-					return fmt.Errorf("head %d row %d column %d: output %g, want NaN=%v (NaN at Q row %d, K key %d, V key %d column %d)",
+				if got := p.Out[row+d]; math.IsNaN(float64(got)) != want {
+					return false, fmt.Errorf("head %d row %d column %d: output %g, want NaN=%v (NaN at Q row %d, K key %d, V key %d column %d)",
 						h, i, d, got, want, qRow, kRow, vRow, vCol)
 				}
 			}
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // testPermutation: without a mask, permuting keys and values together

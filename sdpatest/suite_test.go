@@ -99,16 +99,16 @@ func TestSuiteCatchesBugs(t *testing.T) {
 			// V spreads to every row of the head that sees any key.
 			err := ref.Attention(p)
 			for bh := 0; bh < p.B*p.Hq; bh++ {
-				kvh := bh/p.Hq*p.Hkv + bh%p.Hq/p.Group()
+				b, h := bh/p.Hq, bh%p.Hq
 				for d := 0; d < p.D; d++ {
 					nan := false
 					for j := 0; j < p.Sk; j++ {
-						x := p.V[(kvh*p.Sk+j)*p.D+d]
+						x := p.V[p.Layout.Offset(b, h/p.Group(), j, p.Hkv, p.Sk, p.D)+d]
 						nan = nan || x != x
 					}
 					for i := 0; nan && i < p.Sq; i++ {
 						if lo, hi := p.KeyRange(i); lo < hi {
-							p.Out[(bh*p.Sq+i)*p.D+d] = float32(math.NaN())
+							p.Out[p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)+d] = float32(math.NaN())
 						}
 					}
 				}
@@ -121,12 +121,12 @@ func TestSuiteCatchesBugs(t *testing.T) {
 		// A row that sees no key multiplies its zero weights by V.
 		err := ref.Attention(p)
 		for bh := 0; bh < p.B*p.Hq; bh++ {
-			kvh := bh/p.Hq*p.Hkv + bh%p.Hq/p.Group()
+			b, h := bh/p.Hq, bh%p.Hq
 			for j := 0; j < p.Sk*p.D; j++ {
-				if x := p.V[kvh*p.Sk*p.D+j]; x != x {
+				if x := p.V[p.Layout.Offset(b, h/p.Group(), j/p.D, p.Hkv, p.Sk, p.D)+j%p.D]; x != x {
 					for i := 0; i < p.Sq; i++ {
 						if p.VisibleKeys(p.Mask, i) == 0 {
-							p.Out[(bh*p.Sq+i)*p.D+j%p.D] = x
+							p.Out[p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)+j%p.D] = x
 						}
 					}
 				}
