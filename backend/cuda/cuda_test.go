@@ -128,7 +128,7 @@ func loadedKeys(stage int) func(s backend.Shape, m backend.Mask, i int) int {
 		}
 		rows := tc.BlockM
 		if stage == tiles.AdaStage {
-			a, _ := tiles.Ada(s.D)
+			a, _ := tiles.Ada(adaDim(s.D))
 			_, rows, _ = a.Pack(s.Group(), s.Sq)
 		}
 		last := min(s.Sq-1, (i/rows+1)*rows-1)

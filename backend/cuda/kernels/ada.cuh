@@ -135,6 +135,10 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
   extern __shared__ __align__(16) uint8_t smem[];
 
   const int group = (int)p.group, sq = (int)p.sq, sk = (int)p.sk;
+  // The problem's head dim: D, or a multiple of 16 below it, whose columns
+  // past dk the kernel reads as zeros (Q's fragments, K's copies, the V
+  // image's rows) and never writes.
+  const int dk = (int)p.d;
   const Pack pk = pack_of(group, sq, G::BM);
   const int pblocks = (sq + pk.positions - 1) / pk.positions;
   const int chunk = (int)blockIdx.x % pk.chunks;
@@ -189,7 +193,7 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
   const bool active = __any_sync(0xffffffffu, valid[0] || valid[1]);
 
   // Q as mma.m16n8k32 e4m3 A fragments: register r holds row g + 8(r&1),
-  // columns 32kk + 16(r>>1) + 4t .. +3 (wmma.MMAE4M3A); zeros past p.d (a
+  // columns 32kk + 16(r>>1) + 4t .. +3 (wmma.MMAE4M3A); zeros past dk (a
   // multiple of 16).
   uint32_t qa[KS][4];
 #pragma unroll
@@ -200,7 +204,7 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
     for (int kk = 0; kk < KS; kk++)
 #pragma unroll
       for (int hi = 0; hi < 2; hi++)
-        qa[kk][h + 2 * hi] = valid[h] && 32 * kk + 16 * hi < p.d ? *(const uint32_t*)(qrow + 32 * kk + 16 * hi + 4 * tq) ^ flip : 0u;
+        qa[kk][h + 2 * hi] = valid[h] && 32 * kk + 16 * hi < dk ? *(const uint32_t*)(qrow + 32 * kk + 16 * hi + 4 * tq) ^ flip : 0u;
   }
 
   // K and V from key k0 (key tile tb) on.
@@ -211,11 +215,10 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
   // (D/16)); where K's rows are dense (row stride D, as in [B][H][S][D])
   // and the tile lies inside sk, chunk ch is simply byte 16ch of the tile,
   // and each copy is one instruction off a per-tile pointer; otherwise rows
-  // past sk (kend keys from k0), and columns past a head dim p.d below D
-  // (the kernel runs the head dims below its own on zero columns), are
-  // zero-filled. V: the image tile is contiguous, chunk ch at byte 16ch.
-  // dense_tiles counts the tiles that take the one-instruction path.
-  const int dense_tiles = (p.kv_row_stride == D && p.d == D ? sk / BN : 0) - tb, kend = sk - k0, dk = (int)p.d;
+  // past sk (kend keys from k0), and columns past dk, are zero-filled. V:
+  // the image tile is contiguous, chunk ch at byte 16ch. dense_tiles counts
+  // the tiles that take the one-instruction path.
+  const int dense_tiles = (p.kv_row_stride == D && dk == D ? sk / BN : 0) - tb, kend = sk - k0;
   const uint8_t* ksrc = kbase + 16 * threadIdx.x;  // this thread's first chunk of K and of V
   const uint8_t* vsrc = vimg + 16 * threadIdx.x;
   constexpr int CPT = BN * D / 16 / G::THREADS;  // chunks per thread, each of K and V
@@ -441,7 +444,7 @@ template <int D, bool WINDOW = false, bool SOFTCAP = false> __device__ __forcein
 #pragma unroll
     for (int dt = 0; dt < DT; dt++) {
       const float2 v = keys ? make_float2(o[dt][2 * h] * f, o[dt][2 * h + 1] * f) : make_float2(0.f, 0.f);
-      if (8 * dt + 2 * tq < p.d) *(float2*)(orow + 8 * dt + 2 * tq) = v;  // a head dim below D: its zero columns stay
+      if (8 * dt + 2 * tq < dk) *(float2*)(orow + 8 * dt + 2 * tq) = v;
     }
     if (p.lse && tq == 0) p.lse[(b * p.hq + qh[h]) * p.sq + pos[h]] = row_lse(m[h] * c[h] - 8.f, lh);
   }

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "0e6f6b75761788e82a39b64365868df709f94c305b4549b44779cae7cf6c3186"
+const SourceHash = "7dc63d8779b9a6550db1f5ed683eae15a24701d939c5564c1b1700daf8250374"
