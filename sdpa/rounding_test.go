@@ -23,8 +23,8 @@ func rn64(x, y, z float64) float64 {
 // TestLSEShiftRounding: correctLSE's shift rounds each product and each
 // sum separately, bit for bit as the device's correction does, also where
 // the compiler fuses multiply-adds (arm64). A fused form differs in the
-// last bits of most rows: the mutant backend/cpu/testdata/mutants/
-// lse-fused.sed (its run.sh runs it under qemu-aarch64-static) fails here.
+// last bits of most rows: TestArm64FusionCatchesMutants's fused forms,
+// run for arm64 under qemu-aarch64-static, fail here.
 func TestLSEShiftRounding(t *testing.T) {
 	sd := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", sd)

@@ -29,13 +29,26 @@ type Mutant struct {
 	// Name says what the variant breaks.
 	Name string
 	// File is the source file, relative to the module root; Old occurs in
-	// it exactly once and is replaced by New.
+	// it exactly once (All: at least once) and is replaced by New (All:
+	// every occurrence).
 	File, Old, New string
+	All            bool
 	// Pkg is the package whose tests run (relative to the module root,
 	// "./sdpa"); Tests names them (the -run pattern, one ^Name$ per test).
 	Pkg   string
 	Tests []string
+	// Arch "arm64" runs the tests built for arm64 under
+	// qemu-aarch64-static, with -short (a variant of arm64 assembly, or of
+	// code only arm64's compiler breaks); they are skipped where qemu is
+	// missing. Empty: the machine's own.
+	Arch string
+	// Skip, when not empty, says why this machine cannot run the tests (a
+	// CPU feature it lacks): the mutant is skipped.
+	Skip string
 }
+
+// qemuARM64 runs arm64 test binaries (Mutant.Arch).
+const qemuARM64 = "qemu-aarch64-static"
 
 // RunPattern returns the -run pattern that selects m's tests.
 func (m Mutant) RunPattern() string {
@@ -62,10 +75,10 @@ func (m Mutant) variant(root string) (path, src string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	if n := strings.Count(string(b), m.Old); n != 1 {
+	if n := strings.Count(string(b), m.Old); n != 1 && !(m.All && n > 1) {
 		return "", "", fmt.Errorf("mutant %q: %s: the text to replace occurs %d times, want once: %q", m.Name, m.File, n, m.Old)
 	}
-	return path, strings.Replace(string(b), m.Old, m.New, 1), nil
+	return path, strings.ReplaceAll(string(b), m.Old, m.New), nil
 }
 
 // overlay writes m's variant and an overlay that builds it in place of the
@@ -145,12 +158,28 @@ func Run(t *testing.T, ms []Mutant) {
 	}
 	for _, m := range ms {
 		t.Run(m.Name, func(t *testing.T) {
+			if m.Skip != "" {
+				t.Skip(m.Skip)
+			}
 			overlay, err := m.overlay(dir, t.TempDir())
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command("go", "test", "-overlay", overlay, "-count=1", "-run", m.RunPattern(), m.Pkg)
-			cmd.Dir = dir
+			args := []string{"test", "-overlay", overlay, "-count=1", "-run", m.RunPattern()}
+			var env []string
+			switch m.Arch {
+			case "":
+			case "arm64":
+				if _, err := exec.LookPath(qemuARM64); err != nil {
+					t.Skipf("%s is not installed: no arm64 test runs here", qemuARM64)
+				}
+				args = append(args, "-short", "-exec", qemuARM64)
+				env = append(os.Environ(), "GOARCH=arm64")
+			default:
+				t.Fatalf("no way to run tests for %s here", m.Arch)
+			}
+			cmd := exec.Command("go", append(args, m.Pkg)...)
+			cmd.Dir, cmd.Env = dir, env
 			out, err := cmd.CombinedOutput()
 			if strings.Contains(string(out), "[build failed]") || strings.Contains(string(out), "[setup failed]") {
 				t.Fatalf("the variant does not build:\n%s", out)

@@ -14,23 +14,26 @@ var probe = Mutant{
 	Pkg: "./internal/mutant/testdata/probe", Tests: []string{"TestAnswer"},
 }
 
-// TestCheck: Check accepts a mutant whose text occurs once and refuses
-// one whose text is absent or occurs more than once, or whose file is not
-// there.
+// TestCheck: Check accepts a mutant whose text occurs once (All: at least
+// once) and refuses one whose text is absent or occurs more than once
+// without All, or whose file is not there.
 func TestCheck(t *testing.T) {
 	for _, c := range []struct {
 		name    string
 		old     string
 		file    string
+		all     bool
 		applies bool
 	}{
-		{"once", probe.Old, probe.File, true},
-		{"absent", "const Answer = 43", probe.File, false},
-		{"twice", "Answer", probe.File, false},
-		{"no file", probe.Old, "internal/mutant/testdata/probe/absent.go", false},
+		{"once", probe.Old, probe.File, false, true},
+		{"absent", "const Answer = 43", probe.File, false, false},
+		{"twice", "Answer", probe.File, false, false},
+		{"twice, all", "Answer", probe.File, true, true},
+		{"absent, all", "const Answer = 43", probe.File, true, false},
+		{"no file", probe.Old, "internal/mutant/testdata/probe/absent.go", false, false},
 	} {
 		m := probe
-		m.Old, m.File = c.old, c.file
+		m.Old, m.File, m.All = c.old, c.file, c.all
 		if err := Check(m); (err == nil) != c.applies {
 			t.Errorf("%s: Check: %v, want applies=%v", c.name, err, c.applies)
 		}
