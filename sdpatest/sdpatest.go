@@ -67,6 +67,9 @@ type Tolerance struct {
 // |v|. Rounding errors in a score are relative to M, and exp turns a score's
 // absolute error into a relative error of its weight.
 func ScoreBound(p *backend.Problem) (m, vmax float64) {
+	if p == nil {
+		return 0, 0
+	}
 	q, k, v := oracle.Inputs(p)
 	norm := func(x []float64) float64 {
 		var mx float64
@@ -101,6 +104,9 @@ func ScoreBound(p *backend.Problem) (m, vmax float64) {
 // term e^(sink - m) to the denominator, whose relative error is the score
 // error of m: the bound covers it.
 func FP32Tolerance(p *backend.Problem) Tolerance {
+	if p == nil {
+		return noProblem
+	}
 	m, vmax := ScoreBound(p)
 	c := softcapBound(p)
 	e := 16 * eps32 * (1 + m + c)
@@ -117,6 +123,9 @@ func softcapBound(p *backend.Problem) float64 { return float64(p.Softcap) }
 // most 2^-11·max|v| (the weights sum to 1); 4·2^-11 relative and
 // 4·2^-11·max|v| absolute are added to the float32 bound.
 func F16PTolerance(p *backend.Problem) Tolerance {
+	if p == nil {
+		return noProblem
+	}
 	_, vmax := ScoreBound(p)
 	t := FP32Tolerance(p)
 	t.Rtol += 4.0 / 2048
@@ -139,6 +148,9 @@ func F16PTolerance(p *backend.Problem) Tolerance {
 // worst case; on random inputs the errors of many weights average out (the
 // accuracy tests hold the kernel to that).
 func FP8PTolerance(p *backend.Problem) Tolerance {
+	if p == nil {
+		return noProblem
+	}
 	t := FP32Tolerance(p)
 	r := valueRange(p)
 	t.Atol += (1.0/16 + float64(p.Sk)/(1<<18)) * r
@@ -173,6 +185,9 @@ func valueRange(p *backend.Problem) float64 {
 // assumed no narrower. Without codes (p not FP8E4M3) it is the same bound
 // with every step's largest term at M = |scale|·max‖q‖·max‖k‖ (ScoreBound).
 func FP8MMAScoreError(p *backend.Problem) float64 {
+	if p == nil {
+		return 0
+	}
 	s := p.Shape
 	if p.Precision != backend.FP8E4M3 || len(p.Q8) == 0 || len(p.K8) == 0 {
 		m, _ := ScoreBound(p)
@@ -209,6 +224,9 @@ func FP8MMAScoreError(p *backend.Problem) float64 {
 // keys a kernel loads, at most Sk rounded up to a 256-key tile: (Sk +
 // 255)/32 of them. A worst case.
 func FP8PVError(p *backend.Problem) float64 {
+	if p == nil {
+		return 0
+	}
 	_, vmax := ScoreBound(p)
 	steps := float64((p.Sk + 255) / 32)
 	return fp8mma.StepTruncations * steps * (1 + 1.0/8) / (1 << 13) * vmax
@@ -224,6 +242,9 @@ func FP8PVError(p *backend.Problem) float64 {
 // exp(±2e), so an output by at most (exp(2e)-1)·max|v|; a softcap's tanh
 // adds TanhApproxError to e.
 func FP8MMATolerance(p *backend.Problem) Tolerance {
+	if p == nil {
+		return noProblem
+	}
 	_, vmax := ScoreBound(p)
 	e, pv := FP8MMAScoreError(p)+TanhApproxError(p), FP8PVError(p)
 	t := FP8PTolerance(p)
@@ -239,6 +260,9 @@ func FP8MMATolerance(p *backend.Problem) Tolerance {
 // that relative error, so at most min(c, M)·2^-10.987, M ScoreBound's
 // score bound. 0 without a softcap.
 func TanhApproxError(p *backend.Problem) float64 {
+	if p == nil {
+		return 0
+	}
 	if p.Softcap == 0 {
 		return 0
 	}
@@ -250,6 +274,9 @@ func TanhApproxError(p *backend.Problem) float64 {
 // plus the score error (LSE is 1-Lipschitz in each score), a softcap's
 // tanh included (TanhApproxError).
 func FP8MMALSETolerance(p *backend.Problem) Tolerance {
+	if p == nil {
+		return noProblem
+	}
 	t := LSETolerance(p)
 	e := FP8MMAScoreError(p) + TanhApproxError(p)
 	t.Atol += e
@@ -268,6 +295,9 @@ func FP8MMALSETolerance(p *backend.Problem) Tolerance {
 // A softcap adds 16·eps32·c to the scores' error, as in FP32Tolerance; the
 // LSE is over the keys only, so a sink does not enter it.
 func LSETolerance(p *backend.Problem) Tolerance {
+	if p == nil {
+		return noProblem
+	}
 	m, _ := ScoreBound(p)
 	c := softcapBound(p)
 	a := 16*eps32*(1+m+c) + (64+float64(p.Sk)/16)*eps32
@@ -275,6 +305,11 @@ func LSETolerance(p *backend.Problem) Tolerance {
 }
 
 const eps32 = 1.0 / (1 << 23)
+
+// noProblem is every tolerance of a nil problem: none (a nil problem has
+// no output to compare; the tolerance and error functions return their
+// zero values for it rather than panic).
+var noProblem = Tolerance{Why: "no problem (nil)"}
 
 // NamedShapes are the benchmark shapes every runner and benchmark uses:
 // small, mission (the shape the project's targets are set on), long, and
