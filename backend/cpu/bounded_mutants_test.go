@@ -1,16 +1,19 @@
 package cpu_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/backend/cpu"
 	"github.com/fp8attn/fp8attn/internal/mutant"
 )
 
 // TestBoundedCatchesMutants: the bounded steps (per-row key bounds and a
 // softcap in the fused kernels, the AMX softmax and their drivers), broken
 // on purpose, fail their kernel tests or the conformance suite
-// (FP8ATTN_MUTANTS=1).
+// (FP8ATTN_MUTANTS=1; each skipped on a CPU without the kernel set it
+// breaks).
 func TestBoundedCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cpu"
 	bounded, steps, finite := []string{"TestScoresSoftmaxBounded4"}, []string{"TestStepsBounded4"}, []string{"TestAllFinite"}
@@ -21,7 +24,20 @@ func TestBoundedCatchesMutants(t *testing.T) {
 	redefine := func(name, body string) string {
 		return "#undef " + name[:strings.IndexByte(name, '(')] + "\n#define " + name + " " + body + "\n" + text
 	}
-	mutant.Run(t, []mutant.Mutant{
+	// The bounded steps run only in the AVX-512 sets (elsewhere their
+	// tests skip, and the drivers' bounded groups are not taken), the AMX
+	// panels only on AMX: a mutant of code this CPU does not run is
+	// skipped, not counted as caught.
+	isas := cpu.ISAs()
+	noAVX512, noAMX := "", ""
+	if !slices.Contains(isas, "avx512") {
+		noAVX512 = "no AVX-512 kernel set on this CPU"
+	}
+	if !slices.Contains(isas, "amx") {
+		noAMX = "no AMX kernel set on this CPU"
+	}
+	onAMX := func(m mutant.Mutant) mutant.Mutant { m.Skip = noAMX; return m }
+	ms := []mutant.Mutant{
 		// The macros live in headers, which the assembler reads past the
 		// overlay: these variants redefine one before the kernel's TEXT.
 		{Name: "the mask's lower bound one key high", File: file, Pkg: pkg,
@@ -46,21 +62,27 @@ func TestBoundedCatchesMutants(t *testing.T) {
 			Old: "\tMOVL 48(AX), R8\n", New: "\tXORQ R8, R8\n", Tests: steps},
 		{Name: "allFinite blind to infinities", File: "backend/cpu/kernels_avx512_amd64.s", Pkg: pkg,
 			Old: "VCMPPS $5, Z2, Z0, K1", New: "VCMPPS $6, Z2, Z0, K1", Tests: finite},
-		{Name: "amxAttend64 keeps the first panel's bounds", File: "backend/cpu/amx_amd64.s", Pkg: pkg,
-			Old: "ADDQ $224, 104(R8)", New: "ADDQ $0, 104(R8)", Tests: amx},
+		onAMX(mutant.Mutant{Name: "amxAttend64 keeps the first panel's bounds", File: "backend/cpu/amx_amd64.s", Pkg: pkg,
+			Old: "ADDQ $224, 104(R8)", New: "ADDQ $0, 104(R8)", Tests: amx}),
 		{Name: "one P·V a group over values that are not finite", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "vf := kp.vFinite != nil && kp.vFinite[kb]", New: "vf := kp.vFinite != nil", Tests: dense},
 		{Name: "a bounded group's P·V one key short", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "k.u0, k.u1 = min(k.u0, k.nl[r]), max(k.u1, k.nr[r])", New: "k.u0, k.u1 = min(k.u0, k.nl[r]), max(k.u1, k.nr[r]-1)", Tests: dense},
-		{Name: "AMX bounds a key wider at a window's edge", File: "backend/cpu/amx.go", Pkg: pkg,
-			Old: "b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0)))", New: "b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0-1)))", Tests: dense},
-		{Name: "AMX takes panels some rows see none of", File: "backend/cpu/attend.go", Pkg: pkg,
-			Old: "if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", New: "if false && max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", Tests: dense},
+		onAMX(mutant.Mutant{Name: "AMX bounds a key wider at a window's edge", File: "backend/cpu/amx.go", Pkg: pkg,
+			Old: "b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0)))", New: "b.lo[r%4] = int32(min(panel, max(0, lo[r]-j0-1)))", Tests: dense}),
+		onAMX(mutant.Mutant{Name: "AMX takes panels some rows see none of", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", New: "if false && max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", Tests: dense}),
 		{Name: "bounded steps without the softcap", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)", New: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), 0, 0)", Tests: dense},
 		{Name: "a row with no key takes the one-P·V steps", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "return !k.unseen && (k.same || vf)", New: "return k.same || vf", Tests: dense},
 		{Name: "rows that see other keys take one P·V over values not finite", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "k.same = k.same && k.nl[r] == k.nl[0] && k.nr[r] == k.nr[0]", New: "k.same = k.same && k.nr[r] == k.nr[0]", Tests: dense},
-	})
+	}
+	for i := range ms {
+		if ms[i].Skip == "" {
+			ms[i].Skip = noAVX512
+		}
+	}
+	mutant.Run(t, ms)
 }

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -37,10 +38,11 @@ type Mutant struct {
 	// "./sdpa"); Tests names them (the -run pattern, one ^Name$ per test).
 	Pkg   string
 	Tests []string
-	// Arch "arm64" runs the tests built for arm64 under
-	// qemu-aarch64-static, with -short (a variant of arm64 assembly, or of
-	// code only arm64's compiler breaks); they are skipped where qemu is
-	// missing. Empty: the machine's own.
+	// Arch "arm64" runs the tests built for arm64, with -short (a variant
+	// of arm64 assembly, or of code only arm64's compiler breaks): on an
+	// arm64 machine natively, elsewhere under qemu-aarch64-static, skipped
+	// where it is missing. Empty: the machine's own. Build takes only
+	// mutants without Arch.
 	Arch string
 	// Skip, when not empty, says why this machine cannot run the tests (a
 	// CPU feature it lacks): the mutant is skipped.
@@ -117,6 +119,9 @@ func Check(m Mutant) error {
 // them. The sources are not touched. An error says that m does not apply
 // or that the variant does not build.
 func Build(m Mutant, tags, out string) error {
+	if m.Arch != "" {
+		return fmt.Errorf("mutant %q: Build makes binaries for this machine, not for %s", m.Name, m.Arch)
+	}
 	root, err := moduleRoot()
 	if err != nil {
 		return err
@@ -170,10 +175,14 @@ func Run(t *testing.T, ms []Mutant) {
 			switch m.Arch {
 			case "":
 			case "arm64":
+				args = append(args, "-short")
+				if runtime.GOARCH == "arm64" { // natively
+					break
+				}
 				if _, err := exec.LookPath(qemuARM64); err != nil {
 					t.Skipf("%s is not installed: no arm64 test runs here", qemuARM64)
 				}
-				args = append(args, "-short", "-exec", qemuARM64)
+				args = append(args, "-exec", qemuARM64)
 				env = append(os.Environ(), "GOARCH=arm64")
 			default:
 				t.Fatalf("no way to run tests for %s here", m.Arch)

@@ -45,7 +45,8 @@ func TestCheck(t *testing.T) {
 
 // TestBuild: the binary Build writes runs the variant (the probe's test
 // fails), a variant that changes nothing passes (the control), and a
-// variant that does not compile or does not apply is an error.
+// variant that does not compile or does not apply, or one for another
+// architecture, is an error.
 func TestBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a test binary three times")
@@ -69,6 +70,7 @@ func TestBuild(t *testing.T) {
 	for _, m := range []Mutant{
 		{Name: "no compile", File: probe.File, Old: probe.Old, New: "const Answer =", Pkg: probe.Pkg},
 		{Name: "absent", File: probe.File, Old: "const Answer = 43", New: probe.New, Pkg: probe.Pkg},
+		{Name: "for arm64", File: probe.File, Old: probe.Old, New: probe.New, Pkg: probe.Pkg, Arch: "arm64"},
 	} {
 		if err := Build(m, "", filepath.Join(dir, "bad.test")); err == nil {
 			t.Errorf("Build of %q: no error", m.Name)
