@@ -98,9 +98,9 @@ var fp8mmaStages = []int{7, 8, tiles.AdaStage}
 //     missing.
 func bestStage(s backend.Shape, cc int) int {
 	switch {
-	case cc == 90 && hopperHas(s.D) && (hopperByDefault || !slices.Contains(tiles.HeadDims, s.D)):
+	case cc == 90 && hopperDim(s.D) != 0 && (hopperByDefault || !slices.Contains(tiles.HeadDims, s.D)):
 		return tiles.HopperStage
-	case cc >= 89 && cc != 90 && adaHas(s.D):
+	case cc >= 89 && cc != 90 && adaDim(s.D) != 0:
 		return tiles.AdaStage
 	case s.D == 128:
 		return 6
@@ -121,21 +121,9 @@ func bestStage(s backend.Shape, cc int) int {
 // the choice back to stages 5-7 for D 64/128.
 const hopperByDefault = true
 
-// hopperHas reports whether the Hopper kernel runs head dim d (its own, or
-// the next one up over zero columns: tiles.KernelDim).
-func hopperHas(d int) bool {
-	_, err := tiles.HopperKernelDim(d)
-	return err == nil
-}
-
-// adaHas reports whether the Ada kernel runs head dim d, as hopperHas.
-func adaHas(d int) bool {
-	_, err := tiles.AdaKernelDim(d)
-	return err == nil
-}
-
 // hopperDim and adaDim are the head dims of the Hopper and Ada kernels that
-// run head dim d (tiles.KernelDim), 0 for none.
+// run head dim d (its own, or the next one up over zero columns:
+// tiles.KernelDim), 0 for none.
 func hopperDim(d int) int {
 	k, _ := tiles.HopperKernelDim(d)
 	return k
