@@ -253,12 +253,22 @@ func FP8MMATolerance(p *backend.Problem) Tolerance {
 	return t
 }
 
-// TanhApproxError bounds what a softcap computed with the special-function
-// unit's tanh (tanh.approx.f32, relative error at most 2^-10.987 by the PTX
-// ISA; stage 9's) adds to a score beyond the error of the score it caps
-// (c·tanh(s/c) is 1-Lipschitz in s): c·|tanh(s/c)| <= min(c, |s|) times
-// that relative error, so at most min(c, M)·2^-10.987, M ScoreBound's
-// score bound. 0 without a softcap.
+// TanhApproxRelative and TanhApproxAbsolute bound the GPU kernels' tanh
+// of a softcap (tanh.approx.f32): within |tanh(x)|·TanhApproxRelative +
+// TanhApproxAbsolute of tanh(x), the relative error the PTX ISA states
+// (2^-10.987) and, for inputs so small that the special-function unit
+// flushes them, the smallest normal float32. backend/cuda's
+// TestTanhApprox measures the GPU's tanh against them.
+var (
+	TanhApproxRelative = math.Exp2(-10.987)
+	TanhApproxAbsolute = 0x1p-126
+)
+
+// TanhApproxError bounds what a softcap computed on the GPU's special-
+// function unit (TanhApproxRelative, TanhApproxAbsolute) adds to a score
+// beyond the error of the score it caps (c·tanh(s/c) is 1-Lipschitz in s):
+// c·|tanh(s/c)| <= min(c, |s|), so at most min(c, M)·TanhApproxRelative +
+// c·TanhApproxAbsolute, M ScoreBound's score bound. 0 without a softcap.
 func TanhApproxError(p *backend.Problem) float64 {
 	if p == nil {
 		return 0
@@ -267,7 +277,8 @@ func TanhApproxError(p *backend.Problem) float64 {
 		return 0
 	}
 	m, _ := ScoreBound(p)
-	return min(float64(p.Softcap), m) * math.Exp2(-10.987)
+	c := float64(p.Softcap)
+	return min(c, m)*TanhApproxRelative + c*TanhApproxAbsolute
 }
 
 // FP8MMALSETolerance is the LSE bound of stages 9 and 10: LSETolerance

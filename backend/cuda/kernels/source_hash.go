@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7dc63d8779b9a6550db1f5ed683eae15a24701d939c5564c1b1700daf8250374"
+const SourceHash = "7f29b96d543a3fbc64f05a451d6ea0f601f2077ffdf9b41dae258225308fac18"

@@ -23,3 +23,10 @@ extern "C" __global__ void fp8attn_check_layout(int* bad) {
     bad[lane * 8 + i] = (r != acc_row(lane, i)) + 2 * (c != acc_col(lane, i)) + 4 * (hw != 16 * r + c);
   }
 }
+
+// fp8attn_tanh (TestTanhApprox) writes y[i] = tanh_approx(x[i]) (common.cuh:
+// the softcap's tanh in every kernel that has one) for every i < n.
+extern "C" __global__ void fp8attn_tanh(const float* x, float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = tanh_approx(x[i]);
+}
