@@ -1,0 +1,88 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// BenchmarkHostSliceFloor times the pieces a call on float32 host slices
+// cannot do without, each alone and host-timed (the median of the loop's
+// calls, in µs): a synchronous DMA of its inputs from page-locked memory
+// to the device and of its output back, and a memmove of its inputs from
+// Go memory into page-locked memory on one goroutine. At the mission
+// shape (B2 H8 S256 D64) the inputs are 3 MB and the output 1 MB; at B1
+// Hq32 Hkv8 S4096 D128, 32 MB and 16 MB. sdpa's BenchmarkHostSlicesCUDA
+// times the whole call.
+func BenchmarkHostSliceFloor(b *testing.B) {
+	d, err := openDevice(0)
+	if err != nil {
+		b.Skip(err)
+	}
+	for _, c := range []struct {
+		name     string
+		up, down int
+	}{{"mission", 3 << 20, 1 << 20}, {"B1-Hq32-Hkv8-S4096-D128", 32 << 20, 16 << 20}} {
+		pinned, err := hostAlloc(c.up)
+		if err != nil {
+			b.Fatal(err)
+		}
+		src := make([]byte, c.up)
+		var dev cu.DevicePtr
+		if err := d.do(func() (err error) { dev, err = cu.MemAlloc(int64(c.up)); return err }); err != nil {
+			b.Fatal(err)
+		}
+		for _, step := range []struct {
+			name string
+			run  func() error
+		}{
+			{fmt.Sprintf("dma-up-%dMB", c.up>>20), func() error {
+				return cu.MemcpyHtoD(dev, unsafe.Pointer(&pinned[0]), int64(c.up))
+			}},
+			{fmt.Sprintf("dma-down-%dMB", c.down>>20), func() error {
+				return cu.MemcpyDtoH(unsafe.Pointer(&pinned[0]), dev, int64(c.down))
+			}},
+			{fmt.Sprintf("memmove-%dMB", c.up>>20), func() error { copy(pinned, src); return nil }},
+			{"async-api-512KB", func() error {
+				return cu.MemcpyHtoDAsync(dev, unsafe.Pointer(&pinned[0]), 512<<10, d.stream)
+			}},
+			{"async-api-4KB", func() error {
+				return cu.MemcpyHtoDAsync(dev, unsafe.Pointer(&pinned[0]), 4<<10, d.stream)
+			}},
+			{fmt.Sprintf("async-6-chunks-then-sync-%dMB", c.up>>20), func() error {
+				n := c.up / 6
+				for i := range 6 {
+					if err := cu.MemcpyHtoDAsync(dev+cu.DevicePtr(i*n), unsafe.Pointer(&pinned[i*n]), int64(n), d.stream); err != nil {
+						return err
+					}
+				}
+				return d.stream.Synchronize()
+			}},
+		} {
+			b.Run(c.name+"/"+step.name, func(b *testing.B) {
+				var times []float64
+				for b.Loop() {
+					start := time.Now()
+					if err := d.do(step.run); err != nil {
+						b.Fatal(err)
+					}
+					times = append(times, float64(time.Since(start).Nanoseconds())/1e3)
+				}
+				slices.Sort(times)
+				b.ReportMetric(times[len(times)/2], "us/op")
+			})
+		}
+		if err := d.do(func() error { return cu.MemFree(dev) }); err != nil {
+			b.Fatal(err)
+		}
+		if err := hostFree(pinned); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
