@@ -322,12 +322,19 @@ func (e *streamEngine) record(slot int) error {
 	return e.events[slot].Record(e.d.stream)
 }
 
-func (e *streamEngine) wait(slot int) error {
+func (e *streamEngine) done(slot int) (bool, error) {
 	if err := e.bind(); err != nil {
-		return err
+		return false, err
 	}
 	defer runtime.UnlockOSThread()
-	return e.events[slot].Synchronize()
+	switch err := e.events[slot].Query(); err {
+	case nil:
+		return true, nil
+	case cu.NotReady:
+		return false, nil
+	default:
+		return false, err
+	}
 }
 
 var _ backend.OnReadScaler = (*kernelBackend)(nil)

@@ -16,10 +16,15 @@ import (
 // chunk goes through one slot of a page-locked ring, and the ring's slots
 // are reused once the copy that read (or wrote) them has completed. The
 // memmoves between Go memory and the ring run on the helpers of
-// par.Default, a small piece at a time; the DMA of a chunk is issued by
-// whichever goroutine finishes its last piece, so that on the way in the
-// bus copies chunk i while the helpers fill chunk i+1, and on the way out
-// they empty chunk i while the bus fills chunk i+1.
+// par.Default, a small piece at a time, so that on the way in the bus
+// copies chunk i while the helpers fill chunk i+1, and on the way out they
+// empty chunk i while the bus fills chunk i+1. The calling goroutine is
+// the pipe's one voice to the device: it queues each chunk's copy once its
+// pieces are done and learns when each copy has completed, polling, and
+// takes pieces itself between; the helpers only move bytes and watch the
+// chunks' states. Driver calls from several threads at once serialize in
+// the driver (an asynchronous copy call took about 14 µs in a pipeline
+// whose helpers called the driver, 2.8 µs alone: docs/BENCHMARKS.md).
 
 // hostEngine is what a pipe needs of the device: copies on one in-order
 // queue between the ring and the region, and one event a slot. Its
@@ -33,8 +38,9 @@ type hostEngine interface {
 	toHost(dst []byte, off int) error
 	// record marks slot's event behind the copies queued so far.
 	record(slot int) error
-	// wait returns once the work before slot's latest record has completed.
-	wait(slot int) error
+	// done reports, without waiting, whether the work before slot's latest
+	// record has completed.
+	done(slot int) (bool, error)
 }
 
 // hostSeg is one piece of a region: its bytes [off, off+len(host)) are
@@ -85,7 +91,7 @@ func pipePlan(size, ring int) (chunk, n, slots int, err error) {
 // Chunk states.
 const (
 	chunkIdle   = iota // its copy is not queued yet
-	chunkQueued        // its copy is queued (and its slot's event recorded)
+	chunkQueued        // its copy is queued (and its slot's event recorded where a later chunk waits for it)
 	chunkDone          // its copy has completed
 )
 
@@ -180,8 +186,8 @@ func (p *pipe) slotBytes(c int) []byte {
 	return p.ring[off : off+hi-lo]
 }
 
-// queue issues chunk c's copy and, where a later chunk will reuse its slot
-// or read it, records the slot's event.
+// queue issues chunk c's copy and, where pieces wait for it (awaited),
+// records the slot's event.
 func (p *pipe) queue(c int) {
 	if p.failed.Load() {
 		return
@@ -193,7 +199,7 @@ func (p *pipe) queue(c int) {
 	} else {
 		err = p.eng.toHost(p.slotBytes(c), lo)
 	}
-	if err == nil && (!p.up || c+p.slots < p.n) {
+	if err == nil && p.awaited(c) {
 		err = p.eng.record(c % p.slots)
 	}
 	if err != nil {
@@ -203,74 +209,137 @@ func (p *pipe) queue(c int) {
 	p.state[c].Store(chunkQueued)
 }
 
-// await returns once chunk c's copy has completed (false if the pipe
-// failed first).
-func (p *pipe) await(c int) bool {
-	for i := 0; ; i++ {
-		switch p.state[c].Load() {
-		case chunkDone:
-			return true
-		case chunkQueued:
-			if err := p.eng.wait(c % p.slots); err != nil {
-				p.fail(err)
-				return false
+// Yields reports that the pipe's Works wait inside (par.Yielding): on
+// each other's chunks, and the calling goroutine in the driver.
+func (p *pipe) Yields() bool { return true }
+
+// ready reports whether piece work may touch chunk c's slot: on the way
+// in, once the chunk that used the slot before has been copied out of it
+// (none for the first slots' chunks); on the way out, once chunk c's copy
+// has landed in it.
+func (p *pipe) ready(c int) bool {
+	switch {
+	case p.up && c < p.slots:
+		return true
+	case p.up:
+		return p.state[c-p.slots].Load() == chunkDone
+	}
+	return p.state[c].Load() == chunkDone
+}
+
+// Work: the helpers (w > 0) take pieces in order until none is left, each
+// once its chunk is ready, and copy it; the calling goroutine leads (lead).
+func (p *pipe) Work(w int) {
+	if w == 0 {
+		p.lead()
+		return
+	}
+	total := int64(p.n * p.pieces)
+	for i := p.next.Add(1) - 1; i < total; i = p.next.Add(1) - 1 {
+		c := int(i) / p.pieces
+		for spins := 0; !p.ready(c); spins++ {
+			if p.failed.Load() {
+				return
 			}
-			p.state[c].Store(chunkDone)
-			return true
+			if spins%16 == 15 {
+				runtime.Gosched()
+			}
 		}
-		if p.failed.Load() {
-			return false
+		p.copyPieceAt(int(i))
+	}
+}
+
+// lead is the calling goroutine's part: it queues every chunk's copy as
+// soon as the chunk may go (on the way in, its pieces copied; on the way
+// out, its slot emptied of the chunk before, the first slots' chunks at
+// once), and marks the chunks the pieces wait for done as their copies
+// complete (polling the slots' events in order); between, it takes pieces
+// itself, so that a pipe no helper joined still ends. It returns once
+// every chunk is queued and, on the way out, every chunk copied out.
+func (p *pipe) lead() {
+	total := int64(p.n * p.pieces)
+	queued, done := 0, 0 // chunks queued; chunks known complete, in order
+	mine := int64(-1)    // a piece taken and not yet copied
+	if !p.up {
+		for ; queued < p.slots; queued++ {
+			p.queue(queued)
 		}
-		if i%16 == 15 {
+	}
+	for spins := 0; !p.failed.Load(); spins++ {
+		moved := false
+		for queued < p.n && p.mayQueue(queued) {
+			p.queue(queued)
+			queued++
+			moved = true
+		}
+		for done < queued && p.awaited(done) {
+			ok, err := p.eng.done(done % p.slots)
+			if err != nil {
+				p.fail(err)
+				return
+			}
+			if !ok {
+				break
+			}
+			p.state[done].Store(chunkDone)
+			done++
+			moved = true
+		}
+		if queued == p.n && (p.up || allCopied(p)) {
+			return
+		}
+		if mine < 0 {
+			if i := p.next.Add(1) - 1; i < total {
+				mine = i
+			}
+		}
+		if mine >= 0 && p.ready(int(mine)/p.pieces) {
+			p.copyPieceAt(int(mine))
+			mine = -1
+			moved = true
+		}
+		if !moved && spins%16 == 15 {
 			runtime.Gosched()
 		}
 	}
 }
 
-// Work takes pieces in order until none is left. A piece of an upload
-// waits for its slot's previous chunk to be on the device, then fills its
-// bytes; one of a download waits for its chunk to be in the ring, then
-// empties its bytes. The goroutine that finishes a chunk's last piece
-// queues the chunk's copy (upload) or the next chunk of its slot
-// (download). The calling goroutine (w 0) first queues a download's first
-// chunk of each slot, while the helpers join.
-func (p *pipe) Work(w int) {
-	if !p.up && w == 0 {
-		for c := range p.slots {
-			p.queue(c)
+// mayQueue reports whether chunk c's copy may be queued: on the way in,
+// once its pieces are in the ring; on the way out, once the chunk before
+// it in its slot has been copied out.
+func (p *pipe) mayQueue(c int) bool {
+	if p.up {
+		return p.left[c].Load() == 0
+	}
+	return p.left[c-p.slots].Load() == 0
+}
+
+// awaited reports whether pieces wait for chunk c's copy to complete (and
+// its slot's event was recorded for it): every chunk on the way out, on
+// the way in those whose slot a later chunk reuses.
+func (p *pipe) awaited(c int) bool { return !p.up || c+p.slots < p.n }
+
+// allCopied reports whether every chunk of a download has been copied out
+// of the ring.
+func allCopied(p *pipe) bool {
+	for c := range p.n {
+		if p.left[c].Load() != 0 {
+			return false
 		}
 	}
-	total := int64(p.n * p.pieces)
-	for i := p.next.Add(1) - 1; i < total; i = p.next.Add(1) - 1 {
-		if p.failed.Load() {
-			return
-		}
-		c, j := int(i)/p.pieces, int(i)%p.pieces
-		switch {
-		case p.up && c >= p.slots:
-			if !p.await(c - p.slots) {
-				return
-			}
-		case !p.up:
-			if !p.await(c) {
-				return
-			}
-		}
-		lo, hi := p.span(c)
-		a, b := lo+j*p.piece, min(lo+(j+1)*p.piece, hi)
-		if a < b {
-			p.copyPiece(p.slotBytes(c), lo, a, b)
-		}
-		if p.left[c].Add(-1) != 0 {
-			continue
-		}
-		switch {
-		case p.up:
-			p.queue(c)
-		case c+p.slots < p.n:
-			p.queue(c + p.slots)
-		}
+	return true
+}
+
+// copyPieceAt copies piece i (piece i % pieces of chunk i / pieces) and
+// counts it done.
+func (p *pipe) copyPieceAt(i int) {
+	c, j := i/p.pieces, i%p.pieces
+	lo, hi := p.span(c)
+	a, b := lo+j*p.piece, min(lo+(j+1)*p.piece, hi)
+	if a < b {
+		p.copyPiece(p.slotBytes(c), lo, a, b)
 	}
+	p.left[c].Add(-1)
 }
 
 // copyPiece copies the region's bytes [a, b) between the host pieces and

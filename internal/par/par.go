@@ -28,6 +28,15 @@ type Job interface {
 	Work(w int)
 }
 
+// Yielding is a Job whose Works wait inside (yielding their threads to
+// runtime.Gosched, or blocking in calls into C) when it reports true: the
+// time its threads spend off their cores then says nothing of other work
+// on them, so its Runs are not used to judge whether the pool's cores are
+// shared (run.work).
+type Yielding interface {
+	Yields() bool
+}
+
 // DefaultSpin is how long an idle helper of Default polls for the next job
 // before it parks.
 const DefaultSpin = 200 * time.Microsecond
@@ -187,7 +196,10 @@ func (p *Pool) Run(helpers int, job Job) {
 	}
 	r := p.runs.Get()
 	r.job = job
-	r.check = p.spin > 0 && p.runsN.Add(1)%shareEvery == 0
+	r.check = false
+	if y, ok := job.(Yielding); !ok || !y.Yields() {
+		r.check = p.spin > 0 && p.runsN.Add(1)%shareEvery == 0
+	}
 	r.joined.Store(0)
 	r.pending.Store(int64(helpers))
 	r.done.Add(helpers)

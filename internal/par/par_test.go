@@ -106,6 +106,27 @@ func TestSharedStopsPolling(t *testing.T) {
 	}
 }
 
+// yieldingSleepJob sleeps in its Works, as sleepJob, and says it yields.
+type yieldingSleepJob struct{ sleepJob }
+
+func (yieldingSleepJob) Yields() bool { return true }
+
+// TestYieldingKeepsPolling: the Runs of a Job that yields in its Works
+// (Yielding) do not mark the pool's cores shared, however long its threads
+// are off their cores.
+func TestYieldingKeepsPolling(t *testing.T) {
+	if threadCPU() < 0 {
+		t.Skip("no per-thread CPU time on this system")
+	}
+	p := NewPool(1, time.Millisecond)
+	for range 2 * shareEvery {
+		p.Run(1, yieldingSleepJob{sleepJob{2 * shareCheck}})
+	}
+	if !p.polls() {
+		t.Errorf("a pool whose yielding Works sleep stopped polling")
+	}
+}
+
 // goid returns the calling goroutine's id, from its stack's header.
 func goid() string {
 	buf := make([]byte, 64)
@@ -155,5 +176,9 @@ func TestPoolCatchesMutants(t *testing.T) {
 			File: "internal/par/par.go", Pkg: "./internal/par",
 			Old: "p.shared.Store(time.Now().Add(sharedFor).UnixNano())", New: "_ = sharedFor",
 			Tests: []string{"TestSharedStopsPolling"}},
+		{Name: "a yielding job's Runs judge whether the cores are shared",
+			File: "internal/par/par.go", Pkg: "./internal/par",
+			Old: "if y, ok := job.(Yielding); !ok || !y.Yields() {", New: "if true {",
+			Tests: []string{"TestYieldingKeepsPolling"}},
 	})
 }
