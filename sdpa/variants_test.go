@@ -31,11 +31,19 @@ var variantOptions = []struct {
 
 // want computes the expected output and LSE of a call on q, k, v with the
 // oracle, on a problem built here (FP8: on sdpa.Quantize's codes, which
-// every FP8 call quantizes alike), with its tolerances.
+// every FP8 call quantizes alike), with its tolerances: float32's, or,
+// for an FP8 call that names no backend where a cuda device opens (the
+// choice then takes it to the GPU's kernels, whose products run on FP8
+// tensor cores), the FP8 MMA tiers.
 func want(t *testing.T, q, k, v *sdpa.Tensor, opts *sdpa.Options) (out, lse []float64, tol, ltol sdpatest.Tolerance) {
 	t.Helper()
 	p := variantProblem(t, q, k, v, opts)
 	out, lse = oracle.Naive(p)
+	if opts.Precision == sdpa.FP8E4M3 && opts.Backend == "" {
+		if _, err := sdpa.Open("cuda"); err == nil {
+			return out, lse, sdpatest.FP8MMATolerance(p), sdpatest.FP8MMALSETolerance(p)
+		}
+	}
 	return out, lse, sdpatest.FP32Tolerance(p), sdpatest.LSETolerance(p)
 }
 
