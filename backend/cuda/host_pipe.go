@@ -88,13 +88,6 @@ func pipePlan(size, ring int) (chunk, n, slots int, err error) {
 	return chunk, n, min(n, ring/chunk), nil
 }
 
-// Chunk states.
-const (
-	chunkIdle   = iota // its copy is not queued yet
-	chunkQueued        // its copy is queued (and its slot's event recorded where a later chunk waits for it)
-	chunkDone          // its copy has completed
-)
-
 // pipe is one transfer of a region through the ring.
 type pipe struct {
 	eng    hostEngine
@@ -108,9 +101,10 @@ type pipe struct {
 	pieces int // pieces a chunk
 	piece  int // bytes a piece
 
-	left  []atomic.Int32 // pieces of each chunk still to copy
-	state []atomic.Int32 // each chunk's state
-	next  atomic.Int64   // the next piece to take
+	left    []atomic.Int32 // pieces of each chunk still to copy
+	landed  []atomic.Bool  // each chunk's copy has completed (where pieces wait for it: awaited)
+	emptied atomic.Int32   // chunks whose pieces are all copied
+	next    atomic.Int64   // the next piece to take
 
 	failed atomic.Bool
 	mu     sync.Mutex
@@ -140,11 +134,12 @@ func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) er
 	}
 	p.piece = min(pipePiece, max(pipeAlign, (p.chunk/pipeWorkers+pipeAlign-1)/pipeAlign*pipeAlign))
 	p.pieces = (p.chunk + p.piece - 1) / p.piece
-	p.left, p.state = freelist.Grow(p.left, p.n), freelist.Grow(p.state, p.n)
+	p.left, p.landed = freelist.Grow(p.left, p.n), freelist.Grow(p.landed, p.n)
 	for c := range p.n {
 		p.left[c].Store(int32(p.pieces))
-		p.state[c].Store(chunkIdle)
+		p.landed[c].Store(false)
 	}
+	p.emptied.Store(0)
 	p.next.Store(0)
 	p.failed.Store(false)
 	p.err = nil
@@ -204,9 +199,7 @@ func (p *pipe) queue(c int) {
 	}
 	if err != nil {
 		p.fail(err)
-		return
 	}
-	p.state[c].Store(chunkQueued)
 }
 
 // Yields reports that the pipe's Works wait inside (par.Yielding): on
@@ -222,9 +215,9 @@ func (p *pipe) ready(c int) bool {
 	case p.up && c < p.slots:
 		return true
 	case p.up:
-		return p.state[c-p.slots].Load() == chunkDone
+		return p.landed[c-p.slots].Load()
 	}
-	return p.state[c].Load() == chunkDone
+	return p.landed[c].Load()
 }
 
 // Work: the helpers (w > 0) take pieces in order until none is left, each
@@ -281,11 +274,11 @@ func (p *pipe) lead() {
 			if !ok {
 				break
 			}
-			p.state[done].Store(chunkDone)
+			p.landed[done].Store(true)
 			done++
 			moved = true
 		}
-		if queued == p.n && (p.up || allCopied(p)) {
+		if queued == p.n && (p.up || int(p.emptied.Load()) == p.n) {
 			return
 		}
 		if mine < 0 {
@@ -319,17 +312,6 @@ func (p *pipe) mayQueue(c int) bool {
 // the way in those whose slot a later chunk reuses.
 func (p *pipe) awaited(c int) bool { return !p.up || c+p.slots < p.n }
 
-// allCopied reports whether every chunk of a download has been copied out
-// of the ring.
-func allCopied(p *pipe) bool {
-	for c := range p.n {
-		if p.left[c].Load() != 0 {
-			return false
-		}
-	}
-	return true
-}
-
 // copyPieceAt copies piece i (piece i % pieces of chunk i / pieces) and
 // counts it done.
 func (p *pipe) copyPieceAt(i int) {
@@ -339,7 +321,9 @@ func (p *pipe) copyPieceAt(i int) {
 	if a < b {
 		p.copyPiece(p.slotBytes(c), lo, a, b)
 	}
-	p.left[c].Add(-1)
+	if p.left[c].Add(-1) == 0 {
+		p.emptied.Add(1)
+	}
 }
 
 // copyPiece copies the region's bytes [a, b) between the host pieces and
