@@ -93,8 +93,13 @@ func TestVariantsEveryCall(t *testing.T) {
 			if vo.sinks {
 				opts.Sinks = sinks
 			}
+			// (The calls that name a CPU backend, and the cpu device's, are
+			// held to the CPU's tiers, tolCPU, where "" may pick the GPU.)
 			wantOut, wantLSE, tol, ltol := want(t, q, k, v, opts)
-			check := func(call string, out, lse []float32) {
+			cpuOpts := *opts
+			cpuOpts.Backend = "cpu"
+			_, _, tolCPU, ltolCPU := want(t, q, k, v, &cpuOpts)
+			checkWith := func(call string, out, lse []float32, tol, ltol sdpatest.Tolerance) {
 				t.Helper()
 				if st := sdpatest.Compare(out, wantOut, tol); st.Beyond > 0 {
 					t.Errorf("%s %s: %d outputs beyond tolerance (%s), first at %d: %g, want %g", name, call, st.Beyond, tol.Why, st.FirstBad, out[st.FirstBad], wantOut[st.FirstBad])
@@ -105,6 +110,10 @@ func TestVariantsEveryCall(t *testing.T) {
 				if st := sdpatest.Compare(lse, wantLSE, ltol); st.Beyond > 0 {
 					t.Errorf("%s %s: %d LSEs beyond tolerance, first at %d: %g, want %g", name, call, st.Beyond, st.FirstBad, lse[st.FirstBad], wantLSE[st.FirstBad])
 				}
+			}
+			check := func(call string, out, lse []float32) {
+				t.Helper()
+				checkWith(call, out, lse, tol, ltol)
 			}
 			got, err := sdpa.Attention(q, k, v, opts)
 			if err != nil {
@@ -138,7 +147,7 @@ func TestVariantsEveryCall(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s on backend %s: %v", name, be, err)
 				}
-				check("backend "+be, got.Data, lse)
+				checkWith("backend "+be, got.Data, lse, tolCPU, ltolCPU)
 			}
 			dq, dk, dv := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
 			dout, _ := dev.NewTensor(b, hq, sq, d, sdpa.BHSD)
@@ -150,7 +159,7 @@ func TestVariantsEveryCall(t *testing.T) {
 			if err := errors.Join(dout.Download(hout), dlse.Download(hlse)); err != nil {
 				t.Fatal(err)
 			}
-			check("Device.Attention", hout.Data, hlse.Data)
+			checkWith("Device.Attention", hout.Data, hlse.Data, tolCPU, ltolCPU)
 			for _, x := range []*sdpa.DeviceTensor{dq, dk, dv, dout, dlse} {
 				x.Free()
 			}
