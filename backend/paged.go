@@ -242,6 +242,16 @@ type PagedProblem struct {
 	// in its sequence (SeqLens[b]-Sq+i), and a window needs
 	// CausalLowerRight.
 	Variants
+	// Precision FP32 (the zero value) computes with the float32 queries
+	// as they are. FP8E4M3 lets a backend run the call as FP8 attention
+	// where it has a faster kernel for it: the queries quantized to E4M3
+	// with one scale per (sequence, query head), as Memory.Quantize does,
+	// and each sequence's keys and values re-encoded at one scale per KV
+	// head, the largest of its pages' (a page at a smaller scale rounded
+	// as an append rounds a block whose scale grows). The error is then
+	// FP8 attention's on the cache's values; a backend without such a
+	// kernel computes as for FP32.
+	Precision Precision
 	// QBuf, OutBuf and LSEBuf, when QBuf is not nil, hold Q, Out and LSE
 	// (LSEBuf may be nil: no LSE) in the device memory of a Memory backend
 	// instead of the slices Q, Out and LSE (which are then nil): float32,
@@ -315,6 +325,9 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 	}
 	if p.Layout != BHSD && p.Layout != BSHD {
 		return fmt.Errorf("%w: unknown layout %d", ErrInvalid, int(p.Layout))
+	}
+	if p.Precision != FP32 && p.Precision != FP8E4M3 {
+		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(p.Precision))
 	}
 	if err := p.Variants.Check(p.Hq, p.Mask); err != nil {
 		return err

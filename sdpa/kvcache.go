@@ -562,8 +562,14 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // opts.Mask is NoMask (every query sees all of its sequence) or
 // CausalLowerRight (query i sees positions up to its own, Len-Sq+i, as a
 // chunk of new tokens or speculative drafts must); opts.Scale as for
-// Attention; opts.Precision is ignored (the cache is FP8, the queries
-// float32); SlidingWindow (which needs CausalLowerRight here), Softcap and
+// Attention; opts.Precision FP32 (the default) computes with the float32
+// queries against the E4M3 cache, and FP8E4M3 lets the device run a chunk
+// of many queries on its FP8 prefill kernel (the cuda device on Hopper and
+// Ada GPUs, for a batch whose sequences are equally long, outside a
+// Capture): the queries quantized to E4M3 per (sequence, head) as
+// Attention quantizes them, each sequence's keys and values brought to one
+// scale per KV head (the largest of its pages'), FP8 attention's error at
+// the prefill kernel's speed; elsewhere it computes as FP32; SlidingWindow (which needs CausalLowerRight here), Softcap and
 // Sinks as for Attention, a query's window position being its position in
 // its sequence; SmoothK, Hadamard and OutlierChannels are not supported. A
 // sequence with no tokens gives zeros and LSE -Inf; Sq beyond what a
@@ -701,7 +707,7 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	fillTable(seqs, lens, table, per)
 	cc.p = backend.PagedProblem{
 		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: o.Mask, Layout: q.Layout(),
-		SeqLens: lens, BlockTable: table, PagesPerSeq: per, Variants: variants,
+		SeqLens: lens, BlockTable: table, PagesPerSeq: per, Variants: variants, Precision: o.Precision,
 	}
 	if gc != nil {
 		cc.p.MaxSeqLen, cc.p.Tables = c.maxSeqLen, gc.tables

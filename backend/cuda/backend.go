@@ -35,6 +35,10 @@ type kernelBackend struct {
 	// warp-specialized kernel on every call, on at most that many blocks,
 	// so that each block walks several units (tests).
 	pagedWSBlocks int
+	// pagedPrefillMinQ, if not 0, replaces prefillMinQueries for its paged
+	// caches (negative: never the prefill kernels), so that tests and
+	// benchmarks run both paths.
+	pagedPrefillMinQ int
 }
 
 // stageFor opens device 0 and returns the stage to run p with.

@@ -441,6 +441,7 @@ func (d *device) loadQuant() error {
 // pagedKernels are the paged module's kernels.
 type pagedKernels struct {
 	append, merge, check C.CUfunction
+	prefillInputs        C.CUfunction         // a chunk's queries quantized and the cache laid out as tensors, for the prefill kernels
 	attn                 map[int]C.CUfunction // the cp.async kernel, by head dim
 	attnCap              map[int]C.CUfunction // its softcap twin (fp8attn_pagedc_d), by head dim
 	ws                   map[int]C.CUfunction // the warp-specialized kernel (sm_90a module only), by head dim
@@ -511,6 +512,9 @@ func (d *device) loadPaged(ampere bool) error {
 	if k.check, err = fn("fp8attn_paged_check"); err != nil {
 		return err
 	}
+	if k.prefillInputs, err = fn("fp8attn_paged_prefill_inputs"); err != nil {
+		return err
+	}
 	for _, hd := range tiles.PagedHeadDims {
 		name := fmt.Sprintf("fp8attn_paged_d%d", hd) // (its _config serves its softcap twin too)
 		cfg, _ := tiles.Paged(hd)
@@ -549,7 +553,7 @@ func (d *device) loadPaged(ampere bool) error {
 			}
 		}
 		// The sm_90a build's entry points keep kernels/pdl.cuh's contract.
-		for _, f := range []C.CUfunction{k.append, k.merge, k.check} {
+		for _, f := range []C.CUfunction{k.append, k.merge, k.check, k.prefillInputs} {
 			markPDL(f)
 		}
 		for _, m := range []map[int]C.CUfunction{k.attn, k.attnCap, k.ws, k.wsq} {

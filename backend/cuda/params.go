@@ -123,6 +123,24 @@ type appendParams struct {
 	Hkv, D, PageSize, NRuns            int32
 }
 
+// prefillParams mirrors struct PrefillParams (kernels/paged/params.cuh,
+// checked against fp8attn_prefill_params_layout): fp8attn_paged_prefill_inputs's
+// cache, sequences, queries and output tensors.
+type prefillParams struct {
+	K, V                                  uint64 // the pool's codes
+	KScale, VScale                        uint64 // per (page, KV head)
+	SeqLens, BlockTable                   uint64
+	OutK, OutV                            uint64 // [B][Hkv][n][D] codes with the strides below
+	OutKScale, OutVScale                  uint64 // [B][Hkv]
+	BatchStride, HeadStride, RowStride    int64  // of OutK and OutV, in codes
+	Q, QCodes, QScales                    uint64 // float32 queries, their codes (same layout), [B][Hq] scales
+	QBatchStride, QHeadStride, QRowStride int64  // of Q and QCodes, in elements
+	Words                                 uint64 // zeroWords: 2 + 3·B·Hq
+	B, Hkv, D, PageSize, PagesPerSeq      int32
+	Hq, Sq, QRows, QChunks                int32 // rows a query chunk, chunks a head
+	Tiles                                 int32 // 32-key tiles a sequence
+}
+
 // fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper/quant_pack.cuh):
 // stage 9's params with float32 inputs in Q, K and V, and the score-factor
 // check (quant_pack9 and the fused attention entry).
@@ -234,5 +252,6 @@ var (
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},
 		{"fp8attn_append_params_layout", structLayout[appendParams]()},
 		{"fp8attn_check_params_layout", structLayout[checkParams]()},
+		{"fp8attn_prefill_params_layout", structLayout[prefillParams]()},
 	}
 )

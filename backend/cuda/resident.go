@@ -115,14 +115,15 @@ func (d *device) Upload(p *backend.Problem) (*resident, error) {
 // Poison fills the device output (and LSE) with poison.Bits, on the
 // stream, so that an element a kernel never writes is recognisable after
 // Download. Tests use it; production calls do not.
-func (r *resident) Poison() error {
-	return r.dev.do(func() error {
-		err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, r.dev.stream)
-		if err == nil && r.lse {
-			err = cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
-		}
-		return err
-	})
+func (r *resident) Poison() error { return r.dev.do(r.poisonLocked) }
+
+// poisonLocked is Poison inside do.
+func (r *resident) poisonLocked() error {
+	err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, r.dev.stream)
+	if err == nil && r.lse {
+		err = cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
+	}
+	return err
 }
 
 // Run launches stage's kernel on the device's stream (asynchronously).
@@ -163,15 +164,16 @@ func (r *resident) Download(out, lse []float32) error {
 // Free hands the resident's buffers back: they return to the device's pool
 // once the work issued on them so far has completed on the stream. A
 // resident must not be used after Free; a second Free does nothing.
-func (r *resident) Free() error {
-	return r.dev.do(func() error {
-		if len(r.bufs) == 0 {
-			return nil
-		}
-		bufs := r.bufs
-		r.bufs = nil
-		return r.dev.release(bufs)
-	})
+func (r *resident) Free() error { return r.dev.do(r.release) }
+
+// release is Free inside do.
+func (r *resident) release() error {
+	if len(r.bufs) == 0 {
+		return nil
+	}
+	bufs := r.bufs
+	r.bufs = nil
+	return r.dev.release(bufs)
 }
 
 // problemShape checks p's shape, scale, mask and layout (a problem whose
@@ -213,6 +215,19 @@ func (d *device) NewResident(p *backend.Problem, q, k, v, qs, ks, vs *buffer) (*
 // when they are not nil; with out, the score-factor flag is out's (Read
 // reports it) instead of the resident's.
 func (d *device) newResident(p *backend.Problem, in [6]*buffer, out, lse *buffer) (*resident, error) {
+	r, err := d.residentFor(p, in, out, lse)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.do(func() error { return r.setUp(in, out, lse) }); err != nil {
+		return nil, errors.Join(err, r.Free())
+	}
+	return r, nil
+}
+
+// residentFor checks newResident's arguments and returns the resident it
+// sets up (setUp), which holds nothing yet.
+func (d *device) residentFor(p *backend.Problem, in [6]*buffer, out, lse *buffer) (*resident, error) {
 	nq, nkv, err := problemShape(p)
 	if err != nil {
 		return nil, err
@@ -236,73 +251,76 @@ func (d *device) newResident(p *backend.Problem, in [6]*buffer, out, lse *buffer
 	if err := supportsInputs(&pp); err != nil {
 		return nil, err
 	}
-	r := &resident{dev: d, shape: pp, params: new(params), outN: nq, lse: p.LSE != nil || lse != nil}
-	err = d.do(func() error {
-		own := func(n int64) (uint64, error) {
-			ptr, size, err := d.alloc(n)
-			if err != nil {
-				return 0, err
-			}
-			r.bufs = append(r.bufs, pooled{ptr, size})
-			return uint64(ptr), nil
+	return &resident{dev: d, shape: pp, params: new(params), outN: nq, lse: p.LSE != nil || lse != nil}, nil
+}
+
+// setUp reserves a new resident's own buffers (score factors, the flag,
+// and its outputs where out and lse are nil) and fills its params. The
+// caller is inside do.
+func (r *resident) setUp(in [6]*buffer, out, lse *buffer) error {
+	d, s, p := r.dev, r.shape.Shape, &r.shape
+	q, k, v, qs, ks, vs := in[0], in[1], in[2], in[3], in[4], in[5]
+	nq := r.outN
+	own := func(n int64) (uint64, error) {
+		ptr, size, err := d.alloc(n)
+		if err != nil {
+			return 0, err
 		}
-		b := deviceBuffers{Q: uint64(q.buf.p), K: uint64(k.buf.p), V: uint64(v.buf.p),
-			QScale: uint64(qs.buf.p), KScale: uint64(ks.buf.p), VScale: uint64(vs.buf.p)}
-		var err error
-		if b.ScoreScale, err = own(4 * int64(s.B*s.Hq)); err != nil {
-			return err
-		}
-		if b.Sinks, err = d.residentSinks(p.Sinks, own); err != nil {
-			return err
-		}
-		switch {
-		case out != nil:
-			if out.flag.p == 0 {
-				ptr, size, err := d.alloc(4)
-				if err != nil {
-					return err
-				}
-				out.flag = pooled{ptr, size}
-				if c := d.capturing(); c != nil { // cleared once, when the capture ends (not at every replay)
-					c.zero = append(c.zero, zeroRun{ptr, 1})
-				} else if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
-					return err
-				}
-			}
-			r.bad = uint64(out.flag.p)
-		default:
-			if r.bad, err = own(4); err != nil {
-				return err
-			}
-		}
-		switch {
-		case out != nil:
-			b.Out = uint64(out.buf.p)
-		default:
-			if b.Out, err = own(4 * nq); err != nil {
-				return err
-			}
-		}
-		switch {
-		case lse != nil:
-			b.LSE = uint64(lse.buf.p)
-		case r.lse:
-			if b.LSE, err = own(4 * int64(s.B*s.Hq*s.Sq)); err != nil {
-				return err
-			}
-		}
-		*r.params = newParams(&pp, b)
-		r.scores = &scoreParams{QScale: b.QScale, KScale: b.KScale, ScoreScale: b.ScoreScale, Bad: r.bad,
-			Scale: float64(p.Scale), Limit: backend.MaxScoreFactor(s.D), B: int32(s.B), Hq: int32(s.Hq), Hkv: int32(s.Hkv)}
-		if out != nil { // the flag is out's, cleared when set and read
-			return nil
-		}
-		return cu.MemsetD32Async(cu.DevicePtr(r.bad), 0, 1, d.stream)
-	})
-	if err != nil {
-		return nil, errors.Join(err, r.Free())
+		r.bufs = append(r.bufs, pooled{ptr, size})
+		return uint64(ptr), nil
 	}
-	return r, nil
+	b := deviceBuffers{Q: uint64(q.buf.p), K: uint64(k.buf.p), V: uint64(v.buf.p),
+		QScale: uint64(qs.buf.p), KScale: uint64(ks.buf.p), VScale: uint64(vs.buf.p)}
+	var err error
+	if b.ScoreScale, err = own(4 * int64(s.B*s.Hq)); err != nil {
+		return err
+	}
+	if b.Sinks, err = d.residentSinks(p.Sinks, own); err != nil {
+		return err
+	}
+	switch {
+	case out != nil:
+		if out.flag.p == 0 {
+			ptr, size, err := d.alloc(4)
+			if err != nil {
+				return err
+			}
+			out.flag = pooled{ptr, size}
+			if c := d.capturing(); c != nil { // cleared once, when the capture ends (not at every replay)
+				c.zero = append(c.zero, zeroRun{ptr, 1})
+			} else if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
+				return err
+			}
+		}
+		r.bad = uint64(out.flag.p)
+	default:
+		if r.bad, err = own(4); err != nil {
+			return err
+		}
+	}
+	switch {
+	case out != nil:
+		b.Out = uint64(out.buf.p)
+	default:
+		if b.Out, err = own(4 * nq); err != nil {
+			return err
+		}
+	}
+	switch {
+	case lse != nil:
+		b.LSE = uint64(lse.buf.p)
+	case r.lse:
+		if b.LSE, err = own(4 * int64(s.B*s.Hq*s.Sq)); err != nil {
+			return err
+		}
+	}
+	*r.params = newParams(p, b)
+	r.scores = &scoreParams{QScale: b.QScale, KScale: b.KScale, ScoreScale: b.ScoreScale, Bad: r.bad,
+		Scale: float64(p.Scale), Limit: backend.MaxScoreFactor(s.D), B: int32(s.B), Hq: int32(s.Hq), Hkv: int32(s.Hkv)}
+	if out != nil { // the flag is out's, cleared when set and read
+		return nil
+	}
+	return cu.MemsetD32Async(cu.DevicePtr(r.bad), 0, 1, d.stream)
 }
 
 // launchScores computes the score factors of a resident over device

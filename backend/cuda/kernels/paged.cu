@@ -16,6 +16,11 @@
 //                          fp8attn_paged_d{D}; the ws kernel merges itself).
 //   fp8attn_paged_check    flags a non-finite key or value of an append from
 //                          device memory (before anything is written).
+//   fp8attn_paged_prefill_inputs  quantizes a chunk of queries and lays
+//                          the cache of a batch of sequences of one length
+//                          out as plain FP8 tensors, one scale per
+//                          (sequence, KV head): the chunk then runs on the
+//                          prefill kernels.
 //
 // Storage. Every (page, KV head) block holds its keys as rows, [P][D] codes,
 // and its values transposed in groups of 32 keys, [P/32][D][32] codes (keys
@@ -69,6 +74,8 @@
 #include "paged/params.cuh"
 #include "paged/check.cuh"
 #include "paged/append.cuh"
+#include "quant.cuh"  // the queries' encode (Memory.Quantize's)
+#include "paged/prefill_inputs.cuh"
 #include "paged/warp.cuh"
 #include "paged/merge_warps.cuh"
 #include "paged/attention.cuh"

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7f29b96d543a3fbc64f05a451d6ea0f601f2077ffdf9b41dae258225308fac18"
+const SourceHash = "ce0786bd7547410d283389a1623b8f461bc2a815618cd163910114573c07027c"

@@ -56,7 +56,29 @@ struct CheckParams {
   long long n;
 };
 
+// PrefillParams: the inputs of a chunk of queries run on the prefill
+// kernels (fp8attn_paged_prefill_inputs): the queries quantized, and the
+// cached keys and values of a batch of sequences of one length laid out as
+// plain FP8 tensors.
+struct PrefillParams {
+  const uint8_t *k, *v;                // the pool
+  const float *k_scale, *v_scale;      // per (page, KV head)
+  const int *seq_lens, *block_table;   // [B], [B][pages_per_seq]
+  uint8_t *out_k, *out_v;              // [B][Hkv][n][D] with the strides below
+  float *out_k_scale, *out_v_scale;    // [B][Hkv]
+  long long batch_stride, head_stride, row_stride;  // of out_k and out_v, in codes
+  const float* q;                      // [B][Hq][Sq][D] with the strides below
+  uint8_t* q_codes;                    // the same layout
+  float* q_scales;                     // [B][Hq]
+  long long q_batch_stride, q_head_stride, q_row_stride;  // of q and q_codes, in elements
+  unsigned* words;  // zero between launches: the query chunks' ticket and finished count, then per query head its amax, chunks arrived, chunks encoded
+  int b, hkv, d, page_size, pages_per_seq;
+  int hq, sq, q_rows, q_chunks;  // rows a query chunk, chunks a head
+  int tiles;                     // key tiles (32 keys) a sequence: the gather's blocks are tiles·hkv·b
+};
+
 #define PP_OFF(f) (int)offsetof(PagedParams, f)
+#define PF_OFF(f) (int)offsetof(PrefillParams, f)
 #define CP_OFF(f) (int)offsetof(CheckParams, f)
 #define AP_OFF(f) (int)offsetof(AppendParams, f)
 extern "C" __device__ const int fp8attn_paged_params_layout[] = {
@@ -72,3 +94,10 @@ extern "C" __device__ const int fp8attn_append_params_layout[] = {
     AP_OFF(d), AP_OFF(page_size), AP_OFF(nruns)};
 extern "C" __device__ const int fp8attn_check_params_layout[] = {
     (int)sizeof(CheckParams), CP_OFF(k), CP_OFF(v), CP_OFF(bad), CP_OFF(n)};
+extern "C" __device__ const int fp8attn_prefill_params_layout[] = {
+    (int)sizeof(PrefillParams), PF_OFF(k), PF_OFF(v), PF_OFF(k_scale), PF_OFF(v_scale), PF_OFF(seq_lens),
+    PF_OFF(block_table), PF_OFF(out_k), PF_OFF(out_v), PF_OFF(out_k_scale), PF_OFF(out_v_scale),
+    PF_OFF(batch_stride), PF_OFF(head_stride), PF_OFF(row_stride), PF_OFF(q), PF_OFF(q_codes), PF_OFF(q_scales),
+    PF_OFF(q_batch_stride), PF_OFF(q_head_stride), PF_OFF(q_row_stride), PF_OFF(words), PF_OFF(b), PF_OFF(hkv),
+    PF_OFF(d), PF_OFF(page_size), PF_OFF(pages_per_seq), PF_OFF(hq), PF_OFF(sq), PF_OFF(q_rows), PF_OFF(q_chunks),
+    PF_OFF(tiles)};

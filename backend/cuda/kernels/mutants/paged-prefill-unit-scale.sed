@@ -1,0 +1,5 @@
+# module: paged.cu
+# tests: TestPagedPrefillMatchesDense
+# The prefill-inputs kernel gives every (sequence, KV head) key scale 1, not the largest of
+# its pages': TestPagedPrefillMatchesDense must fail on it.
+s/const float sk = mk > 0.f ? mk : 1.f, sv/const float sk = 1.f, sv/

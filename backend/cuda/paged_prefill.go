@@ -1,0 +1,236 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/tiles"
+)
+
+// A chunk of many new queries against the cache (a prompt after a cached
+// prefix, chunked prefill) runs on the dense prefill kernels when the call
+// allows FP8 queries (PagedProblem.Precision): one launch of
+// fp8attn_paged_prefill_inputs quantizes the queries (as Memory.Quantize)
+// and lays the sequences' pages out as plain FP8 tensors with one scale
+// per (sequence, KV head), and the stage that bestStage picks for the
+// shape (9 on Hopper, 10 on Ada) runs on them as Device.Attention does on
+// FP8 device tensors. All of it is one stretch of the stream under the
+// device's lock.
+
+// prefillMinQueries is the fewest new positions a sequence (Sq) for which
+// a call runs on the prefill kernels. The split-KV kernels' work grows
+// with the query rows (Hq·Sq a sequence), the prefill kernel's with its
+// 128-row blocks of one query head, so below some Sq the split-KV kernels
+// win whatever the heads and keys: BenchmarkPagedPrefillRows (H200, B1
+// Hq32 Hkv8 D128) has them ahead at Sq 64 and behind at 96 with 8192 and
+// 32768 cached tokens, and behind at 128 with 2048.
+const prefillMinQueries = 96
+
+// prefillStage returns the dense stage that runs p over the gathered cache,
+// or 0 where the paged kernels run it: FP32 calls, calls inside a capture
+// or reading device tables (their lengths change between replays), batches
+// of sequences of different lengths, chunks of fewer new positions than
+// s.prefillMinQ (prefillMinQueries when 0), and shapes no FP8 prefill stage
+// of the device takes.
+func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
+	least := s.prefillMinQ
+	if least == 0 {
+		least = prefillMinQueries
+	}
+	if p.Precision != backend.FP8E4M3 || p.Tables != nil || s.dev.capturing() != nil || s.dev.paged.prefillInputs == nil ||
+		p.Sq < least || least < 0 {
+		return 0
+	}
+	n := p.SeqLens[0]
+	for _, l := range p.SeqLens {
+		if l != n {
+			return 0
+		}
+	}
+	if int(n) < p.Sq {
+		return 0
+	}
+	pr := prefillProblem(p, int(n))
+	cc := s.dev.stageCapability()
+	if s.cc != 0 {
+		cc = min(cc, s.cc)
+	}
+	st := bestStage(pr.Shape, cc)
+	if st != tiles.HopperStage && st != tiles.AdaStage || supports(&pr, st) != nil {
+		return 0
+	}
+	if st == tiles.HopperStage && s.dev.hopperErr != nil || st == tiles.AdaStage && s.dev.fp8mmaErr != nil {
+		return 0
+	}
+	if _, ok := s.dev.ada[adaDim(p.D)]; st == tiles.AdaStage && !ok {
+		return 0
+	}
+	return st
+}
+
+// prefillProblem is the dense FP8 problem of p over sequences of n tokens.
+func prefillProblem(p *backend.PagedProblem, n int) backend.Problem {
+	return backend.Problem{
+		Shape: backend.Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: n, D: p.D},
+		Scale: p.Scale, Mask: p.Mask, Layout: p.Layout, Precision: backend.FP8E4M3, Variants: p.Variants,
+	}
+}
+
+// prefill runs p on stage st (prefillStage's): the lengths, block table and
+// host queries uploaded, the queries quantized, the cache gathered, the
+// stage launched over device buffers of the pagedKV's own, and the outputs
+// downloaded for host slices. The caller is inside do.
+func (s *pagedKV) prefill(p *backend.PagedProblem, st int) (err error) {
+	pc, err := s.prefillInputs(p)
+	if err != nil {
+		return err
+	}
+	r, err := s.prefillKernels(p, st, pc)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, r.release()) }()
+	if p.QBuf != nil { // outputs stay on the device; out's Read reports a bad score factor
+		return nil
+	}
+	var bad [1]int32
+	copies := []hostCopy{{cu.DevicePtr(r.params.Out), bytesOf(p.Out)}, {cu.DevicePtr(r.bad), bytesOf(bad[:])}}
+	if p.LSE != nil {
+		copies = append(copies, hostCopy{cu.DevicePtr(r.params.LSE), bytesOf(p.LSE)})
+	}
+	if err := s.dev.download(copies); err != nil {
+		return fmt.Errorf("cuda: paged prefill: %w", err)
+	}
+	return factorError(bad[0], p.Hq)
+}
+
+// prefillCall is where a prefill call's inputs and outputs are on the
+// device.
+type prefillCall struct {
+	q, lens, table uint64     // float32 queries, lengths, block table
+	in             [6]*buffer // Q, K, V codes and their scales
+	out, lse       *buffer    // the outputs (nil: the resident's own, downloaded)
+}
+
+// prefillInputs reserves p's buffers and uploads its lengths and block
+// table, and its queries when they are host slices.
+func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err error) {
+	n := int(p.SeqLens[0])
+	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
+	nkv := int64(p.B) * int64(p.Hkv) * int64(n) * int64(p.D)
+	var copies []hostCopy
+	if p.QBuf != nil {
+		var bufs []*buffer
+		if bufs, err = ours(p.QBuf, p.OutBuf, p.LSEBuf); err != nil {
+			return pc, err
+		}
+		for _, b := range bufs {
+			if b != nil && (b.dev != s.dev || b.buf.p == 0) {
+				return pc, fmt.Errorf("%w: cuda: a freed buffer, or one of another device", backend.ErrInvalid)
+			}
+		}
+		pc.q, pc.out, pc.lse = uint64(bufs[0].buf.p), bufs[1], bufs[2]
+	} else {
+		if pc.q, err = s.put(&copies, "q", bytesOf(p.Q)); err != nil {
+			return pc, err
+		}
+		if p.LSE != nil {
+			if pc.lse, err = s.scratch("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
+				return pc, err
+			}
+		}
+	}
+	if pc.lens, err = s.put(&copies, "lens", bytesOf(p.SeqLens)); err != nil {
+		return pc, err
+	}
+	if pc.table, err = s.put(&copies, "table", bytesOf(p.BlockTable)); err != nil {
+		return pc, err
+	}
+	for i, size := range []int64{nq, nkv, nkv, 4 * int64(p.B*p.Hq), 4 * int64(p.B*p.Hkv), 4 * int64(p.B*p.Hkv)} {
+		if pc.in[i], err = s.scratch([...]string{"q8", "k8", "v8", "q8 scales", "k8 scales", "v8 scales"}[i], size); err != nil {
+			return pc, err
+		}
+	}
+	return pc, s.dev.upload(copies)
+}
+
+// prefillKernels issues the call's kernels: its inputs
+// (fp8attn_paged_prefill_inputs) and stage st over them, on a resident
+// the caller releases.
+func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall) (*resident, error) {
+	if err := s.prefillInputsLaunch(p, pc); err != nil {
+		return nil, err
+	}
+	pr := prefillProblem(p, int(p.SeqLens[0]))
+	r, err := s.dev.residentFor(&pr, pc.in, pc.out, pc.lse)
+	if err != nil {
+		return nil, err
+	}
+	err = r.setUp(pc.in, pc.out, pc.lse)
+	if err == nil && s.poison {
+		err = r.poisonLocked()
+	}
+	if err == nil {
+		err = r.launch(st)
+	}
+	if err != nil {
+		return nil, errors.Join(err, r.release())
+	}
+	return r, nil
+}
+
+// prefillInputsLaunch launches fp8attn_paged_prefill_inputs: p's queries
+// quantized into pc.in[0] and in[3] (per (sequence, head), as
+// Memory.Quantize does), its sequences' codes (all SeqLens[0] tokens long)
+// into in[1] and in[2] in p's layout and their scales into in[4] and in[5].
+// A query chunk is about prefillChunkFloats floats, and a head has at most
+// as many chunks as the GPU has SMs (the kernel's waits need a head's
+// chunks running at once).
+func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) error {
+	n, in := int(p.SeqLens[0]), pc.in
+	rows := max(1, prefillChunkFloats/p.D)
+	if (p.Sq+rows-1)/rows > s.dev.SMs {
+		rows = (p.Sq + s.dev.SMs - 1) / s.dev.SMs
+	}
+	chunks := (p.Sq + rows - 1) / rows
+	words, err := s.dev.zeroWords(2 + 3*p.B*p.Hq)
+	if err != nil {
+		return err
+	}
+	bs, hs, rs := p.Layout.Strides(p.Hkv, n, p.D)
+	qbs, qhs, qrs := p.Layout.Strides(p.Hq, p.Sq, p.D)
+	tiles := (n + 31) / 32
+	pp := &prefillParams{K: uint64(s.k), V: uint64(s.v), KScale: uint64(s.ks), VScale: uint64(s.vs), SeqLens: pc.lens, BlockTable: pc.table,
+		OutK: uint64(in[1].buf.p), OutV: uint64(in[2].buf.p), OutKScale: uint64(in[4].buf.p), OutVScale: uint64(in[5].buf.p),
+		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs),
+		Q: pc.q, QCodes: uint64(in[0].buf.p), QScales: uint64(in[3].buf.p),
+		QBatchStride: int64(qbs), QHeadStride: int64(qhs), QRowStride: int64(qrs), Words: words,
+		B: int32(p.B), Hkv: int32(p.Hkv), D: int32(p.D), PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq),
+		Hq: int32(p.Hq), Sq: int32(p.Sq), QRows: int32(rows), QChunks: int32(chunks), Tiles: int32(tiles)}
+	blocks := p.B*p.Hq*chunks + tiles*p.Hkv*p.B
+	return launchStruct(s.dev.paged.prefillInputs, blocks, 1, 1, prefillThreads, 0, s.dev.stream, unsafe.Pointer(pp))
+}
+
+// prefillThreads is fp8attn_paged_prefill_inputs's block size
+// (PREFILL_THREADS), and prefillChunkFloats the floats of a query chunk
+// it aims at.
+const (
+	prefillThreads     = 256
+	prefillChunkFloats = 4096
+)
+
+// scratch is buf as a buffer of exactly n bytes, for the resident's
+// checks (the pagedKV keeps the memory).
+func (s *pagedKV) scratch(use string, n int64) (*buffer, error) {
+	p, err := s.buf(use, n)
+	if err != nil {
+		return nil, err
+	}
+	return &buffer{dev: s.dev, buf: pooled{cu.DevicePtr(p), n}, n: n}, nil
+}
