@@ -35,10 +35,10 @@ type kernelBackend struct {
 	// warp-specialized kernel on every call, on at most that many blocks,
 	// so that each block walks several units (tests).
 	pagedWSBlocks int
-	// pagedPrefillMinQ, if not 0, replaces prefillMinQueries for its paged
-	// caches (negative: never the prefill kernels), so that tests and
-	// benchmarks run both paths.
-	pagedPrefillMinQ int
+	// pagedPrefillRows, if not 0, is the query rows from which its paged
+	// caches' calls run on the prefill kernels (negative: never), so that
+	// tests and benchmarks run both paths.
+	pagedPrefillRows int
 }
 
 // stageFor opens device 0 and returns the stage to run p with.

@@ -44,7 +44,7 @@ func (b *kernelBackend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, erro
 	if d.capturing() != nil {
 		return nil, errCapture("making a paged cache")
 	}
-	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks, prefillMinQ: b.pagedPrefillMinQ, cc: b.cc}
+	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks, prefillRows: b.pagedPrefillRows, cc: b.cc}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
 		s.ws, s.wsq = f, d.paged.wsq[c.HeadDim]
@@ -108,7 +108,7 @@ type pagedKV struct {
 	wsSplits     int                 // benchmarks: the warp-specialized kernel forced, with this many splits
 	wsBlocks     int                 // tests: the warp-specialized kernel forced, on at most this many blocks
 	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
-	prefillMinQ  int                 // tests and benchmarks: prefillMinQueries replaced (negative: never the prefill kernels)
+	prefillRows  int                 // tests and benchmarks: the query rows from which calls run on the prefill kernels (negative: never; 0: prefillRowsPerSM a multiprocessor)
 	cc           int                 // the backend's compute capability for bestStage (0: the device's)
 }
 

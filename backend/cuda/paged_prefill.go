@@ -23,28 +23,30 @@ import (
 // FP8 device tensors. All of it is one stretch of the stream under the
 // device's lock.
 
-// prefillMinQueries is the fewest new positions a sequence (Sq) for which
-// a call runs on the prefill kernels. The split-KV kernels' work grows
-// with the query rows (Hq·Sq a sequence), the prefill kernel's with its
-// 128-row blocks of one query head, so below some Sq the split-KV kernels
-// win whatever the heads and keys: BenchmarkPagedPrefillRows (H200, B1
-// Hq32 Hkv8 D128) has them ahead at Sq 64 and behind at 96 with 8192 and
-// 32768 cached tokens, and behind at 128 with 2048.
-const prefillMinQueries = 96
+// prefillRowsPerSM places the switch to the prefill kernels: a call runs
+// on them from B·Hq·Sq query rows of prefillRowsPerSM a multiprocessor.
+// The split-KV kernels spread every row's work over the SMs (time about
+// rows·keys/SMs); the prefill kernel's blocks are 128 rows of one query
+// head, and until they fill the GPU its time is about one block's walk
+// over the keys, whatever the rows. BenchmarkPagedPrefillRows (H200, B1
+// Hkv8 D128, Hq 8, 32 and 64, 2048-32768 cached keys) has the split-KV
+// kernels ahead up to 2048 rows and behind from 3072 (even at 3072 with
+// 2048 keys): 20 rows an SM is 2640 on the H200's 132.
+const prefillRowsPerSM = 20
 
 // prefillStage returns the dense stage that runs p over the gathered cache,
 // or 0 where the paged kernels run it: FP32 calls, calls inside a capture
 // or reading device tables (their lengths change between replays), batches
-// of sequences of different lengths, chunks of fewer new positions than
-// s.prefillMinQ (prefillMinQueries when 0), and shapes no FP8 prefill stage
-// of the device takes.
+// of sequences of different lengths, calls of fewer query rows (B·Hq·Sq)
+// than s.prefillRows (prefillRowsPerSM a multiprocessor when 0), and shapes
+// no FP8 prefill stage of the device takes.
 func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
-	least := s.prefillMinQ
+	least := s.prefillRows
 	if least == 0 {
-		least = prefillMinQueries
+		least = prefillRowsPerSM * s.dev.SMs
 	}
 	if p.Precision != backend.FP8E4M3 || p.Tables != nil || s.dev.capturing() != nil || s.dev.paged.prefillInputs == nil ||
-		p.Sq < least || least < 0 {
+		p.B*p.Hq*p.Sq < least || least < 0 {
 		return 0
 	}
 	n := p.SeqLens[0]

@@ -52,7 +52,7 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 		t.Skipf("compute capability %d has no FP8 prefill kernel", d.ComputeCapability)
 	}
 	be := testBackend(0)
-	be.pagedPrefillMinQ = 1
+	be.pagedPrefillRows = 1
 	for _, c := range []prefillCase{
 		{hkv: 2, g: 4, sq: 64, d: 128, page: 64, b: 1, n: 700, mask: backend.CausalLowerRight, layout: backend.BHSD},
 		{hkv: 1, g: 2, sq: 130, d: 64, page: 64, b: 2, n: 300, mask: backend.NoMask, layout: backend.BSHD},
@@ -284,7 +284,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 }
 
 // TestPagedPrefillChoice: which calls run on the prefill kernels: only
-// FP8E4M3 calls of enough new positions over sequences of one length,
+// FP8E4M3 calls of enough query rows over sequences of one length,
 // outside a capture and without device tables (on Hopper, all of those at
 // D 128).
 func TestPagedPrefillChoice(t *testing.T) {
@@ -300,8 +300,8 @@ func TestPagedPrefillChoice(t *testing.T) {
 	defer kv.Close()
 	s := kv.(*pagedKV)
 	base := func() *backend.PagedProblem {
-		return &backend.PagedProblem{B: 2, Hq: 8, Hkv: 2, Sq: 128, D: 128, Scale: 0.1, Mask: backend.CausalLowerRight,
-			PagesPerSeq: 20, SeqLens: []int32{1000, 1000}, BlockTable: make([]int32, 40), Precision: backend.FP8E4M3}
+		return &backend.PagedProblem{B: 2, Hq: 8, Hkv: 2, Sq: 512, D: 128, Scale: 0.1, Mask: backend.CausalLowerRight,
+			PagesPerSeq: 63, SeqLens: []int32{4000, 4000}, BlockTable: make([]int32, 126), Precision: backend.FP8E4M3}
 	}
 	hopper := d.ComputeCapability == 90 && d.hopperErr == nil
 	for _, c := range []struct {
@@ -312,8 +312,8 @@ func TestPagedPrefillChoice(t *testing.T) {
 		{"fp8 chunk", func(*backend.PagedProblem) {}, true},
 		{"fp32", func(p *backend.PagedProblem) { p.Precision = backend.FP32 }, false},
 		{"lengths differ", func(p *backend.PagedProblem) { p.SeqLens[1] = 999 }, false},
-		{"few queries", func(p *backend.PagedProblem) { p.Sq = prefillMinQueries - 1 }, false},
-		{"queries at the bound", func(p *backend.PagedProblem) { p.Sq = prefillMinQueries }, true},
+		{"few rows", func(p *backend.PagedProblem) { p.B, p.Hq, p.Sq = 1, 2, (prefillRowsPerSM*d.SMs-1)/2 }, false},
+		{"rows at the bound", func(p *backend.PagedProblem) { p.B, p.Hq, p.Sq = 1, 2, prefillRowsPerSM*d.SMs/2 }, true},
 		{"device tables", func(p *backend.PagedProblem) { p.Tables = &pagedTables{} }, false},
 	} {
 		p := base()
@@ -349,7 +349,7 @@ func BenchmarkPagedPrefillRows(b *testing.B) {
 			name  string
 			least int
 		}{{"paged", -1}, {"prefill", 1}} {
-			be := &kernelBackend{name: "cuda", pagedPrefillMinQ: path.least}
+			be := &kernelBackend{name: "cuda", pagedPrefillRows: path.least}
 			kv, err := be.NewPagedKV(cfg)
 			if err != nil {
 				b.Fatal(err)
@@ -416,7 +416,7 @@ func BenchmarkPagedPrefillParts(b *testing.B) {
 	for _, sq := range []int{128, 2048} {
 		n := cached + sq
 		per := (n + P - 1) / P
-		kv, err := (&kernelBackend{name: "cuda", pagedPrefillMinQ: 1}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per})
+		kv, err := (&kernelBackend{name: "cuda", pagedPrefillRows: 1}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per})
 		if err != nil {
 			b.Fatal(err)
 		}
