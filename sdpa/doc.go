@@ -166,7 +166,12 @@
 // A decode step allocates nothing after warm-up. On "cuda" the pages live
 // in GPU memory, Append quantizes there bit for bit as the cpu cache does,
 // and Attention returns without waiting for the GPU (an error surfaces at
-// the next read).
+// the next read). A chunk of many new queries (chunked prefill, a prompt
+// after a cached prefix) with Precision FP8E4M3 runs there on the FP8
+// prefill kernel instead of the cache's own: the queries quantized, each
+// sequence's keys and values brought to one scale per KV head, FP8
+// attention's error at the prefill kernel's speed (a batch of equally long
+// sequences, outside a Capture).
 //
 // # Graphs
 //
