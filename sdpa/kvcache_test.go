@@ -239,6 +239,46 @@ func TestKVCacheBatch(t *testing.T) {
 	}
 }
 
+// TestKVCachePrecisionCPU: on the cpu device, which has no FP8 prefill
+// kernel, a chunk with Precision FP8E4M3 computes as with FP32, bit for bit
+// (KVCache.Attention: "elsewhere it computes as FP32"), output and LSE.
+func TestKVCachePrecisionCPU(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 5))
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hkv, g, d, n, sq = 2, 4, 32, 300, 200
+	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := c.AddSequence()
+	if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, randLayout(rng, 1, hkv, n, d, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, hkv, n, d, sdpa.BHSD))); err != nil {
+		t.Fatal(err)
+	}
+	q := upload(t, dev, randLayout(rng, 1, hkv*g, sq, d, sdpa.BHSD))
+	var got [2][2][]float32 // out and LSE, per precision
+	for i, pr := range []sdpa.Precision{sdpa.FP32, sdpa.FP8E4M3} {
+		out, _ := dev.NewTensor(1, hkv*g, sq, d, sdpa.BHSD)
+		lse, _ := dev.NewTensor(1, hkv*g, sq, 1, sdpa.BHSD)
+		if err := c.Attention(out, lse, q, []sdpa.SeqID{id}, &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: pr}); err != nil {
+			t.Fatal(err)
+		}
+		o := &sdpa.Tensor{Data: make([]float32, hkv*g*sq*d), B: 1, H: hkv * g, S: sq, D: d}
+		l := &sdpa.Tensor{Data: make([]float32, hkv*g*sq), B: 1, H: hkv * g, S: sq, D: 1}
+		if err := errors.Join(out.Download(o), lse.Download(l)); err != nil {
+			t.Fatal(err)
+		}
+		got[i] = [2][]float32{o.Data, l.Data}
+	}
+	for k, what := range []string{"out", "lse"} {
+		if i := sameBits(got[1][k], got[0][k]); i >= 0 {
+			t.Errorf("%s element %d: FP8E4M3 %v, FP32 %v", what, i, got[1][k][i], got[0][k][i])
+		}
+	}
+}
+
 // TestKVCacheErrors: bad calls are errors, and leave the cache unchanged.
 func TestKVCacheErrors(t *testing.T) {
 	dev, _ := sdpa.Open("cpu")
@@ -285,6 +325,9 @@ func TestKVCacheErrors(t *testing.T) {
 			return c.Attention(out, nil, q, []sdpa.SeqID{a}, &sdpa.Options{Mask: sdpa.CausalUpperLeft})
 		}},
 		{"smoothing", sdpa.ErrUnsupported, func() error { return c.Attention(out, nil, q, []sdpa.SeqID{a}, &sdpa.Options{SmoothK: true}) }},
+		{"unknown precision", sdpa.ErrInvalid, func() error {
+			return c.Attention(out, nil, q, []sdpa.SeqID{a}, &sdpa.Options{Precision: sdpa.FP8E4M3 + 1})
+		}},
 		{"other backend", sdpa.ErrInvalid, func() error { return c.Attention(out, nil, q, []sdpa.SeqID{a}, &sdpa.Options{Backend: "reference"}) }},
 		{"batch mismatch", sdpa.ErrInvalid, func() error { return c.Attention(out, nil, q, []sdpa.SeqID{a, b}, nil) }},
 		{"dropped", sdpa.ErrInvalid, func() error {
