@@ -39,6 +39,10 @@ type kernelBackend struct {
 	// caches' calls run on the prefill kernels (negative: never), so that
 	// tests and benchmarks run both paths.
 	pagedPrefillRows int
+	// hostEngine, if not nil, wraps the engine of its calls on host slices
+	// (hostAttention), so that a benchmark can time each copy on the
+	// device.
+	hostEngine func(hostEngine) hostEngine
 }
 
 // stageFor opens device 0 and returns the stage to run p with.

@@ -147,7 +147,11 @@ func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (er
 			return err
 		}
 		defer e.close()
-		if err := e.run(transfer(e, e.ring, e.upSegs(p, l), l.up, true)); err != nil {
+		var eng hostEngine = e
+		if b.hostEngine != nil {
+			eng = b.hostEngine(e)
+		}
+		if err := e.run(transfer(eng, e.ring, e.upSegs(p, l), l.up, true)); err != nil {
 			return err
 		}
 		if !fused {
@@ -169,7 +173,7 @@ func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (er
 			return err
 		}
 		e.base = blk.p + cu.DevicePtr(l.flag)
-		if err := e.run(transfer(e, e.ring, e.downSegs(p, l, flag[:]), l.down, false)); err != nil {
+		if err := e.run(transfer(eng, e.ring, e.downSegs(p, l, flag[:]), l.down, false)); err != nil {
 			return fmt.Errorf("cuda: kernel failed, or the download: %w", err)
 		}
 		return nil

@@ -16,7 +16,9 @@ import (
 // cannot do without, each alone and host-timed (the median of the loop's
 // calls, in µs): a synchronous DMA of its inputs from page-locked memory
 // to the device and of its output back, and a memmove of its inputs from
-// Go memory into page-locked memory on one goroutine. At the mission
+// Go memory into page-locked memory on one goroutine, and that memmove
+// followed by the DMA up (the DMA then reads lines the CPU has just
+// written). At the mission
 // shape (B2 H8 S256 D64) the inputs are 3 MB and the output 1 MB; at B1
 // Hq32 Hkv8 S4096 D128, 32 MB and 16 MB. sdpa's BenchmarkHostSlicesCUDA
 // times the whole call.
@@ -49,6 +51,10 @@ func BenchmarkHostSliceFloor(b *testing.B) {
 				return cu.MemcpyDtoH(unsafe.Pointer(&pinned[0]), dev, int64(c.down))
 			}},
 			{fmt.Sprintf("memmove-%dMB", c.up>>20), func() error { copy(pinned, src); return nil }},
+			{fmt.Sprintf("memmove-then-dma-up-%dMB", c.up>>20), func() error {
+				copy(pinned, src)
+				return cu.MemcpyHtoD(dev, unsafe.Pointer(&pinned[0]), int64(c.up))
+			}},
 			{"async-api-512KB", func() error {
 				return cu.MemcpyHtoDAsync(dev, unsafe.Pointer(&pinned[0]), 512<<10, d.stream)
 			}},
