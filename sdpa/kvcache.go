@@ -564,12 +564,18 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // chunk of new tokens or speculative drafts must); opts.Scale as for
 // Attention; opts.Precision FP32 (the default) computes with the float32
 // queries against the E4M3 cache, and FP8E4M3 lets the device run a chunk
-// of many queries on its FP8 prefill kernel (the cuda device on Hopper and
-// Ada GPUs, for a batch whose sequences are equally long, outside a
-// Capture): the queries quantized to E4M3 per (sequence, head) as
-// Attention quantizes them, each sequence's keys and values brought to one
-// scale per KV head (the largest of its pages'), FP8 attention's error at
-// the prefill kernel's speed; elsewhere it computes as FP32; SlidingWindow (which needs CausalLowerRight here), Softcap and
+// of many queries on its FP8 prefill kernel: the queries quantized to E4M3
+// per (sequence, head) as Attention quantizes them, each sequence's keys
+// and values brought to one scale per KV head (the largest of its pages'),
+// FP8 attention's error and rules (a score factor beyond what float32
+// holds is ErrInvalid, from the output's next read) at the prefill
+// kernel's speed. The cuda device does so on Hopper and Ada GPUs for a
+// batch of equally long sequences with enough query rows (B·Hq·Sq of 20
+// an SM or more) and a head dim the kernel has, outside a Capture (a
+// captured call computes as FP32, so a replay may differ from the same
+// call made directly); elsewhere an FP8E4M3 call computes as FP32, and
+// any other precision is ErrInvalid; SlidingWindow (which needs
+// CausalLowerRight here), Softcap and
 // Sinks as for Attention, a query's window position being its position in
 // its sequence; SmoothK, Hadamard and OutlierChannels are not supported. A
 // sequence with no tokens gives zeros and LSE -Inf; Sq beyond what a

@@ -276,9 +276,10 @@ func (e *streamEngine) downSegs(p *backend.Problem, l hostLayout, flag []int32) 
 }
 
 // streamEngine is the device's stream as a hostEngine: copies between the
-// ring and the device memory at base, and an event a slot. Its methods run
-// on the helpers of par.Default as well as on the goroutine inside do, so
-// each binds the device's context to its thread for the call.
+// ring and the device memory at base, and an event a slot. The pipe calls
+// its methods from the goroutine inside do only (its one voice to the
+// driver); each still binds the device's context to its thread for the
+// call, as the interface allows any goroutine.
 type streamEngine struct {
 	d      *device
 	base   cu.DevicePtr

@@ -67,7 +67,10 @@ func (t *timedEngine) mark(what string, n int, device bool) error {
 }
 
 func (t *timedEngine) toDevice(off int, src []byte) error {
-	if len(t.marks) == 0 {
+	t.mu.Lock()
+	first := len(t.marks) == 0
+	t.mu.Unlock()
+	if first {
 		if err := t.mark("start", 0, true); err != nil {
 			return err
 		}
@@ -79,8 +82,11 @@ func (t *timedEngine) toDevice(off int, src []byte) error {
 }
 
 func (t *timedEngine) toHost(dst []byte, off int) error {
-	if !t.down {
-		t.down = true
+	t.mu.Lock()
+	first := !t.down
+	t.down = true
+	t.mu.Unlock()
+	if first {
 		if err := t.mark("kernels", 0, true); err != nil {
 			return err
 		}

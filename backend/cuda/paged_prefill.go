@@ -166,12 +166,12 @@ func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err er
 // (fp8attn_paged_prefill_inputs) and stage st over them, on a resident
 // the caller releases.
 func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall) (*resident, error) {
-	if err := s.prefillInputsLaunch(p, pc); err != nil {
-		return nil, err
-	}
 	pr := prefillProblem(p, int(p.SeqLens[0]))
 	r, err := s.dev.residentFor(&pr, pc.in, pc.out, pc.lse)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.prefillInputsLaunch(p, pc); err != nil {
 		return nil, err
 	}
 	err = r.setUp(pc.in, pc.out, pc.lse)
@@ -192,8 +192,11 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 // Memory.Quantize does), its sequences' codes (all SeqLens[0] tokens long)
 // into in[1] and in[2] in p's layout and their scales into in[4] and in[5].
 // A query chunk is about prefillChunkFloats floats, and a head has at most
-// as many chunks as the GPU has SMs (the kernel's waits need a head's
-// chunks running at once).
+// as many chunks as the GPU has SMs: a chunk waits for its head's others,
+// so they must all be able to run at once: the H200 holds 5 blocks of the
+// kernel an SM (46 registers a thread), so the call needs a fifth of the
+// SMs free for it (a GPU shared through MPS with fewer active SMs than
+// that could hang it).
 func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) error {
 	n, in := int(p.SeqLens[0]), pc.in
 	rows := max(1, prefillChunkFloats/p.D)
