@@ -88,14 +88,21 @@ func (b *kernelBackend) Supports(p *backend.Problem) error {
 			return err
 		}
 	}
+	return d.loads(st, p.D)
+}
+
+// loads returns nil if the device has stage st's kernels for head dim dim
+// (the Hopper module, the FP8 mma.sync stages, the Ada kernel of the head
+// dim), or why not.
+func (d *device) loads(st, dim int) error {
 	if st == tiles.HopperStage {
 		return d.hopperErr
 	}
 	if slices.Contains(fp8mmaStages, st) && d.fp8mmaErr != nil {
 		return d.fp8mmaErr
 	}
-	if _, ok := d.ada[adaDim(p.D)]; st == tiles.AdaStage && !ok {
-		return d.adaMissing(p.D)
+	if _, ok := d.ada[adaDim(dim)]; st == tiles.AdaStage && !ok {
+		return d.adaMissing(dim)
 	}
 	return nil
 }

@@ -64,13 +64,7 @@ func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 		cc = min(cc, s.cc)
 	}
 	st := bestStage(pr.Shape, cc)
-	if st != tiles.HopperStage && st != tiles.AdaStage || supports(&pr, st) != nil {
-		return 0
-	}
-	if st == tiles.HopperStage && s.dev.hopperErr != nil || st == tiles.AdaStage && s.dev.fp8mmaErr != nil {
-		return 0
-	}
-	if _, ok := s.dev.ada[adaDim(p.D)]; st == tiles.AdaStage && !ok {
+	if st != tiles.HopperStage && st != tiles.AdaStage || supports(&pr, st) != nil || s.dev.loads(st, p.D) != nil {
 		return 0
 	}
 	return st

@@ -335,48 +335,17 @@ func BenchmarkPagedPrefillRows(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	const hkv, D, P = 8, 128, 64
 	for _, sc := range [][3]int{ // query heads, cached tokens, new positions
 		{32, 8192, 32}, {32, 8192, 64}, {32, 8192, 96}, {32, 8192, 128}, {32, 8192, 256},
 		{32, 2048, 64}, {32, 2048, 96}, {32, 2048, 128}, {32, 32768, 64}, {32, 32768, 128},
 		{64, 8192, 64}, {64, 8192, 96}, {64, 8192, 128}, {8, 8192, 64}, {8, 8192, 96}, {8, 8192, 128},
 	} {
 		hq, cached, sq := sc[0], sc[1], sc[2]
-		n := cached + sq
-		per := (n + P - 1) / P
-		cfg := backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per}
 		for _, path := range []struct {
 			name  string
 			least int
 		}{{"paged", -1}, {"prefill", 1}} {
-			be := &kernelBackend{name: "cuda", pagedPrefillRows: path.least}
-			kv, err := be.NewPagedKV(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(1, uint64(sq)))
-			a := &backend.PagedAppend{B: 1, N: n, K: make([]float32, hkv*n*D), V: make([]float32, hkv*n*D)}
-			for i := range a.K {
-				a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-			}
-			table := make([]int32, per)
-			for tk := range n {
-				a.Page, a.Slot = append(a.Page, int32(tk/P)), append(a.Slot, int32(tk%P))
-			}
-			for i := range table {
-				table[i] = int32(i)
-			}
-			if err := kv.Append(a); err != nil {
-				b.Fatal(err)
-			}
-			nq := hq * sq * D
-			bq, err1 := d.Alloc(4 * int64(nq))
-			bo, err2 := d.Alloc(4 * int64(nq))
-			if err := errors.Join(err1, err2, bq.Zero()); err != nil {
-				b.Fatal(err)
-			}
-			p := &backend.PagedProblem{B: 1, Hq: hq, Hkv: hkv, Sq: sq, D: D, Scale: 0.088, Mask: backend.CausalLowerRight,
-				PagesPerSeq: per, SeqLens: []int32{int32(n)}, BlockTable: table, QBuf: bq, OutBuf: bo, Precision: backend.FP8E4M3}
+			kv, p, free := prefillBenchCall(b, d, &kernelBackend{name: "cuda", pagedPrefillRows: path.least}, hq, cached+sq, sq, uint64(sq))
 			b.Run(fmt.Sprintf("hq%d/cached%d/sq%d/%s", hq, cached, sq, path.name), func(b *testing.B) {
 				const reps = 50
 				batch := func() {
@@ -395,9 +364,7 @@ func BenchmarkPagedPrefillRows(b *testing.B) {
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
 			})
-			if err := errors.Join(bq.Free(), bo.Free(), kv.Close()); err != nil {
-				b.Fatal(err)
-			}
+			free()
 		}
 	}
 }
@@ -412,34 +379,10 @@ func BenchmarkPagedPrefillParts(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	const hq, hkv, cached, D, P = 32, 8, 8192, 128, 64
+	const hq, cached = 32, 8192
 	for _, sq := range []int{128, 2048} {
 		n := cached + sq
-		per := (n + P - 1) / P
-		kv, err := (&kernelBackend{name: "cuda", pagedPrefillRows: 1}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per})
-		if err != nil {
-			b.Fatal(err)
-		}
-		a := &backend.PagedAppend{B: 1, N: n, K: make([]float32, hkv*n*D), V: make([]float32, hkv*n*D)}
-		rng := rand.New(rand.NewPCG(2, uint64(sq)))
-		for i := range a.K {
-			a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
-		}
-		table := make([]int32, per)
-		for tk := range n {
-			a.Page, a.Slot = append(a.Page, int32(tk/P)), append(a.Slot, int32(tk%P))
-		}
-		for i := range table {
-			table[i] = int32(i)
-		}
-		nq := hq * sq * D
-		bq, err1 := d.Alloc(4 * int64(nq))
-		bo, err2 := d.Alloc(4 * int64(nq))
-		if err := errors.Join(err1, err2, kv.Append(a), bq.Zero()); err != nil {
-			b.Fatal(err)
-		}
-		p := &backend.PagedProblem{B: 1, Hq: hq, Hkv: hkv, Sq: sq, D: D, Scale: 0.088, Mask: backend.CausalLowerRight,
-			PagesPerSeq: per, SeqLens: []int32{int32(n)}, BlockTable: table, QBuf: bq, OutBuf: bo, Precision: backend.FP8E4M3}
+		kv, p, free := prefillBenchCall(b, d, &kernelBackend{name: "cuda", pagedPrefillRows: 1}, hq, n, sq, 2<<32|uint64(sq))
 		s := kv.(*pagedKV)
 		st := s.prefillStage(p)
 		var times [4][]float64
@@ -480,6 +423,42 @@ func BenchmarkPagedPrefillParts(b *testing.B) {
 				b.ReportMetric(median(times[i]), "us/call")
 			})
 		}
+		free()
+	}
+}
+
+// prefillBenchCall makes the prefill benchmarks' call on be's cache: one
+// sequence of n tokens (N(0,1) keys and values from seed, Hkv 8, D 128, in
+// pages of 64 in order), and an FP8E4M3 call of sq new queries (hq heads,
+// lower-right causal) on zeroed device buffers. free releases all of it.
+func prefillBenchCall(b *testing.B, d *device, be *kernelBackend, hq, n, sq int, seed uint64) (backend.PagedKV, *backend.PagedProblem, func()) {
+	const hkv, D, P = 8, 128, 64
+	per := (n + P - 1) / P
+	kv, err := be.NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(seed>>32, seed&(1<<32-1)))
+	a := &backend.PagedAppend{B: 1, N: n, K: make([]float32, hkv*n*D), V: make([]float32, hkv*n*D)}
+	for i := range a.K {
+		a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+	}
+	table := make([]int32, per)
+	for tk := range n {
+		a.Page, a.Slot = append(a.Page, int32(tk/P)), append(a.Slot, int32(tk%P))
+	}
+	for i := range table {
+		table[i] = int32(i)
+	}
+	nq := hq * sq * D
+	bq, err1 := d.Alloc(4 * int64(nq))
+	bo, err2 := d.Alloc(4 * int64(nq))
+	if err := errors.Join(err1, err2, kv.Append(a), bq.Zero()); err != nil {
+		b.Fatal(err)
+	}
+	p := &backend.PagedProblem{B: 1, Hq: hq, Hkv: hkv, Sq: sq, D: D, Scale: 0.088, Mask: backend.CausalLowerRight,
+		PagesPerSeq: per, SeqLens: []int32{int32(n)}, BlockTable: table, QBuf: bq, OutBuf: bo, Precision: backend.FP8E4M3}
+	return kv, p, func() {
 		if err := errors.Join(bq.Free(), bo.Free(), kv.Close()); err != nil {
 			b.Fatal(err)
 		}
