@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fp8attn/fp8attn/internal/freelist"
+	"github.com/fp8attn/fp8attn/internal/ntcopy"
 	"github.com/fp8attn/fp8attn/internal/par"
 )
 
@@ -21,8 +22,11 @@ import (
 // empty chunk i while the bus fills chunk i+1. The calling goroutine is
 // the pipe's one voice to the device: it queues each chunk's copy once its
 // pieces are done and learns when each copy has completed, polling, and
-// takes pieces itself between; the helpers only move bytes and watch the
-// chunks' states. Driver calls from several threads at once serialize in
+// takes pieces itself while no helper has joined; the helpers only move
+// bytes and watch the chunks' states. The way in writes the ring of a
+// region of a few megabytes with non-temporal stores (streamMax): the bus
+// read lines that a memmove had just left in the CPU's caches at half its
+// speed. Driver calls from several threads at once serialize in
 // the driver (an asynchronous copy call took about 14 µs in a pipeline
 // whose helpers called the driver, 2.8 µs alone: docs/BENCHMARKS.md).
 
@@ -62,9 +66,16 @@ const (
 	pipePiece    = 128 << 10
 	pipeAlign    = 4 << 10
 	pipeRingMax  = 16 << 20
-	// pipeWorkers bounds the goroutines of a pipe: a memmove runs at about
-	// 15 GB/s on one core, and a few saturate the bus.
+	// pipeWorkers bounds the helpers of a pipe (the goroutines that move
+	// its bytes while the calling one talks to the driver): a memmove runs
+	// at about 15-20 GB/s on one core, and a few saturate the bus.
 	pipeWorkers = 8
+	// leadIdleYield is how many rounds in a row the leading goroutine
+	// spins without progress before it yields: it runs on the device's
+	// locked thread, where a yield hands its P to another thread and
+	// takes tens of microseconds to get back, so it yields only where a
+	// helper it waits for might need its P.
+	leadIdleYield = 1024
 )
 
 // chunkBytes is the chunk size of a region of size bytes.
@@ -88,6 +99,14 @@ func pipePlan(size, ring int) (chunk, n, slots int, err error) {
 	return chunk, n, min(n, ring/chunk), nil
 }
 
+// streamMax is the largest region whose upload writes the ring with
+// non-temporal stores (ntcopy), so that the bus reads the chunks from
+// memory rather than out of the CPU's caches; larger ones are written by
+// memmove. Measured on the H200's host (docs/BENCHMARKS.md): 3 MB went
+// from 258-312 to 189-204 µs a call streamed, 32 MB from 4.31-4.39 to
+// 4.54-5.03 ms (slower). A variable so that the benchmarks can set either.
+var streamMax = 4 << 20
+
 // pipe is one transfer of a region through the ring.
 type pipe struct {
 	eng    hostEngine
@@ -104,6 +123,7 @@ type pipe struct {
 	left    []atomic.Int32 // pieces of each chunk still to copy
 	landed  []atomic.Bool  // each chunk's copy has completed (where pieces wait for it: awaited)
 	emptied atomic.Int32   // chunks whose pieces are all copied
+	helping atomic.Int32   // helpers that have joined
 	next    atomic.Int64   // the next piece to take
 
 	failed atomic.Bool
@@ -140,11 +160,12 @@ func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) er
 		p.landed[c].Store(false)
 	}
 	p.emptied.Store(0)
+	p.helping.Store(0)
 	p.next.Store(0)
 	p.failed.Store(false)
 	p.err = nil
 	total := p.n * p.pieces
-	helpers := min(pipeWorkers, runtime.GOMAXPROCS(0), total) - 1
+	helpers := min(pipeWorkers, runtime.GOMAXPROCS(0)-1, total)
 	if p.size < 2*pipePiece {
 		helpers = 0
 	}
@@ -227,6 +248,7 @@ func (p *pipe) Work(w int) {
 		p.lead()
 		return
 	}
+	p.helping.Add(1)
 	total := int64(p.n * p.pieces)
 	for i := p.next.Add(1) - 1; i < total; i = p.next.Add(1) - 1 {
 		c := int(i) / p.pieces
@@ -246,9 +268,11 @@ func (p *pipe) Work(w int) {
 // soon as the chunk may go (on the way in, its pieces copied; on the way
 // out, its slot emptied of the chunk before, the first slots' chunks at
 // once), and marks the chunks the pieces wait for done as their copies
-// complete (polling the slots' events in order); between, it takes pieces
-// itself, so that a pipe no helper joined still ends. It returns once
-// every chunk is queued and, on the way out, every chunk copied out.
+// complete (polling the slots' events in order); between, until a helper
+// joins, it takes pieces itself, so that a pipe no helper joined still
+// ends (once helpers work, a piece on the lead would hold its chunk back
+// behind the driver calls). It returns once every chunk is queued and, on
+// the way out, every chunk copied out.
 func (p *pipe) lead() {
 	total := int64(p.n * p.pieces)
 	queued, done := 0, 0 // chunks queued; chunks known complete, in order
@@ -258,7 +282,7 @@ func (p *pipe) lead() {
 			p.queue(queued)
 		}
 	}
-	for spins := 0; !p.failed.Load(); spins++ {
+	for idle := 0; !p.failed.Load(); {
 		moved := false
 		for queued < p.n && p.mayQueue(queued) {
 			p.queue(queued)
@@ -281,7 +305,7 @@ func (p *pipe) lead() {
 		if queued == p.n && (p.up || int(p.emptied.Load()) == p.n) {
 			return
 		}
-		if mine < 0 {
+		if mine < 0 && p.helping.Load() == 0 {
 			if i := p.next.Add(1) - 1; i < total {
 				mine = i
 			}
@@ -291,7 +315,9 @@ func (p *pipe) lead() {
 			mine = -1
 			moved = true
 		}
-		if !moved && spins%16 == 15 {
+		if moved {
+			idle = 0
+		} else if idle++; idle%leadIdleYield == 0 {
 			runtime.Gosched()
 		}
 	}
@@ -335,9 +361,12 @@ func (p *pipe) copyPiece(slot []byte, lo, a, b int) {
 			continue
 		}
 		ring, host := slot[x-lo:y-lo], s.host[x-s.off:y-s.off]
-		if p.up {
+		switch {
+		case p.up && p.size <= streamMax:
+			ntcopy.Copy(ring, host)
+		case p.up:
 			copy(ring, host)
-		} else {
+		default:
 			copy(host, ring)
 		}
 	}

@@ -5,12 +5,27 @@ package cuda
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
+
+	"github.com/fp8attn/fp8attn/internal/ntcopy"
 )
+
+// eightWayCopy copies src to dst in eight pieces on eight goroutines.
+func eightWayCopy(dst, src []byte, move func(dst, src []byte) int) {
+	var wg sync.WaitGroup
+	n := (len(src)/8 + 4095) / 4096 * 4096
+	for lo := 0; lo < len(src); lo += n {
+		hi := min(lo+n, len(src))
+		wg.Add(1)
+		go func() { defer wg.Done(); move(dst[lo:hi], src[lo:hi]) }()
+	}
+	wg.Wait()
+}
 
 // BenchmarkHostSliceFloor times the pieces a call on float32 host slices
 // cannot do without, each alone and host-timed (the median of the loop's
@@ -18,7 +33,8 @@ import (
 // to the device and of its output back, and a memmove of its inputs from
 // Go memory into page-locked memory on one goroutine, and that memmove
 // followed by the DMA up (the DMA then reads lines the CPU has just
-// written). At the mission
+// written), the same with non-temporal stores (ntcopy), and both on
+// eight goroutines. At the mission
 // shape (B2 H8 S256 D64) the inputs are 3 MB and the output 1 MB; at B1
 // Hq32 Hkv8 S4096 D128, 32 MB and 16 MB. sdpa's BenchmarkHostSlicesCUDA
 // times the whole call.
@@ -53,6 +69,19 @@ func BenchmarkHostSliceFloor(b *testing.B) {
 			{fmt.Sprintf("memmove-%dMB", c.up>>20), func() error { copy(pinned, src); return nil }},
 			{fmt.Sprintf("memmove-then-dma-up-%dMB", c.up>>20), func() error {
 				copy(pinned, src)
+				return cu.MemcpyHtoD(dev, unsafe.Pointer(&pinned[0]), int64(c.up))
+			}},
+			{fmt.Sprintf("ntcopy-%dMB", c.up>>20), func() error { ntcopy.Copy(pinned, src); return nil }},
+			{fmt.Sprintf("ntcopy-then-dma-up-%dMB", c.up>>20), func() error {
+				ntcopy.Copy(pinned, src)
+				return cu.MemcpyHtoD(dev, unsafe.Pointer(&pinned[0]), int64(c.up))
+			}},
+			{fmt.Sprintf("memmove8-then-dma-up-%dMB", c.up>>20), func() error {
+				eightWayCopy(pinned, src, func(d, s []byte) int { return copy(d, s) })
+				return cu.MemcpyHtoD(dev, unsafe.Pointer(&pinned[0]), int64(c.up))
+			}},
+			{fmt.Sprintf("ntcopy8-then-dma-up-%dMB", c.up>>20), func() error {
+				eightWayCopy(pinned, src, ntcopy.Copy)
 				return cu.MemcpyHtoD(dev, unsafe.Pointer(&pinned[0]), int64(c.up))
 			}},
 			{"async-api-512KB", func() error {

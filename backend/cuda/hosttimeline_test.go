@@ -113,7 +113,9 @@ func (t *timedEngine) done(slot int) (bool, error) {
 // poll that finds a slot's copies done, relative to the call's start);
 // the log has, for each point of the timeline, the medians over the
 // calls: host µs, device µs (the copies and the kernels' end in stream
-// order, then the polls in the order they found their slots done).
+// order, then the polls in the order they found their slots done). Each
+// shape runs twice: the ring written by memmove ("memmove") and with
+// non-temporal stores ("streamed"), whatever streamMax says.
 func BenchmarkHostSliceTimeline(b *testing.B) {
 	d, err := openDevice(0)
 	if err != nil {
@@ -134,63 +136,74 @@ func BenchmarkHostSliceTimeline(b *testing.B) {
 			te.streamEngine = e.(*streamEngine)
 			return te
 		}}
-		b.Run(c.name, func(b *testing.B) {
-			var calls [][]timedMark
-			var device [][]float64
-			var total []float64
-			for b.Loop() {
-				te.marks, te.down = te.marks[:0], false
-				te.t0 = time.Now()
-				if err := be.Attention(p); err != nil {
-					b.Fatal(err)
-				}
-				total = append(total, float64(time.Since(te.t0).Nanoseconds())/1e3)
-				dev := make([]float64, len(te.marks))
-				err := d.do(func() error {
-					for i, m := range te.marks {
-						if m.device {
-							ms, err := te.events[0].Elapsed(te.events[i])
-							if err != nil {
-								return err
+		for _, w := range []struct {
+			name      string
+			streamMax int
+		}{{"memmove", 0}, {"streamed", math.MaxInt}} {
+			b.Run(c.name+"/"+w.name, func(b *testing.B) {
+				defer func(old int) { streamMax = old }(streamMax)
+				streamMax = w.streamMax
+				var calls [][]timedMark
+				var device [][]float64
+				var total []float64
+				for b.Loop() {
+					te.marks, te.down = te.marks[:0], false
+					te.t0 = time.Now()
+					if err := be.Attention(p); err != nil {
+						b.Fatal(err)
+					}
+					total = append(total, float64(time.Since(te.t0).Nanoseconds())/1e3)
+					dev := make([]float64, len(te.marks))
+					err := d.do(func() error {
+						first := -1
+						for i, m := range te.marks {
+							if m.device {
+								if first < 0 {
+									first = i
+								}
+								ms, err := te.events[first].Elapsed(te.events[i])
+								if err != nil {
+									return err
+								}
+								dev[i] = float64(ms) * 1e3
 							}
-							dev[i] = float64(ms) * 1e3
+						}
+						return nil
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					calls = append(calls, slices.Clone(te.marks))
+					device = append(device, dev)
+				}
+				b.ReportMetric(median(total), "us/call")
+				b.Logf("%s: %d calls, median %.1f µs a call; medians over the calls of each point, the copies (and the kernels' end) in stream order, then the polls that found a slot done:", c.name, len(total), median(total))
+				for _, onStream := range []bool{true, false} {
+					var h, dv [][]float64
+					var kinds []timedMark
+					for j, cm := range calls {
+						k := 0
+						for i, m := range cm {
+							if m.device != onStream {
+								continue
+							}
+							if k == len(h) {
+								h, dv, kinds = append(h, nil), append(dv, nil), append(kinds, m)
+							}
+							h[k], dv[k] = append(h[k], m.host), append(dv[k], device[j][i])
+							k++
 						}
 					}
-					return nil
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				calls = append(calls, slices.Clone(te.marks))
-				device = append(device, dev)
-			}
-			b.ReportMetric(median(total), "us/call")
-			b.Logf("%s: %d calls, median %.1f µs a call; medians over the calls of each point, the copies (and the kernels' end) in stream order, then the polls that found a slot done:", c.name, len(total), median(total))
-			for _, onStream := range []bool{true, false} {
-				var h, dv [][]float64
-				var kinds []timedMark
-				for j, cm := range calls {
-					k := 0
-					for i, m := range cm {
-						if m.device != onStream {
-							continue
+					for k, m := range kinds {
+						if onStream {
+							b.Logf("%3d %-12s %8d B  host %8.1f µs  device %8.1f µs  (%d calls)", k, m.what, m.bytes, median(h[k]), median(dv[k]), len(h[k]))
+						} else {
+							b.Logf("%3d %-12s %8s    host %8.1f µs  (%d calls)", k, m.what, "", median(h[k]), len(h[k]))
 						}
-						if k == len(h) {
-							h, dv, kinds = append(h, nil), append(dv, nil), append(kinds, m)
-						}
-						h[k], dv[k] = append(h[k], m.host), append(dv[k], device[j][i])
-						k++
 					}
 				}
-				for k, m := range kinds {
-					if onStream {
-						b.Logf("%3d %-12s %8d B  host %8.1f µs  device %8.1f µs  (%d calls)", k, m.what, m.bytes, median(h[k]), median(dv[k]), len(h[k]))
-					} else {
-						b.Logf("%3d %-12s %8s    host %8.1f µs  (%d calls)", k, m.what, "", median(h[k]), len(h[k]))
-					}
-				}
-			}
-		})
+			})
+		}
 		d.do(func() error {
 			for i := range te.events {
 				cu.DestroyEvent(&te.events[i])
