@@ -227,7 +227,8 @@ func (a *PagedAppend) Validate(c PagedConfig) error {
 // position SeqLens[b]-Sq+i: with CausalLowerRight it sees keys
 // 0..SeqLens[b]-Sq+i (the alignment of a chunk of new tokens already
 // appended to the cache); with NoMask all SeqLens[b]. Out is [B][Hq][Sq][D]
-// in Layout; LSE, if not nil, [B][Hq][Sq].
+// in Layout; LSE, if not nil, [B][Hq][Sq]. With QStarts the sequences have
+// their own numbers of queries, packed into one tensor (a varlen batch).
 type PagedProblem struct {
 	B, Hq, Hkv, Sq, D int
 	Scale             float32
@@ -265,6 +266,15 @@ type PagedProblem struct {
 	// every replay, so its launch is planned for sequences up to MaxSeqLen tokens (at most
 	// PagesPerSeq pages), not for the lengths at capture.
 	MaxSeqLen int
+	// QStarts, when not nil, makes the batch varlen (a mixed step of
+	// continuous batching: chunks of prompts beside single decode tokens):
+	// B+1 offsets, QStarts[0] = 0 and non-decreasing, sequence b having
+	// the QStarts[b+1]-QStarts[b] queries (none allowed) in rows
+	// QStarts[b].. of one packed batch: Q and Out are [1][Hq][T][D] in
+	// Layout, T = QStarts[B], and LSE [1][Hq][T]; Sq is then the largest
+	// count, and query i of sequence b is at position
+	// SeqLens[b]-Queries(b)+i.
+	QStarts []int32
 	// Tables, when not nil, holds SeqLens and BlockTable in device memory
 	// (made by the storage's NewTables for B sequences of PagesPerSeq
 	// pages), and the call reads them there when it runs: SeqLens and
@@ -286,6 +296,50 @@ func (p *PagedProblem) Shape() Shape {
 	return Shape{B: p.B, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: sk, D: p.D}
 }
 
+// Queries returns the number of new queries of sequence b: Sq, or its
+// count in a varlen batch (0 for a sequence the problem does not have).
+func (p *PagedProblem) Queries(b int) int {
+	switch {
+	case p == nil || b < 0:
+		return 0
+	case p.QStarts != nil:
+		if b+1 >= len(p.QStarts) {
+			return 0
+		}
+		return int(p.QStarts[b+1] - p.QStarts[b])
+	case b >= p.B && b >= len(p.SeqLens):
+		return 0
+	}
+	return p.Sq
+}
+
+// Rows returns the query rows of each head of Q: B·Sq, or the packed
+// batch's T.
+func (p *PagedProblem) Rows() int {
+	if p.QStarts != nil {
+		return int(p.QStarts[len(p.QStarts)-1])
+	}
+	return p.B * p.Sq
+}
+
+// QOffset returns the offset in Q (and Out) of query i of sequence b in
+// query head h.
+func (p *PagedProblem) QOffset(b, h, i int) int {
+	if p.QStarts != nil {
+		return p.Layout.Offset(0, h, int(p.QStarts[b])+i, p.Hq, p.Rows(), p.D)
+	}
+	return p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)
+}
+
+// LSEIndex returns the index in LSE of query i of sequence b in query
+// head h.
+func (p *PagedProblem) LSEIndex(b, h, i int) int {
+	if p.QStarts != nil {
+		return h*p.Rows() + int(p.QStarts[b]) + i
+	}
+	return (b*p.Hq+h)*p.Sq + i
+}
+
 // VisibleKeys returns the number of cached keys query i of sequence b sees
 // (0 for a sequence the problem does not have).
 func (p *PagedProblem) VisibleKeys(b, i int) int {
@@ -294,7 +348,7 @@ func (p *PagedProblem) VisibleKeys(b, i int) int {
 	}
 	n := int(p.SeqLens[b])
 	if p.Mask == CausalLowerRight {
-		return max(0, min(n, n-p.Sq+i+1))
+		return max(0, min(n, n-p.Queries(b)+i+1))
 	}
 	return n
 }
@@ -332,22 +386,26 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 	if err := p.Variants.Check(p.Hq, p.Mask); err != nil {
 		return err
 	}
-	nq, ok := checked.Mul(p.B, p.Hq, p.Sq, p.D)
+	if err := p.checkQStarts(); err != nil {
+		return err
+	}
+	nq, ok := checked.Mul(p.Rows(), p.Hq, p.D)
+	nl, okl := checked.Mul(p.Rows(), p.Hq)
 	nt, ok2 := checked.Mul(p.B, p.PagesPerSeq)
-	if !ok || !ok2 {
+	if _, okb := checked.Mul(p.B, p.Hq, p.Sq, p.D); !ok || !okl || !ok2 || !okb {
 		return fmt.Errorf("%w: paged problem B=%d Hq=%d Sq=%d D=%d PagesPerSeq=%d overflows", ErrInvalid, p.B, p.Hq, p.Sq, p.D, p.PagesPerSeq)
 	}
 	if p.QBuf != nil {
 		if p.Q != nil || p.Out != nil || p.LSE != nil || p.OutBuf == nil || p.QBuf.Len() < 4*int64(nq) || p.OutBuf.Len() < 4*int64(nq) ||
-			p.LSEBuf != nil && p.LSEBuf.Len() < 4*int64(p.B*p.Hq*p.Sq) {
-			return fmt.Errorf("%w: device buffers for Q, Out and LSE must replace the slices and hold %d elements (LSE %d)", ErrInvalid, nq, p.B*p.Hq*p.Sq)
+			p.LSEBuf != nil && p.LSEBuf.Len() < 4*int64(nl) {
+			return fmt.Errorf("%w: device buffers for Q, Out and LSE must replace the slices and hold %d elements (LSE %d)", ErrInvalid, nq, nl)
 		}
 	} else {
 		if len(p.Q) != nq || len(p.Out) != nq {
 			return fmt.Errorf("%w: Q has %d and Out %d elements, shape needs %d", ErrInvalid, len(p.Q), len(p.Out), nq)
 		}
-		if p.LSE != nil && len(p.LSE) != p.B*p.Hq*p.Sq {
-			return fmt.Errorf("%w: LSE has %d elements, shape needs %d", ErrInvalid, len(p.LSE), p.B*p.Hq*p.Sq)
+		if p.LSE != nil && len(p.LSE) != nl {
+			return fmt.Errorf("%w: LSE has %d elements, shape needs %d", ErrInvalid, len(p.LSE), nl)
 		}
 	}
 	if p.MaxSeqLen < 0 || int64(p.MaxSeqLen) > int64(p.PagesPerSeq)*int64(c.PageSize) {
@@ -366,6 +424,29 @@ func (p *PagedProblem) Validate(c PagedConfig) error {
 				return fmt.Errorf("%w: sequence %d names page %d of a pool of %d", ErrInvalid, b, pg, c.Pages)
 			}
 		}
+	}
+	return nil
+}
+
+// checkQStarts checks a varlen batch's offsets (none: nothing to check):
+// B+1 of them from 0, non-decreasing, the largest count Sq.
+func (p *PagedProblem) checkQStarts() error {
+	if p.QStarts == nil {
+		return nil
+	}
+	if len(p.QStarts) != p.B+1 || p.QStarts[0] != 0 {
+		return fmt.Errorf("%w: a varlen batch of %d sequences takes %d query offsets from 0, got %d", ErrInvalid, p.B, p.B+1, len(p.QStarts))
+	}
+	most := 0
+	for b := range p.B {
+		n := int(p.QStarts[b+1]) - int(p.QStarts[b])
+		if n < 0 {
+			return fmt.Errorf("%w: query offsets %d then %d (sequence %d)", ErrInvalid, p.QStarts[b], p.QStarts[b+1], b)
+		}
+		most = max(most, n)
+	}
+	if most != p.Sq {
+		return fmt.Errorf("%w: a varlen batch's Sq must be its largest count, %d, got %d", ErrInvalid, most, p.Sq)
 	}
 	return nil
 }

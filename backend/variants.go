@@ -131,5 +131,5 @@ func (p *PagedProblem) KeyRange(b, i int) (lo, hi int) {
 		return 0, 0
 	}
 	n := p.VisibleKeys(b, i)
-	return p.window(int(p.SeqLens[b])-p.Sq+i, n)
+	return p.window(int(p.SeqLens[b])-p.Queries(b)+i, n)
 }

@@ -3,6 +3,7 @@ package sdpa
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"sync"
@@ -111,10 +112,11 @@ type kvSeq struct {
 
 // cacheCall is one Attention call's scratch.
 type cacheCall struct {
-	p     backend.PagedProblem
-	lens  []int32
-	table []int32
-	seqs  []*kvSeq
+	p       backend.PagedProblem
+	lens    []int32
+	table   []int32
+	qStarts []int32
+	seqs    []*kvSeq
 }
 
 // NewKVCache allocates a cache on the device. Devices whose backend has no
@@ -583,6 +585,13 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // its start). After the first call of a shape it allocates nothing on the
 // cpu device.
 func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
+	return c.attend(out, lse, q, ids, nil, opts)
+}
+
+// attend is Attention, or AttentionVarlen where queries is not nil: it
+// checks the tensors and stages those in host memory where the others are
+// in device memory.
+func (c *KVCache) attend(out, lse, q *DeviceTensor, ids []SeqID, queries []int, opts *Options) error {
 	if err := c.check(); err != nil {
 		return err
 	}
@@ -602,7 +611,7 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 			}
 		}
 		if q.m != nil && out.m != nil && (lse == nil || lse.m != nil) {
-			return c.attention(out, lse, q, ids, opts)
+			return c.attention(out, lse, q, ids, queries, opts)
 		}
 		hq, _, err := staged(q)
 		if err != nil {
@@ -616,17 +625,17 @@ func (c *KVCache) Attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 		if err != nil {
 			return err
 		}
-		if err := c.Attention(hout, hlse, hq, ids, opts); err != nil {
+		if err := c.attend(hout, hlse, hq, ids, queries, opts); err != nil {
 			return err
 		}
 		return errors.Join(writeOut(), writeLSE())
 	}
-	return c.attention(out, lse, q, ids, opts)
+	return c.attention(out, lse, q, ids, queries, opts)
 }
 
-// attention is Attention on checked tensors that are all in host memory or
+// attention is attend on checked tensors that are all in host memory or
 // all in the device's (then passed to the storage as buffers).
-func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Options) error {
+func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, queries []int, opts *Options) error {
 	b, hq, sq, d := q.Dims()
 	if ob, oh, os, od := out.Dims(); ob != b || oh != hq || os != sq || od != d || out.Layout() != q.Layout() {
 		return fmt.Errorf("%w: out [%d][%d][%d][%d] %v must match q [%d][%d][%d][%d] %v", ErrInvalid, ob, oh, os, od, out.Layout(), b, hq, sq, d, q.Layout())
@@ -637,8 +646,8 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 			return err
 		}
 		lb, lh, ls, one := lse.Dims()
-		if lse.Precision() != FP32 || lb != b || lh != hq || ls != sq || one != 1 {
-			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, b, hq, sq)
+		if qb, _, qs, _ := q.Dims(); lse.Precision() != FP32 || lb != qb || lh != hq || ls != qs || one != 1 {
+			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, qb, hq, qs)
 		}
 		if lse.f != nil {
 			lseData = lse.f.Data
@@ -654,6 +663,23 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	scale, err := resolveScale(o.Scale, d)
 	if err != nil {
 		return err
+	}
+	rows := sq // query rows a head, from q
+	if queries != nil {
+		if b != 1 {
+			return fmt.Errorf("%w: a varlen q packs its sequences' queries into one batch entry, got %d", ErrInvalid, b)
+		}
+		if len(queries) != len(ids) {
+			return fmt.Errorf("%w: %d query counts for %d sequences", ErrInvalid, len(queries), len(ids))
+		}
+		total, most := 0, 0 // (a negative count is the backend's to refuse)
+		for _, n := range queries {
+			total, most = total+n, max(most, n)
+		}
+		if total != rows || total > math.MaxInt32 {
+			return fmt.Errorf("%w: the query counts add up to %d, q has %d rows", ErrInvalid, total, rows)
+		}
+		b, sq = len(ids), most
 	}
 	if b != len(ids) {
 		return fmt.Errorf("%w: q has %d batch entries for %d sequences", ErrInvalid, b, len(ids))
@@ -675,8 +701,12 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	}
 	cc.seqs = seqs
 	for i, s := range seqs {
-		if s.n > 0 && s.n < sq {
-			return errorf(ErrInvalid, "%d queries are the last positions of sequence %d, which holds %d tokens (append the queries' keys and values first)", sq, ids[i], s.n)
+		n := sq
+		if queries != nil {
+			n = queries[i]
+		}
+		if s.n > 0 && s.n < n {
+			return errorf(ErrInvalid, "%d queries are the last positions of sequence %d, which holds %d tokens (append the queries' keys and values first)", n, ids[i], s.n)
 		}
 	}
 	// Inside a Capture the call gets lengths and a table of its own, as
@@ -687,6 +717,9 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	var gc *graphCacheCall
 	var lens, table []int32
 	per := 1
+	if rec != nil && queries != nil {
+		return fmt.Errorf("%w: a varlen kv-cache attention inside a Capture", ErrUnsupported)
+	}
 	if rec != nil && c.dev.mem != nil {
 		if q.m == nil || out.m == nil || lse != nil && lse.m == nil {
 			return fmt.Errorf("%w: a captured kv-cache attention takes tensors in device memory", ErrUnsupported)
@@ -714,6 +747,14 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, opts *Option
 	cc.p = backend.PagedProblem{
 		B: b, Hq: hq, Hkv: c.cfg.KVHeads, Sq: sq, D: d, Scale: scale, Mask: o.Mask, Layout: q.Layout(),
 		SeqLens: lens, BlockTable: table, PagesPerSeq: per, Variants: variants, Precision: o.Precision,
+	}
+	if queries != nil {
+		cc.qStarts = freelist.Grow(cc.qStarts, b+1)
+		cc.qStarts[0] = 0
+		for i, n := range queries {
+			cc.qStarts[i+1] = cc.qStarts[i] + int32(n)
+		}
+		cc.p.QStarts = cc.qStarts
 	}
 	if gc != nil {
 		cc.p.MaxSeqLen, cc.p.Tables = c.maxSeqLen, gc.tables

@@ -121,34 +121,48 @@ type PagedCase struct {
 	Window  int
 	Softcap float32
 	Sinks   bool
+	// Queries, if not nil, makes the batch varlen: sequence s gets
+	// Queries[s] new queries (Sq is ignored), packed into one tensor.
+	Queries []int
 }
 
 // PagedCases returns the paged-cache table.
 func PagedCases() []PagedCase {
 	return []PagedCase{
-		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, false},
-		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 0, 0, false},
-		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, false},
-		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true, nil, 0, 0, false},
-		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 0, 0, false},
-		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 0, 0, false},
-		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true, nil, 0, 0, false},
-		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 0, false},
+		{"decode-gqa", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, false, nil},
+		{"decode-mha-d128", 3, 1, 128, 64, 1, []int{257}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 0, 0, false, nil},
+		{"decode-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, false, nil},
+		{"chunk-lr", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, true, nil, 0, 0, false, nil},
+		{"chunk-longer-than-seq", 1, 4, 32, 64, 9, []int{5, 0, 70}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 0, 0, false, nil},
+		{"prefill-rows", 1, 2, 80, 128, 100, []int{100, 300}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 0, 0, false, nil},
+		{"page128-nomask", 2, 2, 64, 128, 3, []int{511, 1000}, backend.NoMask, backend.BSHD, nil, true, nil, 0, 0, false, nil},
+		{"growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 0, false, nil},
 		// V pages 2^-13 to 2^10 apart in a sequence long enough to split.
 		{"page-scales", 2, 2, 128, 64, 1, []int{1100, 300}, backend.CausalLowerRight, backend.BSHD, nil, false,
-			[]float64{1, 1e3, 1e-3, 4, 1e-4, 3e2, 0.5, 0.06, 9}, 0, 0, false},
+			[]float64{1, 1e3, 1e-3, 4, 1e-4, 3e2, 0.5, 0.06, 9}, 0, 0, false, nil},
 		// Windows far shorter than the sequences, some of whose queries'
 		// windows start past whole pages; sinks; a softcap with growing
 		// page scales; all three on a chunk.
-		{"window-decode", 2, 4, 64, 64, 1, []int{2000, 300, 0, 100}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 128, 0, false},
-		{"window-chunk", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 33, 0, false},
-		{"sinks-decode", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, true},
-		{"softcap-growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 20, false},
-		{"all-chunk", 1, 4, 128, 64, 9, []int{5, 0, 700}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 100, 10, true},
+		{"window-decode", 2, 4, 64, 64, 1, []int{2000, 300, 0, 100}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 128, 0, false, nil},
+		{"window-chunk", 2, 2, 64, 64, 7, []int{200, 7, 65}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 33, 0, false, nil},
+		{"sinks-decode", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, true, nil},
+		{"softcap-growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 20, false, nil},
+		{"all-chunk", 1, 4, 128, 64, 9, []int{5, 0, 700}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 100, 10, true, nil},
 		// Long enough to split the keys (a merge of partial rows, the
 		// sink added once), with and without a window.
-		{"sinks-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, true},
-		{"all-split", 1, 4, 64, 64, 1, []int{3000, 500}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 1000, 5, true},
+		{"sinks-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, true, nil},
+		{"all-split", 1, 4, 64, 64, 1, []int{3000, 500}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 1000, 5, true, nil},
+		// Varlen batches: chunks of prompts beside single decode tokens
+		// and a sequence with no queries; long enough to split the keys,
+		// with a window, sinks and a softcap on a chunk.
+		{Name: "varlen-mixed", KVHeads: 2, Group: 4, D: 64, PageSize: 64, Lens: []int{300, 2000, 65, 0, 7, 129}, Mask: backend.CausalLowerRight,
+			Layout: backend.BSHD, FirstAppendBatched: true, Queries: []int{17, 1, 9, 0, 7, 1}},
+		{Name: "varlen-nomask", KVHeads: 1, Group: 2, D: 128, PageSize: 64, Lens: []int{1100, 5, 64}, Mask: backend.NoMask,
+			Layout: backend.BHSD, Queries: []int{1, 3, 40}},
+		{Name: "varlen-split", KVHeads: 1, Group: 2, D: 64, PageSize: 64, Lens: []int{200, 3000}, Mask: backend.CausalLowerRight,
+			Layout: backend.BSHD, Queries: []int{3, 1}},
+		{Name: "varlen-all", KVHeads: 2, Group: 2, D: 64, PageSize: 64, Lens: []int{2500, 90, 300}, Mask: backend.CausalLowerRight,
+			Layout: backend.BHSD, Window: 100, Softcap: 8, Sinks: true, Queries: []int{33, 1, 0}},
 	}
 }
 
@@ -258,8 +272,14 @@ func (r *pagedRun) finish(rng *rand.Rand) {
 	}
 	B, hq := len(c.Lens), c.KVHeads*c.Group
 	p := &backend.PagedProblem{B: B, Hq: hq, Hkv: c.KVHeads, Sq: c.Sq, D: c.D,
-		Scale: float32(1 / math.Sqrt(float64(c.D))), Mask: c.Mask, Layout: c.Layout,
-		Q: randRows(rng, B*hq*c.Sq*c.D), PagesPerSeq: per}
+		Scale: float32(1 / math.Sqrt(float64(c.D))), Mask: c.Mask, Layout: c.Layout, PagesPerSeq: per}
+	if c.Queries != nil {
+		p.QStarts, p.Sq = make([]int32, B+1), slices.Max(c.Queries)
+		for s, n := range c.Queries {
+			p.QStarts[s+1] = p.QStarts[s] + int32(n)
+		}
+	}
+	p.Q = randRows(rng, p.Rows()*hq*c.D)
 	p.SlidingWindow, p.Softcap = c.Window, c.Softcap
 	if c.Sinks {
 		p.Sinks = RandomSinks(rng, backend.Shape{Hq: hq, Sk: max(slices.Max(c.Lens), 1)})
@@ -270,7 +290,7 @@ func (r *pagedRun) finish(rng *rand.Rand) {
 		copy(row, r.pages[s])
 		p.BlockTable = append(p.BlockTable, row...)
 	}
-	r.out, r.lse = NewGuarded(len(p.Q)), NewGuarded(B*hq*c.Sq)
+	r.out, r.lse = NewGuarded(len(p.Q)), NewGuarded(p.Rows()*hq)
 	p.Out, p.LSE = r.out.Data(), r.lse.Data()
 	r.p = p
 }
@@ -296,33 +316,37 @@ func (r *pagedRun) check() error {
 	c, p := r.c, r.p
 	D, P := c.D, c.PageSize
 	for s, n := range c.Lens {
-		rowOf := func(h, i int) int { return c.Layout.Offset(s, h, i, p.Hq, p.Sq, D) }
+		rowOf := func(h, i int) int { return p.QOffset(s, h, i) }
+		sq := p.Queries(s)
+		if sq == 0 { // a varlen sequence without queries: its rows are others'
+			continue
+		}
 		if n == 0 {
 			for h := range p.Hq {
-				for i := range p.Sq {
+				for i := range sq {
 					for _, x := range p.Out[rowOf(h, i) : rowOf(h, i)+D] {
 						if x != 0 {
 							return fmt.Errorf("sequence %d is empty, output %v", s, x)
 						}
 					}
-					if l := p.LSE[(s*p.Hq+h)*p.Sq+i]; !math.IsInf(float64(l), -1) {
+					if l := p.LSE[p.LSEIndex(s, h, i)]; !math.IsInf(float64(l), -1) {
 						return fmt.Errorf("sequence %d is empty, LSE %v", s, l)
 					}
 				}
 			}
 			continue
 		}
-		dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: c.KVHeads, Sq: p.Sq, Sk: n, D: D},
+		dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: c.KVHeads, Sq: sq, Sk: n, D: D},
 			Scale: p.Scale, Mask: c.Mask, Precision: backend.FP32, Variants: p.Variants,
-			Q: make([]float32, p.Hq*p.Sq*D), K: make([]float32, c.KVHeads*n*D), V: make([]float32, c.KVHeads*n*D),
-			Out: make([]float32, p.Hq*p.Sq*D)}
+			Q: make([]float32, p.Hq*sq*D), K: make([]float32, c.KVHeads*n*D), V: make([]float32, c.KVHeads*n*D),
+			Out: make([]float32, p.Hq*sq*D)}
 		got := make([]float32, len(dp.Out))
-		gotLSE := make([]float32, p.Hq*p.Sq)
+		gotLSE := make([]float32, p.Hq*sq)
 		for h := range p.Hq {
-			for i := range p.Sq {
-				copy(dp.Q[(h*p.Sq+i)*D:], p.Q[rowOf(h, i):rowOf(h, i)+D])
-				copy(got[(h*p.Sq+i)*D:], p.Out[rowOf(h, i):rowOf(h, i)+D])
-				gotLSE[h*p.Sq+i] = p.LSE[(s*p.Hq+h)*p.Sq+i]
+			for i := range sq {
+				copy(dp.Q[(h*sq+i)*D:], p.Q[rowOf(h, i):rowOf(h, i)+D])
+				copy(got[(h*sq+i)*D:], p.Out[rowOf(h, i):rowOf(h, i)+D])
+				gotLSE[h*sq+i] = p.LSE[p.LSEIndex(s, h, i)]
 			}
 		}
 		for h := range c.KVHeads {
@@ -422,7 +446,8 @@ func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 // queries in BHSD order, its SeqLens[b] keys and values, p's scale, mask
 // and variants, and an Out of the right size. The oracle on it is exact attention on what
 // the backend computed with, and FP32Tolerance and LSETolerance on it are
-// the float32 tiers. The sequence must hold at least one token.
+// the float32 tiers. The sequence must hold at least one token and, in a
+// varlen batch, have queries.
 func PagedSequence(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig, b int) (*backend.Problem, error) {
 	if err := p.Validate(c); err != nil {
 		return nil, err
@@ -430,15 +455,18 @@ func PagedSequence(r backend.PagedReader, p *backend.PagedProblem, c backend.Pag
 	if b < 0 || b >= p.B || p.SeqLens[b] <= 0 {
 		return nil, fmt.Errorf("%w: sequence %d of %d is out of range or empty", backend.ErrInvalid, b, p.B)
 	}
-	n, P, D := int(p.SeqLens[b]), c.PageSize, p.D
-	dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: p.Hkv, Sq: p.Sq, Sk: n, D: D},
+	n, P, D, sq := int(p.SeqLens[b]), c.PageSize, p.D, p.Queries(b)
+	if sq == 0 {
+		return nil, fmt.Errorf("%w: sequence %d has no queries", backend.ErrInvalid, b)
+	}
+	dp := &backend.Problem{Shape: backend.Shape{B: 1, Hq: p.Hq, Hkv: p.Hkv, Sq: sq, Sk: n, D: D},
 		Scale: p.Scale, Mask: p.Mask, Precision: backend.FP32, Variants: p.Variants,
-		Q: make([]float32, p.Hq*p.Sq*D), K: make([]float32, p.Hkv*n*D), V: make([]float32, p.Hkv*n*D),
-		Out: make([]float32, p.Hq*p.Sq*D)}
+		Q: make([]float32, p.Hq*sq*D), K: make([]float32, p.Hkv*n*D), V: make([]float32, p.Hkv*n*D),
+		Out: make([]float32, p.Hq*sq*D)}
 	for h := range p.Hq {
-		for i := range p.Sq {
-			o := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
-			copy(dp.Q[(h*p.Sq+i)*D:], p.Q[o:o+D])
+		for i := range sq {
+			o := p.QOffset(b, h, i)
+			copy(dp.Q[(h*sq+i)*D:], p.Q[o:o+D])
 		}
 	}
 	k8, v8 := make([]fp8.E4M3, P*D), make([]fp8.E4M3, P*D)

@@ -124,27 +124,31 @@ func (k variantsKV) Attention(p *backend.PagedProblem) error {
 	}
 	D := p.D
 	for b := range p.B {
+		sq := p.Queries(b)
+		if sq == 0 {
+			continue
+		}
 		var dp *backend.Problem
 		if p.SeqLens[b] > 0 {
 			var err error
 			if dp, err = sdpatest.PagedSequence(k.PagedKV.(backend.PagedReader), p, c, b); err != nil {
 				return err
 			}
-			dp.LSE = make([]float32, p.Hq*p.Sq)
+			dp.LSE = make([]float32, p.Hq*sq)
 			if err := (oracle.Reference{}).Attention(dp); err != nil {
 				return err
 			}
 		}
 		for h := range p.Hq {
-			for i := range p.Sq {
-				o := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+			for i := range sq {
+				o := p.QOffset(b, h, i)
 				if dp == nil {
 					clear(p.Out[o : o+D])
-					p.LSE[(b*p.Hq+h)*p.Sq+i] = float32(math.Inf(-1))
+					p.LSE[p.LSEIndex(b, h, i)] = float32(math.Inf(-1))
 					continue
 				}
-				copy(p.Out[o:o+D], dp.Out[(h*p.Sq+i)*D:])
-				p.LSE[(b*p.Hq+h)*p.Sq+i] = dp.LSE[h*p.Sq+i]
+				copy(p.Out[o:o+D], dp.Out[(h*sq+i)*D:])
+				p.LSE[p.LSEIndex(b, h, i)] = dp.LSE[h*sq+i]
 			}
 		}
 	}

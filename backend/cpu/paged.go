@@ -258,13 +258,16 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 	bk, qb := rest/c.qBlocks, rest%c.qBlocks
 	b, kh := bk/p.Hkv, bk%p.Hkv
 	i0 := qb * c.bq
-	rowsN := min(i0+c.bq, g*p.Sq) - i0
+	rowsN := min(i0+c.bq, g*p.Queries(b)) - i0
+	if rowsN <= 0 { // past a varlen sequence's rows
+		return
+	}
 	rows := (rowsN + 3) &^ 3
 	head := func(r int) (h, i int) { return kh*g + (i0+r)%g, (i0 + r) / g }
 	q := sc.q[:rows*D]
 	for r := range rowsN {
 		h, i := head(r)
-		src := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+		src := p.QOffset(b, h, i)
 		copy(q[r*D:(r+1)*D], p.Q[src:src+D])
 	}
 	clear(q[rowsN*D:])
@@ -304,9 +307,9 @@ func (c *call) pagedBlock(sc *scratch, it int) {
 		visible: func(r int) int { _, i := head(r); return p.VisibleKeys(b, i) },
 		out: func(r int) int {
 			h, i := head(r)
-			return p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+			return p.QOffset(b, h, i)
 		},
-		lse: func(r int) int { h, i := head(r); return (b*p.Hq+h)*p.Sq + i },
+		lse: func(r int) int { h, i := head(r); return p.LSEIndex(b, h, i) },
 	}
 	if p.SlidingWindow > 0 {
 		br.lo = func(r int) int { _, i := head(r); lo, _ := p.KeyRange(b, i); return lo }
@@ -335,10 +338,10 @@ func (c *call) merge() {
 		bk, qb := rest/c.qBlocks, rest%c.qBlocks
 		b, kh := bk/p.Hkv, bk%p.Hkv
 		i0 := qb * c.bq
-		rowsN := min(i0+c.bq, g*p.Sq) - i0
+		rowsN := min(i0+c.bq, g*p.Queries(b)) - i0 // (none past a varlen sequence's rows)
 		for r := range rowsN {
 			h, i := kh*g+(i0+r)%g, (i0+r)/g
-			o := p.Layout.Offset(b, h, i, p.Hq, p.Sq, D)
+			o := p.QOffset(b, h, i)
 			out := p.Out[o : o+D]
 			mx := negInf
 			for sp := range pc.splits {
@@ -370,7 +373,7 @@ func (c *call) merge() {
 				lse = mx + float32(math.Log(sum))
 			}
 			if p.LSE != nil {
-				p.LSE[(b*p.Hq+h)*p.Sq+i] = lse
+				p.LSE[p.LSEIndex(b, h, i)] = lse
 			}
 		}
 	}

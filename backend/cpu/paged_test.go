@@ -141,6 +141,11 @@ func TestPagedValidate(t *testing.T) {
 	if err := kv.Attention(good()); err != nil {
 		t.Fatal(err)
 	}
+	varlen := good()
+	varlen.QStarts = []int32{0, 1}
+	if err := kv.Attention(varlen); err != nil {
+		t.Fatalf("a varlen batch of one: %v", err)
+	}
 	for name, mutate := range map[string]func(*backend.PagedProblem){
 		"page out of pool":     func(p *backend.PagedProblem) { p.BlockTable[0] = 2 },
 		"too long":             func(p *backend.PagedProblem) { p.SeqLens[0] = 65 },
@@ -151,6 +156,13 @@ func TestPagedValidate(t *testing.T) {
 		"short out":            func(p *backend.PagedProblem) { p.Out = p.Out[:7] },
 		"heads not a multiple": func(p *backend.PagedProblem) { p.Hq = 3 },
 		"short LSE":            func(p *backend.PagedProblem) { p.LSE = make([]float32, 1) },
+		"varlen offsets short": func(p *backend.PagedProblem) { p.QStarts = []int32{0} },
+		"varlen not from 0":    func(p *backend.PagedProblem) { p.QStarts = []int32{1, 2} },
+		"varlen decreasing": func(p *backend.PagedProblem) {
+			p.B, p.Sq, p.SeqLens, p.BlockTable, p.QStarts = 2, 2, []int32{3, 3}, []int32{1, 1}, []int32{0, 2, 1}
+		},
+		"varlen Sq not the largest count": func(p *backend.PagedProblem) { p.QStarts, p.Sq = []int32{0, 1}, 2 },
+		"varlen rows beyond Q":            func(p *backend.PagedProblem) { p.QStarts, p.Sq = []int32{0, 2}, 2 },
 	} {
 		p := good()
 		mutate(p)

@@ -94,6 +94,7 @@ type pagedKV struct {
 	waves        []int             // Append: the first run of each wave, and len(runs)
 	lastWave     map[int32]int
 	runsW        []int32
+	varBlocks    []int32 // plan: a varlen batch's (sequence, row block) pairs
 	params       *pagedParams
 	aparams      *appendParams
 	readK, readV []fp8.E4M3
@@ -301,6 +302,9 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	if c != nil && p.Tables == nil {
 		return errCapture("a paged attention on host-memory lengths and block table (PagedProblem.Tables)")
 	}
+	if c != nil && p.QStarts != nil {
+		return errCapture("a varlen paged attention")
+	}
 	var copies []hostCopy
 	// scratch reserves n bytes for use; in gives use a copy of host.
 	scratch := func(use string, n int64) (uint64, error) {
@@ -340,6 +344,15 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 			return err
 		}
 	}
+	pp.QStarts, pp.VarBlocks = 0, 0
+	if p.QStarts != nil {
+		if pp.QStarts, err = in("qstarts", bytesOf(p.QStarts)); err != nil {
+			return err
+		}
+		if pp.VarBlocks, err = in("varblocks", bytesOf(s.varBlocks)); err != nil {
+			return err
+		}
+	}
 	pp.Sinks = 0
 	if p.Sinks != nil {
 		var kept bool
@@ -352,7 +365,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 			}
 		}
 	}
-	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
+	nq := int64(p.Rows()) * int64(p.Hq) * int64(p.D)
 	switch {
 	case bufs != nil:
 		pp.Out = uint64(bufs[1].buf.p)
@@ -365,7 +378,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 	case bufs != nil && bufs[2] != nil:
 		pp.LSE = uint64(bufs[2].buf.p)
 	default:
-		if pp.LSE, err = scratch("lse", 4*int64(p.B*p.Hq*p.Sq)); err != nil {
+		if pp.LSE, err = scratch("lse", 4*int64(p.Rows())*int64(p.Hq)); err != nil {
 			return err
 		}
 	}
@@ -385,7 +398,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 		}
 	}
 	if pp.Splits > 1 {
-		parts := int64(p.B) * int64(p.Hkv) * int64(pp.RowBlocks) * int64(pp.Splits) * int64(s.tc.Rows)
+		parts := int64(s.items(p)) * int64(pp.Splits) * int64(s.tc.Rows)
 		if pp.PartOut, err = scratch("partOut", 4*parts*int64(p.D)); err != nil {
 			return err
 		}
@@ -418,9 +431,22 @@ func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 		return err
 	}
 	if pp.Splits > 1 && !s.useWS { // (the warp-specialized kernel merges its splits itself)
-		return launchStruct(s.dev.paged.merge, int(pp.Hkv*pp.RowBlocks), int(pp.B), s.tc.Rows, 256, 0, s.dev.stream, unsafe.Pointer(pp))
+		gx, gy := int(pp.Hkv*pp.RowBlocks), int(pp.B)
+		if pp.QStarts != 0 {
+			gx, gy = int(pp.Hkv)*len(s.varBlocks)/2, 1
+		}
+		return launchStruct(s.dev.paged.merge, gx, gy, s.tc.Rows, 256, 0, s.dev.stream, unsafe.Pointer(pp))
 	}
 	return nil
+}
+
+// items is how many (sequence, KV head, row block) items p has, after
+// plan: a varlen batch's are its sequences' own row blocks.
+func (s *pagedKV) items(p *backend.PagedProblem) int {
+	if p.QStarts != nil {
+		return p.Hkv * len(s.varBlocks) / 2
+	}
+	return p.B * p.Hkv * int(s.params.RowBlocks)
 }
 
 // Attention implements backend.PagedKV.
@@ -441,8 +467,9 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		}
 		if s.poison {
 			pp := s.params
-			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), poison.Bits, int64(p.B*p.Hq*p.Sq*p.D), s.dev.stream),
-				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), poison.Bits, int64(p.B*p.Hq*p.Sq), s.dev.stream)); err != nil {
+			rows := int64(p.Rows()) * int64(p.Hq)
+			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), poison.Bits, rows*int64(p.D), s.dev.stream),
+				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), poison.Bits, rows, s.dev.stream)); err != nil {
 				return err
 			}
 		}

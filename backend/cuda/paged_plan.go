@@ -81,22 +81,33 @@ func (s *pagedKV) planRuns(a *backend.PagedAppend) {
 }
 
 // plan fills s.params for p (everything but the device addresses of the
-// call's staging buffers) and returns the grid.
+// call's staging buffers) and returns the grid. A varlen batch runs on the
+// cp.async kernel, a block for each split of each of its sequences' own
+// items (s.varBlocks), in one launch.
 func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 	g := p.Hq / p.Hkv
 	rowBlocks := (g*p.Sq + s.tc.Rows - 1) / s.tc.Rows
+	items := p.B * p.Hkv * rowBlocks
+	if p.QStarts != nil { // a varlen batch: each sequence's own row blocks
+		s.varBlocks = s.varBlocks[:0]
+		for b := range p.B {
+			for rb := range (g*p.Queries(b) + s.tc.Rows - 1) / s.tc.Rows {
+				s.varBlocks = append(s.varBlocks, int32(b), int32(rb))
+			}
+		}
+		items = p.Hkv * len(s.varBlocks) / 2
+	}
 	keys := s.tc.Keys
 	maxTiles := max(1, (p.MaxSeqLen+keys-1)/keys) // a graph's bound (0 otherwise)
 	if w := p.SlidingWindow; w > 0 && p.MaxSeqLen > 0 {
 		maxTiles = max(1, min(maxTiles, windowSpanTiles(w, p.Sq, keys)))
 	}
 	for b := range p.B {
-		maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Sq, p.SlidingWindow, keys))
+		maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Queries(b), p.SlidingWindow, keys))
 	}
 	var splits, perSplit int
-	items := p.B * p.Hkv * rowBlocks
 	s.useWS = false
-	if s.wsCfg.Consumers > 0 && s.splits == 0 { // the device has the warp-specialized kernel for D
+	if s.wsCfg.Consumers > 0 && s.splits == 0 && p.QStarts == nil { // the device has the warp-specialized kernel for D (uniform batches)
 		splits, perSplit = s.splitKeysWS(items, maxTiles)
 		s.useWS = items*splits <= wsMaxUnitsPerBlock*s.dev.SMs || s.wsBlocks > 0
 		if n := min(s.wsSplits, maxTiles, maxSplits); n > 0 { // forced by a benchmark
@@ -112,6 +123,9 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		splits, perSplit = s.splitKeys(items, maxTiles)
 	}
 	bs, hs, rs := p.Layout.Strides(p.Hq, p.Sq, p.D)
+	if p.QStarts != nil { // one packed batch entry of p.Rows() rows
+		bs, hs, rs = p.Layout.Strides(p.Hq, p.Rows(), p.D)
+	}
 	mask := int32(0)
 	if p.Mask == backend.CausalLowerRight {
 		mask = 2
@@ -137,6 +151,10 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		s.params.WSSlots = int32(wsSlots(s.wsCfg, items*splits, blocks))
 		s.wsDynamic = items*splits > blocks // blocks draw their later units at run time (stageInputs: the ticket)
 		return blocks, 1, 1
+	}
+	if p.QStarts != nil {
+		s.params.QTotal = int32(p.Rows())
+		return items, splits, 1
 	}
 	return splits, p.Hkv * rowBlocks, p.B
 }

@@ -45,7 +45,7 @@ func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 	if least == 0 {
 		least = prefillRowsPerSM * s.dev.SMs
 	}
-	if p.Precision != backend.FP8E4M3 || p.Tables != nil || s.dev.capturing() != nil || s.dev.paged.prefillInputs == nil ||
+	if p.Precision != backend.FP8E4M3 || p.Tables != nil || p.QStarts != nil || s.dev.capturing() != nil || s.dev.paged.prefillInputs == nil ||
 		p.B*p.Hq*p.Sq < least || least < 0 {
 		return 0
 	}

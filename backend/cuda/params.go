@@ -112,6 +112,8 @@ type pagedParams struct {
 	Window                                   int32   // sliding window (0: none)
 	Softcap, InvSoftcap                      float32 // softcap·log2(e) and its reciprocal (0, 0: none)
 	Sinks                                    uint64  // [Hq] float32 sink logits on the device, or 0
+	QStarts, VarBlocks                       uint64  // a varlen batch's query offsets and (sequence, row block) pairs, or 0
+	QTotal                                   int32   // a varlen batch's query rows a head
 }
 
 type appendParams struct {

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ce0786bd7547410d283389a1623b8f461bc2a815618cd163910114573c07027c"
+const SourceHash = "cf5de9e57a2a31843fdb3f36c112b4d30ff88be51fbde6091a1be42c432b414c"

@@ -49,8 +49,8 @@ var List = []mutant.Mutant{
 	// sequence, as without a window: correct results, but a decode under a
 	// window reads the window's pages and far more.
 	{Name: "windowplan", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
-		Old:   "maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Sq, p.SlidingWindow, keys))",
-		New:   "maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Sq, 0, keys))",
+		Old:   "maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Queries(b), p.SlidingWindow, keys))",
+		New:   "maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Queries(b), 0, keys))",
 		Tests: []string{"TestPagedPlanWindow"}},
 	// The paged plan's window span leaves out the chunk's later rows
 	// (each query's window starts one key later): the splits of a
@@ -72,6 +72,31 @@ var List = []mutant.Mutant{
 		Old:   "k.free, k.left = k.free+uint64(n), k.left-n",
 		New:   "k.left -= n",
 		Tests: []string{"TestPagedGraphVariants"}},
+	// A varlen batch's packed queries and outputs get the uniform batch's
+	// strides (a row block of Sq rows a sequence): BHSD rows land in the
+	// wrong places.
+	{Name: "varlenstrides", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
+		Old:   "if p.QStarts != nil { // one packed batch entry of p.Rows() rows",
+		New:   "if false {",
+		Tests: []string{"TestPagedConformance"}},
+	// A varlen batch may take the warp-specialized kernel, which knows only
+	// uniform batches.
+	{Name: "varlenws", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
+		Old:   "s.splits == 0 && p.QStarts == nil {",
+		New:   "s.splits == 0 {",
+		Tests: []string{"TestPagedConformance"}},
+	// A varlen call's q may have several batch entries: the cuda device's
+	// buffers are long enough, and the call reads the first.
+	{Name: "varlenbatch", File: "sdpa/kvcache.go", Pkg: sdpaPkg,
+		Old:   "if b != 1 {\n\t\t\treturn fmt.Errorf(\"%w: a varlen q",
+		New:   "if false {\n\t\t\treturn fmt.Errorf(\"%w: a varlen q",
+		Tests: []string{"TestKVCacheVarlenGPU"}},
+	// A varlen call's counts need not add up to q's rows: the cuda
+	// device's buffers are long enough for fewer.
+	{Name: "varlensum", File: "sdpa/kvcache.go", Pkg: sdpaPkg,
+		Old:   "if total != rows || total > math.MaxInt32 {",
+		New:   "if total > math.MaxInt32 {",
+		Tests: []string{"TestKVCacheVarlenGPU"}},
 	// The cache never writes its graphs' tables after an append or a
 	// truncation: replays read the lengths and pages of the capture.
 	{Name: "nosync", File: "sdpa/kvcache.go", Pkg: sdpaPkg,

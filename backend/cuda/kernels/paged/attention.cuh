@@ -3,7 +3,7 @@
 #pragma once
 
 // The cp.async kernel (every GPU from sm_80): a block per unit (grid
-// (splits, hkv·row_blocks, b)); its warps walk their own tiles, tile
+// (splits, hkv·row_blocks, b); a varlen batch's (items, splits, 1)); its warps walk their own tiles, tile
 // ta+warp, ta+warp+W, ..., through their own 2-slot rings. CAP: the
 // softcap twin (the scores capped before the mask).
 template <int D, bool CAP>
@@ -17,7 +17,11 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   __shared__ float sm_m[W][8], sm_l[W][8], sm_vs[W];
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const PagedUnit u = paged_unit(p, blockIdx.z, blockIdx.y / p.row_blocks, blockIdx.y % p.row_blocks, blockIdx.x);
+  auto unit = [&] {
+    return p.q_starts ? paged_unit_var(p, blockIdx.x, blockIdx.y)
+                      : paged_unit(p, blockIdx.z, blockIdx.y / p.row_blocks, blockIdx.y % p.row_blocks, blockIdx.x);
+  };
+  const PagedUnit u = unit();
   const int ta = u.ta, tb = u.tb, kh = u.kh;
 
   uint8_t* ring = smem + warp * T::RING * T::TILE;
@@ -92,5 +96,8 @@ __device__ __forceinline__ void paged_attention(const PagedParams p) {
   cp_async_wait<0>();
   st.finish();
   // The rings are idle after the first barrier: the warps' rows go there.
-  merge_warps<D, SO, W>(p, u, st, (float*)smem, sm_m, sm_l, sm_vs, warp, lane, [] { __syncthreads(); });
+  // The merge gets the unit worked out again (from the block's indices,
+  // or a varlen unit's place reloaded), not kept across the tile loop: kept,
+  // the D=256 build spilled.
+  merge_warps<D, SO, W>(p, unit(), st, (float*)smem, sm_m, sm_l, sm_vs, warp, lane, [] { __syncthreads(); });
 }

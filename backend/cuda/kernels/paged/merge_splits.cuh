@@ -81,11 +81,10 @@ __device__ __forceinline__ float4 weigh_splits(const float* part, const float* w
 // sums are added through part_sum. sync is the barrier of the 8 warps; wts,
 // part_sum and the two scalars may be reused once merge_row returns.
 template <class Sync>
-__device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, int rb, int r, int warp, int lane,
-                                          float* wts, float (*part_sum)[256], float* row_sum, float* row_lse,
+__device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, int rb, long long item, int r, int warp,
+                                          int lane, float* wts, float (*part_sum)[256], float* row_sum, float* row_lse,
                                           Sync sync) {
   const int D = p.d, S = p.splits, group = p.hq / p.hkv, r0 = rb * 8;
-  const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
   const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group;
   if (warp == 0) {
     const SplitWeights w = split_weights(p, item, r, lane, wts);
@@ -110,23 +109,34 @@ __device__ __forceinline__ void merge_row(const PagedParams& p, int b, int kh, i
     for (int w = 0; w < 8; w++) acc += part_sum[w][d];
     float val = sum > 0.f ? acc / sum : 0.f;
     if (sum != sum) val = sum;
-    p.out[b * p.batch_stride + hh * p.head_stride + ii * p.row_stride + d] = val;
+    p.out[q_row(p, b, hh, ii) + d] = val;
   }
-  if (warp == 0 && lane == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = *row_lse * LN2;
+  if (warp == 0 && lane == 0 && p.lse) p.lse[lse_at(p, b, hh, ii)] = *row_lse * LN2;
 }
 
 // Combines the splits of each row: with w_s = 2^(lse_s - max), out = Σ
 // w_s·out_s / Σ w_s and lse = max + log2 Σ w_s (natural log on output). A row
 // no split saw a key for gets zeros and -inf; a NaN in any split stays NaN.
-// Grid (hkv·row_blocks, b, 8 rows), 256 threads: merge_row.
+// Grid (hkv·row_blocks, b, 8 rows), or (items, 1, 8 rows) for a varlen
+// batch, 256 threads: merge_row.
 extern "C" __global__ void __launch_bounds__(MERGE_THREADS) fp8attn_paged_merge(const PagedParams p) {
   pdl_entry();
   __shared__ float wts[256];                        // the row's split weights (splits <= 256)
   __shared__ __align__(16) float part_sum[8][256];  // each warp's column sums (D <= 256)
   __shared__ float row_sum, row_lse;
-  const int kh = blockIdx.x / p.row_blocks, rb = blockIdx.x % p.row_blocks, b = blockIdx.y, r = blockIdx.z;
-  if (r >= min(8, p.hq / p.hkv * p.sq - rb * 8)) return;
-  merge_row(p, b, kh, rb, r, threadIdx.x >> 5, threadIdx.x & 31, wts, part_sum, &row_sum, &row_lse,
+  const int r = blockIdx.z;
+  int b, kh, rb, sq;
+  long long item;
+  if (p.q_starts) {
+    item = blockIdx.x;
+    const int2 br = p.var_blocks[blockIdx.x / p.hkv];
+    b = br.x, rb = br.y, kh = blockIdx.x % p.hkv, sq = p.q_starts[b + 1] - p.q_starts[b];
+  } else {
+    kh = blockIdx.x / p.row_blocks, rb = blockIdx.x % p.row_blocks, b = blockIdx.y, sq = p.sq;
+    item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
+  }
+  if (r >= min(8, p.hq / p.hkv * sq - rb * 8)) return;
+  merge_row(p, b, kh, rb, item, r, threadIdx.x >> 5, threadIdx.x & 31, wts, part_sum, &row_sum, &row_lse,
             [] { __syncthreads(); });
 }
 
@@ -148,7 +158,7 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
   const long long item = ((long long)b * p.hkv + kh) * p.row_blocks + rb;
   const float* part = p.part_out + (item * S * 8 + r) * D;  // split s at part + s·8·D
   const int rr = r0 + r, hh = kh * group + rr % group, ii = rr / group, d = 4 * lane;
-  float* out = p.out + b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
+  float* out = p.out + q_row(p, b, hh, ii);
   (void)wts;
   const float* lse = p.part_lse + item * S * 8 + r;
   float mx = NEG_INF, sum = 0.f;
@@ -198,5 +208,5 @@ __device__ __forceinline__ void merge_row_warp(const PagedParams& p, int b, int 
     *(float4*)(out + d) = val;
   }
   WS_STAMP(r == 0 && lane == 0, 14);
-  if (lane == 0 && p.lse) p.lse[((long long)b * p.hq + hh) * p.sq + ii] = sw.lse2() * LN2;
+  if (lane == 0 && p.lse) p.lse[lse_at(p, b, hh, ii)] = sw.lse2() * LN2;
 }

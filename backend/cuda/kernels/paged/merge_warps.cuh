@@ -76,7 +76,7 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
   st.put_stats(sm_m, sm_l, sm_vs, warp, lane);
   sync();
   WS_STAMP(warp == 0 && lane == 0, 17);
-  const long long item = ((long long)u.b * p.hkv + u.kh) * p.row_blocks + u.rb;
+  const long long item = u.item;
   // row_end writes row r's log-sum-exp (partial or final) and puts where
   // its output goes in row_out.
   auto row_end = [&](const RowStats& rs, int r) {
@@ -86,8 +86,8 @@ __device__ __forceinline__ void merge_warps(const PagedParams& p, const PagedUni
       p.part_lse[(item * p.splits + u.split) * 8 + r] = lse2;
     } else {
       const int rr = u.r0 + r, hh = u.kh * u.group + rr % u.group, ii = rr / u.group;
-      row_out[r] = u.b * p.batch_stride + hh * p.head_stride + ii * p.row_stride;
-      if (p.lse) p.lse[((long long)u.b * p.hq + hh) * p.sq + ii] = lse2 * LN2;
+      row_out[r] = q_row(p, u.b, hh, ii);
+      if (p.lse) p.lse[lse_at(p, u.b, hh, ii)] = lse2 * LN2;
     }
   };
   {

@@ -37,6 +37,16 @@ struct PagedParams {
   float softcap;       // softcap·log2(e) (0: none): a score x (log2 domain) becomes softcap·tanh(x / softcap)
   float inv_softcap;   // 1 / (softcap·log2(e)), from float64 on the host
   const float* sinks;  // [hq] sink logits (natural log), or null: e^sink joins the row's final denominator
+  // A varlen batch (the cp.async kernel and the merge only): q_starts [b+1]
+  // offsets, sequence b's queries being rows q_starts[b].. of one packed
+  // batch (q, out [1][hq][q_total][d] by the strides, lse [1][hq][q_total]),
+  // sq their largest count; var_blocks, for each row block of the batch in
+  // order, its (sequence, row block of the sequence), the items numbered
+  // row block major (item = row block·hkv + kh). Null: every sequence has
+  // sq queries at q + b·batch_stride.
+  const int* q_starts;
+  const int2* var_blocks;
+  int q_total;
 };
 
 struct AppendParams {
@@ -87,7 +97,7 @@ extern "C" __device__ const int fp8attn_paged_params_layout[] = {
     PP_OFF(head_stride), PP_OFF(row_stride), PP_OFF(b), PP_OFF(hq), PP_OFF(hkv), PP_OFF(sq), PP_OFF(d),
     PP_OFF(page_size), PP_OFF(pages_per_seq), PP_OFF(mask), PP_OFF(row_blocks), PP_OFF(splits),
     PP_OFF(tiles_per_split), PP_OFF(score_scale), PP_OFF(ws_slots), PP_OFF(ticket), PP_OFF(window), PP_OFF(softcap),
-    PP_OFF(inv_softcap), PP_OFF(sinks)};
+    PP_OFF(inv_softcap), PP_OFF(sinks), PP_OFF(q_starts), PP_OFF(var_blocks), PP_OFF(q_total)};
 extern "C" __device__ const int fp8attn_append_params_layout[] = {
     (int)sizeof(AppendParams), AP_OFF(k), AP_OFF(v), AP_OFF(k_scale), AP_OFF(v_scale), AP_OFF(src_k),
     AP_OFF(src_v), AP_OFF(runs), AP_OFF(batch_stride), AP_OFF(head_stride), AP_OFF(row_stride), AP_OFF(hkv),

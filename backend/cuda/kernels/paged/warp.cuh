@@ -71,6 +71,8 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], const uint32_t (&a)[4], u
 // reach, and the host plans the splits over that span (seqTiles).
 struct PagedUnit {
   int b, kh, rb, split, group, r0, rows_n, n, ta, tb;
+  int sq;    // the sequence's new queries: p.sq, or its count in a varlen batch
+  int item;  // (b, kh, rb)'s number: its splits' partial rows
 };
 
 // FastDiv divides 0 <= n < 2^31 by a fixed d >= 1 with a multiply-high, an
@@ -99,10 +101,38 @@ struct PlainDiv {
   __device__ __forceinline__ int div(int n) const { return n / d; }
 };
 
-// window_lo is the lowest key query i of a sequence n keys long sees under
-// p's sliding window (its position n - sq + i, mask 2), 0 without one.
-__device__ __forceinline__ int window_lo(const PagedParams& p, int n, int i) {
-  return p.window > 0 ? max(0, n - p.sq + i - p.window + 1) : 0;
+// window_lo is the lowest key query i of a sequence n keys long with sq
+// new queries sees under p's sliding window (its position n - sq + i, mask
+// 2), 0 without one.
+__device__ __forceinline__ int window_lo(const PagedParams& p, int n, int sq, int i) {
+  return p.window > 0 ? max(0, n - sq + i - p.window + 1) : 0;
+}
+
+// q_row is where query i of sequence b in query head h starts in q and out.
+__device__ __forceinline__ long long q_row(const PagedParams& p, int b, int h, int i) {
+  const long long base = p.q_starts ? (long long)p.q_starts[b] * p.row_stride : (long long)b * p.batch_stride;
+  return base + (long long)h * p.head_stride + (long long)i * p.row_stride;
+}
+
+// lse_at is the index in lse of query i of sequence b in query head h.
+__device__ __forceinline__ long long lse_at(const PagedParams& p, int b, int h, int i) {
+  return p.q_starts ? (long long)h * p.q_total + p.q_starts[b] + i : ((long long)b * p.hq + h) * p.sq + i;
+}
+
+// unit_bounds fills unit u's rows and tiles from its b, rb, split, n, sq
+// and group.
+template <class Div>
+__device__ __forceinline__ void unit_bounds(const PagedParams& p, PagedUnit& u, const Div& group) {
+  u.r0 = u.rb * 8;
+  u.rows_n = min(8, u.group * u.sq - u.r0);
+  // The keys the unit's last row sees bound its tiles; under a window, the
+  // first row's lowest key their start.
+  const int last_i = group.div(u.r0 + u.rows_n - 1);
+  const int vis_max = p.mask == 2 ? max(0, min(u.n, u.n - u.sq + last_i + 1)) : u.n;
+  const int tiles = (vis_max + 31) / 32;
+  u.ta = u.split * p.tiles_per_split;
+  if (p.window > 0) u.ta += window_lo(p, u.n, u.sq, group.div(u.r0)) / 32;
+  u.tb = min(tiles, u.ta + p.tiles_per_split);
 }
 
 // paged_unit_n is unit (b, kh, rb, split) of a sequence n keys long; group
@@ -116,22 +146,35 @@ __device__ __forceinline__ PagedUnit paged_unit_n(const PagedParams& p, int b, i
   u.rb = rb;
   u.split = split;
   u.group = group.d;
-  u.r0 = rb * 8;
-  u.rows_n = min(8, u.group * p.sq - u.r0);
   u.n = n;
-  // The keys the unit's last row sees bound its tiles; under a window, the
-  // first row's lowest key their start.
-  const int last_i = group.div(u.r0 + u.rows_n - 1);
-  const int vis_max = p.mask == 2 ? max(0, min(u.n, u.n - p.sq + last_i + 1)) : u.n;
-  const int tiles = (vis_max + 31) / 32;
-  u.ta = split * p.tiles_per_split;
-  if (p.window > 0) u.ta += window_lo(p, u.n, group.div(u.r0)) / 32;
-  u.tb = min(tiles, u.ta + p.tiles_per_split);
+  u.sq = p.sq;
+  u.item = (b * p.hkv + kh) * p.row_blocks + rb;
+  unit_bounds(p, u, group);
   return u;
 }
 
 __device__ __forceinline__ PagedUnit paged_unit(const PagedParams& p, int b, int kh, int rb, int split) {
   return paged_unit_n(p, b, kh, rb, split, p.seq_lens[b], PlainDiv{p.hq / p.hkv});
+}
+
+// paged_unit_var is split split of item item of a varlen batch. Its place
+// comes from memory through volatile loads, which the compiler may not
+// merge with an earlier call's: a kernel that works its unit out again
+// after the tile loop holds none of it in registers across the loop.
+__device__ __forceinline__ PagedUnit paged_unit_var(const PagedParams& p, int item, int split) {
+  const volatile int* vb = (const volatile int*)p.var_blocks + 2 * (item / p.hkv);
+  const volatile int* qs = (const volatile int*)p.q_starts;
+  PagedUnit u;
+  u.b = vb[0];
+  u.rb = vb[1];
+  u.kh = item % p.hkv;
+  u.split = split;
+  u.group = p.hq / p.hkv;
+  u.n = p.seq_lens[u.b];
+  u.sq = qs[u.b + 1] - qs[u.b];
+  u.item = item;
+  unit_bounds(p, u, PlainDiv{u.group});
+  return u;
 }
 
 // PagedDivs are the warp-specialized kernel's divisors, made before its
@@ -168,7 +211,7 @@ __device__ __forceinline__ int load_query_row(const PagedParams& p, const PagedU
   const int row = u.r0 + r;
   const bool row_ok = r < u.rows_n;
   const int h = u.kh * u.group + row % u.group, i = row / u.group;
-  const float* qp = p.q + u.b * p.batch_stride + h * p.head_stride + i * p.row_stride;
+  const float* qp = p.q + q_row(p, u.b, h, i);
   float amax = 0.f;
 #pragma unroll
   for (int c = 0; c < NC; c++) {
@@ -190,7 +233,7 @@ __device__ __forceinline__ int load_query_row(const PagedParams& p, const PagedU
 __device__ __forceinline__ int row_visible(const PagedParams& p, const PagedUnit& u, int r) {
   if (r >= u.rows_n) return 0;
   const int i = (u.r0 + r) / u.group;
-  return p.mask == 2 ? max(0, min(u.n, u.n - p.sq + i + 1)) : u.n;
+  return p.mask == 2 ? max(0, min(u.n, u.n - u.sq + i + 1)) : u.n;
 }
 
 // RowKeys are the keys a row sees, lo..lo+span-1: a key j is visible where
@@ -204,7 +247,7 @@ struct RowKeys {
 // window holds no key).
 __device__ __forceinline__ RowKeys row_keys(const PagedParams& p, const PagedUnit& u, int r) {
   const int vis = row_visible(p, u, r);
-  const int lo = r < u.rows_n ? window_lo(p, u.n, (u.r0 + r) / u.group) : 0;
+  const int lo = r < u.rows_n ? window_lo(p, u.n, u.sq, (u.r0 + r) / u.group) : 0;
   return {lo, max(0, vis - lo)};
 }
 

@@ -1,0 +1,125 @@
+//go:build cuda
+
+package sdpa_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/fp8attn/fp8attn/sdpa"
+)
+
+// BenchmarkKVCacheMixedGPU: a step of continuous batching through the
+// KVCache, B·Hq32 Hkv8 D128, lower-right causal, queries and outputs in GPU
+// memory: 4 sequences with 512 new tokens and 60 with one, after 4096 to
+// 8191 cached tokens each. "mixed" is the whole step as one varlen call
+// (AttentionVarlen: one launch); "prefill" the 4 chunks alone (Attention,
+// B4 Sq512; "-fp8" with Precision FP8E4M3, which the sequences' unequal
+// lengths leave on the split-KV kernel) and "decode" the 60 tokens alone
+// (B60 Sq1). Issued call by call and host-timed as
+// BenchmarkKVCachePrefillGPU.
+func BenchmarkKVCacheMixedGPU(b *testing.B) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		b.Skipf("no cuda device: %v", err)
+	}
+	const hq, hkv, d, chunk, chunks, decodes = 32, 8, 128, 512, 4, 60
+	var cached []int
+	for i := range chunks {
+		cached = append(cached, 4096+i*4095/(chunks-1))
+	}
+	for i := range decodes {
+		cached = append(cached, 4096+i*4095/(decodes-1))
+	}
+	queries := make([]int, chunks+decodes)
+	total, tokens := 0, 0
+	for i := range queries {
+		queries[i] = 1
+		if i < chunks {
+			queries[i] = chunk
+		}
+		total += queries[i]
+		tokens += cached[i] + queries[i]
+	}
+	rng := rand.New(rand.NewPCG(1, 9))
+	cache, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: tokens + 64*(chunks+decodes)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cache.Close()
+	longest := 8191 + chunk
+	kAll, vAll := randLayout(rng, 1, hkv, longest, d, sdpa.BHSD), randLayout(rng, 1, hkv, longest, d, sdpa.BHSD)
+	var ids []sdpa.SeqID
+	for i := range queries {
+		id, err := cache.AddSequence()
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := cached[i] + queries[i]
+		k, err1 := dev.Upload(rows(kAll, 0, n))
+		v, err2 := dev.Upload(rows(vAll, 0, n))
+		if err := errors.Join(err1, err2); err != nil {
+			b.Fatal(err)
+		}
+		if err := errors.Join(cache.Append([]sdpa.SeqID{id}, k, v), k.Free(), v.Free()); err != nil {
+			b.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	upload := func(bb, s int) (*sdpa.DeviceTensor, *sdpa.DeviceTensor) {
+		q, err1 := dev.Upload(randLayout(rng, bb, hq, s, d, sdpa.BHSD))
+		out, err2 := dev.NewTensor(bb, hq, s, d, sdpa.BHSD)
+		if err := errors.Join(err1, err2); err != nil {
+			b.Fatal(err)
+		}
+		return q, out
+	}
+	qM, outM := upload(1, total)
+	qP, outP := upload(chunks, chunk)
+	qD, outD := upload(decodes, 1)
+	wait, err := dev.NewTensor(1, 1, 1, 1, sdpa.BHSD)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sink := &sdpa.Tensor{Data: make([]float32, 1), B: 1, H: 1, S: 1, D: 1}
+	fp32 := &sdpa.Options{Mask: sdpa.CausalLowerRight}
+	fp8 := &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3}
+	for _, c := range []struct {
+		name string
+		call func() error
+	}{
+		{"mixed", func() error { return cache.AttentionVarlen(outM, nil, qM, ids, queries, fp32) }},
+		{"prefill", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp32) }},
+		{"prefill-fp8", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp8) }},
+		{"decode", func() error { return cache.Attention(outD, nil, qD, ids[chunks:], fp32) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			const reps = 10
+			batch := func(n int) {
+				for range n {
+					if err := c.call(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := wait.Download(sink); err != nil {
+					b.Fatal(err)
+				}
+			}
+			batch(2)
+			var t time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				batch(reps)
+				t += time.Since(t0)
+			}
+			b.ReportMetric(float64(t.Nanoseconds())/1e3/float64(b.N*reps), "us/call")
+		})
+	}
+	for _, t := range []*sdpa.DeviceTensor{qM, outM, qP, outP, qD, outD, wait} {
+		if err := t.Free(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
