@@ -297,7 +297,9 @@ func (p *PagedProblem) Shape() Shape {
 }
 
 // Queries returns the number of new queries of sequence b: Sq, or its
-// count in a varlen batch (0 for a sequence the problem does not have).
+// count in a varlen batch (0 for a b outside the batch: below 0, or past
+// both B and the lengths of a uniform batch, past the offsets of a varlen
+// one).
 func (p *PagedProblem) Queries(b int) int {
 	switch {
 	case p == nil || b < 0:
@@ -314,27 +316,46 @@ func (p *PagedProblem) Queries(b int) int {
 }
 
 // Rows returns the query rows of each head of Q: B·Sq, or the packed
-// batch's T.
+// batch's T (0 for a nil problem, or a varlen one without offsets).
 func (p *PagedProblem) Rows() int {
-	if p.QStarts != nil {
+	switch {
+	case p == nil:
+		return 0
+	case p.QStarts != nil:
+		if len(p.QStarts) == 0 {
+			return 0
+		}
 		return int(p.QStarts[len(p.QStarts)-1])
 	}
 	return p.B * p.Sq
 }
 
 // QOffset returns the offset in Q (and Out) of query i of sequence b in
-// query head h.
+// query head h, for a problem Validate accepts (-1 for a b outside the
+// batch).
 func (p *PagedProblem) QOffset(b, h, i int) int {
-	if p.QStarts != nil {
+	switch {
+	case p == nil || b < 0 || b >= p.B:
+		return -1
+	case p.QStarts != nil:
+		if b+1 >= len(p.QStarts) {
+			return -1
+		}
 		return p.Layout.Offset(0, h, int(p.QStarts[b])+i, p.Hq, p.Rows(), p.D)
 	}
 	return p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)
 }
 
 // LSEIndex returns the index in LSE of query i of sequence b in query
-// head h.
+// head h, for a problem Validate accepts (-1 for a b outside the batch).
 func (p *PagedProblem) LSEIndex(b, h, i int) int {
-	if p.QStarts != nil {
+	switch {
+	case p == nil || b < 0 || b >= p.B:
+		return -1
+	case p.QStarts != nil:
+		if b+1 >= len(p.QStarts) {
+			return -1
+		}
 		return h*p.Rows() + int(p.QStarts[b]) + i
 	}
 	return (b*p.Hq+h)*p.Sq + i

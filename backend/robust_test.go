@@ -46,6 +46,17 @@ func TestExportedNeverPanic(t *testing.T) {
 		{name: "nil PagedProblem.Shape", ok: func() bool { return nilPP.Shape() == Shape{} }},
 		{name: "nil PagedProblem.VisibleKeys", ok: func() bool { return nilPP.VisibleKeys(0, 0) == 0 }},
 		{name: "PagedProblem.VisibleKeys of a missing sequence", ok: func() bool { return (&PagedProblem{SeqLens: []int32{5}}).VisibleKeys(3, 0) == 0 }},
+		{name: "PagedProblem.Rows of a nil problem and of empty offsets", ok: func() bool {
+			var nilP *PagedProblem
+			return nilP.Rows() == 0 && (&PagedProblem{B: 1, QStarts: []int32{}}).Rows() == 0
+		}},
+		{name: "PagedProblem.QOffset and LSEIndex outside the batch", ok: func() bool {
+			var nilP *PagedProblem
+			v := &PagedProblem{B: 2, Hq: 1, Sq: 1, D: 4, QStarts: []int32{0, 1}}
+			u := &PagedProblem{B: 1, Hq: 1, Sq: 1, D: 4}
+			return nilP.QOffset(0, 0, 0) == -1 && nilP.LSEIndex(0, 0, 0) == -1 && v.QOffset(1, 0, 0) == -1 && v.LSEIndex(1, 0, 0) == -1 &&
+				u.QOffset(1, 0, 0) == -1 && u.LSEIndex(-1, 0, 0) == -1 && u.QOffset(0, 0, 0) == 0
+		}},
 		{name: "nil ScoreFactor is NaN", ok: func() bool { return math.IsNaN(nilP.ScoreFactor(0)) }},
 		{name: "ScoreFactor of a missing head is NaN", ok: func() bool {
 			return math.IsNaN((&Problem{Shape: Shape{B: 1, Hq: 2, Hkv: 1}, QScale: []float32{1, 1}, KScale: []float32{1}}).ScoreFactor(5))

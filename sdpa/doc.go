@@ -175,7 +175,7 @@
 // continuous batching as one call: each sequence's own number of new
 // queries (a chunk of a prompt beside single decode tokens), packed in
 // order into one tensor, with no padding (on "cuda" one launch of the
-// split-KV kernel).
+// split-KV kernel, and one of its merge where the keys are split).
 //
 // # Graphs
 //

@@ -7,8 +7,9 @@ package sdpa
 // tensor [1][Hq][T][HeadDim] in either layout, T the sum of queries, the
 // rows of ids[0] first. out is float32 of q's shape and layout; lse nil or
 // float32 [1][Hq][T][1]. The whole batch is one call (on the cuda device,
-// one launch of its split-KV kernel): there is no padding to the longest
-// count, and no call a distinct count. opts as for Attention, but
+// one launch of its split-KV kernel, and one of its merge where the keys
+// are split): there is no padding to the longest count, and no call a
+// distinct count. opts as for Attention, but
 // Precision FP8E4M3 computes as FP32 (the FP8 prefill kernels take
 // batches of equally long sequences with one count), and a varlen call
 // inside a Capture is ErrUnsupported.

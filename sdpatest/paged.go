@@ -161,6 +161,10 @@ func PagedCases() []PagedCase {
 			Layout: backend.BHSD, Queries: []int{1, 3, 40}},
 		{Name: "varlen-split", KVHeads: 1, Group: 2, D: 64, PageSize: 64, Lens: []int{200, 3000}, Mask: backend.CausalLowerRight,
 			Layout: backend.BSHD, Queries: []int{3, 1}},
+		// A sequence without tokens with queries (zeros, LSE -Inf), and a
+		// group of 3 query heads, which does not divide a row block of 8.
+		{Name: "varlen-empty-g3", KVHeads: 2, Group: 3, D: 64, PageSize: 64, Lens: []int{0, 700, 5}, Mask: backend.CausalLowerRight,
+			Layout: backend.BHSD, Window: 40, Sinks: true, Queries: []int{2, 11, 5}},
 		{Name: "varlen-all", KVHeads: 2, Group: 2, D: 64, PageSize: 64, Lens: []int{2500, 90, 300}, Mask: backend.CausalLowerRight,
 			Layout: backend.BHSD, Window: 100, Softcap: 8, Sinks: true, Queries: []int{33, 1, 0}},
 	}

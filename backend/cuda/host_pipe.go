@@ -73,9 +73,13 @@ const (
 	// leadIdleYield is how many rounds in a row the leading goroutine
 	// spins without progress before it yields: it runs on the device's
 	// locked thread, where a yield hands its P to another thread and
-	// takes tens of microseconds to get back, so it yields only where a
-	// helper it waits for might need its P.
+	// takes tens of microseconds to get back, so it yields seldom, for a
+	// helper that may be waiting for a P.
 	leadIdleYield = 1024
+	// leadCopiesBelow: with fewer helpers than this the lead takes pieces
+	// even once a helper has joined (one helper alone would halve the
+	// copying threads of a two-core machine).
+	leadCopiesBelow = 2
 )
 
 // chunkBytes is the chunk size of a region of size bytes.
@@ -103,7 +107,7 @@ func pipePlan(size, ring int) (chunk, n, slots int, err error) {
 // non-temporal stores (ntcopy), so that the bus reads the chunks from
 // memory rather than out of the CPU's caches; larger ones are written by
 // memmove. Measured on the H200's host (docs/BENCHMARKS.md): 3 MB went
-// from 258-312 to 189-204 µs a call streamed, 32 MB from 4.31-4.39 to
+// from 258-312 to 187-204 µs a call streamed, 32 MB from 4.31-4.39 to
 // 4.54-5.03 ms (slower). A variable so that the benchmarks can set either.
 var streamMax = 4 << 20
 
@@ -124,7 +128,10 @@ type pipe struct {
 	landed  []atomic.Bool  // each chunk's copy has completed (where pieces wait for it: awaited)
 	emptied atomic.Int32   // chunks whose pieces are all copied
 	helping atomic.Int32   // helpers that have joined
-	next    atomic.Int64   // the next piece to take
+	// leadCopies: the lead takes pieces whether or not a helper has joined
+	// (leadCopiesBelow).
+	leadCopies bool
+	next       atomic.Int64 // the next piece to take
 
 	failed atomic.Bool
 	mu     sync.Mutex
@@ -169,6 +176,7 @@ func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) er
 	if p.size < 2*pipePiece {
 		helpers = 0
 	}
+	p.leadCopies = helpers < leadCopiesBelow
 	par.Default.Run(helpers, p)
 	return p.err
 }
@@ -271,8 +279,9 @@ func (p *pipe) Work(w int) {
 // complete (polling the slots' events in order); between, until a helper
 // joins, it takes pieces itself, so that a pipe no helper joined still
 // ends (once helpers work, a piece on the lead would hold its chunk back
-// behind the driver calls). It returns once every chunk is queued and, on
-// the way out, every chunk copied out.
+// behind the driver calls; with a single helper it goes on taking them).
+// It returns once every chunk is queued and, on the way out, every chunk
+// copied out.
 func (p *pipe) lead() {
 	total := int64(p.n * p.pieces)
 	queued, done := 0, 0 // chunks queued; chunks known complete, in order
@@ -305,7 +314,7 @@ func (p *pipe) lead() {
 		if queued == p.n && (p.up || int(p.emptied.Load()) == p.n) {
 			return
 		}
-		if mine < 0 && p.helping.Load() == 0 {
+		if mine < 0 && (p.leadCopies || p.helping.Load() == 0) {
 			if i := p.next.Add(1) - 1; i < total {
 				mine = i
 			}

@@ -4,20 +4,25 @@
 // at a time for all of them in one batched call per step. Each new token's
 // key and value are quantized once, when appended; the cache grows page by
 // page. Half-way, one sequence finishes and is dropped, and a new one takes
-// its pages (continuous batching). At the end, the last step's attention is
-// checked against float32 attention over the whole history, computed from
-// scratch.
+// its pages (continuous batching): that step attends the new sequence's
+// whole prompt and the others' new tokens in one varlen call
+// (KVCache.AttentionVarlen: each sequence's own number of queries, packed
+// into one tensor). The new prompt's last row, and at the end the last
+// step's attention, are checked against float32 attention over the whole
+// history, computed from scratch.
 //
 // The attention call of a step is captured once into a Graph and replayed at
 // every later step (it reads the sequences as they are then); a new capture
 // is made only when the batch changes. On "cuda" that is a CUDA graph, one
-// launch a step; on "cpu" the call is made again.
+// launch a step; on "cpu" the call is made again. The join step's varlen
+// call is made directly (a varlen call cannot be captured).
 //
 // The same program runs on a GPU host with -device cuda (built with -tags
 // cuda).
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log"
@@ -60,8 +65,98 @@ func matvec(y, w, x []float32) {
 }
 
 // history keeps every token's float32 k and v of one sequence, only for the
-// final check.
+// checks.
 type history struct{ k, v [][]float32 }
+
+// seq is one sequence of the batch.
+type seq struct {
+	id      sdpa.SeqID
+	x       []float32 // the current token's hidden state
+	hist    *history
+	name    string
+	promptQ []float32 // the prompt's queries, [len][hq][d]
+}
+
+// joinStep is the step at which fresh joins a and c: a and c append their
+// new tokens, and one varlen call attends a's new query, fresh's whole
+// prompt and c's new query (1 + len + 1 rows, packed in that order). Each
+// sequence's next hidden state comes from its last row; fresh's last
+// prompt row is checked against float32 attention over its prompt.
+func joinStep(dev *sdpa.Device, cache *sdpa.KVCache, ly *layer, a, fresh, c *seq, opts *sdpa.Options) {
+	prompt := len(fresh.promptQ) / (hq * d)
+	rows := 1 + prompt + 1
+	q := &sdpa.Tensor{Data: make([]float32, rows*hq*d), B: 1, H: hq, S: rows, D: d, Layout: sdpa.BSHD}
+	k := &sdpa.Tensor{Data: make([]float32, 2*hkv*d), B: 2, H: hkv, S: 1, D: d, Layout: sdpa.BSHD}
+	v := &sdpa.Tensor{Data: make([]float32, 2*hkv*d), B: 2, H: hkv, S: 1, D: d, Layout: sdpa.BSHD}
+	for i, s := range []*seq{a, c} {
+		row := []int{0, rows - 1}[i]
+		matvec(q.Data[row*hq*d:(row+1)*hq*d], ly.wq, s.x)
+		matvec(k.Data[i*hkv*d:(i+1)*hkv*d], ly.wk, s.x)
+		matvec(v.Data[i*hkv*d:(i+1)*hkv*d], ly.wv, s.x)
+		s.hist.k = append(s.hist.k, append([]float32(nil), k.Data[i*hkv*d:(i+1)*hkv*d]...))
+		s.hist.v = append(s.hist.v, append([]float32(nil), v.Data[i*hkv*d:(i+1)*hkv*d]...))
+	}
+	copy(q.Data[hq*d:], fresh.promptQ)
+	kd, err1 := dev.Upload(k)
+	vd, err2 := dev.Upload(v)
+	qd, err3 := dev.Upload(q)
+	out, err4 := dev.NewTensor(1, hq, rows, d, sdpa.BSHD)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		for _, t := range []*sdpa.DeviceTensor{kd, vd, qd, out} {
+			t.Free()
+		}
+	}()
+	if err := cache.Append([]sdpa.SeqID{a.id, c.id}, kd, vd); err != nil {
+		log.Fatal(err)
+	}
+	if err := cache.AttentionVarlen(out, nil, qd, []sdpa.SeqID{a.id, fresh.id, c.id}, []int{1, prompt, 1}, opts); err != nil {
+		log.Fatal(err)
+	}
+	res := &sdpa.Tensor{Data: make([]float32, rows*hq*d), B: 1, H: hq, S: rows, D: d, Layout: sdpa.BSHD}
+	if err := out.Download(res); err != nil {
+		log.Fatal(err)
+	}
+	last := prompt // fresh's last prompt row in the packed batch
+	matvec(a.x, ly.wo, res.Data[:hq*d])
+	matvec(fresh.x, ly.wo, res.Data[last*hq*d:(last+1)*hq*d])
+	matvec(c.x, ly.wo, res.Data[(rows-1)*hq*d:])
+	e := rowError(q.Data[last*hq*d:(last+1)*hq*d], fresh.hist, res.Data[last*hq*d:(last+1)*hq*d])
+	fmt.Printf("  one varlen call: %d new queries of %s, 1 each of %s and %s; %s's last prompt row vs float32: relative L2 error %.3f\n",
+		prompt, fresh.name, a.name, c.name, fresh.name, e)
+	if e > 0.1 {
+		log.Fatalf("error %.3f is too large", e)
+	}
+}
+
+// rowError is the relative L2 error of got, the attention output of one
+// query q over every token of hist, against float32 attention computed
+// from scratch.
+func rowError(q []float32, hist *history, got []float32) float64 {
+	n := len(hist.k)
+	k := make([]float32, 0, n*hkv*d)
+	v := make([]float32, 0, n*hkv*d)
+	for t := range n {
+		k = append(k, hist.k[t]...)
+		v = append(v, hist.v[t]...)
+	}
+	qt := &sdpa.Tensor{Data: q, B: 1, H: hq, S: 1, D: d, Layout: sdpa.BSHD}
+	kt := &sdpa.Tensor{Data: k, B: 1, H: hkv, S: n, D: d, Layout: sdpa.BSHD}
+	vt := &sdpa.Tensor{Data: v, B: 1, H: hkv, S: n, D: d, Layout: sdpa.BSHD}
+	ref, err := sdpa.Attention(qt, kt, vt, &sdpa.Options{Backend: "cpu"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	var num, den float64
+	for j, r := range ref.Data {
+		e := float64(got[j] - r)
+		num += e * e
+		den += float64(r) * float64(r)
+	}
+	return math.Sqrt(num / den)
+}
 
 func main() {
 	device := flag.String("device", "cpu", "backend to open: cpu, cuda, ...")
@@ -81,12 +176,6 @@ func main() {
 	// Three sequences, prompts of different lengths. The prompt is
 	// appended as one chunk: [1][len][hkv][d] (BSHD, a projection's
 	// output layout, no transposes).
-	type seq struct {
-		id   sdpa.SeqID
-		x    []float32 // the current token's hidden state
-		hist *history
-		name string
-	}
 	var seqs []*seq
 	newSeq := func(name string, prompt int) *seq {
 		id, err := cache.AddSequence()
@@ -96,11 +185,13 @@ func main() {
 		s := &seq{id: id, hist: &history{}, name: name}
 		k := make([]float32, prompt*hkv*d)
 		v := make([]float32, prompt*hkv*d)
+		s.promptQ = make([]float32, prompt*hq*d)
 		x := make([]float32, model)
 		for t := range prompt {
 			for i := range x {
 				x[i] = float32(rng.NormFloat64())
 			}
+			matvec(s.promptQ[t*hq*d:(t+1)*hq*d], ly.wq, x)
 			matvec(k[t*hkv*d:(t+1)*hkv*d], ly.wk, x)
 			matvec(v[t*hkv*d:(t+1)*hkv*d], ly.wv, x)
 			s.hist.k = append(s.hist.k, append([]float32(nil), k[t*hkv*d:(t+1)*hkv*d]...))
@@ -159,6 +250,8 @@ func main() {
 			}
 			seqs[1] = newSeq("seq3", 64)
 			fmt.Printf("step %d: %s finished at %d tokens; %s starts with a 64-token prompt\n", step, done.name, n, seqs[1].name)
+			joinStep(dev, cache, ly, seqs[0], seqs[1], seqs[2], opts)
+			continue
 		}
 		b := len(seqs)
 		bf := get(b)
@@ -213,27 +306,7 @@ func main() {
 	bf := get(len(seqs))
 	var worst float64
 	for i, s := range seqs {
-		n := len(s.hist.k)
-		k := make([]float32, 0, n*hkv*d)
-		v := make([]float32, 0, n*hkv*d)
-		for t := range n {
-			k = append(k, s.hist.k[t]...)
-			v = append(v, s.hist.v[t]...)
-		}
-		q := &sdpa.Tensor{Data: lastQ[i*hq*d : (i+1)*hq*d], B: 1, H: hq, S: 1, D: d, Layout: sdpa.BSHD}
-		kt := &sdpa.Tensor{Data: k, B: 1, H: hkv, S: n, D: d, Layout: sdpa.BSHD}
-		vt := &sdpa.Tensor{Data: v, B: 1, H: hkv, S: n, D: d, Layout: sdpa.BSHD}
-		ref, err := sdpa.Attention(q, kt, vt, &sdpa.Options{Backend: "cpu"})
-		if err != nil {
-			log.Fatal(err)
-		}
-		var num, den float64
-		for j, r := range ref.Data {
-			e := float64(bf.res.Data[i*hq*d+j] - r)
-			num += e * e
-			den += float64(r) * float64(r)
-		}
-		worst = max(worst, math.Sqrt(num/den))
+		worst = max(worst, rowError(lastQ[i*hq*d:(i+1)*hq*d], s.hist, bf.res.Data[i*hq*d:(i+1)*hq*d]))
 	}
 	fmt.Printf("last step vs float32 attention over the float32 history: relative L2 error %.3f (E4M3 keeps 3 mantissa bits)\n", worst)
 	if worst > 0.1 {
