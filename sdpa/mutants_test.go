@@ -48,7 +48,7 @@ func TestChecksCatchMutants(t *testing.T) {
 			Old: "rec.caches = append(rec.caches, &graphCacheCall{cache: c})", New: "",
 			Tests: []string{"TestGraphRules"}},
 		{Name: "more queries than the sequence", File: "sdpa/kvcache.go", Pkg: pkg,
-			Old: "if s.n > 0 && s.n < sq {", New: "if false {",
+			Old: "if s.n > 0 && s.n < n {", New: "if false {",
 			Tests: []string{"TestGraphRules", "TestDeviceAPINeverPanics"}},
 		{Name: "devices not told apart", File: "sdpa/device.go", Pkg: pkg,
 			Old: `return name + "#" + strconv.Itoa(n)`, New: `return name + strconv.Itoa(0)[:0]`,
