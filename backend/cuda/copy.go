@@ -5,6 +5,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/ntcopy"
 	"github.com/fp8attn/fp8attn/internal/par"
 )
 
@@ -15,7 +16,18 @@ const copyChunk = 128 << 10
 // the larger ones over up to 8 goroutines of par.Default (whose helpers are
 // still polling between the phases of back-to-back calls): one goroutine's
 // memmove runs at about 15 GB/s, below the bus it feeds.
-func parallelCopy(dst, src [][]byte) {
+func parallelCopy(dst, src [][]byte) { parallelMove(dst, src, false) }
+
+// parallelMove is parallelCopy, with non-temporal stores (ntcopy) where
+// streamed: for page-locked memory the bus reads next.
+func parallelMove(dst, src [][]byte, streamed bool) {
+	move := func(d, s []byte) {
+		if streamed {
+			ntcopy.Copy(d, s)
+		} else {
+			copy(d, s)
+		}
+	}
 	total := 0
 	for _, s := range src {
 		total += len(s)
@@ -23,7 +35,7 @@ func parallelCopy(dst, src [][]byte) {
 	workers := min(8, runtime.GOMAXPROCS(0), (total+copyChunk-1)/copyChunk)
 	if workers <= 1 {
 		for i := range src {
-			copy(dst[i], src[i])
+			move(dst[i], src[i])
 		}
 		return
 	}
@@ -35,7 +47,7 @@ func parallelCopy(dst, src [][]byte) {
 			pieces = append(pieces, piece{dst[i][off:end], src[i][off:end]})
 		}
 	}
-	par.Default.For(len(pieces), workers-1, func(i int) { copy(pieces[i].d, pieces[i].s) })
+	par.Default.For(len(pieces), workers-1, func(i int) { move(pieces[i].d, pieces[i].s) })
 }
 
 // encodeTensor is one float32 input to encode on read: x (heads heads of

@@ -103,10 +103,10 @@ func pipePlan(size, ring int) (chunk, n, slots int, err error) {
 	return chunk, n, min(n, ring/chunk), nil
 }
 
-// streamMax is the largest region whose upload writes the ring with
-// non-temporal stores (ntcopy), so that the bus reads the chunks from
-// memory rather than out of the CPU's caches; larger ones are written by
-// memmove. Measured on the H200's host (docs/BENCHMARKS.md): 3 MB went
+// streamMax is the largest region whose upload writes the ring (or, for
+// a staged upload, the page-locked buffer) with non-temporal stores
+// (ntcopy), so that the bus reads the chunks from memory rather than out
+// of the CPU's caches; larger ones are written by memmove. Measured on the H200's host (docs/BENCHMARKS.md): 3 MB went
 // from 258-312 to 187-204 µs a call streamed, 32 MB from 4.31-4.39 to
 // 4.54-5.03 ms (slower). A variable so that the benchmarks can set either.
 var streamMax = 4 << 20

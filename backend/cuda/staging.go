@@ -107,7 +107,7 @@ func (d *device) upload(copies []hostCopy) error {
 		}
 		var host [][]byte
 		pinned, host = staged(buf, copies)
-		parallelCopy(pinned, host)
+		parallelMove(pinned, host, n <= streamMax) // (the bus reads the lines next: host_pipe.go)
 	}
 	for i, c := range copies {
 		if len(c.host) == 0 {
