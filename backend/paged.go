@@ -330,35 +330,42 @@ func (p *PagedProblem) Rows() int {
 	return p.B * p.Sq
 }
 
+// seqRows says where sequence b's queries lie: in batch entry entry of
+// Q, Out and LSE, from row first of entry's rows a head (b, 0 and Sq; in a
+// varlen batch 0, QStarts[b] and T); ok is false for a b outside the
+// batch.
+func (p *PagedProblem) seqRows(b int) (entry, first, rows int, ok bool) {
+	switch {
+	case p == nil || b < 0 || b >= p.B:
+		return 0, 0, 0, false
+	case p.QStarts != nil:
+		if b+1 >= len(p.QStarts) {
+			return 0, 0, 0, false
+		}
+		return 0, int(p.QStarts[b]), p.Rows(), true
+	}
+	return b, 0, p.Sq, true
+}
+
 // QOffset returns the offset in Q (and Out) of query i of sequence b in
 // query head h, for a problem Validate accepts (-1 for a b outside the
 // batch).
 func (p *PagedProblem) QOffset(b, h, i int) int {
-	switch {
-	case p == nil || b < 0 || b >= p.B:
+	entry, first, rows, ok := p.seqRows(b)
+	if !ok {
 		return -1
-	case p.QStarts != nil:
-		if b+1 >= len(p.QStarts) {
-			return -1
-		}
-		return p.Layout.Offset(0, h, int(p.QStarts[b])+i, p.Hq, p.Rows(), p.D)
 	}
-	return p.Layout.Offset(b, h, i, p.Hq, p.Sq, p.D)
+	return p.Layout.Offset(entry, h, first+i, p.Hq, rows, p.D)
 }
 
 // LSEIndex returns the index in LSE of query i of sequence b in query
 // head h, for a problem Validate accepts (-1 for a b outside the batch).
 func (p *PagedProblem) LSEIndex(b, h, i int) int {
-	switch {
-	case p == nil || b < 0 || b >= p.B:
+	entry, first, rows, ok := p.seqRows(b)
+	if !ok {
 		return -1
-	case p.QStarts != nil:
-		if b+1 >= len(p.QStarts) {
-			return -1
-		}
-		return h*p.Rows() + int(p.QStarts[b]) + i
 	}
-	return (b*p.Hq+h)*p.Sq + i
+	return (entry*p.Hq+h)*rows + first + i
 }
 
 // VisibleKeys returns the number of cached keys query i of sequence b sees

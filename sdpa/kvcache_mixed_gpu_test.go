@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/fp8attn/fp8attn/sdpa"
 )
@@ -18,8 +17,7 @@ import (
 // (AttentionVarlen: one launch); "prefill" the 4 chunks alone (Attention,
 // B4 Sq512; "-fp8" with Precision FP8E4M3, which the sequences' unequal
 // lengths leave on the split-KV kernel) and "decode" the 60 tokens alone
-// (B60 Sq1). Issued call by call and host-timed as
-// BenchmarkKVCachePrefillGPU.
+// (B60 Sq1). Issued call by call and host-timed (hostTimedCalls).
 func BenchmarkKVCacheMixedGPU(b *testing.B) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {
@@ -83,7 +81,6 @@ func BenchmarkKVCacheMixedGPU(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	sink := &sdpa.Tensor{Data: make([]float32, 1), B: 1, H: 1, S: 1, D: 1}
 	fp32 := &sdpa.Options{Mask: sdpa.CausalLowerRight}
 	fp8 := &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3}
 	for _, c := range []struct {
@@ -95,27 +92,7 @@ func BenchmarkKVCacheMixedGPU(b *testing.B) {
 		{"prefill-fp8", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp8) }},
 		{"decode", func() error { return cache.Attention(outD, nil, qD, ids[chunks:], fp32) }},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			const reps = 10
-			batch := func(n int) {
-				for range n {
-					if err := c.call(); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := wait.Download(sink); err != nil {
-					b.Fatal(err)
-				}
-			}
-			batch(2)
-			var t time.Duration
-			for b.Loop() {
-				t0 := time.Now()
-				batch(reps)
-				t += time.Since(t0)
-			}
-			b.ReportMetric(float64(t.Nanoseconds())/1e3/float64(b.N*reps), "us/call")
-		})
+		b.Run(c.name, func(b *testing.B) { hostTimedCalls(b, 10, wait, c.call) })
 	}
 	for _, t := range []*sdpa.DeviceTensor{qM, outM, qP, outP, qD, outD, wait} {
 		if err := t.Free(); err != nil {

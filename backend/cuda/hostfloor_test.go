@@ -5,7 +5,6 @@ package cuda
 import (
 	"fmt"
 	"math"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -101,18 +100,7 @@ func BenchmarkHostSliceFloor(b *testing.B) {
 				return d.stream.Synchronize()
 			}},
 		} {
-			b.Run(c.name+"/"+step.name, func(b *testing.B) {
-				var times []float64
-				for b.Loop() {
-					start := time.Now()
-					if err := d.do(step.run); err != nil {
-						b.Fatal(err)
-					}
-					times = append(times, float64(time.Since(start).Nanoseconds())/1e3)
-				}
-				slices.Sort(times)
-				b.ReportMetric(times[len(times)/2], "us/op")
-			})
+			b.Run(c.name+"/"+step.name, func(b *testing.B) { hostTimedDo(b, d, step.run) })
 		}
 		if err := d.do(func() error { return cu.MemFree(dev) }); err != nil {
 			b.Fatal(err)
@@ -147,25 +135,30 @@ func BenchmarkStagedUpload(b *testing.B) {
 			b.Run(fmt.Sprintf("%dMB/%s", n>>20, w.name), func(b *testing.B) {
 				defer func(old int) { streamMax = old }(streamMax)
 				streamMax = w.streamMax
-				var times []float64
-				for b.Loop() {
-					start := time.Now()
-					if err := d.do(func() error {
-						if err := d.upload([]hostCopy{{dev, src}}); err != nil {
-							return err
-						}
-						return d.stream.Synchronize()
-					}); err != nil {
-						b.Fatal(err)
+				hostTimedDo(b, d, func() error {
+					if err := d.upload([]hostCopy{{dev, src}}); err != nil {
+						return err
 					}
-					times = append(times, float64(time.Since(start).Nanoseconds())/1e3)
-				}
-				slices.Sort(times)
-				b.ReportMetric(times[len(times)/2], "us/op")
+					return d.stream.Synchronize()
+				})
 			})
 		}
 		if err := d.do(func() error { return cu.MemFree(dev) }); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// hostTimedDo reports the median host time of run inside d.do over the
+// benchmark's loop, in µs.
+func hostTimedDo(b *testing.B, d *device, run func() error) {
+	var times []float64
+	for b.Loop() {
+		start := time.Now()
+		if err := d.do(run); err != nil {
+			b.Fatal(err)
+		}
+		times = append(times, float64(time.Since(start).Nanoseconds())/1e3)
+	}
+	b.ReportMetric(median(times), "us/op")
 }
