@@ -394,7 +394,7 @@ type OnReadQuantizer interface {
 
 // OnReadScaler is implemented by a backend that can also compute the
 // dequantization scales of float32 inputs it quantizes (the cuda backend,
-// which copies them to the device as they are and quantizes them there):
+// which computes them beside the encoding of the codes it uploads):
 // ScalesOnRead reports whether it takes p (whose inputs are not yet set)
 // with QuantizeOnRead and ScalesOnRead set. This spares a caller a pass
 // over the inputs for their scales.

@@ -182,8 +182,8 @@ func TestFP8Accuracy(t *testing.T) {
 // FP8E4M3 on the float32 tensors gives, bit for bit, output and LSE: the same
 // quantization and the same kernels, although the backends quantize the
 // float32 call's inputs on read (backend.Problem.QuantizeOnRead: the cpu
-// backend rounds each element to its code's value, the cuda backend copies
-// them up as float32 and quantizes them on the device, scales included)
+// backend rounds each element to its code's value, the cuda backend
+// encodes them into its page-locked ring, scales included)
 // and are handed the quantized call's
 // codes. The cases reach every path that reads inputs: dense blocks,
 // GQA-packed blocks (Sq < 64), the BSHD layout, both causal masks; on

@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/fp8attn/fp8attn/backend"
-	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/kernelreg"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/internal/timing"
@@ -108,23 +107,22 @@ func (d *device) loads(st, dim int) error {
 }
 
 // QuantizesOnRead reports whether the backend encodes p's float32 inputs
-// itself (backend.Problem.QuantizeOnRead): when their codes fit the
-// page-locked staging memory, it encodes them straight into it, so no codes
-// are written to Go memory and copied again. (A caller that asks
-// ScalesOnRead first hands it the inputs to quantize on the device
-// instead; this is the path of the problems ScalesOnRead refuses.)
+// itself (backend.Problem.QuantizeOnRead): it encodes them straight into
+// the page-locked ring that carries them to the device (hostAttention), so
+// no codes are written to Go memory and copied again. (A caller that asks
+// ScalesOnRead first leaves the scales to it as well.)
 func (b *kernelBackend) QuantizesOnRead(p *backend.Problem) bool {
 	if p == nil {
 		return false
 	}
-	nq, ok1 := checked.Mul(p.B, p.Hq, p.Sq, p.D)
-	nkv, ok2 := checked.Mul(p.B, p.Hkv, p.Sk, p.D)
-	return ok1 && ok2 && nq <= stagingMax && nkv <= stagingMax && nq+2*nkv <= stagingMax
+	_, _, err := problemShape(p)
+	return err == nil
 }
 
 // Attention uploads p, runs the stage, and downloads the result. A
-// problem with ScalesOnRead goes to the device as float32 and is quantized
-// there (hostAttention).
+// problem with QuantizeOnRead goes through the page-locked ring
+// (hostAttention): its codes encoded into it on the host, their scales
+// computed there too with ScalesOnRead.
 func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
 	d, st, err := b.stageFor(p)
 	if err != nil {
@@ -135,7 +133,7 @@ func (b *kernelBackend) Attention(p *backend.Problem) (err error) {
 			return err
 		}
 	}
-	if p != nil && p.ScalesOnRead {
+	if p != nil && p.QuantizeOnRead {
 		return b.hostAttention(d, st, p)
 	}
 	r, err := d.Upload(p)

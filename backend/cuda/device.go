@@ -65,9 +65,17 @@ type device struct {
 	// sinks are the attention sink arrays calls passed (sinks.go).
 	sinks     sinkStore
 	stageBusy bool
-	pool      map[int64][]cu.DevicePtr
-	pending   []pendingFree // freed, waiting for their event
-	events    []cu.Event    // completed events, for reuse
+	// hostScales holds the scales a host-slice call computes on the host
+	// (host.go), reused call after call.
+	hostScales []float32
+	hostAcc    []headAcc
+	// hostCall is the last host-slice call's device side, kept for the
+	// next call of its key (host.go); trimPool gives its memory back to
+	// the pool, Close frees it with the rest.
+	hostCall *hostCall
+	pool     map[int64][]cu.DevicePtr
+	pending  []pendingFree // freed, waiting for their event
+	events   []cu.Event    // completed events, for reuse
 	// owned is every allocation of the device's memory (pool buffers and
 	// paged caches' pages) with its size; held is their sum, limit its
 	// bound (0: none).
@@ -185,7 +193,7 @@ func (d *device) Close() error {
 		for i := range d.events {
 			errs = append(errs, cu.DestroyEvent(&d.events[i]))
 		}
-		d.pending, d.events = nil, nil
+		d.pending, d.events, d.hostCall = nil, nil, nil
 		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage), d.sinks.close())
 		d.stage = nil
 		for p := range d.owned {

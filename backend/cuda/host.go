@@ -5,62 +5,52 @@ package cuda
 import (
 	"errors"
 	"fmt"
-	"runtime"
-	"unsafe"
 
 	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
-	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/poison"
-	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
-// A call on float32 host slices (backend.Problem.ScalesOnRead) copies the
-// inputs to the device as they are, through the page-locked ring
-// (transfer: one memmove and one DMA per byte, chunked and overlapped),
-// quantizes them there (quant_pack9 or the one-tile form that quantizes
-// its own inputs where stage 9 fuses them, the quantization kernels
-// otherwise), runs the attention, and brings the output (and LSE) back
-// the same way. Nothing on the host reads the inputs but the memmove.
-// The device memory of a call is one block from the pool, reused by the
-// next call of the shape:
+// A call on float32 host slices with FP8 precision
+// (backend.Problem.QuantizeOnRead) goes to the device as E4M3 codes: the
+// goroutines of one fork-join (roundTrip) compute each (batch, head)'s
+// scale from its amax (ScalesOnRead; or take the caller's), encode the
+// float32 inputs straight into the page-locked ring, a chunk at a time,
+// while the bus copies the chunks before; the calling goroutine queues the
+// copies, then the attention, then the copies of the output (and LSE)
+// back, which the helpers move out of the ring as they land. One byte a
+// code goes over the bus instead of four, and the host reads each input
+// once for its amax and once for its codes. The device side of the call
+// is one block, kept with its resident for the next call of the same key
+// (hostCall):
 //
-//	Q, K, V (float32) | flag | out | LSE | Q, K, V scales | Q, K, V codes
+//	Q, K, V codes | Q, K, V scales | flag | out | LSE
 //
-// The inputs and the score-factor flag (a zero word, so that no memset
-// clears it) go up as one region; the flag, the output and the LSE come
-// down as one.
+// The codes, the scales and the score-factor flag (a zero word, so that no
+// memset clears it) go up as one region; the flag, the output and the LSE
+// come down as one.
 
-// hostMaxHeads bounds B·Hq for the quantization kernels' grids (a head a
-// grid row; Quantize refuses more).
-const hostMaxHeads = 65535
-
-// ScalesOnRead implements backend.OnReadScaler: the backend quantizes p's
-// float32 inputs on the device, scales included, where the quantization
-// kernels' grids take its heads and its sizes fit the kernels' indices.
+// ScalesOnRead implements backend.OnReadScaler: the backend computes the
+// scales of p's float32 inputs itself (on the host, beside their
+// encoding), for every problem whose sizes it takes.
 func (b *kernelBackend) ScalesOnRead(p *backend.Problem) bool {
-	if p == nil || p.Variants.Any() {
-		return false
-	}
-	if _, _, err := problemShape(p); err != nil {
-		return false
-	}
-	heads, ok := checked.Mul(p.B, p.Hq)
-	return ok && heads <= hostMaxHeads
+	_, _, err := problemShape(p)
+	return err == nil
 }
 
 // hostLayout is where a host-slice call's pieces lie in its device block
 // (byte offsets, each aligned to stagingAlign).
 type hostLayout struct {
-	q, k, v, flag, out, lse int
-	scales                  [3]int
-	codes                   [3]int // (fused calls have none)
+	q, k, v, flag, out, lse int    // the codes, the flag, the outputs
+	scales                  [3]int // Q, K, V scales
 	up, down                int    // the region sizes: [0, up) goes up, [flag, flag+down) comes down
 	total                   int
 }
 
-func newHostLayout(p *backend.Problem, nq, nkv int, fused bool) hostLayout {
+// newHostLayout lays out a call of p's shape with nq and nkv elements in
+// Q and in K (or V).
+func newHostLayout(p *backend.Problem, nq, nkv int) hostLayout {
 	var l hostLayout
 	off := 0
 	at := func(n int) int {
@@ -68,7 +58,8 @@ func newHostLayout(p *backend.Problem, nq, nkv int, fused bool) hostLayout {
 		off += alignUp(n)
 		return o
 	}
-	l.q, l.k, l.v = at(4*nq), at(4*nkv), at(4*nkv)
+	l.q, l.k, l.v = at(nq), at(nkv), at(nkv)
+	l.scales = [3]int{at(4 * p.B * p.Hq), at(4 * p.B * p.Hkv), at(4 * p.B * p.Hkv)}
 	l.flag = at(4)
 	l.up = l.flag + 4
 	l.out = at(4 * nq)
@@ -78,10 +69,6 @@ func newHostLayout(p *backend.Problem, nq, nkv int, fused bool) hostLayout {
 		end = l.lse + 4*p.B*p.Hq*p.Sq
 	}
 	l.down = end - l.flag
-	l.scales = [3]int{at(4 * p.B * p.Hq), at(4 * p.B * p.Hkv), at(4 * p.B * p.Hkv)}
-	if !fused {
-		l.codes = [3]int{at(nq), at(nkv), at(nkv)}
-	}
 	l.total = off
 	return l
 }
@@ -89,257 +76,194 @@ func newHostLayout(p *backend.Problem, nq, nkv int, fused bool) hostLayout {
 // zeroWord is the flag's bytes on the way up.
 var zeroWord [4]byte
 
-// hostAttention computes p (validated, ScalesOnRead) on stage st of d.
+// hostAttention computes p (validated, QuantizeOnRead) on stage st of d.
 func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (err error) {
 	if d.capturing() != nil {
 		return errCapture("copying host memory to the device")
 	}
-	nq64, nkv64, err := problemShape(p)
-	if err != nil {
+	if err := p.Validate(); err != nil {
 		return err
 	}
-	s := p.Shape
-	if s.B*s.Hq > hostMaxHeads {
-		return fmt.Errorf("%w: cuda: %d heads to quantize on the device (at most %d)", backend.ErrUnsupported, s.B*s.Hq, hostMaxHeads)
-	}
-	nq, nkv := int(nq64), int(nkv64)
-	fused := st == tiles.HopperStage && d.hopperErr == nil && d.fusable(p) && s.B*s.Hq+2*s.B*s.Hkv <= hostMaxHeads
-	l := newHostLayout(p, nq, nkv, fused)
-	var blk pooled
-	if err := d.do(func() error {
-		ptr, size, err := d.alloc(int64(l.total))
-		blk = pooled{ptr, size}
-		return err
-	}); err != nil {
-		return err
-	}
-	var views [11]buffer // the block's pieces as buffers (one allocation)
-	used := 0
-	sub := func(off, n int) *buffer {
-		b := &views[used]
-		used++
-		*b = buffer{dev: d, buf: pooled{blk.p + cu.DevicePtr(off), int64(n)}, n: int64(n)}
-		return b
-	}
-	in := [6]*buffer{sub(l.q, 4*nq), sub(l.k, 4*nkv), sub(l.v, 4*nkv),
-		sub(l.scales[0], 4*s.B*s.Hq), sub(l.scales[1], 4*s.B*s.Hkv), sub(l.scales[2], 4*s.B*s.Hkv)}
-	src := in
-	if !fused {
-		in[0], in[1], in[2] = sub(l.codes[0], nq), sub(l.codes[1], nkv), sub(l.codes[2], nkv)
-	}
-	out := sub(l.out, 4*nq)
-	out.flag = pooled{blk.p + cu.DevicePtr(l.flag), 4}
-	var lse *buffer
-	if p.LSE != nil {
-		lse = sub(l.lse, 4*s.B*s.Hq*s.Sq)
-	}
-	r, err := d.newResident(p, in, out, lse)
-	if err != nil {
-		return errors.Join(err, d.do(func() error { return d.release([]pooled{blk}) }))
-	}
-	r.fused = fused
-	r.bufs = append(r.bufs, blk) // released with the resident's own
-	defer func() { err = errors.Join(err, r.Free()) }()
+	key, keep := newHostKey(p, st)
 	var flag [1]int32
 	err = d.do(func() error {
-		e, err := d.newStreamEngine(l, blk.p)
-		if err != nil {
-			return err
-		}
-		defer e.close()
-		var eng hostEngine = e
-		if b.hostEngine != nil {
-			eng = b.hostEngine(e)
-		}
-		if err := e.run(transfer(eng, e.ring, e.upSegs(p, l), l.up, true)); err != nil {
-			return err
-		}
-		if !fused {
-			if err := e.run(d.hostQuantize(p, src, in)); err != nil {
+		c := d.takeHostCall(key, keep)
+		if c == nil {
+			var err error
+			if c, err = d.newHostCall(p, key); err != nil {
 				return err
 			}
 		}
-		if b.poison {
-			if err := e.run(cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, int64(nq), d.stream)); err != nil {
-				return err
-			}
-			if len(p.LSE) > 0 {
-				if err := e.run(cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(len(p.LSE)), d.stream)); err != nil {
-					return err
-				}
-			}
+		if err := b.hostRoundTrip(d, st, p, c, flag[:]); err != nil {
+			return errors.Join(err, c.r.release())
 		}
-		if err := e.run(r.launch(st)); err != nil {
-			return err
+		if !keep {
+			return c.r.release()
 		}
-		e.base = blk.p + cu.DevicePtr(l.flag)
-		if err := e.run(transfer(eng, e.ring, e.downSegs(p, l, flag[:]), l.down, false)); err != nil {
-			return fmt.Errorf("cuda: kernel failed, or the download: %w", err)
-		}
+		d.putHostCall(c)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return factorError(flag[0], s.Hq)
+	return factorError(flag[0], p.Hq)
 }
 
-// hostQuantize quantizes the float32 inputs src into the codes and scales
-// of in, on the stream: one launch of each phase for the three tensors
-// where the grid takes their heads together. The caller is inside do.
-func (d *device) hostQuantize(p *backend.Problem, src, in [6]*buffer) error {
-	s := p.Shape
-	var ts [3]quantTensor
-	for i := range 3 {
-		h, n := s.Hkv, s.Sk
-		if i == 0 {
-			h, n = s.Hq, s.Sq
+// hostRoundTrip runs a host-slice call on c: its codes and scales up
+// through the ring, the kernels, and its output, LSE and score-factor
+// flag (into flag) down. The caller is inside do.
+func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *hostCall, flag []int32) error {
+	l, r := c.l, c.r
+	e, err := d.newStreamEngine(l, c.blk.p)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	var eng hostEngine = e
+	if b.hostEngine != nil {
+		eng = b.hostEngine(e)
+	}
+	ph, _ := eng.(phaser)
+	if ph != nil {
+		ph.phase("trip")
+	}
+	var pro prologue
+	if p.ScalesOnRead {
+		pro = &e.enc
+	}
+	between := func() error {
+		if b.poison {
+			if err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, d.stream); err != nil {
+				return err
+			}
+			if len(p.LSE) > 0 {
+				if err := cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(len(p.LSE)), d.stream); err != nil {
+					return err
+				}
+			}
 		}
-		ts[i] = quantTensorOf(src[i], in[i], in[3+i], tensorShape{s.B, h, n, s.D, p.Layout})
-	}
-	if s.B*s.Hq+2*s.B*s.Hkv <= hostMaxHeads {
-		return d.quantize(&quantParams{T: ts, N: 3})
-	}
-	for _, t := range ts {
-		if err := d.quantize(&quantParams{T: [3]quantTensor{t}, N: 1}); err != nil {
+		if ph != nil {
+			ph.phase("launch")
+		}
+		if err := r.launch(st); err != nil {
 			return err
 		}
+		if ph != nil {
+			ph.phase("launched")
+		}
+		e.base = c.blk.p + cu.DevicePtr(l.flag)
+		return nil
+	}
+	if err := e.run(roundTrip(eng, e.ring, e.upSegs(p, l), l.up, pro, between, e.downSegs(p, l, flag), l.down)); err != nil {
+		return fmt.Errorf("cuda: a call on host slices: %w", err)
+	}
+	if ph != nil {
+		ph.phase("returned")
 	}
 	return nil
 }
 
-// newStreamEngine returns the engine of a call of layout l at the block
-// base: the device's page-locked buffer as its ring (sized for the larger
-// of the call's two regions, up to pipeRingMax bytes; the call holds it
-// until close), and events for the ring's slots from the device's spares.
-// The caller is inside do until close.
-func (d *device) newStreamEngine(l hostLayout, base cu.DevicePtr) (*streamEngine, error) {
-	ring, err := d.staging(min(max(l.up, l.down), pipeRingMax))
+// hostCall is the device side of a host-slice call: its block (laid out
+// by l) and the resident that reads and writes it. The device keeps the
+// last one (putHostCall), so that the next call of the same key finds its
+// memory, its parameters and its tensor maps made.
+type hostCall struct {
+	key   hostKey
+	l     hostLayout
+	blk   pooled
+	r     *resident
+	views [8]buffer // the block's pieces, for the resident
+}
+
+// hostKey is what a hostCall's block and resident depend on.
+type hostKey struct {
+	shape  backend.Shape
+	layout backend.Layout
+	mask   backend.Mask
+	scale  float32
+	lse    bool
+	stage  int
+}
+
+// newHostKey returns p's key, and whether its call may be kept (one with
+// attention variants is not: its sinks are the call's).
+func newHostKey(p *backend.Problem, st int) (hostKey, bool) {
+	return hostKey{p.Shape, p.Layout, p.Mask, p.Scale, p.LSE != nil, st}, !p.Variants.Any()
+}
+
+// takeHostCall hands over the kept call if keep and its key is key, and
+// nil otherwise. The caller is inside do.
+func (d *device) takeHostCall(key hostKey, keep bool) *hostCall {
+	c := d.hostCall
+	if c == nil || !keep || c.key != key {
+		return nil
+	}
+	d.hostCall = nil
+	return c
+}
+
+// putHostCall keeps c for the next call, giving the memory of the one
+// kept before back to the pool. The caller is inside do.
+func (d *device) putHostCall(c *hostCall) {
+	d.dropHostCall()
+	d.hostCall = c
+}
+
+// dropHostCall gives the kept call's memory, if any, back to the pool at
+// once: its work has completed (its download waited for it) and nothing
+// else uses it, so no event need pass first (where a trim frees it right
+// after). The caller is inside do.
+func (d *device) dropHostCall() {
+	if c := d.hostCall; c != nil {
+		d.hostCall = nil
+		for _, b := range c.r.bufs {
+			d.pool[b.size] = append(d.pool[b.size], b.p)
+		}
+		c.r.bufs = nil
+	}
+}
+
+// newHostCall reserves the block of p's call and makes its resident. The
+// caller is inside do.
+func (d *device) newHostCall(p *backend.Problem, key hostKey) (*hostCall, error) {
+	nq64, nkv64, err := problemShape(p)
 	if err != nil {
 		return nil, err
 	}
-	e := &streamEngine{d: d, base: base, ring: ring}
-	slots := 0
-	for _, size := range []int{l.up, l.down} {
-		_, _, n, err := pipePlan(size, len(ring))
-		if err != nil {
-			return nil, err
-		}
-		slots = max(slots, n)
-	}
-	for len(e.events) < slots {
-		var ev cu.Event
-		if n := len(d.events); n > 0 {
-			ev, d.events = d.events[n-1], d.events[:n-1]
-		} else if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-			e.close()
-			return nil, fmt.Errorf("cuda: event: %w", err)
-		}
-		e.events = append(e.events, ev)
-	}
-	return e, nil
-}
-
-// run returns err; where it is not nil, first waits for the stream, so that
-// no queued copy still reads or writes the ring when the call returns.
-func (e *streamEngine) run(err error) error {
+	s := p.Shape
+	nq, nkv := int(nq64), int(nkv64)
+	c := &hostCall{key: key, l: newHostLayout(p, nq, nkv)}
+	l := c.l
+	ptr, size, err := d.alloc(int64(l.total))
 	if err != nil {
-		e.d.stream.Synchronize() // (a failed kernel's error is err's news already)
+		return nil, err
 	}
-	return err
-}
-
-// close gives the events back to the device's spares. The ring is idle:
-// the call's download has waited for every copy, or run for the stream.
-func (e *streamEngine) close() {
-	e.d.events = append(e.d.events, e.events...)
-	e.events = nil
-}
-
-// upSegs are the host pieces of the way up: p's float32 Q, K and V and the
-// zero flag, in the block's first l.up bytes (the engine's base: the
-// block).
-func (e *streamEngine) upSegs(p *backend.Problem, l hostLayout) []hostSeg {
-	e.segs = [4]hostSeg{{l.q, bytesOf(p.Q)}, {l.k, bytesOf(p.K)}, {l.v, bytesOf(p.V)}, {l.flag, zeroWord[:]}}
-	return e.segs[:]
-}
-
-// downSegs are the host pieces of the way down, from the flag on (the
-// engine's base: the block's flag): the flag into flag, the output into
-// p.Out, the LSE into p.LSE where p has one.
-func (e *streamEngine) downSegs(p *backend.Problem, l hostLayout, flag []int32) []hostSeg {
-	segs := append(e.segs[:0], hostSeg{0, bytesOf(flag)}, hostSeg{l.out - l.flag, bytesOf(p.Out)})
+	c.blk = pooled{ptr, size}
+	used := 0
+	sub := func(off, n int) *buffer {
+		b := &c.views[used]
+		used++
+		*b = buffer{dev: d, buf: pooled{c.blk.p + cu.DevicePtr(off), int64(n)}, n: int64(n)}
+		return b
+	}
+	in := [6]*buffer{sub(l.q, nq), sub(l.k, nkv), sub(l.v, nkv),
+		sub(l.scales[0], 4*s.B*s.Hq), sub(l.scales[1], 4*s.B*s.Hkv), sub(l.scales[2], 4*s.B*s.Hkv)}
+	out := sub(l.out, 4*nq)
+	out.flag = pooled{c.blk.p + cu.DevicePtr(l.flag), 4}
+	var lse *buffer
 	if p.LSE != nil {
-		segs = append(segs, hostSeg{l.lse - l.flag, bytesOf(p.LSE)})
+		lse = sub(l.lse, 4*s.B*s.Hq*s.Sq)
 	}
-	return segs
-}
-
-// streamEngine is the device's stream as a hostEngine: copies between the
-// ring and the device memory at base, and an event a slot. The pipe calls
-// its methods from the goroutine inside do only (its one voice to the
-// driver); each still binds the device's context to its thread for the
-// call, as the interface allows any goroutine.
-type streamEngine struct {
-	d      *device
-	base   cu.DevicePtr
-	ring   []byte
-	events []cu.Event
-	segs   [4]hostSeg
-}
-
-func (e *streamEngine) bind() error {
-	runtime.LockOSThread()
-	if err := setCurrent(e.d.ctx); err != nil {
-		runtime.UnlockOSThread()
-		return err
+	r, err := d.residentFor(p, in, out, lse)
+	if err != nil {
+		return nil, errors.Join(err, d.release([]pooled{c.blk}))
 	}
-	return nil
-}
-
-func (e *streamEngine) toDevice(off int, src []byte) error {
-	if err := e.bind(); err != nil {
-		return err
+	r.bufs = append(r.bufs, c.blk) // released with the resident's own
+	if err := r.setUp(in, out, lse); err != nil {
+		return nil, errors.Join(err, r.release())
 	}
-	defer runtime.UnlockOSThread()
-	if err := cu.MemcpyHtoDAsync(e.base+cu.DevicePtr(off), unsafe.Pointer(&src[0]), int64(len(src)), e.d.stream); err != nil {
-		return fmt.Errorf("cuda: upload: %w", err)
-	}
-	return nil
-}
-
-func (e *streamEngine) toHost(dst []byte, off int) error {
-	if err := e.bind(); err != nil {
-		return err
-	}
-	defer runtime.UnlockOSThread()
-	if err := cu.MemcpyDtoHAsync(unsafe.Pointer(&dst[0]), e.base+cu.DevicePtr(off), int64(len(dst)), e.d.stream); err != nil {
-		return fmt.Errorf("cuda: download: %w", err)
-	}
-	return nil
-}
-
-func (e *streamEngine) record(slot int) error {
-	if err := e.bind(); err != nil {
-		return err
-	}
-	defer runtime.UnlockOSThread()
-	return e.events[slot].Record(e.d.stream)
-}
-
-func (e *streamEngine) done(slot int) (bool, error) {
-	if err := e.bind(); err != nil {
-		return false, err
-	}
-	defer runtime.UnlockOSThread()
-	switch err := e.events[slot].Query(); err {
-	case nil:
-		return true, nil
-	case cu.NotReady:
-		return false, nil
-	default:
-		return false, err
-	}
+	c.r = r
+	return c, nil
 }
 
 var _ backend.OnReadScaler = (*kernelBackend)(nil)

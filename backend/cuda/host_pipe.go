@@ -11,22 +11,27 @@ import (
 	"github.com/fp8attn/fp8attn/internal/par"
 )
 
-// A host-slice call moves its float32 inputs to the device and its output
-// back through page-locked memory, once each way, in chunks: a region of
+// A host-slice call moves its inputs to the device and its output back
+// through page-locked memory, once each way, in chunks: a region of
 // device memory (the inputs, or the outputs) is cut into chunks, each
 // chunk goes through one slot of a page-locked ring, and the ring's slots
 // are reused once the copy that read (or wrote) them has completed. The
-// memmoves between Go memory and the ring run on the helpers of
-// par.Default, a small piece at a time, so that on the way in the bus
-// copies chunk i while the helpers fill chunk i+1, and on the way out they
-// empty chunk i while the bus fills chunk i+1. The calling goroutine is
-// the pipe's one voice to the device: it queues each chunk's copy once its
-// pieces are done and learns when each copy has completed, polling, and
-// takes pieces itself while no helper has joined; the helpers only move
-// bytes and watch the chunks' states. The way in writes the ring of a
-// region of a few megabytes with non-temporal stores (streamMax): the bus
-// read lines that a memmove had just left in the CPU's caches at half its
-// speed. Driver calls from several threads at once serialize in
+// memmoves between Go memory and the ring, and the encoding of float32
+// inputs into E4M3 codes there (encodeSrc, after a prologue that computes
+// their scales), run on the helpers of par.Default, a small piece at a
+// time, so that on the way in the bus copies chunk i while the helpers
+// fill chunk i+1, and on the way out they empty chunk i while the bus
+// fills chunk i+1. A round trip (roundTrip) runs both ways and the launch
+// between them in one fork-join. The calling goroutine is the pipe's one
+// voice to the device: it queues each chunk's copy once its pieces are
+// done and learns when each copy has completed, polling, and takes tasks
+// (pieces, prologue items) itself while no helper has joined, or beside a
+// single one (leadCopiesBelow); the helpers only move or encode bytes and
+// watch the chunks' states. The way in copies host bytes of a region of a
+// few megabytes into the ring with non-temporal stores (streamMax): the
+// bus read lines that a memmove had just left in the CPU's caches at half
+// its speed (the encoder's codes are written with ordinary stores).
+// Driver calls from several threads at once serialize in
 // the driver (an asynchronous copy call took about 14 µs in a pipeline
 // whose helpers called the driver, 2.8 µs alone: docs/BENCHMARKS.md).
 
@@ -47,11 +52,43 @@ type hostEngine interface {
 	done(slot int) (bool, error)
 }
 
+// phaser is a hostEngine that notes the phases of a call between its
+// copies (a benchmark's timeline).
+type phaser interface {
+	phase(what string)
+}
+
 // hostSeg is one piece of a region: its bytes [off, off+len(host)) are
-// host's (the source of an upload, the destination of a download).
+// host's (the source of an upload, the destination of a download), or, in
+// an upload, the enc.x's codes, encoded on the way (host nil).
 type hostSeg struct {
 	off  int
 	host []byte
+	enc  *encodeSrc
+	// after marks host bytes the upload's prologue writes (the scales it
+	// computes): the pieces that copy them wait for all of its items.
+	after bool
+}
+
+// size is the bytes of the region the piece covers.
+func (s hostSeg) size() int {
+	if s.enc != nil {
+		return len(s.enc.x)
+	}
+	return len(s.host)
+}
+
+// A prologue is work an upload's goroutines share with its pieces (the
+// amax of each head whose codes the pieces encode, in the region's order
+// of the heads): items independent of each other, each run once. A piece
+// waits for the items its bytes need: those of the heads it encodes
+// (encodeSrc.items), all of them for the bytes they write
+// (hostSeg.after); the work order (pipe.work) puts each chunk's items
+// just before its pieces, and the upload ends only once every item has
+// run.
+type prologue interface {
+	items() int
+	item(i int)
 }
 
 // Chunk sizes: a region is cut into chunks of about equal size (a multiple
@@ -70,6 +107,19 @@ const (
 	// its bytes while the calling one talks to the driver): a memmove runs
 	// at about 15-20 GB/s on one core, and a few saturate the bus.
 	pipeWorkers = 8
+	// pipeEncodeWorkers bounds the helpers of an upload that encodes
+	// codes: the cores bound it more than the memory's bandwidth, but on
+	// the H200's 16-core host 12 helpers took a mission call 162 µs, 15
+	// took 195-204 µs (the driver and the calling goroutine's thread
+	// lose their cores; docs/BENCHMARKS.md).
+	pipeEncodeWorkers = 12
+	// encodeWeight is the host's bytes of work a region byte of codes
+	// costs against a copied one (the float32 it is encoded from).
+	encodeWeight = 4
+	// helperIdleYield is how many rounds in a row a helper waits for its
+	// chunk before it yields (runtime.Gosched): a dozen helpers yielding
+	// every few rounds queued on the scheduler's lock.
+	helperIdleYield = 1024
 	// leadIdleYield is how many rounds in a row the leading goroutine
 	// spins without progress before it yields: it runs on the device's
 	// locked thread, where a yield hands its P to another thread and
@@ -90,9 +140,12 @@ func chunkBytes(size int) int {
 }
 
 // pipePlan returns the chunk size, the chunks and the ring slots a
-// transfer of a region of size bytes through a ring of ring bytes uses.
-func pipePlan(size, ring int) (chunk, n, slots int, err error) {
-	chunk = chunkBytes(size)
+// transfer of a region of size bytes through a ring of ring bytes uses,
+// each region byte costing weight bytes of the host's work (4 for a code
+// encoded from a float32): chunks are cut as for a region of weight·size
+// bytes.
+func pipePlan(size, ring, weight int) (chunk, n, slots int, err error) {
+	chunk = (chunkBytes(weight*size)/weight + pipeAlign - 1) / pipeAlign * pipeAlign
 	if size > ring { // at least two slots, so that the bus and the helpers overlap
 		chunk = min(chunk, ring/2/pipeAlign*pipeAlign)
 	}
@@ -113,17 +166,28 @@ var streamMax = 4 << 20
 
 // pipe is one transfer of a region through the ring.
 type pipe struct {
-	eng    hostEngine
-	ring   []byte
-	segs   []hostSeg
-	up     bool
-	size   int // region bytes
-	chunk  int // bytes a chunk
-	n      int // chunks
-	slots  int // ring slots (at most n)
-	pieces int // pieces a chunk
-	piece  int // bytes a piece
+	eng        hostEngine
+	ring       []byte
+	segs       []hostSeg
+	up         bool
+	pro        prologue // (nil: none)
+	proN       int      // its items
+	size       int      // region bytes
+	yieldEvery int
+	chunk      int // bytes a chunk
+	n          int // chunks
+	slots      int // ring slots (at most n)
+	pieces     int // pieces a chunk
+	piece      int // bytes a piece
 
+	// work is the order of the tasks the goroutines take (next) where
+	// there is a prologue: -1-i for item i, k >= 0 for piece k (piece k %
+	// pieces of chunk k / pieces); each chunk's pieces right after the
+	// items they wait for. Without one, piece k is task k.
+	work    []int32
+	proDone []atomic.Bool  // each prologue item has returned
+	need    [][2]int       // the prologue items [lo, hi) each chunk's pieces wait for
+	proOK   []atomic.Bool  // each chunk's items are known done
 	left    []atomic.Int32 // pieces of each chunk still to copy
 	landed  []atomic.Bool  // each chunk's copy has completed (where pieces wait for it: awaited)
 	emptied atomic.Int32   // chunks whose pieces are all copied
@@ -138,53 +202,192 @@ type pipe struct {
 	err    error
 }
 
-var pipes freelist.List[pipe]
-
-// transfer moves a region of size bytes between the device (eng) and the
-// host pieces segs (which lie inside it; bytes of the region outside them
-// are left as they are on the way out, and arbitrary on the way in)
-// through ring, up (to the device) or down, and returns when the host side
-// is done: for an upload when every chunk's copy is queued (the ring must
-// not be rewritten before the queue has run them), for a download when
-// every chunk is in segs. A download's copies go behind the work queued
-// before it.
-func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) error {
-	if size <= 0 {
-		return nil
+// roundTrip is a call's whole way through the ring in one fork-join: the
+// upload of the up region (up bytes, upSegs, with its prologue), then,
+// on the calling goroutine once every chunk of it is queued, between
+// (the kernels' launch), then the download of the down region, whose
+// copies go behind what between queued; it returns once every chunk of
+// the download is in downSegs. Each leg moves a region between the device
+// (eng) and its host pieces (which lie inside it: bytes of the region
+// outside them are arbitrary on the way in, left as they are on the way
+// out) through ring; the ring is not rewritten before the queue has run
+// the copies that read it. The helpers go from the upload's
+// pieces to the download's without returning to the pool, and no
+// goroutine waits for another between the two. An error of between stops
+// the download and is roundTrip's.
+func roundTrip(eng hostEngine, ring []byte, upSegs []hostSeg, up int, pro prologue, between func() error, downSegs []hostSeg, down int) error {
+	if up <= 0 || down <= 0 {
+		return errors.New("cuda: a round trip with nothing to move one way")
 	}
-	p := pipes.Get()
-	defer p.release()
-	p.eng, p.ring, p.segs, p.up, p.size = eng, ring, segs, up, size
-	var err error
-	if p.chunk, p.n, p.slots, err = pipePlan(size, len(ring)); err != nil {
+	x := roundTrips.Get()
+	defer x.release()
+	hu, err := x.up.plan(eng, ring, upSegs, up, true, pro)
+	if err != nil {
 		return err
 	}
-	p.piece = min(pipePiece, max(pipeAlign, (p.chunk/pipeWorkers+pipeAlign-1)/pipeAlign*pipeAlign))
+	hd, err := x.down.plan(eng, ring, downSegs, down, false, nil)
+	if err != nil {
+		return err
+	}
+	x.between = between
+	par.Default.Run(max(hu, hd), x)
+	if x.up.err != nil {
+		return x.up.err
+	}
+	return x.down.err
+}
+
+// duplex is a round trip's job: its two pipes and what runs between them.
+type duplex struct {
+	up, down pipe
+	between  func() error
+}
+
+var roundTrips freelist.List[duplex]
+
+func (x *duplex) release() {
+	x.up.clear()
+	x.down.clear()
+	x.between = nil
+	roundTrips.Put(x)
+}
+
+// Yields: as the pipes' Works.
+func (x *duplex) Yields() bool { return true }
+
+// Work leads both pipes on the calling goroutine (w = 0), between them
+// running between; helpers work on the upload, then on the download.
+func (x *duplex) Work(w int) {
+	if w > 0 {
+		x.up.Work(w)
+		x.down.Work(w)
+		return
+	}
+	x.up.lead()
+	if x.up.failed.Load() {
+		x.down.fail(errors.New("cuda: the upload failed")) // (the helpers leave the download)
+		return
+	}
+	if err := x.between(); err != nil {
+		x.down.fail(err)
+		return
+	}
+	x.down.lead()
+	if ph, ok := x.down.eng.(phaser); ok {
+		ph.phase("down led")
+	}
+}
+
+// plan readies p for a transfer (see transferAfter) and returns how many
+// helpers it takes. An upload with encoded pieces plans its chunks and
+// pieces by the float32 bytes they read (a chunk of codes is a quarter of
+// a copied chunk) and takes up to pipeEncodeWorkers helpers (encoding is
+// bound by the cores, not by the memory's bandwidth).
+func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue) (helpers int, err error) {
+	p.eng, p.ring, p.segs, p.up, p.size, p.pro, p.proN = eng, ring, segs, up, size, pro, 0
+	if pro != nil {
+		p.proN = pro.items()
+	}
+	weight, workers := 1, pipeWorkers
+	if up && encodes(segs) {
+		weight, workers = encodeWeight, pipeEncodeWorkers
+	}
+	if p.chunk, p.n, p.slots, err = pipePlan(size, len(ring), weight); err != nil {
+		return 0, err
+	}
+	p.piece = min(pipePiece/weight, max(pipeAlign, (p.chunk/workers+pipeAlign-1)/pipeAlign*pipeAlign))
 	p.pieces = (p.chunk + p.piece - 1) / p.piece
 	p.left, p.landed = freelist.Grow(p.left, p.n), freelist.Grow(p.landed, p.n)
 	for c := range p.n {
 		p.left[c].Store(int32(p.pieces))
 		p.landed[c].Store(false)
 	}
+	p.planPrologue()
 	p.emptied.Store(0)
 	p.helping.Store(0)
 	p.next.Store(0)
 	p.failed.Store(false)
 	p.err = nil
-	total := p.n * p.pieces
-	helpers := min(pipeWorkers, runtime.GOMAXPROCS(0)-1, total)
-	if p.size < 2*pipePiece {
+	total := p.proN + p.n*p.pieces
+	helpers = min(workers, runtime.GOMAXPROCS(0)-1, total)
+	if weight*p.size < 2*pipePiece {
 		helpers = 0
 	}
 	p.leadCopies = helpers < leadCopiesBelow
-	par.Default.Run(helpers, p)
-	return p.err
+	return helpers, nil
 }
 
-// release drops the pipe's references and returns it to the free list.
-func (p *pipe) release() {
-	p.eng, p.ring, p.segs, p.err = nil, nil, nil, nil
-	pipes.Put(p)
+// planPrologue finds the prologue items each chunk's pieces wait for.
+func (p *pipe) planPrologue() {
+	p.proDone = freelist.Grow(p.proDone, p.proN)
+	for i := range p.proDone {
+		p.proDone[i].Store(false)
+	}
+	p.need, p.proOK = freelist.Grow(p.need, p.n), freelist.Grow(p.proOK, p.n)
+	for c := range p.n {
+		lo, hi := p.span(c)
+		need := [2]int{p.proN, 0}
+		for _, s := range p.segs {
+			x, y := max(lo, s.off), min(hi, s.off+s.size())
+			if p.proN == 0 || x >= y {
+				continue
+			}
+			switch {
+			case s.after:
+				need = [2]int{0, p.proN}
+			case s.enc != nil && s.enc.item0 >= 0:
+				a, b := s.enc.items(x-s.off, y-s.off)
+				need = [2]int{min(need[0], a), max(need[1], b)}
+			}
+		}
+		p.need[c] = need
+		p.proOK[c].Store(need[1] <= need[0])
+	}
+	p.work = p.work[:0]
+	if p.proN == 0 {
+		return
+	}
+	item := 0
+	for c := range p.n {
+		for ; item < p.need[c][1]; item++ {
+			p.work = append(p.work, int32(-1-item))
+		}
+		for j := range p.pieces {
+			p.work = append(p.work, int32(c*p.pieces+j))
+		}
+	}
+	for ; item < p.proN; item++ {
+		p.work = append(p.work, int32(-1-item))
+	}
+}
+
+// task is the i-th task of the work: prologue item item (piece -1), or
+// piece piece (item -1).
+func (p *pipe) task(i int64) (item, piece int) {
+	switch {
+	case len(p.work) > 0:
+		if k := int(p.work[i]); k < 0 {
+			return -1 - k, -1
+		} else {
+			return -1, k
+		}
+	}
+	return -1, int(i)
+}
+
+// clear drops the pipe's references (a pipe of a round trip).
+func (p *pipe) clear() {
+	p.eng, p.ring, p.segs, p.pro, p.err = nil, nil, nil, nil, nil
+}
+
+// encodes reports whether any of segs is encoded on the way.
+func encodes(segs []hostSeg) bool {
+	for _, s := range segs {
+		if s.enc != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // fail records err (the first one wins) and stops the pipe.
@@ -241,6 +444,8 @@ func (p *pipe) Yields() bool { return true }
 // has landed in it.
 func (p *pipe) ready(c int) bool {
 	switch {
+	case !p.itemsDone(c):
+		return false
 	case p.up && c < p.slots:
 		return true
 	case p.up:
@@ -249,26 +454,31 @@ func (p *pipe) ready(c int) bool {
 	return p.landed[c].Load()
 }
 
-// Work: the helpers (w > 0) take pieces in order until none is left, each
-// once its chunk is ready, and copy it; the calling goroutine leads (lead).
+// Work: the helpers (w > 0) take tasks in the work's order until none is
+// left: a prologue item they run at once, a piece once its chunk is ready;
+// the calling goroutine leads (lead).
 func (p *pipe) Work(w int) {
 	if w == 0 {
 		p.lead()
 		return
 	}
 	p.helping.Add(1)
-	total := int64(p.n * p.pieces)
+	total := int64(p.proN + p.n*p.pieces)
 	for i := p.next.Add(1) - 1; i < total; i = p.next.Add(1) - 1 {
-		c := int(i) / p.pieces
-		for spins := 0; !p.ready(c); spins++ {
+		item, k := p.task(i)
+		if item >= 0 {
+			p.runItem(item)
+			continue
+		}
+		for spins := 0; !p.ready(k / p.pieces); spins++ {
 			if p.failed.Load() {
 				return
 			}
-			if spins%16 == 15 {
+			if spins%helperIdleYield == helperIdleYield-1 {
 				runtime.Gosched()
 			}
 		}
-		p.copyPieceAt(int(i))
+		p.copyPieceAt(k)
 	}
 }
 
@@ -283,7 +493,7 @@ func (p *pipe) Work(w int) {
 // It returns once every chunk is queued and, on the way out, every chunk
 // copied out.
 func (p *pipe) lead() {
-	total := int64(p.n * p.pieces)
+	total := int64(p.proN + p.n*p.pieces)
 	queued, done := 0, 0 // chunks queued; chunks known complete, in order
 	mine := int64(-1)    // a piece taken and not yet copied
 	if !p.up {
@@ -311,7 +521,7 @@ func (p *pipe) lead() {
 			done++
 			moved = true
 		}
-		if queued == p.n && (p.up || int(p.emptied.Load()) == p.n) {
+		if queued == p.n && (p.up && p.prologueDone() || !p.up && int(p.emptied.Load()) == p.n) {
 			return
 		}
 		if mine < 0 && (p.leadCopies || p.helping.Load() == 0) {
@@ -319,10 +529,14 @@ func (p *pipe) lead() {
 				mine = i
 			}
 		}
-		if mine >= 0 && p.ready(int(mine)/p.pieces) {
-			p.copyPieceAt(int(mine))
-			mine = -1
-			moved = true
+		if mine >= 0 {
+			if item, k := p.task(mine); item >= 0 {
+				p.runItem(item)
+				mine, moved = -1, true
+			} else if p.ready(k / p.pieces) {
+				p.copyPieceAt(k)
+				mine, moved = -1, true
+			}
 		}
 		if moved {
 			idle = 0
@@ -347,6 +561,38 @@ func (p *pipe) mayQueue(c int) bool {
 // the way in those whose slot a later chunk reuses.
 func (p *pipe) awaited(c int) bool { return !p.up || c+p.slots < p.n }
 
+// runItem runs prologue item i and marks it done.
+func (p *pipe) runItem(i int) {
+	p.pro.item(i)
+	p.proDone[i].Store(true)
+}
+
+// prologueDone reports whether every prologue item has returned (those
+// no chunk waits for included, which only the work's end has).
+func (p *pipe) prologueDone() bool {
+	for i := range p.proDone {
+		if !p.proDone[i].Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// itemsDone reports whether the prologue items chunk c's pieces wait
+// for have returned.
+func (p *pipe) itemsDone(c int) bool {
+	if p.proOK[c].Load() {
+		return true
+	}
+	for i := p.need[c][0]; i < p.need[c][1]; i++ {
+		if !p.proDone[i].Load() {
+			return false
+		}
+	}
+	p.proOK[c].Store(true)
+	return true
+}
+
 // copyPieceAt copies piece i (piece i % pieces of chunk i / pieces) and
 // counts it done.
 func (p *pipe) copyPieceAt(i int) {
@@ -365,8 +611,12 @@ func (p *pipe) copyPieceAt(i int) {
 // slot, the ring memory of the chunk that starts at byte lo.
 func (p *pipe) copyPiece(slot []byte, lo, a, b int) {
 	for _, s := range p.segs {
-		x, y := max(a, s.off), min(b, s.off+len(s.host))
+		x, y := max(a, s.off), min(b, s.off+s.size())
 		if x >= y {
+			continue
+		}
+		if s.enc != nil {
+			s.enc.encode(slot[x-lo:y-lo], x-s.off)
 			continue
 		}
 		ring, host := slot[x-lo:y-lo], s.host[x-s.off:y-s.off]

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/internal/par"
 	"github.com/fp8attn/fp8attn/internal/seed"
 )
 
@@ -63,12 +64,17 @@ func (e *fakeEngine) push(op func()) error {
 	return nil
 }
 
+// toDevice and toHost copy to and from the device memory e.dev is when
+// they are queued (a round trip's between may point it elsewhere, as the
+// stream engine moves its base).
 func (e *fakeEngine) toDevice(off int, src []byte) error {
-	return e.push(func() { copy(e.dev[off:off+len(src)], src) })
+	dev := e.dev
+	return e.push(func() { copy(dev[off:off+len(src)], src) })
 }
 
 func (e *fakeEngine) toHost(dst []byte, off int) error {
-	return e.push(func() { copy(dst, e.dev[off:off+len(dst)]) })
+	dev := e.dev
+	return e.push(func() { copy(dst, dev[off:off+len(dst)]) })
 }
 
 func (e *fakeEngine) record(slot int) error {
@@ -94,6 +100,29 @@ func (e *fakeEngine) drain() {
 	for e.ran < e.queued {
 		e.cond.Wait()
 	}
+}
+
+// transfer moves a region of size bytes through ring one way, as a leg
+// of a round trip does (its host pieces segs inside it), and returns when
+// the host side is done: for an upload when every chunk's copy is queued
+// (its prologue's items all run), for a download when every chunk is in
+// segs.
+func transfer(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool) error {
+	return transferAfter(eng, ring, segs, size, up, nil)
+}
+
+// transferAfter is transfer with an upload's prologue.
+func transferAfter(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue) error {
+	if size <= 0 {
+		return nil
+	}
+	var p pipe
+	helpers, err := p.plan(eng, ring, segs, size, up, pro)
+	if err != nil {
+		return err
+	}
+	par.Default.Run(helpers, &p)
+	return p.err
 }
 
 // TestTransfer: a region goes to the device and comes back through rings
@@ -132,7 +161,7 @@ func TestTransfer(t *testing.T) {
 				for i := range h {
 					h[i] = byte(rng.Uint32())
 				}
-				segs = append(segs, hostSeg{size, h})
+				segs = append(segs, hostSeg{off: size, host: h})
 				size += n
 			}
 			ring := make([]byte, tc.ring)
@@ -157,7 +186,7 @@ func TestTransfer(t *testing.T) {
 			for _, s := range segs {
 				g := make([]byte, len(s.host)+2)
 				g[0], g[len(g)-1] = 0xA5, 0x5A
-				back, guards = append(back, hostSeg{s.off, g[1 : len(g)-1]}), append(guards, g)
+				back, guards = append(back, hostSeg{off: s.off, host: g[1 : len(g)-1]}), append(guards, g)
 			}
 			if err := transfer(e, ring, back, size, false); err != nil {
 				t.Fatal(err)
@@ -188,7 +217,7 @@ func TestTransferFails(t *testing.T) {
 				e := newFakeEngine(make([]byte, size), rng)
 				defer e.close()
 				e.fail, e.failWait = at, at < 0
-				if err := transfer(e, ring, []hostSeg{{0, host}}, size, up); err == nil {
+				if err := transfer(e, ring, []hostSeg{{off: 0, host: host}}, size, up); err == nil {
 					t.Fatalf("op %d failed, the transfer did not", at)
 				}
 				e.drain()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/fp8"
 	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/internal/mutant"
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -35,6 +36,26 @@ func hostProblem(s backend.Shape, in sdpatest.Inputs, scale float32, m backend.M
 	return p, out, lg
 }
 
+// encoded turns host problem p (ScalesOnRead) into the one sdpa hands a
+// backend that encodes on the host: the same float32 inputs, with each
+// (batch, head)'s scale computed as fp8.QuantizeE4M3 does.
+func encoded(p *backend.Problem) *backend.Problem {
+	e := *p
+	e.ScalesOnRead = false
+	s := p.Shape
+	scales := func(x []float32, h, n int) []float32 {
+		sc := make([]float32, s.B*h)
+		for g := range sc {
+			var amax float32
+			p.Layout.HeadRuns(g/h, g%h, h, n, s.D, func(o, n int) { amax = max(amax, fp8.Amax(x[o:o+n])) })
+			sc[g] = fp8.ScaleForAmax(amax)
+		}
+		return sc
+	}
+	e.QScale, e.KScale, e.VScale = scales(p.Q, s.Hq, s.Sq), scales(p.K, s.Hkv, s.Sk), scales(p.V, s.Hkv, s.Sk)
+	return &e
+}
+
 // sameOrBothNaN reports the first index where got and want differ in bits
 // (two NaNs agree: the paths may carry different payloads), or -1.
 func sameOrBothNaN(got, want []float32) int {
@@ -46,17 +67,15 @@ func sameOrBothNaN(got, want []float32) int {
 	return -1
 }
 
-// TestHostSlicesBitExact: a call on float32 host slices (ScalesOnRead:
-// copied up as they are through the page-locked ring, quantized on the
-// device) gives, bit for bit, the output and LSE of the same inputs
-// quantized on the host (fp8.QuantizeE4M3, Upload), on every stage this
-// GPU runs that takes the shape: the one-tile form that quantizes its own
-// inputs, quant_pack9, the quantization kernels (shapes quant_pack9 does
-// not take, and the stages without it); GQA, both layouts, both causal
-// masks, with and without LSE, non-finite inputs; regions of one chunk,
-// of several, and larger than the ring both ways (slots reused). Every
-// output element is written and none outside. A second call of each
-// shape, on new inputs, reuses the pooled block and sees them.
+// TestHostSlicesBitExact: a call on float32 host slices (QuantizeOnRead:
+// encoded into the page-locked ring on the host, its scales computed
+// there too (ScalesOnRead) or given) gives, bit for bit, the output and
+// LSE of the same inputs quantized by fp8.QuantizeE4M3 and uploaded, on
+// every stage this GPU runs that takes the shape; GQA, both layouts, both
+// causal masks, with and without LSE, non-finite inputs; regions of one
+// chunk, of several, and larger than the ring both ways (slots reused).
+// Every output element is written and none outside. A second call of
+// each shape, on new inputs, runs on the kept call and sees them.
 func TestHostSlicesBitExact(t *testing.T) {
 	if _, err := openDevice(0); err != nil {
 		t.Fatal(err)
@@ -107,29 +126,34 @@ func TestHostSlicesBitExact(t *testing.T) {
 					if err := b.Attention(ref); err != nil {
 						t.Fatalf("stage %d, host-quantized: %v", st, err)
 					}
-					p, out, lse := hostProblem(c.s, in, c.scale, c.m, c.l, c.lse)
-					if err := p.Validate(); err != nil {
-						t.Fatal(err)
-					}
-					if !b.ScalesOnRead(p) {
-						t.Fatalf("stage %d: ScalesOnRead refuses %+v", st, c.s)
-					}
-					if err := errors.Join(b.Supports(p), b.Attention(p)); err != nil {
-						t.Fatalf("stage %d round %d: host slices: %v", st, round, err)
-					}
-					checks := []error{out.Check("output")}
-					if c.lse {
-						checks = append(checks, lse.Check("LSE"))
-					}
-					if err := errors.Join(checks...); err != nil {
-						t.Fatalf("stage %d round %d: %v", st, round, err)
-					}
-					if i := sameOrBothNaN(p.Out, ref.Out); i >= 0 {
-						t.Fatalf("stage %d round %d: output %d is %g from host slices, %g quantized on the host", st, round, i, p.Out[i], ref.Out[i])
-					}
-					if c.lse {
-						if i := sameOrBothNaN(p.LSE, ref.LSE); i >= 0 {
-							t.Fatalf("stage %d round %d: LSE %d is %g from host slices, %g quantized on the host", st, round, i, p.LSE[i], ref.LSE[i])
+					for _, given := range []bool{false, true} {
+						p, out, lse := hostProblem(c.s, in, c.scale, c.m, c.l, c.lse)
+						if given {
+							p = encoded(p)
+						}
+						if err := p.Validate(); err != nil {
+							t.Fatal(err)
+						}
+						if !b.ScalesOnRead(p) {
+							t.Fatalf("stage %d: ScalesOnRead refuses %+v", st, c.s)
+						}
+						if err := errors.Join(b.Supports(p), b.Attention(p)); err != nil {
+							t.Fatalf("stage %d round %d, scales given %v: host slices: %v", st, round, given, err)
+						}
+						checks := []error{out.Check("output")}
+						if c.lse {
+							checks = append(checks, lse.Check("LSE"))
+						}
+						if err := errors.Join(checks...); err != nil {
+							t.Fatalf("stage %d round %d, scales given %v: %v", st, round, given, err)
+						}
+						if i := sameOrBothNaN(p.Out, ref.Out); i >= 0 {
+							t.Fatalf("stage %d round %d, scales given %v: output %d is %g from host slices, %g quantized first", st, round, given, i, p.Out[i], ref.Out[i])
+						}
+						if c.lse {
+							if i := sameOrBothNaN(p.LSE, ref.LSE); i >= 0 {
+								t.Fatalf("stage %d round %d, scales given %v: LSE %d is %g from host slices, %g quantized first", st, round, given, i, p.LSE[i], ref.LSE[i])
+							}
 						}
 					}
 				}
@@ -140,9 +164,9 @@ func TestHostSlicesBitExact(t *testing.T) {
 
 // TestHostSlicesFactorError: a score factor beyond the limit (the host's
 // Validate error for given scales) is the host-slice call's ErrInvalid,
-// naming the overflow; the next call of the same shape, whose block the
-// pool hands back with the flag still set, succeeds (the way up zeroes
-// the flag), on the fused and the unfused paths.
+// naming the overflow; the next call of the same shape, on the kept
+// call's block with the flag still set, succeeds (the way up zeroes the
+// flag), on the one-tile and the tiled kernels.
 func TestHostSlicesFactorError(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 81))
 	b := testBackend(0)
@@ -159,9 +183,75 @@ func TestHostSlicesFactorError(t *testing.T) {
 	}
 }
 
+// TestHostCallKept: the device keeps the last host-slice call's block and
+// resident for the next call of its key (the same block, and results
+// that follow the new inputs), a call of another key replaces it, a call
+// with attention variants keeps none of its own, and a trim of the pool
+// (a memory bound) releases it.
+func TestHostCallKept(t *testing.T) {
+	d, err := openDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 83))
+	b := testBackend(0)
+	kept := func() (hostKey, pooled, bool) {
+		var k hostKey
+		var blk pooled
+		ok := false
+		d.do(func() error {
+			if c := d.hostCall; c != nil {
+				k, blk, ok = c.key, c.blk, true
+			}
+			return nil
+		})
+		return k, blk, ok
+	}
+	call := func(s backend.Shape, v backend.Variants) *backend.Problem {
+		in := sdpatest.RandomInputs(rng, s, 1)
+		p, out, _ := hostProblem(s, in, 0.125, backend.NoMask, backend.BHSD, false)
+		p.Variants = v
+		ref, _, _ := sdpatest.NewProblemLayout(s, in, 0.125, backend.NoMask, backend.FP8E4M3, backend.BHSD)
+		ref.LSE, ref.Variants = nil, v
+		if err := errors.Join(b.Attention(p), b.Attention(ref), out.Check("output")); err != nil {
+			t.Fatal(err)
+		}
+		if i := sameOrBothNaN(p.Out, ref.Out); i >= 0 {
+			t.Fatalf("%+v: output %d is %g, %g quantized first", s, i, p.Out[i], ref.Out[i])
+		}
+		return p
+	}
+	a, c := backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 64, Sk: 200, D: 64}, backend.Shape{B: 2, Hq: 2, Hkv: 2, Sq: 33, Sk: 70, D: 128}
+	call(a, backend.Variants{})
+	k1, at1, ok := kept()
+	if !ok || k1.shape != a {
+		t.Fatalf("after a call of %+v the device keeps %+v (%v)", a, k1, ok)
+	}
+	call(a, backend.Variants{})
+	if k, at, ok := kept(); !ok || k != k1 || at != at1 {
+		t.Errorf("a second call of the key: kept %+v in %+v (%v), want %+v in %+v", k, at, ok, k1, at1)
+	}
+	call(c, backend.Variants{})
+	if k, _, ok := kept(); !ok || k.shape != c {
+		t.Errorf("a call of another key: kept %+v (%v), want its own", k, ok)
+	}
+	call(a, backend.Variants{Softcap: 20})
+	if k, _, ok := kept(); !ok || k.shape != c {
+		t.Errorf("a call with a softcap: kept %+v (%v), want the call before's", k, ok)
+	}
+	_, blk, _ := kept()
+	held := d.MemoryHeld()
+	if err := d.do(d.trimPool); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := kept(); ok || d.MemoryHeld() > held-blk.size {
+		t.Errorf("after a trim the device keeps a call (%v), holds %d bytes of %d (the kept block: %d)", ok, d.MemoryHeld(), held, blk.size)
+	}
+}
+
 // TestScalesOnRead: the backend takes float32 inputs with their scales
-// left to it where its quantization grids take the heads, and not a nil
-// problem, attention variants, too many heads or overflowing sizes.
+// left to it for every shape whose sizes it takes, attention variants
+// and many heads included, and not a nil problem or overflowing sizes.
 func TestScalesOnRead(t *testing.T) {
 	var b kernelBackend
 	for _, tc := range []struct {
@@ -172,10 +262,10 @@ func TestScalesOnRead(t *testing.T) {
 		{"nil", nil, false},
 		{"mission", &backend.Problem{Shape: sdpatest.NamedShapes["mission"], Scale: 0.125}, true},
 		{"large", &backend.Problem{Shape: backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 4096, Sk: 4096, D: 128}, Scale: 0.088}, true},
-		{"heads at the limit", &backend.Problem{Shape: backend.Shape{B: 5, Hq: hostMaxHeads / 5, Hkv: 1, Sq: 1, Sk: 1, D: 64}, Scale: 1}, true},
-		{"heads past the limit", &backend.Problem{Shape: backend.Shape{B: 2, Hq: hostMaxHeads/2 + 1, Hkv: 1, Sq: 1, Sk: 1, D: 64}, Scale: 1}, false},
-		{"a softcap", &backend.Problem{Shape: sdpatest.NamedShapes["mission"], Scale: 0.125, Variants: backend.Variants{Softcap: 30}}, false},
+		{"many heads", &backend.Problem{Shape: backend.Shape{B: 2, Hq: 40000, Hkv: 1, Sq: 1, Sk: 1, D: 64}, Scale: 1}, true},
+		{"a softcap", &backend.Problem{Shape: sdpatest.NamedShapes["mission"], Scale: 0.125, Variants: backend.Variants{Softcap: 30}}, true},
 		{"overflowing", &backend.Problem{Shape: backend.Shape{B: 1 << 40, Hq: 1 << 20, Hkv: 1, Sq: 1 << 20, Sk: 1, D: 64}, Scale: 1}, false},
+		{"a NaN scale", &backend.Problem{Shape: sdpatest.NamedShapes["mission"], Scale: float32(math.NaN())}, false},
 	} {
 		if got := b.ScalesOnRead(tc.p); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
@@ -184,17 +274,18 @@ func TestScalesOnRead(t *testing.T) {
 }
 
 // TestHostLayout: a call's pieces in its device block are aligned and
-// apart, in the block; the way up covers Q, K, V and the flag, the way
-// down the flag, the output and the LSE (where asked), and nothing else;
-// a fused call has no codes.
+// apart, in the block; the way up covers the codes, their scales and the
+// flag, the way down the flag, the output and the LSE (where asked), and
+// nothing else.
 func TestHostLayout(t *testing.T) {
 	for _, c := range []struct {
-		s          backend.Shape
-		lse, fused bool
+		s   backend.Shape
+		lse bool
 	}{
-		{sdpatest.NamedShapes["mission"], false, true},
-		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, true, true},
-		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, true, false},
+		{sdpatest.NamedShapes["mission"], false},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, true},
+		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, true},
+		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, false},
 	} {
 		p := &backend.Problem{Shape: c.s}
 		if c.lse {
@@ -202,24 +293,24 @@ func TestHostLayout(t *testing.T) {
 		}
 		s := c.s
 		nq, nkv := s.B*s.Hq*s.Sq*s.D, s.B*s.Hkv*s.Sk*s.D
-		l := newHostLayout(p, nq, nkv, c.fused)
+		l := newHostLayout(p, nq, nkv)
 		type piece struct {
 			name      string
 			off, size int
+			up        bool
 		}
-		pieces := []piece{{"q", l.q, 4 * nq}, {"k", l.k, 4 * nkv}, {"v", l.v, 4 * nkv}, {"flag", l.flag, 4}, {"out", l.out, 4 * nq},
-			{"q scales", l.scales[0], 4 * s.B * s.Hq}, {"k scales", l.scales[1], 4 * s.B * s.Hkv}, {"v scales", l.scales[2], 4 * s.B * s.Hkv}}
+		pieces := []piece{{"q", l.q, nq, true}, {"k", l.k, nkv, true}, {"v", l.v, nkv, true}, {"flag", l.flag, 4, true},
+			{"q scales", l.scales[0], 4 * s.B * s.Hq, true}, {"k scales", l.scales[1], 4 * s.B * s.Hkv, true},
+			{"v scales", l.scales[2], 4 * s.B * s.Hkv, true}, {"out", l.out, 4 * nq, false}}
 		if c.lse {
-			pieces = append(pieces, piece{"lse", l.lse, 4 * s.B * s.Hq * s.Sq})
-		}
-		if !c.fused {
-			pieces = append(pieces, piece{"q codes", l.codes[0], nq}, piece{"k codes", l.codes[1], nkv}, piece{"v codes", l.codes[2], nkv})
-		} else if l.codes != [3]int{} {
-			t.Errorf("%+v: a fused call has codes at %v", s, l.codes)
+			pieces = append(pieces, piece{"lse", l.lse, 4 * s.B * s.Hq * s.Sq, false})
 		}
 		for i, a := range pieces {
 			if a.off%stagingAlign != 0 || a.off < 0 || a.off+a.size > l.total {
 				t.Errorf("%+v: %s at %d (%d bytes) in a block of %d", s, a.name, a.off, a.size, l.total)
+			}
+			if a.up != (a.off+a.size <= l.up) {
+				t.Errorf("%+v: %s at %d (%d bytes), the way up %d bytes", s, a.name, a.off, a.size, l.up)
 			}
 			for _, b := range pieces[:i] {
 				if a.off < b.off+b.size && b.off < a.off+a.size {
@@ -231,36 +322,34 @@ func TestHostLayout(t *testing.T) {
 		if c.lse {
 			down = l.lse + 4*s.B*s.Hq*s.Sq
 		}
-		if l.up != l.flag+4 || l.q != 0 || l.k < l.q || l.v < l.k || l.flag < l.v || l.down != down-l.flag || l.out < l.flag {
+		if l.up != l.flag+4 || l.q != 0 || l.down != down-l.flag || l.out < l.flag {
 			t.Errorf("%+v: up %d, down %d from the flag at %d, out at %d", s, l.up, l.down, l.flag, l.out)
 		}
 	}
 }
 
-// TestHostCatchesMutants: the host path's flag and output handling, broken
-// on purpose, fail its tests (FP8ATTN_MUTANTS=1, -tags cuda on a GPU).
+// TestHostCatchesMutants: the host path's output handling, broken on
+// purpose, fails its tests (FP8ATTN_MUTANTS=1, -tags cuda on a GPU; the
+// mutants of its flag and kept call are in package gpumutants).
 func TestHostCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cuda"
 	mutant.Run(t, []mutant.Mutant{
-		{Name: "the flag is not zeroed on the way up", File: "backend/cuda/host.go", Pkg: pkg,
-			Old: "{l.flag, zeroWord[:]}}", New: "{l.flag, nil}}",
-			Tests: []string{"TestHostSlicesFactorError"}},
-		{Name: "the LSE does not come down", File: "backend/cuda/host.go", Pkg: pkg,
-			Old: "segs = append(segs, hostSeg{l.lse - l.flag, bytesOf(p.LSE)})", New: "segs = append(segs, hostSeg{l.lse - l.flag, nil})",
+		{Name: "the LSE does not come down", File: "backend/cuda/host_engine.go", Pkg: pkg,
+			Old: "segs = append(segs, hostSeg{off: l.lse - l.flag, host: bytesOf(p.LSE)})", New: "segs = append(segs, hostSeg{off: l.lse - l.flag})",
 			Tests: []string{"TestHostSlicesBitExact"}},
-		{Name: "the unfused path quantizes K as Q", File: "backend/cuda/host.go", Pkg: pkg,
-			Old: "ts[i] = quantTensorOf(src[i], in[i], in[3+i],", New: "ts[i] = quantTensorOf(src[i/2], in[i], in[3+i],",
+		{Name: "an upload encodes with the scales of Q's first head", File: "backend/cuda/host_encode.go", Pkg: pkg,
+			Old: "fp8.EncodeE4M3(codes, s.x[e:e+n], s.scales[g], fp8.NoSat)", New: "fp8.EncodeE4M3(codes, s.x[e:e+n], s.scales[0], fp8.NoSat)",
 			Tests: []string{"TestHostSlicesBitExact"}},
 	})
 }
 
 // BenchmarkHostSlices: the backend's call on float32 host slices (the
 // ScalesOnRead problem sdpa hands it for an FP8 call), host-timed per
-// call: the copies both ways, quantization and attention; the mission
-// shape and B1 Hq32 Hkv8 S4096 D128. "us/call" is the median of the
-// calls; the upload path of host-quantized codes (the path before) runs
-// beside it as "us/host-quantized" (codes already made, so its host
-// quantization is not counted).
+// call: the scales, the encoding, the copies both ways and the attention;
+// the mission shape and B1 Hq32 Hkv8 S4096 D128. "us/call" is the median
+// of the calls; the call on codes quantized beforehand (Upload: one
+// staged copy up, one down) runs beside it as "us/host-quantized" (its
+// quantization not counted).
 func BenchmarkHostSlices(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	be := &kernelBackend{name: "cuda"}

@@ -97,6 +97,9 @@ func (t *timedEngine) toHost(dst []byte, off int) error {
 	return t.mark("down", len(dst), true)
 }
 
+// phase implements phaser: a host point of the timeline.
+func (t *timedEngine) phase(what string) { t.mark(what, 0, false) }
+
 func (t *timedEngine) done(slot int) (bool, error) {
 	ok, err := t.streamEngine.done(slot)
 	if ok && err == nil {
@@ -110,12 +113,13 @@ func (t *timedEngine) done(slot int) (bool, error) {
 // S4096 D128), each call's copies are timed on the device (events after
 // each queued copy, and before the first copy down, relative to one
 // before the first copy up) and on the host (each queue call and each
-// poll that finds a slot's copies done, relative to the call's start);
-// the log has, for each point of the timeline, the medians over the
-// calls: host µs, device µs (the copies and the kernels' end in stream
-// order, then the polls in the order they found their slots done). Each
-// shape runs twice: the ring written by memmove ("memmove") and with
-// non-temporal stores ("streamed"), whatever streamMax says.
+// poll that finds a slot's copies done, and the launch's start and end,
+// relative to the call's start); the log has, for each point of the
+// timeline, the medians over the calls: host µs, device µs (the copies
+// and the kernels' end in stream order, then the host's points in the
+// order they came). Each shape runs twice: the scales computed by the
+// backend ("scales-computed", sdpa's call) and given with the inputs
+// ("scales-given").
 func BenchmarkHostSliceTimeline(b *testing.B) {
 	d, err := openDevice(0)
 	if err != nil {
@@ -137,12 +141,11 @@ func BenchmarkHostSliceTimeline(b *testing.B) {
 			return te
 		}}
 		for _, w := range []struct {
-			name      string
-			streamMax int
-		}{{"memmove", 0}, {"streamed", math.MaxInt}} {
+			name string
+			p    *backend.Problem
+		}{{"scales-computed", p}, {"scales-given", encoded(p)}} {
 			b.Run(c.name+"/"+w.name, func(b *testing.B) {
-				defer func(old int) { streamMax = old }(streamMax)
-				streamMax = w.streamMax
+				p := w.p
 				var calls [][]timedMark
 				var device [][]float64
 				var total []float64

@@ -81,6 +81,7 @@ func (d *device) devFree(p cu.DevicePtr) error {
 // trimPool frees the pool's idle buffers (those whose last use has
 // completed; the ones still pending stay). The caller is inside do.
 func (d *device) trimPool() error {
+	d.dropHostCall()
 	d.reap()
 	var errs []error
 	for size, free := range d.pool {

@@ -343,5 +343,5 @@ func factorError(flag int32, hq int) error {
 	if hq > 0 {
 		where = fmt.Sprintf("head (%d, %d)", int(flag-1)/hq, int(flag-1)%hq)
 	}
-	return fmt.Errorf("%w: %s: scale × Q descale × K descale (quantized on the device) can make scores overflow float32", backend.ErrInvalid, where)
+	return fmt.Errorf("%w: %s: scale × Q descale × K descale (descales the call computed) can make scores overflow float32", backend.ErrInvalid, where)
 }

@@ -32,14 +32,6 @@ type hostCopy struct {
 	host []byte
 }
 
-// bytesOf views a slice of plain numbers as its bytes.
-func bytesOf[T ~uint8 | ~float32 | ~int32](x []T) []byte {
-	if len(x) == 0 {
-		return nil
-	}
-	return unsafe.Slice((*byte)(unsafe.Pointer(&x[0])), len(x)*int(unsafe.Sizeof(x[0])))
-}
-
 // alignUp rounds n up to a multiple of stagingAlign.
 func alignUp(n int) int { return (n + stagingAlign - 1) / stagingAlign * stagingAlign }
 

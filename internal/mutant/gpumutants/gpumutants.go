@@ -20,6 +20,21 @@ const (
 // List is the GPU mutants. A Name is a file-name word: the binary is
 // BinName's.
 var List = []mutant.Mutant{
+	// A host-slice call with attention variants is kept for the next call
+	// of its key, its sinks the kept call's after the caller's change.
+	{Name: "hostkeepvariants", File: "backend/cuda/host.go", Pkg: cudaPkg,
+		Old: "p.LSE != nil, st}, !p.Variants.Any()", New: "p.LSE != nil, st}, true",
+		Tests: []string{"TestHostCallKept"}},
+	// A trim of the pool (a memory bound) leaves the kept host-slice call
+	// holding its block.
+	{Name: "hostkepttrim", File: "backend/cuda/pool.go", Pkg: cudaPkg,
+		Old: "\td.dropHostCall()\n\td.reap()", New: "\td.reap()",
+		Tests: []string{"TestHostCallKept"}},
+	// The host-slice call's flag is not zeroed on the way up: the kept
+	// call's flag, set by a score factor past the limit, fails the next.
+	{Name: "hostflag", File: "backend/cuda/host_engine.go", Pkg: cudaPkg,
+		Old: "{off: l.flag, host: zeroWord[:]}}", New: "{off: l.flag}}",
+		Tests: []string{"TestHostSlicesFactorError"}},
 	// The Ada kernel's calls with a sliding window run the plain kernel,
 	// which reads no window: every row sees all its causal keys.
 	{Name: "adawindowplain", File: "backend/cuda/modules.go", Pkg: cudaPkg,
