@@ -134,10 +134,10 @@ func (u *encodedUpload) check(dev []byte) error {
 // way lands the codes and scales fp8.QuantizeE4M3 gives each head (NaN
 // and infinite inputs among them), in both layouts, through rings large
 // and small (slots reused), with the scales given or computed by the
-// prologue (heads of one part and of several), whose items run late: a piece that does not wait for the
-// heads it encodes (in BSHD, all heads of its batch entries), or scales
-// copied before every item has run, show in the bytes (the mutants in
-// TestHostPipeCatchesMutants).
+// prologue (heads of one part and of several), whose items run late: a
+// piece that does not wait for the heads it encodes (in BSHD, all heads
+// of its batch entries), or scales copied before every item has run, show
+// in the bytes (the mutants in TestHostPipeCatchesMutants).
 func TestTransferEncoded(t *testing.T) {
 	sd := seed.Get()
 	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
