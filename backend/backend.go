@@ -118,13 +118,22 @@ func (l Layout) Offset(b, hd, i, h, s, d int) int {
 // (b, hd) of a tensor with h heads, s rows and head dimension d stored in
 // layout l, in row order: one run of s·d in BHSD, s runs of d in BSHD.
 func (l Layout) HeadRuns(b, hd, h, s, d int, fn func(off, n int)) {
+	l.RowRuns(b, hd, h, s, d, 0, s, fn)
+}
+
+// RowRuns is HeadRuns over the head's rows [r0, r1) only (none where r0 >=
+// r1): one run of (r1-r0)·d in BHSD, a run of d a row in BSHD.
+func (l Layout) RowRuns(b, hd, h, s, d, r0, r1 int, fn func(off, n int)) {
+	if r0 >= r1 {
+		return
+	}
 	if l == BSHD {
-		for i := range s {
+		for i := r0; i < r1; i++ {
 			fn(l.Offset(b, hd, i, h, s, d), d)
 		}
 		return
 	}
-	fn(l.Offset(b, hd, 0, h, s, d), s*d)
+	fn(l.Offset(b, hd, r0, h, s, d), (r1-r0)*d)
 }
 
 // Errors a backend or the registry returns; callers test them with errors.Is.

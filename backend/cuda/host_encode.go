@@ -144,15 +144,7 @@ func (t *encodeSet) item(i int) {
 	b, h := g/s.heads, g%s.heads
 	r0, r1 := j*s.rows, min(s.seq, (j+1)*s.rows)
 	var m float32
-	if s.layout == backend.BSHD {
-		for r := r0; r < r1; r++ {
-			o := s.layout.Offset(b, h, r, s.heads, s.seq, s.d)
-			m = max(m, fp8.Amax(s.x[o:o+s.d]))
-		}
-	} else if r0 < r1 {
-		o := s.layout.Offset(b, h, r0, s.heads, s.seq, s.d)
-		m = fp8.Amax(s.x[o : o+(r1-r0)*s.d])
-	}
+	s.layout.RowRuns(b, h, s.heads, s.seq, s.d, r0, r1, func(o, n int) { m = max(m, fp8.Amax(s.x[o:o+n])) })
 	acc := &s.acc[g]
 	for {
 		old := acc.amax.Load()
