@@ -37,6 +37,16 @@ type Yielding interface {
 	Yields() bool
 }
 
+// LeadSpinner is a Job whose calling goroutine spins without yielding
+// while it waits for the helpers at the end of a Run, when it reports
+// true: one on a locked OS thread (a device's), where a yield hands the
+// thread's P away and getting one back takes tens of microseconds. The
+// wait is as short as the helpers' last Works, which such a job keeps
+// short.
+type LeadSpinner interface {
+	LeadSpins() bool
+}
+
 // DefaultSpin is how long an idle helper of Default polls for the next job
 // before it parks.
 const DefaultSpin = 200 * time.Microsecond
@@ -60,6 +70,10 @@ type Pool struct {
 	// and neither polls nor lets its helpers poll.
 	shared atomic.Int64
 	runsN  atomic.Int64 // Runs so far: one in shareEvery is checked
+	wakes  atomic.Int64 // helpers handed a run while parked
+	// polling counts the helpers polling for a run (in await): Run hands
+	// parked helpers only the slots these cannot take.
+	polling atomic.Int64
 }
 
 // NewPool returns a pool of helpers goroutines (<= 0: GOMAXPROCS-1 at first
@@ -166,11 +180,14 @@ func (p *Pool) await() *run {
 	if !p.polls() {
 		return nil
 	}
+	p.polling.Add(1)
+	defer p.polling.Add(-1)
 	deadline := time.Now().Add(p.spin)
 	for i := 1; ; i++ {
 		if r := p.posted.Load(); r != nil && r.claim() {
 			return r
 		}
+		Pause()
 		if i%256 == 0 {
 			if time.Now().After(deadline) {
 				return nil
@@ -205,11 +222,16 @@ func (p *Pool) Run(helpers int, job Job) {
 	r.done.Add(helpers)
 	r.slots.Store(int64(helpers))
 	p.posted.Store(r)
-	// Parked helpers are handed one slot each while some are waiting; the
-	// rest is left to helpers still polling.
-	for r.claim() {
+	// Parked helpers are handed one slot each while some are waiting and
+	// the helpers still polling are too few for the open slots; the rest
+	// is left to those, which join at once, where a parked helper can
+	// take tens of microseconds to wake. (A polling helper may give up
+	// before it claims its slot: the slot is withdrawn when the calling
+	// goroutine's Work returns.)
+	for r.slots.Load() > p.polling.Load() && r.claim() {
 		select {
 		case p.jobs <- r:
+			p.wakes.Add(1)
 			continue
 		default:
 			r.slots.Add(1)
@@ -220,16 +242,24 @@ func (p *Pool) Run(helpers int, job Job) {
 	n := r.slots.Swap(0)
 	r.pending.Add(-n)
 	r.done.Add(-int(n))
-	// Wait for the helpers that joined by polling for up to the spin time,
-	// then by blocking: a goroutine woken from a wait can take tens of
+	// Wait for the helpers that joined by polling for up to the spin time
+	// (yielding now and then, unless the job's lead spins), then by
+	// blocking: a goroutine woken from a wait can take tens of
 	// microseconds to run again while polling helpers hold every P.
+	spins := false
+	if s, ok := job.(LeadSpinner); ok {
+		spins = s.LeadSpins()
+	}
 	deadline := time.Now().Add(p.spin)
 	for i := 1; r.pending.Load() > 0 && p.polls(); i++ {
+		Pause()
 		if i%64 == 0 {
 			if time.Now().After(deadline) {
 				break
 			}
-			runtime.Gosched()
+			if !spins {
+				runtime.Gosched()
+			}
 		}
 	}
 	r.done.Wait()
@@ -237,6 +267,11 @@ func (p *Pool) Run(helpers int, job Job) {
 	r.job = nil
 	p.runs.Put(r)
 }
+
+// Wakes returns how many times the pool has handed a run to a parked
+// helper (each a wake-up of a goroutine that had stopped polling): a
+// diagnostic for benchmarks.
+func (p *Pool) Wakes() int64 { return p.wakes.Load() }
 
 // For calls fn(i) for every i in [0, n) on the calling goroutine and up to
 // helpers helpers of p, each taking the next i in turn, and returns when all

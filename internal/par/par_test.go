@@ -163,6 +163,30 @@ func TestCallerIsZero(t *testing.T) {
 	}
 }
 
+// TestPollersFirst: a Run leaves its helper slots to the helpers still
+// polling where they are enough, and wakes no parked one (a parked helper
+// can take tens of microseconds to start). Two helpers join a first Run
+// and then poll (the spin is long); the pool's other two stay parked;
+// the second Run of two helpers must not wake them.
+func TestPollersFirst(t *testing.T) {
+	p := NewPool(4, time.Second)
+	var c countJob
+	// (The helpers of a new pool start at its first Run, which they may
+	// miss.)
+	for deadline := time.Now().Add(time.Second); p.polling.Load() < 2 && time.Now().Before(deadline); {
+		p.Run(2, &c)
+		time.Sleep(time.Millisecond)
+	}
+	if n := p.polling.Load(); n != 2 {
+		t.Fatalf("%d helpers poll after a Run of two, want 2", n)
+	}
+	w := p.Wakes()
+	p.Run(2, &c)
+	if got := p.Wakes() - w; got != 0 {
+		t.Errorf("a Run of two woke %d parked helpers while two were polling", got)
+	}
+}
+
 // TestPoolCatchesMutants: the pool broken on purpose fails the test of
 // what it breaks (FP8ATTN_MUTANTS=1).
 func TestPoolCatchesMutants(t *testing.T) {
@@ -180,5 +204,9 @@ func TestPoolCatchesMutants(t *testing.T) {
 			File: "internal/par/par.go", Pkg: "./internal/par",
 			Old: "if y, ok := job.(Yielding); !ok || !y.Yields() {", New: "if true {",
 			Tests: []string{"TestYieldingKeepsPolling"}},
+		{Name: "a Run hands parked helpers slots that polling ones would take",
+			File: "internal/par/par.go", Pkg: "./internal/par",
+			Old: "for r.slots.Load() > p.polling.Load() && r.claim() {", New: "for r.claim() {",
+			Tests: []string{"TestPollersFirst"}},
 	})
 }

@@ -1,0 +1,8 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func Pause()
+TEXT ·Pause(SB), NOSPLIT, $0-0
+	PAUSE
+	RET
