@@ -154,7 +154,11 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 		e.base = c.blk.p + cu.DevicePtr(l.flag)
 		return nil
 	}
-	if err := e.run(roundTrip(eng, e.ring, e.upSegs(p, l), l.up, pro, between, e.downSegs(p, l, flag), l.down)); err != nil {
+	up, down := e.upSegs(p, l), e.downSegs(p, l, flag)
+	if ph != nil {
+		ph.phase("segs")
+	}
+	if err := e.run(roundTrip(eng, e.ring, up, l.up, pro, between, down, l.down)); err != nil {
 		return fmt.Errorf("cuda: a call on host slices: %w", err)
 	}
 	if ph != nil {

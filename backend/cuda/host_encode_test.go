@@ -313,7 +313,7 @@ func TestPlanPrologue(t *testing.T) {
 		for _, first := range []bool{false, true} {
 			u := newEncodedUpload(rng, 2, 8, 4, 333, 64, l, true, first)
 			var p pipe
-			if _, err := p.plan(newFakeEngine(nil, rng), make([]byte, 1<<20), u.segs, u.size, true, &u.set); err != nil {
+			if _, err := p.plan(newFakeEngine(nil, rng), make([]byte, 1<<20), u.segs, u.size, true, &u.set, 0); err != nil {
 				t.Fatal(err)
 			}
 			for c := range p.n {
@@ -335,6 +335,7 @@ func TestPlanPrologue(t *testing.T) {
 				}
 			}
 			items, pieces := map[int]int{}, map[int]bool{}
+			firstPiece := map[int]int{} // each chunk's first piece's task
 			for i := range int64(p.proN + p.n*p.pieces) {
 				item, k := p.task(i)
 				switch {
@@ -342,6 +343,9 @@ func TestPlanPrologue(t *testing.T) {
 					items[item] = int(i)
 				default:
 					pieces[k] = true
+					if _, ok := firstPiece[k/p.pieces]; !ok {
+						firstPiece[k/p.pieces] = int(i)
+					}
 					for j := p.need[k/p.pieces][0]; j < p.need[k/p.pieces][1]; j++ {
 						if at, ok := items[j]; !ok || at > int(i) {
 							t.Fatalf("%v: piece %d (task %d) waits for item %d, not taken before it", l, k, i, j)
@@ -351,6 +355,15 @@ func TestPlanPrologue(t *testing.T) {
 			}
 			if len(items) != p.proN || len(pieces) != p.n*p.pieces {
 				t.Fatalf("%v: the work holds %d of %d items, %d of %d pieces", l, len(items), p.proN, len(pieces), p.n*p.pieces)
+			}
+			// The items the next chunk waits for come before a chunk's
+			// pieces (itemLookahead), so that its pieces find them done.
+			for c := range p.n - 1 {
+				for j := p.need[c+1][0]; j < p.need[c+1][1]; j++ {
+					if items[j] > firstPiece[c] {
+						t.Fatalf("%v: chunk %d's item %d is task %d, after chunk %d's first piece (task %d)", l, c+1, j, items[j], c, firstPiece[c])
+					}
+				}
 			}
 		}
 	}

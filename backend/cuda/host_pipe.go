@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fp8attn/fp8attn/internal/freelist"
 	"github.com/fp8attn/fp8attn/internal/ntcopy"
@@ -53,9 +54,11 @@ type hostEngine interface {
 }
 
 // phaser is a hostEngine that notes the phases of a call between its
-// copies (a benchmark's timeline).
+// copies (a benchmark's timeline): points in time, and the time the
+// goroutines spent in each kind of task, summed over the call.
 type phaser interface {
 	phase(what string)
+	tally(what string, d time.Duration)
 }
 
 // hostSeg is one piece of a region: its bytes [off, off+len(host)) are
@@ -83,9 +86,9 @@ func (s hostSeg) size() int {
 // of the heads): items independent of each other, each run once. A piece
 // waits for the items its bytes need: those of the heads it encodes
 // (encodeSrc.items), all of them for the bytes they write
-// (hostSeg.after); the work order (pipe.work) puts each chunk's items
-// just before its pieces, and the upload ends only once every item has
-// run.
+// (hostSeg.after); the work order (pipe.work) puts the items of each
+// chunk and of the next (itemLookahead) before its pieces, and the upload
+// ends only once every item has run.
 type prologue interface {
 	items() int
 	item(i int)
@@ -126,6 +129,13 @@ const (
 	// takes tens of microseconds to get back, so it yields seldom, for a
 	// helper that may be waiting for a P.
 	leadIdleYield = 1024
+	// itemLookahead is how many chunks ahead of a chunk's pieces the work
+	// puts the prologue items of the chunks after it: with 0 a chunk's
+	// pieces would follow its own items, and the goroutines that take
+	// them wait for items just taken; with 1 those items were taken a
+	// chunk's pieces before (the mission call 131-133 µs against 141 in
+	// its timeline, docs/BENCHMARKS.md).
+	itemLookahead = 1
 	// leadCopiesBelow: with fewer helpers than this the lead takes pieces
 	// even once a helper has joined (one helper alone would halve the
 	// copying threads of a two-core machine).
@@ -167,6 +177,7 @@ var streamMax = 4 << 20
 // pipe is one transfer of a region through the ring.
 type pipe struct {
 	eng        hostEngine
+	ph         phaser // eng's, or nil
 	ring       []byte
 	segs       []hostSeg
 	up         bool
@@ -182,10 +193,12 @@ type pipe struct {
 
 	// work is the order of the tasks the goroutines take (next) where
 	// there is a prologue: -1-i for item i, k >= 0 for piece k (piece k %
-	// pieces of chunk k / pieces); each chunk's pieces right after the
-	// items they wait for. Without one, piece k is task k.
+	// pieces of chunk k / pieces); each chunk's pieces after the items
+	// they wait for and those of the itemLookahead chunks after it.
+	// Without one, piece k is task k.
 	work    []int32
 	proDone []atomic.Bool  // each prologue item has returned
+	proLeft atomic.Int32   // items still to run (counted where ph is not nil)
 	need    [][2]int       // the prologue items [lo, hi) each chunk's pieces wait for
 	proOK   []atomic.Bool  // each chunk's items are known done
 	left    []atomic.Int32 // pieces of each chunk still to copy
@@ -221,13 +234,16 @@ func roundTrip(eng hostEngine, ring []byte, upSegs []hostSeg, up int, pro prolog
 	}
 	x := roundTrips.Get()
 	defer x.release()
-	hu, err := x.up.plan(eng, ring, upSegs, up, true, pro)
+	hu, err := x.up.plan(eng, ring, upSegs, up, true, pro, 0)
 	if err != nil {
 		return err
 	}
-	hd, err := x.down.plan(eng, ring, downSegs, down, false, nil)
+	hd, err := x.down.plan(eng, ring, downSegs, down, false, nil, hu)
 	if err != nil {
 		return err
+	}
+	if x.up.ph != nil {
+		x.up.ph.phase("planned")
 	}
 	x.between = between
 	par.Default.Run(max(hu, hd), x)
@@ -255,13 +271,26 @@ func (x *duplex) release() {
 // Yields: as the pipes' Works.
 func (x *duplex) Yields() bool { return true }
 
+// LeadSpins: the calling goroutine holds the device's locked thread
+// (par.LeadSpinner).
+func (x *duplex) LeadSpins() bool { return true }
+
 // Work leads both pipes on the calling goroutine (w = 0), between them
 // running between; helpers work on the upload, then on the download.
 func (x *duplex) Work(w int) {
 	if w > 0 {
+		if x.up.ph != nil {
+			x.up.ph.phase("joined")
+		}
 		x.up.Work(w)
 		x.down.Work(w)
+		if x.up.ph != nil {
+			x.up.ph.phase("helper done")
+		}
 		return
+	}
+	if x.up.ph != nil {
+		x.up.ph.phase("lead")
 	}
 	x.up.lead()
 	if x.up.failed.Load() {
@@ -282,12 +311,17 @@ func (x *duplex) Work(w int) {
 // helpers it takes. An upload with encoded pieces plans its chunks and
 // pieces by the float32 bytes they read (a chunk of codes is a quarter of
 // a copied chunk) and takes up to pipeEncodeWorkers helpers (encoding is
-// bound by the cores, not by the memory's bandwidth).
-func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue) (helpers int, err error) {
+// bound by the cores, not by the memory's bandwidth). share, where larger
+// than the helpers the pipe would take, is how many will work on it (a
+// round trip's download, whose helpers are the upload's): its pieces are
+// cut for them all, so that the last chunk's are spread over every one.
+func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue, share int) (helpers int, err error) {
 	p.eng, p.ring, p.segs, p.up, p.size, p.pro, p.proN = eng, ring, segs, up, size, pro, 0
+	p.ph, _ = eng.(phaser)
 	if pro != nil {
 		p.proN = pro.items()
 	}
+	p.proLeft.Store(int32(p.proN))
 	weight, workers := 1, pipeWorkers
 	if up && encodes(segs) {
 		weight, workers = encodeWeight, pipeEncodeWorkers
@@ -295,7 +329,8 @@ func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bo
 	if p.chunk, p.n, p.slots, err = pipePlan(size, len(ring), weight); err != nil {
 		return 0, err
 	}
-	p.piece = min(pipePiece/weight, max(pipeAlign, (p.chunk/workers+pipeAlign-1)/pipeAlign*pipeAlign))
+	cut := max(workers, share)
+	p.piece = min(pipePiece/weight, max(pipeAlign, (p.chunk/cut+pipeAlign-1)/pipeAlign*pipeAlign))
 	p.pieces = (p.chunk + p.piece - 1) / p.piece
 	p.left, p.landed = freelist.Grow(p.left, p.n), freelist.Grow(p.landed, p.n)
 	for c := range p.n {
@@ -349,7 +384,11 @@ func (p *pipe) planPrologue() {
 	}
 	item := 0
 	for c := range p.n {
-		for ; item < p.need[c][1]; item++ {
+		upTo := 0 // the items of chunks c to c+itemLookahead
+		for a := c; a <= min(c+itemLookahead, p.n-1); a++ {
+			upTo = max(upTo, p.need[a][1])
+		}
+		for ; item < upTo; item++ {
 			p.work = append(p.work, int32(-1-item))
 		}
 		for j := range p.pieces {
@@ -377,7 +416,7 @@ func (p *pipe) task(i int64) (item, piece int) {
 
 // clear drops the pipe's references (a pipe of a round trip).
 func (p *pipe) clear() {
-	p.eng, p.ring, p.segs, p.pro, p.err = nil, nil, nil, nil, nil
+	p.eng, p.ph, p.ring, p.segs, p.pro, p.err = nil, nil, nil, nil, nil, nil
 }
 
 // encodes reports whether any of segs is encoded on the way.
@@ -477,6 +516,7 @@ func (p *pipe) Work(w int) {
 			if spins%helperIdleYield == helperIdleYield-1 {
 				runtime.Gosched()
 			}
+			par.Pause()
 		}
 		p.copyPieceAt(k)
 	}
@@ -542,6 +582,8 @@ func (p *pipe) lead() {
 			idle = 0
 		} else if idle++; idle%leadIdleYield == 0 {
 			runtime.Gosched()
+		} else {
+			par.Pause()
 		}
 	}
 }
@@ -563,8 +605,18 @@ func (p *pipe) awaited(c int) bool { return !p.up || c+p.slots < p.n }
 
 // runItem runs prologue item i and marks it done.
 func (p *pipe) runItem(i int) {
+	if p.ph == nil {
+		p.pro.item(i)
+		p.proDone[i].Store(true)
+		return
+	}
+	t := time.Now()
 	p.pro.item(i)
+	p.ph.tally("items", time.Since(t))
 	p.proDone[i].Store(true)
+	if p.proLeft.Add(-1) == 0 {
+		p.ph.phase("items done")
+	}
 }
 
 // prologueDone reports whether every prologue item has returned (those
@@ -590,6 +642,9 @@ func (p *pipe) itemsDone(c int) bool {
 		}
 	}
 	p.proOK[c].Store(true)
+	if p.ph != nil && c == 0 {
+		p.ph.phase("chunk 0's items")
+	}
 	return true
 }
 
@@ -599,7 +654,15 @@ func (p *pipe) copyPieceAt(i int) {
 	c, j := i/p.pieces, i%p.pieces
 	lo, hi := p.span(c)
 	a, b := lo+j*p.piece, min(lo+(j+1)*p.piece, hi)
-	if a < b {
+	if a < b && p.ph != nil {
+		t := time.Now()
+		p.copyPiece(p.slotBytes(c), lo, a, b)
+		what := "pieces down"
+		if p.up {
+			what = "pieces up"
+		}
+		p.ph.tally(what, time.Since(t))
+	} else if a < b {
 		p.copyPiece(p.slotBytes(c), lo, a, b)
 	}
 	if p.left[c].Add(-1) == 0 {

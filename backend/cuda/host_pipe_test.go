@@ -117,7 +117,7 @@ func transferAfter(eng hostEngine, ring []byte, segs []hostSeg, size int, up boo
 		return nil
 	}
 	var p pipe
-	helpers, err := p.plan(eng, ring, segs, size, up, pro)
+	helpers, err := p.plan(eng, ring, segs, size, up, pro, 0)
 	if err != nil {
 		return err
 	}

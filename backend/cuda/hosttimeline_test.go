@@ -3,32 +3,39 @@
 package cuda
 
 import (
+	"cmp"
 	"math"
 	"math/rand/v2"
 	"runtime"
 	"slices"
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/par"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
 // timedEngine is a call's engine on host slices with a timeline: it
 // records a timing event on the stream after each copy it queues, and
 // one before the first copy down (where the kernels have run), with the
-// host time of each of those calls; and the host time at which each
-// poll of a slot first finds its copies done.
+// host time of each of those calls; the host time at which each poll of
+// a slot first finds its copies done; the pipe's phases; and the time
+// its goroutines spend in each kind of task. Marks go into preallocated
+// slots without a lock, so that timing the helpers does not serialize
+// them.
 type timedEngine struct {
 	*streamEngine
-	mu     sync.Mutex
-	t0     time.Time
-	marks  []timedMark
-	events []cu.Event // reused across calls, one a mark
-	down   bool
+	t0      time.Time
+	marks   [512]timedMark
+	n       atomic.Int64
+	events  []cu.Event // one a mark slot, made once
+	started bool       // the "start" mark is recorded (the lead only)
+	down    bool       // the "kernels" mark is recorded (the lead only)
+	tallies map[string]*atomic.Int64
 }
 
 // timedMark is one point of a call's timeline: what happened, its bytes,
@@ -41,18 +48,43 @@ type timedMark struct {
 	device bool
 }
 
+// reset readies t for a call.
+func (t *timedEngine) reset() {
+	t.n.Store(0)
+	t.started, t.down = false, false
+	if t.tallies == nil {
+		t.tallies = map[string]*atomic.Int64{}
+		for _, k := range []string{"items", "pieces up", "pieces down"} {
+			t.tallies[k] = new(atomic.Int64)
+		}
+	}
+	for _, v := range t.tallies {
+		v.Store(0)
+	}
+	t.t0 = time.Now()
+}
+
+// callMarks returns the call's marks.
+func (t *timedEngine) callMarks() []timedMark {
+	return slices.Clone(t.marks[:min(int(t.n.Load()), len(t.marks))])
+}
+
 func (t *timedEngine) mark(what string, n int, device bool) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	m := timedMark{what: what, bytes: n, host: float64(time.Since(t.t0).Nanoseconds()) / 1e3, device: device}
+	host := float64(time.Since(t.t0).Nanoseconds()) / 1e3
+	i := int(t.n.Add(1) - 1)
+	if i >= len(t.marks) {
+		return nil
+	}
 	if device {
-		i := len(t.marks)
-		for len(t.events) <= i {
-			ev, err := cu.MakeEvent(cu.DefaultEvent)
-			if err != nil {
-				return err
+		if t.events == nil {
+			t.events = make([]cu.Event, len(t.marks))
+			for k := range t.events {
+				ev, err := cu.MakeEvent(cu.DefaultEvent)
+				if err != nil {
+					return err
+				}
+				t.events[k] = ev
 			}
-			t.events = append(t.events, ev)
 		}
 		if err := t.bind(); err != nil {
 			return err
@@ -62,15 +94,13 @@ func (t *timedEngine) mark(what string, n int, device bool) error {
 			return err
 		}
 	}
-	t.marks = append(t.marks, m)
+	t.marks[i] = timedMark{what: what, bytes: n, host: host, device: device}
 	return nil
 }
 
 func (t *timedEngine) toDevice(off int, src []byte) error {
-	t.mu.Lock()
-	first := len(t.marks) == 0
-	t.mu.Unlock()
-	if first {
+	if !t.started {
+		t.started = true
 		if err := t.mark("start", 0, true); err != nil {
 			return err
 		}
@@ -82,11 +112,8 @@ func (t *timedEngine) toDevice(off int, src []byte) error {
 }
 
 func (t *timedEngine) toHost(dst []byte, off int) error {
-	t.mu.Lock()
-	first := !t.down
-	t.down = true
-	t.mu.Unlock()
-	if first {
+	if !t.down {
+		t.down = true
 		if err := t.mark("kernels", 0, true); err != nil {
 			return err
 		}
@@ -99,6 +126,13 @@ func (t *timedEngine) toHost(dst []byte, off int) error {
 
 // phase implements phaser: a host point of the timeline.
 func (t *timedEngine) phase(what string) { t.mark(what, 0, false) }
+
+// tally implements phaser: time spent in a kind of task.
+func (t *timedEngine) tally(what string, d time.Duration) {
+	if v := t.tallies[what]; v != nil {
+		v.Add(int64(d))
+	}
+}
 
 func (t *timedEngine) done(slot int) (bool, error) {
 	ok, err := t.streamEngine.done(slot)
@@ -149,17 +183,21 @@ func BenchmarkHostSliceTimeline(b *testing.B) {
 				var calls [][]timedMark
 				var device [][]float64
 				var total []float64
+				tallies := map[string][]float64{}
+				var wakes []float64
 				for b.Loop() {
-					te.marks, te.down = te.marks[:0], false
-					te.t0 = time.Now()
+					te.reset()
+					w0 := par.Default.Wakes()
 					if err := be.Attention(p); err != nil {
 						b.Fatal(err)
 					}
 					total = append(total, float64(time.Since(te.t0).Nanoseconds())/1e3)
-					dev := make([]float64, len(te.marks))
+					wakes = append(wakes, float64(par.Default.Wakes()-w0))
+					marks := te.callMarks()
+					dev := make([]float64, len(marks))
 					err := d.do(func() error {
 						first := -1
-						for i, m := range te.marks {
+						for i, m := range marks {
 							if m.device {
 								if first < 0 {
 									first = i
@@ -176,34 +214,64 @@ func BenchmarkHostSliceTimeline(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					calls = append(calls, slices.Clone(te.marks))
+					calls = append(calls, marks)
 					device = append(device, dev)
+					for k, v := range te.tallies {
+						tallies[k] = append(tallies[k], float64(v.Load())/1e3)
+					}
 				}
 				b.ReportMetric(median(total), "us/call")
+				b.Logf("helpers woken from parking: median %.0f a call", median(wakes))
 				b.Logf("%s: %d calls, median %.1f µs a call; medians over the calls of each point, the copies (and the kernels' end) in stream order, then the polls that found a slot done:", c.name, len(total), median(total))
-				for _, onStream := range []bool{true, false} {
-					var h, dv [][]float64
-					var kinds []timedMark
-					for j, cm := range calls {
-						k := 0
-						for i, m := range cm {
-							if m.device != onStream {
-								continue
+				// The stream's points in order; the host's by kind and
+				// occurrence (the k-th "joined" of each call), ordered by
+				// their medians.
+				type point struct {
+					what      string
+					k, bytes  int
+					host, dev []float64
+				}
+				var stream []*point
+				hostPts := map[[2]any]*point{}
+				for j, cm := range calls {
+					k, seen := 0, map[string]int{}
+					for i, m := range cm {
+						if m.device {
+							if k == len(stream) {
+								stream = append(stream, &point{what: m.what, bytes: m.bytes})
 							}
-							if k == len(h) {
-								h, dv, kinds = append(h, nil), append(dv, nil), append(kinds, m)
-							}
-							h[k], dv[k] = append(h[k], m.host), append(dv[k], device[j][i])
+							stream[k].host, stream[k].dev = append(stream[k].host, m.host), append(stream[k].dev, device[j][i])
 							k++
+							continue
 						}
-					}
-					for k, m := range kinds {
-						if onStream {
-							b.Logf("%3d %-12s %8d B  host %8.1f µs  device %8.1f µs  (%d calls)", k, m.what, m.bytes, median(h[k]), median(dv[k]), len(h[k]))
-						} else {
-							b.Logf("%3d %-12s %8s    host %8.1f µs  (%d calls)", k, m.what, "", median(h[k]), len(h[k]))
+						key := [2]any{m.what, seen[m.what]}
+						seen[m.what]++
+						pt := hostPts[key]
+						if pt == nil {
+							pt = &point{what: m.what, k: key[1].(int)}
+							hostPts[key] = pt
 						}
+						pt.host = append(pt.host, m.host)
 					}
+				}
+				for k, pt := range stream {
+					b.Logf("%3d %-16s %8d B  host %8.1f µs  device %8.1f µs  (%d calls)", k, pt.what, pt.bytes, median(pt.host), median(pt.dev), len(pt.host))
+				}
+				var hp []*point
+				for _, pt := range hostPts {
+					hp = append(hp, pt)
+				}
+				slices.SortFunc(hp, func(a, b *point) int { return cmp.Compare(median(a.host), median(b.host)) })
+				for _, pt := range hp {
+					b.Logf("    %-16s #%-3d host %8.1f µs  (%d calls)", pt.what, pt.k, median(pt.host), len(pt.host))
+				}
+				var names []string
+				for k := range tallies {
+					names = append(names, k)
+				}
+				slices.Sort(names)
+				for _, k := range names {
+					b.Logf("    time in %-12s %8.1f µs a call, summed over the goroutines (%d calls)", k, median(tallies[k]), len(tallies[k]))
 				}
 			})
 		}
