@@ -76,15 +76,6 @@ type device struct {
 	pool     map[int64][]cu.DevicePtr
 	pending  []pendingFree // freed, waiting for their event
 	events   []cu.Event    // completed events, for reuse
-	// flags is the page-locked page of words the stream writes when a
-	// host-slice call's copies complete (host_engine.go): flagWords
-	// views it, flagsDev is its device address, flagSeq the last value
-	// written, flagWant the value each slot's word waits for.
-	flags     []byte
-	flagWords []uint32
-	flagsDev  cu.DevicePtr
-	flagSeq   uint32
-	flagWant  []uint32
 	// owned is every allocation of the device's memory (pool buffers and
 	// paged caches' pages) with its size; held is their sum, limit its
 	// bound (0: none).
@@ -203,8 +194,8 @@ func (d *device) Close() error {
 			errs = append(errs, cu.DestroyEvent(&d.events[i]))
 		}
 		d.pending, d.events, d.hostCall = nil, nil, nil
-		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage), hostFree(d.flags), d.sinks.close())
-		d.stage, d.flags, d.flagWords = nil, nil, nil
+		errs = append(errs, cu.DestroyEvent(&d.stageDone), hostFree(d.stage), d.sinks.close())
+		d.stage = nil
 		for p := range d.owned {
 			errs = append(errs, d.devFree(p))
 		}

@@ -3,10 +3,8 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -18,13 +16,14 @@ import (
 // newStreamEngine returns the engine of a call of layout l at the block
 // base: the device's page-locked buffer as its ring (sized for the larger
 // of the call's two regions, up to pipeRingMax bytes; the call holds it
-// until close), and a word of the device's flag page for each of the
-// ring's slots. The caller is inside do until close.
+// until close), and events for the ring's slots from the device's spares.
+// The caller is inside do until close.
 func (d *device) newStreamEngine(l hostLayout, base cu.DevicePtr) (*streamEngine, error) {
 	ring, err := d.staging(min(max(l.up, l.down), pipeRingMax))
 	if err != nil {
 		return nil, err
 	}
+	e := &streamEngine{d: d, base: base, ring: ring}
 	slots := 0
 	for i, size := range []int{l.up, l.down} {
 		_, _, n, err := pipePlan(size, len(ring), [2]int{encodeWeight, 1}[i])
@@ -33,39 +32,17 @@ func (d *device) newStreamEngine(l hostLayout, base cu.DevicePtr) (*streamEngine
 		}
 		slots = max(slots, n)
 	}
-	if err := d.flagPage(slots); err != nil {
-		return nil, err
-	}
-	return &streamEngine{d: d, base: base, ring: ring}, nil
-}
-
-// flagBytes is the size of the device's flag page: a word for each slot
-// of the largest ring (pipeRingMax bytes in chunks of pipeAlign).
-const flagBytes = 4 * pipeRingMax / pipeAlign
-
-// flagPage readies the device's flag page for slots slots. The caller is
-// inside do.
-func (d *device) flagPage(slots int) error {
-	if slots > flagBytes/4 {
-		return fmt.Errorf("cuda: %d ring slots, more than the flag page's %d", slots, flagBytes/4)
-	}
-	if d.flags == nil {
-		b, err := hostAlloc(flagBytes)
-		if err != nil {
-			return err
+	for len(e.events) < slots {
+		var ev cu.Event
+		if n := len(d.events); n > 0 {
+			ev, d.events = d.events[n-1], d.events[:n-1]
+		} else if ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			e.close()
+			return nil, fmt.Errorf("cuda: event: %w", err)
 		}
-		dev, err := hostDevicePtr(b)
-		if err != nil {
-			return errors.Join(err, hostFree(b))
-		}
-		d.flags, d.flagsDev = b, dev
-		d.flagWords = unsafe.Slice((*uint32)(unsafe.Pointer(&b[0])), flagBytes/4)
-		d.flagWant = make([]uint32, flagBytes/4)
-		for i := range d.flagWords {
-			atomic.StoreUint32(&d.flagWords[i], 0)
-		}
+		e.events = append(e.events, ev)
 	}
-	return nil
+	return e, nil
 }
 
 // run returns err; where it is not nil, first waits for the stream, so that
@@ -77,9 +54,12 @@ func (e *streamEngine) run(err error) error {
 	return err
 }
 
-// close ends the engine's use of the ring, which is idle: the call's
-// download has waited for every copy, or run for the stream.
-func (e *streamEngine) close() {}
+// close gives the events back to the device's spares. The ring is idle:
+// the call's download has waited for every copy, or run for the stream.
+func (e *streamEngine) close() {
+	e.d.events = append(e.d.events, e.events...)
+	e.events = nil
+}
 
 // upSegs are the host pieces of the way up, in the block's first l.up
 // bytes (the engine's base: the block): the codes of p's Q, K and V, their
@@ -120,21 +100,19 @@ func (e *streamEngine) downSegs(p *backend.Problem, l hostLayout, flag []int32) 
 }
 
 // streamEngine is the device's stream as a hostEngine: copies between the
-// ring and the device memory at base, and for each slot a word of the
-// device's flag page that the stream writes behind the copies queued
-// before the slot's record, which a poll reads without calling the driver.
-// The pipe calls its methods from the goroutine inside do only (its one
-// voice to the driver); each still binds the device's context to its
-// thread for a call into the driver, as the interface allows any goroutine.
+// ring and the device memory at base, and an event a slot. The pipe calls
+// its methods from the goroutine inside do only (its one voice to the
+// driver); each still binds the device's context to its thread for the
+// call, as the interface allows any goroutine.
 type streamEngine struct {
 	d      *device
 	base   cu.DevicePtr
 	ring   []byte
+	events []cu.Event
 	segs   [7]hostSeg // the way up
 	down   [3]hostSeg // the way down
 	enc    encodeSet
 	scales []float32 // Q, K, V scales the prologue computes (the device's hostScales)
-	polls  int       // polls that found a word not yet written
 }
 
 func (e *streamEngine) bind() error {
@@ -168,36 +146,25 @@ func (e *streamEngine) toHost(dst []byte, off int) error {
 	return nil
 }
 
-// record queues the stream's write of the next sequence number to slot's
-// word (after a system-wide fence: a host that reads the number sees what
-// the copies before it wrote).
 func (e *streamEngine) record(slot int) error {
 	if err := e.bind(); err != nil {
 		return err
 	}
 	defer runtime.UnlockOSThread()
-	e.d.flagSeq++
-	e.d.flagWant[slot] = e.d.flagSeq
-	return streamWrite(e.d.stream, e.d.flagsDev+cu.DevicePtr(4*slot), e.d.flagSeq)
+	return e.events[slot].Record(e.d.stream)
 }
 
-// queryEvery is how many polls in a row find a word not yet written before
-// one asks the driver whether the stream has failed (a failed stream never
-// writes it).
-const queryEvery = 256
-
-// done reads slot's word; every queryEvery polls that find it not yet
-// written, it asks the driver whether the stream has failed.
 func (e *streamEngine) done(slot int) (bool, error) {
-	if atomic.LoadUint32(&e.d.flagWords[slot]) == e.d.flagWant[slot] {
-		return true, nil
-	}
-	if e.polls++; e.polls%queryEvery != 0 {
-		return false, nil
-	}
 	if err := e.bind(); err != nil {
 		return false, err
 	}
 	defer runtime.UnlockOSThread()
-	return false, streamQuery(e.d.stream)
+	switch err := e.events[slot].Query(); err {
+	case nil:
+		return true, nil
+	case cu.NotReady:
+		return false, nil
+	default:
+		return false, err
+	}
 }
