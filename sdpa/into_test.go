@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/internal/allocs"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -152,7 +153,7 @@ func TestIntoNoAllocs(t *testing.T) {
 			if gpu && opts.Backend == "" && opts.Precision == sdpa.FP8E4M3 {
 				continue // runs on "cuda" (above)
 			}
-			if n := testing.AllocsPerRun(20, call); n != 0 {
+			if n := allocs.PerCall(20, call); n != 0 {
 				t.Errorf("%+v %+v: %v allocations per call", s, *opts, n)
 			}
 		}

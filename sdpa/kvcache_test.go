@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/allocs"
 	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa"
@@ -389,14 +390,14 @@ func TestKVCacheNoAllocs(t *testing.T) {
 	for range 70 { // a second page, and warm scratch
 		step()
 	}
-	if n := testing.AllocsPerRun(50, func() {
+	if n := allocs.PerCall(50, func() {
 		if err := c.Append(ids, k, v); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
 		t.Errorf("an append allocates %v times", n)
 	}
-	if n := testing.AllocsPerRun(50, step); n != 0 {
+	if n := allocs.PerCall(50, step); n != 0 {
 		t.Errorf("a decode step allocates %v times", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/internal/allocs"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -292,7 +293,7 @@ func TestDeviceNoAllocs(t *testing.T) {
 			if err := c.call(); err != nil {
 				t.Fatal(err)
 			}
-			if n := testing.AllocsPerRun(20, func() {
+			if n := allocs.PerCall(20, func() {
 				if err := c.call(); err != nil {
 					t.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/internal/allocs"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -161,7 +162,7 @@ func TestVarlenNoAllocs(t *testing.T) {
 		}
 	}
 	call()
-	if n := testing.AllocsPerRun(20, call); n != 0 {
+	if n := allocs.PerCall(20, call); n != 0 {
 		t.Errorf("%v allocations per call", n)
 	}
 }

@@ -312,9 +312,10 @@ func (x *duplex) Work(w int) {
 // pieces by the float32 bytes they read (a chunk of codes is a quarter of
 // a copied chunk) and takes up to pipeEncodeWorkers helpers (encoding is
 // bound by the cores, not by the memory's bandwidth). share, where larger
-// than the helpers the pipe would take, is how many will work on it (a
-// round trip's download, whose helpers are the upload's): its pieces are
-// cut for them all, so that the last chunk's are spread over every one.
+// than that bound (pipeWorkers or pipeEncodeWorkers), is how many
+// goroutines will work on it (a round trip's download, whose helpers are
+// the upload's): its pieces are cut for them all, so that the last
+// chunk's are spread over every one.
 func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue, share int) (helpers int, err error) {
 	p.eng, p.ring, p.segs, p.up, p.size, p.pro, p.proN = eng, ring, segs, up, size, pro, 0
 	p.ph, _ = eng.(phaser)
@@ -641,8 +642,7 @@ func (p *pipe) itemsDone(c int) bool {
 			return false
 		}
 	}
-	p.proOK[c].Store(true)
-	if p.ph != nil && c == 0 {
+	if p.proOK[c].CompareAndSwap(false, true) && p.ph != nil && c == 0 {
 		p.ph.phase("chunk 0's items")
 	}
 	return true

@@ -192,7 +192,7 @@ func (p *Pool) await() *run {
 			if time.Now().After(deadline) {
 				return nil
 			}
-			if i%4096 == 0 {
+			if i%512 == 0 { // (a round is mostly its Pause: about 40 ns on recent x86)
 				runtime.Gosched() // let an oversubscribed P's goroutines run
 			}
 		}
@@ -221,22 +221,17 @@ func (p *Pool) Run(helpers int, job Job) {
 	r.pending.Store(int64(helpers))
 	r.done.Add(helpers)
 	r.slots.Store(int64(helpers))
-	p.posted.Store(r)
-	// Parked helpers are handed one slot each while some are waiting and
-	// the helpers still polling are too few for the open slots; the rest
-	// is left to those, which join at once, where a parked helper can
-	// take tens of microseconds to wake. (A polling helper may give up
-	// before it claims its slot: the slot is withdrawn when the calling
-	// goroutine's Work returns.)
-	for r.slots.Load() > p.polling.Load() && r.claim() {
-		select {
-		case p.jobs <- r:
-			p.wakes.Add(1)
-			continue
-		default:
-			r.slots.Add(1)
-		}
-		break
+	// The polling helpers see only the latest posted run: a run in flight
+	// that this one displaces hands its open slots to parked helpers, and
+	// so does this one where it displaced another (the pollers may be
+	// claiming that one's slots); otherwise it leaves the polling helpers
+	// the slots they can take, since a parked helper can take tens of
+	// microseconds to wake.
+	if prev := p.posted.Swap(r); prev != nil {
+		p.handParked(prev, false)
+		p.handParked(r, false)
+	} else {
+		p.handParked(r, true)
 	}
 	r.work(p, 0)
 	n := r.slots.Swap(0)
@@ -266,6 +261,25 @@ func (p *Pool) Run(helpers int, job Job) {
 	p.posted.CompareAndSwap(r, nil)
 	r.job = nil
 	p.runs.Put(r)
+}
+
+// handParked hands r's open slots, one each, to parked helpers while some
+// are waiting; with pollersFirst, only while the open slots outnumber the
+// helpers still polling. (A polling helper may give up before it claims
+// its slot: the slot is withdrawn when the run's calling goroutine's Work
+// returns. r may have ended and been reused by another Run: a slot claimed
+// is then one of that Run's.)
+func (p *Pool) handParked(r *run, pollersFirst bool) {
+	for (!pollersFirst || r.slots.Load() > p.polling.Load()) && r.claim() {
+		select {
+		case p.jobs <- r:
+			p.wakes.Add(1)
+			continue
+		default:
+			r.slots.Add(1)
+		}
+		return
+	}
 }
 
 // Wakes returns how many times the pool has handed a run to a parked

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fp8attn/fp8attn/internal/allocs"
 	"github.com/fp8attn/fp8attn/internal/mutant"
 )
 
@@ -76,7 +77,7 @@ func TestRunParticipants(t *testing.T) {
 func TestRunNoAllocs(t *testing.T) {
 	var c countJob
 	Default.Run(2, &c)
-	if a := testing.AllocsPerRun(100, func() { Default.Run(2, &c) }); a != 0 {
+	if a := allocs.PerCall(100, func() { Default.Run(2, &c) }); a != 0 {
 		t.Fatalf("%v allocations per Run", a)
 	}
 }
@@ -165,17 +166,19 @@ func TestCallerIsZero(t *testing.T) {
 
 // TestPollersFirst: a Run leaves its helper slots to the helpers still
 // polling where they are enough, and wakes no parked one (a parked helper
-// can take tens of microseconds to start). Two helpers join a first Run
-// and then poll (the spin is long); the pool's other two stay parked;
-// the second Run of two helpers must not wake them.
+// can take tens of microseconds to start); the polling helpers count
+// themselves out when they park. Two helpers join a first Run and then
+// poll; the pool's other two stay parked; the second Run of two helpers
+// must not wake them; after the spin time no helper polls.
 func TestPollersFirst(t *testing.T) {
-	p := NewPool(4, time.Second)
+	const spin = 50 * time.Millisecond
+	p := NewPool(4, spin)
+	p.Helpers()
+	time.Sleep(10 * time.Millisecond) // the helpers reach their channel
 	var c countJob
-	// (The helpers of a new pool start at its first Run, which they may
-	// miss.)
-	for deadline := time.Now().Add(time.Second); p.polling.Load() < 2 && time.Now().Before(deadline); {
-		p.Run(2, &c)
-		time.Sleep(time.Millisecond)
+	p.Run(2, &c)
+	for deadline := time.Now().Add(spin / 2); p.polling.Load() < 2 && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Microsecond)
 	}
 	if n := p.polling.Load(); n != 2 {
 		t.Fatalf("%d helpers poll after a Run of two, want 2", n)
@@ -184,6 +187,10 @@ func TestPollersFirst(t *testing.T) {
 	p.Run(2, &c)
 	if got := p.Wakes() - w; got != 0 {
 		t.Errorf("a Run of two woke %d parked helpers while two were polling", got)
+	}
+	time.Sleep(3 * spin)
+	if n := p.polling.Load(); n != 0 {
+		t.Errorf("%d helpers still count as polling after the spin time", n)
 	}
 }
 
@@ -206,7 +213,11 @@ func TestPoolCatchesMutants(t *testing.T) {
 			Tests: []string{"TestYieldingKeepsPolling"}},
 		{Name: "a Run hands parked helpers slots that polling ones would take",
 			File: "internal/par/par.go", Pkg: "./internal/par",
-			Old: "for r.slots.Load() > p.polling.Load() && r.claim() {", New: "for r.claim() {",
+			Old: "for (!pollersFirst || r.slots.Load() > p.polling.Load()) && r.claim() {", New: "for r.claim() {",
+			Tests: []string{"TestPollersFirst"}},
+		{Name: "a helper that stops polling still counts as polling",
+			File: "internal/par/par.go", Pkg: "./internal/par",
+			Old: "\tdefer p.polling.Add(-1)\n", New: "",
 			Tests: []string{"TestPollersFirst"}},
 	})
 }
