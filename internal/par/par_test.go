@@ -173,15 +173,22 @@ func TestCallerIsZero(t *testing.T) {
 func TestPollersFirst(t *testing.T) {
 	const spin = 50 * time.Millisecond
 	p := NewPool(4, spin)
-	p.Helpers()
-	time.Sleep(10 * time.Millisecond) // the helpers reach their channel
 	var c countJob
-	p.Run(2, &c)
-	for deadline := time.Now().Add(spin / 2); p.polling.Load() < 2 && time.Now().Before(deadline); {
-		time.Sleep(100 * time.Microsecond)
-	}
-	if n := p.polling.Load(); n != 2 {
-		t.Fatalf("%d helpers poll after a Run of two, want 2", n)
+	// Exactly two helpers polling and two parked: a Run of two hands its
+	// slots to helpers parked on the channel (those started in time);
+	// where fewer or more than two then poll, let them all park and try
+	// again.
+	for deadline := time.Now().Add(5 * time.Second); p.polling.Load() != 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d helpers poll after Runs of two, want 2", p.polling.Load())
+		}
+		if p.polling.Load() > 0 {
+			time.Sleep(3 * spin) // every helper parks
+		}
+		p.Run(2, &c)
+		for wait := time.Now().Add(spin / 2); p.polling.Load() < 2 && time.Now().Before(wait); {
+			time.Sleep(100 * time.Microsecond)
+		}
 	}
 	w := p.Wakes()
 	p.Run(2, &c)
