@@ -221,18 +221,15 @@ func (p *Pool) Run(helpers int, job Job) {
 	r.pending.Store(int64(helpers))
 	r.done.Add(helpers)
 	r.slots.Store(int64(helpers))
-	// The polling helpers see only the latest posted run: a run in flight
-	// that this one displaces hands its open slots to parked helpers, and
-	// so does this one where it displaced another (the pollers may be
-	// claiming that one's slots); otherwise it leaves the polling helpers
-	// the slots they can take, since a parked helper can take tens of
-	// microseconds to wake.
-	if prev := p.posted.Swap(r); prev != nil {
-		p.handParked(prev, false)
-		p.handParked(r, false)
-	} else {
-		p.handParked(r, true)
-	}
+	// The polling helpers see only the latest posted run. Where this one
+	// displaced another still in flight (whose remaining slots those may
+	// be claiming), it hands its slots to parked helpers; otherwise it
+	// leaves the polling helpers the slots they can take, since a parked
+	// helper can take tens of microseconds to wake. (Only a run's own
+	// caller hands its slots over, before its Work: a slot handed back
+	// after the caller withdrew the open ones would never be taken.)
+	prev := p.posted.Swap(r)
+	p.handParked(r, prev == nil)
 	r.work(p, 0)
 	n := r.slots.Swap(0)
 	r.pending.Add(-n)
@@ -266,9 +263,8 @@ func (p *Pool) Run(helpers int, job Job) {
 // handParked hands r's open slots, one each, to parked helpers while some
 // are waiting; with pollersFirst, only while the open slots outnumber the
 // helpers still polling. (A polling helper may give up before it claims
-// its slot: the slot is withdrawn when the run's calling goroutine's Work
-// returns. r may have ended and been reused by another Run: a slot claimed
-// is then one of that Run's.)
+// its slot: the slot is withdrawn when the calling goroutine's Work
+// returns.) Only r's calling goroutine calls it, before its Work.
 func (p *Pool) handParked(r *run, pollersFirst bool) {
 	for (!pollersFirst || r.slots.Load() > p.polling.Load()) && r.claim() {
 		select {
