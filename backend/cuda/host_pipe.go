@@ -606,18 +606,24 @@ func (p *pipe) awaited(c int) bool { return !p.up || c+p.slots < p.n }
 
 // runItem runs prologue item i and marks it done.
 func (p *pipe) runItem(i int) {
-	if p.ph == nil {
-		p.pro.item(i)
-		p.proDone[i].Store(true)
-		return
-	}
-	t := time.Now()
+	t := p.clock()
 	p.pro.item(i)
-	p.ph.tally("items", time.Since(t))
 	p.proDone[i].Store(true)
-	if p.proLeft.Add(-1) == 0 {
-		p.ph.phase("items done")
+	if p.ph != nil {
+		p.ph.tally("items", time.Since(t))
+		if p.proLeft.Add(-1) == 0 {
+			p.ph.phase("items done")
+		}
 	}
+}
+
+// clock is the time now where a phaser times the pipe's tasks, and the
+// zero time (no clock read) otherwise.
+func (p *pipe) clock() time.Time {
+	if p.ph == nil {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 // prologueDone reports whether every prologue item has returned (those
@@ -654,16 +660,14 @@ func (p *pipe) copyPieceAt(i int) {
 	c, j := i/p.pieces, i%p.pieces
 	lo, hi := p.span(c)
 	a, b := lo+j*p.piece, min(lo+(j+1)*p.piece, hi)
-	if a < b && p.ph != nil {
-		t := time.Now()
+	if a < b {
+		t := p.clock()
 		p.copyPiece(p.slotBytes(c), lo, a, b)
-		what := "pieces down"
-		if p.up {
-			what = "pieces up"
+		if p.ph != nil && p.up {
+			p.ph.tally("pieces up", time.Since(t))
+		} else if p.ph != nil {
+			p.ph.tally("pieces down", time.Since(t))
 		}
-		p.ph.tally(what, time.Since(t))
-	} else if a < b {
-		p.copyPiece(p.slotBytes(c), lo, a, b)
 	}
 	if p.left[c].Add(-1) == 0 {
 		p.emptied.Add(1)

@@ -204,26 +204,27 @@ func TestPollersFirst(t *testing.T) {
 // TestPoolCatchesMutants: the pool broken on purpose fails the test of
 // what it breaks (FP8ATTN_MUTANTS=1).
 func TestPoolCatchesMutants(t *testing.T) {
+	const file, pkg = "internal/par/par.go", "./internal/par"
 	mutant.Run(t, []mutant.Mutant{
 		// (Taking the next index in join order is caught only where a helper
 		// joins first, which a loaded machine rarely lets happen: the last
 		// index is caught on every run.)
-		{Name: "the caller takes the last index, not 0", File: "internal/par/par.go", Pkg: "./internal/par",
+		{Name: "the caller takes the last index, not 0", File: file, Pkg: pkg,
 			Old: "\tr.work(p, 0)\n", New: "\tr.work(p, helpers)\n", Tests: []string{"TestCallerIsZero"}},
 		{Name: "the pool never marks its cores shared (it keeps polling where its threads are descheduled)",
-			File: "internal/par/par.go", Pkg: "./internal/par",
+			File: file, Pkg: pkg,
 			Old: "p.shared.Store(time.Now().Add(sharedFor).UnixNano())", New: "_ = sharedFor",
 			Tests: []string{"TestSharedStopsPolling"}},
 		{Name: "a yielding job's Runs judge whether the cores are shared",
-			File: "internal/par/par.go", Pkg: "./internal/par",
+			File: file, Pkg: pkg,
 			Old: "if y, ok := job.(Yielding); !ok || !y.Yields() {", New: "if true {",
 			Tests: []string{"TestYieldingKeepsPolling"}},
 		{Name: "a Run hands parked helpers slots that polling ones would take",
-			File: "internal/par/par.go", Pkg: "./internal/par",
+			File: file, Pkg: pkg,
 			Old: "for (!pollersFirst || r.slots.Load() > p.polling.Load()) && r.claim() {", New: "for r.claim() {",
 			Tests: []string{"TestPollersFirst"}},
 		{Name: "a helper that stops polling still counts as polling",
-			File: "internal/par/par.go", Pkg: "./internal/par",
+			File: file, Pkg: pkg,
 			Old: "\tdefer p.polling.Add(-1)\n", New: "",
 			Tests: []string{"TestPollersFirst"}},
 	})
