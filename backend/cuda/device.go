@@ -23,9 +23,7 @@ import (
 // thread for their duration, with no goroutine hops.
 //
 // All device work of a device is ordered on its one stream: uploads, the
-// kernels, downloads (copies and memsets are asynchronous on it), but for
-// the downloads of a host-slice call in groups of heads, which go on a
-// second stream that the call waits for before it returns. A freed
+// kernels, downloads (copies and memsets are asynchronous on it). A freed
 // buffer goes back to the pool only once an event recorded after its last
 // use on the stream has completed.
 type device struct {
@@ -71,13 +69,6 @@ type device struct {
 	// (host.go), reused call after call.
 	hostScales []float32
 	hostAcc    []headAcc
-	hostEnc    encodeSet
-	hostSegs   []hostSeg
-	hostDown   []hostSeg
-	// stream2 is the down lane of host-slice calls in groups of heads
-	// (secondStream; zero until then): each such call waits for its work
-	// before it returns, so nothing on it outlives a call.
-	stream2 cu.Stream
 	// hostCall is the last host-slice call's device side, kept for the
 	// next call of its key (host.go); trimPool gives its memory back to
 	// the pool, Close frees it with the rest.
@@ -207,9 +198,6 @@ func (d *device) Close() error {
 		d.stage = nil
 		for p := range d.owned {
 			errs = append(errs, d.devFree(p))
-		}
-		if d.stream2 != (cu.Stream{}) {
-			errs = append(errs, d.stream2.Destroy())
 		}
 		errs = append(errs, d.stream.Destroy(), releasePrimary(d.Ordinal))
 		return errors.Join(errs...)

@@ -18,25 +18,18 @@ import (
 // scale from its amax (ScalesOnRead; or take the caller's), encode the
 // float32 inputs straight into the page-locked ring, a chunk at a time,
 // while the bus copies the chunks before; the calling goroutine queues the
-// copies, the attention and the copies of the output (and LSE) back,
-// which the helpers move out of the ring as they land. One byte a code
-// goes over the bus instead of four, and the host reads each input once
-// for its amax and once for its codes.
+// copies, then the attention, then the copies of the output (and LSE)
+// back, which the helpers move out of the ring as they land. One byte a
+// code goes over the bus instead of four, and the host reads each input
+// once for its amax and once for its codes. The device side of the call
+// is one block, kept with its resident for the next call of the same key
+// (hostCall):
 //
-// Where the whole round trip fits in the ring, the call's heads go in
-// groups (hostGroupsFor): each group's inputs lie together in the region
-// that goes up, and its own resident attends to them as soon as they are
-// queued, while the next group's are encoded; its output comes down on a
-// second stream while the next groups' inputs go up, so that only the
-// last group's attention and output follow the last input chunk. The
-// device side of the call is one block, kept with its residents for the
-// next call of the same key (hostCall):
+//	Q, K, V codes | Q, K, V scales | flag | out | LSE
 //
-//	group 0's Q, K, V codes and scales | group 1's ... | group 0's flag, out, LSE | group 1's ...
-//
-// The codes and the scales go up as one region, each group's flag (the
-// score-factor flag, cleared when the block is made and written only by
-// a failing call, which is not kept), output and LSE come down as one.
+// The codes, the scales and the score-factor flag (a zero word, so that no
+// memset clears it) go up as one region; the flag, the output and the LSE
+// come down as one.
 
 // ScalesOnRead implements backend.OnReadScaler: the backend computes the
 // scales of p's float32 inputs itself (on the host, beside their
@@ -46,117 +39,42 @@ func (b *kernelBackend) ScalesOnRead(p *backend.Problem) bool {
 	return err == nil
 }
 
-// hostGroups bounds the groups of heads of a host-slice call; a variable
-// so that the benchmarks can set it.
-var hostGroups = 4
-
-// hostGroupsFor returns how many groups p's heads go in, and the query
-// heads of one group's unit: a (batch, KV head) with its query heads in
-// BHSD, a batch in BSHD, whose inputs and outputs lie together in every
-// tensor. The groups are the largest count of equal runs of units up to
-// hostGroups; one for a call with attention variants (whose sinks are
-// the call's), or whose round trip the ring cannot hold whole
-// (newHostLayout).
-func hostGroupsFor(p *backend.Problem) (groups, unitHeads int) {
-	units, unitHeads := p.B*p.Hkv, p.Hq/max(p.Hkv, 1)
-	if p.Layout == backend.BSHD {
-		units, unitHeads = p.B, p.Hq
-	}
-	if p.Variants.Any() {
-		return 1, unitHeads
-	}
-	for g := min(hostGroups, units); g > 1; g-- {
-		if units%g == 0 {
-			return g, unitHeads
-		}
-	}
-	return 1, unitHeads
-}
-
 // hostLayout is where a host-slice call's pieces lie in its device block
-// (byte offsets, each aligned to stagingAlign), group by group.
+// (byte offsets, each aligned to stagingAlign).
 type hostLayout struct {
-	groups []hostGroup
-	shape  backend.Shape // a group's problem
-	heads  int           // the (batch, query head) pairs a group holds
-	up     int           // the up region: [0, up)
-	down0  int           // the down region: [down0, down0+down), a part a group
-	down   int
-	part   int // a group's bytes of the down region
-	ring   int // the page-locked ring the round trip takes
-	total  int
+	q, k, v, flag, out, lse int    // the codes, the flag, the outputs
+	scales                  [3]int // Q, K, V scales
+	up, down                int    // the region sizes: [0, up) goes up, [flag, flag+down) comes down
+	total                   int
 }
 
-// hostGroup is where one group's pieces lie in the block.
-type hostGroup struct {
-	q, k, v   int    // codes
-	scales    [3]int // Q, K, V scales
-	upEnd     int    // the end of its bytes in the up region
-	flag, out int    // its part of the down region
-	lse       int    // (where the call has an LSE)
-}
-
-// newHostLayout lays out a call of p's shape.
-func newHostLayout(p *backend.Problem) hostLayout {
-	g, unitHeads := hostGroupsFor(p)
-	l := layoutGroups(p, g, unitHeads)
-	if g > 1 && l.ring > pipeRingMax {
-		l = layoutGroups(p, 1, unitHeads)
-	}
-	return l
-}
-
-// layoutGroups lays out a call of p's shape in g groups of units of
-// unitHeads query heads.
-func layoutGroups(p *backend.Problem, g, unitHeads int) hostLayout {
-	s := p.Shape
-	l := hostLayout{groups: make([]hostGroup, g), shape: s, heads: s.B * s.Hq / g}
-	switch per := s.B * s.Hkv / g; {
-	case p.Layout == backend.BSHD:
-		l.shape.B = s.B / g
-	default: // each (batch, KV head) a batch of its query heads
-		l.shape.B, l.shape.Hq, l.shape.Hkv = per, unitHeads, 1
-	}
-	hkv := l.shape.B * l.shape.Hkv
-	nq, nkv := l.heads*s.Sq*s.D, hkv*s.Sk*s.D
+// newHostLayout lays out a call of p's shape with nq and nkv elements in
+// Q and in K (or V).
+func newHostLayout(p *backend.Problem, nq, nkv int) hostLayout {
+	var l hostLayout
 	off := 0
 	at := func(n int) int {
 		o := off
 		off += alignUp(n)
 		return o
 	}
-	for i := range l.groups {
-		x := &l.groups[i]
-		x.q, x.k, x.v = at(nq), at(nkv), at(nkv)
-		x.scales = [3]int{at(4 * l.heads), at(4 * hkv), at(4 * hkv)}
-		x.upEnd = x.scales[2] + 4*hkv
-	}
-	l.up = l.groups[g-1].upEnd
-	l.down0 = off
-	out := alignUp(4) // a part: flag | out | LSE
-	lse, n := out+alignUp(4*nq), out+4*nq
+	l.q, l.k, l.v = at(nq), at(nkv), at(nkv)
+	l.scales = [3]int{at(4 * p.B * p.Hq), at(4 * p.B * p.Hkv), at(4 * p.B * p.Hkv)}
+	l.flag = at(4)
+	l.up = l.flag + 4
+	l.out = at(4 * nq)
+	end := l.out + 4*nq
 	if p.LSE != nil {
-		n = lse + 4*l.heads*s.Sq
+		l.lse = at(4 * p.B * p.Hq * p.Sq)
+		end = l.lse + 4*p.B*p.Hq*p.Sq
 	}
-	l.part = n
-	if g > 1 { // whole pages, so that each part is a chunk of its own
-		l.part = (n + pipeAlign - 1) / pipeAlign * pipeAlign
-	}
-	for i := range l.groups {
-		x := &l.groups[i]
-		x.flag = l.down0 + i*l.part
-		x.out, x.lse = x.flag+out, x.flag+lse
-	}
-	l.down = g * l.part
-	l.total = l.down0 + alignUp(l.down)
-	if g > 1 {
-		chunk, chunks, _, _ := pipePlan(l.up, 1<<40, encodeWeight) // (a ring past the region: a slot a chunk)
-		l.ring = chunk*chunks + l.down
-	} else {
-		l.ring = min(max(l.up, l.down), pipeRingMax)
-	}
+	l.down = end - l.flag
+	l.total = off
 	return l
 }
+
+// zeroWord is the flag's bytes on the way up.
+var zeroWord [4]byte
 
 // hostAttention computes p (validated, QuantizeOnRead) on stage st of d.
 func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (err error) {
@@ -167,7 +85,7 @@ func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (er
 		return err
 	}
 	key, keep := newHostKey(p, st)
-	var flag int32
+	var flag [1]int32
 	err = d.do(func() error {
 		c := d.takeHostCall(key, keep)
 		if c == nil {
@@ -176,11 +94,11 @@ func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (er
 				return err
 			}
 		}
-		if err := b.hostRoundTrip(d, st, p, c); err != nil {
-			return errors.Join(err, c.release())
+		if err := b.hostRoundTrip(d, st, p, c, flag[:]); err != nil {
+			return errors.Join(err, c.r.release())
 		}
-		if flag = c.flag(); !keep || flag != 0 { // (a flag set stays set: the block is not kept)
-			return c.release()
+		if !keep {
+			return c.r.release()
 		}
 		d.putHostCall(c)
 		return nil
@@ -188,14 +106,14 @@ func (b *kernelBackend) hostAttention(d *device, st int, p *backend.Problem) (er
 	if err != nil {
 		return err
 	}
-	return factorError(flag, p.Hq)
+	return factorError(flag[0], p.Hq)
 }
 
 // hostRoundTrip runs a host-slice call on c: its codes and scales up
 // through the ring, the kernels, and its output, LSE and score-factor
-// flags (into c.flags) down. The caller is inside do.
-func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *hostCall) error {
-	l := &c.l
+// flag (into flag) down. The caller is inside do.
+func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *hostCall, flag []int32) error {
+	l, r := c.l, c.r
 	e, err := d.newStreamEngine(l, c.blk.p)
 	if err != nil {
 		return err
@@ -213,13 +131,34 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 	if p.ScalesOnRead {
 		pro = &e.enc
 	}
-	c.st, c.poison, c.lse = st, b.poison, len(p.LSE) > 0
-	up, down := e.upSegs(p, l), e.downSegs(p, l, c.flags)
+	between := func() error {
+		if b.poison {
+			if err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, d.stream); err != nil {
+				return err
+			}
+			if len(p.LSE) > 0 {
+				if err := cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(len(p.LSE)), d.stream); err != nil {
+					return err
+				}
+			}
+		}
+		if ph != nil {
+			ph.phase("launch")
+		}
+		if err := r.launch(st); err != nil {
+			return err
+		}
+		if ph != nil {
+			ph.phase("launched")
+		}
+		e.base = c.blk.p + cu.DevicePtr(l.flag)
+		return nil
+	}
+	up, down := e.upSegs(p, l), e.downSegs(p, l, flag)
 	if ph != nil {
 		ph.phase("segs")
 	}
-	err = roundTrip(eng, e.ring, up, l.up, pro, c, down, l.down)
-	if err := e.run(err); err != nil {
+	if err := e.run(roundTrip(eng, e.ring, up, l.up, pro, between, down, l.down)); err != nil {
 		return fmt.Errorf("cuda: a call on host slices: %w", err)
 	}
 	if ph != nil {
@@ -229,62 +168,15 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 }
 
 // hostCall is the device side of a host-slice call: its block (laid out
-// by l) and the residents that read and write it, one a group. The device
-// keeps the last one (putHostCall), so that the next call of the same key
-// finds its memory, its parameters and its tensor maps made. It is the
-// round trip's tripKernels.
+// by l) and the resident that reads and writes it. The device keeps the
+// last one (putHostCall), so that the next call of the same key finds its
+// memory, its parameters and its tensor maps made.
 type hostCall struct {
 	key   hostKey
 	l     hostLayout
 	blk   pooled
-	rs    []*resident
-	views []buffer // the block's pieces, for the residents
-	flags []int32  // the groups' flags, as they come down
-	// The call's: its stage, whether the outputs are poisoned before each
-	// launch, whether it has an LSE.
-	st          int
-	poison, lse bool
-}
-
-func (c *hostCall) groups() int     { return len(c.rs) }
-func (c *hostCall) upEnd(g int) int { return c.l.groups[g].upEnd }
-
-// launch queues group g's attention (the outputs poisoned first, where
-// asked). The caller is inside do.
-func (c *hostCall) launch(g int) error {
-	r := c.rs[g]
-	if c.poison {
-		if err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, r.dev.stream); err != nil {
-			return err
-		}
-		if c.lse {
-			if err := cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(c.l.heads*c.l.shape.Sq), r.dev.stream); err != nil {
-				return err
-			}
-		}
-	}
-	return r.launch(c.st)
-}
-
-// flag is the call's score-factor flag as factorError takes it: 1 + the
-// (batch, query head) index of the first head a group flagged, 0 for
-// none. A group's residents count the heads from its first.
-func (c *hostCall) flag() int32 {
-	for g, f := range c.flags {
-		if f != 0 {
-			return f + int32(g*c.l.heads)
-		}
-	}
-	return 0
-}
-
-// release gives the block and the residents' memory back.
-func (c *hostCall) release() error {
-	var errs []error
-	for _, r := range c.rs {
-		errs = append(errs, r.release())
-	}
-	return errors.Join(errs...)
+	r     *resident
+	views [8]buffer // the block's pieces, for the resident
 }
 
 // hostKey is what a hostCall's block and resident depend on.
@@ -295,13 +187,12 @@ type hostKey struct {
 	scale  float32
 	lse    bool
 	stage  int
-	groups int // hostGroups
 }
 
 // newHostKey returns p's key, and whether its call may be kept (one with
 // attention variants is not: its sinks are the call's).
 func newHostKey(p *backend.Problem, st int) (hostKey, bool) {
-	return hostKey{p.Shape, p.Layout, p.Mask, p.Scale, p.LSE != nil, st, hostGroups}, !p.Variants.Any()
+	return hostKey{p.Shape, p.Layout, p.Mask, p.Scale, p.LSE != nil, st}, !p.Variants.Any()
 }
 
 // takeHostCall hands over the kept call if keep and its key is key, and
@@ -329,66 +220,53 @@ func (d *device) putHostCall(c *hostCall) {
 func (d *device) dropHostCall() {
 	if c := d.hostCall; c != nil {
 		d.hostCall = nil
-		for _, r := range c.rs {
-			for _, b := range r.bufs {
-				d.pool[b.size] = append(d.pool[b.size], b.p)
-			}
-			r.bufs = nil
+		for _, b := range c.r.bufs {
+			d.pool[b.size] = append(d.pool[b.size], b.p)
 		}
+		c.r.bufs = nil
 	}
 }
 
-// newHostCall reserves the block of p's call and makes its residents,
-// its groups' flags cleared. The caller is inside do.
+// newHostCall reserves the block of p's call and makes its resident. The
+// caller is inside do.
 func (d *device) newHostCall(p *backend.Problem, key hostKey) (*hostCall, error) {
-	if _, _, err := problemShape(p); err != nil {
+	nq64, nkv64, err := problemShape(p)
+	if err != nil {
 		return nil, err
 	}
-	c := &hostCall{key: key, l: newHostLayout(p)}
-	l := &c.l
+	s := p.Shape
+	nq, nkv := int(nq64), int(nkv64)
+	c := &hostCall{key: key, l: newHostLayout(p, nq, nkv)}
+	l := c.l
 	ptr, size, err := d.alloc(int64(l.total))
 	if err != nil {
 		return nil, err
 	}
 	c.blk = pooled{ptr, size}
-	g := len(l.groups)
-	c.views, c.flags, c.rs = make([]buffer, 0, 8*g), make([]int32, g), make([]*resident, 0, g)
+	used := 0
 	sub := func(off, n int) *buffer {
-		c.views = append(c.views, buffer{dev: d, buf: pooled{c.blk.p + cu.DevicePtr(off), int64(n)}, n: int64(n)})
-		return &c.views[len(c.views)-1]
+		b := &c.views[used]
+		used++
+		*b = buffer{dev: d, buf: pooled{c.blk.p + cu.DevicePtr(off), int64(n)}, n: int64(n)}
+		return b
 	}
-	s := l.shape
-	pg := *p
-	pg.Shape = s
-	nq, nkv, hkv := l.heads*s.Sq*s.D, s.B*s.Hkv*s.Sk*s.D, s.B*s.Hkv
-	for i := range l.groups {
-		x := &l.groups[i]
-		in := [6]*buffer{sub(x.q, nq), sub(x.k, nkv), sub(x.v, nkv),
-			sub(x.scales[0], 4*l.heads), sub(x.scales[1], 4*hkv), sub(x.scales[2], 4*hkv)}
-		out := sub(x.out, 4*nq)
-		out.flag = pooled{c.blk.p + cu.DevicePtr(x.flag), 4}
-		var lse *buffer
-		if p.LSE != nil {
-			lse = sub(x.lse, 4*l.heads*s.Sq)
-		}
-		r, err := d.residentFor(&pg, in, out, lse)
-		if err == nil {
-			if len(c.rs) == 0 {
-				r.bufs = append(r.bufs, c.blk) // released with the first resident's own
-			}
-			c.rs = append(c.rs, r)
-			err = r.setUp(in, out, lse)
-		}
-		if err != nil {
-			if len(c.rs) == 0 {
-				err = errors.Join(err, d.release([]pooled{c.blk}))
-			}
-			return nil, errors.Join(err, c.release())
-		}
-		if err := cu.MemsetD32Async(cu.DevicePtr(out.flag.p), 0, 1, d.stream); err != nil {
-			return nil, errors.Join(err, c.release())
-		}
+	in := [6]*buffer{sub(l.q, nq), sub(l.k, nkv), sub(l.v, nkv),
+		sub(l.scales[0], 4*s.B*s.Hq), sub(l.scales[1], 4*s.B*s.Hkv), sub(l.scales[2], 4*s.B*s.Hkv)}
+	out := sub(l.out, 4*nq)
+	out.flag = pooled{c.blk.p + cu.DevicePtr(l.flag), 4}
+	var lse *buffer
+	if p.LSE != nil {
+		lse = sub(l.lse, 4*s.B*s.Hq*s.Sq)
 	}
+	r, err := d.residentFor(p, in, out, lse)
+	if err != nil {
+		return nil, errors.Join(err, d.release([]pooled{c.blk}))
+	}
+	r.bufs = append(r.bufs, c.blk) // released with the resident's own
+	if err := r.setUp(in, out, lse); err != nil {
+		return nil, errors.Join(err, r.release())
+	}
+	c.r = r
 	return c, nil
 }
 

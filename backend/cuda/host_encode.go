@@ -93,21 +93,17 @@ func (s *encodeSrc) encode(dst []byte, e int) {
 	}
 }
 
-// encodeSet is an upload's encoded tensors (a call's Q, K and V, or those
-// of each of its groups of heads in turn) and, where their scales are the
-// backend's to compute, the prologue that computes them: the parts of
-// each (batch, head) of the first tensor, then of the second, and so on,
-// as their codes lie in the region.
-type encodeSet []encodeSrc
+// encodeSet is an upload's encoded tensors (a call's Q, K and V) and,
+// where their scales are the backend's to compute, the prologue that
+// computes them: the parts of each (batch, head) of the first tensor,
+// then of the second, then of the third, as their codes lie in the region.
+type encodeSet [3]encodeSrc
 
 // plan readies the set's prologue: each tensor's parts and rows a part,
 // its first item, and its heads' accumulators from acc (grown as needed;
 // returned for reuse), cleared.
-func (t encodeSet) plan(acc []headAcc) []headAcc {
-	heads := 0
-	for i := range t {
-		heads += len(t[i].scales)
-	}
+func (t *encodeSet) plan(acc []headAcc) []headAcc {
+	heads := len(t[0].scales) + len(t[1].scales) + len(t[2].scales)
 	acc = freelist.Grow(acc, heads)
 	item, h := 0, 0
 	for i := range t {
@@ -125,7 +121,7 @@ func (t encodeSet) plan(acc []headAcc) []headAcc {
 	return acc
 }
 
-func (t encodeSet) items() int {
+func (t *encodeSet) items() int {
 	n := 0
 	for i := range t {
 		n += len(t[i].scales) * t[i].parts
@@ -136,7 +132,7 @@ func (t encodeSet) items() int {
 // item merges one part of a head into its amax; the head's last part
 // writes its scale as fp8.QuantizeE4M3 computes it: fp8.ScaleForAmax of
 // the largest finite magnitude.
-func (t encodeSet) item(i int) {
+func (t *encodeSet) item(i int) {
 	s := &t[0]
 	for k := range t {
 		if s = &t[k]; i < len(s.scales)*s.parts {

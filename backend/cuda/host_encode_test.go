@@ -86,7 +86,7 @@ func newEncodedUpload(rng *rand.Rand, b, hq, hkv, s, d int, l backend.Layout, co
 		if computed {
 			given = make([]float32, len(scales))
 		}
-		u.set = append(u.set, encodeSrc{x: layout.Permute(x, b, h, s, d, l), scales: given, heads: h, seq: s, d: d, layout: l, item0: -1})
+		u.set[i] = encodeSrc{x: layout.Permute(x, b, h, s, d, l), scales: given, heads: h, seq: s, d: d, layout: l, item0: -1}
 		off += rng.IntN(300)
 		u.offs[i] = off
 		off += len(x)
@@ -104,11 +104,7 @@ func newEncodedUpload(rng *rand.Rand, b, hq, hkv, s, d int, l backend.Layout, co
 	for i := range u.set {
 		off += rng.IntN(30)
 		u.scaleOffs[i] = off
-		seg := hostSeg{off: off, host: bytesOf(u.set[i].scales)}
-		if src := &u.set[i]; computed { // the items of its tensor's heads
-			seg.after = [2]int{src.item0, src.item0 + len(src.scales)*src.parts}
-		}
-		u.segs = append(u.segs, seg)
+		u.segs = append(u.segs, hostSeg{off: off, host: bytesOf(u.set[i].scales), after: computed})
 		off += 4 * len(u.set[i].scales)
 	}
 	u.size = max(off, end)
@@ -182,139 +178,83 @@ func TestTransferEncoded(t *testing.T) {
 	}
 }
 
-// fakeKernels stand in for a round trip's kernels on a fakeEngine: group
-// g, queued on the up lane, reads the upload's bytes [ends[g-1],
-// ends[g]) and writes its part of the download: a flag (g+1), then each
-// byte it read, inverted.
-type fakeKernels struct {
-	e        *fakeEngine
-	up, down []byte // the device's regions
-	ends     []int
-	part     int   // bytes of a group's part of the download
-	fail     int   // > 0: group fail-1's launch fails
-	at       []int // the copies up queued when each group was launched
-}
-
-func (k *fakeKernels) groups() int     { return len(k.ends) }
-func (k *fakeKernels) upEnd(g int) int { return k.ends[g] }
-
-func (k *fakeKernels) launch(g int) error {
-	if g == k.fail-1 {
-		return errors.New("the launch failed")
-	}
-	k.e.mu.Lock()
-	k.at = append(k.at, k.e.ups)
-	k.e.mu.Unlock()
-	return k.e.push(func() {
-		lo, hi := k.span(g)
-		part := k.down[g*k.part:]
-		part[0] = byte(g + 1)
-		for i, c := range k.up[lo:hi] {
-			part[4+i] = ^c
-		}
-	})
-}
-
-// span is the upload's bytes group g reads.
-func (k *fakeKernels) span(g int) (lo, hi int) {
-	if g > 0 {
-		lo = k.ends[g-1]
-	}
-	return lo, k.ends[g]
-}
-
-// TestRoundTrip: a round trip launches each group of kernels once the
-// upload's chunks it reads are queued, and, with several groups, the
-// first before the upload's last chunk is (the download of a group
-// overlaps the upload of the next); each group's part of the download
-// comes down behind its kernels (a fence between the lanes) and whole.
-// An error of a launch, or of a copy up, is the round trip's, nothing
-// comes down after it, and nothing hangs.
+// TestRoundTrip: a round trip queues every chunk of its upload before it
+// runs between, the download's copies after what between queued (here a
+// stand-in for the kernels that reads the uploaded codes and writes the
+// region that comes down), and brings that region back whole; an error of
+// between, or of a copy up, is the round trip's, nothing comes down after
+// it, and nothing hangs.
 func TestRoundTrip(t *testing.T) {
 	sd := seed.Get()
 	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
 	rng := rand.New(rand.NewPCG(sd, 76))
-	for _, tc := range []struct {
-		name               string
-		groups             int
-		failUp, failLaunch int
-	}{
-		{"one group", 1, 0, 0},
-		{"three groups", 3, 0, 0},
-		{"five groups", 5, 0, 0},
-		{"copy 1 up fails", 3, 1, 0},
-		{"copy 3 up fails", 1, 3, 0},
-		{"launch fails", 1, 0, 1},
-		{"second launch fails", 3, 0, 2},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, failUp := range []int{1, 3} {
+		t.Run(fmt.Sprintf("copy %d up fails", failUp), func(t *testing.T) {
+			u := newEncodedUpload(rng, 2, 8, 2, 700, 64, backend.BHSD, true, false)
+			e := newFakeEngine(make([]byte, u.size), rand.New(rand.NewPCG(sd, 80)))
+			defer e.close()
+			e.fail = failUp
+			ran := false
+			flag := make([]byte, 4)
+			segs := []hostSeg{{off: 0, host: flag}}
+			pro := &slowPrologue{prologue: &u.set, rng: rand.New(rand.NewPCG(sd, 81))}
+			err := roundTrip(e, make([]byte, 2*chunkBytes(u.size)), u.segs, u.size, pro, func() error { ran = true; return nil }, segs, 4)
+			e.drain()
+			if err == nil || ran {
+				t.Fatalf("copy %d up failed: round trip %v, between ran %v", failUp, err, ran)
+			}
+		})
+	}
+	for _, fail := range []bool{false, true} {
+		t.Run(fmt.Sprintf("between fails=%v", fail), func(t *testing.T) {
 			u := newEncodedUpload(rng, 2, 8, 2, 700, 64, backend.BHSD, true, false)
 			up := make([]byte, u.size)
+			down := make([]byte, 4*len(u.wantCodes[0])+4)
 			e := newFakeEngine(up, rand.New(rand.NewPCG(sd, 77)))
 			defer e.close()
-			e.fail = tc.failUp
-			k := &fakeKernels{e: e, up: up, fail: tc.failLaunch}
-			for g := range tc.groups {
-				k.ends = append(k.ends, (g+1)*u.size/tc.groups)
-			}
-			widest := 0
-			for g := range tc.groups {
-				lo, hi := k.span(g)
-				widest = max(widest, hi-lo)
-			}
-			k.part = 4 + widest
-			chunk, chunks, _, _ := pipePlan(u.size, 1<<40, encodeWeight)
-			ring := make([]byte, 2*chunkBytes(u.size))
-			if tc.groups > 1 {
-				k.part = (k.part + pipeAlign - 1) / pipeAlign * pipeAlign
-				ring = make([]byte, chunk*chunks+tc.groups*k.part)
-			}
-			k.down = make([]byte, tc.groups*k.part)
-			e.down = k.down
-			outs := make([][]byte, tc.groups)
-			var segs []hostSeg
-			for g := range outs {
-				lo, hi := k.span(g)
-				outs[g] = make([]byte, 4+hi-lo)
-				segs = append(segs, hostSeg{off: g * k.part, host: outs[g]})
-			}
-			pro := &slowPrologue{prologue: &u.set, rng: rand.New(rand.NewPCG(sd, 78))}
-			err := roundTrip(e, ring, u.segs, u.size, pro, k, segs, len(k.down))
-			e.drain()
-			if tc.failUp > 0 || tc.failLaunch > 0 {
-				if err == nil {
-					t.Fatal("the round trip did not fail")
+			ups := 0
+			between := func() error {
+				e.mu.Lock()
+				ups = e.queued
+				e.mu.Unlock()
+				e.dev = down
+				if fail {
+					return errors.New("the launch failed")
 				}
-				for g := range outs {
-					if !bytes.Equal(outs[g], make([]byte, len(outs[g]))) {
-						t.Fatalf("group %d's part came down after the error", g)
+				return e.push(func() { // the kernels: each Q code, widened
+					for i, c := range up[u.offs[0] : u.offs[0]+len(u.wantCodes[0])] {
+						down[4+4*i], down[4+4*i+1] = c, ^c
 					}
+					down[0] = 1
+				})
+			}
+			flag := make([]byte, 4)
+			out := make([]byte, len(down)-4)
+			segs := []hostSeg{{off: 0, host: flag}, {off: 4, host: out}}
+			pro := &slowPrologue{prologue: &u.set, rng: rand.New(rand.NewPCG(sd, 78))}
+			err := roundTrip(e, make([]byte, 2*chunkBytes(u.size)), u.segs, u.size, pro, between, segs, len(down))
+			e.drain()
+			if fail {
+				if err == nil || !bytes.Equal(flag, make([]byte, 4)) {
+					t.Fatalf("between failed: round trip %v, flag %v", err, flag)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
+			if _, n, _, _ := pipePlan(u.size, 2*chunkBytes(u.size), encodeWeight); ups < n {
+				t.Fatalf("between ran with %d copies queued, the upload has %d chunks", ups, n)
+			}
 			if err := u.check(up); err != nil {
 				t.Fatal(err)
 			}
-			for g, at := range k.at {
-				if need := (k.ends[g] + chunk - 1) / chunk; at < need {
-					t.Fatalf("group %d launched with %d chunks queued, it reads %d", g, at, need)
-				}
+			if flag[0] != 1 {
+				t.Fatalf("the flag came down as %v", flag)
 			}
-			if tc.groups > 1 && k.at[0] >= chunks {
-				t.Fatalf("group 0 (bytes to %d, chunks of %d) launched once all %d chunks were queued", k.ends[0], chunk, chunks)
-			}
-			for g := range outs {
-				lo, _ := k.span(g)
-				if outs[g][0] != byte(g+1) {
-					t.Fatalf("group %d's flag came down as %d", g, outs[g][0])
-				}
-				for i, c := range outs[g][4:] {
-					if c != ^up[lo+i] {
-						t.Fatalf("group %d: byte %d came down as %#x, want %#x", g, i, c, ^up[lo+i])
-					}
+			for i, c := range u.wantCodes[0] {
+				if out[4*i] != c || out[4*i+1] != ^c {
+					t.Fatalf("output bytes %d: %#x %#x, want %#x %#x", 4*i, out[4*i], out[4*i+1], c, ^c)
 				}
 			}
 		})
@@ -383,10 +323,10 @@ func TestPlanPrologue(t *testing.T) {
 					if x >= y {
 						continue
 					}
-					a, b := s.after[0], s.after[1]
+					a, b := 0, p.proN
 					if s.enc != nil {
 						a, b = s.enc.items(x-s.off, y-s.off)
-					} else if b <= a {
+					} else if !s.after {
 						continue
 					}
 					if p.need[c][0] > a || p.need[c][1] < b || p.proOK[c].Load() {

@@ -36,27 +36,21 @@ import (
 // the driver (an asynchronous copy call took about 14 µs in a pipeline
 // whose helpers called the driver, 2.8 µs alone: docs/BENCHMARKS.md).
 
-// hostEngine is what a pipe needs of the device: copies between the ring
-// and the regions on two in-order queues, the up lane (copies to the
-// device, and the kernels) and the down lane (copies to the host), which
-// may be one queue; and one event a slot. Its methods may be called from
-// any goroutine, one at a time or at once.
+// hostEngine is what a pipe needs of the device: copies on one in-order
+// queue between the ring and the region, and one event a slot. Its
+// methods may be called from any goroutine, one at a time or at once.
 type hostEngine interface {
-	// toDevice queues on the up lane the copy of src (ring memory) to byte
-	// off of the up region.
+	// toDevice queues the copy of src (ring memory) to byte off of the
+	// region.
 	toDevice(off int, src []byte) error
-	// toHost queues on the down lane the copy of byte off of the down
-	// region into dst (ring memory).
+	// toHost queues the copy of byte off of the region into dst (ring
+	// memory).
 	toHost(dst []byte, off int) error
-	// record marks slot's event behind what the up lane (up) or the down
-	// lane has queued so far.
-	record(slot int, up bool) error
+	// record marks slot's event behind the copies queued so far.
+	record(slot int) error
 	// done reports, without waiting, whether the work before slot's latest
 	// record has completed.
 	done(slot int) (bool, error)
-	// fence makes what the down lane queues from now on wait for what the
-	// up lane has queued so far.
-	fence() error
 }
 
 // phaser is a hostEngine that notes the phases of a call between its
@@ -74,10 +68,9 @@ type hostSeg struct {
 	off  int
 	host []byte
 	enc  *encodeSrc
-	// after, where not empty, is the upload's prologue items [after[0],
-	// after[1]) that write the host bytes (the scales they compute): the
-	// pieces that copy them wait for those items.
-	after [2]int
+	// after marks host bytes the upload's prologue writes (the scales it
+	// computes): the pieces that copy them wait for all of its items.
+	after bool
 }
 
 // size is the bytes of the region the piece covers.
@@ -92,7 +85,7 @@ func (s hostSeg) size() int {
 // amax of each head whose codes the pieces encode, in the region's order
 // of the heads): items independent of each other, each run once. A piece
 // waits for the items its bytes need: those of the heads it encodes
-// (encodeSrc.items), and those that write its host bytes
+// (encodeSrc.items), all of them for the bytes they write
 // (hostSeg.after); the work order (pipe.work) puts the items of each
 // chunk and of the next (itemLookahead) before its pieces, and the upload
 // ends only once every item has run.
@@ -216,48 +209,26 @@ type pipe struct {
 	// (leadCopiesBelow).
 	leadCopies bool
 	next       atomic.Int64 // the next piece to take
-	queuedN    int          // chunks queued (the lead's, or a round trip's launches')
-	evBase     int          // the engine's slot of the pipe's slot 0
-	launcher   *duplex      // an upload's round trip, told of each chunk queued (or nil)
 
 	failed atomic.Bool
 	mu     sync.Mutex
 	err    error
 }
 
-// tripKernels is a round trip's device work between its legs, in groups
-// that each read part of the upload and write part of the download, so
-// that a group's kernels may run, and its output come down, while the
-// next group's inputs go up.
-type tripKernels interface {
-	// groups is how many there are (at least one). With more than one,
-	// group g writes the download's g-th part of down/groups bytes, which
-	// goes through a ring slot of its own.
-	groups() int
-	// upEnd is the end of the upload's bytes group g reads (the groups in
-	// order; the last one's is the upload's size).
-	upEnd(g int) int
-	// launch queues group g's kernels on the up lane.
-	launch(g int) error
-}
-
 // roundTrip is a call's whole way through the ring in one fork-join: the
-// upload of the up region (up bytes, upSegs, with its prologue), the
-// kernels k, and the download of the down region (down bytes, downSegs).
-// The calling goroutine launches each group of the kernels once the
-// chunks of the upload it reads are queued (the last group once every
-// chunk is), then queues the copies of the download that group writes on
-// the down lane, behind a fence (the download's first slots' chunks with
-// one group); it returns once every chunk of the download is in
-// downSegs. Each leg moves a region between the device (eng) and its host
-// pieces (which lie inside it: bytes of the region outside them are
-// arbitrary on the way in, left as they are on the way out) through ring
-// (with groups, the download's slots after the upload's); the ring is not
-// rewritten before the queue has run the copies that read it. The helpers
-// go from the upload's pieces to the download's without returning to the
-// pool, and no goroutine waits for another between the two. An error of
-// a launch stops the download and is roundTrip's.
-func roundTrip(eng hostEngine, ring []byte, upSegs []hostSeg, up int, pro prologue, k tripKernels, downSegs []hostSeg, down int) error {
+// upload of the up region (up bytes, upSegs, with its prologue), then,
+// on the calling goroutine once every chunk of it is queued, between
+// (the kernels' launch), then the download of the down region, whose
+// copies go behind what between queued; it returns once every chunk of
+// the download is in downSegs. Each leg moves a region between the device
+// (eng) and its host pieces (which lie inside it: bytes of the region
+// outside them are arbitrary on the way in, left as they are on the way
+// out) through ring; the ring is not rewritten before the queue has run
+// the copies that read it. The helpers go from the upload's
+// pieces to the download's without returning to the pool, and no
+// goroutine waits for another between the two. An error of between stops
+// the download and is roundTrip's.
+func roundTrip(eng hostEngine, ring []byte, upSegs []hostSeg, up int, pro prologue, between func() error, downSegs []hostSeg, down int) error {
 	if up <= 0 || down <= 0 {
 		return errors.New("cuda: a round trip with nothing to move one way")
 	}
@@ -267,20 +238,14 @@ func roundTrip(eng hostEngine, ring []byte, upSegs []hostSeg, up int, pro prolog
 	if err != nil {
 		return err
 	}
-	x.kernels, x.launched = k, 0
-	var hd int
-	if g := k.groups(); g > 1 {
-		hd, err = x.down.planParts(eng, ring[x.up.slots*x.up.chunk:], downSegs, down, g, hu, x.up.slots)
-	} else {
-		hd, err = x.down.plan(eng, ring, downSegs, down, false, nil, hu)
-	}
+	hd, err := x.down.plan(eng, ring, downSegs, down, false, nil, hu)
 	if err != nil {
 		return err
 	}
-	x.up.launcher = x
 	if x.up.ph != nil {
 		x.up.ph.phase("planned")
 	}
+	x.between = between
 	par.Default.Run(max(hu, hd), x)
 	if x.up.err != nil {
 		return x.up.err
@@ -288,12 +253,10 @@ func roundTrip(eng hostEngine, ring []byte, upSegs []hostSeg, up int, pro prolog
 	return x.down.err
 }
 
-// duplex is a round trip's job: its two pipes and the kernels between
-// them.
+// duplex is a round trip's job: its two pipes and what runs between them.
 type duplex struct {
 	up, down pipe
-	kernels  tripKernels
-	launched int // groups launched (the lead's)
+	between  func() error
 }
 
 var roundTrips freelist.List[duplex]
@@ -301,7 +264,7 @@ var roundTrips freelist.List[duplex]
 func (x *duplex) release() {
 	x.up.clear()
 	x.down.clear()
-	x.kernels = nil
+	x.between = nil
 	roundTrips.Put(x)
 }
 
@@ -312,9 +275,8 @@ func (x *duplex) Yields() bool { return true }
 // (par.LeadSpinner).
 func (x *duplex) LeadSpins() bool { return true }
 
-// Work leads both pipes on the calling goroutine (w = 0), the upload's
-// lead launching the kernels (queued); helpers work on the upload, then
-// on the download.
+// Work leads both pipes on the calling goroutine (w = 0), between them
+// running between; helpers work on the upload, then on the download.
 func (x *duplex) Work(w int) {
 	if w > 0 {
 		if x.up.ph != nil {
@@ -335,45 +297,14 @@ func (x *duplex) Work(w int) {
 		x.down.fail(errors.New("cuda: the upload failed")) // (the helpers leave the download)
 		return
 	}
-	if x.launched < x.kernels.groups() { // (an upload's lead queues every chunk)
-		x.down.fail(errors.New("cuda: a round trip's kernels were not all launched"))
+	if err := x.between(); err != nil {
+		x.down.fail(err)
 		return
 	}
 	x.down.lead()
 	if ph, ok := x.down.eng.(phaser); ok {
 		ph.phase("down led")
 	}
-}
-
-// queued launches, once the upload's chunk c is queued, the groups of
-// kernels whose bytes are all queued (on the up lane, behind them), and
-// queues behind a fence the download's chunks each group writes (with
-// one group, those of the download's first slots).
-func (x *duplex) queued(c int) error {
-	_, hi := x.up.span(c)
-	last := c == x.up.n-1
-	for g := x.launched; g < x.kernels.groups() && (last || x.kernels.upEnd(g) <= hi); g++ {
-		ph := x.up.ph
-		if ph != nil {
-			ph.phase("launch")
-		}
-		if err := x.kernels.launch(g); err != nil {
-			return err
-		}
-		if ph != nil {
-			ph.phase("launched")
-		}
-		if err := x.up.eng.fence(); err != nil {
-			return err
-		}
-		x.launched = g + 1
-		d := &x.down
-		for d.queuedN < min(d.slots, (g+1)*d.n/x.kernels.groups()) {
-			d.queue(d.queuedN)
-			d.queuedN++
-		}
-	}
-	return nil
 }
 
 // plan readies p for a transfer (see transferAfter) and returns how many
@@ -386,7 +317,12 @@ func (x *duplex) queued(c int) error {
 // the upload's): its pieces are cut for them all, so that the last
 // chunk's are spread over every one.
 func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue, share int) (helpers int, err error) {
-	p.reset(eng, ring, segs, size, up, pro)
+	p.eng, p.ring, p.segs, p.up, p.size, p.pro, p.proN = eng, ring, segs, up, size, pro, 0
+	p.ph, _ = eng.(phaser)
+	if pro != nil {
+		p.proN = pro.items()
+	}
+	p.proLeft.Store(int32(p.proN))
 	weight, workers := 1, pipeWorkers
 	if up && encodes(segs) {
 		weight, workers = encodeWeight, pipeEncodeWorkers
@@ -394,37 +330,6 @@ func (p *pipe) plan(eng hostEngine, ring []byte, segs []hostSeg, size int, up bo
 	if p.chunk, p.n, p.slots, err = pipePlan(size, len(ring), weight); err != nil {
 		return 0, err
 	}
-	return p.cut(weight, workers, share), nil
-}
-
-// planParts readies p for a round trip's download in parts parts of
-// equal size, a chunk each, each through a slot of its own (the ring
-// holds them all), whose events are the engine's from evBase on; share
-// is as plan's.
-func (p *pipe) planParts(eng hostEngine, ring []byte, segs []hostSeg, size, parts, share, evBase int) (helpers int, err error) {
-	p.reset(eng, ring, segs, size, false, nil)
-	if parts < 1 || size%parts != 0 || len(ring) < size {
-		return 0, errors.New("cuda: the page-locked ring holds not the download's parts")
-	}
-	p.chunk, p.n, p.slots, p.evBase = size/parts, parts, parts, evBase
-	return p.cut(1, pipeWorkers, share), nil
-}
-
-// reset readies p's fields for a transfer but for its chunks.
-func (p *pipe) reset(eng hostEngine, ring []byte, segs []hostSeg, size int, up bool, pro prologue) {
-	p.eng, p.ring, p.segs, p.up, p.size, p.pro, p.proN = eng, ring, segs, up, size, pro, 0
-	p.ph, _ = eng.(phaser)
-	if pro != nil {
-		p.proN = pro.items()
-	}
-	p.proLeft.Store(int32(p.proN))
-	p.queuedN, p.evBase, p.launcher = 0, 0, nil
-}
-
-// cut splits p's chunks into pieces for workers helpers (or share
-// goroutines, where more), readies their counts and the prologue, and
-// returns the helpers the transfer takes.
-func (p *pipe) cut(weight, workers, share int) (helpers int) {
 	cut := max(workers, share)
 	p.piece = min(pipePiece/weight, max(pipeAlign, (p.chunk/cut+pipeAlign-1)/pipeAlign*pipeAlign))
 	p.pieces = (p.chunk + p.piece - 1) / p.piece
@@ -445,7 +350,7 @@ func (p *pipe) cut(weight, workers, share int) (helpers int) {
 		helpers = 0
 	}
 	p.leadCopies = helpers < leadCopiesBelow
-	return helpers
+	return helpers, nil
 }
 
 // planPrologue finds the prologue items each chunk's pieces wait for.
@@ -464,8 +369,8 @@ func (p *pipe) planPrologue() {
 				continue
 			}
 			switch {
-			case s.after[1] > s.after[0]:
-				need = [2]int{min(need[0], s.after[0]), max(need[1], s.after[1])}
+			case s.after:
+				need = [2]int{0, p.proN}
 			case s.enc != nil && s.enc.item0 >= 0:
 				a, b := s.enc.items(x-s.off, y-s.off)
 				need = [2]int{min(need[0], a), max(need[1], b)}
@@ -512,7 +417,7 @@ func (p *pipe) task(i int64) (item, piece int) {
 
 // clear drops the pipe's references (a pipe of a round trip).
 func (p *pipe) clear() {
-	p.eng, p.ph, p.ring, p.segs, p.pro, p.err, p.launcher = nil, nil, nil, nil, nil, nil, nil
+	p.eng, p.ph, p.ring, p.segs, p.pro, p.err = nil, nil, nil, nil, nil, nil
 }
 
 // encodes reports whether any of segs is encoded on the way.
@@ -562,7 +467,7 @@ func (p *pipe) queue(c int) {
 		err = p.eng.toHost(p.slotBytes(c), lo)
 	}
 	if err == nil && p.awaited(c) {
-		err = p.eng.record(p.evBase+c%p.slots, p.up)
+		err = p.eng.record(c % p.slots)
 	}
 	if err != nil {
 		p.fail(err)
@@ -630,30 +535,22 @@ func (p *pipe) Work(w int) {
 // copied out.
 func (p *pipe) lead() {
 	total := int64(p.proN + p.n*p.pieces)
-	done := 0         // chunks known complete, in order
-	mine := int64(-1) // a piece taken and not yet copied
+	queued, done := 0, 0 // chunks queued; chunks known complete, in order
+	mine := int64(-1)    // a piece taken and not yet copied
 	if !p.up {
-		for ; p.queuedN < p.slots; p.queuedN++ {
-			p.queue(p.queuedN)
+		for ; queued < p.slots; queued++ {
+			p.queue(queued)
 		}
 	}
 	for idle := 0; !p.failed.Load(); {
 		moved := false
-		for p.queuedN < p.n && p.mayQueue(p.queuedN) {
-			c := p.queuedN
-			p.queue(c)
-			p.queuedN++
-			if p.launcher != nil && !p.failed.Load() {
-				if err := p.launcher.queued(c); err != nil {
-					p.fail(err)
-					return
-				}
-			}
+		for queued < p.n && p.mayQueue(queued) {
+			p.queue(queued)
+			queued++
 			moved = true
 		}
-		queued := p.queuedN
 		for done < queued && p.awaited(done) {
-			ok, err := p.eng.done(p.evBase + done%p.slots)
+			ok, err := p.eng.done(done % p.slots)
 			if err != nil {
 				p.fail(err)
 				return

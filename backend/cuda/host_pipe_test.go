@@ -13,105 +13,74 @@ import (
 )
 
 // fakeEngine is a device for the pipes without a GPU: device memory is a
-// byte slice (one for the up region, one for the down region), and each
-// lane's copies run on a goroutine of its own, in order, each after a
-// random delay and reading or writing the ring only when it runs, as a
-// DMA engine does; so a ring slot rewritten before its copy has run, or
-// read before its copy has landed, shows in the bytes, and so does a copy
-// down that runs before the kernels it should follow (a missing fence).
+// byte slice, and the copies run on a goroutine of their own, in order,
+// each after a random delay and reading or writing the ring only when it
+// runs, as a DMA engine does; so a ring slot rewritten before its copy
+// has run, or read before its copy has landed, shows in the bytes.
 type fakeEngine struct {
-	dev      []byte // the up region
-	down     []byte // the down region (nil: dev)
-	lanes    [2]fakeLane
+	dev      []byte
+	ops      chan func()
 	mu       sync.Mutex
 	cond     *sync.Cond
-	marks    map[int][2]int // per slot: its lane, and that lane's ops queued before its latest record
-	pushed   int            // ops asked for, the refused one included
-	ups      int            // copies to the device queued
-	fail     int            // > 0: the fail-th op asked for is refused
-	failWait bool           // every wait fails (a kernel's error)
+	ran      int         // ops run
+	marks    map[int]int // per slot: the ops queued before its latest record
+	queued   int         // ops queued
+	pushed   int         // ops asked for, the refused one included
+	rng      *rand.Rand  // the runner's
+	fail     int         // > 0: the fail-th op asked for is refused
+	failWait bool        // every wait fails (a kernel's error)
 	wg       sync.WaitGroup
 }
 
-// fakeLane is one in-order queue of a fakeEngine: the up lane (0: copies
-// to the device and the kernels) or the down lane (1).
-type fakeLane struct {
-	ops         chan func()
-	ran, queued int
-}
-
 func newFakeEngine(dev []byte, rng *rand.Rand) *fakeEngine {
-	e := &fakeEngine{dev: dev, marks: map[int][2]int{}}
+	e := &fakeEngine{dev: dev, ops: make(chan func(), 1<<16), marks: map[int]int{}, rng: rng}
 	e.cond = sync.NewCond(&e.mu)
-	for i := range e.lanes {
-		l := &e.lanes[i]
-		l.ops = make(chan func(), 1<<16)
-		r := rand.New(rand.NewPCG(rng.Uint64(), uint64(i)))
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			for op := range l.ops {
-				for range r.IntN(20000) { // the copy's latency
-				}
-				op()
-				e.mu.Lock()
-				l.ran++
-				e.cond.Broadcast()
-				e.mu.Unlock()
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for op := range e.ops {
+			for range e.rng.IntN(20000) { // the copy's latency
 			}
-		}()
-	}
+			op()
+			e.mu.Lock()
+			e.ran++
+			e.cond.Broadcast()
+			e.mu.Unlock()
+		}
+	}()
 	return e
 }
 
-func (e *fakeEngine) close() {
-	for i := range e.lanes {
-		close(e.lanes[i].ops)
-	}
-	e.wg.Wait()
-}
+func (e *fakeEngine) close() { close(e.ops); e.wg.Wait() }
 
-// push queues op on the up lane (a kernel's stand-in).
-func (e *fakeEngine) push(op func()) error { return e.pushOn(0, op) }
-
-func (e *fakeEngine) pushOn(lane int, op func()) error {
+func (e *fakeEngine) push(op func()) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.pushed++; e.pushed == e.fail {
 		return errors.New("fake: the queue failed")
 	}
-	e.lanes[lane].queued++
-	e.lanes[lane].ops <- op
+	e.queued++
+	e.ops <- op
 	return nil
 }
 
+// toDevice and toHost copy to and from the device memory e.dev is when
+// they are queued (a round trip's between may point it elsewhere, as the
+// stream engine moves its base).
 func (e *fakeEngine) toDevice(off int, src []byte) error {
 	dev := e.dev
-	err := e.pushOn(0, func() { copy(dev[off:off+len(src)], src) })
-	if err == nil {
-		e.mu.Lock()
-		e.ups++
-		e.mu.Unlock()
-	}
-	return err
+	return e.push(func() { copy(dev[off:off+len(src)], src) })
 }
 
 func (e *fakeEngine) toHost(dst []byte, off int) error {
-	dev := e.down
-	if dev == nil {
-		dev = e.dev
-	}
-	return e.pushOn(1, func() { copy(dst, dev[off:off+len(dst)]) })
+	dev := e.dev
+	return e.push(func() { copy(dst, dev[off:off+len(dst)]) })
 }
 
-func (e *fakeEngine) record(slot int, up bool) error {
+func (e *fakeEngine) record(slot int) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	lane := 1
-	if up {
-		lane = 0
-	}
-	e.marks[slot] = [2]int{lane, e.lanes[lane].queued}
+	e.marks[slot] = e.queued
 	return nil
 }
 
@@ -121,30 +90,14 @@ func (e *fakeEngine) done(slot int) (bool, error) {
 	if e.failWait {
 		return false, errors.New("fake: a kernel failed")
 	}
-	m := e.marks[slot]
-	return e.lanes[m[0]].ran >= m[1], nil
-}
-
-// fence queues on the down lane a wait for the up lane's ops queued so
-// far.
-func (e *fakeEngine) fence() error {
-	e.mu.Lock()
-	n := e.lanes[0].queued
-	e.mu.Unlock()
-	return e.pushOn(1, func() {
-		e.mu.Lock()
-		for e.lanes[0].ran < n {
-			e.cond.Wait()
-		}
-		e.mu.Unlock()
-	})
+	return e.ran >= e.marks[slot], nil
 }
 
 // drain waits for every queued op.
 func (e *fakeEngine) drain() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for e.lanes[0].ran < e.lanes[0].queued || e.lanes[1].ran < e.lanes[1].queued {
+	for e.ran < e.queued {
 		e.cond.Wait()
 	}
 }

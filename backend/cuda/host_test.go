@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -74,8 +73,7 @@ func sameOrBothNaN(got, want []float32) int {
 // LSE of the same inputs quantized by fp8.QuantizeE4M3 and uploaded, on
 // every stage this GPU runs that takes the shape; GQA, both layouts, both
 // causal masks, with and without LSE, non-finite inputs; regions of one
-// chunk, of several, and larger than the ring both ways (slots reused);
-// heads in one group, and in two to four (hostGroupsFor).
+// chunk, of several, and larger than the ring both ways (slots reused).
 // Every output element is written and none outside. A second call of
 // each shape, on new inputs, runs on the kept call and sees them.
 func TestHostSlicesBitExact(t *testing.T) {
@@ -102,14 +100,8 @@ func TestHostSlicesBitExact(t *testing.T) {
 		{"non-finite", backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, true, true, false},
 		{"unfused", backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 1024, Sk: 1024, D: 128}, backend.NoMask, backend.BHSD, 0.088, false, false, false},
 		{"past-the-ring", backend.Shape{B: 1, Hq: 16, Hkv: 4, Sq: 2048, Sk: 2048, D: 128}, backend.CausalLowerRight, backend.BHSD, 0.088, true, false, false},
-		{"three-groups", backend.Shape{B: 3, Hq: 6, Hkv: 3, Sq: 100, Sk: 160, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.125, true, false, false},
-		{"mission-one-group", sdpatest.NamedShapes["mission"], backend.NoMask, backend.BHSD, 0.125, true, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if c.name == "mission-one-group" {
-				defer func(old int) { hostGroups = old }(hostGroups)
-				hostGroups = 1
-			}
 			stages := []int{0}
 			if c.allStages {
 				stages = append(stages, runnableStages(t)...)
@@ -172,10 +164,9 @@ func TestHostSlicesBitExact(t *testing.T) {
 
 // TestHostSlicesFactorError: a score factor beyond the limit (the host's
 // Validate error for given scales) is the host-slice call's ErrInvalid,
-// naming the overflow; the next call of the same shape succeeds (a call
-// whose flag was set is not kept), on the one-tile and the tiled kernels.
-// In a call whose heads go in groups, the error names the head whose
-// factor overflows (one of the last group's) by its index in the call.
+// naming the overflow; the next call of the same shape, on the kept
+// call's block with the flag still set, succeeds (the way up zeroes the
+// flag), on the one-tile and the tiled kernels.
 func TestHostSlicesFactorError(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 81))
 	b := testBackend(0)
@@ -189,19 +180,6 @@ func TestHostSlicesFactorError(t *testing.T) {
 		if err := errors.Join(b.Attention(p), out.Check("output")); err != nil {
 			t.Errorf("%+v: the call after the refused one: %v", s, err)
 		}
-	}
-	s := backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 8, Sk: 200, D: 64} // four groups, a (batch, KV head) each
-	in := sdpatest.RandomInputs(rng, s, 1)
-	head := in.Q[(1*s.Hq+3)*s.Sq*s.D : (1*s.Hq+4)*s.Sq*s.D]
-	for i := range head {
-		head[i] *= 1e37
-	}
-	p, _, _ := hostProblem(s, in, 0.125, backend.NoMask, backend.BHSD, false)
-	if g, _ := hostGroupsFor(p); g != 4 {
-		t.Fatalf("%+v goes in %d groups, want 4", s, g)
-	}
-	if err := b.Attention(p); !errors.Is(err, backend.ErrInvalid) || err != nil && !strings.Contains(err.Error(), "head (1, 3)") {
-		t.Errorf("%+v, head (1, 3) overflowing: %v, want ErrInvalid naming it", s, err)
 	}
 }
 
@@ -296,77 +274,43 @@ func TestScalesOnRead(t *testing.T) {
 }
 
 // TestHostLayout: a call's pieces in its device block are aligned and
-// apart, in the block; its heads go in the groups hostGroupsFor gives
-// (BHSD: runs of (batch, KV head) units; BSHD: of batches), or in one
-// where the ring cannot hold the grouped round trip; each group's inputs
-// lie together in the up region, in order, which they cover, and each
-// group's flag, output and LSE (where asked) in its own part of the down
-// region, parts of whole pages with more than one group; the ring holds
-// the upload's chunks and the download whole with groups.
+// apart, in the block; the way up covers the codes, their scales and the
+// flag, the way down the flag, the output and the LSE (where asked), and
+// nothing else.
 func TestHostLayout(t *testing.T) {
 	for _, c := range []struct {
-		s      backend.Shape
-		l      backend.Layout
-		lse    bool
-		groups int
+		s   backend.Shape
+		lse bool
 	}{
-		{sdpatest.NamedShapes["mission"], backend.BHSD, false, 4},
-		{sdpatest.NamedShapes["mission"], backend.BSHD, true, 2},
-		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, backend.BHSD, true, 4},
-		{backend.Shape{B: 3, Hq: 6, Hkv: 3, Sq: 77, Sk: 130, D: 64}, backend.BHSD, false, 3},
-		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, backend.BHSD, true, 1},
-		{backend.Shape{B: 1, Hq: 14, Hkv: 7, Sq: 5, Sk: 9, D: 8}, backend.BHSD, false, 1},
-		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 4096, Sk: 4096, D: 128}, backend.BHSD, false, 1},
+		{sdpatest.NamedShapes["mission"], false},
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 77, Sk: 130, D: 64}, true},
+		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, true},
+		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 5, Sk: 9, D: 8}, false},
 	} {
-		p := &backend.Problem{Shape: c.s, Layout: c.l}
+		p := &backend.Problem{Shape: c.s}
 		if c.lse {
 			p.LSE = []float32{}
 		}
 		s := c.s
-		l := newHostLayout(p)
-		g := len(l.groups)
-		if g != c.groups || l.heads*g != s.B*s.Hq || l.shape.B*l.shape.Hq != l.heads || l.shape.Sq != s.Sq || l.shape.Sk != s.Sk || l.shape.D != s.D {
-			t.Errorf("%+v %v: %d groups of %+v (%d heads), want %d", s, c.l, g, l.shape, l.heads, c.groups)
-			continue
-		}
-		if c.l == backend.BSHD && (l.shape.Hq != s.Hq || l.shape.Hkv != s.Hkv) || c.l == backend.BHSD && (l.shape.Hkv != 1 || l.shape.Hq != s.Hq/s.Hkv) {
-			t.Errorf("%+v %v: a group's problem is %+v", s, c.l, l.shape)
-		}
-		nq, hkv := l.heads*s.Sq*s.D, l.shape.B*l.shape.Hkv
-		nkv := hkv * s.Sk * s.D
+		nq, nkv := s.B*s.Hq*s.Sq*s.D, s.B*s.Hkv*s.Sk*s.D
+		l := newHostLayout(p, nq, nkv)
 		type piece struct {
 			name      string
 			off, size int
 			up        bool
 		}
-		var pieces []piece
-		for i, x := range l.groups {
-			pieces = append(pieces, piece{"q", x.q, nq, true}, piece{"k", x.k, nkv, true}, piece{"v", x.v, nkv, true},
-				piece{"q scales", x.scales[0], 4 * l.heads, true}, piece{"k scales", x.scales[1], 4 * hkv, true},
-				piece{"v scales", x.scales[2], 4 * hkv, true}, piece{"flag", x.flag, 4, false}, piece{"out", x.out, 4 * nq, false})
-			if c.lse {
-				pieces = append(pieces, piece{"lse", x.lse, 4 * l.heads * s.Sq, false})
-			}
-			first := 0
-			if i > 0 {
-				first = alignUp(l.groups[i-1].upEnd)
-			}
-			part := l.down0 + i*l.part
-			if x.q != first || x.upEnd != x.scales[2]+4*hkv || x.flag != part {
-				t.Errorf("%+v %v: group %d's inputs from %d to %d (the last group's end %d), its part at %d (want %d)", s, c.l, i, x.q, x.upEnd, first, x.flag, part)
-			}
-			for _, a := range pieces[len(pieces)-2-btoi(c.lse):] {
-				if a.off+a.size > part+l.part {
-					t.Errorf("%+v %v: group %d's %s at %d (%d bytes) past its part [%d, %d)", s, c.l, i, a.name, a.off, a.size, part, part+l.part)
-				}
-			}
+		pieces := []piece{{"q", l.q, nq, true}, {"k", l.k, nkv, true}, {"v", l.v, nkv, true}, {"flag", l.flag, 4, true},
+			{"q scales", l.scales[0], 4 * s.B * s.Hq, true}, {"k scales", l.scales[1], 4 * s.B * s.Hkv, true},
+			{"v scales", l.scales[2], 4 * s.B * s.Hkv, true}, {"out", l.out, 4 * nq, false}}
+		if c.lse {
+			pieces = append(pieces, piece{"lse", l.lse, 4 * s.B * s.Hq * s.Sq, false})
 		}
 		for i, a := range pieces {
 			if a.off%stagingAlign != 0 || a.off < 0 || a.off+a.size > l.total {
 				t.Errorf("%+v: %s at %d (%d bytes) in a block of %d", s, a.name, a.off, a.size, l.total)
 			}
-			if a.up != (a.off+a.size <= l.up) || !a.up && (a.off < l.down0 || a.off+a.size > l.down0+l.down) {
-				t.Errorf("%+v: %s at %d (%d bytes), the way up %d bytes, the way down [%d, %d)", s, a.name, a.off, a.size, l.up, l.down0, l.down0+l.down)
+			if a.up != (a.off+a.size <= l.up) {
+				t.Errorf("%+v: %s at %d (%d bytes), the way up %d bytes", s, a.name, a.off, a.size, l.up)
 			}
 			for _, b := range pieces[:i] {
 				if a.off < b.off+b.size && b.off < a.off+a.size {
@@ -374,23 +318,14 @@ func TestHostLayout(t *testing.T) {
 				}
 			}
 		}
-		chunk, chunks, _, _ := pipePlan(l.up, 1<<40, encodeWeight)
-		switch {
-		case l.up != l.groups[g-1].upEnd || l.down != g*l.part || l.down0 < l.up:
-			t.Errorf("%+v: up %d, down %d from %d in parts of %d", s, l.up, l.down, l.down0, l.part)
-		case g > 1 && (l.part%pipeAlign != 0 || l.ring < chunk*chunks+l.down || l.ring > pipeRingMax):
-			t.Errorf("%+v: parts of %d, a ring of %d for chunks of %d", s, l.part, l.ring, chunk)
-		case g == 1 && l.ring != min(max(l.up, l.down), pipeRingMax):
-			t.Errorf("%+v: one group, a ring of %d", s, l.ring)
+		down := l.out + 4*nq
+		if c.lse {
+			down = l.lse + 4*s.B*s.Hq*s.Sq
+		}
+		if l.up != l.flag+4 || l.q != 0 || l.down != down-l.flag || l.out < l.flag {
+			t.Errorf("%+v: up %d, down %d from the flag at %d, out at %d", s, l.up, l.down, l.flag, l.out)
 		}
 	}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // TestHostCatchesMutants: the host path's output handling, broken on
@@ -453,36 +388,6 @@ func BenchmarkHostSlices(b *testing.B) {
 			b.ReportMetric(median(times), "us/call")
 			b.ReportMetric(median(old), "us/host-quantized")
 			b.Logf("%s: %d calls, median %.1f µs, host-quantized codes %.1f µs", c.name, len(times), median(times), median(old))
-		})
-	}
-}
-
-// BenchmarkHostGroups: the mission shape's call on float32 host slices
-// (as BenchmarkHostSlices) with its heads in 1 to 16 groups (hostGroups),
-// host-timed per call, "us/call" the median; run with -count to
-// interleave the counts' rounds.
-func BenchmarkHostGroups(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	be := &kernelBackend{name: "cuda"}
-	s := sdpatest.NamedShapes["mission"]
-	in := sdpatest.RandomInputs(rng, s, 1)
-	p, _, _ := hostProblem(s, in, 0.125, backend.NoMask, backend.BHSD, false)
-	for _, g := range []int{1, 2, 4, 8, 16} {
-		b.Run(fmt.Sprintf("groups=%d", g), func(b *testing.B) {
-			defer func(old int) { hostGroups = old }(hostGroups)
-			hostGroups = g
-			if err := be.Attention(p); err != nil {
-				b.Fatal(err)
-			}
-			var times []float64
-			for b.Loop() {
-				start := time.Now()
-				if err := be.Attention(p); err != nil {
-					b.Fatal(err)
-				}
-				times = append(times, time.Since(start).Seconds()*1e6)
-			}
-			b.ReportMetric(median(times), "us/call")
 		})
 	}
 }

@@ -69,9 +69,7 @@ func (t *timedEngine) callMarks() []timedMark {
 	return slices.Clone(t.marks[:min(int(t.n.Load()), len(t.marks))])
 }
 
-// mark notes what (n bytes) at the host time now and, where device, with
-// an event on the up lane (up) or the down lane.
-func (t *timedEngine) mark(what string, n int, device, up bool) error {
+func (t *timedEngine) mark(what string, n int, device bool) error {
 	host := float64(time.Since(t.t0).Nanoseconds()) / 1e3
 	i := int(t.n.Add(1) - 1)
 	if i >= len(t.marks) {
@@ -92,7 +90,7 @@ func (t *timedEngine) mark(what string, n int, device, up bool) error {
 			return err
 		}
 		defer runtime.UnlockOSThread()
-		if err := t.events[i].Record(t.lane(up)); err != nil {
+		if err := t.events[i].Record(t.d.stream); err != nil {
 			return err
 		}
 	}
@@ -103,31 +101,31 @@ func (t *timedEngine) mark(what string, n int, device, up bool) error {
 func (t *timedEngine) toDevice(off int, src []byte) error {
 	if !t.started {
 		t.started = true
-		if err := t.mark("start", 0, true, true); err != nil {
+		if err := t.mark("start", 0, true); err != nil {
 			return err
 		}
 	}
 	if err := t.streamEngine.toDevice(off, src); err != nil {
 		return err
 	}
-	return t.mark("up", len(src), true, true)
+	return t.mark("up", len(src), true)
 }
 
 func (t *timedEngine) toHost(dst []byte, off int) error {
 	if !t.down {
 		t.down = true
-		if err := t.mark("kernels", 0, true, false); err != nil {
+		if err := t.mark("kernels", 0, true); err != nil {
 			return err
 		}
 	}
 	if err := t.streamEngine.toHost(dst, off); err != nil {
 		return err
 	}
-	return t.mark("down", len(dst), true, false)
+	return t.mark("down", len(dst), true)
 }
 
 // phase implements phaser: a host point of the timeline.
-func (t *timedEngine) phase(what string) { t.mark(what, 0, false, true) }
+func (t *timedEngine) phase(what string) { t.mark(what, 0, false) }
 
 // tally implements phaser: time spent in a kind of task.
 func (t *timedEngine) tally(what string, d time.Duration) {
@@ -139,7 +137,7 @@ func (t *timedEngine) tally(what string, d time.Duration) {
 func (t *timedEngine) done(slot int) (bool, error) {
 	ok, err := t.streamEngine.done(slot)
 	if ok && err == nil {
-		err = t.mark("polled done", 0, false, true)
+		err = t.mark("polled done", 0, false)
 	}
 	return ok, err
 }

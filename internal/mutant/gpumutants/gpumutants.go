@@ -23,22 +23,17 @@ var List = []mutant.Mutant{
 	// A host-slice call with attention variants is kept for the next call
 	// of its key, its sinks the kept call's after the caller's change.
 	{Name: "hostkeepvariants", File: "backend/cuda/host.go", Pkg: cudaPkg,
-		Old: "p.LSE != nil, st, hostGroups}, !p.Variants.Any()", New: "p.LSE != nil, st, hostGroups}, true",
+		Old: "p.LSE != nil, st}, !p.Variants.Any()", New: "p.LSE != nil, st}, true",
 		Tests: []string{"TestHostCallKept"}},
 	// A trim of the pool (a memory bound) leaves the kept host-slice call
 	// holding its block.
 	{Name: "hostkepttrim", File: "backend/cuda/pool.go", Pkg: cudaPkg,
 		Old: "\td.dropHostCall()\n\td.reap()", New: "\td.reap()",
 		Tests: []string{"TestHostCallKept"}},
-	// A host-slice call whose flag a score factor past the limit set is
-	// kept: its flag, still set, fails the next call.
-	{Name: "hostflag", File: "backend/cuda/host.go", Pkg: cudaPkg,
-		Old: "if flag = c.flag(); !keep || flag != 0 {", New: "if flag = c.flag(); !keep {",
-		Tests: []string{"TestHostSlicesFactorError"}},
-	// A group's flag names the head of its index in the group, not in the
-	// call.
-	{Name: "hostflaggroup", File: "backend/cuda/host.go", Pkg: cudaPkg,
-		Old: "return f + int32(g*c.l.heads)", New: "return f",
+	// The host-slice call's flag is not zeroed on the way up: the kept
+	// call's flag, set by a score factor past the limit, fails the next.
+	{Name: "hostflag", File: "backend/cuda/host_engine.go", Pkg: cudaPkg,
+		Old: "{off: l.flag, host: zeroWord[:]}}", New: "{off: l.flag}}",
 		Tests: []string{"TestHostSlicesFactorError"}},
 	// The Ada kernel's calls with a sliding window run the plain kernel,
 	// which reads no window: every row sees all its causal keys.
