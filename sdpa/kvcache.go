@@ -571,9 +571,10 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // and values brought to one scale per KV head (the largest of its pages'),
 // FP8 attention's error and rules (a score factor beyond what float32
 // holds is ErrInvalid, from the output's next read) at the prefill
-// kernel's speed. The cuda device does so on Hopper and Ada GPUs for a
-// batch of equally long sequences with enough query rows (B·Hq·Sq of 20
-// an SM or more) and a head dim the kernel has, outside a Capture (a
+// kernel's speed. The cuda device does so for a batch with enough query
+// rows (B·Hq·Sq of 20 an SM or more) and a head dim the kernel has, its
+// sequences of any lengths on Hopper GPUs and equally long ones on Ada,
+// outside a Capture (a
 // captured call computes as FP32, so a replay may differ from the same
 // call made directly); elsewhere an FP8E4M3 call computes as FP32, and
 // any other precision is ErrInvalid; SlidingWindow (which needs

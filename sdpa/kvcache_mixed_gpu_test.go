@@ -15,9 +15,10 @@ import (
 // memory: 4 sequences with 512 new tokens and 60 with one, after 4096 to
 // 8191 cached tokens each. "mixed" is the whole step as one varlen call
 // (AttentionVarlen: one launch); "prefill" the 4 chunks alone (Attention,
-// B4 Sq512; "-fp8" with Precision FP8E4M3, which the sequences' unequal
-// lengths leave on the split-KV kernel) and "decode" the 60 tokens alone
-// (B60 Sq1). Issued call by call and host-timed (hostTimedCalls).
+// B4 Sq512; "-fp8" with Precision FP8E4M3, which runs them on the prefill
+// kernel on Hopper, each sequence bounded by its own length) and "decode"
+// the 60 tokens alone (B60 Sq1). Issued call by call and host-timed
+// (hostTimedCalls).
 func BenchmarkKVCacheMixedGPU(b *testing.B) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {

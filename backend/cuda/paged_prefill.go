@@ -36,10 +36,12 @@ const prefillRowsPerSM = 20
 
 // prefillStage returns the dense stage that runs p over the gathered cache,
 // or 0 where the paged kernels run it: FP32 calls, calls inside a capture
-// or reading device tables (their lengths change between replays), batches
-// of sequences of different lengths, calls of fewer query rows (B·Hq·Sq)
-// than s.prefillRows (prefillRowsPerSM a multiprocessor when 0), and shapes
-// no FP8 prefill stage of the device takes.
+// or reading device tables (their lengths change between replays), a
+// sequence shorter than the queries, calls of fewer query rows (B·Hq·Sq)
+// than s.prefillRows (prefillRowsPerSM a multiprocessor when 0), shapes no
+// FP8 prefill stage of the device takes, and batches of sequences of
+// different lengths but on stage 9 (which bounds each sequence's rows by
+// its own length, Params.seq_k, in tensors as long as the longest).
 func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 	least := s.prefillRows
 	if least == 0 {
@@ -49,25 +51,33 @@ func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 		p.B*p.Hq*p.Sq < least || least < 0 {
 		return 0
 	}
-	n := p.SeqLens[0]
+	n, even := longest(p)
 	for _, l := range p.SeqLens {
-		if l != n {
+		if int(l) < p.Sq {
 			return 0
 		}
 	}
-	if int(n) < p.Sq {
-		return 0
-	}
-	pr := prefillProblem(p, int(n))
+	pr := prefillProblem(p, n)
 	cc := s.dev.stageCapability()
 	if s.cc != 0 {
 		cc = min(cc, s.cc)
 	}
 	st := bestStage(pr.Shape, cc)
-	if st != tiles.HopperStage && st != tiles.AdaStage || supports(&pr, st) != nil || s.dev.loads(st, p.D) != nil {
+	if st != tiles.HopperStage && (st != tiles.AdaStage || !even) || supports(&pr, st) != nil || s.dev.loads(st, p.D) != nil {
 		return 0
 	}
 	return st
+}
+
+// longest returns the length of p's longest sequence, and whether every
+// sequence is as long.
+func longest(p *backend.PagedProblem) (n int, even bool) {
+	even = true
+	for _, l := range p.SeqLens {
+		even = even && int(l) == int(p.SeqLens[0])
+		n = max(n, int(l))
+	}
+	return n, even
 }
 
 // prefillProblem is the dense FP8 problem of p over sequences of n tokens.
@@ -117,7 +127,7 @@ type prefillCall struct {
 // prefillInputs reserves p's buffers and uploads its lengths and block
 // table, and its queries when they are host slices.
 func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err error) {
-	n := int(p.SeqLens[0])
+	n, _ := longest(p)
 	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
 	nkv := int64(p.B) * int64(p.Hkv) * int64(n) * int64(p.D)
 	var copies []hostCopy
@@ -160,7 +170,8 @@ func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err er
 // (fp8attn_paged_prefill_inputs) and stage st over them, on a resident
 // the caller releases.
 func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall) (*resident, error) {
-	pr := prefillProblem(p, int(p.SeqLens[0]))
+	n, even := longest(p)
+	pr := prefillProblem(p, n)
 	r, err := s.dev.residentFor(&pr, pc.in, pc.out, pc.lse)
 	if err != nil {
 		return nil, err
@@ -169,6 +180,9 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 		return nil, err
 	}
 	err = r.setUp(pc.in, pc.out, pc.lse)
+	if !even { // each sequence's rows bounded by its own length (stage 9)
+		r.params.SeqK = pc.lens
+	}
 	if err == nil && s.poison {
 		err = r.poisonLocked()
 	}
@@ -183,8 +197,10 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 
 // prefillInputsLaunch launches fp8attn_paged_prefill_inputs: p's queries
 // quantized into pc.in[0] and in[3] (per (sequence, head), as
-// Memory.Quantize does), its sequences' codes (all SeqLens[0] tokens long)
-// into in[1] and in[2] in p's layout and their scales into in[4] and in[5].
+// Memory.Quantize does), its sequences' codes into in[1] and in[2] in p's
+// layout, as long as the longest (a shorter sequence's slots past its
+// length zeros up to the next 256 keys), and their scales into in[4] and
+// in[5].
 // A query chunk is about prefillChunkFloats floats, and a head has at most
 // as many chunks as the GPU has SMs: a chunk waits for its head's others,
 // so they must all be able to run at once: the H200 holds 5 blocks of the
@@ -192,7 +208,8 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 // SMs free for it (a GPU shared through MPS with fewer active SMs than
 // that could hang it).
 func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) error {
-	n, in := int(p.SeqLens[0]), pc.in
+	n, _ := longest(p)
+	in := pc.in
 	rows := max(1, prefillChunkFloats/p.D)
 	if (p.Sq+rows-1)/rows > s.dev.SMs {
 		rows = (p.Sq + s.dev.SMs - 1) / s.dev.SMs
@@ -211,7 +228,7 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) e
 		Q: pc.q, QCodes: uint64(in[0].buf.p), QScales: uint64(in[3].buf.p),
 		QBatchStride: int64(qbs), QHeadStride: int64(qhs), QRowStride: int64(qrs), Words: words,
 		B: int32(p.B), Hkv: int32(p.Hkv), D: int32(p.D), PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq),
-		Hq: int32(p.Hq), Sq: int32(p.Sq), QRows: int32(rows), QChunks: int32(chunks), Tiles: int32(tiles)}
+		Hq: int32(p.Hq), Sq: int32(p.Sq), QRows: int32(rows), QChunks: int32(chunks), Tiles: int32(tiles), Sk: int32(n)}
 	blocks := p.B*p.Hq*chunks + tiles*p.Hkv*p.B
 	return launchStruct(s.dev.paged.prefillInputs, blocks, 1, 1, prefillThreads, 0, s.dev.stream, unsafe.Pointer(pp))
 }

@@ -7,7 +7,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
+
+	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
@@ -15,9 +19,10 @@ import (
 )
 
 // prefillCase is a chunk of sq new queries against b sequences of n
-// cached tokens each.
+// cached tokens each, or of ns[i] tokens the i-th where ns is not nil.
 type prefillCase struct {
 	hkv, g, sq, d, page, b, n int
+	ns                        []int
 	mask                      backend.Mask
 	layout                    backend.Layout
 	window                    int
@@ -26,20 +31,38 @@ type prefillCase struct {
 }
 
 func (c prefillCase) name() string {
-	return fmt.Sprintf("hkv%d-g%d-sq%d-d%d-p%d-b%d-n%d-%v-%v-w%d-c%g-s%v", c.hkv, c.g, c.sq, c.d, c.page, c.b, c.n, c.mask, c.layout, c.window, c.softcap, c.sinks)
+	n := fmt.Sprint(c.n)
+	if c.ns != nil {
+		n = strings.Trim(strings.Join(strings.Fields(fmt.Sprint(c.ns)), "_"), "[]")
+	}
+	return fmt.Sprintf("hkv%d-g%d-sq%d-d%d-p%d-b%d-n%s-%v-%v-w%d-c%g-s%v", c.hkv, c.g, c.sq, c.d, c.page, c.b, n, c.mask, c.layout, c.window, c.softcap, c.sinks)
+}
+
+// lens is each sequence's tokens.
+func (c prefillCase) lens() []int {
+	if c.ns != nil {
+		return c.ns
+	}
+	ns := make([]int, c.b)
+	for i := range ns {
+		ns[i] = c.n
+	}
+	return ns
 }
 
 // TestPagedPrefillMatchesDense: a call with FP8 queries and many rows runs
 // on the prefill kernels, and gives bit for bit what the dense FP8 call gives
-// on a host model of its inputs: the queries quantized per (sequence, head)
-// by fp8.QuantizeE4M3, each sequence's keys and values read back page by
-// page (ReadPage) and re-encoded at the largest of its pages' scales
-// (fp8.ToE4M3 of code·ratio, SatFinite: the append's rounding). The cached
-// tokens mix magnitudes 2^20 apart so that pages hold different scales,
-// their codes are re-encoded and some fall to subnormals or zero; pages are
-// shuffled, and the last one is partly filled. Outputs are poisoned on the
-// device first; the device-buffer form (PagedProblem.QBuf) must give the
-// same bits as the host-slice form.
+// on a host model of its inputs, sequence by sequence: the queries
+// quantized per (sequence, head) by fp8.QuantizeE4M3, each sequence's keys
+// and values read back page by page (ReadPage) and re-encoded at the
+// largest of its pages' scales (fp8.ToE4M3 of code·ratio, SatFinite: the
+// append's rounding). The cached tokens mix magnitudes 2^20 apart so that
+// pages hold different scales, their codes are re-encoded and some fall to
+// subnormals or zero; pages are shuffled, and the last one is partly
+// filled. Sequences of different lengths (on Hopper) see their own keys
+// only, the gathered codes past a shorter one's last key left NaN by the
+// call before. Outputs are poisoned on the device first; the device-buffer
+// form (PagedProblem.QBuf) must give the same bits as the host-slice form.
 func TestPagedPrefillMatchesDense(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d", seed)
@@ -62,13 +85,19 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 		{hkv: 4, g: 2, sq: 200, d: 96, page: 32, b: 1, n: 200, mask: backend.CausalLowerRight, layout: backend.BHSD},
 		// More query chunks of 32 rows than an H200 has SMs: longer chunks.
 		{hkv: 1, g: 1, sq: 4500, d: 128, page: 64, b: 1, n: 4600, mask: backend.CausalLowerRight, layout: backend.BSHD},
+		// Sequences of different lengths (stage 9 only).
+		{hkv: 2, g: 4, sq: 64, d: 128, page: 64, b: 3, ns: []int{700, 333, 1000}, mask: backend.CausalLowerRight, layout: backend.BHSD},
+		{hkv: 1, g: 2, sq: 130, d: 64, page: 64, b: 3, ns: []int{300, 520, 260}, mask: backend.NoMask, layout: backend.BSHD},
+		{hkv: 2, g: 1, sq: 96, d: 256, page: 128, b: 2, ns: []int{333, 900}, mask: backend.CausalLowerRight, layout: backend.BSHD, window: 100},
+		{hkv: 1, g: 4, sq: 40, d: 80, page: 64, b: 3, ns: []int{300, 450, 601}, mask: backend.CausalLowerRight, layout: backend.BHSD, softcap: 30, sinks: true, window: 200},
 	} {
 		t.Run(c.name(), func(t *testing.T) { runPagedPrefill(t, d, be, c, rng) })
 	}
 }
 
 func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, rng *rand.Rand) {
-	per := (c.n + c.page - 1) / c.page
+	ns := c.lens()
+	per := (slices.Max(ns) + c.page - 1) / c.page
 	cfg := backend.PagedConfig{KVHeads: c.hkv, HeadDim: c.d, PageSize: c.page, Pages: c.b*per + 2}
 	kv, err := be.NewPagedKV(cfg)
 	if err != nil {
@@ -80,16 +109,16 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 	for i := range table {
 		table[i] = int32(perm[i])
 	}
-	for b := range c.b {
-		a := &backend.PagedAppend{B: 1, N: c.n, Layout: backend.BHSD}
-		for tk := range c.n {
+	for b, n := range ns {
+		a := &backend.PagedAppend{B: 1, N: n, Layout: backend.BHSD}
+		for tk := range n {
 			a.Page = append(a.Page, table[b*per+tk/c.page])
 			a.Slot = append(a.Slot, int32(tk%c.page))
 		}
-		a.K, a.V = make([]float32, c.hkv*c.n*c.d), make([]float32, c.hkv*c.n*c.d)
+		a.K, a.V = make([]float32, c.hkv*n*c.d), make([]float32, c.hkv*n*c.d)
 		for _, x := range [][]float32{a.K, a.V} {
 			for h := range c.hkv {
-				for tk := range c.n {
+				for tk := range n {
 					// A page of small values, a page of large ones, a
 					// page of both, in turn by page index.
 					mag := [3]float64{1, 1e-3, 1}[(tk/c.page+h)%3]
@@ -97,7 +126,7 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 						mag = 1e3
 					}
 					for i := range c.d {
-						x[(h*c.n+tk)*c.d+i] = float32(rng.NormFloat64() * mag)
+						x[(h*n+tk)*c.d+i] = float32(rng.NormFloat64() * mag)
 					}
 				}
 			}
@@ -112,8 +141,8 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 		Layout: c.layout, PagesPerSeq: per, BlockTable: table, Q: make([]float32, nq), Out: make([]float32, nq),
 		LSE: make([]float32, c.b*hq*c.sq), Precision: backend.FP8E4M3}
 	p.SeqLens = make([]int32, c.b)
-	for b := range p.SeqLens {
-		p.SeqLens[b] = int32(c.n)
+	for b, n := range ns {
+		p.SeqLens[b] = int32(n)
 	}
 	for i := range p.Q {
 		p.Q[i] = float32(rng.NormFloat64())
@@ -133,26 +162,49 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 	case st == 0:
 		t.Skipf("no FP8 prefill stage of compute capability %d takes the shape", d.ComputeCapability)
 	}
+	// A first call makes the gathered codes' buffers; NaN codes in them
+	// (0xFF) stand for what an earlier call of longer sequences left.
 	if err := kv.Attention(p); err != nil {
 		t.Fatal(err)
 	}
-	dense, err := denseModel(kv, p, c.n)
+	err = d.do(func() error {
+		for _, use := range []string{"k8", "v8"} {
+			b := s.stage[use]
+			if err := cu.MemsetD8Async(b.p, 0xFF, b.size, d.stream); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := d.Upload(dense)
-	if err != nil {
+	if err := kv.Attention(p); err != nil {
 		t.Fatal(err)
 	}
-	defer r.Free()
-	if err := errors.Join(r.Poison(), r.Run(st)); err != nil {
-		t.Fatal(err)
+	// Each sequence alone, as a dense call of its own length.
+	qn, ln := hq*c.sq*c.d, hq*c.sq
+	for b, n := range ns {
+		pb := *p
+		pb.B, pb.SeqLens, pb.BlockTable = 1, p.SeqLens[b:b+1], p.BlockTable[b*per:(b+1)*per]
+		pb.Q, pb.Out, pb.LSE = p.Q[b*qn:(b+1)*qn], p.Out[b*qn:(b+1)*qn], p.LSE[b*ln:(b+1)*ln]
+		dense, err := denseModel(kv, &pb, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := d.Upload(dense)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(r.Poison(), r.Run(st)); err != nil {
+			t.Fatal(err)
+		}
+		if err := errors.Join(r.Download(dense.Out, dense.LSE), r.Free()); err != nil {
+			t.Fatal(err)
+		}
+		sameBits(t, fmt.Sprintf("sequence %d's out", b), pb.Out, dense.Out)
+		sameBits(t, fmt.Sprintf("sequence %d's lse", b), pb.LSE, dense.LSE)
 	}
-	if err := r.Download(dense.Out, dense.LSE); err != nil {
-		t.Fatal(err)
-	}
-	sameBits(t, "out", p.Out, dense.Out)
-	sameBits(t, "lse", p.LSE, dense.LSE)
 
 	// The same call on device buffers.
 	bq, err1 := d.Alloc(4 * int64(nq))
@@ -284,9 +336,10 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 }
 
 // TestPagedPrefillChoice: which calls run on the prefill kernels: only
-// FP8E4M3 calls of enough query rows over sequences of one length,
-// outside a capture and without device tables (on Hopper, all of those at
-// D 128).
+// FP8E4M3 calls of enough query rows over sequences no shorter than the
+// queries, outside a capture and without device tables (on Hopper, all of
+// those at D 128, sequences of different lengths included; elsewhere only
+// sequences of one length).
 func TestPagedPrefillChoice(t *testing.T) {
 	d, err := openDevice(0)
 	if err != nil {
@@ -311,7 +364,8 @@ func TestPagedPrefillChoice(t *testing.T) {
 	}{
 		{"fp8 chunk", func(*backend.PagedProblem) {}, true},
 		{"fp32", func(p *backend.PagedProblem) { p.Precision = backend.FP32 }, false},
-		{"lengths differ", func(p *backend.PagedProblem) { p.SeqLens[1] = 999 }, false},
+		{"lengths differ", func(p *backend.PagedProblem) { p.SeqLens[1] = 999 }, hopper},
+		{"a sequence shorter than the queries", func(p *backend.PagedProblem) { p.SeqLens[1] = 511 }, false},
 		{"few rows", func(p *backend.PagedProblem) { p.B, p.Hq, p.Sq = 1, 2, (prefillRowsPerSM*d.SMs-1)/2 }, false},
 		{"rows at the bound", func(p *backend.PagedProblem) { p.B, p.Hq, p.Sq = 1, 2, prefillRowsPerSM*d.SMs/2 }, true},
 		{"device tables", func(p *backend.PagedProblem) { p.Tables = &pagedTables{} }, false},

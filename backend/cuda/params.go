@@ -36,6 +36,11 @@ type params struct {
 	Sinks   uint64
 	Softcap float32
 	_       float32
+	// SeqK, where not 0, is the device address of B int32 key counts, one
+	// a batch entry (at most Sk, K's and V's key extent, past which each
+	// entry's keys are finite codes): stage 9 bounds each entry's rows by
+	// its own (a paged prefill over sequences of different lengths).
+	SeqK uint64
 }
 
 // paramsLayout returns sizeof(params) followed by the offset of every field
@@ -132,7 +137,7 @@ type prefillParams struct {
 	K, V                                  uint64 // the pool's codes
 	KScale, VScale                        uint64 // per (page, KV head)
 	SeqLens, BlockTable                   uint64
-	OutK, OutV                            uint64 // [B][Hkv][n][D] codes with the strides below
+	OutK, OutV                            uint64 // [B][Hkv][Sk][D] codes with the strides below
 	OutKScale, OutVScale                  uint64 // [B][Hkv]
 	BatchStride, HeadStride, RowStride    int64  // of OutK and OutV, in codes
 	Q, QCodes, QScales                    uint64 // float32 queries, their codes (same layout), [B][Hq] scales
@@ -141,6 +146,7 @@ type prefillParams struct {
 	B, Hkv, D, PageSize, PagesPerSeq      int32
 	Hq, Sq, QRows, QChunks                int32 // rows a query chunk, chunks a head
 	Tiles                                 int32 // 32-key tiles a sequence
+	Sk                                    int32 // keys of OutK and OutV a (sequence, head): the longest sequence's
 }
 
 // fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper/quant_pack.cuh):

@@ -44,6 +44,13 @@ struct Params {
   long long window;
   const float* sinks;
   float softcap, pad;
+  // seq_k, when not null, holds each batch entry's key count (at most sk,
+  // the key extent of K and V): stage 9 bounds each row's keys by its
+  // entry's (a batch of sequences of different lengths, padded to sk, the
+  // keys past an entry's count finite), and the other stages read sk only.
+  // Stage 9 reads it before its programmatic dependency wait, so it must
+  // be written before the kernel's predecessor on the stream starts.
+  const int* seq_k;
 };
 
 // FP8ATTN_EXPORT_PARAMS_LAYOUT defines fp8attn_params_layout: the layout
@@ -65,29 +72,32 @@ struct Params {
       FP8ATTN_PARAMS_OFF(group),              FP8ATTN_PARAMS_OFF(mask),           FP8ATTN_PARAMS_OFF(score_scale), \
       FP8ATTN_PARAMS_OFF(qi),                 FP8ATTN_PARAMS_OFF(ki),             FP8ATTN_PARAMS_OFF(vi),     \
       FP8ATTN_PARAMS_OFF(window),             FP8ATTN_PARAMS_OFF(sinks),          FP8ATTN_PARAMS_OFF(softcap), \
-      FP8ATTN_PARAMS_OFF(pad)};
+      FP8ATTN_PARAMS_OFF(pad),                FP8ATTN_PARAMS_OFF(seq_k)};
 
 #define NEG_INF (-__int_as_float(0x7f800000))
 #define LN2 0.69314718055994530942f
 #define LOG2E 1.44269504088896340736f
 
-// Number of keys query row i sees: keys [0, n).
-__device__ __forceinline__ int visible_keys(const Params& p, int i) {
-  long long n = p.sk;
+// Number of keys query row i sees, of a sequence of sk keys: keys [0, n).
+__device__ __forceinline__ int visible_keys(const Params& p, int i, long long sk) {
+  long long n = sk;
   if (p.mask == 1) n = i + 1;
-  else if (p.mask == 2) n = i + 1 + p.sk - p.sq;
-  return (int)max(0LL, min(n, p.sk));
+  else if (p.mask == 2) n = i + 1 + sk - p.sq;
+  return (int)max(0LL, min(n, sk));
 }
+__device__ __forceinline__ int visible_keys(const Params& p, int i) { return visible_keys(p, i, p.sk); }
 
-// first_key is the first key query row i sees: 0, or under a sliding
-// window of W keys the window's lower edge p - W + 1, p the row's position
-// in the key sequence (i, or i + sk - sq for the lower-right causal mask),
-// clipped to 0 .. sk. Row i sees keys first_key .. visible_keys - 1.
-__device__ __forceinline__ int first_key(const Params& p, int i) {
+// first_key is the first key query row i sees, of a sequence of sk keys:
+// 0, or under a sliding window of W keys the window's lower edge p - W +
+// 1, p the row's position in the key sequence (i, or i + sk - sq for the
+// lower-right causal mask), clipped to 0 .. sk. Row i sees keys first_key
+// .. visible_keys - 1.
+__device__ __forceinline__ int first_key(const Params& p, int i, long long sk) {
   if (p.window <= 0) return 0;
-  const long long pos = p.mask == 2 ? i + p.sk - p.sq : i;
-  return (int)max(0LL, min(pos - p.window + 1, p.sk));
+  const long long pos = p.mask == 2 ? i + sk - p.sq : i;
+  return (int)max(0LL, min(pos - p.window + 1, sk));
 }
+__device__ __forceinline__ int first_key(const Params& p, int i) { return first_key(p, i, p.sk); }
 
 // cp.async of 16 bytes, zero-filling when the source row is past the end.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {

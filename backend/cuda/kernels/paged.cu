@@ -17,8 +17,8 @@
 //   fp8attn_paged_check    flags a non-finite key or value of an append from
 //                          device memory (before anything is written).
 //   fp8attn_paged_prefill_inputs  quantizes a chunk of queries and lays
-//                          the cache of a batch of sequences of one length
-//                          out as plain FP8 tensors, one scale per
+//                          the cache of a batch of sequences out as plain
+//                          FP8 tensors, one scale per
 //                          (sequence, KV head): the chunk then runs on the
 //                          prefill kernels.
 //

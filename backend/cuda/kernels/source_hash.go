@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "cf5de9e57a2a31843fdb3f36c112b4d30ff88be51fbde6091a1be42c432b414c"
+const SourceHash = "3059be0bbafd6a75d666cae4a888764a2d746bc58bd77e7cc71c29e89f30d582"

@@ -170,12 +170,15 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
   const int h = blockIdx.y, b = blockIdx.z, kvh = h / (int)p.group;
   const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
-  // The keys the block's first row sees from and its last row sees up to
-  // bound the tiles it loads, key tiles t0 .. t0 + ntiles - 1 (the one-tile
-  // form loads both tiles; QC: a block past the query rows quantizes its
-  // keys only).
-  const int t0 = ONE ? 0 : first_key(p, i0) / BN;
-  const int ntiles = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1) + BN - 1) / BN - t0);
+  // The batch entry's keys (seq_k's, or sk); the keys the block's first
+  // row sees from and its last row sees up to bound the tiles it loads,
+  // key tiles t0 .. t0 + ntiles - 1 (the one-tile form loads both tiles;
+  // QC: a block past the query rows quantizes its keys only). seq_k is
+  // read before pdl_wait: its writer (a host copy) precedes the kernel's
+  // predecessor on the stream (Params).
+  const long long skb = p.seq_k ? (long long)p.seq_k[b] : p.sk;
+  const int t0 = ONE ? 0 : first_key(p, i0, skb) / BN;
+  const int ntiles = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1, skb) + BN - 1) / BN - t0);
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
@@ -185,7 +188,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   PROFILE_CLOCK(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
   if constexpr (QC) src = one_tile_sources<D>(p, b, h, kvh, i0, (int)blockIdx.x, (int)threadIdx.x);
-  pdl_wait();  // before the first global access (pdl.cuh)
+  pdl_wait();  // before the first global access but seq_k's (pdl.cuh)
   QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
   PROFILE_VALUE(QC && threadIdx.x == 0, 0, 0, 0, qp_entry);
   (void)qp_entry;
@@ -204,8 +207,13 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int cw = threadIdx.x / 128 - 1, tid = threadIdx.x % 128;
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
   const int wg_row = i0 + 64 * cw, r0 = wg_row + 16 * warp + g;
-  const RowKeys rk{first_key(p, r0), visible_keys(p, r0), first_key(p, r0 + 8), visible_keys(p, r0 + 8),
-                   visible_keys(p, min(wg_row, sq - 1)), first_key(p, min(wg_row + 63, sq - 1))};
+  const long long skc = p.seq_k ? (long long)p.seq_k[b] : p.sk;  // (skb, not kept live across the fork)
+  const RowKeys rk{first_key(p, r0, skc),
+                   visible_keys(p, r0, skc),
+                   first_key(p, r0 + 8, skc),
+                   visible_keys(p, r0 + 8, skc),
+                   visible_keys(p, min(wg_row, sq - 1), skc),
+                   first_key(p, min(wg_row + 63, sq - 1), skc)};
   float c = score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh), cap_in = 0.f;
   if constexpr (SOFTCAP) {  // softmax_tile's factors
     const float cap = p.softcap * LOG2E;

@@ -2,4 +2,4 @@
 # tests: TestConformance
 # A sliding window of W keys that lets each row see W + 1 (its lower edge
 # one key too early): the windowed cases fail.
-s/^  return (int)max(0LL, min(pos - p.window + 1, p.sk));$/  return (int)max(0LL, min(pos - p.window, p.sk));/
+s/^  return (int)max(0LL, min(pos - p.window + 1, sk));$/  return (int)max(0LL, min(pos - p.window, sk));/

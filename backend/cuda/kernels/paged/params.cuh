@@ -68,13 +68,13 @@ struct CheckParams {
 
 // PrefillParams: the inputs of a chunk of queries run on the prefill
 // kernels (fp8attn_paged_prefill_inputs): the queries quantized, and the
-// cached keys and values of a batch of sequences of one length laid out as
-// plain FP8 tensors.
+// cached keys and values of a batch of sequences laid out as plain FP8
+// tensors as long as the longest.
 struct PrefillParams {
   const uint8_t *k, *v;                // the pool
   const float *k_scale, *v_scale;      // per (page, KV head)
   const int *seq_lens, *block_table;   // [B], [B][pages_per_seq]
-  uint8_t *out_k, *out_v;              // [B][Hkv][n][D] with the strides below
+  uint8_t *out_k, *out_v;              // [B][Hkv][sk][D] with the strides below
   float *out_k_scale, *out_v_scale;    // [B][Hkv]
   long long batch_stride, head_stride, row_stride;  // of out_k and out_v, in codes
   const float* q;                      // [B][Hq][Sq][D] with the strides below
@@ -85,6 +85,7 @@ struct PrefillParams {
   int b, hkv, d, page_size, pages_per_seq;
   int hq, sq, q_rows, q_chunks;  // rows a query chunk, chunks a head
   int tiles;                     // key tiles (32 keys) a sequence: the gather's blocks are tiles·hkv·b
+  int sk;                        // keys of out_k and out_v a (sequence, head): the longest sequence's
 };
 
 #define PP_OFF(f) (int)offsetof(PagedParams, f)
@@ -110,4 +111,4 @@ extern "C" __device__ const int fp8attn_prefill_params_layout[] = {
     PF_OFF(batch_stride), PF_OFF(head_stride), PF_OFF(row_stride), PF_OFF(q), PF_OFF(q_codes), PF_OFF(q_scales),
     PF_OFF(q_batch_stride), PF_OFF(q_head_stride), PF_OFF(q_row_stride), PF_OFF(words), PF_OFF(b), PF_OFF(hkv),
     PF_OFF(d), PF_OFF(page_size), PF_OFF(pages_per_seq), PF_OFF(hq), PF_OFF(sq), PF_OFF(q_rows), PF_OFF(q_chunks),
-    PF_OFF(tiles)};
+    PF_OFF(tiles), PF_OFF(sk)};

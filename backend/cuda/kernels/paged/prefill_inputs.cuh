@@ -1,8 +1,9 @@
 // paged/prefill_inputs.cuh: fp8attn_paged_prefill_inputs, the inputs of a
 // chunk of many new queries that runs on the prefill kernels, which read
 // plain FP8 tensors: the queries quantized, and the cached keys and values
-// of a batch of sequences of one length gathered into rows of D codes (BHSD
-// or BSHD by the strides). One launch does both, so that the queries'
+// of a batch of sequences gathered into rows of D codes (BHSD or BSHD by
+// the strides), each sequence's from key 0, the tensors as long as the
+// longest. One launch does both, so that the queries'
 // quantization overlaps the gather's traffic. Included by paged.cu only, in
 // its order, after quant.cuh (the query encode is Memory.Quantize's).
 #pragma once
@@ -86,15 +87,30 @@ __device__ __forceinline__ void prefill_quantize(const PrefillParams& p) {
 // (keys a 16-byte chunk a thread, unswizzled by k_swizzle; the [D][32]
 // values into shared memory), then reads the sequence's page scales, then
 // writes its rows: values a warp a 16-byte column chunk of 32 keys, out of
-// v_off's layout (no bank conflicts). Slots at or past the sequence's
-// length are not written.
+// v_off's layout (no bank conflicts). Where the sequence is shorter than
+// the tensors' sk keys (a batch of different lengths), its slots from its
+// length up to the next multiple of 256 (the largest key tile the prefill
+// kernels load) are written zeros, so that the tile holding its last key
+// holds finite codes past it, and the slots past those are not written.
 __device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g) {
   __shared__ float red[2][PREFILL_THREADS / 32];
   __shared__ __align__(16) uint8_t tile[256 * 32];  // one tile's values, D <= 256
   const int tid = threadIdx.x, D = p.d, P = p.page_size, nc = D >> 4;
   const int t = g % p.tiles, h = (g / p.tiles) % p.hkv, b = g / (p.tiles * p.hkv);
   const int n = p.seq_lens[b], first = 32 * t;
-  if (first >= n) return;
+  const int zeros = min(p.sk, (n + 255) / 256 * 256) - first;  // slots from first on to write, zeros past n
+  if (zeros <= 0) return;
+  const long long out_at = b * p.batch_stride + h * p.head_stride + (long long)first * p.row_stride;
+  if (first >= n) {
+    for (int e = tid; e < 32 * nc; e += PREFILL_THREADS) {
+      const int j = e / nc, c = e - j * nc;
+      if (j < zeros) {
+        *(uint4*)(p.out_k + out_at + (long long)j * p.row_stride + 16 * c) = make_uint4(0, 0, 0, 0);
+        *(uint4*)(p.out_v + out_at + (long long)j * p.row_stride + 16 * c) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    return;
+  }
   const int* pages = p.block_table + (long long)b * p.pages_per_seq;
   const int pg = first / P;
   const long long at = (long long)pages[pg] * p.hkv + h;
@@ -125,25 +141,29 @@ __device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g) {
     p.out_v_scale[b * p.hkv + h] = sv;
   }
   const float rk = p.k_scale[at] / sk, rv = p.v_scale[at] / sv;  // 0 for a block of zeros: its codes stay 0
-  const long long out_at = b * p.batch_stride + h * p.head_stride + (long long)first * p.row_stride;
   const int rows = min(32, n - first);
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const int e = tid + i * PREFILL_THREADS, j = e / nc, c = e - j * nc;
-    if (e < 32 * nc && j < rows) {
-      uint4 x = kx[i];
-      if (rk != 1.f) x = rescale16(x, rk);
+    if (e < 32 * nc && j < zeros) {
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (j < rows) {
+        x = kx[i];
+        if (rk != 1.f) x = rescale16(x, rk);
+      }
       *(uint4*)(p.out_k + out_at + (long long)j * p.row_stride + 16 * c) = x;
     }
   }
   for (int e = tid; e < 32 * nc; e += PREFILL_THREADS) {
     const int j = e & 31, c = e >> 5;
-    if (j < rows) {
-      uint4 x;
-      uint8_t* xb = (uint8_t*)&x;
+    if (j < zeros) {
+      uint4 x = make_uint4(0, 0, 0, 0);
+      if (j < rows) {
+        uint8_t* xb = (uint8_t*)&x;
 #pragma unroll
-      for (int i = 0; i < 16; i++) xb[i] = tile[v_off(16 * c + i, j >> 4) + (j & 15)];
-      if (rv != 1.f) x = rescale16(x, rv);
+        for (int i = 0; i < 16; i++) xb[i] = tile[v_off(16 * c + i, j >> 4) + (j & 15)];
+        if (rv != 1.f) x = rescale16(x, rv);
+      }
       *(uint4*)(p.out_v + out_at + (long long)j * p.row_stride + 16 * c) = x;
     }
   }
