@@ -170,8 +170,9 @@
 // after a cached prefix) with Precision FP8E4M3 runs there on the FP8
 // prefill kernel instead of the cache's own: the queries quantized, each
 // sequence's keys and values brought to one scale per KV head, FP8
-// attention's error at the prefill kernel's speed (a batch of equally long
-// sequences, outside a Capture). AttentionVarlen takes a step of
+// attention's error at the prefill kernel's speed (outside a Capture; a
+// batch of sequences no shorter than the chunk, of any lengths on Hopper
+// GPUs, equally long on Ada). AttentionVarlen takes a step of
 // continuous batching as one call: each sequence's own number of new
 // queries (a chunk of a prompt beside single decode tokens), packed in
 // order into one tensor, with no padding (on "cuda" one launch of the

@@ -573,8 +573,8 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // holds is ErrInvalid, from the output's next read) at the prefill
 // kernel's speed. The cuda device does so for a batch with enough query
 // rows (B·Hq·Sq of 20 an SM or more) and a head dim the kernel has, its
-// sequences of any lengths on Hopper GPUs and equally long ones on Ada,
-// outside a Capture (a
+// sequences no shorter than Sq and of any lengths on Hopper GPUs (equally
+// long ones on Ada), outside a Capture (a
 // captured call computes as FP32, so a replay may differ from the same
 // call made directly); elsewhere an FP8E4M3 call computes as FP32, and
 // any other precision is ErrInvalid; SlidingWindow (which needs

@@ -11,8 +11,8 @@ package sdpa
 // are split): there is no padding to the longest count, and no call a
 // distinct count. opts as for Attention, but
 // Precision FP8E4M3 computes as FP32 (the FP8 prefill kernels take
-// batches of equally long sequences with one count), and a varlen call
-// inside a Capture is ErrUnsupported.
+// batches with one count of new queries), and a varlen call inside a
+// Capture is ErrUnsupported.
 func (c *KVCache) AttentionVarlen(out, lse, q *DeviceTensor, ids []SeqID, queries []int, opts *Options) error {
 	if queries == nil {
 		queries = []int{} // still a varlen call: its counts must match ids

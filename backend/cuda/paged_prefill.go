@@ -180,8 +180,12 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 		return nil, err
 	}
 	err = r.setUp(pc.in, pc.out, pc.lse)
-	if !even { // each sequence's rows bounded by its own length (stage 9)
+	switch {
+	case even:
+	case st == tiles.HopperStage: // each sequence's tiles and rows bounded by its own length
 		r.params.SeqK = pc.lens
+	case err == nil: // (prefillStage takes no such batch elsewhere)
+		err = fmt.Errorf("cuda: a paged prefill over sequences of different lengths on stage %d", st)
 	}
 	if err == nil && s.poison {
 		err = r.poisonLocked()

@@ -37,9 +37,11 @@ type params struct {
 	Softcap float32
 	_       float32
 	// SeqK, where not 0, is the device address of B int32 key counts, one
-	// a batch entry (at most Sk, K's and V's key extent, past which each
-	// entry's keys are finite codes): stage 9 bounds each entry's rows by
-	// its own (a paged prefill over sequences of different lengths).
+	// a batch entry (at most Sk, K's and V's key extent): stage 9 bounds
+	// each entry's tiles and rows by its own (a paged prefill over
+	// sequences of different lengths). An entry's codes past its count
+	// must be finite through the key tile that holds its last key (the
+	// gather writes zeros to the next prefillZeroKeys).
 	SeqK uint64
 }
 
@@ -145,9 +147,16 @@ type prefillParams struct {
 	Words                                 uint64 // zeroWords: 2 + 3·B·Hq
 	B, Hkv, D, PageSize, PagesPerSeq      int32
 	Hq, Sq, QRows, QChunks                int32 // rows a query chunk, chunks a head
-	Tiles                                 int32 // 32-key tiles a sequence
+	Tiles                                 int32 // 32-key tiles of the longest sequence
 	Sk                                    int32 // keys of OutK and OutV a (sequence, head): the longest sequence's
 }
+
+// prefillZeroKeys is what fp8attn_paged_prefill_inputs rounds a shorter
+// sequence's length up to when it writes zeros past its last key (the
+// 256 of kernels/paged/prefill_inputs.cuh): a multiple of every stage-9
+// key tile and at least the one-tile form's two tiles, so that every tile
+// stage 9 loads of the sequence holds finite codes (TestPrefillZeroKeys).
+const prefillZeroKeys = 256
 
 // fusedQuantParams mirrors hopper::FusedQuantParams (kernels/hopper/quant_pack.cuh):
 // stage 9's params with float32 inputs in Q, K and V, and the score-factor

@@ -3,6 +3,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cuda/kernels"
+	"github.com/fp8attn/fp8attn/internal/mutant"
+	"github.com/fp8attn/fp8attn/internal/tiles"
 )
 
 // ptxIntArray reads the initializer of a global int array from PTX, as
@@ -144,4 +147,45 @@ func TestParamsStrides(t *testing.T) {
 			t.Errorf("%s: strides %v, want %v", c.name, c.got, c.want)
 		}
 	}
+}
+
+// TestPrefillZeroKeys: the paged prefill's gather writes zeros past a
+// shorter sequence's last key up to a multiple of prefillZeroKeys, which
+// kernels/paged/prefill_inputs.cuh spells as its rounding; every stage-9
+// key tile (and the one-tile form's two) ends on such a multiple, so the
+// tile holding the sequence's last key holds no stale code.
+func TestPrefillZeroKeys(t *testing.T) {
+	src, err := os.ReadFile("kernels/paged/prefill_inputs.cuh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if round := fmt.Sprintf("(n + %d) / %d * %d", prefillZeroKeys-1, prefillZeroKeys, prefillZeroKeys); !strings.Contains(string(src), round) {
+		t.Errorf("prefill_inputs.cuh does not round a sequence's zeros as %q (prefillZeroKeys %d)", round, prefillZeroKeys)
+	}
+	for _, d := range tiles.HopperHeadDims {
+		c, err := tiles.Hopper(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tile := c.BlockN
+		if c.OneTile(2 * c.BlockN) {
+			tile = 2 * c.BlockN
+		}
+		if prefillZeroKeys%c.BlockN != 0 || tile > prefillZeroKeys {
+			t.Errorf("D %d: key tiles of %d (the one-tile form's %d), zeros to a multiple of %d", d, c.BlockN, tile, prefillZeroKeys)
+		}
+	}
+}
+
+// TestPrefillZeroKeysCatchesMutants: a rounding the kernel does not use,
+// or one a key tile does not divide, fails TestPrefillZeroKeys
+// (FP8ATTN_MUTANTS=1).
+func TestPrefillZeroKeysCatchesMutants(t *testing.T) {
+	const pkg, file = "./backend/cuda", "backend/cuda/params.go"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "zeros to a multiple the kernel does not round to", File: file, Pkg: pkg,
+			Old: "const prefillZeroKeys = 256", New: "const prefillZeroKeys = 512", Tests: []string{"TestPrefillZeroKeys"}},
+		{Name: "zeros to a multiple a key tile does not divide", File: file, Pkg: pkg,
+			Old: "const prefillZeroKeys = 256", New: "const prefillZeroKeys = 192", Tests: []string{"TestPrefillZeroKeys"}},
+	})
 }

@@ -45,9 +45,11 @@ struct Params {
   const float* sinks;
   float softcap, pad;
   // seq_k, when not null, holds each batch entry's key count (at most sk,
-  // the key extent of K and V): stage 9 bounds each row's keys by its
-  // entry's (a batch of sequences of different lengths, padded to sk, the
-  // keys past an entry's count finite), and the other stages read sk only.
+  // the key extent of K and V): stage 9 bounds each entry's key tiles and
+  // rows' keys by its count (a batch of sequences of different lengths,
+  // padded to sk; an entry's codes past its count must be finite through
+  // the key tile that holds its last key), and the other stages read sk
+  // only.
   // Stage 9 reads it before its programmatic dependency wait, so it must
   // be written before the kernel's predecessor on the stream starts.
   const int* seq_k;

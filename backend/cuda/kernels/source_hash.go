@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "3059be0bbafd6a75d666cae4a888764a2d746bc58bd77e7cc71c29e89f30d582"
+const SourceHash = "c59e42697721e502565df437aea2c59a1acb7b3a79a3e35e26f81fed0fb4fb44"
