@@ -74,7 +74,7 @@ func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 func longest(p *backend.PagedProblem) (n int, even bool) {
 	even = true
 	for _, l := range p.SeqLens {
-		even = even && int(l) == int(p.SeqLens[0])
+		even = even && l == p.SeqLens[0]
 		n = max(n, int(l))
 	}
 	return n, even
@@ -119,17 +119,20 @@ func (s *pagedKV) prefill(p *backend.PagedProblem, st int) (err error) {
 // prefillCall is where a prefill call's inputs and outputs are on the
 // device.
 type prefillCall struct {
+	n              int        // the longest sequence's tokens: the gathered tensors' keys
+	even           bool       // every sequence is n tokens long
 	q, lens, table uint64     // float32 queries, lengths, block table
 	in             [6]*buffer // Q, K, V codes and their scales
 	out, lse       *buffer    // the outputs (nil: the resident's own, downloaded)
 }
 
-// prefillInputs reserves p's buffers and uploads its lengths and block
-// table, and its queries when they are host slices.
+// prefillInputs finds p's longest sequence, reserves its buffers and
+// uploads its lengths and block table, and its queries when they are host
+// slices.
 func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err error) {
-	n, _ := longest(p)
+	pc.n, pc.even = longest(p)
 	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
-	nkv := int64(p.B) * int64(p.Hkv) * int64(n) * int64(p.D)
+	nkv := int64(p.B) * int64(p.Hkv) * int64(pc.n) * int64(p.D)
 	var copies []hostCopy
 	if p.QBuf != nil {
 		var bufs []*buffer
@@ -170,8 +173,7 @@ func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err er
 // (fp8attn_paged_prefill_inputs) and stage st over them, on a resident
 // the caller releases.
 func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall) (*resident, error) {
-	n, even := longest(p)
-	pr := prefillProblem(p, n)
+	pr := prefillProblem(p, pc.n)
 	r, err := s.dev.residentFor(&pr, pc.in, pc.out, pc.lse)
 	if err != nil {
 		return nil, err
@@ -181,7 +183,7 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 	}
 	err = r.setUp(pc.in, pc.out, pc.lse)
 	switch {
-	case even:
+	case pc.even:
 	case st == tiles.HopperStage: // each sequence's tiles and rows bounded by its own length
 		r.params.SeqK = pc.lens
 	case err == nil: // (prefillStage takes no such batch elsewhere)
@@ -212,8 +214,7 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 // SMs free for it (a GPU shared through MPS with fewer active SMs than
 // that could hang it).
 func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) error {
-	n, _ := longest(p)
-	in := pc.in
+	n, in := pc.n, pc.in
 	rows := max(1, prefillChunkFloats/p.D)
 	if (p.Sq+rows-1)/rows > s.dev.SMs {
 		rows = (p.Sq + s.dev.SMs - 1) / s.dev.SMs
