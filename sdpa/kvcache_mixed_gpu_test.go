@@ -14,7 +14,11 @@ import (
 // KVCache, B·Hq32 Hkv8 D128, lower-right causal, queries and outputs in GPU
 // memory: 4 sequences with 512 new tokens and 60 with one, after 4096 to
 // 8191 cached tokens each. "mixed" is the whole step as one varlen call
-// (AttentionVarlen: one launch); "prefill" the 4 chunks alone (Attention,
+// (AttentionVarlen: one launch), "mixed-fp8" the same with Precision
+// FP8E4M3 (the chunks on the prefill kernel, the tokens on the split-KV
+// kernel), "mixed-fp8-chunks" and "mixed-tokens" its two parts (the
+// same varlen call with the other sequences' counts 0); "prefill" the 4
+// chunks alone (Attention,
 // B4 Sq512; "-fp8" with Precision FP8E4M3, which runs them on the prefill
 // kernel on Hopper, each sequence bounded by its own length) and "decode"
 // the 60 tokens alone (B60 Sq1). Issued call by call and host-timed
@@ -76,6 +80,18 @@ func BenchmarkKVCacheMixedGPU(b *testing.B) {
 		return q, out
 	}
 	qM, outM := upload(1, total)
+	// The varlen call with only the chunks' queries, and with only the
+	// tokens' (the others' counts 0).
+	chunkQueries, tokenQueries := make([]int, len(queries)), make([]int, len(queries))
+	for i, n := range queries {
+		if i < chunks {
+			chunkQueries[i] = n
+		} else {
+			tokenQueries[i] = n
+		}
+	}
+	qC, outC := upload(1, chunks*chunk)
+	qT, outT := upload(1, decodes)
 	qP, outP := upload(chunks, chunk)
 	qD, outD := upload(decodes, 1)
 	wait, err := dev.NewTensor(1, 1, 1, 1, sdpa.BHSD)
@@ -89,13 +105,16 @@ func BenchmarkKVCacheMixedGPU(b *testing.B) {
 		call func() error
 	}{
 		{"mixed", func() error { return cache.AttentionVarlen(outM, nil, qM, ids, queries, fp32) }},
+		{"mixed-fp8", func() error { return cache.AttentionVarlen(outM, nil, qM, ids, queries, fp8) }},
+		{"mixed-fp8-chunks", func() error { return cache.AttentionVarlen(outC, nil, qC, ids, chunkQueries, fp8) }},
+		{"mixed-tokens", func() error { return cache.AttentionVarlen(outT, nil, qT, ids, tokenQueries, fp32) }},
 		{"prefill", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp32) }},
 		{"prefill-fp8", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp8) }},
 		{"decode", func() error { return cache.Attention(outD, nil, qD, ids[chunks:], fp32) }},
 	} {
 		b.Run(c.name, func(b *testing.B) { hostTimedCalls(b, 10, wait, c.call) })
 	}
-	for _, t := range []*sdpa.DeviceTensor{qM, outM, qP, outP, qD, outD, wait} {
+	for _, t := range []*sdpa.DeviceTensor{qM, outM, qC, outC, qT, outT, qP, outP, qD, outD, wait} {
 		if err := t.Free(); err != nil {
 			b.Fatal(err)
 		}

@@ -10,6 +10,49 @@ import (
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
+// varlenAgainstAlone runs the varlen call of q (packed queries
+// [1][Hq][T][D]) on cache c and holds each sequence's output rows and
+// log-sum-exps to what the sequence gets alone through Attention with the
+// same options: within 2^-16 (relative L2).
+func varlenAgainstAlone(t *testing.T, dev *sdpa.Device, c *sdpa.KVCache, ids []sdpa.SeqID, queries []int, q *sdpa.Tensor, opts *sdpa.Options) {
+	t.Helper()
+	hq, total, d, layout := q.H, q.S, q.D, q.Layout
+	out, _ := dev.NewTensor(1, hq, total, d, layout)
+	lse, _ := dev.NewTensor(1, hq, total, 1, sdpa.BHSD)
+	if err := c.AttentionVarlen(out, lse, upload(t, dev, q), ids, queries, opts); err != nil {
+		t.Fatal(err)
+	}
+	all := &sdpa.Tensor{Data: make([]float32, len(q.Data)), B: 1, H: hq, S: total, D: d, Layout: layout}
+	allLSE := &sdpa.Tensor{Data: make([]float32, hq*total), B: 1, H: hq, S: total, D: 1}
+	if err := errors.Join(out.Download(all), lse.Download(allLSE)); err != nil {
+		t.Fatal(err)
+	}
+	from := 0
+	for b, id := range ids {
+		n := queries[b]
+		if n == 0 {
+			continue
+		}
+		ob, _ := dev.NewTensor(1, hq, n, d, layout)
+		lb, _ := dev.NewTensor(1, hq, n, 1, sdpa.BHSD)
+		if err := c.Attention(ob, lb, upload(t, dev, rows(q, from, from+n)), []sdpa.SeqID{id}, opts); err != nil {
+			t.Fatal(err)
+		}
+		one := &sdpa.Tensor{Data: make([]float32, hq*n*d), B: 1, H: hq, S: n, D: d, Layout: layout}
+		oneLSE := &sdpa.Tensor{Data: make([]float32, hq*n), B: 1, H: hq, S: n, D: 1}
+		if err := errors.Join(ob.Download(one), lb.Download(oneLSE)); err != nil {
+			t.Fatal(err)
+		}
+		if e := relL2(rows(all, from, from+n).Data, one.Data); !(e <= 0x1p-16) {
+			t.Errorf("sequence %d (%d queries): output %.3g from alone (relative L2; at most 2^-16)", b, n, e)
+		}
+		if e := relL2(rows(allLSE, from, from+n).Data, oneLSE.Data); !(e <= 0x1p-16) {
+			t.Errorf("sequence %d (%d queries): LSE %.3g from alone (relative L2; at most 2^-16)", b, n, e)
+		}
+		from += n
+	}
+}
+
 // TestKVCacheVarlen: a varlen batch on the cpu device (varlenCheck).
 func TestKVCacheVarlen(t *testing.T) {
 	dev, err := sdpa.Open("cpu/go")
@@ -57,42 +100,7 @@ func varlenCheck(t *testing.T, dev *sdpa.Device) {
 	for _, layout := range []sdpa.Layout{sdpa.BHSD, sdpa.BSHD} {
 		for _, mask := range []sdpa.Mask{sdpa.CausalLowerRight, sdpa.NoMask} {
 			t.Run(fmt.Sprintf("%v/%v", layout, mask), func(t *testing.T) {
-				opts := &sdpa.Options{Mask: mask}
-				q := randLayout(rng, 1, hq, total, d, layout)
-				out, _ := dev.NewTensor(1, hq, total, d, layout)
-				lse, _ := dev.NewTensor(1, hq, total, 1, sdpa.BHSD)
-				if err := c.AttentionVarlen(out, lse, upload(t, dev, q), ids, queries, opts); err != nil {
-					t.Fatal(err)
-				}
-				all := &sdpa.Tensor{Data: make([]float32, len(q.Data)), B: 1, H: hq, S: total, D: d, Layout: layout}
-				allLSE := &sdpa.Tensor{Data: make([]float32, hq*total), B: 1, H: hq, S: total, D: 1}
-				if err := errors.Join(out.Download(all), lse.Download(allLSE)); err != nil {
-					t.Fatal(err)
-				}
-				from := 0
-				for b, id := range ids {
-					n := queries[b]
-					if n == 0 {
-						continue
-					}
-					ob, _ := dev.NewTensor(1, hq, n, d, layout)
-					lb, _ := dev.NewTensor(1, hq, n, 1, sdpa.BHSD)
-					if err := c.Attention(ob, lb, upload(t, dev, rows(q, from, from+n)), []sdpa.SeqID{id}, opts); err != nil {
-						t.Fatal(err)
-					}
-					one := &sdpa.Tensor{Data: make([]float32, hq*n*d), B: 1, H: hq, S: n, D: d, Layout: layout}
-					oneLSE := &sdpa.Tensor{Data: make([]float32, hq*n), B: 1, H: hq, S: n, D: 1}
-					if err := errors.Join(ob.Download(one), lb.Download(oneLSE)); err != nil {
-						t.Fatal(err)
-					}
-					if e := relL2(rows(all, from, from+n).Data, one.Data); !(e <= 0x1p-16) {
-						t.Errorf("sequence %d (%d queries): output %.3g from alone (relative L2; at most 2^-16)", b, n, e)
-					}
-					if e := relL2(rows(allLSE, from, from+n).Data, oneLSE.Data); !(e <= 0x1p-16) {
-						t.Errorf("sequence %d (%d queries): LSE %.3g from alone (relative L2; at most 2^-16)", b, n, e)
-					}
-					from += n
-				}
+				varlenAgainstAlone(t, dev, c, ids, queries, randLayout(rng, 1, hq, total, d, layout), &sdpa.Options{Mask: mask})
 			})
 		}
 	}

@@ -82,6 +82,25 @@ static CUresult fp8attn_release_primary(int ordinal) {
 // directly; copies from pageable memory go through its own bounce buffer).
 static CUresult fp8attn_host_alloc(void** p, size_t n) { return cuMemHostAlloc(p, n, 0); }
 
+// A copy of height rows of width bytes between two device regions whose
+// rows lie spitch and dpitch bytes apart, on s. (gorgonia.org/cu's
+// Memcpy2DAsync dereferences its struct's CUDA arrays, nil for device
+// pointers.)
+static CUresult fp8attn_copy_2d(CUdeviceptr dst, size_t dpitch, CUdeviceptr src, size_t spitch, size_t width,
+                                size_t height, CUstream s) {
+	CUDA_MEMCPY2D c;
+	memset(&c, 0, sizeof c);
+	c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.srcDevice = src;
+	c.srcPitch = spitch;
+	c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c.dstDevice = dst;
+	c.dstPitch = dpitch;
+	c.WidthInBytes = width;
+	c.Height = height;
+	return cuMemcpy2DAsync(&c, s);
+}
+
 static const char* fp8attn_error_name(CUresult r) {
 	const char* s = 0;
 	cuGetErrorName(r, &s);
@@ -102,7 +121,7 @@ import (
 // The driver calls gorgonia.org/cu v0.9.6 lacks: the primary context, a
 // launch that passes one struct by value with dynamic shared memory
 // (cu.Function.Launch copies every parameter as 8 bytes and mallocs per
-// launch), cuFuncSetAttribute, and CUDA graphs.
+// launch), cuFuncSetAttribute, CUDA graphs, and device-to-device 2D copies.
 
 func check(what string, r C.CUresult) error {
 	if r != C.CUDA_SUCCESS {
@@ -162,6 +181,13 @@ func init() { pdlOn.Store(pdlDefault()) }
 
 // markPDL records that fn keeps pdl.cuh's contract.
 func markPDL(fn C.CUfunction) { pdlKernels.Store(fn, struct{}{}) }
+
+// copy2D copies height rows of width bytes from src, rows spitch bytes
+// apart, to dst, rows dpitch bytes apart, device to device, on s.
+func copy2D(dst uint64, dpitch int64, src uint64, spitch, width, height int64, s cu.Stream) error {
+	return check("cuMemcpy2DAsync", C.fp8attn_copy_2d(C.CUdeviceptr(dst), C.size_t(dpitch), C.CUdeviceptr(src), C.size_t(spitch),
+		C.size_t(width), C.size_t(height), cStream(s)))
+}
 
 func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))

@@ -94,7 +94,8 @@ type pagedKV struct {
 	waves        []int             // Append: the first run of each wave, and len(runs)
 	lastWave     map[int32]int
 	runsW        []int32
-	varBlocks    []int32 // plan: a varlen batch's (sequence, row block) pairs
+	varBlocks    []int32    // plan: a varlen batch's (sequence, row block) pairs
+	side         sideStream // a varlen batch's split-KV launch beside its groups (paged_varlen.go)
 	params       *pagedParams
 	aparams      *appendParams
 	readK, readV []fp8.E4M3
@@ -143,6 +144,10 @@ func (s *pagedKV) Close() error {
 		}
 		if len(bufs) > 0 {
 			errs = append(errs, s.dev.release(bufs))
+		}
+		if s.side.made {
+			errs = append(errs, s.side.stream.Destroy(), cu.DestroyEvent(&s.side.fork), cu.DestroyEvent(&s.side.join))
+			s.side = sideStream{}
 		}
 		s.owned, s.stage = nil, nil
 		return errors.Join(errs...)
@@ -293,8 +298,9 @@ const checkThreads = 256
 // must be in p.Tables (which the caller keeps current: the graph copies
 // nothing from the host), and the scratch buffers are the graph's own, so
 // that the staging buffers of later calls cannot take them over. The
-// caller is inside do, after plan.
-func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
+// extra copies go up in the same upload (outside a capture). The caller is
+// inside do, after plan.
+func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error {
 	c := s.dev.capturing()
 	if c != nil && p.QBuf == nil {
 		return errCapture("a paged attention on host-memory queries")
@@ -410,12 +416,17 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem) error {
 		c.caches = append(c.caches, s)
 		return nil
 	}
-	return s.dev.upload(copies)
+	return s.dev.upload(append(copies, extra...))
 }
 
 // launchAttention issues the attention kernel (and, after the cp.async
 // kernel, the merge of its splits) on the stream.
 func (s *pagedKV) launchAttention(gx, gy, gz int) error {
+	return s.launchAttentionOn(s.dev.stream, gx, gy, gz)
+}
+
+// launchAttentionOn is launchAttention on stream st.
+func (s *pagedKV) launchAttentionOn(st cu.Stream, gx, gy, gz int) error {
 	pp := s.params
 	f, threads, smem := s.dev.paged.attn[s.cfg.HeadDim], s.tc.Threads(), s.smem
 	if pp.Softcap > 0 {
@@ -427,7 +438,7 @@ func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 			f = s.wsq
 		}
 	}
-	if err := launchStruct(f, gx, gy, gz, threads, smem, s.dev.stream, unsafe.Pointer(pp)); err != nil {
+	if err := launchStruct(f, gx, gy, gz, threads, smem, st, unsafe.Pointer(pp)); err != nil {
 		return err
 	}
 	if pp.Splits > 1 && !s.useWS { // (the warp-specialized kernel merges its splits itself)
@@ -435,7 +446,7 @@ func (s *pagedKV) launchAttention(gx, gy, gz int) error {
 		if pp.QStarts != 0 {
 			gx, gy = int(pp.Hkv)*len(s.varBlocks)/2, 1
 		}
-		return launchStruct(s.dev.paged.merge, gx, gy, s.tc.Rows, 256, 0, s.dev.stream, unsafe.Pointer(pp))
+		return launchStruct(s.dev.paged.merge, gx, gy, s.tc.Rows, 256, 0, st, unsafe.Pointer(pp))
 	}
 	return nil
 }
@@ -461,33 +472,50 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 		if st := s.prefillStage(p); st != 0 {
 			return s.prefill(p, st)
 		}
+		if groups := s.varlenGroups(p); groups != nil {
+			return s.varlen(p, groups)
+		}
 		gx, gy, gz := s.plan(p)
 		if err := s.stageInputs(p); err != nil {
 			return err
 		}
-		if s.poison {
-			pp := s.params
-			rows := int64(p.Rows()) * int64(p.Hq)
-			if err := errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), poison.Bits, rows*int64(p.D), s.dev.stream),
-				cu.MemsetD32Async(cu.DevicePtr(pp.LSE), poison.Bits, rows, s.dev.stream)); err != nil {
-				return err
-			}
+		if err := s.poisonOutputs(p); err != nil {
+			return err
 		}
 		if err := s.launchAttention(gx, gy, gz); err != nil {
 			return err
 		}
-		if p.QBuf != nil { // outputs stay on the device
-			return nil
-		}
-		copies := []hostCopy{{cu.DevicePtr(s.params.Out), bytesOf(p.Out)}}
-		if p.LSE != nil {
-			copies = append(copies, hostCopy{cu.DevicePtr(s.params.LSE), bytesOf(p.LSE)})
-		}
-		if err := s.dev.download(copies); err != nil {
-			return fmt.Errorf("cuda: paged attention: %w", err)
-		}
-		return nil
+		return s.downloadOutputs(p, nil)
 	})
+}
+
+// poisonOutputs fills the call's outputs (stageInputs') with poison.Bits
+// where the pagedKV poisons (tests).
+func (s *pagedKV) poisonOutputs(p *backend.PagedProblem) error {
+	if !s.poison {
+		return nil
+	}
+	pp := s.params
+	rows := int64(p.Rows()) * int64(p.Hq)
+	return errors.Join(cu.MemsetD32Async(cu.DevicePtr(pp.Out), poison.Bits, rows*int64(p.D), s.dev.stream),
+		cu.MemsetD32Async(cu.DevicePtr(pp.LSE), poison.Bits, rows, s.dev.stream))
+}
+
+// downloadOutputs copies the call's outputs (stageInputs') into p's host
+// slices, and then more (the copies' host ends); outputs in device
+// buffers stay there.
+func (s *pagedKV) downloadOutputs(p *backend.PagedProblem, more []hostCopy) error {
+	if p.QBuf != nil {
+		return nil
+	}
+	copies := append([]hostCopy{{cu.DevicePtr(s.params.Out), bytesOf(p.Out)}}, more...)
+	if p.LSE != nil {
+		copies = append(copies, hostCopy{cu.DevicePtr(s.params.LSE), bytesOf(p.LSE)})
+	}
+	if err := s.dev.download(copies); err != nil {
+		return fmt.Errorf("cuda: paged attention: %w", err)
+	}
+	return nil
 }
 
 // PagedTimes implements timing.PagedTimer.

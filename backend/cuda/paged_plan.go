@@ -84,13 +84,22 @@ func (s *pagedKV) planRuns(a *backend.PagedAppend) {
 // call's staging buffers) and returns the grid. A varlen batch runs on the
 // cp.async kernel, a block for each split of each of its sequences' own
 // items (s.varBlocks), in one launch.
-func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
+func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) { return s.planSkipping(p, nil) }
+
+// planSkipping is plan for a varlen batch of which the sequences b with
+// skip[b] have no items (their rows run elsewhere: paged_varlen.go), or
+// for any batch where skip is nil.
+func (s *pagedKV) planSkipping(p *backend.PagedProblem, skip []bool) (gx, gy, gz int) {
 	g := p.Hq / p.Hkv
 	rowBlocks := (g*p.Sq + s.tc.Rows - 1) / s.tc.Rows
 	items := p.B * p.Hkv * rowBlocks
+	skipped := func(b int) bool { return p.QStarts != nil && b < len(skip) && skip[b] }
 	if p.QStarts != nil { // a varlen batch: each sequence's own row blocks
 		s.varBlocks = s.varBlocks[:0]
 		for b := range p.B {
+			if skipped(b) {
+				continue
+			}
 			for rb := range (g*p.Queries(b) + s.tc.Rows - 1) / s.tc.Rows {
 				s.varBlocks = append(s.varBlocks, int32(b), int32(rb))
 			}
@@ -103,7 +112,9 @@ func (s *pagedKV) plan(p *backend.PagedProblem) (gx, gy, gz int) {
 		maxTiles = max(1, min(maxTiles, windowSpanTiles(w, p.Sq, keys)))
 	}
 	for b := range p.B {
-		maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Queries(b), p.SlidingWindow, keys))
+		if !skipped(b) {
+			maxTiles = max(maxTiles, seqTiles(int(p.SeqLens[b]), p.Queries(b), p.SlidingWindow, keys))
+		}
 	}
 	var splits, perSplit int
 	s.useWS = false

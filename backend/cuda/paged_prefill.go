@@ -124,6 +124,10 @@ type prefillCall struct {
 	q, lens, table uint64     // float32 queries, lengths, block table
 	in             [6]*buffer // Q, K, V codes and their scales
 	out, lse       *buffer    // the outputs (nil: the resident's own, downloaded)
+	// rows, where not zero, are the batch, head and row strides (elements)
+	// of the queries, their codes and the output, in place of the
+	// layout's: a view of a larger tensor (paged_varlen.go).
+	rows [3]int64
 }
 
 // prefillInputs finds p's longest sequence, reserves its buffers and
@@ -131,8 +135,6 @@ type prefillCall struct {
 // slices.
 func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err error) {
 	pc.n, pc.even = longest(p)
-	nq := int64(p.B) * int64(p.Hq) * int64(p.Sq) * int64(p.D)
-	nkv := int64(p.B) * int64(p.Hkv) * int64(pc.n) * int64(p.D)
 	var copies []hostCopy
 	if p.QBuf != nil {
 		var bufs []*buffer
@@ -155,18 +157,34 @@ func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err er
 			}
 		}
 	}
-	if pc.lens, err = s.put(&copies, "lens", bytesOf(p.SeqLens)); err != nil {
+	if err := s.prefillTables(p, &pc, &copies); err != nil {
 		return pc, err
-	}
-	if pc.table, err = s.put(&copies, "table", bytesOf(p.BlockTable)); err != nil {
-		return pc, err
-	}
-	for i, size := range []int64{nq, nkv, nkv, 4 * int64(p.B*p.Hq), 4 * int64(p.B*p.Hkv), 4 * int64(p.B*p.Hkv)} {
-		if pc.in[i], err = s.scratch([...]string{"q8", "k8", "v8", "q8 scales", "k8 scales", "v8 scales"}[i], size); err != nil {
-			return pc, err
-		}
 	}
 	return pc, s.dev.upload(copies)
+}
+
+// prefillTables adds p's lengths and block table to copies, and reserves
+// the gathered inputs pc.in for its pc.n keys.
+func (s *pagedKV) prefillTables(p *backend.PagedProblem, pc *prefillCall, copies *[]hostCopy) (err error) {
+	if pc.lens, err = s.put(copies, "lens", bytesOf(p.SeqLens)); err != nil {
+		return err
+	}
+	if pc.table, err = s.put(copies, "table", bytesOf(p.BlockTable)); err != nil {
+		return err
+	}
+	return s.prefillScratch(p, pc, int64(p.B)*int64(p.Hq)*int64(p.Sq)*int64(p.D))
+}
+
+// prefillScratch reserves the gathered inputs pc.in of p for its pc.n
+// keys, nq bytes of query codes.
+func (s *pagedKV) prefillScratch(p *backend.PagedProblem, pc *prefillCall, nq int64) (err error) {
+	nkv := int64(p.B) * int64(p.Hkv) * int64(pc.n) * int64(p.D)
+	for i, size := range []int64{nq, nkv, nkv, 4 * int64(p.B*p.Hq), 4 * int64(p.B*p.Hkv), 4 * int64(p.B*p.Hkv)} {
+		if pc.in[i], err = s.scratch([...]string{"q8", "k8", "v8", "q8 scales", "k8 scales", "v8 scales"}[i], size); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // prefillKernels issues the call's kernels: its inputs
@@ -182,6 +200,10 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 		return nil, err
 	}
 	err = r.setUp(pc.in, pc.out, pc.lse)
+	if v := pc.rows; v[0] != 0 { // (before launch encodes the tensor maps)
+		r.params.QBatchStride, r.params.QHeadStride, r.params.QRowStride = v[0], v[1], v[2]
+		r.params.OBatchStride, r.params.OHeadStride, r.params.ORowStride = v[0], v[1], v[2]
+	}
 	switch {
 	case pc.even:
 	case st == tiles.HopperStage: // each sequence's tiles and rows bounded by its own length
@@ -189,7 +211,11 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 	case err == nil: // (prefillStage takes no such batch elsewhere)
 		err = fmt.Errorf("cuda: a paged prefill over sequences of different lengths on stage %d", st)
 	}
-	if err == nil && s.poison {
+	switch {
+	case err != nil || !s.poison:
+	case pc.rows[0] != 0: // a view's rows: the caller poisoned the tensor it views
+		err = r.poisonLSELocked()
+	default:
 		err = r.poisonLocked()
 	}
 	if err == nil {
@@ -226,6 +252,9 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) e
 	}
 	bs, hs, rs := p.Layout.Strides(p.Hkv, n, p.D)
 	qbs, qhs, qrs := p.Layout.Strides(p.Hq, p.Sq, p.D)
+	if v := pc.rows; v[0] != 0 {
+		qbs, qhs, qrs = int(v[0]), int(v[1]), int(v[2])
+	}
 	tiles := (n + 31) / 32
 	pp := &prefillParams{K: uint64(s.k), V: uint64(s.v), KScale: uint64(s.ks), VScale: uint64(s.vs), SeqLens: pc.lens, BlockTable: pc.table,
 		OutK: uint64(in[1].buf.p), OutV: uint64(in[2].buf.p), OutKScale: uint64(in[4].buf.p), OutVScale: uint64(in[5].buf.p),

@@ -64,17 +64,7 @@ func (c prefillCase) lens() []int {
 // call before. Outputs are poisoned on the device first; the device-buffer
 // form (PagedProblem.QBuf) must give the same bits as the host-slice form.
 func TestPagedPrefillMatchesDense(t *testing.T) {
-	seed := sdpatest.Seed()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0x9F11))
-	d, err := openDevice(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d.stageCapability() < 89 {
-		t.Skipf("compute capability %d has no FP8 prefill kernel", d.ComputeCapability)
-	}
-	be := testBackend(0)
+	d, be, rng := prefillTestDevice(t, 0x9F11)
 	be.pagedPrefillRows = 1
 	for _, c := range []prefillCase{
 		{hkv: 2, g: 4, sq: 64, d: 128, page: 64, b: 1, n: 700, mask: backend.CausalLowerRight, layout: backend.BHSD},
@@ -97,44 +87,8 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 
 func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, rng *rand.Rand) {
 	ns := c.lens()
-	per := (slices.Max(ns) + c.page - 1) / c.page
-	cfg := backend.PagedConfig{KVHeads: c.hkv, HeadDim: c.d, PageSize: c.page, Pages: c.b*per + 2}
-	kv, err := be.NewPagedKV(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kv, table, per := filledCache(t, be, rng, c.hkv, c.d, c.page, ns)
 	defer kv.Close()
-	perm := rng.Perm(cfg.Pages)
-	table := make([]int32, c.b*per)
-	for i := range table {
-		table[i] = int32(perm[i])
-	}
-	for b, n := range ns {
-		a := &backend.PagedAppend{B: 1, N: n, Layout: backend.BHSD}
-		for tk := range n {
-			a.Page = append(a.Page, table[b*per+tk/c.page])
-			a.Slot = append(a.Slot, int32(tk%c.page))
-		}
-		a.K, a.V = make([]float32, c.hkv*n*c.d), make([]float32, c.hkv*n*c.d)
-		for _, x := range [][]float32{a.K, a.V} {
-			for h := range c.hkv {
-				for tk := range n {
-					// A page of small values, a page of large ones, a
-					// page of both, in turn by page index.
-					mag := [3]float64{1, 1e-3, 1}[(tk/c.page+h)%3]
-					if (tk/c.page+h)%3 == 2 && tk%7 == 0 {
-						mag = 1e3
-					}
-					for i := range c.d {
-						x[(h*n+tk)*c.d+i] = float32(rng.NormFloat64() * mag)
-					}
-				}
-			}
-		}
-		if err := kv.Append(a); err != nil {
-			t.Fatal(err)
-		}
-	}
 	hq := c.hkv * c.g
 	nq := c.b * hq * c.sq * c.d
 	p := &backend.PagedProblem{B: c.b, Hq: hq, Hkv: c.hkv, Sq: c.sq, D: c.d, Scale: float32(1 / math.Sqrt(float64(c.d))), Mask: c.mask,
@@ -167,7 +121,7 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 	if err := kv.Attention(p); err != nil {
 		t.Fatal(err)
 	}
-	err = d.do(func() error {
+	err := d.do(func() error {
 		for _, use := range []string{"k8", "v8"} {
 			b := s.stage[use]
 			if err := cu.MemsetD8Async(b.p, 0xFF, b.size, d.stream); err != nil {
@@ -206,9 +160,16 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 		sameBits(t, fmt.Sprintf("sequence %d's lse", b), pb.LSE, dense.LSE)
 	}
 
-	// The same call on device buffers.
-	bq, err1 := d.Alloc(4 * int64(nq))
-	bo, err2 := d.Alloc(4 * int64(nq))
+	sameOnDevice(t, d, kv, p)
+}
+
+// sameOnDevice runs p, a call kv has run on host slices, again on device
+// buffers (PagedProblem.QBuf), and holds its outputs to the host slices'
+// bits.
+func sameOnDevice(t *testing.T, d *device, kv backend.PagedKV, p *backend.PagedProblem) {
+	t.Helper()
+	bq, err1 := d.Alloc(4 * int64(len(p.Q)))
+	bo, err2 := d.Alloc(4 * int64(len(p.Out)))
 	bl, err3 := d.Alloc(4 * int64(len(p.LSE)))
 	if err := errors.Join(err1, err2, err3); err != nil {
 		t.Fatal(err)
@@ -222,12 +183,80 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 	if err := kv.Attention(&dp); err != nil {
 		t.Fatal(err)
 	}
-	out, lse := make([]float32, nq), make([]float32, len(p.LSE))
+	out, lse := make([]float32, len(p.Out)), make([]float32, len(p.LSE))
 	if err := errors.Join(bo.Read(bytesOf(out)), bl.Read(bytesOf(lse))); err != nil {
 		t.Fatal(err)
 	}
 	sameBits(t, "device out", out, p.Out)
 	sameBits(t, "device lse", lse, p.LSE)
+}
+
+// filledCache makes a paged cache of be with sequences of ns[b] tokens
+// each, their pages shuffled (the block table, per pages a sequence), and
+// appends their tokens: magnitudes 2^20 apart so that pages hold different
+// scales, and a gathered sequence re-encodes some of its codes (some fall
+// to subnormals or zero).
+func filledCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
+	t.Helper()
+	per = (max(1, slices.Max(ns)) + page - 1) / page
+	cfg := backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: page, Pages: len(ns)*per + 2}
+	kv, err := be.NewPagedKV(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := rng.Perm(cfg.Pages)
+	table = make([]int32, len(ns)*per)
+	for i := range table {
+		table[i] = int32(perm[i])
+	}
+	for b, n := range ns {
+		if n == 0 {
+			continue
+		}
+		a := &backend.PagedAppend{B: 1, N: n, Layout: backend.BHSD}
+		for tk := range n {
+			a.Page = append(a.Page, table[b*per+tk/page])
+			a.Slot = append(a.Slot, int32(tk%page))
+		}
+		a.K, a.V = make([]float32, hkv*n*d), make([]float32, hkv*n*d)
+		for _, x := range [][]float32{a.K, a.V} {
+			for h := range hkv {
+				for tk := range n {
+					// A page of small values, a page of large ones, a
+					// page of both, in turn by page index.
+					mag := [3]float64{1, 1e-3, 1}[(tk/page+h)%3]
+					if (tk/page+h)%3 == 2 && tk%7 == 0 {
+						mag = 1e3
+					}
+					for i := range d {
+						x[(h*n+tk)*d+i] = float32(rng.NormFloat64() * mag)
+					}
+				}
+			}
+		}
+		if err := kv.Append(a); err != nil {
+			kv.Close()
+			t.Fatal(err)
+		}
+	}
+	return kv, table, per
+}
+
+// prefillTestDevice opens device 0 for the FP8 prefill tests (skipping t
+// where it has no FP8 prefill kernel), with a test backend and a generator
+// of stream stream from a logged seed.
+func prefillTestDevice(t *testing.T, stream uint64) (*device, *kernelBackend, *rand.Rand) {
+	t.Helper()
+	seed := sdpatest.Seed()
+	t.Logf("seed %d", seed)
+	d, err := openDevice(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.stageCapability() < 89 {
+		t.Skipf("compute capability %d has no FP8 prefill kernel", d.ComputeCapability)
+	}
+	return d, testBackend(0), rand.New(rand.NewPCG(seed, stream))
 }
 
 // denseModel is the dense FP8 problem a prefill call of p over sequences of

@@ -119,11 +119,18 @@ func (r *resident) Poison() error { return r.dev.do(r.poisonLocked) }
 
 // poisonLocked is Poison inside do.
 func (r *resident) poisonLocked() error {
-	err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, r.dev.stream)
-	if err == nil && r.lse {
-		err = cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
+	if err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, r.dev.stream); err != nil {
+		return err
 	}
-	return err
+	return r.poisonLSELocked()
+}
+
+// poisonLSELocked is poisonLocked for the LSE alone (where it has one).
+func (r *resident) poisonLSELocked() error {
+	if !r.lse {
+		return nil
+	}
+	return cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(r.shape.B*r.shape.Hq*r.shape.Sq), r.dev.stream)
 }
 
 // Run launches stage's kernel on the device's stream (asynchronously).
@@ -280,17 +287,8 @@ func (r *resident) setUp(in [6]*buffer, out, lse *buffer) error {
 	}
 	switch {
 	case out != nil:
-		if out.flag.p == 0 {
-			ptr, size, err := d.alloc(4)
-			if err != nil {
-				return err
-			}
-			out.flag = pooled{ptr, size}
-			if c := d.capturing(); c != nil { // cleared once, when the capture ends (not at every replay)
-				c.zero = append(c.zero, zeroRun{ptr, 1})
-			} else if err := cu.MemsetD32Async(ptr, 0, 1, d.stream); err != nil {
-				return err
-			}
+		if err := d.flagFor(out); err != nil {
+			return err
 		}
 		r.bad = uint64(out.flag.p)
 	default:
@@ -321,6 +319,24 @@ func (r *resident) setUp(in [6]*buffer, out, lse *buffer) error {
 		return nil
 	}
 	return cu.MemsetD32Async(cu.DevicePtr(r.bad), 0, 1, d.stream)
+}
+
+// flagFor gives out its flag word (buffer.flag), zeroed, if it has none.
+// The caller is inside do.
+func (d *device) flagFor(out *buffer) error {
+	if out.flag.p != 0 {
+		return nil
+	}
+	ptr, size, err := d.alloc(4)
+	if err != nil {
+		return err
+	}
+	out.flag = pooled{ptr, size}
+	if c := d.capturing(); c != nil { // cleared once, when the capture ends (not at every replay)
+		c.zero = append(c.zero, zeroRun{ptr, 1})
+		return nil
+	}
+	return cu.MemsetD32Async(ptr, 0, 1, d.stream)
 }
 
 // launchScores computes the score factors of a resident over device

@@ -100,6 +100,42 @@ var List = []mutant.Mutant{
 		Old:   "s.splits == 0 && p.QStarts == nil {",
 		New:   "s.splits == 0 {",
 		Tests: []string{"TestPagedConformance"}},
+	// A varlen FP8 batch's group leaves its padding rows as an earlier
+	// call left them: they join the heads' amax, and the group's codes
+	// differ from the sequences' own.
+	{Name: "varlenpad", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "if pad := g.n - m; pad > 0 {", New: "if pad := g.n - m; false && pad > 0 {",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// A group's queries go to the first rows of their sequence's block, the
+	// padding after them: each row stands at another position.
+	{Name: "varlenpadback", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "copyRows(gq, seqRegion(p.Layout, p.Hq, p.D, j, g.n, g.n-m, m), q,", New: "copyRows(gq, seqRegion(p.Layout, p.Hq, p.D, j, g.n, 0, m), q,",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// The split-KV kernel also runs the groups' rows (overwritten after
+	// it by the groups: right results at the cost of the whole batch).
+	{Name: "varlenskip", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
+		Old: "\t\t\tif skipped(b) {\n\t\t\t\tcontinue", New: "\t\t\tif false {\n\t\t\t\tcontinue",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// A group in place in the packed BHSD tensors steps from head to head
+	// by its own rows, not by the batch's.
+	{Name: "varlenviewstride", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "rows: [3]int64{n * d, total * d, d}}", New: "rows: [3]int64{n * d, n * d, d}}",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// A group of consecutive sequences with fewer queries than its count
+	// runs in place: their rows do not follow one another by the count.
+	{Name: "varlenviewcount", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "if b != g.seqs[0]+j || p.Queries(b) != g.n {", New: "if b != g.seqs[0]+j {",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// The device's stream does not wait for a varlen call's split-KV
+	// launch on the side stream: the outputs are read before it ends.
+	{Name: "varlenjoin", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "return func() error { return s.dev.stream.Wait(sd.join, 0) }, nil", New: "return func() error { return nil }, nil",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// A sequence shorter than its group's count joins the group: its
+	// padding rows stand before its first token.
+	{Name: "varlenshort", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "if 2*p.Queries(b) > n && int(p.SeqLens[b]) >= n {", New: "if 2*p.Queries(b) > n {",
+		Tests: []string{"TestPagedVarlenFP8"}},
 	// A varlen call's q may have several batch entries: the cuda device's
 	// buffers are long enough, and the call reads the first.
 	{Name: "varlenbatch", File: "sdpa/kvcache.go", Pkg: sdpaPkg,
