@@ -96,6 +96,7 @@ type pagedKV struct {
 	runsW        []int32
 	varBlocks    []int32    // plan: a varlen batch's (sequence, row block) pairs
 	side         sideStream // a varlen batch's split-KV launch beside its groups (paged_varlen.go)
+	varlenInline bool       // benchmarks: that launch on the device's stream instead
 	params       *pagedParams
 	aparams      *appendParams
 	readK, readV []fp8.E4M3

@@ -131,7 +131,13 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) error {
 		return err
 	}
 	join := func() error { return nil }
-	if len(s.varBlocks) > 0 {
+	switch {
+	case len(s.varBlocks) == 0:
+	case s.varlenInline:
+		if err := s.launchAttention(gx, gy, gz); err != nil {
+			return err
+		}
+	default:
 		if join, err = s.launchBeside(gx, gy, gz); err != nil {
 			return err
 		}

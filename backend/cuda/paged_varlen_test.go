@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 
 	"gorgonia.org/cu"
 
@@ -229,25 +230,33 @@ func relL2(got, want []float32) float64 {
 
 // BenchmarkPagedVarlenParts: the device time of a varlen FP8 step's parts
 // (CUDA events around batches of 10 calls issued back to back; uploads
-// cannot be captured): 4 sequences with 512 new queries and 60 with one,
-// 4096-8191 cached tokens each (every sequence's pages the same, in
-// order), Hq32 Hkv8 D128, lower-right causal, queries and outputs in device
-// memory. "call" is the whole call, "tokens" the split-KV launch on the
-// tokens' rows with its inputs, "group" the chunks' group (its tables'
-// upload, its inputs and prefill kernels, on the packed tensors in place),
-// "copies" what a group's copies would cost (queries into a tensor of its
-// own, outputs back), "prefill" the chunks as a paged prefill call of
-// their own (queries and outputs not packed).
+// cannot be captured): 4 sequences (or 1) with 512 new queries and 60 with one,
+// 4096-8191 cached tokens each (each sequence's own pages), Hq32 Hkv8
+// D128, lower-right causal, queries and outputs in device memory. "call"
+// is the whole call, "tokens" the split-KV launch on the tokens' rows with
+// its inputs, "group" the chunks' group (its tables' upload, its inputs
+// and prefill kernels, on the packed tensors in place), "copies" what a
+// group's copies would cost (queries into a tensor of its own, outputs
+// back), "prefill" the chunks as a paged prefill call of their own
+// (queries and outputs not packed), "call-inline" the call with its
+// split-KV launch on the device's stream before the group, not beside
+// it; "call-host" the call host-timed (batches of 10 and the wait).
 func BenchmarkPagedVarlenParts(b *testing.B) {
 	d, err := openDevice(0)
 	if err != nil {
 		b.Skip(err)
 	}
-	const hq, hkv, D, P, chunks, tokens, chunk = 32, 8, 128, 64, 4, 60, 512
+	for _, chunks := range []int{4, 1} {
+		b.Run(fmt.Sprintf("chunks%d", chunks), func(b *testing.B) { benchVarlenParts(b, d, chunks) })
+	}
+}
+
+func benchVarlenParts(b *testing.B, d *device, chunks int) {
+	const hq, hkv, D, P, tokens, chunk = 32, 8, 128, 64, 60, 512
 	nb := chunks + tokens
 	longest := 8191 + chunk
 	per := (longest + P - 1) / P
-	kv, err := testBackend(0).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per})
+	kv, err := testBackend(0).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: nb * per})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -257,11 +266,14 @@ func BenchmarkPagedVarlenParts(b *testing.B) {
 	for i := range a.K {
 		a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
 	}
-	for tk := range longest {
-		a.Page, a.Slot = append(a.Page, int32(tk/P)), append(a.Slot, int32(tk%P))
-	}
-	if err := kv.Append(a); err != nil {
-		b.Fatal(err)
+	a.Page, a.Slot = make([]int32, longest), make([]int32, longest)
+	for i := range nb { // the same tokens in each sequence's own pages
+		for tk := range longest {
+			a.Page[tk], a.Slot[tk] = int32(i*per+tk/P), int32(tk%P)
+		}
+		if err := kv.Append(a); err != nil {
+			b.Fatal(err)
+		}
 	}
 	p := &backend.PagedProblem{B: nb, Hq: hq, Hkv: hkv, D: D, Scale: 0.088, Mask: backend.CausalLowerRight, PagesPerSeq: per,
 		Precision: backend.FP8E4M3, SeqLens: make([]int32, nb), BlockTable: make([]int32, nb*per), QStarts: make([]int32, nb+1)}
@@ -274,7 +286,7 @@ func BenchmarkPagedVarlenParts(b *testing.B) {
 		p.QStarts[i+1] = p.QStarts[i] + int32(q)
 		p.Sq = max(p.Sq, q)
 		for j := range per {
-			p.BlockTable[i*per+j] = int32(j)
+			p.BlockTable[i*per+j] = int32(i*per + j)
 		}
 	}
 	nq := 4 * int64(p.Rows()) * hq * D
@@ -298,7 +310,7 @@ func BenchmarkPagedVarlenParts(b *testing.B) {
 	}
 	sub := g.sub
 	sub.QBuf, sub.OutBuf = bq, bo
-	var times [5][]float64
+	var times [7][]float64
 	err = d.do(func() error {
 		if err := d.flagFor(bo); err != nil {
 			return err
@@ -325,6 +337,11 @@ func BenchmarkPagedVarlenParts(b *testing.B) {
 			},
 			func() error { return errors.Join(s.gatherGroup(p, g, q, gq), s.scatterGroup(p, g, out, 0, gout, 0)) },
 			func() error { return s.prefill(&sub, g.st) },
+			func() error {
+				s.varlenInline = true
+				defer func() { s.varlenInline = false }()
+				return s.varlen(p, groups)
+			},
 		}
 		for i, f := range parts {
 			var err error
@@ -332,12 +349,25 @@ func BenchmarkPagedVarlenParts(b *testing.B) {
 				return err
 			}
 		}
+		// The whole call host-timed: batches of 10 calls and the wait.
+		for range 10 {
+			start := time.Now()
+			for range 10 {
+				if err := s.varlen(p, groups); err != nil {
+					return err
+				}
+			}
+			if err := d.stream.Synchronize(); err != nil {
+				return err
+			}
+			times[6] = append(times[6], float64(time.Since(start).Microseconds())/10)
+		}
 		return nil
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
-	for i, name := range []string{"call", "tokens", "group", "copies", "prefill"} {
+	for i, name := range []string{"call", "tokens", "group", "copies", "prefill", "call-inline", "call-host"} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 			}
