@@ -230,17 +230,18 @@ func relL2(got, want []float32) float64 {
 
 // BenchmarkPagedVarlenParts: the device time of a varlen FP8 step's parts
 // (CUDA events around batches of 10 calls issued back to back; uploads
-// cannot be captured): 4 sequences (or 1) with 512 new queries and 60 with one,
-// 4096-8191 cached tokens each (each sequence's own pages), Hq32 Hkv8
-// D128, lower-right causal, queries and outputs in device memory. "call"
-// is the whole call, "tokens" the split-KV launch on the tokens' rows with
-// its inputs, "group" the chunks' group (its tables' upload, its inputs
-// and prefill kernels, on the packed tensors in place), "copies" what a
-// group's copies would cost (queries into a tensor of its own, outputs
-// back), "prefill" the chunks as a paged prefill call of their own
+// cannot be captured): 4 sequences (or 1) with 512 new queries and 60 with
+// one, 4096-8191 cached tokens each, spread over the chunks and over the
+// tokens as in BenchmarkKVCacheMixedGPU (each sequence's own pages), Hq32
+// Hkv8 D128, lower-right causal, queries and outputs in device memory.
+// "call" is the whole call, "tokens" the split-KV launch on the tokens'
+// rows with its inputs, "group" the chunks' group (its tables' upload, its
+// inputs and prefill kernels, on the packed tensors in place), "copies"
+// what a group's copies would cost (queries into a tensor of its own,
+// outputs back), "prefill" the chunks as a paged prefill call of their own
 // (queries and outputs not packed), "call-inline" the call with its
-// split-KV launch on the device's stream before the group, not beside
-// it; "call-host" the call host-timed (batches of 10 and the wait).
+// split-KV launch on the device's stream before the group, not beside it;
+// "call-host" the call host-timed (batches of 10 and the wait).
 func BenchmarkPagedVarlenParts(b *testing.B) {
 	d, err := openDevice(0)
 	if err != nil {
@@ -277,12 +278,20 @@ func benchVarlenParts(b *testing.B, d *device, chunks int) {
 	}
 	p := &backend.PagedProblem{B: nb, Hq: hq, Hkv: hkv, D: D, Scale: 0.088, Mask: backend.CausalLowerRight, PagesPerSeq: per,
 		Precision: backend.FP8E4M3, SeqLens: make([]int32, nb), BlockTable: make([]int32, nb*per), QStarts: make([]int32, nb+1)}
-	for i := range nb {
-		q := 1
-		if i < chunks {
-			q = chunk
+	// Cached tokens: 4096 to 8191 over the chunks, and again over the
+	// tokens (BenchmarkKVCacheMixedGPU's); one chunk has 8191.
+	spread := func(i, n int) int {
+		if n == 1 {
+			return 8191
 		}
-		p.SeqLens[i] = int32(4096 + i*4095/(nb-1) + q)
+		return 4096 + i*4095/(n-1)
+	}
+	for i := range nb {
+		q, cached := 1, spread(i-chunks, tokens)
+		if i < chunks {
+			q, cached = chunk, spread(i, chunks)
+		}
+		p.SeqLens[i] = int32(cached + q)
 		p.QStarts[i+1] = p.QStarts[i] + int32(q)
 		p.Sq = max(p.Sq, q)
 		for j := range per {
