@@ -572,7 +572,8 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // FP8 attention's error and rules (a score factor beyond what float32
 // holds is ErrInvalid, from the output's next read) at the prefill
 // kernel's speed. The cuda device does so for a batch with enough query
-// rows (B·Hq·Sq of 20 an SM or more) and a head dim the kernel has, its
+// rows (B·Hq·Sq of 20 an SM or more, and Sq of 32 or more) and a head dim
+// the kernel has, its
 // sequences no shorter than Sq and of any lengths on Hopper GPUs (equally
 // long ones on Ada), outside a Capture (a
 // captured call computes as FP32, so a replay may differ from the same

@@ -34,11 +34,23 @@ import (
 // 2048 keys): 20 rows an SM is 2640 on the H200's 132.
 const prefillRowsPerSM = 20
 
+// prefillMinQueries is the fewest new queries a sequence of a call on the
+// prefill kernels has: their blocks are 128 rows of one sequence's query
+// head, so a batch of many sequences with a few queries each (decode
+// tokens, speculative drafts) fills a block with padding, whatever its
+// rows B·Hq·Sq. BenchmarkPagedPrefillBatch (H200, B16 and B64 Hq32 Hkv8
+// D128, 4096 cached tokens a sequence) has the split-KV kernels ahead up to
+// Sq 16 (B16: 205 against 336 µs; B64: 741 against 1260) and behind from
+// 32 (381 against 345; 1433 against 1306); at Sq 8 they take a third of the
+// prefill kernels' time.
+const prefillMinQueries = 32
+
 // prefillStage returns the dense stage that runs p over the gathered cache,
 // or 0 where the paged kernels run it: FP32 calls, calls inside a capture
 // or reading device tables (their lengths change between replays), a
 // sequence shorter than the queries, calls of fewer query rows (B·Hq·Sq)
-// than s.prefillRows (prefillRowsPerSM a multiprocessor when 0), shapes no
+// than s.prefillRows (prefillRowsPerSM a multiprocessor when 0) or fewer
+// than prefillMinQueries new queries a sequence, shapes no
 // FP8 prefill stage of the device takes, and batches of sequences of
 // different lengths but on stage 9 (which bounds each sequence's rows by
 // its own length, Params.seq_k, in tensors as long as the longest).
@@ -48,7 +60,7 @@ func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 		least = prefillRowsPerSM * s.dev.SMs
 	}
 	if p.Precision != backend.FP8E4M3 || p.Tables != nil || p.QStarts != nil || s.dev.capturing() != nil || s.dev.paged.prefillInputs == nil ||
-		p.B*p.Hq*p.Sq < least || least < 0 {
+		p.B*p.Hq*p.Sq < least || least < 0 || p.Sq < prefillMinQueries {
 		return 0
 	}
 	n, even := longest(p)

@@ -386,6 +386,15 @@ func TestPagedPrefillChoice(t *testing.T) {
 			PagesPerSeq: 63, SeqLens: []int32{4000, 4000}, BlockTable: make([]int32, 126), Precision: backend.FP8E4M3}
 	}
 	hopper := d.ComputeCapability == 90 && d.hopperErr == nil
+	// many makes p a batch of sq queries a sequence with rows to spare.
+	many := func(p *backend.PagedProblem, sq int) {
+		p.Sq = sq
+		p.B = (prefillRowsPerSM*d.SMs+p.Hq*sq-1)/(p.Hq*sq) + 1
+		p.SeqLens, p.BlockTable = make([]int32, p.B), make([]int32, p.B*p.PagesPerSeq)
+		for i := range p.SeqLens {
+			p.SeqLens[i] = 4000
+		}
+	}
 	for _, c := range []struct {
 		name string
 		edit func(p *backend.PagedProblem)
@@ -397,6 +406,8 @@ func TestPagedPrefillChoice(t *testing.T) {
 		{"a sequence shorter than the queries", func(p *backend.PagedProblem) { p.SeqLens[1] = 511 }, false},
 		{"few rows", func(p *backend.PagedProblem) { p.B, p.Hq, p.Sq = 1, 2, (prefillRowsPerSM*d.SMs-1)/2 }, false},
 		{"rows at the bound", func(p *backend.PagedProblem) { p.B, p.Hq, p.Sq = 1, 2, prefillRowsPerSM*d.SMs/2 }, true},
+		{"many rows, few queries a sequence", func(p *backend.PagedProblem) { many(p, prefillMinQueries-1) }, false},
+		{"queries at the bound", func(p *backend.PagedProblem) { many(p, prefillMinQueries) }, true},
 		{"device tables", func(p *backend.PagedProblem) { p.Tables = &pagedTables{} }, false},
 	} {
 		p := base()
@@ -544,6 +555,81 @@ func prefillBenchCall(b *testing.B, d *device, be *kernelBackend, hq, n, sq int,
 	return kv, p, func() {
 		if err := errors.Join(bq.Free(), bo.Free(), kv.Close()); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPagedPrefillBatch: the prefill kernels against the split-KV
+// kernels for batches of many sequences with few new queries each (decode
+// steps and speculative drafts at FP8E4M3): B sequences of 4096 cached
+// tokens plus Sq new ones (each its own pages), Hq32 Hkv8 D128,
+// lower-right causal, FP8 queries in device memory, host-timed as
+// BenchmarkPagedPrefillRows.
+func BenchmarkPagedPrefillBatch(b *testing.B) {
+	d, err := openDevice(0)
+	if err != nil {
+		b.Skip(err)
+	}
+	const hq, hkv, D, P, cached = 32, 8, 128, 64, 4096
+	for _, nb := range []int{16, 64} {
+		for _, sq := range []int{1, 8, 16, 32, 64, 128} {
+			n := cached + sq
+			per := (n + P - 1) / P
+			for _, path := range []struct {
+				name  string
+				least int
+			}{{"paged", -1}, {"prefill", 1}} {
+				kv, err := (&kernelBackend{name: "cuda", pagedPrefillRows: path.least}).NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: nb * per})
+				if err != nil {
+					b.Fatal(err)
+				}
+				rng := rand.New(rand.NewPCG(uint64(sq), 5))
+				a := &backend.PagedAppend{B: 1, N: n, K: make([]float32, hkv*n*D), V: make([]float32, hkv*n*D), Page: make([]int32, n), Slot: make([]int32, n)}
+				for i := range a.K {
+					a.K[i], a.V[i] = float32(rng.NormFloat64()), float32(rng.NormFloat64())
+				}
+				p := &backend.PagedProblem{B: nb, Hq: hq, Hkv: hkv, Sq: sq, D: D, Scale: 0.088, Mask: backend.CausalLowerRight,
+					PagesPerSeq: per, SeqLens: make([]int32, nb), BlockTable: make([]int32, nb*per), Precision: backend.FP8E4M3}
+				for s := range nb {
+					for tk := range n {
+						a.Page[tk], a.Slot[tk] = int32(s*per+tk/P), int32(tk%P)
+					}
+					if err := kv.Append(a); err != nil {
+						b.Fatal(err)
+					}
+					p.SeqLens[s] = int32(n)
+					for j := range per {
+						p.BlockTable[s*per+j] = int32(s*per + j)
+					}
+				}
+				bq, err1 := d.Alloc(4 * int64(nb*hq*sq*D))
+				bo, err2 := d.Alloc(4 * int64(nb*hq*sq*D))
+				if err := errors.Join(err1, err2, bq.Zero()); err != nil {
+					b.Fatal(err)
+				}
+				p.QBuf, p.OutBuf = bq, bo
+				b.Run(fmt.Sprintf("b%d/sq%d/%s", nb, sq, path.name), func(b *testing.B) {
+					const reps = 20
+					batch := func() {
+						for range reps {
+							if err := kv.Attention(p); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := d.do(func() error { return d.stream.Synchronize() }); err != nil {
+							b.Fatal(err)
+						}
+					}
+					batch()
+					for b.Loop() {
+						batch()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
+				})
+				if err := errors.Join(bq.Free(), bo.Free(), kv.Close()); err != nil {
+					b.Fatal(err)
+				}
+			}
 		}
 	}
 }

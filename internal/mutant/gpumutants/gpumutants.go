@@ -100,6 +100,11 @@ var List = []mutant.Mutant{
 		Old:   "s.splits == 0 && p.QStarts == nil {",
 		New:   "s.splits == 0 {",
 		Tests: []string{"TestPagedConformance"}},
+	// A batch of many sequences with a few new queries each (decode
+	// tokens, drafts) runs on the prefill kernels when its rows are many.
+	{Name: "prefillfewqueries", File: "backend/cuda/paged_prefill.go", Pkg: cudaPkg,
+		Old: "least < 0 || p.Sq < prefillMinQueries {", New: "least < 0 {",
+		Tests: []string{"TestPagedPrefillChoice"}},
 	// A varlen FP8 batch's group leaves its padding rows as an earlier
 	// call left them: they join the heads' amax, and the group's codes
 	// differ from the sequences' own.
