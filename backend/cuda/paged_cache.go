@@ -136,6 +136,9 @@ func (s *pagedKV) Close() error {
 		}
 		s.closed = true
 		errs := []error{s.dev.stream.Synchronize()}
+		if s.side.made {
+			errs = append(errs, s.side.stream.Synchronize())
+		}
 		for _, p := range s.owned {
 			errs = append(errs, s.dev.devFree(p))
 		}

@@ -55,10 +55,7 @@ const prefillMinQueries = 32
 // different lengths but on stage 9 (which bounds each sequence's rows by
 // its own length, Params.seq_k, in tensors as long as the longest).
 func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
-	least := s.prefillRows
-	if least == 0 {
-		least = prefillRowsPerSM * s.dev.SMs
-	}
+	least := s.prefillLeast()
 	if p.Precision != backend.FP8E4M3 || p.Tables != nil || p.QStarts != nil || s.dev.capturing() != nil || s.dev.paged.prefillInputs == nil ||
 		p.B*p.Hq*p.Sq < least || least < 0 || p.Sq < prefillMinQueries {
 		return 0
@@ -79,6 +76,16 @@ func (s *pagedKV) prefillStage(p *backend.PagedProblem) int {
 		return 0
 	}
 	return st
+}
+
+// prefillLeast is the fewest query rows (B·Hq·Sq) of a call on the
+// prefill kernels: s.prefillRows, or prefillRowsPerSM a multiprocessor
+// where that is 0 (negative: none runs there).
+func (s *pagedKV) prefillLeast() int {
+	if s.prefillRows != 0 {
+		return s.prefillRows
+	}
+	return prefillRowsPerSM * s.dev.SMs
 }
 
 // longest returns the length of p's longest sequence, and whether every

@@ -48,9 +48,11 @@ type varlenGroup struct {
 // at least n tokens (so that no padding row stands before its sequence's
 // start), and it runs on the prefill kernels where prefillStage takes it
 // as a batch of n queries; where it does not, the leader runs on the
-// split-KV kernel and the next sequence leads.
+// split-KV kernel and the next sequence leads, down to the leaders of
+// fewer than prefillMinQueries queries, which none takes.
 func (s *pagedKV) varlenGroups(p *backend.PagedProblem) []varlenGroup {
-	if p.QStarts == nil || p.Precision != backend.FP8E4M3 || p.Tables != nil {
+	least := s.prefillLeast()
+	if p.QStarts == nil || p.Precision != backend.FP8E4M3 || p.Tables != nil || least < 0 {
 		return nil
 	}
 	var order []int
@@ -63,6 +65,9 @@ func (s *pagedKV) varlenGroups(p *backend.PagedProblem) []varlenGroup {
 	var groups []varlenGroup
 	for len(order) > 0 {
 		n := p.Queries(order[0])
+		if n < prefillMinQueries { // (nor has any sequence after it)
+			break
+		}
 		var in, rest []int
 		for _, b := range order {
 			if 2*p.Queries(b) > n && int(p.SeqLens[b]) >= n {
@@ -71,7 +76,7 @@ func (s *pagedKV) varlenGroups(p *backend.PagedProblem) []varlenGroup {
 				rest = append(rest, b)
 			}
 		}
-		if len(in) > 0 && in[0] == order[0] {
+		if len(in) > 0 && in[0] == order[0] && len(in)*p.Hq*n >= least {
 			slices.Sort(in)
 			sub := groupProblem(p, in, n)
 			if st := s.prefillStage(&sub); st != 0 {
@@ -107,10 +112,11 @@ func groupProblem(p *backend.PagedProblem, seqs []int, n int) backend.PagedProbl
 // groups' lengths and block tables go up with the call's inputs, in one
 // upload (a second upload would wait for the first to have run, behind
 // the call before). A score factor beyond
-// the limit is flagged in the caller's out buffer (read by its Read), or,
-// for host slices, in a word a group, reported here with the sequence's
-// batch index. The caller is inside do.
-func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) error {
+// the limit is flagged in the caller's out buffer (read by its Read, which
+// names the head by its index in the group, B'·Hq + head: the kernels' own
+// batch), or, for host slices, in a word a group, reported here with the
+// sequence's batch index. The caller is inside do.
+func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) (err error) {
 	skip := make([]bool, p.B)
 	var tabs []int32 // each group's lengths, then its block table
 	for _, g := range groups {
@@ -129,22 +135,6 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) error {
 	}
 	if err := s.poisonOutputs(p); err != nil {
 		return err
-	}
-	join := func() error { return nil }
-	switch {
-	case len(s.varBlocks) == 0:
-	case s.varlenInline:
-		if err := s.launchAttention(gx, gy, gz); err != nil {
-			return err
-		}
-	default:
-		if join, err = s.launchBeside(gx, gy, gz); err != nil {
-			return err
-		}
-	}
-	io := varlenIO{q: s.params.Q, out: s.params.Out, lse: s.params.LSE}
-	if p.LSE == nil && p.LSEBuf == nil {
-		io.lse = 0
 	}
 	var flags uint64 // (host slices: a word a group)
 	var outBuf *buffer
@@ -165,6 +155,25 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) error {
 			return err
 		}
 	}
+	join := func() error { return nil }
+	switch {
+	case len(s.varBlocks) == 0:
+	case s.varlenInline:
+		if err := s.launchAttention(gx, gy, gz); err != nil {
+			return err
+		}
+	default:
+		if join, err = s.launchBeside(gx, gy, gz); err != nil {
+			return err
+		}
+		// Whatever happens next, nothing after the call runs before the
+		// side stream's work (a second join changes nothing).
+		defer func() { err = errors.Join(err, join()) }()
+	}
+	io := varlenIO{q: s.params.Q, out: s.params.Out, lse: s.params.LSE}
+	if p.LSE == nil && p.LSEBuf == nil {
+		io.lse = 0
+	}
 	for i, g := range groups {
 		io.flag = pooled{cu.DevicePtr(flags + 4*uint64(i)), 4}
 		if outBuf != nil {
@@ -174,7 +183,7 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) error {
 		io.table = at + 4*uint64(len(g.seqs))
 		at = io.table + 4*uint64(len(g.seqs)*p.PagesPerSeq)
 		if err := s.runGroup(p, g, io); err != nil {
-			return errors.Join(err, join())
+			return err
 		}
 	}
 	if err := join(); err != nil || p.QBuf != nil {
@@ -205,30 +214,47 @@ type sideStream struct {
 // launchBeside issues the split-KV launch (launchAttention) on the side
 // stream, after the work issued so far on the device's stream, so that it
 // runs beside the groups' kernels: it reads the cache, the groups compute,
-// and each fills the SMs the other leaves. join makes the device's stream
-// wait for it (before anything after the call).
+// and each fills the SMs the other leaves. join (joinSide) makes the
+// device's stream wait for it, before anything after the call; where the
+// launch fails, launchBeside joins before it returns.
 func (s *pagedKV) launchBeside(gx, gy, gz int) (join func() error, err error) {
 	sd := &s.side
 	if !sd.made {
-		var errs [3]error
-		sd.stream, errs[0] = cu.MakeStream(cu.NonBlocking)
-		sd.fork, errs[1] = cu.MakeEvent(cu.DisableTiming)
-		sd.join, errs[2] = cu.MakeEvent(cu.DisableTiming)
-		if err := errors.Join(errs[:]...); err != nil {
+		st, err := cu.MakeStream(cu.NonBlocking)
+		if err != nil {
 			return nil, fmt.Errorf("cuda: a side stream: %w", err)
 		}
-		sd.made = true
+		fork, err1 := cu.MakeEvent(cu.DisableTiming)
+		join, err2 := cu.MakeEvent(cu.DisableTiming)
+		if err := errors.Join(err1, err2); err != nil {
+			errs := []error{err, st.Destroy()}
+			if err1 == nil {
+				errs = append(errs, cu.DestroyEvent(&fork))
+			}
+			if err2 == nil {
+				errs = append(errs, cu.DestroyEvent(&join))
+			}
+			return nil, fmt.Errorf("cuda: a side stream: %w", errors.Join(errs...))
+		}
+		*sd = sideStream{stream: st, fork: fork, join: join, made: true}
 	}
 	if err := errors.Join(sd.fork.Record(s.dev.stream), sd.stream.Wait(sd.fork, 0)); err != nil {
-		return nil, err
+		return nil, err // (nothing issued on the side stream)
 	}
 	if err := s.launchAttentionOn(sd.stream, gx, gy, gz); err != nil {
-		return nil, err
+		return nil, errors.Join(err, s.joinSide())
 	}
+	return s.joinSide, nil
+}
+
+// joinSide makes the device's stream wait for the work issued on the side
+// stream so far, or, where the event cannot be recorded, waits for it here.
+func (s *pagedKV) joinSide() error {
+	sd := &s.side
 	if err := sd.join.Record(sd.stream); err != nil {
-		return nil, err
+		return errors.Join(err, sd.stream.Synchronize())
 	}
-	return func() error { return s.dev.stream.Wait(sd.join, 0) }, nil
+	return s.dev.stream.Wait(sd.join, 0)
 }
 
 // varlenIO is where a varlen call's groups read and write: the packed

@@ -116,8 +116,8 @@ var List = []mutant.Mutant{
 	{Name: "varlenpadback", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
 		Old: "copyRows(gq, seqRegion(p.Layout, p.Hq, p.D, j, g.n, g.n-m, m), q,", New: "copyRows(gq, seqRegion(p.Layout, p.Hq, p.D, j, g.n, 0, m), q,",
 		Tests: []string{"TestPagedVarlenFP8"}},
-	// The split-KV kernel also runs the groups' rows (overwritten after
-	// it by the groups: right results at the cost of the whole batch).
+	// The split-KV kernel also runs the groups' rows (beside the groups,
+	// which write the same rows).
 	{Name: "varlenskip", File: "backend/cuda/paged_plan.go", Pkg: cudaPkg,
 		Old: "\t\t\tif skipped(b) {\n\t\t\t\tcontinue", New: "\t\t\tif false {\n\t\t\t\tcontinue",
 		Tests: []string{"TestPagedVarlenFP8"}},
@@ -125,6 +125,11 @@ var List = []mutant.Mutant{
 	// by its own rows, not by the batch's.
 	{Name: "varlenviewstride", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
 		Old: "rows: [3]int64{n * d, total * d, d}}", New: "rows: [3]int64{n * d, n * d, d}}",
+		Tests: []string{"TestPagedVarlenFP8"}},
+	// A group in place in the packed BHSD tensors steps from sequence to
+	// sequence by a head's rows, not by the group's count.
+	{Name: "varlenviewbatch", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old: "rows: [3]int64{n * d, total * d, d}}", New: "rows: [3]int64{total * d, total * d, d}}",
 		Tests: []string{"TestPagedVarlenFP8"}},
 	// A group of consecutive sequences with fewer queries than its count
 	// runs in place: their rows do not follow one another by the count.
@@ -134,7 +139,7 @@ var List = []mutant.Mutant{
 	// The device's stream does not wait for a varlen call's split-KV
 	// launch on the side stream: the outputs are read before it ends.
 	{Name: "varlenjoin", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
-		Old: "return func() error { return s.dev.stream.Wait(sd.join, 0) }, nil", New: "return func() error { return nil }, nil",
+		Old: "return s.dev.stream.Wait(sd.join, 0)", New: "return nil",
 		Tests: []string{"TestPagedVarlenFP8"}},
 	// A sequence shorter than its group's count joins the group: its
 	// padding rows stand before its first token.
