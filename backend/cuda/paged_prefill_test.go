@@ -453,24 +453,7 @@ func BenchmarkPagedPrefillRows(b *testing.B) {
 			least int
 		}{{"paged", -1}, {"prefill", 1}} {
 			kv, p, free := prefillBenchCall(b, d, &kernelBackend{name: "cuda", pagedPrefillRows: path.least}, hq, cached+sq, sq, uint64(sq))
-			b.Run(fmt.Sprintf("hq%d/cached%d/sq%d/%s", hq, cached, sq, path.name), func(b *testing.B) {
-				const reps = 50
-				batch := func() {
-					for range reps {
-						if err := kv.Attention(p); err != nil {
-							b.Fatal(err)
-						}
-					}
-					if err := d.do(func() error { return d.stream.Synchronize() }); err != nil {
-						b.Fatal(err)
-					}
-				}
-				batch()
-				for b.Loop() {
-					batch()
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
-			})
+			b.Run(fmt.Sprintf("hq%d/cached%d/sq%d/%s", hq, cached, sq, path.name), func(b *testing.B) { timePagedCalls(b, d, kv, p, 50) })
 			free()
 		}
 	}
@@ -572,6 +555,27 @@ func prefillBenchCall(b *testing.B, d *device, be *kernelBackend, hq, n, sq int,
 	}
 }
 
+// timePagedCalls reports the µs a call of p on kv takes, host-timed: an
+// iteration is reps calls back to back and a wait for d's stream (one
+// batch first, untimed in effect: b.Loop starts the clock after it).
+func timePagedCalls(b *testing.B, d *device, kv backend.PagedKV, p *backend.PagedProblem, reps int) {
+	batch := func() {
+		for range reps {
+			if err := kv.Attention(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := d.do(func() error { return d.stream.Synchronize() }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	batch()
+	for b.Loop() {
+		batch()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
+}
+
 // BenchmarkPagedPrefillBatch: the prefill kernels against the split-KV
 // kernels for batches of many sequences with few new queries each (decode
 // steps and speculative drafts at FP8E4M3): B sequences of 4096 cached
@@ -621,24 +625,7 @@ func BenchmarkPagedPrefillBatch(b *testing.B) {
 					b.Fatal(err)
 				}
 				p.QBuf, p.OutBuf = bq, bo
-				b.Run(fmt.Sprintf("b%d/sq%d/%s", nb, sq, path.name), func(b *testing.B) {
-					const reps = 20
-					batch := func() {
-						for range reps {
-							if err := kv.Attention(p); err != nil {
-								b.Fatal(err)
-							}
-						}
-						if err := d.do(func() error { return d.stream.Synchronize() }); err != nil {
-							b.Fatal(err)
-						}
-					}
-					batch()
-					for b.Loop() {
-						batch()
-					}
-					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e3/float64(b.N*reps), "us/call")
-				})
+				b.Run(fmt.Sprintf("b%d/sq%d/%s", nb, sq, path.name), func(b *testing.B) { timePagedCalls(b, d, kv, p, 20) })
 				if err := errors.Join(bq.Free(), bo.Free(), kv.Close()); err != nil {
 					b.Fatal(err)
 				}
