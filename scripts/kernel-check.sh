@@ -51,7 +51,7 @@ size_t __cvta_generic_to_shared(const void*);
 template <class T> T __ldg(const T*); template <class T> T __ldcg(const T*); template <class T> T __ldcs(const T*); template <class T> void __stcg(T*, T); template <class T> void __stcs(T*, T);
 int atomicAdd(int*, int); unsigned atomicAdd(unsigned*, unsigned); float atomicAdd(float*, float); int atomicOr(int*, int); int atomicMax(int*, int); int atomicExch(int*, int); unsigned atomicInc(unsigned*, unsigned);
 int atomicCAS(int*, int, int);
-float fmaxf(float, float); float fminf(float, float); float fabsf(float); float exp2f(float); float log2f(float); float sqrtf(float); float rsqrtf(float); float fmaf(float, float, float); float ldexpf(float, int); float frexpf(float, int*); float floorf(float); float ceilf(float); float expf(float); float logf(float); float copysignf(float, float);
+float fmaxf(float, float); float fminf(float, float); float fabsf(float); float exp2f(float); float log2f(float); float sqrtf(float); float rsqrtf(float); float fmaf(float, float, float); float ldexpf(float, int); float frexpf(float, int*); float floorf(float); float ceilf(float); float expf(float); float logf(float); float copysignf(float, float); float tanhf(float);
 double fabs(double); double ldexp(double, int); double frexp(double, int*);
 int isnan(float); int isinf(float); int isfinite(float);
 template <class T> T min(T, T); template <class T> T max(T, T);
