@@ -48,6 +48,10 @@ static CUresult fp8attn_set_max_smem(CUfunction f, int bytes) {
 	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
+static CUresult fp8attn_allow_large_clusters(CUfunction f) {
+	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+}
+
 // CUDA graphs: capture the work a thread issues on s, instantiate it, replay.
 // relaxed: the capturing thread may still allocate device memory and query
 // events that are not part of the capture (callers' graphs: the pool does
@@ -191,6 +195,12 @@ func copy2D(dst uint64, dpitch int64, src uint64, spitch, width, height int64, s
 
 func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))
+}
+
+// allowLargeClusters lets fn run in clusters of more than 8 blocks (up to
+// 16 on Hopper: a non-portable size).
+func allowLargeClusters(fn C.CUfunction) error {
+	return check("cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", C.fp8attn_allow_large_clusters(fn))
 }
 
 // hostAlloc returns n bytes of page-locked host memory, as a byte slice

@@ -99,7 +99,7 @@ func (r *resident) launch(stage int) error {
 		if r.fused {
 			fp := r.fusedParams()
 			if !l.quantizes {
-				if err := r.launchQuantPack(k.quantPack, fp); err != nil {
+				if err := r.launchQuantPack(k, fp); err != nil {
 					return err
 				}
 			}
@@ -302,28 +302,58 @@ func (d *device) timeCalls(iters int, graphed bool, call func() error) ([]float6
 	return out, nil
 }
 
-// quantPackGeometry is quant_pack9's geometry as the Hopper module exports
-// it (fp8attn_quantpack9_config: QUANT_PACK_THREADS, QUANT_PACK_CLUSTER,
-// QUANT_PACK_CODES in kernels/hopper.cuh): threads a block, blocks a head
-// (a thread-block cluster), and the most codes a block encodes.
+// quantPackGeometry is the geometry of quant_pack9 or of its form for
+// long heads as the Hopper module exports it (fp8attn_quantpack9_config:
+// QUANT_PACK_THREADS, QUANT_PACK_CLUSTER, QUANT_PACK_CODES;
+// fp8attn_quantpack9l_config: QUANT_LONG_THREADS, QUANT_LONG_CLUSTER,
+// QUANT_LONG_CODES, QUANT_LONG_HELD in kernels/hopper/quant_pack.cuh):
+// threads a block, blocks a head (a thread-block cluster), the most codes
+// a block encodes at once, and (the long form) the most bytes of float32
+// values a block holds in shared memory beside them.
 type quantPackGeometry struct {
-	Threads, Cluster, Codes int
+	Threads, Cluster, Codes, Held int
 }
 
-// chunkRows is the rows of a head a block of quant_pack9 takes: a
-// Cluster-th of the head's, rounded up to 16 (a V key group).
+// chunkRows is the rows of a head a block takes: a Cluster-th of the
+// head's, rounded up to 16 (a V key group).
 func (g quantPackGeometry) chunkRows(rows int) int {
 	return ((rows+g.Cluster-1)/g.Cluster + 15) / 16 * 16
 }
 
-// fusable reports whether quant_pack9 takes p's heads: a block's rows (the
-// longest head's chunk) times D fit its codes, and D is a head dim the
-// Hopper kernel is built for (quant_pack9 and the quantizing forms write
-// and read whole kernel rows: a head dim run on zero columns goes through
-// Quantize and the tensor form instead).
+// longReadLimit bounds the long form's chunks: at most longReadLimit times
+// the values a block holds, the rest read a second time, from L2 or from
+// memory. Device time of the whole float32 call (the long form and the
+// attention against Quantize and the tensor form), H200: B4 H32 S4096
+// D 256, chunks 2.5 times what a block holds, 3591 against 4063 µs; B2 H16
+// S16384 D 128, 5.3 times what a block held (96 KB), 5898 against 5812.
+const longReadLimit = 4
+
+// quantPackFor returns the geometry of the kernel that quantizes p's
+// float32 inputs into stage 9's images, and whether it is the long form:
+// quant_pack9 where a block's rows (the longest head's chunk) times D fit
+// its codes, else the long form where its chunk is at most longReadLimit
+// times what a block holds. ok is false where neither runs: a head dim
+// the Hopper kernel is not built for (quant_pack9 and the quantizing forms
+// write and read whole kernel rows: a head dim run on zero columns goes
+// through Quantize and the tensor form instead), longer heads, more heads
+// than a grid's y dimension holds, or a module without the kernels.
+func (d *device) quantPackFor(p *backend.Problem) (g quantPackGeometry, long, ok bool) {
+	if hopperDim(p.D) != p.D || p.B*(p.Hq+2*p.Hkv) > 65535 {
+		return g, false, false
+	}
+	g, rows := d.quantPack, max(p.Sq, p.Sk)
+	if g.Cluster > 0 && int64(g.chunkRows(rows))*int64(p.D) <= int64(g.Codes) {
+		return g, false, true
+	}
+	g = d.quantLong
+	return g, true, g.Cluster > 0 && 4*int64(g.chunkRows(rows))*int64(p.D) <= longReadLimit*int64(g.Held)
+}
+
+// fusable reports whether quant_pack9 or its long form takes p's heads
+// (quantPackFor).
 func (d *device) fusable(p *backend.Problem) bool {
-	g := d.quantPack
-	return g.Cluster > 0 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) && hopperDim(p.D) == p.D
+	_, _, ok := d.quantPackFor(p)
+	return ok
 }
 
 // fusedParams are the parameters of a fused resident's kernels: quant_pack9
@@ -334,14 +364,23 @@ func (r *resident) fusedParams() *fusedQuantParams {
 	return &fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
 }
 
-// launchQuantPack runs quant_pack9 with fp (a fused resident's
-// fusedParams): float32 Q, K and V (its Q, K, V buffers) into the images
-// and the scale buffers, a cluster of Cluster blocks a head, each with its
-// chunk's codes in dynamic shared memory. The caller is inside do, after
-// pack allocated the images.
-func (r *resident) launchQuantPack(fn C.CUfunction, fp *fusedQuantParams) error {
-	d, s := r.dev, r.shape
-	g := d.quantPack
-	smem := g.chunkRows(max(s.Sq, s.Sk)) * s.D
-	return launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, d.stream, unsafe.Pointer(fp))
+// launchQuantPack runs quant_pack9, or its long form where quantPackFor
+// says so, with fp (a fused resident's fusedParams): float32 Q, K and V
+// (its Q, K, V buffers) into the images and the scale buffers, a cluster
+// of Cluster blocks a head. quant_pack9's blocks get their chunk's codes in
+// dynamic shared memory; the long form's a part's codes and up to Held
+// bytes of their chunk's values. The caller is inside do, after pack
+// allocated the images.
+func (r *resident) launchQuantPack(k hopperKernels, fp *fusedQuantParams) error {
+	s := r.shape
+	g, long, ok := r.dev.quantPackFor(&s)
+	if !ok {
+		return fmt.Errorf("%w: cuda: no quantization into the images for D %d, Sq %d, Sk %d", backend.ErrUnsupported, s.D, s.Sq, s.Sk)
+	}
+	fn, chunk := k.quantPack, g.chunkRows(max(s.Sq, s.Sk))*s.D
+	smem := chunk
+	if long {
+		fn, smem = k.quantPackLong, g.Codes+min(4*chunk, g.Held)
+	}
+	return launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, r.dev.stream, unsafe.Pointer(fp))
 }

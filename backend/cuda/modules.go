@@ -86,10 +86,11 @@ func (d *device) loadModules() error {
 type hopperKernels struct {
 	cfg                       tiles.HopperConfig
 	attn, packQ, packK, packV C.CUfunction
-	// quantPack quantizes float32 inputs into the images (quant_pack9);
-	// attnFused is the attention after it (its score factors from the
-	// scales quant_pack9 wrote).
-	quantPack, attnFused C.CUfunction
+	// quantPack quantizes float32 inputs into the images (quant_pack9),
+	// quantPackLong the same for heads of any length (its long form);
+	// attnFused is the attention after either (its score factors from the
+	// scales they wrote).
+	quantPack, quantPackLong, attnFused C.CUfunction
 	// attnOne and attnFusedOne are attn and attnFused in one tile, for the
 	// calls cfg.OneTile takes (D 64 only; nil for the other head dims).
 	attnOne, attnFusedOne C.CUfunction
@@ -193,6 +194,7 @@ func (d *device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9k_d%d", hd), &k.packK},
 			{fmt.Sprintf("fp8attn_pack9v_d%d", hd), &k.packV},
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
+			{fmt.Sprintf("fp8attn_quantpack9l_d%d", hd), &k.quantPackLong},
 			{fmt.Sprintf("fp8attn_pack9vt_d%d", hd), &k.packVTensor},
 		}
 		// The attention entries (forms f, t; one tile o, fo, qo, to), and
@@ -260,7 +262,7 @@ func (d *device) loadHopper() error {
 			}
 		}
 		// The twin shares the packs (a copy of k before the twin is set).
-		capped.packQ, capped.packK, capped.packV, capped.quantPack = k.packQ, k.packK, k.packV, k.quantPack
+		capped.packQ, capped.packK, capped.packV, capped.quantPack, capped.quantPackLong = k.packQ, k.packK, k.packV, k.quantPack, k.quantPackLong
 		capped.packVTensor, capped.packVTensorSmem = k.packVTensor, k.packVTensorSmem
 		k.softcap = &capped
 		d.hopper[hd] = k
@@ -272,6 +274,23 @@ func (d *device) loadHopper() error {
 	d.quantPack = quantPackGeometry{Threads: int(g[0]), Cluster: int(g[1]), Codes: int(g[2])}
 	if t, c := d.quantPack.Threads, d.quantPack.Cluster; t <= 0 || t%32 != 0 || t > 1024 || c <= 0 || c > 8 || d.quantPack.Codes <= 0 {
 		return fmt.Errorf("cuda: fp8attn_quantpack9_config %v is not a launchable geometry", g)
+	}
+	if g, err = d.global(d.hmod, "fp8attn_quantpack9l_config", 4); err != nil {
+		return err
+	}
+	d.quantLong = quantPackGeometry{Threads: int(g[0]), Cluster: int(g[1]), Codes: int(g[2]), Held: int(g[3])}
+	if t, c := d.quantLong.Threads, d.quantLong.Cluster; t <= 0 || t%32 != 0 || t > 1024 || c <= 0 || c > 16 || d.quantLong.Codes <= 0 || d.quantLong.Held < 0 {
+		return fmt.Errorf("cuda: fp8attn_quantpack9l_config %v is not a launchable geometry", g)
+	}
+	for _, k := range d.hopper {
+		if err := setMaxSharedMemory(k.quantPackLong, d.quantLong.Codes+d.quantLong.Held); err != nil {
+			return err
+		}
+		if d.quantLong.Cluster > 8 {
+			if err := allowLargeClusters(k.quantPackLong); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -292,14 +292,7 @@ func BenchmarkDeviceQuantizeAttention(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer r.Free()
-			qp := &quantParams{N: 3}
-			for i := range 3 {
-				h, n := s.Hkv, s.Sk
-				if i == 0 {
-					h, n = s.Hq, s.Sq
-				}
-				qp.T[i] = quantTensorOf(srcs[i], bufs[i], bufs[3+i], tensorShape{s.B, h, n, s.D, backend.BHSD})
-			}
+			qp := callQuantParams(s, backend.BHSD, srcs, bufs)
 			ref, _, _ := sdpatest.NewProblem(s, in, 0.125, backend.NoMask, backend.FP8E4M3)
 			up, err := d.Upload(ref)
 			if err != nil {
@@ -369,8 +362,10 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // both layouts, a negative scale (folded into Q's codes) and heads of
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
-// AttentionOn reports it. Shapes quant_pack9's geometry does not fuse are
-// ErrUnsupported (at least four of the six must fuse). Four D 64 shapes
+// AttentionOn reports it. Heads longer than quant_pack9 takes run its long
+// form (five shapes, two of them with chunks longer than a block holds in
+// shared memory); a head dim the kernel is not built for, and a head longer
+// than the long form takes, are ErrUnsupported. Four D 64 shapes
 // run the one-tile form that quantizes its own inputs (fp8attn_stage9qo_d64,
 // no quant_pack9: GQA, query rows that leave blocks of its cluster
 // without rows, keys that fill part of its last block's share, both
@@ -378,7 +373,8 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // of the one-tile form. The kernel mutants (kernels/mutants) whose V
 // transpose swaps columns (qp-v-columns-swapped) and whose quantizing form
 // takes each block's Q scale from its own rows (s9-q-scale-per-block),
-// among others, fail it.
+// among others, fail it; so do qpl-part-short (the long form's parts 16
+// rows short) and qpl-held-last-unset (its last held value never stored).
 // nonFinite puts non-finite values into some heads of in (BHSD, shape s,
 // Hkv at least 2 and Hq at least 4, 256 rows and keys, D 64): +Inf in K's
 // first head (every query head it serves attends a NaN code), -Inf and NaN
@@ -400,8 +396,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 40))
-	fused := 0      // shapes the geometry fuses (the others must be ErrUnsupported)
-	quantizing := 0 // shapes run by the one-tile form quantizing its own inputs
+	fused := 0           // shapes the geometry fuses (the others must be ErrUnsupported)
+	quantizing := 0      // shapes run by the one-tile form quantizing its own inputs
+	long, reread := 0, 0 // shapes run by quant_pack9's long form; of them, with chunks past what a block holds
 	for _, c := range []struct {
 		s     backend.Shape
 		m     backend.Mask
@@ -421,6 +418,14 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 2, Hq: 3, Hkv: 1, Sq: 1, Sk: 129, D: 64}, backend.NoMask, backend.BSHD, -0.3, 3e4, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 256, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, true},
+		// Heads longer than quant_pack9 takes: its long form. Chunks held
+		// whole in shared memory, and (D 128 at 3333 keys, D 256 at 1900
+		// query rows) chunks whose last values are read again from memory.
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
+		{backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 1000, Sk: 1000, D: 96}, backend.NoMask, backend.BHSD, -0.1, 1e-30, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 3300, Sk: 3333, D: 128}, backend.CausalUpperLeft, backend.BHSD, 0.09, 3e4, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 90, Sk: 700, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 1900, Sk: 1777, D: 256}, backend.CausalLowerRight, backend.BSHD, -0.06, 1, false},
 	} {
 		s := c.s
 		in := sdpatest.RandomInputs(rng, s, c.mag)
@@ -492,6 +497,11 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		fused++
 		if k := d.hopper[s.D]; k.attention(s, true).quantizes {
 			quantizing++
+		} else if g, isLong, _ := d.quantPackFor(p); isLong {
+			long++
+			if 4*g.chunkRows(max(s.Sq, s.Sk))*s.D > g.Held {
+				reread++
+			}
 		}
 		var got [2][2][]float32
 		for i := range 2 {
@@ -517,15 +527,20 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	if quantizing < 4 {
 		t.Fatalf("only %d of the shapes ran the one-tile form quantizing its own inputs, want 4", quantizing)
 	}
-	// Heads that do not fit: ErrUnsupported, nothing done. The shortest
-	// head at D 64 whose chunk exceeds a block's codes by a V key group.
-	g := d.quantPack
-	sk := g.Cluster * (g.Codes/64 + 16)
-	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: sk, D: 64}
+	if long < 5 || reread < 2 {
+		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them reading values again; want 5 and 2", long, d.quantLong, reread)
+	}
+	// A head dim the kernel is not built for (run on D 96's kernel, zero
+	// columns), and the shortest head at D 64 whose chunk is longer than
+	// the long form takes by a V key group: ErrUnsupported, nothing done.
+	g := d.quantLong
+	sk := g.Cluster * (longReadLimit*g.Held/(4*64) + 16)
 	x, _ := d.Alloc(int64(4 * sk * 64))
 	defer x.Free()
-	if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
-		t.Errorf("Sk %d D 64 (%d codes a block, %d fit): %v, want ErrUnsupported", sk, g.chunkRows(sk)*64, g.Codes, err)
+	for _, s := range []backend.Shape{{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 64, D: 80}, {B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: sk, D: 64}} {
+		if err := b.AttentionQuantizing(&backend.Problem{Shape: s, Scale: 0.1}, x, nil, x, x, x); !errors.Is(err, backend.ErrUnsupported) {
+			t.Errorf("%+v: %v, want ErrUnsupported", s, err)
+		}
 	}
 	// A factor beyond the limit: the output's Read reports it, after
 	// quant_pack9 and from the quantizing one-tile form.

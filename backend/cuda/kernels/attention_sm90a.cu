@@ -20,7 +20,8 @@
 // followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS}
 // (checked against internal/tiles when the module loads), the three pack
 // kernels, the V pack of the tensor form (pack_v_tensor, its dynamic shared
-// memory exported as fp8attn_pack9vt_d<D>_smem) and quant_pack9.
+// memory exported as fp8attn_pack9vt_d<D>_smem), quant_pack9 and its form
+// for long heads (fp8attn_quantpack9l_d<D>).
 // Each attention entry has a softcap twin, its name's form letters followed
 // by c (fp8attn_stage9c_d<D>, stage9fc, stage9tc; the one-tile forms'
 // stage9oc, stage9foc, stage9qoc, stage9toc): hopper::stage9 with SOFTCAP,
@@ -66,6 +67,13 @@
     QP_STAMP(threadIdx.x == 0, 0, 0);                                                                            \
     pdl_wait();                                                                                                  \
     hopper::quant_pack9<HD>(f);                                                                                  \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_PER_SM)                                   \
+      __cluster_dims__(hopper::QUANT_LONG_CLUSTER, 1, 1) fp8attn_quantpack9l_d##HD(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::cluster_arrive(); /* waited for before the first remote store */                                    \
+    pdl_wait();                                                                                                  \
+    hopper::quant_pack9_long<HD>(f);                                                                             \
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_stage9_d##HD##_config[11] = {                                          \
       HopperTiles<HD>::D,        HopperTiles<HD>::DK,            HopperTiles<HD>::BM,     HopperTiles<HD>::BN,      \
@@ -123,3 +131,5 @@ extern "C" __device__ const int fp8attn_tensor_params_layout[] = {
     (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};
+extern "C" __device__ const int fp8attn_quantpack9l_config[4] = {hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_CLUSTER,
+                                                                 hopper::QUANT_LONG_CODES, hopper::QUANT_LONG_HELD};

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c59e42697721e502565df437aea2c59a1acb7b3a79a3e35e26f81fed0fb4fb44"
+const SourceHash = "62071bc5d0b840e616a36819d825edc356a1bbb19bad2f271d526b66deeb2a88"

@@ -138,6 +138,91 @@ struct Encoder {
   __device__ __forceinline__ uint32_t operator()(float4 x) const { return fast ? fast4(x) : encode4(x, s); }
 };
 
+// image_end is the rows of a head's image: Q's rows padded to a block of
+// BM, K's and V's keys to a tile of BN.
+template <int D> __device__ __forceinline__ int image_end(int kind, int rows) {
+  using G = Geometry<D>;
+  const int pad = kind == 0 ? G::BM : G::BN;
+  return (rows + pad - 1) / pad * pad;
+}
+
+// image_rows writes rows w0 .. w1 - 1 of head's image (kind 0: Q, 1: K,
+// 2: V) from codes, the head's codes of rows crow on in shared memory
+// (row-major, D bytes a row), by NT threads: for Q and K pack_qk's image
+// rows (zeros past the head's rows and past D; Q's codes negated where
+// neg, a negative score factor), for V pack_v_image's 16-key groups
+// (w0 and w1 multiples of 16; zero keys past the rows), swizzled as
+// pack_v has it: a thread takes four columns of a group, sixteen 4-byte
+// loads (a key's four columns each) and byte permutes into the four
+// columns' 16 bytes (v_group's bytes, which it loads one a code). The
+// rows it reads codes of, those below rows, lie in crow .. crow + the
+// codes held.
+template <int D, int NT>
+__device__ __forceinline__ void image_rows(const Params& p, int kind, int head, const uint8_t* codes, int crow, int w0, int w1,
+                                           int rows, bool neg) {
+  using G = Geometry<D>;
+  const int tid = threadIdx.x;
+  if (kind < 2) {
+    constexpr int CH = G::DK / 16;
+    const int rows_p = image_end<D>(kind, rows);
+    uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
+    for (int idx = tid; idx < (w1 - w0) * CH; idx += NT) {
+      const int col = 16 * (idx % CH), row = w0 + idx / CH;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (row < rows && col < D) v = negate_if(*(const uint4*)(codes + (row - crow) * D + col), neg);
+      *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
+    }
+  } else {
+    constexpr int BN = G::BN, CH = BN / 16;
+    const int tiles = (rows + BN - 1) / BN, g0 = w0 / 16, g1 = w1 / 16;
+    for (int idx = tid; idx < (g1 - g0) * (D / 4); idx += NT) {
+      const int d = 4 * (idx % (D / 4)), g = g0 + idx / (D / 4), tile = g / CH, cc = g % CH;
+      uint32_t w[16];  // w[q]: columns d..d+3 of the key at position q
+#pragma unroll
+      for (int q = 0; q < 16; q++) {
+        const int key = 16 * g + sigma(q);
+        w[q] = key < rows ? *(const uint32_t*)(codes + (key - crow) * D + d) : 0u;
+      }
+      uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
+#pragma unroll
+      for (int e = 0; e < 4; e++) {  // column d + e: byte e of every w[q]
+        const int sel = e;
+        uint32_t o[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) o[k] = byte_column(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3], sel);
+        *(uint4*)(dst + swizzle<BN>((d + e) * BN + 16 * cc)) = make_uint4(o[0], o[1], o[2], o[3]);
+      }
+    }
+  }
+}
+
+// QuantChunk9 is the chunk a block of quant_pack9 (or of its long form,
+// NC blocks a head) quantizes: grid (NC, heads), block y takes a head of
+// Q, then of K, then of V (kind 0, 1, 2; head its index among them), block
+// x its rows r0 .. r1 - 1 of the head's rows, R a chunk (a multiple of 16,
+// so that no V key group straddles two); rs is the head's row stride and
+// src its row r0, in float32 elements.
+struct QuantChunk9 {
+  int kind, head, rows, R, r0, r1;
+  long long rs;
+  const float* src;
+};
+template <int NC> __device__ __forceinline__ QuantChunk9 quant_chunk9(const Params& p) {
+  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv);
+  QuantChunk9 q;
+  q.head = blockIdx.y, q.kind = 0;
+  if (q.head >= nq + nkv) q.kind = 2, q.head -= nq + nkv;
+  else if (q.head >= nq) q.kind = 1, q.head -= nq;
+  const int hper = (int)(q.kind == 0 ? p.hq : p.hkv), b = q.head / hper, h = q.head % hper;
+  q.rows = (int)(q.kind == 0 ? p.sq : p.sk);
+  q.R = ((q.rows + NC - 1) / NC + 15) / 16 * 16;
+  q.r0 = min((int)blockIdx.x * q.R, q.rows), q.r1 = min(q.r0 + q.R, q.rows);
+  q.rs = q.kind == 0 ? p.q_row_stride : p.kv_row_stride;
+  q.src = (const float*)(q.kind == 0 ? p.q : q.kind == 1 ? p.k : p.v) + b * (q.kind == 0 ? p.q_batch_stride : p.kv_batch_stride) +
+          h * (q.kind == 0 ? p.q_head_stride : p.kv_head_stride) + q.r0 * q.rs;
+  return q;
+}
+
 // quant_pack9 quantizes Q, K and V straight into stage 9's images in one
 // launch. Grid (QUANT_PACK_CLUSTER, heads), one cluster a head: y takes a
 // head of Q, then of K, then of V; block x a chunk of rows (a multiple of
@@ -159,18 +244,11 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   __shared__ float warp_max[NT / 32];
   __shared__ float parts[NC];  // the cluster's blocks' amax, stored by each
   const Params& p = f.p;
-  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv), tid = threadIdx.x, c = blockIdx.x;
-  int head = blockIdx.y, kind = 0;  // 0: Q, 1: K, 2: V
-  if (head >= nq + nkv) kind = 2, head -= nq + nkv;
-  else if (head >= nq) kind = 1, head -= nq;
-  const int hper = (int)(kind == 0 ? p.hq : p.hkv), b = head / hper, h = head % hper;
-  const int rows = (int)(kind == 0 ? p.sq : p.sk);
-  const int R = ((rows + NC - 1) / NC + 15) / 16 * 16;  // rows a chunk
-  const int r0 = min(c * R, rows), r1 = min(r0 + R, rows), n = (r1 - r0) * D;
-  const long long rs = kind == 0 ? p.q_row_stride : p.kv_row_stride;
-  const float* src = (const float*)(kind == 0 ? p.q : kind == 1 ? p.k : p.v) +
-                     b * (kind == 0 ? p.q_batch_stride : p.kv_batch_stride) +
-                     h * (kind == 0 ? p.q_head_stride : p.kv_head_stride) + r0 * rs;
+  const int tid = threadIdx.x, c = blockIdx.x;
+  const QuantChunk9 q = quant_chunk9<NC>(p);
+  const int kind = q.kind, head = q.head, rows = q.rows, R = q.R, r0 = q.r0, n = (q.r1 - r0) * D;
+  const long long rs = q.rs;
+  const float* src = q.src;
   QP_STAMP(tid == 0, 0, 1);
 
   // Thread tid holds elements 4(tid + j·NT) .. +3 of the chunk (row-major,
@@ -209,12 +287,8 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   const float s = enc.s;
   if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = s;
   const bool tail = c == NC - 1;
-  // The codes into shared memory, then for Q and K pack_qk's image rows of
-  // the chunk (the tail: up to the padded rows), for V pack_v_image's
-  // 16-key groups of the chunk (the tail: up to whole tiles), swizzled as
-  // pack_v has it: a thread takes four columns of a group, sixteen 4-byte
-  // loads (a key's four columns each) and byte permutes into the four
-  // columns' 16 bytes (v_group's bytes, which it loads one a code).
+  // The codes into shared memory, then the chunk's part of the head's
+  // image (image_rows; the tail: up to the padded rows or whole tiles).
   if (enc.fast) {
 #pragma unroll
     for (int j = 0; j < NV; j++) {
@@ -230,40 +304,126 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   }
   __syncthreads();
   QP_STAMP(tid == 0, 0, 5);
-  if (kind < 2) {
-    constexpr int CH = G::DK / 16;
-    const int pad = kind == 0 ? G::BM : G::BN, rows_p = (rows + pad - 1) / pad * pad;
-    const int q0 = min(c * R, rows_p), q1 = tail ? rows_p : min(q0 + R, rows_p);
-    const bool neg = kind == 0 && f.scale < 0.0;
-    uint8_t* dst = (kind == 0 ? p.qi : p.ki) + (long long)head * rows_p * G::DK;
-    for (int idx = tid; idx < (q1 - q0) * CH; idx += NT) {
-      const int col = 16 * (idx % CH), row = q0 + idx / CH;
-      uint4 v = make_uint4(0, 0, 0, 0);
-      if (row < rows && col < D) v = negate_if(*(const uint4*)(codes + (row - r0) * D + col), neg);
-      *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
+  const int end = image_end<D>(kind, rows);
+  image_rows<D, NT>(p, kind, head, codes, r0, min(c * R, end), tail ? end : min(c * R + R, end), rows, kind == 0 && f.scale < 0.0);
+  QP_STAMP(tid == 0, 0, 6);
+}
+
+// quant_pack9l is quant_pack9 for heads longer than its blocks' registers
+// hold: its geometry, exported as fp8attn_quantpack9l_config = {threads,
+// cluster, codes, held}, which the host launches it by: QUANT_LONG_THREADS
+// a block, a cluster of QUANT_LONG_CLUSTER blocks a head, and dynamic
+// shared memory of QUANT_LONG_CODES bytes (a part's codes) plus up to
+// QUANT_LONG_HELD bytes of the chunk's float32 values (the host gives
+// min(the chunk's, QUANT_LONG_HELD); the kernel reads what it got from
+// %dynamic_smem_size).
+// Two blocks an SM (one's amax loads beside the other's encode), and a
+// cluster of 16 (a size the host allows as non-portable), so that a head
+// of up to 1.6 MB is held whole (D 128 at 3328 rows). Measured on the
+// H200 against other geometries (threads, cluster, codes KB, held KB,
+// blocks an SM; the quantization alone of B4 H32 S4096, D 128 and D 256):
+// (512, 16, 8, 104, 2) 408 and 922 µs; (512, 16, 16, 96, 2) 419 and 942;
+// (512, 8, 16, 96, 2) 466 and 1039; (1024, 16, 16, 200, 1) 492 and 989;
+// (256, 16, 8, 48, 4) 443 and 1141.
+constexpr int QUANT_LONG_THREADS = 512;
+constexpr int QUANT_LONG_CLUSTER = 16;
+constexpr int QUANT_LONG_CODES = (8 << 10);
+constexpr int QUANT_LONG_HELD = (104 << 10);
+constexpr int QUANT_LONG_PER_SM = 2;  // blocks an SM (the launch bounds')
+
+// dynamic_smem_bytes is the block's dynamic shared memory, as launched.
+__device__ __forceinline__ int dynamic_smem_bytes() {
+  uint32_t n;
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+  return (int)n;
+}
+
+// quant_pack9_long quantizes Q, K and V straight into stage 9's images as
+// quant_pack9 does, bit for bit, for heads of any length: grid
+// (QUANT_LONG_CLUSTER, heads), one cluster a head, block x a chunk of rows
+// (a multiple of 16). A block reads its chunk once from global memory for
+// its amax, keeping the chunk's first values in shared memory (as many as
+// the launch gave it room for; the rest are read again, from L2 where they
+// still are, since the block read them last); the cluster exchanges the
+// amax as quant_pack9's does; then the block encodes its chunk a part of
+// QUANT_LONG_CODES bytes of codes at a time and writes each part's image
+// rows (image_rows; the tail block also the padding). The loads go eight
+// float4 a thread at once. One read of the float32 inputs from memory
+// where the chunks fit, where quantizing first (quant_amax, quant_encode)
+// reads them twice and then packs V.
+template <int D> __device__ __forceinline__ void quant_pack9_long(const FusedQuantParams& f) {
+  constexpr int NC = QUANT_LONG_CLUSTER, NT = QUANT_LONG_THREADS, U = 8;
+  constexpr int PART = QUANT_LONG_CODES / D / 16 * 16;  // rows a part: whole V key groups
+  static_assert(PART >= 16, "a part holds a V key group");
+  extern __shared__ __align__(16) uint8_t smem_long[];  // QUANT_LONG_CODES of codes, then the held values
+  uint8_t* codes = smem_long;
+  float4* held = reinterpret_cast<float4*>(smem_long + QUANT_LONG_CODES);
+  __shared__ float warp_max[NT / 32];
+  __shared__ float parts[NC];
+  const Params& p = f.p;
+  const int tid = threadIdx.x, c = blockIdx.x;
+  const QuantChunk9 q = quant_chunk9<NC>(p);
+  const int kind = q.kind, head = q.head, rows = q.rows, R = q.R, r0 = q.r0, r1 = q.r1, n4 = (r1 - r0) * D / 4;
+  const int kept = min(n4, (dynamic_smem_bytes() - QUANT_LONG_CODES) / 16);  // float4 held in shared memory
+  const long long rs = q.rs;
+  const float* src = q.src;
+  // at is float4 j of the chunk (row-major, D % 4 == 0).
+  const auto at = [&](int j) { return reinterpret_cast<const float4*>(src + (4 * j / D) * rs + 4 * j % D); };
+
+  // The amax: U loads a thread in flight, then their values; the first
+  // kept ones stored (read once: evict first), the others left in L2.
+  float m = 0.f;
+  for (int j0 = tid; j0 < n4; j0 += U * NT) {
+    float4 x[U];
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+      const int j = j0 + u * NT;
+      if (j < n4) x[u] = j < kept ? __ldcs(at(j)) : *at(j);
     }
-  } else {
-    constexpr int BN = G::BN, CH = BN / 16;
-    const int tiles = (rows + BN - 1) / BN, g0 = min(c * R, tiles * BN) / 16;
-    const int g1 = tail ? tiles * CH : min(c * R + R, tiles * BN) / 16;
-    for (int idx = tid; idx < (g1 - g0) * (D / 4); idx += NT) {
-      const int d = 4 * (idx % (D / 4)), g = g0 + idx / (D / 4), tile = g / CH, cc = g % CH;
-      uint32_t w[16];  // w[q]: columns d..d+3 of the key at position q
 #pragma unroll
-      for (int q = 0; q < 16; q++) {
-        const int key = 16 * g + sigma(q);
-        w[q] = key < rows ? *(const uint32_t*)(codes + (key - r0) * D + d) : 0u;
-      }
-      uint8_t* dst = p.vi + ((long long)head * tiles + tile) * (D * BN);
-#pragma unroll
-      for (int e = 0; e < 4; e++) {  // column d + e: byte e of every w[q]
-        const int sel = e;
-        uint32_t o[4];
-#pragma unroll
-        for (int k = 0; k < 4; k++) o[k] = byte_column(w[4 * k], w[4 * k + 1], w[4 * k + 2], w[4 * k + 3], sel);
-        *(uint4*)(dst + swizzle<BN>((d + e) * BN + 16 * cc)) = make_uint4(o[0], o[1], o[2], o[3]);
+    for (int u = 0; u < U; u++) {
+      const int j = j0 + u * NT;
+      if (j < n4) {
+        m = amax4(m, x[u]);
+        if (j < kept) held[j] = x[u];
       }
     }
   }
-  QP_STAMP(tid == 0, 0, 6);
+  m = warp_amax(m);
+  if (tid % 32 == 0) warp_max[tid / 32] = m;
+  __syncthreads();
+  if (tid < 32) {
+    m = warp_amax(tid < NT / 32 ? warp_max[tid] : 0.f);
+    cluster_wait();  // every block of the cluster has started (arrived at its entry)
+    if (tid < NC) cluster_store(&parts[c], tid, m);
+  } else {
+    cluster_wait();
+  }
+  cluster_sync();  // every block's amax is in every block's parts; the held values stored
+  m = 0.f;
+#pragma unroll
+  for (int r = 0; r < NC; r++) m = fmaxf(m, parts[r]);
+  const Encoder enc(scale_for_amax(m));
+  if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = enc.s;
+
+  // The parts: image rows w .. w + PART - 1 of the block's (its chunk's,
+  // the tail's up to the image's end), their codes (rows below r1) first.
+  const int end = image_end<D>(kind, rows);
+  const int w0 = min(c * R, end), w1 = c == NC - 1 ? end : min(c * R + R, end);
+  const bool neg = kind == 0 && f.scale < 0.0;
+  for (int w = w0; w < w1; w += PART) {
+    const int we = min(w + PART, w1), base = (w - r0) * D / 4, cn = max(0, min(we, r1) - w) * D / 4;
+#pragma unroll
+    for (int u = 0; u < PART * D / 4 / NT + 1; u++) {
+      const int j = tid + u * NT;
+      if (j < cn) {
+        const int jj = base + j;
+        const float4 x = jj < kept ? held[jj] : *at(jj);
+        reinterpret_cast<uint32_t*>(codes)[j] = enc.fast ? enc.fast4(x) : encode4(x, enc.s);
+      }
+    }
+    __syncthreads();
+    image_rows<D, NT>(p, kind, head, codes, w, w, we, rows, neg);
+    __syncthreads();  // the part's codes read before the next part's overwrite them
+  }
 }
