@@ -195,9 +195,10 @@ func init() {
 }
 
 // AttentionQuantizing implements backend.QuantizingMemory: where the stage
-// is 9 and the heads fit quant_pack9, one launch quantizes the float32
-// inputs straight into stage 9's images and a second runs the attention
-// (its score factors from the scales the first wrote); where the call is
+// is 9 and quant_pack9 or its long form takes the heads (quantPackFor), one
+// launch quantizes the float32 inputs straight into stage 9's images and a
+// second runs the attention (its score factors from the scales the first
+// wrote); where the call is
 // one that the one-tile form takes whole in a cluster a head
 // (tiles.HopperConfig.OneTileQuantizing: D 64, 129-256 keys, at most 256
 // query rows), that form quantizes its own inputs in one launch. Either

@@ -292,6 +292,13 @@ func (d *device) loadHopper() error {
 			}
 		}
 	}
+	// Where the device cannot run one cluster of the long form (a GPU
+	// partition whose multiprocessors cannot hold a cluster of 16), or
+	// cannot say, the long form is off: its heads take the Quantize path.
+	g0 := d.quantLong
+	if n, err := maxActiveClusters(d.hopper[hopperHeadDims[0]].quantPackLong, g0.Cluster, g0.Threads, g0.Codes+g0.Held); err != nil || n < 1 {
+		d.quantLong = quantPackGeometry{} // (every head dim's entry has the same geometry)
+	}
 	return nil
 }
 

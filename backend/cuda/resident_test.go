@@ -363,9 +363,10 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
 // AttentionOn reports it. Heads longer than quant_pack9 takes run its long
-// form (five shapes, two of them with chunks longer than a block holds in
-// shared memory); a head dim the kernel is not built for, and a head longer
-// than the long form takes, are ErrUnsupported. Four D 64 shapes
+// form (seven shapes, two of them with chunks longer than a block holds in
+// shared memory), three shorter ones quant_pack9; a head dim the kernel is
+// not built for, and a head longer than the long form takes, are
+// ErrUnsupported. Four D 64 shapes
 // run the one-tile form that quantizes its own inputs (fp8attn_stage9qo_d64,
 // no quant_pack9: GQA, query rows that leave blocks of its cluster
 // without rows, keys that fill part of its last block's share, both
@@ -399,6 +400,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	fused := 0           // shapes the geometry fuses (the others must be ErrUnsupported)
 	quantizing := 0      // shapes run by the one-tile form quantizing its own inputs
 	long, reread := 0, 0 // shapes run by quant_pack9's long form; of them, with chunks past what a block holds
+	short := 0           // shapes run by quant_pack9
 	for _, c := range []struct {
 		s     backend.Shape
 		m     backend.Mask
@@ -420,9 +422,12 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, true},
 		// Heads longer than quant_pack9 takes: its long form. Chunks held
 		// whole in shared memory, and (D 128 at 3333 keys, D 256 at 1900
-		// query rows) chunks whose last values are read again from memory.
+		// query rows) chunks whose last values are read again from memory;
+		// chunks of one part and of several at every head dim (D 64 at
+		// 2600 keys, D 96 at 1500).
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
-		{backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 1000, Sk: 1000, D: 96}, backend.NoMask, backend.BHSD, -0.1, 1e-30, false},
+		{backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 1000, Sk: 1500, D: 96}, backend.NoMask, backend.BHSD, -0.1, 1e-30, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 2600, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 3300, Sk: 3333, D: 128}, backend.CausalUpperLeft, backend.BHSD, 0.09, 3e4, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 90, Sk: 700, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 1900, Sk: 1777, D: 256}, backend.CausalLowerRight, backend.BSHD, -0.06, 1, false},
@@ -502,6 +507,8 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 			if 4*g.chunkRows(max(s.Sq, s.Sk))*s.D > g.Held {
 				reread++
 			}
+		} else {
+			short++
 		}
 		var got [2][2][]float32
 		for i := range 2 {
@@ -527,8 +534,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	if quantizing < 4 {
 		t.Fatalf("only %d of the shapes ran the one-tile form quantizing its own inputs, want 4", quantizing)
 	}
-	if long < 5 || reread < 2 {
-		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them reading values again; want 5 and 2", long, d.quantLong, reread)
+	if long < 7 || reread < 2 || short < 3 {
+		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them reading values again, %d quant_pack9 (geometry %+v); want 7, 2 and 3",
+			long, d.quantLong, reread, short, d.quantPack)
 	}
 	// A head dim the kernel is not built for (run on D 96's kernel, zero
 	// columns), and the shortest head at D 64 whose chunk is longer than

@@ -34,15 +34,6 @@ var hopperPrefillShapes = []struct {
 	{backend.Shape{B: 2, Hq: 16, Hkv: 16, Sq: 16384, Sk: 16384, D: 128}, backend.NoMask, backend.BHSD},
 }
 
-// BenchmarkHopperInputPaths times, on the prefill shapes of
-// docs/BENCHMARKS.md, the three ways the Hopper kernel gets FP8 device
-// inputs, on one resident over the same buffers, in one process: the
-// tensor form (one launch over the caller's tensors: what
-// Device.Attention runs), the pack path (score factors, three pack
-// kernels, the image form: what it ran before the tensor form), and the
-// image form alone over images packed once (kernel only, as sdpabench's
-// -kernel figures). Device time per call in CUDA-graph replay, the median
-// of batches; run with -benchtime 1x.
 // hopperBench is one prefill shape of a Hopper benchmark: its problem,
 // FLOPs, name, random inputs, their FP8 codes and scales on the device
 // (deviceInputs, in the shape's layout), a resident over them and the
@@ -94,6 +85,15 @@ func forHopperPrefillShapes(b *testing.B, stream uint64, f func(d *device, h hop
 	}
 }
 
+// BenchmarkHopperInputPaths times, on the prefill shapes of
+// docs/BENCHMARKS.md, the three ways the Hopper kernel gets FP8 device
+// inputs, on one resident over the same buffers, in one process: the
+// tensor form (one launch over the caller's tensors: what
+// Device.Attention runs), the pack path (score factors, three pack
+// kernels, the image form: what it ran before the tensor form), and the
+// image form alone over images packed once (kernel only, as sdpabench's
+// -kernel figures). Device time per call in CUDA-graph replay, the median
+// of batches; run with -benchtime 1x.
 func BenchmarkHopperInputPaths(b *testing.B) {
 	forHopperPrefillShapes(b, 5, func(d *device, h hopperBench) {
 		r, iters, flops, name := h.r, h.iters, h.flops, h.name
@@ -133,9 +133,10 @@ func BenchmarkHopperInputPaths(b *testing.B) {
 // Device.Attention runs on them), in one process: the device Quantize
 // (amax, then encode) followed by that tensor form, and the fused path
 // (AttentionQuantizing's: quant_pack9 or its long form writing the images,
-// then the fused attention entry). Device time per call in CUDA-graph
-// replay, the median of batches; "ratio" is the fused path's time over the
-// FP8-tensor call's (the target is 1.2 at most). Run with -benchtime 1x.
+// then the fused attention entry; where it takes the shape), and that
+// quantization alone. Device time per call in CUDA-graph replay, the
+// median of batches; "ratio" is the fused path's time over the FP8-tensor
+// call's (the target is 1.2 at most). Run with -benchtime 1x.
 func BenchmarkHopperFloat32Paths(b *testing.B) {
 	forHopperPrefillShapes(b, 6, func(d *device, h hopperBench) {
 		s, l, in, bufs, r := h.p.Shape, h.p.Layout, h.in, h.bufs, h.r
@@ -149,17 +150,28 @@ func BenchmarkHopperFloat32Paths(b *testing.B) {
 		defer fr.Free()
 		fr.fused = true
 		qp := callQuantParams(s, l, srcs, bufs)
+		// The paths this shape has: the fused one where AttentionQuantizing
+		// takes it, and its quantization alone where a kernel of its own
+		// does it (not the one-tile form quantizing its own inputs).
+		st := tiles.HopperStage
+		_, long, fused := d.quantPackFor(h.p)
+		k := d.hopperFor(h.p)
+		alone := fused && !k.attention(s, true).quantizes
+		calls := []func() error{
+			func() error { return r.launch(st) },
+			func() error { return errors.Join(d.quantize(qp), r.launch(st)) },
+		}
+		if fused {
+			calls = append(calls, func() error { return fr.launch(st) })
+		}
+		if alone {
+			calls = append(calls, func() error { return fr.launchQuantPack(k, fr.fusedParams()) }) // (the images are fr.launch's)
+		}
 		b.Run(h.name, func(b *testing.B) {
-			st := tiles.HopperStage
-			var times [4]float64
+			times := make([]float64, len(calls))
 			for b.Loop() {
 				err := d.do(func() error {
-					for i, call := range []func() error{
-						func() error { return r.launch(st) },
-						func() error { return errors.Join(d.quantize(qp), r.launch(st)) },
-						func() error { return fr.launch(st) },
-						func() error { return fr.launchQuantPack(d.hopperFor(&fr.shape), fr.fusedParams()) }, // (the images are fr.launch's)
-					} {
+					for i, call := range calls {
 						ts, err := d.timeCalls(h.iters, true, call)
 						if err != nil {
 							return err
@@ -172,16 +184,24 @@ func BenchmarkHopperFloat32Paths(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			_, long, _ := d.quantPackFor(h.p)
+			b.ReportMetric(times[0], "us/fp8-tensors")
+			b.ReportMetric(times[1], "us/quantize-tensor-form")
+			if !fused {
+				b.Logf("%s: FP8 tensors %.1f µs, float32 quantized then tensor form %.1f µs (not fused)", h.name, times[0], times[1])
+				return
+			}
+			b.ReportMetric(times[2], "us/fused")
+			b.ReportMetric(h.flops/times[2]/1e6, "TFLOP/s-fused")
+			b.ReportMetric(times[2]/times[0], "ratio")
+			if !alone {
+				b.Logf("%s: FP8 tensors %.1f µs, float32 quantized then tensor form %.1f µs, fused %.1f µs (the one-tile form quantizing its inputs)",
+					h.name, times[0], times[1], times[2])
+				return
+			}
 			bytes := 5 * float64(s.B) * float64(s.Hq*s.Sq+2*s.Hkv*s.Sk) * float64(s.D) // float32 read, codes written
 			b.Logf("%s: FP8 tensors %.1f µs, float32 quantized then tensor form %.1f µs, fused %.1f µs (long form %v; its quantization alone %.1f µs, %.0f GB/s)",
 				h.name, times[0], times[1], times[2], long, times[3], bytes/times[3]/1e3)
-			b.ReportMetric(times[0], "us/fp8-tensors")
-			b.ReportMetric(times[1], "us/quantize-tensor-form")
-			b.ReportMetric(times[2], "us/fused")
 			b.ReportMetric(times[3], "us/fused-quantization")
-			b.ReportMetric(h.flops/times[2]/1e6, "TFLOP/s-fused")
-			b.ReportMetric(times[2]/times[0], "ratio")
 		})
 	})
 }
