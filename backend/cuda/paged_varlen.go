@@ -163,11 +163,18 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) (err err
 			return err
 		}
 	default:
-		if join, err = s.launchBeside(gx, gy, gz); err != nil {
+		var side func() error
+		if side, err = s.launchBeside(gx, gy, gz); err != nil {
 			return err
 		}
 		// Whatever happens next, nothing after the call runs before the
-		// side stream's work (a second join changes nothing).
+		// side stream's work: the first join (below, or at a return before
+		// it) makes the stream wait, once.
+		join = func() error {
+			j := side
+			side = func() error { return nil }
+			return j()
+		}
 		defer func() { err = errors.Join(err, join()) }()
 	}
 	io := varlenIO{q: s.params.Q, out: s.params.Out, lse: s.params.LSE}
