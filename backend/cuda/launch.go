@@ -377,10 +377,9 @@ func (r *resident) launchQuantPack(k hopperKernels, fp *fusedQuantParams) error 
 	if !ok {
 		return fmt.Errorf("%w: cuda: no quantization into the images for D %d, Sq %d, Sk %d", backend.ErrUnsupported, s.D, s.Sq, s.Sk)
 	}
-	fn, chunk := k.quantPack, g.chunkRows(max(s.Sq, s.Sk))*s.D
-	smem := chunk
+	fn, smem := k.quantPack, g.chunkRows(max(s.Sq, s.Sk))*s.D // (the chunk's codes)
 	if long {
-		fn, smem = k.quantPackLong, g.Codes+min(4*chunk, g.Held)
+		fn, smem = k.quantPackLong, g.Codes+min(4*smem, g.Held)
 	}
 	return launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, r.dev.stream, unsafe.Pointer(fp))
 }
