@@ -42,7 +42,7 @@ type device struct {
 	hmod      cu.Module
 	hopper    map[int]hopperKernels // by head dim
 	quantPack quantPackGeometry     // quant_pack9's, as the module exports it
-	quantLong quantPackGeometry     // its long form's (quant_pack9l)
+	quantLong quantLongGeometry     // its long form's (quant_pack9l)
 	hopperErr error
 	// The Ada kernel (stage 10, in mod) by head dim; empty where the GPU
 	// lacks FP8 mma.sync, and fp8mmaErr says why (stages 7, 8, 10).

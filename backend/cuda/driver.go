@@ -48,24 +48,10 @@ static CUresult fp8attn_set_max_smem(CUfunction f, int bytes) {
 	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
-static CUresult fp8attn_allow_large_clusters(CUfunction f) {
-	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-}
-
-// How many clusters of f (its compile-time cluster of gx blocks, of bx
-// threads and smem bytes of dynamic shared memory each) the device holds
-// at once, into *n.
-static CUresult fp8attn_max_clusters(CUfunction f, unsigned gx, unsigned bx, unsigned smem, int* n) {
-	CUlaunchConfig cfg;
-	memset(&cfg, 0, sizeof cfg);
-	cfg.gridDimX = gx;
-	cfg.gridDimY = 1;
-	cfg.gridDimZ = 1;
-	cfg.blockDimX = bx;
-	cfg.blockDimY = 1;
-	cfg.blockDimZ = 1;
-	cfg.sharedMemBytes = smem;
-	return cuOccupancyMaxActiveClusters(n, f, &cfg);
+// How many blocks of f, of bx threads and smem bytes of dynamic shared
+// memory each, one multiprocessor holds at once, into *n.
+static CUresult fp8attn_max_blocks(CUfunction f, int bx, size_t smem, int* n) {
+	return cuOccupancyMaxActiveBlocksPerMultiprocessor(n, f, bx, smem);
 }
 
 // CUDA graphs: capture the work a thread issues on s, instantiate it, replay.
@@ -213,19 +199,12 @@ func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))
 }
 
-// allowLargeClusters lets fn run in clusters of more than 8 blocks (up to
-// 16 on Hopper: a non-portable size).
-func allowLargeClusters(fn C.CUfunction) error {
-	return check("cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", C.fp8attn_allow_large_clusters(fn))
-}
-
-// maxActiveClusters returns how many clusters of fn (compiled with a
-// cluster of cluster blocks) of threads a block and smem bytes of dynamic
-// shared memory the device runs at once: 0 where it cannot run one (a GPU
-// partition with too few multiprocessors in a cluster's reach).
-func maxActiveClusters(fn C.CUfunction, cluster, threads, smem int) (int, error) {
+// maxActiveBlocks returns how many blocks of fn, of threads a block and
+// smem bytes of dynamic shared memory, one multiprocessor holds at once: 0
+// where it cannot hold one.
+func maxActiveBlocks(fn C.CUfunction, threads, smem int) (int, error) {
 	var n C.int
-	err := check("cuOccupancyMaxActiveClusters", C.fp8attn_max_clusters(fn, C.uint(cluster), C.uint(threads), C.uint(smem), &n))
+	err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor", C.fp8attn_max_blocks(fn, C.int(threads), C.size_t(smem), &n))
 	return int(n), err
 }
 

@@ -302,16 +302,13 @@ func (d *device) timeCalls(iters int, graphed bool, call func() error) ([]float6
 	return out, nil
 }
 
-// quantPackGeometry is the geometry of quant_pack9 or of its form for
-// long heads as the Hopper module exports it (fp8attn_quantpack9_config:
-// QUANT_PACK_THREADS, QUANT_PACK_CLUSTER, QUANT_PACK_CODES;
-// fp8attn_quantpack9l_config: QUANT_LONG_THREADS, QUANT_LONG_CLUSTER,
-// QUANT_LONG_CODES, QUANT_LONG_HELD in kernels/hopper/quant_pack.cuh):
-// threads a block, blocks a head (a thread-block cluster), the most codes
-// a block encodes at once, and (the long form) the most bytes of float32
-// values a block holds in shared memory beside them.
+// quantPackGeometry is the geometry of quant_pack9 as the Hopper module
+// exports it (fp8attn_quantpack9_config: QUANT_PACK_THREADS,
+// QUANT_PACK_CLUSTER, QUANT_PACK_CODES in kernels/hopper/quant_pack.cuh):
+// threads a block, blocks a head (a thread-block cluster) and the most
+// codes a block encodes.
 type quantPackGeometry struct {
-	Threads, Cluster, Codes, Held int
+	Threads, Cluster, Codes int
 }
 
 // chunkRows is the rows of a head a block takes: a Cluster-th of the
@@ -320,39 +317,74 @@ func (g quantPackGeometry) chunkRows(rows int) int {
 	return ((rows+g.Cluster-1)/g.Cluster + 15) / 16 * 16
 }
 
-// longReadLimit bounds the long form's chunks: at most longReadLimit times
-// the values a block holds, the rest read a second time, from L2 or from
-// memory. Device time of the whole float32 call (the long form and the
-// attention against Quantize and the tensor form), H200: B4 H32 S4096
-// D 256, chunks 2.5 times what a block holds, 3591 against 4063 µs; B2 H16
-// S16384 D 128, 5.3 times what a block held (96 KB), 5898 against 5812.
-const longReadLimit = 4
+// quantLongGeometry is the geometry of quant_pack9's long form as the
+// Hopper module exports it (fp8attn_quantpack9l_config:
+// QUANT_LONG_THREADS, QUANT_LONG_PER_SM, QUANT_LONG_CODES, QUANT_LONG_HELD):
+// threads a block, blocks an SM (its launch bounds'), the bytes of a
+// part's codes, and the most bytes of float32 values each of a block's two
+// buffers holds; and Blocks, its grid: the blocks the device holds at once
+// (its SMs times what one holds, found at load), 0 where the form is off.
+type quantLongGeometry struct {
+	Threads, PerSM, Codes, Held int
+	Blocks                      int
+}
 
-// quantPackFor returns the geometry of the kernel that quantizes p's
-// float32 inputs into stage 9's images, and whether it is the long form:
-// quant_pack9 where a block's rows (the longest head's chunk) times D fit
-// its codes, else the long form where its chunk is at most longReadLimit
-// times what a block holds. ok is false where neither runs: a head dim
+// heldRows is the most rows of a chunk at head dim d: whole V key groups
+// whose float32 values fit a buffer (0 where not one group does).
+func (g quantLongGeometry) heldRows(d int) int { return g.Held / (4 * d) / 16 * 16 }
+
+// smem is a block's dynamic shared memory at head dim d: a part's codes
+// and two buffers of the longest chunk's values.
+func (g quantLongGeometry) smem(d int) int { return g.Codes + 2*4*d*g.heldRows(d) }
+
+// chunkRows is the rows of p's chunks: heldRows, where a head has at
+// most as many chunks as the grid has blocks; 0 where it has more.
+func (g quantLongGeometry) chunkRows(p *backend.Problem) int {
+	r := g.heldRows(p.D)
+	if g.Blocks <= 0 || r < 16 || int64(max(p.Sq, p.Sk)) > int64(r)*int64(g.Blocks) {
+		return 0
+	}
+	return r
+}
+
+// chunks returns the long form's chunks for p's heads at r rows a chunk,
+// all of them.
+func (g quantLongGeometry) chunks(p *backend.Problem, r int) int64 {
+	cq, ck := (int64(p.Sq)+int64(r)-1)/int64(r), (int64(p.Sk)+int64(r)-1)/int64(r)
+	return int64(p.B) * (int64(p.Hq)*cq + 2*int64(p.Hkv)*ck)
+}
+
+// takes reports whether the long form takes p's heads: chunks of at most
+// heldRows (chunkRows) with at most as many a head as the grid has blocks
+// (a chunk waits for the others of its head, so all of them must be able
+// to run at once), and tickets within the kernel's 32-bit counts.
+func (g quantLongGeometry) takes(p *backend.Problem) bool {
+	r := g.chunkRows(p)
+	return r > 0 && g.chunks(p, r)+2*int64(g.Blocks) < 1<<31
+}
+
+// quantPackFor says which kernel quantizes p's float32 inputs into stage
+// 9's images: quant_pack9 where a block's rows (the longest head's chunk)
+// times D fit its codes, else the long form where it takes the heads
+// (quantLongGeometry.takes). ok is false where neither runs: a head dim
 // the Hopper kernel is not built for (quant_pack9 and the quantizing forms
 // write and read whole kernel rows: a head dim run on zero columns goes
-// through Quantize and the tensor form instead), longer heads, more heads
-// than a grid's y dimension holds, or a module without the kernels.
-func (d *device) quantPackFor(p *backend.Problem) (g quantPackGeometry, long, ok bool) {
-	if hopperDim(p.D) != p.D || p.B*(p.Hq+2*p.Hkv) > 65535 {
-		return g, false, false
+// through Quantize and the tensor form instead), longer heads, or a module
+// without the kernels.
+func (d *device) quantPackFor(p *backend.Problem) (long, ok bool) {
+	if hopperDim(p.D) != p.D {
+		return false, false
 	}
-	g, rows := d.quantPack, max(p.Sq, p.Sk)
-	if g.Cluster > 0 && int64(g.chunkRows(rows))*int64(p.D) <= int64(g.Codes) {
-		return g, false, true
+	if g := d.quantPack; g.Cluster > 0 && p.B*(p.Hq+2*p.Hkv) <= 65535 && int64(g.chunkRows(max(p.Sq, p.Sk)))*int64(p.D) <= int64(g.Codes) {
+		return false, true
 	}
-	g = d.quantLong
-	return g, true, g.Cluster > 0 && 4*int64(g.chunkRows(rows))*int64(p.D) <= longReadLimit*int64(g.Held)
+	return true, d.quantLong.takes(p)
 }
 
 // fusable reports whether quant_pack9 or its long form takes p's heads
 // (quantPackFor).
 func (d *device) fusable(p *backend.Problem) bool {
-	_, _, ok := d.quantPackFor(p)
+	_, ok := d.quantPackFor(p)
 	return ok
 }
 
@@ -366,20 +398,28 @@ func (r *resident) fusedParams() *fusedQuantParams {
 
 // launchQuantPack runs quant_pack9, or its long form where quantPackFor
 // says so, with fp (a fused resident's fusedParams): float32 Q, K and V
-// (its Q, K, V buffers) into the images and the scale buffers, a cluster
-// of Cluster blocks a head. quant_pack9's blocks get their chunk's codes in
-// dynamic shared memory; the long form's a part's codes and up to Held
-// bytes of their chunk's values. The caller is inside do, after pack
-// allocated the images.
+// (its Q, K, V buffers) into the images and the scale buffers.
+// quant_pack9 runs a cluster of Cluster blocks a head, each with its
+// chunk's codes in dynamic shared memory; the long form a block for each
+// block the device holds (at most one a chunk) with its scratch words. The
+// caller is inside do, after pack allocated the images.
 func (r *resident) launchQuantPack(k hopperKernels, fp *fusedQuantParams) error {
 	s := r.shape
-	g, long, ok := r.dev.quantPackFor(&s)
+	long, ok := r.dev.quantPackFor(&s)
 	if !ok {
 		return fmt.Errorf("%w: cuda: no quantization into the images for D %d, Sq %d, Sk %d", backend.ErrUnsupported, s.D, s.Sq, s.Sk)
 	}
-	fn, smem := k.quantPack, g.chunkRows(max(s.Sq, s.Sk))*s.D // (the chunk's codes)
-	if long {
-		fn, smem = k.quantPackLong, g.Codes+min(4*smem, g.Held)
+	heads := s.B*s.Hq + 2*s.B*s.Hkv
+	if !long {
+		g := r.dev.quantPack
+		return launchStruct(k.quantPack, g.Cluster, heads, 1, g.Threads, g.chunkRows(max(s.Sq, s.Sk))*s.D, r.dev.stream, unsafe.Pointer(fp))
 	}
-	return launchStruct(fn, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, smem, r.dev.stream, unsafe.Pointer(fp))
+	g := r.dev.quantLong
+	words, err := r.dev.zeroWords(2 + 3*heads)
+	if err != nil {
+		return err
+	}
+	rows := g.chunkRows(&s)
+	lp := quantLongParams{F: *fp, Words: words, ChunkRows: int32(rows)}
+	return launchStruct(k.quantPackLong, int(min(g.chunks(&s, rows), int64(g.Blocks))), 1, 1, g.Threads, g.smem(s.D), r.dev.stream, unsafe.Pointer(&lp))
 }

@@ -278,26 +278,23 @@ func (d *device) loadHopper() error {
 	if g, err = d.global(d.hmod, "fp8attn_quantpack9l_config", 4); err != nil {
 		return err
 	}
-	d.quantLong = quantPackGeometry{Threads: int(g[0]), Cluster: int(g[1]), Codes: int(g[2]), Held: int(g[3])}
-	if t, c := d.quantLong.Threads, d.quantLong.Cluster; t <= 0 || t%32 != 0 || t > 1024 || c <= 0 || c > 16 || d.quantLong.Codes <= 0 || d.quantLong.Held < 0 {
+	d.quantLong = quantLongGeometry{Threads: int(g[0]), PerSM: int(g[1]), Codes: int(g[2]), Held: int(g[3])}
+	if gl := d.quantLong; gl.Threads <= 0 || gl.Threads%32 != 0 || gl.Threads > 1024 || gl.PerSM <= 0 || gl.Codes <= 0 || gl.Held < 0 {
 		return fmt.Errorf("cuda: fp8attn_quantpack9l_config %v is not a launchable geometry", g)
 	}
+	smem := d.quantLong.Codes + 2*d.quantLong.Held
 	for _, k := range d.hopper {
-		if err := setMaxSharedMemory(k.quantPackLong, d.quantLong.Codes+d.quantLong.Held); err != nil {
+		if err := setMaxSharedMemory(k.quantPackLong, smem); err != nil {
 			return err
 		}
-		if d.quantLong.Cluster > 8 {
-			if err := allowLargeClusters(k.quantPackLong); err != nil {
-				return err
-			}
-		}
 	}
-	// Where the device cannot run one cluster of the long form (a GPU
-	// partition whose multiprocessors cannot hold a cluster of 16), or
-	// cannot say, the long form is off: its heads take the Quantize path.
-	g0 := d.quantLong
-	if n, err := maxActiveClusters(d.hopper[hopperHeadDims[0]].quantPackLong, g0.Cluster, g0.Threads, g0.Codes+g0.Held); err != nil || n < 1 {
-		d.quantLong = quantPackGeometry{} // (every head dim's entry has the same geometry)
+	// The long form's grid: every block the device holds at once (a
+	// chunk waits for the other chunks of its head to run), its SMs times
+	// what one holds at the largest shared memory a block asks for. Where
+	// one holds none, or cannot say, Blocks stays 0 and the long form is
+	// off: its heads take the Quantize path.
+	if n, err := maxActiveBlocks(d.hopper[hopperHeadDims[0]].quantPackLong, d.quantLong.Threads, smem); err == nil && n > 0 {
+		d.quantLong.Blocks = d.SMs * n // (every head dim's entry has the same geometry)
 	}
 	return nil
 }

@@ -167,6 +167,17 @@ type fusedQuantParams struct {
 	Scale, Limit float64
 }
 
+// quantLongParams mirrors hopper::QuantLongParams
+// (kernels/hopper/quant_pack.cuh): the fused parameters, the long form's
+// scratch words (device.zeroWords: 2 + 3 a head) and the rows of its
+// chunks.
+type quantLongParams struct {
+	F         fusedQuantParams
+	Words     uint64
+	ChunkRows int32
+	_         int32
+}
+
 // tensorMap is the driver's CUtensorMap: 128 opaque bytes.
 type tensorMap [128]byte
 
@@ -194,6 +205,14 @@ func tensorLayout() []int {
 	l := structLayout[tensorParams]()
 	l[0] = (l[0] + 63) / 64 * 64
 	return l
+}
+
+// quantLongLayout is quantLongParams' layout as
+// fp8attn_quantlong_params_layout exports it: its size and the offsets of
+// its named fields (the trailing padding has no C name).
+func quantLongLayout() []int {
+	l := structLayout[quantLongParams]()
+	return l[:len(l)-1]
 }
 
 // checkParams mirrors struct CheckParams in kernels/paged.cu.
@@ -264,6 +283,7 @@ var (
 	hopperLayouts = []layoutCheck{
 		{"fp8attn_fused_params_layout", structLayout[fusedQuantParams]()},
 		{"fp8attn_tensor_params_layout", tensorLayout()},
+		{"fp8attn_quantlong_params_layout", quantLongLayout()},
 	}
 	pagedLayouts = []layoutCheck{
 		{"fp8attn_paged_params_layout", structLayout[pagedParams]()},

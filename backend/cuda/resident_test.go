@@ -399,7 +399,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 40))
 	fused := 0           // shapes the geometry fuses (the others must be ErrUnsupported)
 	quantizing := 0      // shapes run by the one-tile form quantizing its own inputs
-	long, reread := 0, 0 // shapes run by quant_pack9's long form; of them, with chunks past what a block holds
+	long, looped := 0, 0 // shapes run by quant_pack9's long form; of them, with more chunks than its grid has blocks
 	short := 0           // shapes run by quant_pack9
 	for _, c := range []struct {
 		s     backend.Shape
@@ -420,17 +420,20 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 2, Hq: 3, Hkv: 1, Sq: 1, Sk: 129, D: 64}, backend.NoMask, backend.BSHD, -0.3, 3e4, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 256, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, true},
-		// Heads longer than quant_pack9 takes: its long form. Chunks held
-		// whole in shared memory, and (D 128 at 3333 keys, D 256 at 1900
-		// query rows) chunks whose last values are read again from memory;
-		// chunks of one part and of several at every head dim (D 64 at
-		// 2600 keys, D 96 at 1500).
+		// Heads longer than quant_pack9 takes: its long form. Heads of
+		// 2 to 20 chunks, Q's fewer than K's and V's and more, a head
+		// whose chunks are all whole (D 128 at 832 keys: 4 of 208 rows),
+		// chunks of one part and of several at every head dim, and more
+		// chunks than the grid's blocks (B 2, 16 and 8 heads at D 64: 256
+		// chunks), so that blocks take several in turn.
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
 		{backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 1000, Sk: 1500, D: 96}, backend.NoMask, backend.BHSD, -0.1, 1e-30, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 2600, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 3300, Sk: 3333, D: 128}, backend.CausalUpperLeft, backend.BHSD, 0.09, 3e4, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 90, Sk: 700, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 1900, Sk: 1777, D: 256}, backend.CausalLowerRight, backend.BSHD, -0.06, 1, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 300, Sk: 832, D: 128}, backend.NoMask, backend.BHSD, 0.09, 1, false},
+		{backend.Shape{B: 2, Hq: 16, Hkv: 8, Sq: 1300, Sk: 1300, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.125, 1, false},
 	} {
 		s := c.s
 		in := sdpatest.RandomInputs(rng, s, c.mag)
@@ -502,10 +505,10 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		fused++
 		if k := d.hopper[s.D]; k.attention(s, true).quantizes {
 			quantizing++
-		} else if g, isLong, _ := d.quantPackFor(p); isLong {
+		} else if isLong, _ := d.quantPackFor(p); isLong {
 			long++
-			if 4*g.chunkRows(max(s.Sq, s.Sk))*s.D > g.Held {
-				reread++
+			if g := d.quantLong; g.chunks(p, g.chunkRows(p)) > int64(g.Blocks) {
+				looped++
 			}
 		} else {
 			short++
@@ -534,15 +537,15 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	if quantizing < 4 {
 		t.Fatalf("only %d of the shapes ran the one-tile form quantizing its own inputs, want 4", quantizing)
 	}
-	if long < 7 || reread < 2 || short < 3 {
-		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them reading values again, %d quant_pack9 (geometry %+v); want 7, 2 and 3",
-			long, d.quantLong, reread, short, d.quantPack)
+	if long < 9 || looped < 1 || short < 3 {
+		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them with more chunks than blocks, %d quant_pack9 (geometry %+v); want 9, 1 and 3",
+			long, d.quantLong, looped, short, d.quantPack)
 	}
 	// A head dim the kernel is not built for (run on D 96's kernel, zero
-	// columns), and the shortest head at D 64 whose chunk is longer than
-	// the long form takes by a V key group: ErrUnsupported, nothing done.
+	// columns), and the shortest head at D 64 with more chunks than the
+	// long form's grid has blocks: ErrUnsupported, nothing done.
 	g := d.quantLong
-	sk := g.Cluster * (longReadLimit*g.Held/(4*64) + 16)
+	sk := g.Blocks*g.heldRows(64) + 1
 	x, _ := d.Alloc(int64(4 * sk * 64))
 	defer x.Free()
 	for _, s := range []backend.Shape{{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 64, D: 80}, {B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: sk, D: 64}} {

@@ -154,7 +154,7 @@ func BenchmarkHopperFloat32Paths(b *testing.B) {
 		// takes it, and its quantization alone where a kernel of its own
 		// does it (not the one-tile form quantizing its own inputs).
 		st := tiles.HopperStage
-		_, long, fused := d.quantPackFor(h.p)
+		long, fused := d.quantPackFor(h.p)
 		k := d.hopperFor(h.p)
 		alone := fused && !k.attention(s, true).quantizes
 		calls := []func() error{

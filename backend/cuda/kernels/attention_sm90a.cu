@@ -69,11 +69,9 @@
     hopper::quant_pack9<HD>(f);                                                                                  \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_PER_SM)                                   \
-      __cluster_dims__(hopper::QUANT_LONG_CLUSTER, 1, 1) fp8attn_quantpack9l_d##HD(const __grid_constant__ hopper::FusedQuantParams f) { \
-    pdl_launch_dependents();                                                                                     \
-    hopper::cluster_arrive(); /* waited for before the first remote store */                                    \
-    pdl_wait();                                                                                                  \
-    hopper::quant_pack9_long<HD>(f);                                                                             \
+      fp8attn_quantpack9l_d##HD(const __grid_constant__ hopper::QuantLongParams lp) {                            \
+    pdl_entry();                                                                                                 \
+    hopper::quant_pack9_long<HD>(lp);                                                                            \
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_stage9_d##HD##_config[11] = {                                          \
       HopperTiles<HD>::D,        HopperTiles<HD>::DK,            HopperTiles<HD>::BM,     HopperTiles<HD>::BN,      \
@@ -131,5 +129,8 @@ extern "C" __device__ const int fp8attn_tensor_params_layout[] = {
     (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};
-extern "C" __device__ const int fp8attn_quantpack9l_config[4] = {hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_CLUSTER,
+extern "C" __device__ const int fp8attn_quantpack9l_config[4] = {hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_PER_SM,
                                                                  hopper::QUANT_LONG_CODES, hopper::QUANT_LONG_HELD};
+#define QLP_OFF(f) (int)offsetof(hopper::QuantLongParams, f)
+extern "C" __device__ const int fp8attn_quantlong_params_layout[] = {(int)sizeof(hopper::QuantLongParams), QLP_OFF(f),
+                                                                     QLP_OFF(words), QLP_OFF(chunk_rows)};

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "62071bc5d0b840e616a36819d825edc356a1bbb19bad2f271d526b66deeb2a88"
+const SourceHash = "04e7d1c67b5787e88cf72ec196acaf6c4b34ed0606bf0fd661cc6a910518f29c"

@@ -148,7 +148,8 @@ template <int D> __device__ __forceinline__ int image_end(int kind, int rows) {
 
 // image_rows writes rows w0 .. w1 - 1 of head's image (kind 0: Q, 1: K,
 // 2: V) from codes, the head's codes of rows crow on in shared memory
-// (row-major, D bytes a row), by NT threads: for Q and K pack_qk's image
+// (row-major, D bytes a row), by NT threads (tid the caller's index among
+// them): for Q and K pack_qk's image
 // rows (zeros past the head's rows and past D; Q's codes negated where
 // neg, a negative score factor), for V pack_v_image's 16-key groups
 // (w0 and w1 multiples of 16; zero keys past the rows), swizzled as
@@ -159,9 +160,8 @@ template <int D> __device__ __forceinline__ int image_end(int kind, int rows) {
 // codes held.
 template <int D, int NT>
 __device__ __forceinline__ void image_rows(const Params& p, int kind, int head, const uint8_t* codes, int crow, int w0, int w1,
-                                           int rows, bool neg) {
+                                           int rows, bool neg, int tid) {
   using G = Geometry<D>;
-  const int tid = threadIdx.x;
   if (kind < 2) {
     constexpr int CH = G::DK / 16;
     const int rows_p = image_end<D>(kind, rows);
@@ -196,27 +196,29 @@ __device__ __forceinline__ void image_rows(const Params& p, int kind, int head, 
   }
 }
 
-// QuantChunk9 is the chunk a block of quant_pack9 (or of its long form,
-// NC blocks a head) quantizes: grid (NC, heads), block y takes a head of
-// Q, then of K, then of V (kind 0, 1, 2; head its index among them), block
-// x its rows r0 .. r1 - 1 of the head's rows, R a chunk (a multiple of 16,
-// so that no V key group straddles two); rs is the head's row stride and
-// src its row r0, in float32 elements.
+// QuantChunk9 is a chunk of one head that a block of quant_pack9 or of
+// its long form quantizes: head y of the grid's numbering (a head of Q,
+// then of K, then of V: kind 0, 1, 2; head its index among them), chunk x
+// of its rows, rows r0 .. r1 - 1 of the head's rows, R a chunk (a multiple
+// of 16, so that no V key group straddles two); rs is the head's row
+// stride and src its row r0, in float32 elements.
 struct QuantChunk9 {
   int kind, head, rows, R, r0, r1;
   long long rs;
   const float* src;
 };
-template <int NC> __device__ __forceinline__ QuantChunk9 quant_chunk9(const Params& p) {
+// quant_chunk9 is chunk x of head y, R rows a chunk where R > 0, else
+// the head's rows in nc chunks (rounded up to 16).
+__device__ __forceinline__ QuantChunk9 quant_chunk9(const Params& p, int y, int x, int nc, int R) {
   const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv);
   QuantChunk9 q;
-  q.head = blockIdx.y, q.kind = 0;
+  q.head = y, q.kind = 0;
   if (q.head >= nq + nkv) q.kind = 2, q.head -= nq + nkv;
   else if (q.head >= nq) q.kind = 1, q.head -= nq;
   const int hper = (int)(q.kind == 0 ? p.hq : p.hkv), b = q.head / hper, h = q.head % hper;
   q.rows = (int)(q.kind == 0 ? p.sq : p.sk);
-  q.R = ((q.rows + NC - 1) / NC + 15) / 16 * 16;
-  q.r0 = min((int)blockIdx.x * q.R, q.rows), q.r1 = min(q.r0 + q.R, q.rows);
+  q.R = R > 0 ? R : ((q.rows + nc - 1) / nc + 15) / 16 * 16;
+  q.r0 = min(x * q.R, q.rows), q.r1 = min(q.r0 + q.R, q.rows);
   q.rs = q.kind == 0 ? p.q_row_stride : p.kv_row_stride;
   q.src = (const float*)(q.kind == 0 ? p.q : q.kind == 1 ? p.k : p.v) + b * (q.kind == 0 ? p.q_batch_stride : p.kv_batch_stride) +
           h * (q.kind == 0 ? p.q_head_stride : p.kv_head_stride) + q.r0 * q.rs;
@@ -245,7 +247,7 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   __shared__ float parts[NC];  // the cluster's blocks' amax, stored by each
   const Params& p = f.p;
   const int tid = threadIdx.x, c = blockIdx.x;
-  const QuantChunk9 q = quant_chunk9<NC>(p);
+  const QuantChunk9 q = quant_chunk9(p, blockIdx.y, c, NC, 0);
   const int kind = q.kind, head = q.head, rows = q.rows, R = q.R, r0 = q.r0, n = (q.r1 - r0) * D;
   const long long rs = q.rs;
   const float* src = q.src;
@@ -305,125 +307,195 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
   __syncthreads();
   QP_STAMP(tid == 0, 0, 5);
   const int end = image_end<D>(kind, rows);
-  image_rows<D, NT>(p, kind, head, codes, r0, min(c * R, end), tail ? end : min(c * R + R, end), rows, kind == 0 && f.scale < 0.0);
+  image_rows<D, NT>(p, kind, head, codes, r0, min(c * R, end), tail ? end : min(c * R + R, end), rows, kind == 0 && f.scale < 0.0, tid);
   QP_STAMP(tid == 0, 0, 6);
 }
 
 // quant_pack9l is quant_pack9 for heads longer than its blocks' registers
-// hold: its geometry, exported as fp8attn_quantpack9l_config = {threads,
-// cluster, codes, held}, which the host launches it by: QUANT_LONG_THREADS
-// a block, a cluster of QUANT_LONG_CLUSTER blocks a head, and dynamic
-// shared memory of QUANT_LONG_CODES bytes (a part's codes) plus up to
-// QUANT_LONG_HELD bytes of the chunk's float32 values (the host gives
-// min(the chunk's, QUANT_LONG_HELD); the kernel reads what it got from
-// %dynamic_smem_size).
-// Two blocks an SM (one's amax loads beside the other's encode), and a
-// cluster of 16 (a size the host allows as non-portable), so that a head
-// of up to 1.6 MB is held whole (D 128 at 3328 rows). Measured on the
-// H200 against other geometries (threads, cluster, codes KB, held KB,
-// blocks an SM; the quantization alone of B4 H32 S4096, D 128 and D 256):
-// (512, 16, 8, 104, 2) 408 and 922 µs; (512, 16, 16, 96, 2) 419 and 942;
-// (512, 8, 16, 96, 2) 466 and 1039; (1024, 16, 16, 200, 1) 492 and 989;
-// (256, 16, 8, 48, 4) 443 and 1141.
-constexpr int QUANT_LONG_THREADS = 512;
-constexpr int QUANT_LONG_CLUSTER = 16;
+// hold. Its geometry, exported as fp8attn_quantpack9l_config = {threads,
+// blocks an SM, codes, held}, which the host launches it by:
+// QUANT_LONG_THREADS a block (half of them load, half encode),
+// QUANT_LONG_PER_SM blocks an SM (the launch bounds'), and dynamic shared
+// memory of QUANT_LONG_CODES bytes (a part's codes) plus two buffers of a
+// chunk's float32 values, each at most QUANT_LONG_HELD bytes. The host
+// launches as many blocks as the device holds at once, at most one a
+// chunk. Measured on the H200 against other geometries (threads, blocks
+// an SM, KiB a buffer; the quantization alone of B4 H32 S4096 at D 128 and
+// D 256, and of B1 H8 S2048 D 64): (256, 2, 52), kept, 379-381, 753-756
+// and 10.7 µs; (256, 3, 32) 374, 770-772 and 9.7; (384, 2, 52) 419-420,
+// 840-845 and 11.8; (128, 4, 24) 492-497, 1354-1360 and 16.4; (512, 1,
+// 104) 450, 894 and 12.7.
+constexpr int QUANT_LONG_THREADS = 256;
+constexpr int QUANT_LONG_PER_SM = 2;
 constexpr int QUANT_LONG_CODES = (8 << 10);
-constexpr int QUANT_LONG_HELD = (104 << 10);
-constexpr int QUANT_LONG_PER_SM = 2;  // blocks an SM (the launch bounds')
+constexpr int QUANT_LONG_HELD = (52 << 10);
 
-// dynamic_smem_bytes is the block's dynamic shared memory, as launched.
-__device__ __forceinline__ int dynamic_smem_bytes() {
-  uint32_t n;
-  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
-  return (int)n;
+// QuantLongParams: quant_pack9_long's parameters: the fused parameters,
+// its scratch words (2 + 3 a head of the grid's numbering: the ticket and
+// the blocks done, then each head's amax, chunks arrived and chunks
+// encoded; zero before a launch, and left zero), and the rows of a chunk.
+// Mirrored by backend/cuda's quantLongParams (fp8attn_quantlong_params_layout).
+struct QuantLongParams {
+  FusedQuantParams f;
+  unsigned* words;
+  int chunk_rows;
+};
+
+// named_sync and named_arrive are bar.sync and bar.arrive on named barrier
+// id of n threads: quant_pack9_long's loaders and encoders meet on them.
+__device__ __forceinline__ void named_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(n) : "memory"); }
+
+// arrive_chunk adds a chunk's amax m to its head's words hw (hw[0], by
+// the bits, which order non-negative floats) and counts it arrived
+// (hw[1]): reductions that return nothing, the count a release, so that
+// the loader goes on at once and a reader that sees the count sees the
+// amax.
+__device__ __forceinline__ void arrive_chunk(unsigned* hw, float m) {
+  asm volatile("red.relaxed.gpu.global.max.u32 [%0], %1;\n" ::"l"(hw), "r"(__float_as_uint(m)) : "memory");
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(hw + 1) : "memory");
+}
+
+// head_amax waits until n chunks of the head of words hw have arrived
+// (arrive_chunk; an acquire of the count) and returns the head's amax.
+__device__ __forceinline__ float head_amax(const unsigned* hw, int n) {
+  unsigned c;
+  do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(c) : "l"(hw + 1) : "memory");
+  while (c < (unsigned)n);
+  unsigned m;
+  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];\n" : "=r"(m) : "l"(hw) : "memory");
+  return __uint_as_float(m);
 }
 
 // quant_pack9_long quantizes Q, K and V straight into stage 9's images as
-// quant_pack9 does, bit for bit, for heads of any length: grid
-// (QUANT_LONG_CLUSTER, heads), one cluster a head, block x a chunk of rows
-// (a multiple of 16). A block reads its chunk once from global memory for
-// its amax, keeping the chunk's first values in shared memory (as many as
-// the launch gave it room for; the rest are read again, from L2 where they
-// still are, since the block read them last); the cluster exchanges the
-// amax as quant_pack9's does; then the block encodes its chunk a part of
-// QUANT_LONG_CODES bytes of codes at a time and writes each part's image
-// rows (image_rows; the tail block also the padding). The loads go eight
-// float4 a thread at once. One read of the float32 inputs from memory
-// where the chunks fit, where quantizing first (quant_amax, quant_encode)
-// reads them twice and then packs V.
-template <int D> __device__ __forceinline__ void quant_pack9_long(const FusedQuantParams& f) {
-  constexpr int NC = QUANT_LONG_CLUSTER, NT = QUANT_LONG_THREADS, U = 8;
-  constexpr int PART = QUANT_LONG_CODES / D / 16 * 16;  // rows a part: whole V key groups
+// quant_pack9 does, bit for bit, for heads of up to as many chunks as the
+// grid has blocks. The chunks are numbered head by head in the grid
+// numbering of quant_pack9 (a head's chunks consecutive), and a block
+// takes them in turn by ticket (an atomic counter) into its two buffers.
+// Its first half, the loaders, draw a chunk where a buffer is free, copy
+// its values in (cp.async, all of them in flight at once), find their
+// amax, add it to the head's word (atomicMax on the bits, which order
+// non-negative floats) and count the chunk arrived. The second half, the
+// encoders, wait for every chunk of the buffer's head to arrive, then
+// encode the chunk a part of QUANT_LONG_CODES bytes of codes at a time,
+// each part's image rows written (image_rows; the head's last chunk also
+// the padding), and free the buffer. So the next chunk's loads run while
+// the encoders work, and a chunk arrives once its values have landed,
+// whatever the encoders wait for. The head's first chunk writes its scale;
+// its last chunk encoded clears its words, and the last block to finish
+// the ticket.
+// Forward progress: an encoder waits only for the chunks of its head, a
+// loader only for its block's encoders, and a head's chunks are drawn
+// before any later head's, so with at most as many chunks a head as blocks
+// run at once every wait ends (the host bounds the chunks by the blocks it
+// launches, and those by what the device holds; a GPU whose SMs are
+// shared with other work through MPS could hold fewer).
+template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLongParams& lp) {
+  constexpr int NT = QUANT_LONG_THREADS, NH = NT / 2;  // threads a block, a half
+  constexpr int PART = QUANT_LONG_CODES / D / 16 * 16;   // rows a part: whole V key groups
   static_assert(PART >= 16, "a part holds a V key group");
-  extern __shared__ __align__(16) uint8_t smem_long[];  // QUANT_LONG_CODES of codes, then the held values
-  uint8_t* codes = smem_long;
-  float4* held = reinterpret_cast<float4*>(smem_long + QUANT_LONG_CODES);
-  __shared__ float warp_max[NT / 32];
-  __shared__ float parts[NC];
+  // Named barriers: each half's own, and a buffer's full and free.
+  constexpr int LOADERS = 1, ENCODERS = 2, FULL = 3, FREE = 5;
+  extern __shared__ __align__(16) uint8_t smem_long[];  // QUANT_LONG_CODES of codes, then the two buffers
+  uint8_t* const codes = smem_long;
+  __shared__ float warp_max[NH / 32];
+  __shared__ unsigned drawn[2];  // a buffer's ticket
+  __shared__ float head_scale;
+  const FusedQuantParams& f = lp.f;
   const Params& p = f.p;
-  const int tid = threadIdx.x, c = blockIdx.x;
-  const QuantChunk9 q = quant_chunk9<NC>(p);
-  const int kind = q.kind, head = q.head, rows = q.rows, R = q.R, r0 = q.r0, r1 = q.r1, n4 = (r1 - r0) * D / 4;
-  const int kept = min(n4, (dynamic_smem_bytes() - QUANT_LONG_CODES) / 16);  // float4 held in shared memory
-  const long long rs = q.rs;
-  const float* src = q.src;
-  // at is float4 j of the chunk (row-major, D % 4 == 0).
-  const auto at = [&](int j) { return reinterpret_cast<const float4*>(src + (4 * j / D) * rs + 4 * j % D); };
+  const int R = lp.chunk_rows;
+  const int nq = (int)(p.b * p.hq), nkv = (int)(p.b * p.hkv);
+  const int cq = ((int)p.sq + R - 1) / R, ck = ((int)p.sk + R - 1) / R;
+  const unsigned total = (unsigned)(nq * cq + 2 * nkv * ck);
+  unsigned* const words = lp.words;
+  float4* const bufs = reinterpret_cast<float4*>(smem_long + QUANT_LONG_CODES);
+  const int buf4 = R * D / 4;  // float4 a buffer
+  // head is ticket t's head (quant_chunk9's y), chunk its chunk of it.
+  const auto head = [&](unsigned t) { return t < (unsigned)(nq * cq) ? (int)t / cq : nq + ((int)t - nq * cq) / ck; };
+  const auto chunk = [&](unsigned t) {
+    const int y = head(t);
+    return y < nq ? (int)t - y * cq : (int)t - nq * cq - (y - nq) * ck;
+  };
+  const auto chunks = [&](int y) { return y < nq ? cq : ck; };
 
-  // The amax: U loads a thread in flight, then their values; the first
-  // kept ones stored (read once: evict first), the others left in L2.
-  float m = 0.f;
-  for (int j0 = tid; j0 < n4; j0 += U * NT) {
-    float4 x[U];
+  if (threadIdx.x < NH) {
+    // The loaders: chunk k into buffer k % 2, once the encoders freed it
+    // (of chunk k - 2).
+    const int tid = threadIdx.x;
+    int k = 0;
+    for (;; k++) {
+      const int i = k & 1;
+      if (k >= 2) named_sync(FREE + i, NT);
+      if (tid == 0) drawn[i] = atomicAdd(&words[0], 1u);
+      named_sync(LOADERS, NH);
+      const unsigned t = drawn[i];
+      if (t < total) {
+        const int y = head(t);
+        const QuantChunk9 q = quant_chunk9(p, y, chunk(t), 0, R);
+        float4* const b = bufs + i * buf4;
+        const int n4 = (q.r1 - q.r0) * D / 4;
+        for (int j = tid; j < n4; j += NH) cp_async16(b + j, q.src + (4 * j / D) * q.rs + 4 * j % D, true);
+        cp_async_commit();
+        cp_async_wait<0>();
+        named_sync(LOADERS, NH);  // every loader's copies landed
+        float m = 0.f;
+        for (int j = tid; j < n4; j += NH) m = amax4(m, b[j]);
+        m = warp_amax(m);
+        if (tid % 32 == 0) warp_max[tid / 32] = m;
+        named_sync(LOADERS, NH);
+        if (tid == 0) {
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = j0 + u * NT;
-      if (j < n4) x[u] = j < kept ? __ldcs(at(j)) : *at(j);
-    }
-#pragma unroll
-    for (int u = 0; u < U; u++) {
-      const int j = j0 + u * NT;
-      if (j < n4) {
-        m = amax4(m, x[u]);
-        if (j < kept) held[j] = x[u];
+          for (int w = 1; w < NH / 32; w++) m = fmaxf(m, warp_max[w]);
+          arrive_chunk(words + 2 + 3 * y, m);
+        }
       }
+      named_arrive(FULL + i, NT);
+      if (t >= total) break;
     }
-  }
-  m = warp_amax(m);
-  if (tid % 32 == 0) warp_max[tid / 32] = m;
-  __syncthreads();
-  if (tid < 32) {
-    m = warp_amax(tid < NT / 32 ? warp_max[tid] : 0.f);
-    cluster_wait();  // every block of the cluster has started (arrived at its entry)
-    if (tid < NC) cluster_store(&parts[c], tid, m);
+    if (k >= 1) named_sync(FREE + ((k + 1) & 1), NT);  // the encoders' last free (of chunk k - 1)
   } else {
-    cluster_wait();
-  }
-  cluster_sync();  // every block's amax is in every block's parts; the held values stored
-  m = 0.f;
+    // The encoders: chunk k from buffer k % 2.
+    const int tid = threadIdx.x - NH;
+    for (int k = 0;; k++) {
+      const int i = k & 1;
+      named_sync(FULL + i, NT);
+      const unsigned t = drawn[i];
+      if (t >= total) break;
+      const int y = head(t), x = chunk(t);
+      unsigned* const hw = words + 2 + 3 * y;
+      if (tid == 0) head_scale = scale_for_amax(head_amax(hw, chunks(y)));  // every chunk of the head arrived
+      named_sync(ENCODERS, NH);
+      const Encoder enc(head_scale);
+      const QuantChunk9 q = quant_chunk9(p, y, x, 0, R);
+      if (tid == 0 && x == 0) ((float*)(q.kind == 0 ? p.q_scale : q.kind == 1 ? p.k_scale : p.v_scale))[q.head] = enc.s;
+      // The parts: image rows w .. w + PART - 1 of the chunk's (the head's
+      // last chunk's up to the image's end), their codes (rows below r1)
+      // first.
+      const int end = image_end<D>(q.kind, q.rows);
+      const int w0 = q.r0, w1 = x == chunks(y) - 1 ? end : q.r0 + R;
+      const bool neg = q.kind == 0 && f.scale < 0.0;
+      const float4* const held = bufs + i * buf4;
+      for (int w = w0; w < w1; w += PART) {
+        const int we = min(w + PART, w1), base = (w - q.r0) * D / 4, cn = max(0, min(we, q.r1) - w) * D / 4;
 #pragma unroll
-  for (int r = 0; r < NC; r++) m = fmaxf(m, parts[r]);
-  const Encoder enc(scale_for_amax(m));
-  if (tid == 0 && c == 0) ((float*)(kind == 0 ? p.q_scale : kind == 1 ? p.k_scale : p.v_scale))[head] = enc.s;
-
-  // The parts: image rows w .. w + PART - 1 of the block's (its chunk's,
-  // the tail's up to the image's end), their codes (rows below r1) first.
-  const int end = image_end<D>(kind, rows);
-  const int w0 = min(c * R, end), w1 = c == NC - 1 ? end : min(c * R + R, end);
-  const bool neg = kind == 0 && f.scale < 0.0;
-  for (int w = w0; w < w1; w += PART) {
-    const int we = min(w + PART, w1), base = (w - r0) * D / 4, cn = max(0, min(we, r1) - w) * D / 4;
-#pragma unroll
-    for (int u = 0; u < PART * D / 4 / NT + 1; u++) {
-      const int j = tid + u * NT;
-      if (j < cn) {
-        const int jj = base + j;
-        const float4 x = jj < kept ? held[jj] : *at(jj);
-        reinterpret_cast<uint32_t*>(codes)[j] = enc.fast ? enc.fast4(x) : encode4(x, enc.s);
+        for (int u = 0; u < PART * D / 4 / NH + 1; u++) {
+          const int j = tid + u * NH;
+          if (j < cn) {
+            const float4 v = held[base + j];
+            reinterpret_cast<uint32_t*>(codes)[j] = enc.fast ? enc.fast4(v) : encode4(v, enc.s);
+          }
+        }
+        named_sync(ENCODERS, NH);
+        image_rows<D, NH>(p, q.kind, q.head, codes, w, w, we, q.rows, neg, tid);
+        named_sync(ENCODERS, NH);  // the part's codes read before the next part's overwrite them
       }
+      if (tid == 0) {
+        __threadfence();
+        if (atomicAdd(&hw[2], 1u) == (unsigned)chunks(y) - 1) hw[0] = hw[1] = hw[2] = 0u;  // every chunk past its wait
+      }
+      named_arrive(FREE + i, NT);
     }
-    __syncthreads();
-    image_rows<D, NT>(p, kind, head, codes, w, w, we, rows, neg);
-    __syncthreads();  // the part's codes read before the next part's overwrite them
   }
+  __syncthreads();
+  if (threadIdx.x == 0 && atomicAdd(&words[1], 1u) == gridDim.x - 1) words[0] = words[1] = 0u;  // every block has drawn its last ticket
 }
