@@ -87,7 +87,7 @@ type hopperKernels struct {
 	cfg                       tiles.HopperConfig
 	attn, packQ, packK, packV C.CUfunction
 	// quantPack quantizes float32 inputs into the images (quant_pack9),
-	// quantPackLong the same for heads of any length (its long form);
+	// quantPackLong the same for longer heads (its long form);
 	// attnFused is the attention after either (its score factors from the
 	// scales they wrote).
 	quantPack, quantPackLong, attnFused C.CUfunction
@@ -288,13 +288,13 @@ func (d *device) loadHopper() error {
 			return err
 		}
 	}
-	// The long form's grid: every block the device holds at once (a
-	// chunk waits for the other chunks of its head to run), its SMs times
-	// what one holds at the largest shared memory a block asks for. Where
-	// one holds none, or cannot say, Blocks stays 0 and the long form is
-	// off: its heads take the Quantize path.
+	// The long form's grid: blocks that all run at once (a chunk waits for
+	// the other chunks of its head to run), its SMs times what one holds at
+	// the largest shared memory a block asks for, at most the launch
+	// bounds' PerSM. Where one holds none, or cannot say, Blocks stays 0
+	// and the long form is off: its heads take the Quantize path.
 	if n, err := maxActiveBlocks(d.hopper[hopperHeadDims[0]].quantPackLong, d.quantLong.Threads, smem); err == nil && n > 0 {
-		d.quantLong.Blocks = d.SMs * n // (every head dim's entry has the same geometry)
+		d.quantLong.Blocks = d.SMs * min(n, d.quantLong.PerSM) // (every head dim's entry has the same geometry)
 	}
 	return nil
 }

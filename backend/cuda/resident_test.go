@@ -363,9 +363,9 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
 // AttentionOn reports it. Heads longer than quant_pack9 takes run its long
-// form (seven shapes, two of them with chunks longer than a block holds in
-// shared memory), three shorter ones quant_pack9; a head dim the kernel is
-// not built for, and a head longer than the long form takes, are
+// form (nine shapes, heads of 2 to 40 chunks, one call of more chunks than
+// the grid has blocks), three shorter ones quant_pack9; a head dim the
+// kernel is not built for, and a head longer than the long form takes, are
 // ErrUnsupported. Four D 64 shapes
 // run the one-tile form that quantizes its own inputs (fp8attn_stage9qo_d64,
 // no quant_pack9: GQA, query rows that leave blocks of its cluster
@@ -375,7 +375,9 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // transpose swaps columns (qp-v-columns-swapped) and whose quantizing form
 // takes each block's Q scale from its own rows (s9-q-scale-per-block),
 // among others, fail it; so do qpl-part-short (the long form's parts 16
-// rows short) and qpl-held-last-unset (its last held value never stored).
+// rows short) and qpl-amax-skips-warp (a loader warp's values left out of
+// a chunk's amax). TestQuantLongRepeats holds the long form's calls back
+// to back.
 // nonFinite puts non-finite values into some heads of in (BHSD, shape s,
 // Hkv at least 2 and Hq at least 4, 256 rows and keys, D 64): +Inf in K's
 // first head (every query head it serves attends a NaN code), -Inf and NaN
@@ -421,10 +423,10 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 300, Sk: 256, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 256, Sk: 256, D: 64}, backend.NoMask, backend.BHSD, 0.125, 1, true},
 		// Heads longer than quant_pack9 takes: its long form. Heads of
-		// 2 to 20 chunks, Q's fewer than K's and V's and more, a head
-		// whose chunks are all whole (D 128 at 832 keys: 4 of 208 rows),
+		// 2 to 40 chunks, Q's fewer than K's and V's and more, a head
+		// whose chunks are all whole (D 128 at 768 keys: 8 of 96 rows),
 		// chunks of one part and of several at every head dim, and more
-		// chunks than the grid's blocks (B 2, 16 and 8 heads at D 64: 256
+		// chunks than the grid's blocks (B 2, 16 and 8 heads at D 64: 448
 		// chunks), so that blocks take several in turn.
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64}, backend.CausalLowerRight, backend.BSHD, 0.125, 1, false},
 		{backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 1000, Sk: 1500, D: 96}, backend.NoMask, backend.BHSD, -0.1, 1e-30, false},
@@ -432,7 +434,7 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 3300, Sk: 3333, D: 128}, backend.CausalUpperLeft, backend.BHSD, 0.09, 3e4, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 90, Sk: 700, D: 192}, backend.NoMask, backend.BSHD, 0.07, 2, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 1900, Sk: 1777, D: 256}, backend.CausalLowerRight, backend.BSHD, -0.06, 1, false},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 300, Sk: 832, D: 128}, backend.NoMask, backend.BHSD, 0.09, 1, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 300, Sk: 768, D: 128}, backend.NoMask, backend.BHSD, 0.09, 1, false},
 		{backend.Shape{B: 2, Hq: 16, Hkv: 8, Sq: 1300, Sk: 1300, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.125, 1, false},
 	} {
 		s := c.s
@@ -543,9 +545,13 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	}
 	// A head dim the kernel is not built for (run on D 96's kernel, zero
 	// columns), and the shortest head at D 64 with more chunks than the
-	// long form's grid has blocks: ErrUnsupported, nothing done.
+	// long form's grid has blocks (where the form is off, one longer than
+	// quant_pack9 takes): ErrUnsupported, nothing done.
 	g := d.quantLong
 	sk := g.Blocks*g.heldRows(64) + 1
+	if g.Blocks == 0 {
+		sk = d.quantPack.Cluster*d.quantPack.Codes/64 + 16
+	}
 	x, _ := d.Alloc(int64(4 * sk * 64))
 	defer x.Free()
 	for _, s := range []backend.Shape{{B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: 64, D: 80}, {B: 1, Hq: 1, Hkv: 1, Sq: 16, Sk: sk, D: 64}} {
