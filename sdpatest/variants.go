@@ -16,58 +16,88 @@ import (
 // column where the row sees the NaN value's key (a backend with LoadedKeys
 // may also spread it to rows that load the key without seeing it); a row
 // whose window holds no key is zeros with LSE -Inf, its sink
-// notwithstanding.
+// notwithstanding. V's NaN key is drawn at random, and then, in a second
+// run, put where one row sees it and the next three rows do not, though
+// all four see every key after it up to key 63 (the lower edge of the
+// window of row 64 under the upper-left alignment, of row 96 under the
+// lower-right): a backend that works rows in groups of four over panels
+// of 64 keys and takes one P·V over such a group's keys would spread it.
 func testNaNVariants(cfg Config, rng *rand.Rand) error {
 	for _, m := range []backend.Mask{backend.CausalUpperLeft, backend.CausalLowerRight} {
-		s := backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 120, Sk: 90, D: 64}
-		in := RandomInputs(rng, s, 1)
-		in.Sinks = RandomSinks(rng, s)
-		nan := float32(math.NaN())
-		qRow, kRow, vRow, vCol := rng.IntN(s.Sq), 10+rng.IntN(80), 10+rng.IntN(80), rng.IntN(s.D)
-		in.Q[qRow*s.D+rng.IntN(s.D)] = nan
-		in.K[kRow*s.D+rng.IntN(s.D)] = nan
-		in.V[(s.Sk+vRow)*s.D+vCol] = nan
-		p, skipped, err := cfg.run(Case{Shape: s, Mask: m, Window: 20, Softcap: 10}, in)
-		if skipped {
-			return errSkip
-		}
-		if err != nil {
-			return err
-		}
-		empty := 0
-		for h := range s.Hq {
-			for i := range s.Sq {
-				lo, hi := p.KeyRange(i)
-				sees := lo < hi
-				in := func(j int) bool { return lo <= j && j < hi }
-				rowNaN := h == 0 && i == qRow && sees || h < 2 && in(kRow)
-				colNaN := h >= 2 && in(vRow)
-				colMay := h >= 2 && sees && cfg.LoadedKeys != nil && cfg.loaded(s, m, i) > vRow
-				if !sees {
-					empty++
-					if l := p.LSE[h*s.Sq+i]; !math.IsInf(float64(l), -1) {
-						return fmt.Errorf("%v head %d row %d sees no key: LSE %g, want -Inf", m, h, i, l)
-					}
-				}
-				for d := range s.D {
-					got := p.Out[(h*s.Sq+i)*s.D+d]
-					want := rowNaN || colNaN && d == vCol
-					if isNaN := math.IsNaN(float64(got)); isNaN != want && !(d == vCol && colMay && !rowNaN) {
-						return fmt.Errorf("%v window 20: head %d row %d (keys %d..%d) column %d: output %g, want NaN=%v (NaN at Q row %d, K key %d, V key %d column %d)",
-							m, h, i, lo, hi-1, d, got, want, qRow, kRow, vRow, vCol)
-					}
-					if !sees && got != 0 {
-						return fmt.Errorf("%v head %d row %d sees no key: output %g, want 0", m, h, i, got)
-					}
-				}
+		for _, edge := range []bool{false, true} {
+			if err := testNaNVariantsIn(cfg, rng, m, edge); err != nil {
+				return err
 			}
-		}
-		if empty == 0 {
-			return fmt.Errorf("%v: no row with an empty window: the case tests nothing of them", m)
 		}
 	}
 	return nil
 }
+
+// testNaNVariantsIn is testNaNVariants' check under mask m, with V's NaN
+// key at the window's edge where edge is true.
+func testNaNVariantsIn(cfg Config, rng *rand.Rand, m backend.Mask, edge bool) error {
+	s := backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 120, Sk: 90, D: 64}
+	in := RandomInputs(rng, s, 1)
+	in.Sinks = RandomSinks(rng, s)
+	nan := float32(math.NaN())
+	qRow, kRow, vRow, vCol := rng.IntN(s.Sq), 10+rng.IntN(80), 10+rng.IntN(80), rng.IntN(s.D)
+	if edge {
+		// Row r0, the first multiple of 4 at position 63 or past it, and
+		// the three after it see every key from the lower edge of r0's
+		// window to key 63; only r0 sees that edge's key.
+		off := 0 // a row's position less its index
+		if m == backend.CausalLowerRight {
+			off = s.Sk - s.Sq
+		}
+		r0 := (63 - off + 3) / 4 * 4
+		vRow = r0 + off - nanWindow + 1
+	}
+	in.Q[qRow*s.D+rng.IntN(s.D)] = nan
+	in.K[kRow*s.D+rng.IntN(s.D)] = nan
+	in.V[(s.Sk+vRow)*s.D+vCol] = nan
+	p, skipped, err := cfg.run(Case{Shape: s, Mask: m, Window: nanWindow, Softcap: 10}, in)
+	if skipped {
+		return errSkip
+	}
+	if err != nil {
+		return err
+	}
+	empty := 0
+	for h := range s.Hq {
+		for i := range s.Sq {
+			lo, hi := p.KeyRange(i)
+			sees := lo < hi
+			in := func(j int) bool { return lo <= j && j < hi }
+			rowNaN := h == 0 && i == qRow && sees || h < 2 && in(kRow)
+			colNaN := h >= 2 && in(vRow)
+			colMay := h >= 2 && sees && cfg.LoadedKeys != nil && cfg.loaded(s, m, i) > vRow
+			if !sees {
+				empty++
+				if l := p.LSE[h*s.Sq+i]; !math.IsInf(float64(l), -1) {
+					return fmt.Errorf("%v head %d row %d sees no key: LSE %g, want -Inf", m, h, i, l)
+				}
+			}
+			for d := range s.D {
+				got := p.Out[(h*s.Sq+i)*s.D+d]
+				want := rowNaN || colNaN && d == vCol
+				if isNaN := math.IsNaN(float64(got)); isNaN != want && !(d == vCol && colMay && !rowNaN) {
+					return fmt.Errorf("%v window %d: head %d row %d (keys %d..%d) column %d: output %g, want NaN=%v (NaN at Q row %d, K key %d, V key %d column %d)",
+						m, nanWindow, h, i, lo, hi-1, d, got, want, qRow, kRow, vRow, vCol)
+				}
+				if !sees && got != 0 {
+					return fmt.Errorf("%v head %d row %d sees no key: output %g, want 0", m, h, i, got)
+				}
+			}
+		}
+	}
+	if empty == 0 {
+		return fmt.Errorf("%v: no row with an empty window: the case tests nothing of them", m)
+	}
+	return nil
+}
+
+// nanWindow is testNaNVariants' sliding window.
+const nanWindow = 20
 
 // testSinkLSE: a sink changes nothing but each row's scale, by
 // 1/(1 + e^(sink - LSE)) with LSE the row's log-sum-exp over its keys, and
