@@ -348,13 +348,12 @@ func (r *resident) launchQuantPack(k hopperKernels, fp *fusedQuantParams) error 
 	if !ok {
 		return fmt.Errorf("%w: cuda: no quantization into the images for D %d, Sq %d, Sk %d", backend.ErrUnsupported, s.D, s.Sq, s.Sk)
 	}
-	heads := s.B*s.Hq + 2*s.B*s.Hkv
 	if !long {
 		g := r.dev.quantPack
-		return launchStruct(k.quantPack, g.Cluster, heads, 1, g.Threads, g.chunkRows(max(s.Sq, s.Sk))*s.D, r.dev.stream, unsafe.Pointer(fp))
+		return launchStruct(k.quantPack, g.Cluster, s.B*s.Hq+2*s.B*s.Hkv, 1, g.Threads, g.chunkRows(max(s.Sq, s.Sk))*s.D, r.dev.stream, unsafe.Pointer(fp))
 	}
 	g := r.dev.quantLong
-	words, err := r.dev.zeroWords(2 + 3*heads)
+	words, err := r.dev.zeroWords(int(g.words(&s)))
 	if err != nil {
 		return err
 	}

@@ -54,13 +54,19 @@ func (g quantLongGeometry) chunks(p *backend.Problem, r int) int64 {
 	return int64(p.B) * (int64(p.Hq)*cq + 2*int64(p.Hkv)*ck)
 }
 
+// words is the long form's scratch words for p (QuantLongParams.words):
+// the ticket and the blocks done, then an amax, a count of chunks arrived
+// and one of chunks encoded for each head of Q, K and V.
+func (g quantLongGeometry) words(p *backend.Problem) int64 {
+	return 2 + 3*int64(p.B)*(int64(p.Hq)+2*int64(p.Hkv))
+}
+
 // takes reports whether the long form takes p's heads: chunks of at most
 // heldRows (chunkRows) with at most as many a head as the grid has blocks
 // (a chunk waits for the others of its head, so all of them must be able
-// to run at once), and tickets and word offsets (3 a head) within the
-// kernel's 32-bit ints.
+// to run at once), and tickets and word offsets within the kernel's
+// 32-bit ints.
 func (g quantLongGeometry) takes(p *backend.Problem) bool {
 	r := g.chunkRows(p)
-	heads := int64(p.B) * (int64(p.Hq) + 2*int64(p.Hkv))
-	return r > 0 && g.chunks(p, r)+2*int64(g.Blocks) < 1<<31 && 2+3*heads < 1<<31
+	return r > 0 && g.chunks(p, r)+2*int64(g.Blocks) < 1<<31 && g.words(p) < 1<<31
 }

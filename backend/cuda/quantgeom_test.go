@@ -72,7 +72,7 @@ func TestQuantLongChunksCatchesMutants(t *testing.T) {
 		{Name: "the tickets unbounded", File: file, Pkg: pkg, Tests: tests,
 			Old: "g.chunks(p, r)+2*int64(g.Blocks) < 1<<31", New: "g.chunks(p, r) < 1<<40"},
 		{Name: "the head words unbounded", File: file, Pkg: pkg, Tests: tests,
-			Old: " && 2+3*heads < 1<<31", New: " && 2+3*heads < 1<<62"},
+			Old: " && g.words(p) < 1<<31", New: " && g.words(p) < 1<<62"},
 		{Name: "keys' chunks counted for queries", File: file, Pkg: pkg, Tests: tests,
 			Old: "cq, ck := (int64(p.Sq)+int64(r)-1)/int64(r)", New: "cq, ck := (int64(p.Sk)+int64(r)-1)/int64(r)"},
 	})
