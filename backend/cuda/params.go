@@ -169,7 +169,7 @@ type fusedQuantParams struct {
 
 // quantLongParams mirrors hopper::QuantLongParams
 // (kernels/hopper/quant_pack.cuh): the fused parameters, the long form's
-// scratch words (device.zeroWords: 2 + 3 a head) and the rows of its
+// scratch words (device.zeroWords: 2 + 2 a head) and the rows of its
 // chunks.
 type quantLongParams struct {
 	F         fusedQuantParams

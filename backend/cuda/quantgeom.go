@@ -55,10 +55,10 @@ func (g quantLongGeometry) chunks(p *backend.Problem, r int) int64 {
 }
 
 // words is the long form's scratch words for p (QuantLongParams.words):
-// the ticket and the blocks done, then an amax, a count of chunks arrived
-// and one of chunks encoded for each head of Q, K and V.
+// the ticket and the blocks done, then an amax and a count of chunks
+// arrived for each head of Q, K and V.
 func (g quantLongGeometry) words(p *backend.Problem) int64 {
-	return 2 + 3*int64(p.B)*(int64(p.Hq)+2*int64(p.Hkv))
+	return 2 + 2*int64(p.B)*(int64(p.Hq)+2*int64(p.Hkv))
 }
 
 // takes reports whether the long form takes p's heads: chunks of at most

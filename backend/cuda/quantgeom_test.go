@@ -39,6 +39,7 @@ func TestQuantLongChunks(t *testing.T) {
 		// block past the last, within 2^31 and past it by one entry.
 		{"tickets just within 32 bits", h200, shape(2796201, 1, 1, 256*208, 256*208, 64), 208, 2796201 * 768, true},
 		{"tickets past 32 bits", h200, shape(2796202, 1, 1, 256*208, 256*208, 64), 208, 2796202 * 768, false},
+		{"head words just within 32 bits", h200, shape(1, 1<<29-2, 1<<28, 16, 16, 64), 208, 1<<30 - 2, true},
 		{"head words past 32 bits", h200, shape(1, 1<<29, 1<<28, 16, 16, 64), 208, 1<<29 + 1<<29, false},
 	} {
 		rows := c.g.chunkRows(c.p)

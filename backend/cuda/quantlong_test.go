@@ -20,19 +20,32 @@ import (
 // same inputs: every launch leaves its ticket and each head's words
 // cleared. The second input set is the first times 0.3 (every head's amax
 // smaller, by no power of two), so that an amax kept from the call before
-// changes the scale and the codes. The kernel mutants
-// qpl-ticket-not-cleared and qpl-head-amax-not-cleared fail it.
+// changes the scale and the codes. Two shapes: a few heads, and 128 heads
+// (258 scratch words, more than a block's threads clear in one stride).
+// The kernel mutants qpl-ticket-not-cleared, qpl-head-amax-not-cleared
+// and qpl-clear-one-stride fail it.
 func TestQuantLongRepeats(t *testing.T) {
 	d := hopperDevice(t)
-	b := &kernelBackend{name: "cuda/sm90", stage: tiles.HopperStage}
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 41))
-	s := backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64}
-	p := &backend.Problem{Shape: s, Scale: 0.125, Mask: backend.CausalLowerRight, Layout: backend.BHSD}
-	if long, ok := d.quantPackFor(p); !ok || !long {
-		t.Skipf("%+v is not the long form's here (geometry %+v)", s, d.quantLong)
+	for _, s := range []backend.Shape{
+		{B: 2, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64},
+		{B: 2, Hq: 32, Hkv: 16, Sq: 600, Sk: 1100, D: 64},
+	} {
+		p := &backend.Problem{Shape: s, Scale: 0.125, Mask: backend.CausalLowerRight, Layout: backend.BHSD}
+		if long, ok := d.quantPackFor(p); !ok || !long {
+			t.Skipf("%+v is not the long form's here (geometry %+v)", s, d.quantLong)
+		}
+		quantLongRepeats(t, d, rng, p)
 	}
+}
+
+// quantLongRepeats is TestQuantLongRepeats on one problem.
+func quantLongRepeats(t *testing.T, d *device, rng *rand.Rand, p *backend.Problem) {
+	t.Helper()
+	b := &kernelBackend{name: "cuda/sm90", stage: tiles.HopperStage}
+	s := p.Shape
 	in := sdpatest.RandomInputs(rng, s, 1)
 	scaled := func(x []float32) []float32 {
 		y := make([]float32, len(x))
@@ -89,7 +102,7 @@ func TestQuantLongRepeats(t *testing.T) {
 		for j, what := range []string{"output", "LSE"} {
 			for e, x := range want[i][j] {
 				if y := got[j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == poison.Bits {
-					t.Fatalf("call %d (input set %d): %s %d is %g, %g from Quantize and AttentionOn", call, i, what, e, y, x)
+					t.Fatalf("%+v call %d (input set %d): %s %d is %g, %g from Quantize and AttentionOn", s, call, i, what, e, y, x)
 				}
 			}
 		}

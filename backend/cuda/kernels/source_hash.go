@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "04e7d1c67b5787e88cf72ec196acaf6c4b34ed0606bf0fd661cc6a910518f29c"
+const SourceHash = "d08fa2d52758170a37462978bad919e4f5126a31a08d0dd1276400ae5944eb85"

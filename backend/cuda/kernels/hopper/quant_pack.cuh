@@ -321,19 +321,21 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 // launches as many blocks as the device holds at once, at most one a
 // chunk. Measured on the H200 against other geometries (threads, blocks
 // an SM, KiB a buffer; the quantization alone of B4 H32 S4096 at D 128 and
-// D 256, and of B1 H8 S2048 D 64): (256, 2, 52), kept, 379-381, 753-756
-// and 10.7 µs; (256, 3, 32) 374, 770-772 and 9.7; (384, 2, 52) 419-420,
-// 840-845 and 11.8; (128, 4, 24) 492-497, 1354-1360 and 16.4; (512, 1,
-// 104) 450, 894 and 12.7.
+// D 256, and of B1 H8 S2048 D 64, when each head's words were cleared by
+// its last chunk): (256, 2, 52), kept, 379-381, 753-756 and 10.7 µs; (256,
+// 3, 32) 374, 770-772 and 9.7; (384, 2, 52) 419-420, 840-845 and 11.8;
+// (128, 4, 24) 492-497, 1354-1360 and 16.4; (512, 1, 104) 450, 894 and
+// 12.7. With the clear at the grid's end the kept geometry takes 337-341,
+// 678-680 and 10.7 µs.
 constexpr int QUANT_LONG_THREADS = 256;
 constexpr int QUANT_LONG_PER_SM = 2;
 constexpr int QUANT_LONG_CODES = (8 << 10);
 constexpr int QUANT_LONG_HELD = (52 << 10);
 
 // QuantLongParams: quant_pack9_long's parameters: the fused parameters,
-// its scratch words (2 + 3 a head of the grid's numbering: the ticket and
-// the blocks done, then each head's amax, chunks arrived and chunks
-// encoded; zero before a launch, and left zero), and the rows of a chunk.
+// its scratch words (2 + 2 a head of the grid's numbering: the ticket and
+// the blocks done, then each head's amax and chunks arrived; zero before a
+// launch, and left zero), and the rows of a chunk.
 // Mirrored by backend/cuda's quantLongParams (fp8attn_quantlong_params_layout).
 struct QuantLongParams {
   FusedQuantParams f;
@@ -381,9 +383,10 @@ __device__ __forceinline__ float head_amax(const unsigned* hw, int n) {
 // each part's image rows written (image_rows; the head's last chunk also
 // the padding), and free the buffer. So the next chunk's loads run while
 // the encoders work, and a chunk arrives once its values have landed,
-// whatever the encoders wait for. The head's first chunk writes its scale;
-// its last chunk encoded clears its words, and the last block to finish
-// the ticket.
+// whatever the encoders wait for. The head's first chunk writes its scale.
+// The last block to finish clears the ticket and every head's words, so
+// that no encoder spends a round trip to global memory a chunk counting
+// itself done.
 // Forward progress: an encoder waits only for the chunks of its head, a
 // loader only for its block's encoders, and a head's chunks are drawn
 // before any later head's, so with at most as many chunks a head as blocks
@@ -446,7 +449,7 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
         if (tid == 0) {
 #pragma unroll
           for (int w = 1; w < NH / 32; w++) m = fmaxf(m, warp_max[w]);
-          arrive_chunk(words + 2 + 3 * y, m);
+          arrive_chunk(words + 2 + 2 * y, m);
         }
       }
       named_arrive(FULL + i, NT);
@@ -462,7 +465,7 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
       const unsigned t = drawn[i];
       if (t >= total) break;
       const int y = head(t), x = chunk(t);
-      unsigned* const hw = words + 2 + 3 * y;
+      const unsigned* const hw = words + 2 + 2 * y;
       if (tid == 0) head_scale = scale_for_amax(head_amax(hw, chunks(y)));  // every chunk of the head arrived
       named_sync(ENCODERS, NH);
       const Encoder enc(head_scale);
@@ -489,13 +492,20 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
         image_rows<D, NH>(p, q.kind, q.head, codes, w, w, we, q.rows, neg, tid);
         named_sync(ENCODERS, NH);  // the part's codes read before the next part's overwrite them
       }
-      if (tid == 0) {
-        __threadfence();
-        if (atomicAdd(&hw[2], 1u) == (unsigned)chunks(y) - 1) hw[0] = hw[1] = hw[2] = 0u;  // every chunk past its wait
-      }
       named_arrive(FREE + i, NT);
     }
   }
+  // The last block to finish clears every word: each block counts itself
+  // done only once all its threads are past their last wait.
+  __shared__ bool last;
   __syncthreads();
-  if (threadIdx.x == 0 && atomicAdd(&words[1], 1u) == gridDim.x - 1) words[0] = words[1] = 0u;  // every block has drawn its last ticket
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(&words[1], 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last) {
+    __threadfence();
+    for (unsigned j = threadIdx.x; j < 2 + 2 * (unsigned)(nq + 2 * nkv); j += NT) words[j] = 0u;
+  }
 }
