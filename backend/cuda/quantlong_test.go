@@ -20,8 +20,10 @@ import (
 // same inputs: every launch leaves its ticket and each head's words
 // cleared. The second input set is the first times 0.3 (every head's amax
 // smaller, by no power of two), so that an amax kept from the call before
-// changes the scale and the codes. Two shapes: a few heads, and 128 heads
-// (258 scratch words, more than a block's threads clear in one stride).
+// changes the scale and the codes. Two shapes: a few heads, and enough
+// heads that their scratch words (2 + 2 a head) are more than two strides
+// of the long form's block (quantLong.Threads): hq query heads and hq/2
+// KV heads in each of 2 batch entries are 4·hq heads, 2 + 8·hq words.
 // The kernel mutants qpl-ticket-not-cleared, qpl-head-amax-not-cleared
 // and qpl-clear-one-stride fail it.
 func TestQuantLongRepeats(t *testing.T) {
@@ -29,9 +31,10 @@ func TestQuantLongRepeats(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 41))
+	hq := 2 * (d.quantLong.Threads/8 + 4) // 2 + 8·hq > 2·Threads
 	for _, s := range []backend.Shape{
 		{B: 2, Hq: 4, Hkv: 2, Sq: 600, Sk: 1100, D: 64},
-		{B: 2, Hq: 32, Hkv: 16, Sq: 600, Sk: 1100, D: 64},
+		{B: 2, Hq: hq, Hkv: hq / 2, Sq: 600, Sk: 1100, D: 64},
 	} {
 		p := &backend.Problem{Shape: s, Scale: 0.125, Mask: backend.CausalLowerRight, Layout: backend.BHSD}
 		if long, ok := d.quantPackFor(p); !ok || !long {

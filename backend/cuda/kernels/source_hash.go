@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "d08fa2d52758170a37462978bad919e4f5126a31a08d0dd1276400ae5944eb85"
+const SourceHash = "fdffa4aa57035f3237e07950bebc11538dddca180f272c3f7959969d14765ef4"

@@ -314,20 +314,30 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 // quant_pack9l is quant_pack9 for heads longer than its blocks' registers
 // hold. Its geometry, exported as fp8attn_quantpack9l_config = {threads,
 // blocks an SM, codes, held}, which the host launches it by:
-// QUANT_LONG_THREADS a block (half of them load, half encode),
-// QUANT_LONG_PER_SM blocks an SM (the launch bounds'), and dynamic shared
-// memory of QUANT_LONG_CODES bytes (a part's codes) plus two buffers of a
-// chunk's float32 values, each at most QUANT_LONG_HELD bytes. The host
-// launches as many blocks as the device holds at once, at most one a
-// chunk. Measured on the H200 against other geometries (threads, blocks
-// an SM, KiB a buffer; the quantization alone of B4 H32 S4096 at D 128 and
-// D 256, and of B1 H8 S2048 D 64, when each head's words were cleared by
-// its last chunk): (256, 2, 52), kept, 379-381, 753-756 and 10.7 µs; (256,
-// 3, 32) 374, 770-772 and 9.7; (384, 2, 52) 419-420, 840-845 and 11.8;
-// (128, 4, 24) 492-497, 1354-1360 and 16.4; (512, 1, 104) 450, 894 and
-// 12.7. With the clear at the grid's end the kept geometry takes 337-341,
-// 678-680 and 10.7 µs.
-constexpr int QUANT_LONG_THREADS = 256;
+// QUANT_LONG_THREADS a block (the first QUANT_LONG_LOADERS load, the
+// others encode), QUANT_LONG_PER_SM blocks an SM (the launch bounds'), and
+// dynamic shared memory of QUANT_LONG_CODES bytes (a part's codes) plus
+// two buffers of a chunk's float32 values, each at most QUANT_LONG_HELD
+// bytes. The host launches as many blocks as the device holds at once, at
+// most one a chunk. Measured on the H200, the quantization alone of B4
+// H32 S4096 at D 128 and D 256 and of B1 H8 S2048 D 64, against other
+// geometries in the same run (threads, loaders, blocks an SM, KiB a
+// buffer): (384, 128, 2, 52), kept, 327-329, 656-658 and 9.7-9.8 µs;
+// (256, 128, 2, 52) 341, 676-680 and 10.6; (512, 128, 2, 52) 336-337,
+// 681-684 and 9.7 (64 registers); (448, 128, 2, 52) 336-337, 670-675 and
+// 9.8; (384, 96, 2, 52) 375, 737-741 and 10.7; (448, 192, 2, 52) 382,
+// 771 and 11.2; (416, 160, 2, 52) 385, 781-785 and 11.2; 384 threads with
+// 16 KiB of codes and 48 a buffer 330-333, 658-659 and 9.7. The kept
+// geometry gives each of an SM's four schedulers one loader warp and two
+// encoder warps of each block (presumably: warps are dealt to the
+// schedulers in turn); loaders in numbers of warps not a multiple of four
+// lost 10-17%. Earlier, when each head's words were cleared by its last
+// chunk, half-and-half blocks measured against (256, 128, 2, 52): (256,
+// 128, 3, 32) within 2% (9% faster on the short call), (384, 192, 2, 52)
+// 10-12% slower, (128, 64, 4, 24) 30-80% slower, (512, 256, 1, 104)
+// 18-19% slower.
+constexpr int QUANT_LONG_THREADS = 384;
+constexpr int QUANT_LONG_LOADERS = 128;
 constexpr int QUANT_LONG_PER_SM = 2;
 constexpr int QUANT_LONG_CODES = (8 << 10);
 constexpr int QUANT_LONG_HELD = (52 << 10);
@@ -372,13 +382,13 @@ __device__ __forceinline__ float head_amax(const unsigned* hw, int n) {
 // quant_pack9_long quantizes Q, K and V straight into stage 9's images as
 // quant_pack9 does, bit for bit, for heads of up to as many chunks as the
 // grid has blocks. The chunks are numbered head by head in the grid
-// numbering of quant_pack9 (a head's chunks consecutive), and a block
-// takes them in turn by ticket (an atomic counter) into its two buffers.
-// Its first half, the loaders, draw a chunk where a buffer is free, copy
-// its values in (cp.async, all of them in flight at once), find their
-// amax, add it to the head's word (atomicMax on the bits, which order
-// non-negative floats) and count the chunk arrived. The second half, the
-// encoders, wait for every chunk of the buffer's head to arrive, then
+// numbering of quant_pack9 (a head's chunks consecutive), and a block takes
+// them in turn by ticket (an atomic counter) into its two buffers. Its
+// first QUANT_LONG_LOADERS threads, the loaders, draw a chunk where a
+// buffer is free, copy its values in (cp.async, all of them in flight at
+// once), find their amax, add it to the head's word (atomicMax on the bits,
+// which order non-negative floats) and count the chunk arrived. The others,
+// the encoders, wait for every chunk of the buffer's head to arrive, then
 // encode the chunk a part of QUANT_LONG_CODES bytes of codes at a time,
 // each part's image rows written (image_rows; the head's last chunk also
 // the padding), and free the buffer. So the next chunk's loads run while
@@ -386,22 +396,23 @@ __device__ __forceinline__ float head_amax(const unsigned* hw, int n) {
 // whatever the encoders wait for. The head's first chunk writes its scale.
 // The last block to finish clears the ticket and every head's words, so
 // that no encoder spends a round trip to global memory a chunk counting
-// itself done.
-// Forward progress: an encoder waits only for the chunks of its head, a
-// loader only for its block's encoders, and a head's chunks are drawn
-// before any later head's, so with at most as many chunks a head as blocks
-// run at once every wait ends (the host bounds the chunks by the blocks it
-// launches, and those by what the device holds; a GPU whose SMs are
-// shared with other work through MPS could hold fewer).
+// itself done. Forward progress: an encoder waits only for the chunks of
+// its head, a loader only for its block's encoders, and a head's chunks are
+// drawn before any later head's, so with at most as many chunks a head as
+// blocks run at once every wait ends (the host bounds the chunks by the
+// blocks it launches, and those by what the device holds; a GPU whose SMs
+// are shared with other work through MPS could hold fewer).
 template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLongParams& lp) {
-  constexpr int NT = QUANT_LONG_THREADS, NH = NT / 2;  // threads a block, a half
+  constexpr int NT = QUANT_LONG_THREADS, NL = QUANT_LONG_LOADERS, NE = NT - NL;  // threads a block, loaders, encoders
+  static_assert(NL % 32 == 0 && NE % 32 == 0 && NL > 0 && NE > 0, "whole warps of loaders and encoders");
   constexpr int PART = QUANT_LONG_CODES / D / 16 * 16;   // rows a part: whole V key groups
   static_assert(PART >= 16, "a part holds a V key group");
-  // Named barriers: each half's own, and a buffer's full and free.
+  // Named barriers: the loaders' own, the encoders' own, and a buffer's
+  // full and free.
   constexpr int LOADERS = 1, ENCODERS = 2, FULL = 3, FREE = 5;
   extern __shared__ __align__(16) uint8_t smem_long[];  // QUANT_LONG_CODES of codes, then the two buffers
   uint8_t* const codes = smem_long;
-  __shared__ float warp_max[NH / 32];
+  __shared__ float warp_max[NL / 32];
   __shared__ unsigned drawn[2];  // a buffer's ticket
   __shared__ float head_scale;
   const FusedQuantParams& f = lp.f;
@@ -421,7 +432,7 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
   };
   const auto chunks = [&](int y) { return y < nq ? cq : ck; };
 
-  if (threadIdx.x < NH) {
+  if (threadIdx.x < NL) {
     // The loaders: chunk k into buffer k % 2, once the encoders freed it
     // (of chunk k - 2).
     const int tid = threadIdx.x;
@@ -430,25 +441,25 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
       const int i = k & 1;
       if (k >= 2) named_sync(FREE + i, NT);
       if (tid == 0) drawn[i] = atomicAdd(&words[0], 1u);
-      named_sync(LOADERS, NH);
+      named_sync(LOADERS, NL);
       const unsigned t = drawn[i];
       if (t < total) {
         const int y = head(t);
         const QuantChunk9 q = quant_chunk9(p, y, chunk(t), 0, R);
         float4* const b = bufs + i * buf4;
         const int n4 = (q.r1 - q.r0) * D / 4;
-        for (int j = tid; j < n4; j += NH) cp_async16(b + j, q.src + (4 * j / D) * q.rs + 4 * j % D, true);
+        for (int j = tid; j < n4; j += NL) cp_async16(b + j, q.src + (4 * j / D) * q.rs + 4 * j % D, true);
         cp_async_commit();
         cp_async_wait<0>();
-        named_sync(LOADERS, NH);  // every loader's copies landed
+        named_sync(LOADERS, NL);  // every loader's copies landed
         float m = 0.f;
-        for (int j = tid; j < n4; j += NH) m = amax4(m, b[j]);
+        for (int j = tid; j < n4; j += NL) m = amax4(m, b[j]);
         m = warp_amax(m);
         if (tid % 32 == 0) warp_max[tid / 32] = m;
-        named_sync(LOADERS, NH);
+        named_sync(LOADERS, NL);
         if (tid == 0) {
 #pragma unroll
-          for (int w = 1; w < NH / 32; w++) m = fmaxf(m, warp_max[w]);
+          for (int w = 1; w < NL / 32; w++) m = fmaxf(m, warp_max[w]);
           arrive_chunk(words + 2 + 2 * y, m);
         }
       }
@@ -458,7 +469,7 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
     if (k >= 1) named_sync(FREE + ((k + 1) & 1), NT);  // the encoders' last free (of chunk k - 1)
   } else {
     // The encoders: chunk k from buffer k % 2.
-    const int tid = threadIdx.x - NH;
+    const int tid = threadIdx.x - NL;
     for (int k = 0;; k++) {
       const int i = k & 1;
       named_sync(FULL + i, NT);
@@ -467,7 +478,7 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
       const int y = head(t), x = chunk(t);
       const unsigned* const hw = words + 2 + 2 * y;
       if (tid == 0) head_scale = scale_for_amax(head_amax(hw, chunks(y)));  // every chunk of the head arrived
-      named_sync(ENCODERS, NH);
+      named_sync(ENCODERS, NE);
       const Encoder enc(head_scale);
       const QuantChunk9 q = quant_chunk9(p, y, x, 0, R);
       if (tid == 0 && x == 0) ((float*)(q.kind == 0 ? p.q_scale : q.kind == 1 ? p.k_scale : p.v_scale))[q.head] = enc.s;
@@ -481,16 +492,16 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
       for (int w = w0; w < w1; w += PART) {
         const int we = min(w + PART, w1), base = (w - q.r0) * D / 4, cn = max(0, min(we, q.r1) - w) * D / 4;
 #pragma unroll
-        for (int u = 0; u < PART * D / 4 / NH + 1; u++) {
-          const int j = tid + u * NH;
+        for (int u = 0; u < (PART * D / 4 + NE - 1) / NE; u++) {
+          const int j = tid + u * NE;
           if (j < cn) {
             const float4 v = held[base + j];
             reinterpret_cast<uint32_t*>(codes)[j] = enc.fast ? enc.fast4(v) : encode4(v, enc.s);
           }
         }
-        named_sync(ENCODERS, NH);
-        image_rows<D, NH>(p, q.kind, q.head, codes, w, w, we, q.rows, neg, tid);
-        named_sync(ENCODERS, NH);  // the part's codes read before the next part's overwrite them
+        named_sync(ENCODERS, NE);
+        image_rows<D, NE>(p, q.kind, q.head, codes, w, w, we, q.rows, neg, tid);
+        named_sync(ENCODERS, NE);  // the part's codes read before the next part's overwrite them
       }
       named_arrive(FREE + i, NT);
     }
