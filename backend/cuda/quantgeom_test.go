@@ -13,7 +13,7 @@ import (
 // tickets and the head words' offsets within 32-bit ints, and no chunk
 // where the form is off or a buffer holds no V key group.
 func TestQuantLongChunks(t *testing.T) {
-	h200 := quantLongGeometry{Threads: 256, PerSM: 2, Codes: 8 << 10, Held: 52 << 10, Blocks: 264}
+	h200 := quantLongGeometry{Threads: 384, PerSM: 2, Codes: 8 << 10, Held: 52 << 10, Blocks: 264}
 	shape := func(b, hq, hkv, sq, sk, d int) *backend.Problem {
 		return &backend.Problem{Shape: backend.Shape{B: b, Hq: hq, Hkv: hkv, Sq: sq, Sk: sk, D: d}}
 	}
@@ -33,8 +33,8 @@ func TestQuantLongChunks(t *testing.T) {
 		{"a head of as many chunks as blocks", h200, shape(1, 1, 1, 16, 264*96, 128), 96, 1 + 2*264, true},
 		{"one row more", h200, shape(1, 1, 1, 16, 264*96+1, 128), 0, 0, false},
 		{"queries longer than keys", h200, shape(1, 1, 1, 264*96+1, 16, 128), 0, 0, false},
-		{"the form off", quantLongGeometry{Threads: 256, PerSM: 2, Codes: 8 << 10, Held: 52 << 10}, shape(1, 1, 1, 64, 64, 64), 0, 0, false},
-		{"no V key group in a buffer", quantLongGeometry{Threads: 256, PerSM: 2, Codes: 8 << 10, Held: 16*4*256 - 4, Blocks: 264}, shape(1, 1, 1, 64, 64, 256), 0, 0, false},
+		{"the form off", quantLongGeometry{Threads: 384, PerSM: 2, Codes: 8 << 10, Held: 52 << 10}, shape(1, 1, 1, 64, 64, 64), 0, 0, false},
+		{"no V key group in a buffer", quantLongGeometry{Threads: 384, PerSM: 2, Codes: 8 << 10, Held: 16*4*256 - 4, Blocks: 264}, shape(1, 1, 1, 64, 64, 256), 0, 0, false},
 		// 256 chunks a head, 768 a batch entry: the tickets, and the 2 a
 		// block past the last, within 2^31 and past it by one entry.
 		{"tickets just within 32 bits", h200, shape(2796201, 1, 1, 256*208, 256*208, 64), 208, 2796201 * 768, true},

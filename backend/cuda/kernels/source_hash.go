@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "fdffa4aa57035f3237e07950bebc11538dddca180f272c3f7959969d14765ef4"
+const SourceHash = "8540f0e7f4504cf64758e08861a57ecab5d336b34e49efac17be2f63f4017136"

@@ -321,21 +321,21 @@ template <int D> __device__ __forceinline__ void quant_pack9(const FusedQuantPar
 // bytes. The host launches as many blocks as the device holds at once, at
 // most one a chunk. Measured on the H200, the quantization alone of B4
 // H32 S4096 at D 128 and D 256 and of B1 H8 S2048 D 64, against other
-// geometries in the same run (threads, loaders, blocks an SM, KiB a
-// buffer): (384, 128, 2, 52), kept, 327-329, 656-658 and 9.7-9.8 µs;
-// (256, 128, 2, 52) 341, 676-680 and 10.6; (512, 128, 2, 52) 336-337,
-// 681-684 and 9.7 (64 registers); (448, 128, 2, 52) 336-337, 670-675 and
-// 9.8; (384, 96, 2, 52) 375, 737-741 and 10.7; (448, 192, 2, 52) 382,
-// 771 and 11.2; (416, 160, 2, 52) 385, 781-785 and 11.2; 384 threads with
-// 16 KiB of codes and 48 a buffer 330-333, 658-659 and 9.7. The kept
-// geometry gives each of an SM's four schedulers one loader warp and two
-// encoder warps of each block (presumably: warps are dealt to the
-// schedulers in turn); loaders in numbers of warps not a multiple of four
-// lost 10-17%. Earlier, when each head's words were cleared by its last
-// chunk, half-and-half blocks measured against (256, 128, 2, 52): (256,
-// 128, 3, 32) within 2% (9% faster on the short call), (384, 192, 2, 52)
-// 10-12% slower, (128, 64, 4, 24) 30-80% slower, (512, 256, 1, 104)
-// 18-19% slower.
+// geometries (threads, loaders, blocks an SM, KiB a buffer; two runs, the
+// kept geometry in both): (384, 128, 2, 52), kept, 327-329, 656-658 and
+// 9.7-9.8 µs; (256, 128, 2, 52) 341, 676-680 and 10.6; (512, 128, 2, 52)
+// 336-337, 681-684 and 9.7 (64 registers); (448, 128, 2, 52) 336-337,
+// 670-675 and 9.8; (384, 96, 2, 52) 375, 737-741 and 10.7; (448, 192, 2,
+// 52) 382, 771 and 11.2; (416, 160, 2, 52) 385-386, 781-785 and 11.2; 384
+// threads with 16 KiB of codes and 48 a buffer 330-333, 658-659 and 9.7.
+// The kept geometry gives each of an SM's four schedulers one loader warp
+// and two encoder warps of each block (presumably: warps are dealt to the
+// schedulers in turn); with loaders in numbers of warps not a multiple of
+// four the quantization took 9-19% longer. With each head's words cleared
+// by its last chunk, half-and-half blocks measured against (256, 128, 2,
+// 52): (256, 128, 3, 32) within 2.5% (9% faster on the short call), (384,
+// 192, 2, 52) 10-12% slower, (128, 64, 4, 24) 30-80% slower, (512, 256, 1,
+// 104) 18-19% slower.
 constexpr int QUANT_LONG_THREADS = 384;
 constexpr int QUANT_LONG_LOADERS = 128;
 constexpr int QUANT_LONG_PER_SM = 2;
