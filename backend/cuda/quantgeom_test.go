@@ -14,6 +14,8 @@ import (
 // where the form is off or a buffer holds no V key group.
 func TestQuantLongChunks(t *testing.T) {
 	h200 := quantLongGeometry{Threads: 384, PerSM: 2, Codes: 8 << 10, Held: 52 << 10, Blocks: 264}
+	off, small := h200, h200 // the form off (no blocks); a buffer a float short of a D256 V key group
+	off.Blocks, small.Held = 0, 16*4*256-4
 	shape := func(b, hq, hkv, sq, sk, d int) *backend.Problem {
 		return &backend.Problem{Shape: backend.Shape{B: b, Hq: hq, Hkv: hkv, Sq: sq, Sk: sk, D: d}}
 	}
@@ -33,8 +35,8 @@ func TestQuantLongChunks(t *testing.T) {
 		{"a head of as many chunks as blocks", h200, shape(1, 1, 1, 16, 264*96, 128), 96, 1 + 2*264, true},
 		{"one row more", h200, shape(1, 1, 1, 16, 264*96+1, 128), 0, 0, false},
 		{"queries longer than keys", h200, shape(1, 1, 1, 264*96+1, 16, 128), 0, 0, false},
-		{"the form off", quantLongGeometry{Threads: 384, PerSM: 2, Codes: 8 << 10, Held: 52 << 10}, shape(1, 1, 1, 64, 64, 64), 0, 0, false},
-		{"no V key group in a buffer", quantLongGeometry{Threads: 384, PerSM: 2, Codes: 8 << 10, Held: 16*4*256 - 4, Blocks: 264}, shape(1, 1, 1, 64, 64, 256), 0, 0, false},
+		{"the form off", off, shape(1, 1, 1, 64, 64, 64), 0, 0, false},
+		{"no V key group in a buffer", small, shape(1, 1, 1, 64, 64, 256), 0, 0, false},
 		// 256 chunks a head, 768 a batch entry: the tickets, and the 2 a
 		// block past the last, within 2^31 and past it by one entry.
 		{"tickets just within 32 bits", h200, shape(2796201, 1, 1, 256*208, 256*208, 64), 208, 2796201 * 768, true},
