@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "8540f0e7f4504cf64758e08861a57ecab5d336b34e49efac17be2f63f4017136"
+const SourceHash = "a9889e04f3c0f98add7adc896ce5de528cfa119a09acd7be9859a7c5ce417bf6"

@@ -173,10 +173,17 @@ __device__ __forceinline__ void image_rows(const Params& p, int kind, int head, 
       *(uint4*)(dst + (kind == 0 ? qk_image_offset<D, 64>(row, col) : qk_image_offset<D, G::BN>(row, col))) = v;
     }
   } else {
-    constexpr int BN = G::BN, CH = BN / 16;
-    const int tiles = (rows + BN - 1) / BN, g0 = w0 / 16, g1 = w1 / 16;
-    for (int idx = tid; idx < (g1 - g0) * (D / 4); idx += NT) {
-      const int d = 4 * (idx % (D / 4)), g = g0 + idx / (D / 4), tile = g / CH, cc = g % CH;
+    // Threads 2i and 2i + 1 take the groups 2j and 2j + 1 of the same four
+    // columns: their 16-byte stores are the two halves of one 32-byte
+    // sector of each row they write (the swizzle keeps chunks 2j and
+    // 2j + 1 of a row side by side), so that L2 takes whole sectors. A
+    // group outside w0 .. w1 leaves its thread idle.
+    constexpr int BN = G::BN, CH = BN / 16, DQ = D / 4;
+    static_assert(CH % 2 == 0, "a tile's row holds whole pairs of groups");
+    const int tiles = (rows + BN - 1) / BN, g0 = w0 / 16, g1 = w1 / 16, p0 = g0 / 2, p1 = (g1 + 1) / 2;
+    for (int idx = tid; idx < (p1 - p0) * DQ * 2; idx += NT) {
+      const int d = 4 * (idx / 2 % DQ), g = 2 * (p0 + idx / 2 / DQ) + idx % 2, tile = g / CH, cc = g % CH;
+      if (g < g0 || g >= g1) continue;
       uint32_t w[16];  // w[q]: columns d..d+3 of the key at position q
 #pragma unroll
       for (int q = 0; q < 16; q++) {
