@@ -88,9 +88,29 @@ type keyPanels struct {
 // (rounded up to four, zero rows after rowsN) against the key panels kp
 // (keys kp.kb0·panel .. kp.kb1·panel-1, those a row sees) and writes each
 // row's output (scaled by outScale) and log-sum-exp; a row that sees no key
-// of the range gets zeros and -Inf.
+// of the range gets zeros and -Inf. A base2 set whose scaled scores grew
+// past hugeBase2 in some row hands the block to its natural kernels.
 func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, outBuf []float32, br blockRows, kp keyPanels) {
-	ks, D := c.ks, c.d
+	if !c.attendRowsWith(c.ks, sc, q, rowsN, scoreScale, outScale, outBuf, br, kp) {
+		kp.amx = nil // (AMX's softmax is in base 2)
+		c.attendRowsWith(c.ks.natural, sc, q, rowsN, scoreScale, outScale, outBuf, br, kp)
+	}
+}
+
+// hugeBase2 bounds the running maxima of a base2 set's rows (scores times
+// the scale and log2e). Its fused steps take 2^(c·x - m) with c·x
+// unrounded and m a rounded maximum, so that the largest weight of a row
+// is 2^δ, δ up to half a unit in the last place of m: from 2^24 on, 2^δ
+// is at least 2, and from 2^31 on it overflows or vanishes. The natural
+// kernels subtract the rounded maximum from the rounded scores, which
+// leaves the largest weight 1.
+const hugeBase2 = 1 << 24
+
+// attendRowsWith is attendRows on kernel set ks. It returns false,
+// writing no output, where ks is a base2 set and some row's running
+// maximum reached hugeBase2 in magnitude.
+func (c *call) attendRowsWith(ks *kernelSet, sc *scratch, q []float32, rowsN int, scoreScale, outScale float32, outBuf []float32, br blockRows, kp keyPanels) bool {
+	D := c.d
 	if br.softcap > 0 {
 		kp.amx = nil // AMX, like the fused steps, computes its softmax on the scores it makes
 	}
@@ -330,6 +350,13 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 	// A row has an output where it sees a key of the range [kb0, kb1)
 	// panels.
 	sees := func(r int) bool { return max(rowLo[r], kb0*panel) < min(rowHi[r], kp.kb1*panel) }
+	if ks.base2 {
+		for r := range rowsN {
+			if sees(r) && abs32(m[r]) >= hugeBase2 {
+				return false
+			}
+		}
+	}
 	mScale := float32(1) // m in natural units: m·mScale
 	if ks.base2 {
 		mScale = math.Ln2
@@ -379,7 +406,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		}
 	}
 	if br.lseBuf == nil {
-		return
+		return true
 	}
 	// The log-sum-exps in a loop of their own, whose logarithms overlap.
 	for r := 0; r < rowsN; r++ {
@@ -389,6 +416,7 @@ func (c *call) attendRows(sc *scratch, q []float32, rowsN int, scoreScale, outSc
 		}
 		br.lseBuf[br.lse(r)] = lse
 	}
+	return true
 }
 
 // groupKeys is what a group of four rows of a block sees of a panel's

@@ -170,6 +170,35 @@ func TestHugeScale(t *testing.T) {
 	checkEveryISA(t, s, in, scale)
 }
 
+// TestHugeScores: finite scores whose magnitude times the scale and
+// log2e reaches 2^31 and more (inputs about 1, scales 1e8 to 1e10, and
+// inputs about 1e5 at the usual 1/8), both precisions: a base-2 set's
+// fused steps, which subtract a rounded maximum from unrounded scaled
+// scores, would weigh a row's largest score 2^δ, δ up to half a unit in
+// the last place (above 2^31: Inf or 0, then NaN rows); every set must
+// match the oracle.
+func TestHugeScores(t *testing.T) {
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 24))
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 64}
+	for _, c := range []struct {
+		scale, mul float32
+	}{{1e8, 1}, {1e10, 1}, {-1e10, 1}, {0.125, 1e5}} {
+		in := sdpatest.RandomInputs(rng, s, 1)
+		for _, x := range [][]float32{in.Q, in.K} {
+			for i := range x {
+				x[i] *= c.mul
+			}
+		}
+		for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+			t.Run(fmt.Sprintf("scale=%g/inputs=%g/%v", c.scale, c.mul, prec), func(t *testing.T) {
+				checkEveryISAPrecision(t, s, in, c.scale, prec)
+			})
+		}
+	}
+}
+
 // TestNonPositiveScale: a negative scale (large enough that scores span
 // hundreds, so that a softmax taking the wrong maxima overflows) and scale
 // 0 run on every set, whose base-2 sets take their natural kernels there
@@ -190,12 +219,19 @@ func TestNonPositiveScale(t *testing.T) {
 // log-sum-exps to the oracle's within the FP32 tier.
 func checkEveryISA(t *testing.T, s backend.Shape, in sdpatest.Inputs, scale float32) {
 	t.Helper()
+	checkEveryISAPrecision(t, s, in, scale, backend.FP32)
+}
+
+// checkEveryISAPrecision is checkEveryISA at precision prec (the oracle
+// on the quantized inputs the problem holds).
+func checkEveryISAPrecision(t *testing.T, s backend.Shape, in sdpatest.Inputs, scale float32, prec backend.Precision) {
+	t.Helper()
 	for _, isa := range cpu.ISAs() {
 		be, err := cpu.NewISA(2, isa)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, out, lse := sdpatest.NewProblem(s, in, scale, backend.NoMask, backend.FP32)
+		p, out, lse := sdpatest.NewProblem(s, in, scale, backend.NoMask, prec)
 		if err := be.Attention(p); err != nil {
 			t.Fatal(err)
 		}

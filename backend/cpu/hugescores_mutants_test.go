@@ -1,0 +1,21 @@
+package cpu_test
+
+import (
+	"testing"
+
+	"github.com/fp8attn/fp8attn/internal/mutant"
+)
+
+// TestHugeScoresCatchMutants: a base2 kernel set that keeps its fused
+// steps where the scaled scores grow huge fails TestHugeScores
+// (FP8ATTN_MUTANTS=1).
+func TestHugeScoresCatchMutants(t *testing.T) {
+	const file, pkg = "backend/cpu/attend.go", "./backend/cpu"
+	tests := []string{"TestHugeScores"}
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "no block handed to the natural kernels", File: file, Pkg: pkg, Tests: tests,
+			Old: "if sees(r) && abs32(m[r]) >= hugeBase2 {", New: "if sees(r) && abs32(m[r]) >= hugeBase2 && false {"},
+		{Name: "the bound at 2^32", File: file, Pkg: pkg, Tests: tests,
+			Old: "const hugeBase2 = 1 << 24", New: "const hugeBase2 = 1 << 32"},
+	})
+}
