@@ -87,16 +87,40 @@ func TestIntoEqualsAllocating(t *testing.T) {
 	}
 }
 
-// TestIntoErrors: bad outputs are reported before anything is written.
+// TestIntoErrors: bad outputs are reported before anything is written,
+// by AttentionInto and AttentionQuantizedInto alike.
 func TestIntoErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 32))
 	q, k := randTensor(rng, 1, 2, 5, 16), randTensor(rng, 1, 2, 7, 16)
+	q8, err := sdpa.Quantize(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k8, err := sdpa.Quantize(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := []struct {
+		name string
+		call func(out *sdpa.Tensor, lse []float32) error
+	}{
+		{"AttentionInto", func(out *sdpa.Tensor, lse []float32) error { return sdpa.AttentionInto(out, lse, q, k, k, nil) }},
+		{"AttentionQuantizedInto", func(out *sdpa.Tensor, lse []float32) error {
+			return sdpa.AttentionQuantizedInto(out, lse, q8, k8, k8, nil)
+		}},
+	}
 	for _, c := range []struct {
 		name string
 		out  func() (*sdpa.Tensor, []float32)
 	}{
 		{"nil out", func() (*sdpa.Tensor, []float32) { return nil, nil }},
 		{"wrong shape", func() (*sdpa.Tensor, []float32) { return poisoned(1, 2, 7, 16) }},
+		{"the result's elements in another shape", func() (*sdpa.Tensor, []float32) { return poisoned(1, 5, 2, 16) }},
+		{"another layout", func() (*sdpa.Tensor, []float32) {
+			o, l := poisoned(1, 2, 5, 16)
+			o.Layout = sdpa.BSHD
+			return o, l
+		}},
 		{"short data", func() (*sdpa.Tensor, []float32) {
 			o, l := poisoned(1, 2, 5, 16)
 			o.Data = o.Data[:10]
@@ -107,15 +131,17 @@ func TestIntoErrors(t *testing.T) {
 			return o, l[:3]
 		}},
 	} {
-		out, lse := c.out()
-		err := sdpa.AttentionInto(out, lse, q, k, k, nil)
-		if !errors.Is(err, sdpa.ErrInvalid) {
-			t.Errorf("%s: %v", c.name, err)
-		}
-		if out != nil {
-			for _, x := range append(out.Data, lse...) {
-				if math.Float32bits(x) != sdpatest.Poison {
-					t.Fatalf("%s: output written before the error", c.name)
+		for _, call := range calls {
+			out, lse := c.out()
+			err := call.call(out, lse)
+			if !errors.Is(err, sdpa.ErrInvalid) {
+				t.Errorf("%s, %s: %v", call.name, c.name, err)
+			}
+			if out != nil {
+				for _, x := range append(out.Data, lse...) {
+					if math.Float32bits(x) != sdpatest.Poison {
+						t.Fatalf("%s, %s: output written before the error", call.name, c.name)
+					}
 				}
 			}
 		}

@@ -357,6 +357,9 @@ func AttentionQuantizedInto(out *Tensor, lse []float32, q, k, v *QuantizedTensor
 		return fmt.Errorf("%w: q, k and v are in layouts %v, %v, %v; they must share one", ErrInvalid, q.Layout, k.Layout, v.Layout)
 	}
 	p.Layout = q.Layout
+	if err := checkOutputs(p, out, lse); err != nil {
+		return err
+	}
 	p.Q8, p.K8, p.V8 = q.Data, k.Data, v.Data
 	p.QScale, p.KScale, p.VScale = q.Scales, k.Scales, v.Scales
 	return runInto(nil, p, out, lse, opts)
