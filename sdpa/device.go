@@ -487,9 +487,21 @@ func (d *Device) Quantize(t *DeviceTensor) (*DeviceTensor, error) {
 	return qt, nil
 }
 
+// checkLSE reports an error unless lse can take the log-sum-exps of q's
+// rows: a float32 [B][q.H][q.S][1] tensor in layout BHSD (the rows in
+// q's head-major order, as Attention's lse slice holds them).
+func checkLSE(lse, q *DeviceTensor) error {
+	qb, qh, qs, _ := q.Dims()
+	b, h, s, one := lse.Dims()
+	if lse.Precision() != FP32 || one != 1 || b != qb || h != qh || s != qs || lse.Layout() != BHSD {
+		return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor in layout BHSD", ErrInvalid, qb, qh, qs)
+	}
+	return nil
+}
+
 // Attention computes attention on device tensors into out (float32,
 // [B][q.H][q.S][D] in q's layout) and, if lse is not nil, the log-sum-exp
-// into lse (float32, [B][q.H][q.S][1]). q, k and v are all float32
+// into lse (float32, [B][q.H][q.S][1] in layout BHSD). q, k and v are all float32
 // (opts.Precision says whether the call quantizes them) or all FP8 (the
 // FP8 path, no re-quantization). opts.Backend must be "" or the device's.
 // After the first call of a shape it allocates nothing on the cpu device.
@@ -511,6 +523,9 @@ func (d *Device) Attention(out, lse, q, k, v *DeviceTensor, opts *Options) error
 	}
 	if lse != nil {
 		if err := lse.use(d, "lse"); err != nil {
+			return err
+		}
+		if err := checkLSE(lse, q); err != nil {
 			return err
 		}
 	}

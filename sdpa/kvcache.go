@@ -560,7 +560,8 @@ func (c *KVCache) Append(ids []SeqID, k, v *DeviceTensor) error {
 // q is a float32 device tensor [len(ids)][Hq][Sq][HeadDim] (Hq a multiple
 // of KVHeads, either layout), the queries of batch entry b being the last Sq
 // positions of sequence ids[b] (append their keys and values first); out is
-// float32 of q's shape and layout, lse nil or float32 [len(ids)][Hq][Sq][1].
+// float32 of q's shape and layout, lse nil or float32 [len(ids)][Hq][Sq][1]
+// in layout BHSD.
 // opts.Mask is NoMask (every query sees all of its sequence) or
 // CausalLowerRight (query i sees positions up to its own, Len-Sq+i, as a
 // chunk of new tokens or speculative drafts must); opts.Scale as for
@@ -647,9 +648,8 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, queries []in
 		if err := lse.use(c.dev, "lse"); err != nil {
 			return err
 		}
-		lb, lh, ls, one := lse.Dims()
-		if qb, _, qs, _ := q.Dims(); lse.Precision() != FP32 || lb != qb || lh != hq || ls != qs || one != 1 {
-			return fmt.Errorf("%w: lse must be a float32 [%d][%d][%d][1] tensor", ErrInvalid, qb, hq, qs)
+		if err := checkLSE(lse, q); err != nil {
+			return err
 		}
 		if lse.f != nil {
 			lseData = lse.f.Data

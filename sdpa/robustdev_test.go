@@ -306,3 +306,53 @@ func TestDeviceNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestLSELayout: Device.Attention and KVCache.Attention take the
+// log-sum-exps only into a [B][H][S][1] tensor in layout BHSD (the order
+// they write them in); one in BSHD, whose rows lie in another order, is
+// an error wrapping ErrInvalid, and a BHSD one works.
+func TestLSELayout(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 58))
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const b, h, s, d = 1, 2, 3, 16
+	q := upload(t, dev, randLayout(rng, b, h, s, d, sdpa.BHSD))
+	out, err := dev.NewTensor(b, h, s, d, sdpa.BHSD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: h, HeadDim: d, MaxTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, err := c.AddSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, randLayout(rng, 1, h, 5, d, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, h, 5, d, sdpa.BHSD))); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []sdpa.Layout{sdpa.BSHD, sdpa.BHSD} {
+		lse, err := dev.NewTensor(b, h, s, 1, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, call := range []struct {
+			name string
+			err  error
+		}{
+			{"Device.Attention", dev.Attention(out, lse, q, q, q, nil)},
+			{"KVCache.Attention", c.Attention(out, lse, q, []sdpa.SeqID{id}, nil)},
+		} {
+			if l == sdpa.BHSD && call.err != nil {
+				t.Errorf("%s, lse in BHSD: %v", call.name, call.err)
+			}
+			if l == sdpa.BSHD && !errors.Is(call.err, sdpa.ErrInvalid) {
+				t.Errorf("%s, lse in BSHD: %v, want ErrInvalid", call.name, call.err)
+			}
+		}
+	}
+}
