@@ -336,6 +336,18 @@ func (g *Graph) Replay() error {
 		return errorf(ErrInvalid, "a graph of device %v replayed after Close", g.dev)
 	}
 	if g.core.g == nil {
+		// Every captured KVCache.Attention's sequences are checked before
+		// any call runs, so that a replay that cannot run writes nothing.
+		// (A sequence that changes between its check and its call is
+		// checked again by the call.)
+		for _, cc := range g.core.caches {
+			cc.cache.mu.RLock()
+			err := cc.check()
+			cc.cache.mu.RUnlock()
+			if err != nil {
+				return err
+			}
+		}
 		for _, op := range g.core.ops {
 			if err := op(); err != nil {
 				return err

@@ -341,3 +341,54 @@ func ExampleDevice_Capture() {
 	// tokens 3: out [1.5752 1.0000]
 	// tokens 4: out [2.4927 1.0000]
 }
+
+// TestReplayFailsBeforeWriting: on the cpu device, a graph of an attention
+// and then a KVCache.Attention whose sequence was dropped since the
+// capture fails its replay with ErrInvalid before either call writes: the
+// first call's output keeps what it held.
+func TestReplayFailsBeforeWriting(t *testing.T) {
+	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 59))
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const h, s, d = 2, 4, 16
+	q := upload(t, dev, randLayout(rng, 1, h, s, d, sdpa.BHSD))
+	held := randLayout(rng, 1, h, s, d, sdpa.BHSD)
+	out1, out2 := upload(t, dev, held), upload(t, dev, held)
+	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: h, HeadDim: d, MaxTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	id, err := c.AddSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, randLayout(rng, 1, h, 8, d, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, h, 8, d, sdpa.BHSD))); err != nil {
+		t.Fatal(err)
+	}
+	g, err := dev.Capture(func() error {
+		return errors.Join(dev.Attention(out1, nil, q, q, q, nil), c.Attention(out2, nil, q, []sdpa.SeqID{id}, nil))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := out1.CopyFrom(held); err != nil { // (the capture ran the calls once)
+		t.Fatal(err)
+	}
+	if err := c.Drop(id); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Replay(); !errors.Is(err, sdpa.ErrInvalid) {
+		t.Fatalf("replay over a dropped sequence: %v, want ErrInvalid", err)
+	}
+	got := &sdpa.Tensor{Data: make([]float32, len(held.Data)), B: 1, H: h, S: s, D: d}
+	if err := out1.Download(got); err != nil {
+		t.Fatal(err)
+	}
+	if i := sameBits(got.Data, held.Data); i >= 0 {
+		t.Fatalf("the failed replay wrote the first call's output: element %d is %g, was %g", i, got.Data[i], held.Data[i])
+	}
+}

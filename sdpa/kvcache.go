@@ -783,17 +783,18 @@ func (c *KVCache) attention(out, lse, q *DeviceTensor, ids []SeqID, queries []in
 			rec.keep = append(rec.keep, lse)
 		}
 	case rec != nil: // a device without graphs: a replay runs the call again
-		rec.recordCache(c, out, lse, q, ids, o)
+		rec.recordCache(c, out, lse, q, ids, seqs, sq, o)
 	}
 	return err
 }
 
 // recordCache records a KVCache.Attention inside a capture on a device
 // without graphs, for Replay to run again with the sequences as they are
-// then.
-func (rec *capture) recordCache(c *KVCache, out, lse, q *DeviceTensor, ids []SeqID, o Options) {
+// then: the call's sequences seqs (ids'), sq queries each, which Replay
+// checks before it runs any call.
+func (rec *capture) recordCache(c *KVCache, out, lse, q *DeviceTensor, ids []SeqID, seqs []*kvSeq, sq int, o Options) {
 	ids = slices.Clone(ids)
-	rec.caches = append(rec.caches, &graphCacheCall{cache: c})
+	rec.caches = append(rec.caches, &graphCacheCall{cache: c, ids: ids, seqs: slices.Clone(seqs), sq: sq})
 	// Stand-ins holding the tensors' data, which stays the graph's if a
 	// tensor is freed later inside the capture (as on a device with graphs).
 	stand := func(t *DeviceTensor) *DeviceTensor {

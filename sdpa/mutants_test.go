@@ -45,7 +45,7 @@ func TestChecksCatchMutants(t *testing.T) {
 			Old: "if t.pins > 0 {", New: "if false {",
 			Tests: []string{"TestGraphRules"}},
 		{Name: "a cpu graph does not pin its cache", File: "sdpa/kvcache.go", Pkg: pkg,
-			Old: "rec.caches = append(rec.caches, &graphCacheCall{cache: c})", New: "",
+			Old: "rec.caches = append(rec.caches, &graphCacheCall{cache: c, ids: ids, seqs: slices.Clone(seqs), sq: sq})", New: "",
 			Tests: []string{"TestGraphRules"}},
 		{Name: "more queries than the sequence", File: "sdpa/kvcache.go", Pkg: pkg,
 			Old: "if s.n > 0 && s.n < n {", New: "if false {",
