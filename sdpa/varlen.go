@@ -22,7 +22,11 @@ import (
 // own: with CausalLowerRight, each sequence's last query sees all of its
 // keys (a chunk of new tokens against a sequence's history). A sequence
 // with queries and no keys gets zeros and LSE -Inf. Each sequence is one
-// call of the backend, on views of the packed tensors (no copies).
+// call of the backend, on views of the packed inputs (no copies); the
+// outputs go to scratch and are copied into out and lse once every
+// sequence's call has succeeded, so that an error (one only a sequence's
+// data shows, too: FP8 scales whose score factor would overflow) leaves
+// out and lse as they were.
 func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cuSeqK []int, opts *Options) error {
 	if err := checkAll(q.check, k.check, v.check, q == nil, k == nil, v == nil); err != nil {
 		return err
@@ -79,17 +83,28 @@ func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cu
 		return fmt.Errorf("%w: unknown precision %d", ErrInvalid, int(buf.p.Precision))
 	}
 	hq, hkv, d := q.H, k.H, q.D
+	// The sequences' outputs and log-sum-exps go to scratch first, and
+	// to out and lse once every sequence's call has succeeded: a call can
+	// fail on its data (FP8 scales whose score factor would overflow),
+	// and the sequences before it must not have been written.
+	buf.outAll = freelist.Grow(buf.outAll, len(out.Data))
+	all := &Tensor{Data: buf.outAll, B: 1, H: out.H, S: out.S, D: out.D, Layout: BSHD}
+	var allLSE []float32
+	if lse != nil {
+		buf.lseAll = freelist.Grow(buf.lseAll, len(lse))
+		allLSE = buf.lseAll
+	}
 	for i := 0; i+1 < len(cuSeqQ); i++ {
 		q0, q1, k0, k1 := cuSeqQ[i], cuSeqQ[i+1], cuSeqK[i], cuSeqK[i+1]
 		if q1 == q0 {
 			continue
 		}
 		if k1 == k0 { // queries with no keys: zeros and -Inf
-			clear(out.Data[q0*hq*d : q1*hq*d])
+			clear(all.Data[q0*hq*d : q1*hq*d])
 			for h := range hq {
 				for j := q0; j < q1; j++ {
 					if lse != nil {
-						lse[h*q.S+j] = float32(math.Inf(-1))
+						allLSE[h*q.S+j] = float32(math.Inf(-1))
 					}
 				}
 			}
@@ -104,21 +119,27 @@ func AttentionVarlenInto(out *Tensor, lse []float32, q, k, v *Tensor, cuSeqQ, cu
 			buf.lse = freelist.Grow(buf.lse, hq*(q1-q0))
 			seqLSE = buf.lse
 		}
-		err := attentionInto(view(out, q0, q1, hq, &buf.out), seqLSE,
+		err := attentionInto(view(all, q0, q1, hq, &buf.out), seqLSE,
 			view(q, q0, q1, hq, &buf.q), view(k, k0, k1, hkv, &buf.k), view(v, k0, k1, hkv, &buf.v), opts)
 		if err != nil {
 			return fmt.Errorf("sequence %d: %w", i, err)
 		}
 		for h := 0; lse != nil && h < hq; h++ {
-			copy(lse[h*q.S+q0:h*q.S+q1], seqLSE[h*(q1-q0):(h+1)*(q1-q0)])
+			copy(allLSE[h*q.S+q0:h*q.S+q1], seqLSE[h*(q1-q0):(h+1)*(q1-q0)])
 		}
 	}
+	// (A sequence with no queries leaves its rows, which are none.)
+	copy(out.Data, all.Data)
+	copy(lse, allLSE)
 	return nil
 }
 
-// varlenBuffers are one varlen call's views and LSE scratch, reused.
+// varlenBuffers are one varlen call's views and scratch, reused: a
+// sequence's LSE, and the call's outputs and LSEs until every sequence
+// has succeeded.
 type varlenBuffers struct {
-	q, k, v, out Tensor
-	lse          []float32
-	p            backend.Problem // for the up-front checks
+	q, k, v, out   Tensor
+	lse            []float32
+	outAll, lseAll []float32
+	p              backend.Problem // for the up-front checks
 }

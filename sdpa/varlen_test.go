@@ -108,8 +108,8 @@ func TestVarlenEqualsSeparateCalls(t *testing.T) {
 	}
 }
 
-// TestVarlenErrors: bad offsets, layouts and shapes are errors, with
-// nothing written.
+// TestVarlenErrors: bad offsets, layouts and shapes are errors, and so is
+// a sequence whose FP8 data would overflow, with nothing written.
 func TestVarlenErrors(t *testing.T) {
 	rng := rand.New(rand.NewPCG(sdpatest.Seed(), 72))
 	q, k := packed(rng, 2, 10, 16), packed(rng, 2, 12, 16)
@@ -132,18 +132,31 @@ func TestVarlenErrors(t *testing.T) {
 		// ratio's error must still come before it.
 		{"heads not a multiple", packed(rng, 3, 10, 16), []int{0, 4, 10}, []int{0, 0, 12}, nil, "multiple"},
 		{"unknown mask after a keyless sequence", q, []int{0, 4, 10}, []int{0, 0, 12}, nil, "mask"},
+		// Errors only a sequence's data shows (an FP8 score factor
+		// beyond float32, from huge keys in the last sequence), after a
+		// sequence that computes and one with no keys: neither is written.
+		{"fp8 score factor of the last sequence", q, []int{0, 4, 7, 10}, []int{0, 5, 5, 12}, make([]float32, 20), "overflow"},
 	} {
 		out := packed(rng, c.q.H, 10, 16)
 		keep := append([]float32(nil), out.Data...)
+		keepLSE := append([]float32(nil), c.lse...)
 		var opts *sdpa.Options
-		if strings.HasPrefix(c.name, "unknown mask") {
+		kk := k
+		switch {
+		case strings.HasPrefix(c.name, "unknown mask"):
 			opts = &sdpa.Options{Mask: 9}
+		case strings.HasPrefix(c.name, "fp8"):
+			opts = &sdpa.Options{Precision: sdpa.FP8E4M3, Scale: 1e6}
+			kk = &sdpa.Tensor{Data: append([]float32(nil), k.Data...), B: 1, H: k.H, S: k.S, D: k.D, Layout: sdpa.BSHD}
+			for i := 5 * k.H * k.D; i < len(kk.Data); i++ {
+				kk.Data[i] *= 1e36
+			}
 		}
-		err := sdpa.AttentionVarlenInto(out, c.lse, c.q, k, k, c.cuQ, c.cuK, opts)
+		err := sdpa.AttentionVarlenInto(out, c.lse, c.q, kk, kk, c.cuQ, c.cuK, opts)
 		if !errors.Is(err, sdpa.ErrInvalid) || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.mentionErr)) {
 			t.Errorf("%s: %v", c.name, err)
 		}
-		if sameBits(out.Data, keep) >= 0 {
+		if sameBits(out.Data, keep) >= 0 || sameBits(c.lse, keepLSE) >= 0 {
 			t.Errorf("%s: output written before the error", c.name)
 		}
 	}
