@@ -425,6 +425,9 @@ func (t *DeviceTensor) Free() error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.dev == nil || t.f == nil && t.q == nil && t.m == nil && !t.freed {
+		return fmt.Errorf("%w: freeing a tensor not made by a Device", ErrInvalid)
+	}
 	if t.freed {
 		return errorf(ErrInvalid, "a tensor of device %v freed twice", t.dev)
 	}
