@@ -101,8 +101,13 @@ func softcap(s, c float64) float64 {
 // each score softcapped before the mask, only the keys of the row's window,
 // and the sink's e^sink added to the denominator (not to the LSE, which is
 // over the keys). A row with no visible key gets zeros and LSE -Inf; NaN in
-// its inputs makes a row NaN.
+// its inputs makes a row NaN. p's inputs must be as Validate wants them
+// (Naive reads them without checks, as a backend's kernels do; Out may be
+// nil); a nil p gives nil, nil.
 func Naive(p *backend.Problem) (out, lse []float64) {
+	if p == nil {
+		return nil, nil
+	}
 	q, k, v := Inputs(p)
 	D := p.D
 	out = make([]float64, p.B*p.Hq*p.Sq*D)
@@ -145,8 +150,13 @@ func Naive(p *backend.Problem) (out, lse []float64) {
 // blocks of blockK keys (aligned to key 0, the first and last clipped to the
 // row's window): a running max m and sum l per row, the partial output
 // rescaled by exp(m_old - m_new) whenever the max grows, and the sink joining
-// l once, when the row is finished.
+// l once, when the row is finished. p as for Naive; a blockK below 1 is
+// taken as 1.
 func Online(p *backend.Problem, blockK int) (out, lse []float64) {
+	if p == nil {
+		return nil, nil
+	}
+	blockK = max(blockK, 1)
 	q, k, v := Inputs(p)
 	D := p.D
 	out = make([]float64, p.B*p.Hq*p.Sq*D)
@@ -208,11 +218,14 @@ type Reference struct{}
 // Name returns "reference".
 func (Reference) Name() string { return "reference" }
 
-// Supports accepts every valid problem.
+// Supports accepts every problem (Attention validates it).
 func (Reference) Supports(*backend.Problem) error { return nil }
 
-// Attention computes p.Out and p.LSE with Naive.
+// Attention computes p.Out and p.LSE with Naive, once p is valid.
 func (Reference) Attention(p *backend.Problem) error {
+	if err := p.Validate(); err != nil {
+		return err
+	}
 	out, lse := Naive(p)
 	for i, x := range out {
 		p.Out[i] = float32(x)

@@ -1,6 +1,7 @@
 package oracle_test
 
 import (
+	"errors"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -170,5 +171,47 @@ func TestHandWorked(t *testing.T) {
 	out, lse = oracle.Online(p, 4)
 	if out[0] != 0 || out[1] != 0 || out[2] != 7 || !math.IsInf(lse[0], -1) || lse[2] != 1 {
 		t.Errorf("lower-right: got %v %v", out, lse)
+	}
+}
+
+// TestReferenceRefusesInvalid: Reference.Attention reports invalid
+// problems (nil, short buffers, zero heads) as errors wrapping ErrInvalid,
+// and Naive and Online take a nil problem and a block of 0 or fewer keys
+// without panicking.
+func TestReferenceRefusesInvalid(t *testing.T) {
+	valid := func() *backend.Problem {
+		s := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 3, Sk: 5, D: 4}
+		in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 3)), s, 1)
+		p, _, _ := sdpatest.NewProblem(s, in, 0.5, backend.NoMask, backend.FP32)
+		return p
+	}
+	for _, c := range []struct {
+		name   string
+		mangle func(p *backend.Problem) *backend.Problem
+	}{
+		{"nil", func(*backend.Problem) *backend.Problem { return nil }},
+		{"short Out", func(p *backend.Problem) *backend.Problem { p.Out = p.Out[:3]; return p }},
+		{"short Q", func(p *backend.Problem) *backend.Problem { p.Q = p.Q[:3]; return p }},
+		{"Hkv 0", func(p *backend.Problem) *backend.Problem { p.Hkv = 0; return p }},
+	} {
+		if err := (oracle.Reference{}).Attention(c.mangle(valid())); !errors.Is(err, backend.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+	}
+	if out, lse := oracle.Naive(nil); out != nil || lse != nil {
+		t.Error("Naive(nil) returned results")
+	}
+	if out, lse := oracle.Online(nil, 4); out != nil || lse != nil {
+		t.Error("Online(nil, 4) returned results")
+	}
+	p := valid()
+	want, _ := oracle.Naive(p)
+	for _, blockK := range []int{0, -1} {
+		got, _ := oracle.Online(p, blockK)
+		for i := range want {
+			if math.Abs(got[i]-want[i]) > 1e-12*(1+math.Abs(want[i])) {
+				t.Fatalf("Online(p, %d): output %d is %g, Naive's %g", blockK, i, got[i], want[i])
+			}
+		}
 	}
 }
