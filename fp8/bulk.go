@@ -19,15 +19,24 @@ func checkScale(what string, scale float32) error {
 	return nil
 }
 
+// checkArgs is checkScale and the mode: one of SatFinite, NoSat and Torch.
+func checkArgs(what string, scale float32, m Mode) error {
+	if m != SatFinite && m != NoSat && m != Torch {
+		return fmt.Errorf("%w: %s with mode %d (want SatFinite, NoSat or Torch)", ErrInvalid, what, int(m))
+	}
+	return checkScale(what, scale)
+}
+
 // EncodeE4M3 sets dst[i] = ToE4M3(src[i]/scale, m) for every i. scale is the
 // dequantization factor: src[i] ≈ dst[i].Float32() * scale. It returns the
 // number of elements written, min(len(dst), len(src)), or 0 and an error
-// wrapping ErrInvalid, writing nothing, for a scale that is 0, NaN or ±Inf.
+// wrapping ErrInvalid, writing nothing, for a scale that is 0, NaN or ±Inf
+// or a mode other than SatFinite, NoSat and Torch.
 // On amd64 CPUs with AVX2 or AVX-512 it converts 8 or 16 elements at a time
 // in assembly (quant_amd64.s), bit for bit equal to encodeE4M3Go in every
 // mode; the purego build tag turns that off.
 func EncodeE4M3(dst []E4M3, src []float32, scale float32, m Mode) (int, error) {
-	if err := checkScale("EncodeE4M3", scale); err != nil {
+	if err := checkArgs("EncodeE4M3", scale, m); err != nil {
 		return 0, err
 	}
 	n := min(len(dst), len(src))
@@ -58,11 +67,11 @@ func encodeE4M3Go(dst []E4M3, src []float32, scale float32, m Mode) {
 // float32 on quantized values (the cpu backend quantizes on read with it).
 // It returns the number of elements written, min(len(dst), len(src)), or 0
 // and an error wrapping ErrInvalid, writing nothing, for a scale that is 0,
-// NaN or ±Inf. On amd64 CPUs with AVX2 or AVX-512 it runs in assembly
+// NaN or ±Inf or an unknown mode. On amd64 CPUs with AVX2 or AVX-512 it runs in assembly
 // (quant_amd64.s), bit for bit equal to roundE4M3Go in every mode, NaN bits
 // included; the purego build tag turns that off.
 func RoundE4M3(dst, src []float32, scale float32, m Mode) (int, error) {
-	if err := checkScale("RoundE4M3", scale); err != nil {
+	if err := checkArgs("RoundE4M3", scale, m); err != nil {
 		return 0, err
 	}
 	n := min(len(dst), len(src))
@@ -83,9 +92,9 @@ func roundE4M3Go(dst, src []float32, scale float32, m Mode) {
 // EncodeE5M2 sets dst[i] = ToE5M2(src[i]/scale, m) for every i and returns
 // the number of elements written, min(len(dst), len(src)), or 0 and an
 // error wrapping ErrInvalid, writing nothing, for a scale that is 0, NaN or
-// ±Inf.
+// ±Inf or an unknown mode.
 func EncodeE5M2(dst []E5M2, src []float32, scale float32, m Mode) (int, error) {
-	if err := checkScale("EncodeE5M2", scale); err != nil {
+	if err := checkArgs("EncodeE5M2", scale, m); err != nil {
 		return 0, err
 	}
 	n := min(len(dst), len(src))

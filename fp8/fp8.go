@@ -110,11 +110,13 @@ func (f *format) convert(x float32, m Mode) uint8 {
 }
 
 // ToE4M3 converts x to E4M3, rounding to nearest even, with overflow and NaN
-// handled as m says.
+// handled as m says (a mode other than SatFinite and Torch as NoSat: the
+// bulk conversions refuse unknown modes).
 func ToE4M3(x float32, m Mode) E4M3 { return E4M3(e4m3Format.convert(x, m)) }
 
 // ToE5M2 converts x to E5M2, rounding to nearest even, with overflow and NaN
-// handled as m says.
+// handled as m says (a mode other than SatFinite and Torch as NoSat: the
+// bulk conversions refuse unknown modes).
 func ToE5M2(x float32, m Mode) E5M2 { return E5M2(e5m2Format.convert(x, m)) }
 
 // Float32 returns the exact value of v (every E4M3 value is a float32).

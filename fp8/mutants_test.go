@@ -6,7 +6,7 @@ import (
 	"github.com/fp8attn/fp8attn/internal/mutant"
 )
 
-// TestChecksCatchMutants: the scale and group checks, broken on purpose,
+// TestChecksCatchMutants: the scale, mode and group checks, broken on purpose,
 // fail the test that proves them (FP8ATTN_MUTANTS=1).
 func TestChecksCatchMutants(t *testing.T) {
 	const pkg = "./fp8"
@@ -16,6 +16,9 @@ func TestChecksCatchMutants(t *testing.T) {
 			Tests: []string{"TestExportedFunctionsNeverPanic"}},
 		{Name: "group errors wrap nothing", File: "fp8/quant.go", Pkg: pkg,
 			Old: `"%w: group length %d does not divide %d elements", ErrInvalid,`, New: `"%v: group length %d does not divide %d elements", ErrInvalid,`,
+			Tests: []string{"TestExportedFunctionsNeverPanic"}},
+		{Name: "an unknown mode encodes", File: "fp8/bulk.go", Pkg: pkg,
+			Old: "if m != SatFinite && m != NoSat && m != Torch {", New: "if false {",
 			Tests: []string{"TestExportedFunctionsNeverPanic"}},
 	})
 }

@@ -40,13 +40,16 @@ func TestExportedFunctionsNeverPanic(t *testing.T) {
 	}
 	call("tables", func() { _, _ = E4M3Table(), E5M2Table() })
 	// Bulk conversions take min(len(dst), len(src)) and say so; the
-	// encoders refuse a scale they cannot divide by, writing nothing.
+	// encoders refuse a scale they cannot divide by, and a mode they do
+	// not know, writing nothing.
 	for _, n := range [][2]int{{0, 0}, {0, 5}, {5, 0}, {3, 9}, {9, 3}} {
 		for _, sc := range []struct {
 			scale float32
+			m     Mode
 			bad   bool
-		}{{1, false}, {1e-45, false}, {-2, false}, {0, true}, {float32(math.Copysign(0, -1)), true},
-			{float32(math.NaN()), true}, {float32(math.Inf(1)), true}, {float32(math.Inf(-1)), true}} {
+		}{{1, NoSat, false}, {1e-45, NoSat, false}, {-2, NoSat, false}, {0, NoSat, true}, {float32(math.Copysign(0, -1)), NoSat, true},
+			{float32(math.NaN()), NoSat, true}, {float32(math.Inf(1)), NoSat, true}, {float32(math.Inf(-1)), NoSat, true},
+			{1, SatFinite, false}, {1, Torch, false}, {1, Mode(99), true}, {1, Mode(-1), true}} {
 			src := make([]float32, n[1])
 			for i := range src {
 				src[i] = float32(i + 1)
@@ -66,12 +69,12 @@ func TestExportedFunctionsNeverPanic(t *testing.T) {
 				call(name, func() {
 					switch name {
 					case "EncodeE4M3":
-						got, err = EncodeE4M3(asE4M3(dst), src, sc.scale, NoSat)
+						got, err = EncodeE4M3(asE4M3(dst), src, sc.scale, sc.m)
 					case "EncodeE5M2":
-						got, err = EncodeE5M2(asE5M2(dst), src, sc.scale, NoSat)
+						got, err = EncodeE5M2(asE5M2(dst), src, sc.scale, sc.m)
 					default: // written: a nonzero value where zeros were
 						f := make([]float32, n[0])
-						got, err = RoundE4M3(f, src, sc.scale, NoSat)
+						got, err = RoundE4M3(f, src, sc.scale, sc.m)
 						for i, x := range f {
 							if x != 0 {
 								dst[i] = 0
@@ -80,7 +83,7 @@ func TestExportedFunctionsNeverPanic(t *testing.T) {
 					}
 				})
 				if got != want || sc.bad != errors.Is(err, ErrInvalid) {
-					t.Errorf("%s %v scale %v: wrote %d, err %v; want %d, error %v", name, n, sc.scale, got, err, want, sc.bad)
+					t.Errorf("%s %v scale %v mode %d: wrote %d, err %v; want %d, error %v", name, n, sc.scale, int(sc.m), got, err, want, sc.bad)
 				}
 				for i, b := range dst {
 					if sc.bad && b != 0x55 {
