@@ -194,13 +194,16 @@ type KVCacheUsage struct {
 	TokensPerPageFilled float64
 }
 
-// Usage returns the cache's occupancy (zeros for a nil cache).
+// Usage returns the cache's occupancy (zeros for a nil or closed cache).
 func (c *KVCache) Usage() KVCacheUsage {
 	if c == nil {
 		return KVCacheUsage{}
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if c.errClosed() != nil {
+		return KVCacheUsage{}
+	}
 	u := KVCacheUsage{Sequences: len(c.seqs), Pages: c.cfg.Pages, FreePages: len(c.free), PageSize: c.cfg.PageSize}
 	if c.kv != nil {
 		u.Bytes = c.kv.Bytes()

@@ -112,6 +112,7 @@ func devProbes(t *testing.T, rng *rand.Rand) []devProbe {
 	}
 	add("nil tensor Free", inv, nilT.Free)
 	add("zero DeviceTensor Free", inv, zeroT.Free)
+	doc("closed cache Usage is zeros", func() bool { return closed.Usage() == sdpa.KVCacheUsage{} })
 	add("freed tensor Free", inv, freed.Free)
 	add("NewTensor [2^20][2^10][2^20][128] (2 EiB)", oom, func() error { _, err := dev.NewTensor(1<<20, 1<<10, 1<<20, 128, sdpa.BHSD); return err })
 	for _, sh := range [][4]int{
