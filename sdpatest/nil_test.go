@@ -1,6 +1,8 @@
 package sdpatest_test
 
 import (
+	"errors"
+	"math"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -28,5 +30,27 @@ func TestNilProblem(t *testing.T) {
 	}
 	if m, v := sdpatest.ScoreBound(nil); m != 0 || v != 0 {
 		t.Errorf("ScoreBound(nil) = %g, %g, want 0, 0", m, v)
+	}
+}
+
+// TestHelpersNeverPanic: the helpers take nil, negative and short
+// arguments without panicking: a nil Guarded's Check is an error, a
+// negative NewGuarded holds no elements, Compare counts what a short got
+// lacks as beyond tolerance, and PagedSequence refuses a nil reader.
+func TestHelpersNeverPanic(t *testing.T) {
+	var g *sdpatest.Guarded
+	if err := g.Check("x"); err == nil {
+		t.Error("a nil Guarded's Check passed")
+	}
+	if n := len(sdpatest.NewGuarded(-1).Data()); n != 0 {
+		t.Errorf("NewGuarded(-1) holds %d elements", n)
+	}
+	st := sdpatest.Compare([]float32{1}, []float64{1, 2, math.NaN()}, sdpatest.Tolerance{Atol: 1})
+	if st.Beyond != 2 || st.FirstBad != 1 {
+		t.Errorf("Compare of a short got: %d beyond, the first %d; want 2, 1", st.Beyond, st.FirstBad)
+	}
+	p := &backend.PagedProblem{B: 1, Hq: 1, Hkv: 1, Sq: 1, D: 16, Scale: 1, SeqLens: []int32{1}, BlockTable: []int32{0}, PagesPerSeq: 1}
+	if _, err := sdpatest.PagedSequence(nil, p, backend.PagedConfig{}, 0); !errors.Is(err, backend.ErrInvalid) {
+		t.Errorf("PagedSequence with a nil reader: %v, want ErrInvalid", err)
 	}
 }

@@ -453,6 +453,9 @@ func RunPaged[T TB[T]](t T, nb backend.PagedBackend) {
 // the float32 tiers. The sequence must hold at least one token and, in a
 // varlen batch, have queries.
 func PagedSequence(r backend.PagedReader, p *backend.PagedProblem, c backend.PagedConfig, b int) (*backend.Problem, error) {
+	if r == nil {
+		return nil, fmt.Errorf("%w: a nil PagedReader", backend.ErrInvalid)
+	}
 	if err := p.Validate(c); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,8 @@ func TestParseShape(t *testing.T) {
 		{"2x8x256x256x64.5", backend.Shape{}, false},                 // not an int
 		{"2x8x256x256x99999999999999999999", backend.Shape{}, false}, // beyond int
 		{"2x8x256x256x64:causal", backend.Shape{}, false},
+		{"4294967296x4294967296x1x1x1", backend.Shape{}, false}, // elements beyond int
+		{"1x1x4294967296x4294967296x1", backend.Shape{}, false}, // scores beyond int
 	} {
 		got, err := ParseShape(c.in)
 		if (err == nil) != c.ok || got != c.want {

@@ -48,6 +48,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/checked"
 	"github.com/fp8attn/fp8attn/internal/fp8mma"
 	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/internal/poison"
@@ -347,13 +348,22 @@ func ParseShape(s string) (backend.Shape, error) {
 		}
 		n = append(n, v)
 	}
+	var sh backend.Shape
 	switch len(n) {
 	case 5:
-		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[1], Sq: n[2], Sk: n[3], D: n[4]}, nil
+		sh = backend.Shape{B: n[0], Hq: n[1], Hkv: n[1], Sq: n[2], Sk: n[3], D: n[4]}
 	case 6:
-		return backend.Shape{B: n[0], Hq: n[1], Hkv: n[2], Sq: n[3], Sk: n[4], D: n[5]}, nil
+		sh = backend.Shape{B: n[0], Hq: n[1], Hkv: n[2], Sq: n[3], Sk: n[4], D: n[5]}
+	default:
+		return backend.Shape{}, fmt.Errorf("shape %q: want BxHxSqxSkxD or BxHqxHkvxSqxSkxD", s)
 	}
-	return backend.Shape{}, fmt.Errorf("shape %q: want BxHxSqxSkxD or BxHqxHkvxSqxSkxD", s)
+	_, okQ := checked.Mul(sh.B, sh.Hq, sh.Sq, sh.D)
+	_, okK := checked.Mul(sh.B, sh.Hkv, sh.Sk, sh.D)
+	_, okS := checked.Mul(sh.B, sh.Hq, sh.Sq, sh.Sk)
+	if !okQ || !okK || !okS {
+		return backend.Shape{}, fmt.Errorf("shape %q: its tensors' or scores' element counts overflow int", s)
+	}
+	return sh, nil
 }
 
 // Seed returns the seed for a run's random inputs: FP8ATTN_SEED if set (to
@@ -405,6 +415,7 @@ type Guarded struct {
 
 // NewGuarded returns a poisoned buffer of n elements inside guards.
 func NewGuarded(n int) *Guarded {
+	n = max(n, 0) // (no elements for a negative n)
 	g := &Guarded{buf: make([]float32, n+2*GuardLen), n: n}
 	p := math.Float32frombits(Poison)
 	for i := range g.buf {
@@ -419,6 +430,9 @@ func (g *Guarded) Data() []float32 { return g.buf[GuardLen : GuardLen+g.n] }
 // Check returns an error if a guard element changed or an element of the
 // data was never written (still holds the poison pattern).
 func (g *Guarded) Check(what string) error {
+	if g == nil {
+		return fmt.Errorf("%s: a nil Guarded", what)
+	}
 	for i, x := range g.buf {
 		inGuard := i < GuardLen || i >= GuardLen+g.n
 		poisoned := math.Float32bits(x) == Poison
@@ -486,14 +500,20 @@ func (s Stats) FracBeyond() float64 { return float64(s.Beyond) / float64(max(s.N
 
 // Compare measures got against want under tol. A NaN in one and not the
 // other counts as beyond tolerance, as does ±Inf unless both agree; NaN never
-// passes against a finite reference.
+// passes against a finite reference. An element of want that got lacks (got
+// shorter) is beyond tolerance too.
 func Compare[G, W float](got []G, want []W, tol Tolerance) Stats {
 	st := Stats{N: len(want), FirstBad: -1}
 	var num, den float64
 	for i := range want {
-		g, w := float64(got[i]), float64(want[i])
+		w := float64(want[i])
 		ok := false
+		g := math.NaN()
+		if i < len(got) {
+			g = float64(got[i])
+		}
 		switch {
+		case i >= len(got):
 		case math.IsNaN(w) || math.IsNaN(g):
 			ok = math.IsNaN(w) && math.IsNaN(g)
 		case math.IsInf(w, 0) || math.IsInf(g, 0):
