@@ -356,18 +356,8 @@ func TestReplayFailsBeforeWriting(t *testing.T) {
 	q := upload(t, dev, randLayout(rng, 1, h, s, d, sdpa.BHSD))
 	held := randLayout(rng, 1, h, s, d, sdpa.BHSD)
 	out1, out2 := upload(t, dev, held), upload(t, dev, held)
-	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: h, HeadDim: d, MaxTokens: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, id := cacheOfOne(t, rng, dev, h, 8, d)
 	defer c.Close()
-	id, err := c.AddSequence()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, randLayout(rng, 1, h, 8, d, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, h, 8, d, sdpa.BHSD))); err != nil {
-		t.Fatal(err)
-	}
 	g, err := dev.Capture(func() error {
 		return errors.Join(dev.Attention(out1, nil, q, q, q, nil), c.Attention(out2, nil, q, []sdpa.SeqID{id}, nil))
 	})

@@ -46,6 +46,24 @@ func upload(t *testing.T, dev *sdpa.Device, x *sdpa.Tensor) *sdpa.DeviceTensor {
 	return d
 }
 
+// cacheOfOne returns a kv cache of dev (hkv heads of d, 64 tokens) holding
+// one sequence of n random tokens, and the sequence's ID.
+func cacheOfOne(t *testing.T, rng *rand.Rand, dev *sdpa.Device, hkv, n, d int) (*sdpa.KVCache, sdpa.SeqID) {
+	t.Helper()
+	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: hkv, HeadDim: d, MaxTokens: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.AddSequence()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, randLayout(rng, 1, hkv, n, d, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, hkv, n, d, sdpa.BHSD))); err != nil {
+		t.Fatal(err)
+	}
+	return c, id
+}
+
 // cacheAttend appends k and v (positions [from, to) of the whole-sequence
 // tensors) to seq and returns the attention of those positions' queries.
 func cacheAttend(t *testing.T, dev *sdpa.Device, c *sdpa.KVCache, seq sdpa.SeqID, q, k, v *sdpa.Tensor, from, to int) (*sdpa.Tensor, []float32) {

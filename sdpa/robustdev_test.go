@@ -325,18 +325,8 @@ func TestLSELayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := dev.NewKVCache(sdpa.KVCacheConfig{KVHeads: h, HeadDim: d, MaxTokens: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, id := cacheOfOne(t, rng, dev, h, 5, d)
 	defer c.Close()
-	id, err := c.AddSequence()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Append([]sdpa.SeqID{id}, upload(t, dev, randLayout(rng, 1, h, 5, d, sdpa.BHSD)), upload(t, dev, randLayout(rng, 1, h, 5, d, sdpa.BHSD))); err != nil {
-		t.Fatal(err)
-	}
 	for _, l := range []sdpa.Layout{sdpa.BSHD, sdpa.BHSD} {
 		lse, err := dev.NewTensor(b, h, s, 1, l)
 		if err != nil {
