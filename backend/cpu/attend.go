@@ -350,15 +350,13 @@ func (c *call) attendRowsWith(ks *kernelSet, sc *scratch, q []float32, rowsN int
 	// A row has an output where it sees a key of the range [kb0, kb1)
 	// panels.
 	sees := func(r int) bool { return max(rowLo[r], kb0*panel) < min(rowHi[r], kp.kb1*panel) }
+	mScale := float32(1) // m in natural units: m·mScale
 	if ks.base2 {
 		for r := range rowsN {
 			if sees(r) && abs32(m[r]) >= hugeBase2 {
 				return false
 			}
 		}
-	}
-	mScale := float32(1) // m in natural units: m·mScale
-	if ks.base2 {
 		mScale = math.Ln2
 	}
 	// Each row's output is acc·(outScale/l), with l grown by the sink's
