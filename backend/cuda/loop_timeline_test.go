@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -73,12 +74,41 @@ func profileRow(tab *profile.Table, k, b, r, n int) []int32 {
 	return row
 }
 
+// loopShape reads the timeline tests' FP8ATTN_LOOP_SHAPE (def where
+// unset): a shape as sdpatest.ParseShape reads it, then, each after a ":",
+// optionally a mask as backend.ParseMask reads it, "w" and a sliding
+// window, "c" and a softcap.
+func loopShape(t *testing.T, def string) (string, backend.Shape, backend.Mask, backend.Variants) {
+	spec := os.Getenv("FP8ATTN_LOOP_SHAPE")
+	if spec == "" {
+		spec = def
+	}
+	parts := strings.Split(spec, ":")
+	s, err := sdpatest.ParseShape(parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, v := backend.NoMask, backend.Variants{}
+	for _, x := range parts[1:] {
+		if w, ok := strings.CutPrefix(x, "w"); ok {
+			_, err = fmt.Sscan(w, &v.SlidingWindow)
+		} else if c, ok := strings.CutPrefix(x, "c"); ok && x != "causal" && x != "causal-lr" {
+			_, err = fmt.Sscan(c, &v.Softcap)
+		} else {
+			m, err = backend.ParseMask(x)
+		}
+		if err != nil {
+			t.Fatalf("FP8ATTN_LOOP_SHAPE %q: %q: %v", spec, x, err)
+		}
+	}
+	return spec, s, m, v
+}
+
 // TestStage9LoopTimeline is a diagnostic, not a check: with
 // FP8ATTN_PROFILE=1 and FP8ATTN_CUBIN naming a Hopper module built with
 // -DFP8ATTN_PROFILE (kernels/profile.cuh), it runs stage 9's
-// tiled kernel on FP8ATTN_LOOP_SHAPE (a shape as sdpatest.ParseShape reads
-// it, default 4x32x4096x4096x64, then optionally ":" and a mask as
-// backend.ParseMask reads it) and logs, for the first blocks' two consumer
+// tiled kernel on FP8ATTN_LOOP_SHAPE (loopShape, default
+// 4x32x4096x4096x64) and logs, for the first blocks' two consumer
 // warpgroups, how long each step of a tile took in SM cycles (median over
 // the blocks and the tiles past the first two and before the last), and,
 // block by block, how much of one warpgroup's softmax ran while the
@@ -86,23 +116,10 @@ func profileRow(tab *profile.Table, k, b, r, n int) []int32 {
 func TestStage9LoopTimeline(t *testing.T) {
 	profileSkip(t, "the Hopper cubin (FP8ATTN_CUBIN)")
 	d := hopperDevice(t)
-	spec := os.Getenv("FP8ATTN_LOOP_SHAPE")
-	if spec == "" {
-		spec = "4x32x4096x4096x64"
-	}
-	dims, maskName, _ := strings.Cut(spec, ":")
-	s, err := sdpatest.ParseShape(dims)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := backend.NoMask
-	if maskName != "" {
-		if m, err = backend.ParseMask(maskName); err != nil {
-			t.Fatal(err)
-		}
-	}
+	spec, s, m, v := loopShape(t, "4x32x4096x4096x64")
 	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 27)), s, 1)
 	p, _, _ := sdpatest.NewProblem(s, in, float32(0.125), m, backend.FP8E4M3)
+	p.Variants = v
 	times, err := testBackend(tiles.HopperStage).DeviceTimes(p, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -173,4 +190,87 @@ func TestStage9LoopTimeline(t *testing.T) {
 		}
 		t.Logf("block 0 tile %d:%s", tile, b.String())
 	}
+}
+
+// TestStage9BlockTimeline is a diagnostic, not a check: with
+// FP8ATTN_PROFILE=1 and FP8ATTN_CUBIN naming a Hopper module built with
+// -DFP8ATTN_PROFILE, it replays the tensor form (what Device.Attention
+// runs on FP8 device tensors) on FP8ATTN_LOOP_SHAPE (loopShape, default
+// 4x32x4096x4096x128) in a graph, and logs
+// where an SM's time went over the last call's first blocks (profile.cuh's
+// block limit): per block, medians of its steps (kernels/hopper/quant_pack.cuh,
+// QP_STAMP: entry, past pdl_wait, consumer 0 started, Q landed, last tile
+// done, rows written), the gap from a block's rows written to the next
+// block's entry on its SM, and the shares of the SMs' busy span.
+func TestStage9BlockTimeline(t *testing.T) {
+	profileSkip(t, "the Hopper cubin (FP8ATTN_CUBIN)")
+	d := hopperDevice(t)
+	spec, s, m, v := loopShape(t, "4x32x4096x4096x128")
+	in := sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 28)), s, 1)
+	bufs, free := deviceInputs(t, d, s, backend.BHSD, in)
+	defer free()
+	r, err := d.newResident(&backend.Problem{Shape: s, Scale: 0.125, Mask: m, Variants: v}, bufs, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Free()
+	clearProfile(t, d, d.hmod)
+	times, err := r.Times(tiles.HopperStage, 20, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tab := readProfile(t, d, d.hmod)
+	const entry, pastWait, started, done, written, qLanded, sm = 0, 1, 2, 3, 4, 6, 7
+	bySM := map[uint32][][]uint32{}
+	for b := range tab.Blocks {
+		row := make([]uint32, 8)
+		for k := range row {
+			row[k] = tab.At(profile.Attention, b, 0, k)
+		}
+		if row[written] != 0 && row[qLanded] != 0 {
+			bySM[row[sm]] = append(bySM[row[sm]], row)
+		}
+	}
+	if len(bySM) == 0 {
+		t.Fatal("no block stamped its steps (a profile build of the tiled form?)")
+	}
+	steps := []struct {
+		name     string
+		from, to int
+	}{
+		{"entry to past pdl_wait", entry, pastWait}, {"to consumer started", pastWait, started},
+		{"to Q landed", started, qLanded}, {"main loop (to last tile done)", qLanded, done}, {"epilogue (to rows written)", done, written},
+	}
+	got := make([][]float64, len(steps)+1)
+	var busy, gaps, loops float64
+	blocks := 0
+	for _, rows := range bySM {
+		ref := rows[0][entry] // (the clock's low 32 bits: times from one of them)
+		sort.Slice(rows, func(i, j int) bool { return profile.Since(ref, rows[i][entry]) < profile.Since(ref, rows[j][entry]) })
+		for i, row := range rows {
+			for k, st := range steps {
+				got[k] = append(got[k], float64(profile.Since(row[st.from], row[st.to]))/1e3)
+			}
+			loops += float64(profile.Since(row[qLanded], row[done])) / 1e3
+			if i+1 < len(rows) {
+				g := float64(profile.Since(row[written], rows[i+1][entry])) / 1e3
+				got[len(steps)] = append(got[len(steps)], g)
+				gaps += g
+			}
+		}
+		busy += float64(profile.Since(rows[0][entry], rows[len(rows)-1][written])) / 1e3
+		blocks += len(rows)
+	}
+	t.Logf("%s: %.1f µs a call (graph replay, median of %d); %d blocks on %d SMs recorded", spec, median(times), len(times), blocks, len(bySM))
+	for k, st := range steps {
+		x := got[k]
+		sort.Float64s(x)
+		t.Logf("  %-32s median %6.2f µs, range %6.2f .. %6.2f", st.name, median(x), x[0], x[len(x)-1])
+	}
+	if x := got[len(steps)]; len(x) > 0 {
+		sort.Float64s(x)
+		t.Logf("  %-32s median %6.2f µs, range %6.2f .. %6.2f", "gap to the SM's next block", median(x), x[0], x[len(x)-1])
+	}
+	t.Logf("  of the SMs' spans from first entry to last rows written: main loops %.1f%%, gaps between blocks %.1f%%, the rest (prologues, epilogues) %.1f%%",
+		100*loops/busy, 100*gaps/busy, 100*(busy-loops-gaps)/busy)
 }

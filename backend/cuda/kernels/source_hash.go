@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "a9889e04f3c0f98add7adc896ce5de528cfa119a09acd7be9859a7c5ce417bf6"
+const SourceHash = "7c9895f39a83e4c912532528e60bcad36be3aad11d0b03812445563679c9175d"

@@ -181,7 +181,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int ntiles = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1, skb) + BN - 1) / BN - t0);
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
-  QP_STAMP(FUSED && !QC && threadIdx.x == 0, 1, 0);
+  QP_STAMP(!QC && threadIdx.x == 0, 1, 0);
   unsigned qp_entry = 0;  // (a profile build's entry time, stored after pdl_wait)
   init_barriers<D, QC, TENSORS>(q_full, k_full, v_full, empty, tensor_bars, s_ones);
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
@@ -189,7 +189,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
   if constexpr (QC) src = one_tile_sources<D>(p, b, h, kvh, i0, (int)blockIdx.x, (int)threadIdx.x);
   pdl_wait();  // before the first global access but seq_k's (pdl.cuh)
-  QP_STAMP(FUSED && threadIdx.x == 0, 1, 1);
+  QP_STAMP(threadIdx.x == 0, 1, 1);
   PROFILE_VALUE(QC && threadIdx.x == 0, 0, 0, 0, qp_entry);
   (void)qp_entry;
   HeadScales qc{};
@@ -228,7 +228,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // (QC: V's scale is known once the producer's V exchange is done, and is
   // taken in the epilogue.)
   float vs = QC ? 0.f : p.v_scale[b * p.hkv + kvh];
-  QP_STAMP(FUSED && threadIdx.x == 128, 1, 2);
+  QP_STAMP(threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
   // The register state (hopper/mainloop.cuh's Consumer names the forms'
@@ -261,8 +261,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   }
 
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
-  QP_STAMP(FUSED && threadIdx.x == 128, 1, 3);
+  QP_STAMP(threadIdx.x == 128, 1, 3);
   epilogue<D>(p, o, m, l, lsum, vs, sink, b, h, r0, tq, sq);
-  QP_STAMP(FUSED && threadIdx.x == 128, 1, 4);
+  QP_STAMP(threadIdx.x == 128, 1, 4);
   if constexpr (QC) cluster_wait();  // no block exits while its shares may still be read
 }

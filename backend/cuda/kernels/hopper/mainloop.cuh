@@ -190,6 +190,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::main_loop(uint64_
     softmax_turns.pass();
   }
   mbar_wait(q_full, 0);
+  QP_STAMP(tid == 0 && cw == 0, 1, 6);
   stamp(0, 2);
   gemm_turns.take();
   stamp(0, 3);

@@ -35,9 +35,10 @@ constexpr int QUANT_PACK_VALS = QUANT_PACK_CODES / (4 * QUANT_PACK_THREADS);
 // %globaltimer) with the SM in slot 7. Kernel PROFILE_QUANT, quant_pack9:
 // 0 entry, 1 past pdl_wait, 2 its values loaded and their amax found, 3 the
 // block's amax, 4 the cluster's exchanged, 5 the codes in shared memory, 6
-// the images written. Kernel PROFILE_ATTENTION, the fused attention: 0
-// entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last tile done, 4 its
-// rows written, 5 the producer's copies issued. The quantizing one-tile
+// the images written. Kernel PROFILE_ATTENTION, stage9's blocks (every
+// form): 0 entry, 1 past pdl_wait, 2 consumer 0 started, 3 its last tile
+// done, 4 its rows written; the fused form's 5, the producer's copies
+// issued; the tiled forms' 6, Q landed for consumer 0. The quantizing one-tile
 // form (quantize_one_tile) records its quantization in PROFILE_QUANT's
 // slots (6: its copies issued) and, in PROFILE_ATTENTION's slots 5, 0 and
 // 6, its codes stored, the other blocks' K shares landed, and its softmax
