@@ -277,7 +277,14 @@ func (c *call) attendRowsWith(ks *kernelSet, sc *scratch, q []float32, rowsN int
 						break
 					}
 				}
-				ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), c.stepsAhead(sc, kp, kb, nmax), bs)
+				if pf := c.stepsAhead(sc, kp, kb, nmax); kp.pairs && ks.pairs != nil && ks.pairs.stepsBounded4 != nil {
+					// On bfloat16 pairs: the whole panel's dot products,
+					// at twice the float32 rate, then the bounds.
+					pi := kp.kvh*c.panels + kb
+					ks.pairs.stepsBounded4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), pf, bs)
+				} else {
+					ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), pf, bs)
+				}
 				g = e - 4
 				continue
 			}

@@ -37,6 +37,11 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		noAMX = "no AMX kernel set on this CPU"
 	}
 	onAMX := func(m mutant.Mutant) mutant.Mutant { m.Skip = noAMX; return m }
+	noPairs := ""
+	if !slices.Contains(isas, "avx512bf16") {
+		noPairs = "no AVX512_BF16 kernel set on this CPU"
+	}
+	onPairs := func(m mutant.Mutant) mutant.Mutant { m.Skip = noPairs; return m }
 	ms := []mutant.Mutant{
 		// The macros live in headers, which the assembler reads past the
 		// overlay: these variants redefine one before the kernel's TEXT.
@@ -59,7 +64,7 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		{Name: "bounded steps without their bounds", File: file, Pkg: pkg,
 			Old: "\tBOUNDED4X64(bsteps_nocap, bsteps_nomask)\n", New: "", Tests: steps},
 		{Name: "bounded steps' P·V from the panel's first key", File: file, Pkg: pkg,
-			Old: "\tMOVL 48(AX), R8\n", New: "\tXORQ R8, R8\n", Tests: steps},
+			Old: "v+4·p0·d.\n\tMOVQ 40(SP), AX\n\tMOVL 48(AX), R8\n", New: "v+4·p0·d.\n\tMOVQ 40(SP), AX\n\tXORQ R8, R8\n", Tests: steps},
 		{Name: "allFinite blind to infinities", File: "backend/cpu/kernels_avx512_amd64.s", Pkg: pkg,
 			Old: "VCMPPS $5, Z2, Z0, K1", New: "VCMPPS $6, Z2, Z0, K1", Tests: finite},
 		onAMX(mutant.Mutant{Name: "amxAttend64 keeps the first panel's bounds", File: "backend/cpu/amx_amd64.s", Pkg: pkg,
@@ -74,6 +79,13 @@ func TestBoundedCatchesMutants(t *testing.T) {
 			Old: "if max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", New: "if false && max(rowLo[r], j0) >= min(rowHi[r], j0+panel) {", Tests: dense}),
 		{Name: "bounded steps without the softcap", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)", New: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), 0, 0)", Tests: dense},
+		onPairs(mutant.Mutant{Name: "the pairs' bounded steps advance q by float32 rows", File: file, Pkg: pkg,
+			Old: "\tSHLQ $3, CX\n\tADDQ CX, 0(SP)\n", New: "\tSHLQ $4, CX\n\tADDQ CX, 0(SP)\n", Tests: []string{"TestStepsBounded4Pairs"}}),
+		onPairs(mutant.Mutant{Name: "the pairs' bounded steps' P·V from the panel's first key", File: file, Pkg: pkg,
+			Old: "stepsBounded4x64AVX512's.\n\tMOVQ 40(SP), AX\n\tMOVL 48(AX), R8\n", New: "stepsBounded4x64AVX512's.\n\tMOVQ 40(SP), AX\n\tXORQ R8, R8\n",
+			Tests: []string{"TestStepsBounded4Pairs"}}),
+		onPairs(mutant.Mutant{Name: "the pairs' bounded steps on the block's first rows", File: "backend/cpu/attend.go", Pkg: pkg,
+			Old: "ks.pairs.stepsBounded4(s, sc.q16[g*D/2:e*D/2]", New: "ks.pairs.stepsBounded4(s, sc.q16[:(e-g)*D/2]", Tests: dense}),
 		{Name: "a row with no key takes the one-P·V steps", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "return !k.unseen && (k.same || vf)", New: "return k.same || vf", Tests: dense},
 		{Name: "rows that see other keys take one P·V over values not finite", File: "backend/cpu/attend.go", Pkg: pkg,

@@ -200,30 +200,7 @@ func TestStepsBounded4(t *testing.T) {
 			got := newStepState(rng, rows, d, normal)
 			want := got.clone()
 			scale := float32(1 / math.Sqrt(float64(d)))
-			var m2, ck float32
-			if trial%3 != 2 {
-				c := float32(1 + 50*rng.Float64())
-				m2, ck = -2/c, c*float32(math.Log2E)
-			}
-			b := []rowBounds{{hi: [4]int32{panel, panel, panel, panel}, m2: m2, ck: ck, pn: panel}}
-			if trial%2 == 1 { // part of the panel, a group's rows a key apart or apart at random
-				b = make([]rowBounds, groups)
-				for g := range b {
-					base, w := rng.IntN(panel-3), 1+rng.IntN(panel)
-					lo4, hi4 := panel, 0
-					for r := range 4 {
-						lo := base + r
-						hi := min(panel, lo+w)
-						if rng.IntN(3) == 0 {
-							lo = rng.IntN(panel)
-							hi = lo + 1 + rng.IntN(panel-lo)
-						}
-						b[g].lo[r], b[g].hi[r] = int32(lo), int32(hi)
-						lo4, hi4 = min(lo4, lo), max(hi4, hi)
-					}
-					b[g].m2, b[g].ck, b[g].p0, b[g].pn = m2, ck, int32(lo4), int32(hi4-lo4)
-				}
-			}
+			b := testBounds(rng, trial, groups)
 			wb := append([]rowBounds(nil), b...)
 			var a, wa [8]float32
 			stepsBounded4(ks, want.s, q, kt, v, want.acc, d, scale, want.m, want.l, &wa, groups, wb)
@@ -233,4 +210,36 @@ func TestStepsBounded4(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testBounds returns the rowBounds of a trial of the bounded steps' tests
+// with groups groups: two trials in three softcapped (a cap in [1, 51]);
+// odd trials part of the panel, a group's rows a key apart or apart at
+// random (one rowBounds a group), even ones the whole panel (one for all).
+func testBounds(rng *rand.Rand, trial, groups int) []rowBounds {
+	var m2, ck float32
+	if trial%3 != 2 {
+		c := float32(1 + 50*rng.Float64())
+		m2, ck = -2/c, c*float32(math.Log2E)
+	}
+	if trial%2 == 0 {
+		return []rowBounds{{hi: [4]int32{panel, panel, panel, panel}, m2: m2, ck: ck, pn: panel}}
+	}
+	b := make([]rowBounds, groups)
+	for g := range b {
+		base, w := rng.IntN(panel-3), 1+rng.IntN(panel)
+		lo4, hi4 := panel, 0
+		for r := range 4 {
+			lo := base + r
+			hi := min(panel, lo+w)
+			if rng.IntN(3) == 0 {
+				lo = rng.IntN(panel)
+				hi = lo + 1 + rng.IntN(panel-lo)
+			}
+			b[g].lo[r], b[g].hi[r] = int32(lo), int32(hi)
+			lo4, hi4 = min(lo4, lo), max(hi4, hi)
+		}
+		b[g].m2, b[g].ck, b[g].p0, b[g].pn = m2, ck, int32(lo4), int32(hi4-lo4)
+	}
+	return b
 }

@@ -263,12 +263,12 @@ func (b *Backend) Attention(p *backend.Problem) error {
 	// An FP8 problem's elements are E4M3 code values, each exactly a
 	// bfloat16, but for GQA-packed query rows, scaled to one head's scale.
 	exact := p.Precision == backend.FP8E4M3 && c.pack == 1
-	// A softcap runs the bounded steps (kernelSet.stepsBounded4) or the
-	// unfused ones: AMX and the bfloat16 pairs' steps compute their
-	// softmax on raw scores.
+	// A softcap runs the bounded steps (kernelSet.stepsBounded4, or the
+	// pairs' where the set has them) or the unfused ones: AMX and the
+	// bfloat16 pairs' plain steps compute their softmax on raw scores.
 	c.amxOn = c.ks.amxUsable(p.D, min(c.bq, rowShape.Sq)) && (exact || !c.ks.amxExactOnly) && p.Softcap == 0
 	c.amxExact = c.amxOn && exact && c.ks.amx.attend64 != nil // only the fused form leaves out the zero parts
-	c.pairs = exact && c.ks.pairs != nil && p.D%16 == 0 && !c.amxOn && p.Softcap == 0
+	c.pairs = exact && c.ks.pairs != nil && p.D%16 == 0 && !c.amxOn && (p.Softcap == 0 || c.ks.pairs.stepsBounded4 != nil)
 	if c.pairs {
 		c.kt16 = freelist.Grow(c.kt16, panels*p.D/2*panel)
 	}

@@ -143,7 +143,8 @@ var avx512BF16Kernels = withPairs()
 func withPairs() kernelSet {
 	ks := avx512Kernels
 	ks.name = "avx512bf16"
-	ks.pairs = &pairKernels{rows: pairRowsAVX512Checked, panel: pairPanelAVX512Checked, steps4: steps4PairsAVX512}
+	ks.pairs = &pairKernels{rows: pairRowsAVX512Checked, panel: pairPanelAVX512Checked, steps4: steps4PairsAVX512,
+		stepsBounded4: stepsBounded4PairsAVX512}
 	return ks
 }
 
@@ -169,6 +170,33 @@ func steps4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32, d int,
 	_, _, _, _, _ = s[4*panel-1], q16[2*groups*d-1], kt16[d/2*panel-1], v[panel*d-1], acc[4*groups*d-1]
 	_, _ = m[4*groups-1], l[4*groups-1]
 	steps4x64PairsAVX512(&s[0], &q16[0], &kt16[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups))
+}
+
+// stepsBounded4PairsAVX512 is pairKernels.stepsBounded4 (d a multiple of
+// 16).
+func stepsBounded4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b []rowBounds) {
+	if groups <= 0 {
+		return
+	}
+	if d%16 != 0 {
+		panic("cpu: stepsBounded4Pairs with d not a multiple of 16")
+	}
+	stride := rowBoundsSize
+	if len(b) == 1 {
+		stride = 0
+	} else {
+		_ = b[groups-1]
+	}
+	keys := 1 // the values P·V reads: keys [0, keys)
+	for i := range b {
+		if p0, pn := b[i].p0, b[i].pn; p0 < 0 || pn <= 0 || p0+pn > panel {
+			panic("cpu: stepsBounded4Pairs with keys outside the panel")
+		}
+		keys = max(keys, int(b[i].p0+b[i].pn))
+	}
+	_, _, _, _, _ = s[4*panel-1], q16[2*groups*d-1], kt16[d/2*panel-1], v[keys*d-1], acc[4*groups*d-1]
+	_, _ = m[4*groups-1], l[4*groups-1]
+	stepsBounded4x64PairsAVX512(&s[0], &q16[0], &kt16[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups), &b[0], stride)
 }
 
 // pairRowsAVX512Checked is pairKernels.rows: the assembly on whole vectors
@@ -378,6 +406,12 @@ func stepsBounded4x64AVX512(s, q, kt *float32, d int, scale float32, m, l, alpha
 //
 //go:noescape
 func steps4x64PairsAVX512(s *float32, q, kt *uint32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr)
+
+// stepsBounded4x64PairsAVX512 is stepsBounded4x64AVX512 with the dot
+// products of the whole panel on bfloat16 pairs (pairKernels.stepsBounded4).
+//
+//go:noescape
+func stepsBounded4x64PairsAVX512(s *float32, q, kt *uint32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds, bstride int)
 
 // pairRowsAVX512 is pairRowsGo on n pairs, n a positive multiple of 8.
 //

@@ -460,6 +460,62 @@ pairs_group:
 	VZEROUPPER
 	RET
 
+// func stepsBounded4x64PairsAVX512(s *float32, q, kt *uint32, d int, scale float32, m, l, alpha *float32, v, acc *float32, groups int, pf *[10]uintptr, b *rowBounds, bstride int)
+// Equals stepsBounded4x64AVX512 with the dot products of all 64 keys of
+// the panel taken on bfloat16 pairs (SCORES4X64_PAIRS_REGS; q and kt as
+// steps4x64PairsAVX512 takes them), whatever the group's key vectors: the
+// bounded step's softcap and mask (BOUNDED4X64) then take them as they
+// take the float32 ones. d a positive multiple of 16. Needs AVX512_BF16.
+TEXT ·stepsBounded4x64PairsAVX512(SB), NOSPLIT, $48-112
+	STEPS_ENTRY
+	MOVQ b+96(FP), AX
+	MOVQ AX, 40(SP)
+
+pbsteps_group:
+	MOVQ pf+88(FP), AX
+	PREFETCH5(pbsteps_pl0, pbsteps_pd0, pbsteps_pl1, pbsteps_pd1, pbsteps_pl2, pbsteps_pd2, pbsteps_pl3, pbsteps_pd3, pbsteps_pl4, pbsteps_pd4)
+	MOVQ 0(SP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	SCORES4X64_PAIRS_REGS(pbsteps_sloop)
+	MOVQ s+0(FP), DI
+	VBROADCASTSS scale+32(FP), Z27
+	MOVQ 16(SP), R11
+	MOVQ 24(SP), R12
+	MOVQ alpha+56(FP), R13
+	MOVQ 40(SP), AX
+	BOUNDED4X64(pbsteps_nocap, pbsteps_nomask)
+	SOFTMAX4X64(pbsteps_slow, pbsteps_rows)
+
+	// P·V over the keys [p0, p0+pn), as stepsBounded4x64AVX512's.
+	MOVQ 40(SP), AX
+	MOVL 48(AX), R8
+	MOVL 52(AX), BX
+	MOVQ 8(SP), DI
+	MOVQ s+0(FP), SI
+	LEAQ (SI)(R8*4), SI
+	MOVQ d+24(FP), CX
+	IMULQ CX, R8
+	MOVQ v+64(FP), DX
+	LEAQ (DX)(R8*4), DX
+	MOVQ CX, R11
+	MOVQ alpha+56(FP), AX
+	PV4X16(pbsteps_c64, pbsteps_u64, pbsteps_g64, pbsteps_p64, pbsteps_l64, pbsteps_s64, pbsteps_c16, pbsteps_l16, pbsteps_s16, pbsteps_pvdone)
+	MOVQ d+24(FP), CX
+	SHLQ $3, CX
+	ADDQ CX, 0(SP)
+	MOVQ d+24(FP), CX
+	SHLQ $4, CX
+	ADDQ CX, 8(SP)
+	ADDQ $16, 16(SP)
+	ADDQ $16, 24(SP)
+	MOVQ bstride+104(FP), CX
+	ADDQ CX, 40(SP)
+	DECQ 32(SP)
+	JNZ pbsteps_group
+	VZEROUPPER
+	RET
+
 // func pairRowsAVX512(dst *uint32, src *float32, n int)
 // Equals pairRowsGo on n pairs (n a positive multiple of 8): each float's
 // high half, a NaN's quiet bit set first, two floats to a 32-bit word:

@@ -182,6 +182,66 @@ func TestSteps4Pairs(t *testing.T) {
 	}
 }
 
+// TestStepsBounded4Pairs holds the set's pairKernels.stepsBounded4 to
+// stepsBounded4Pairs (scores4PairsGo's dot products, then the bounded
+// softcap, mask and softmax of softmaxBounded4AVX512, then pv4 on the
+// group's keys) bit for bit: random E4M3 rows, group counts, head dims and bounds
+// (testBounds: softcapped or not, the whole panel or part of it), guard
+// regions around every slice the steps write.
+func TestStepsBounded4Pairs(t *testing.T) {
+	ks := pairSet(t)
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 44))
+	value := e4m3Values(rng)
+	normal := func(int) float32 { return float32(rng.NormFloat64()) }
+	dims := []int{16, 32, 64, 96, 128, 256}
+	for trial := range 200 {
+		d, groups := dims[rng.IntN(len(dims))], 1+rng.IntN(16)
+		rows := 4 * groups
+		q, kt := make([]float32, rows*d), make([]float32, d*panel)
+		for i := range q {
+			q[i] = value(i)
+		}
+		for i := range kt {
+			kt[i] = value(i)
+		}
+		q16, kt16 := make([]uint32, rows*d/2), make([]uint32, d/2*panel)
+		ks.pairs.rows(q16, q)
+		ks.pairs.panel(kt16, kt, d)
+		v, vok := guarded(rng, panel*d, normal)
+		got := newStepState(rng, rows, d, normal)
+		want := got.clone()
+		// Scores (E4M3 products up to 448², d of them) in the softmax's
+		// and the softcap's useful range.
+		scale := float32(1 / (math.Sqrt(float64(d)) * 2000))
+		b := testBounds(rng, trial, groups)
+		var a, wa [8]float32
+		stepsBounded4Pairs(ks, want.s, q16, kt16, v, want.acc, d, scale, want.m, want.l, &wa, groups, append([]rowBounds(nil), b...))
+		ks.pairs.stepsBounded4(got.s, q16, kt16, v, got.acc, d, scale, got.m, got.l, &a, groups, ahead{}, b)
+		if err := got.compare(want, vok); err != nil {
+			t.Fatalf("d=%d groups=%d bounds %v: %v", d, groups, b, err)
+		}
+	}
+}
+
+// stepsBounded4Pairs is the reference for pairKernels.stepsBounded4: for
+// each group (under b[g], or b[0] for every group), scores4PairsGo's dot
+// products of the whole panel, softmaxBounded4AVX512 on them (the bounded
+// step's softmax, which TestAMXSoftmax4 holds to softmax4BoundedGo), and
+// ks.pv4 on the group's keys [p0, p0+pn).
+func stepsBounded4Pairs(ks *kernelSet, s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, b []rowBounds) {
+	for g := range groups {
+		r, bg := 4*g, &b[0]
+		if len(b) > 1 {
+			bg = &b[g]
+		}
+		scores4PairsGo(s, q16[r*d/2:(r+4)*d/2], kt16, d)
+		softmaxBounded4AVX512(s, scale, m[r:r+4], l[r:r+4], alpha[:], bg)
+		ks.pv4(acc[r*d:(r+4)*d], s[bg.p0:], v[int(bg.p0)*d:], d, int(bg.pn), (*[4]float32)(alpha[:4]))
+	}
+}
+
 // BenchmarkSteps4Pairs: the steps of 16 groups of four rows against one
 // full panel at D 64, the dot products in float32 (steps4) and on pairs
 // (pairKernels.steps4); GFLOP/s count both products, 4·D a score.
