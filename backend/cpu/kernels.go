@@ -79,9 +79,10 @@ type kernelSet struct {
 	// m and l hold the groups' rows in turn), in one call. While it runs it
 	// may prefetch pf's memory, spread over the groups.
 	steps4 func(s, q, kt, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead)
-	// pairs, if not nil, runs steps4 with the dot products on bfloat16
-	// pairs (pairKernels), for query rows and key panels whose elements
-	// bfloat16 holds exactly: those of an FP8 problem.
+	// pairs, if not nil, runs steps4 and stepsBounded4 with the dot
+	// products on bfloat16 pairs (pairKernels), for query rows and key
+	// panels whose elements bfloat16 holds exactly: those of an FP8
+	// problem.
 	pairs *pairKernels
 	// allFinite reports whether no element of x is ±Inf or NaN
 	// (allFiniteGo).

@@ -228,8 +228,9 @@ func TestStepsBounded4Pairs(t *testing.T) {
 // stepsBounded4Pairs is the reference for pairKernels.stepsBounded4: for
 // each group (under b[g], or b[0] for every group), scores4PairsGo's dot
 // products of the whole panel, softmaxBounded4AVX512 on them (the bounded
-// step's softmax, which TestAMXSoftmax4 holds to softmax4BoundedGo), and
-// ks.pv4 on the group's keys [p0, p0+pn).
+// step's softcap, mask and softmax, BOUNDED4X64 and SOFTMAX4X64, which
+// TestScoresSoftmaxBounded4 holds to softmax4BoundedGo in the float32
+// kernel), and ks.pv4 on the group's keys [p0, p0+pn).
 func stepsBounded4Pairs(ks *kernelSet, s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, b []rowBounds) {
 	for g := range groups {
 		r, bg := 4*g, &b[0]
