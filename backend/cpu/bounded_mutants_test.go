@@ -21,8 +21,18 @@ func TestBoundedCatchesMutants(t *testing.T) {
 	// file and text: the bounded kernel's TEXT line, before which a
 	// variant redefines a header's macro (name with its parameters) as body.
 	const file, text = "backend/cpu/kernels_avx512_amd64.s", "TEXT ·scoresSoftmaxBounded4x64AVX512(SB)"
-	redefine := func(name, body string) string {
+	redefineAt := func(text, name, body string) string {
 		return "#undef " + name[:strings.IndexByte(name, '(')] + "\n#define " + name + " " + body + "\n" + text
+	}
+	redefine := func(name, body string) string { return redefineAt(text, name, body) }
+	// The bounded steps' TEXT lines, before which a variant redefines a
+	// macro for them (and, past the float32 one, for the pairs' too).
+	const steps32, stepsPairs = "TEXT ·stepsBounded4x64AVX512(SB)", "TEXT ·stepsBounded4x64PairsAVX512(SB)"
+	pvFirstKey := func(text string) string {
+		return redefineAt(text, "BOUNDED_PV(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone)",
+			"MOVQ 40(SP), AX; XORQ R8, R8; MOVL 52(AX), BX; MOVQ 8(SP), DI; MOVQ s+0(FP), SI; LEAQ (SI)(R8*4), SI; "+
+				"MOVQ d+24(FP), CX; IMULQ CX, R8; MOVQ v+64(FP), DX; LEAQ (DX)(R8*4), DX; MOVQ CX, R11; MOVQ alpha+56(FP), AX; "+
+				"PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone)")
 	}
 	// The bounded steps run only in the AVX-512 sets (elsewhere their
 	// tests skip, and the drivers' bounded groups are not taken), the AMX
@@ -62,9 +72,9 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		{Name: "the last key vector left out", File: "backend/cpu/kernels_amd64.go", Pkg: pkg,
 			Old: "min((hi+15)/16, 4)", New: "min(hi/16, 4)", Tests: bounded},
 		{Name: "bounded steps without their bounds", File: file, Pkg: pkg,
-			Old: "\tBOUNDED4X64(bsteps_nocap, bsteps_nomask)\n", New: "", Tests: steps},
+			Old: steps32, New: redefineAt(steps32, "BOUNDED4X64(nocap, nomask)", ""), Tests: steps},
 		{Name: "bounded steps' P·V from the panel's first key", File: file, Pkg: pkg,
-			Old: "v+4·p0·d.\n\tMOVQ 40(SP), AX\n\tMOVL 48(AX), R8\n", New: "v+4·p0·d.\n\tMOVQ 40(SP), AX\n\tXORQ R8, R8\n", Tests: steps},
+			Old: steps32, New: pvFirstKey(steps32), Tests: steps},
 		{Name: "allFinite blind to infinities", File: "backend/cpu/kernels_avx512_amd64.s", Pkg: pkg,
 			Old: "VCMPPS $5, Z2, Z0, K1", New: "VCMPPS $6, Z2, Z0, K1", Tests: finite},
 		onAMX(mutant.Mutant{Name: "amxAttend64 keeps the first panel's bounds", File: "backend/cpu/amx_amd64.s", Pkg: pkg,
@@ -80,10 +90,9 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		{Name: "bounded steps without the softcap", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)", New: "k.bounds(&bs[len(bs)-1], min(4, rowsN-e), 0, 0)", Tests: dense},
 		onPairs(mutant.Mutant{Name: "the pairs' bounded steps advance q by float32 rows", File: file, Pkg: pkg,
-			Old: "\tSHLQ $3, CX\n\tADDQ CX, 0(SP)\n", New: "\tSHLQ $4, CX\n\tADDQ CX, 0(SP)\n", Tests: []string{"TestStepsBounded4Pairs"}}),
+			Old: "BOUNDED_REST(3, pbsteps_", New: "BOUNDED_REST(4, pbsteps_", Tests: []string{"TestStepsBounded4Pairs"}}),
 		onPairs(mutant.Mutant{Name: "the pairs' bounded steps' P·V from the panel's first key", File: file, Pkg: pkg,
-			Old: "stepsBounded4x64AVX512's.\n\tMOVQ 40(SP), AX\n\tMOVL 48(AX), R8\n", New: "stepsBounded4x64AVX512's.\n\tMOVQ 40(SP), AX\n\tXORQ R8, R8\n",
-			Tests: []string{"TestStepsBounded4Pairs"}}),
+			Old: stepsPairs, New: pvFirstKey(stepsPairs), Tests: []string{"TestStepsBounded4Pairs"}}),
 		onPairs(mutant.Mutant{Name: "the pairs' bounded steps on the block's first rows", File: "backend/cpu/attend.go", Pkg: pkg,
 			Old: "ks.pairs.stepsBounded4(s, sc.q16[g*D/2:e*D/2]", New: "ks.pairs.stepsBounded4(s, sc.q16[:(e-g)*D/2]", Tests: dense}),
 		{Name: "a row with no key takes the one-P·V steps", File: "backend/cpu/attend.go", Pkg: pkg,

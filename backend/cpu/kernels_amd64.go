@@ -105,18 +105,8 @@ func stepsBounded4AVX512(s, q, kt, v, acc []float32, d int, scale float32, m, l 
 	if groups <= 0 {
 		return
 	}
-	stride := rowBoundsSize
-	if len(b) == 1 {
-		stride = 0
-	} else {
-		_ = b[groups-1]
-	}
-	keys := 1 // the values P·V reads: keys [0, keys)
+	stride, keys := boundedRun(b, groups)
 	for i := range b {
-		if p0, pn := b[i].p0, b[i].pn; p0 < 0 || pn <= 0 || p0+pn > panel {
-			panic("cpu: stepsBounded4 with keys outside the panel")
-		}
-		keys = max(keys, int(b[i].p0+b[i].pn))
 		keyVectors(&b[i])
 	}
 	if d%16 != 0 {
@@ -172,6 +162,27 @@ func steps4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32, d int,
 	steps4x64PairsAVX512(&s[0], &q16[0], &kt16[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups))
 }
 
+// boundedRun checks the rowBounds of a bounded run of groups groups (one
+// for all, or one a group) and returns the bytes between two groups'
+// (0 or rowBoundsSize) and the keys [0, keys) whose values their P·V
+// reads; it panics where a group's P·V keys leave the panel.
+func boundedRun(b []rowBounds, groups int) (stride, keys int) {
+	stride = rowBoundsSize
+	if len(b) == 1 {
+		stride = 0
+	} else {
+		_ = b[groups-1]
+	}
+	keys = 1
+	for i := range b {
+		if p0, pn := b[i].p0, b[i].pn; p0 < 0 || pn <= 0 || p0+pn > panel {
+			panic("cpu: bounded steps with keys outside the panel")
+		}
+		keys = max(keys, int(b[i].p0+b[i].pn))
+	}
+	return stride, keys
+}
+
 // stepsBounded4PairsAVX512 is pairKernels.stepsBounded4 (d a multiple of
 // 16).
 func stepsBounded4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b []rowBounds) {
@@ -181,19 +192,7 @@ func stepsBounded4PairsAVX512(s []float32, q16, kt16 []uint32, v, acc []float32,
 	if d%16 != 0 {
 		panic("cpu: stepsBounded4Pairs with d not a multiple of 16")
 	}
-	stride := rowBoundsSize
-	if len(b) == 1 {
-		stride = 0
-	} else {
-		_ = b[groups-1]
-	}
-	keys := 1 // the values P·V reads: keys [0, keys)
-	for i := range b {
-		if p0, pn := b[i].p0, b[i].pn; p0 < 0 || pn <= 0 || p0+pn > panel {
-			panic("cpu: stepsBounded4Pairs with keys outside the panel")
-		}
-		keys = max(keys, int(b[i].p0+b[i].pn))
-	}
+	stride, keys := boundedRun(b, groups)
 	_, _, _, _, _ = s[4*panel-1], q16[2*groups*d-1], kt16[d/2*panel-1], v[keys*d-1], acc[4*groups*d-1]
 	_, _ = m[4*groups-1], l[4*groups-1]
 	stepsBounded4x64PairsAVX512(&s[0], &q16[0], &kt16[0], d, scale, &m[0], &l[0], &alpha[0], &v[0], &acc[0], groups, prefetchPlan(pf, groups), &b[0], stride)

@@ -35,6 +35,12 @@
 	MOVQ CX, R11; \
 	MOVQ alpha+56(FP), AX; \
 	PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone); \
+	STEPS_NEXT(qshift); \
+	DECQ 32(SP)
+
+// STEPS_NEXT(qshift) advances the steps' locals by one group: q by
+// d<<qshift bytes, acc by 16·d, m and l by 16.
+#define STEPS_NEXT(qshift) \
 	MOVQ d+24(FP), CX; \
 	SHLQ $qshift, CX; \
 	ADDQ CX, 0(SP); \
@@ -42,7 +48,46 @@
 	SHLQ $4, CX; \
 	ADDQ CX, 8(SP); \
 	ADDQ $16, 16(SP); \
-	ADDQ $16, 24(SP); \
+	ADDQ $16, 24(SP)
+
+// BOUNDED_PV(labels) is a bounded group's P·V over its keys [p0, p0+pn)
+// of the rowBounds in 40(SP): weights from s+4·p0, values from v+4·p0·d,
+// into the group's acc (8(SP)); the labels are PV4X16's.
+#define BOUNDED_PV(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone) \
+	MOVQ 40(SP), AX; \
+	MOVL 48(AX), R8; \
+	MOVL 52(AX), BX; \
+	MOVQ 8(SP), DI; \
+	MOVQ s+0(FP), SI; \
+	LEAQ (SI)(R8*4), SI; \
+	MOVQ d+24(FP), CX; \
+	IMULQ CX, R8; \
+	MOVQ v+64(FP), DX; \
+	LEAQ (DX)(R8*4), DX; \
+	MOVQ CX, R11; \
+	MOVQ alpha+56(FP), AX; \
+	PV4X16(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone)
+
+// BOUNDED_REST(qshift, labels...) is the rest of a bounded group's step
+// (stepsBounded4x64AVX512 and its pairs twin) after the sixteen
+// accumulators hold its dot products: its rowBounds (40(SP)) applied
+// (BOUNDED4X64), the softmax, BOUNDED_PV, and the locals advanced by one
+// group (STEPS_NEXT, then the rowBounds by bstride). The labels are
+// BOUNDED4X64's, SOFTMAX4X64's and PV4X16's.
+// Leaves the groups left in 32(SP).
+#define BOUNDED_REST(qshift, nocap, nomask, slow, rows, c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone) \
+	MOVQ s+0(FP), DI; \
+	VBROADCASTSS scale+32(FP), Z27; \
+	MOVQ 16(SP), R11; \
+	MOVQ 24(SP), R12; \
+	MOVQ alpha+56(FP), R13; \
+	MOVQ 40(SP), AX; \
+	BOUNDED4X64(nocap, nomask); \
+	SOFTMAX4X64(slow, rows); \
+	BOUNDED_PV(c64, u64, g64, p64, l64, s64, c16, l16, s16, pvdone); \
+	STEPS_NEXT(qshift); \
+	MOVQ bstride+104(FP), CX; \
+	ADDQ CX, 40(SP); \
 	DECQ 32(SP)
 
 // PAIR_PANEL_VEC(off) is 16 keys of one pair of panel rows (SI, the even

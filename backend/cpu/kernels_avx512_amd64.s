@@ -402,39 +402,7 @@ bsteps_shift:
 	JMP bsteps_shift
 
 bsteps_scored:
-	MOVQ s+0(FP), DI
-	VBROADCASTSS scale+32(FP), Z27
-	MOVQ 16(SP), R11
-	MOVQ 24(SP), R12
-	MOVQ alpha+56(FP), R13
-	MOVQ 40(SP), AX
-	BOUNDED4X64(bsteps_nocap, bsteps_nomask)
-	SOFTMAX4X64(bsteps_slow, bsteps_rows)
-
-	// P·V over the keys [p0, p0+pn): weights from s+4·p0, values from
-	// v+4·p0·d.
-	MOVQ 40(SP), AX
-	MOVL 48(AX), R8
-	MOVL 52(AX), BX
-	MOVQ 8(SP), DI
-	MOVQ s+0(FP), SI
-	LEAQ (SI)(R8*4), SI
-	MOVQ d+24(FP), CX
-	IMULQ CX, R8
-	MOVQ v+64(FP), DX
-	LEAQ (DX)(R8*4), DX
-	MOVQ CX, R11
-	MOVQ alpha+56(FP), AX
-	PV4X16(bsteps_c64, bsteps_u64, bsteps_g64, bsteps_p64, bsteps_l64, bsteps_s64, bsteps_c16, bsteps_l16, bsteps_s16, bsteps_pvdone)
-	MOVQ d+24(FP), CX
-	SHLQ $4, CX
-	ADDQ CX, 0(SP)
-	ADDQ CX, 8(SP)
-	ADDQ $16, 16(SP)
-	ADDQ $16, 24(SP)
-	MOVQ bstride+104(FP), CX
-	ADDQ CX, 40(SP)
-	DECQ 32(SP)
+	BOUNDED_REST(4, bsteps_nocap, bsteps_nomask, bsteps_slow, bsteps_rows, bsteps_c64, bsteps_u64, bsteps_g64, bsteps_p64, bsteps_l64, bsteps_s64, bsteps_c16, bsteps_l16, bsteps_s16, bsteps_pvdone)
 	JNZ bsteps_group
 	VZEROUPPER
 	RET
@@ -478,40 +446,7 @@ pbsteps_group:
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
 	SCORES4X64_PAIRS_REGS(pbsteps_sloop)
-	MOVQ s+0(FP), DI
-	VBROADCASTSS scale+32(FP), Z27
-	MOVQ 16(SP), R11
-	MOVQ 24(SP), R12
-	MOVQ alpha+56(FP), R13
-	MOVQ 40(SP), AX
-	BOUNDED4X64(pbsteps_nocap, pbsteps_nomask)
-	SOFTMAX4X64(pbsteps_slow, pbsteps_rows)
-
-	// P·V over the keys [p0, p0+pn), as stepsBounded4x64AVX512's.
-	MOVQ 40(SP), AX
-	MOVL 48(AX), R8
-	MOVL 52(AX), BX
-	MOVQ 8(SP), DI
-	MOVQ s+0(FP), SI
-	LEAQ (SI)(R8*4), SI
-	MOVQ d+24(FP), CX
-	IMULQ CX, R8
-	MOVQ v+64(FP), DX
-	LEAQ (DX)(R8*4), DX
-	MOVQ CX, R11
-	MOVQ alpha+56(FP), AX
-	PV4X16(pbsteps_c64, pbsteps_u64, pbsteps_g64, pbsteps_p64, pbsteps_l64, pbsteps_s64, pbsteps_c16, pbsteps_l16, pbsteps_s16, pbsteps_pvdone)
-	MOVQ d+24(FP), CX
-	SHLQ $3, CX
-	ADDQ CX, 0(SP)
-	MOVQ d+24(FP), CX
-	SHLQ $4, CX
-	ADDQ CX, 8(SP)
-	ADDQ $16, 16(SP)
-	ADDQ $16, 24(SP)
-	MOVQ bstride+104(FP), CX
-	ADDQ CX, 40(SP)
-	DECQ 32(SP)
+	BOUNDED_REST(3, pbsteps_nocap, pbsteps_nomask, pbsteps_slow, pbsteps_rows, pbsteps_c64, pbsteps_u64, pbsteps_g64, pbsteps_p64, pbsteps_l64, pbsteps_s64, pbsteps_c16, pbsteps_l16, pbsteps_s16, pbsteps_pvdone)
 	JNZ pbsteps_group
 	VZEROUPPER
 	RET

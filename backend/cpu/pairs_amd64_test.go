@@ -34,6 +34,22 @@ func e4m3Values(rng *rand.Rand) func(int) float32 {
 	}
 }
 
+// pairInputs returns rows query rows and a transposed key panel of d rows
+// of E4M3 values (value), and both as ks's bfloat16 pairs.
+func pairInputs(ks *kernelSet, value func(int) float32, rows, d int) (q, kt []float32, q16, kt16 []uint32) {
+	q, kt = make([]float32, rows*d), make([]float32, d*panel)
+	for i := range q {
+		q[i] = value(i)
+	}
+	for i := range kt {
+		kt[i] = value(i)
+	}
+	q16, kt16 = make([]uint32, rows*d/2), make([]uint32, d/2*panel)
+	ks.pairs.rows(q16, q)
+	ks.pairs.panel(kt16, kt, d)
+	return q, kt, q16, kt16
+}
+
 // guardedWords is guarded for words: n words between guard regions, and a
 // check that the guards are untouched.
 func guardedWords(rng *rand.Rand, n int) ([]uint32, func() error) {
@@ -141,16 +157,7 @@ func TestSteps4Pairs(t *testing.T) {
 	for range 200 {
 		d, groups := dims[rng.IntN(len(dims))], 1+rng.IntN(16)
 		rows := 4 * groups
-		q, kt := make([]float32, rows*d), make([]float32, d*panel)
-		for i := range q {
-			q[i] = value(i)
-		}
-		for i := range kt {
-			kt[i] = value(i)
-		}
-		q16, kt16 := make([]uint32, rows*d/2), make([]uint32, d/2*panel)
-		ks.pairs.rows(q16, q)
-		ks.pairs.panel(kt16, kt, d)
+		q, kt, q16, kt16 := pairInputs(ks, value, rows, d)
 		v, vok := guarded(rng, panel*d, normal)
 		got := newStepState(rng, rows, d, normal)
 		want := got.clone()
@@ -199,16 +206,7 @@ func TestStepsBounded4Pairs(t *testing.T) {
 	for trial := range 200 {
 		d, groups := dims[rng.IntN(len(dims))], 1+rng.IntN(16)
 		rows := 4 * groups
-		q, kt := make([]float32, rows*d), make([]float32, d*panel)
-		for i := range q {
-			q[i] = value(i)
-		}
-		for i := range kt {
-			kt[i] = value(i)
-		}
-		q16, kt16 := make([]uint32, rows*d/2), make([]uint32, d/2*panel)
-		ks.pairs.rows(q16, q)
-		ks.pairs.panel(kt16, kt, d)
+		_, _, q16, kt16 := pairInputs(ks, value, rows, d)
 		v, vok := guarded(rng, panel*d, normal)
 		got := newStepState(rng, rows, d, normal)
 		want := got.clone()
