@@ -159,9 +159,10 @@ type pairKernels struct {
 	steps4 func(s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead)
 	// stepsBounded4, if not nil, is kernelSet.stepsBounded4 on pairs (q16
 	// and kt16 as steps4 takes them, d a multiple of 16): each group's dot
-	// products of the whole panel as scores4PairsGo sums them, then its
-	// bounded step's softcap, mask and softmax (softmax4BoundedGo) and P·V
-	// on its keys [p0, p0+pn) (stepsBounded4Pairs in pairs_amd64_test.go).
+	// products of the whole panel as scores4PairsGo sums them, then the
+	// float32 bounded step's softcap, mask and softmax on them (the bits
+	// of softmaxBounded4AVX512) and P·V on its keys [p0, p0+pn)
+	// (stepsBounded4Pairs in pairs_amd64_test.go).
 	stepsBounded4 func(s []float32, q16, kt16 []uint32, v, acc []float32, d int, scale float32, m, l []float32, alpha *[8]float32, groups int, pf ahead, b []rowBounds)
 }
 
