@@ -134,7 +134,10 @@ func (r *resident) launch(stage int) error {
 // one tile (cfg.OneTile) it transposes V itself: one launch. Tiled, V is
 // transposed once per call into the V image first, by fp8attn_pack9vt
 // through the same map (kernels/hopper/tensors.cuh says why): two
-// launches, the second a programmatic dependent one. It reports false, launching nothing, where
+// launches, the second a programmatic dependent one; where the tiled
+// grid is one wave (no more blocks than SMs) and has no softcap, the head
+// start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks begin
+// their first tiles while the pack finishes. It reports false, launching nothing, where
 // the form does not take the call, which the pack path then runs: no
 // tensor entry for the head dim, a layout the tensor maps cannot describe
 // (an address or a stride not a multiple of 16 bytes), or, tiled, more
@@ -165,18 +168,22 @@ func (r *resident) launchTensors() (bool, error) {
 		}
 		r.tensors = tl
 	}
+	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
 	if !one { // the V image, a block a tile (fp8attn_pack9vt; pack only allocates it)
 		size := int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))
 		if err := r.pack(tiles.HopperStage, [3]int64{0, 0, size}, [3]C.CUfunction{}); err != nil {
 			return true, err
 		}
 		r.tensors.P.F.P.VImage = r.params.VImage
+		pack := k.packVTensor
+		if k.attnTensorsHead != nil && gx*gy*gz <= r.dev.SMs {
+			fn, pack = k.attnTensorsHead, k.packVTensorHead
+		}
 		ntiles := (s.Sk + k.cfg.BlockN - 1) / k.cfg.BlockN
-		if err := launchStruct(k.packVTensor, ntiles, s.B*s.Hkv, 1, 128, k.packVTensorSmem, r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
+		if err := launchStruct(pack, ntiles, s.B*s.Hkv, 1, 128, k.packVTensorSmem, r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
 			return true, err
 		}
 	}
-	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
 	return true, launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P))
 }
 

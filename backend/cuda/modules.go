@@ -108,6 +108,11 @@ type hopperKernels struct {
 	// packVTensorSmem bytes of dynamic shared memory.
 	packVTensor     C.CUfunction
 	packVTensorSmem int
+	// attnTensorsHead is attnTensors' head start, for tiled grids of one
+	// wave (fp8attn_stage9th: V's first tiles transposed in the kernel
+	// while the V pack before it, packVTensorHead, finishes; the pair keeps
+	// kernels/pdl.cuh's other order). Nil in the softcap twin.
+	attnTensorsHead, packVTensorHead C.CUfunction
 	// softcap is these kernels with the attention entries (attn,
 	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,
 	// attnTensorsOne) replaced by their softcap twins (the entry names'
@@ -196,6 +201,8 @@ func (d *device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_quantpack9_d%d", hd), &k.quantPack},
 			{fmt.Sprintf("fp8attn_quantpack9l_d%d", hd), &k.quantPackLong},
 			{fmt.Sprintf("fp8attn_pack9vt_d%d", hd), &k.packVTensor},
+			{fmt.Sprintf("fp8attn_pack9vth_d%d", hd), &k.packVTensorHead},
+			{fmt.Sprintf("fp8attn_stage9th_d%d", hd), &k.attnTensorsHead},
 		}
 		// The attention entries (forms f, t; one tile o, fo, qo, to), and
 		// their softcap twins (c after the form letters).
@@ -250,10 +257,12 @@ func (d *device) loadHopper() error {
 			return err
 		}
 		k.packVTensorSmem = int(smem[0])
-		if err := setMaxSharedMemory(k.packVTensor, k.packVTensorSmem); err != nil {
-			return err
+		for _, fn := range []C.CUfunction{k.packVTensor, k.packVTensorHead} {
+			if err := setMaxSharedMemory(fn, k.packVTensorSmem); err != nil {
+				return err
+			}
 		}
-		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne, capped.attnTensors, capped.attnTensorsOne} {
+		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne, k.attnTensorsHead, capped.attnTensors, capped.attnTensorsOne} {
 			if fn == nil {
 				continue
 			}

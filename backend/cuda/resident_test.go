@@ -107,9 +107,11 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// columns too), the one-tile form (D 64,
 	// keys in two tiles) and the tiled one, tiles cut short, rows past a
 	// block, negative scales in both forms, the attention variants (tiles
-	// skipped below a window, in both forms' producers). The kernel mutants
-	// s9t-transpose-columns-swapped, s9t-q-not-negated and
-	// s9t-window-first-tile-ignored fail it.
+	// skipped below a window, in both forms' producers), the head start
+	// (the tiled grids of one wave) and the tiled form without it. The
+	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
+	// s9t-head-start-next-tile, s9t-window-first-tile-ignored and
+	// s9t-window-tiles-ignored fail it.
 	sinks := func(n int) []float32 {
 		x := make([]float32, n)
 		for i := range x {
@@ -154,6 +156,11 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			backend.Variants{SlidingWindow: 200, Softcap: 20, Sinks: sinks(4)}},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625,
 			backend.Variants{SlidingWindow: 90}},
+		// A tiled grid of two waves on an H200 (144 blocks for 132 SMs):
+		// the tensor form without its head start, under a window whose
+		// blocks start past key tile 0.
+		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 1100, Sk: 1300, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125,
+			backend.Variants{SlidingWindow: 300}},
 	} {
 		in := sdpatest.RandomInputs(rng, c.s, 1)
 		ref, _, _ := sdpatest.NewProblemLayout(c.s, in, c.scale, c.m, backend.FP8E4M3, c.l)

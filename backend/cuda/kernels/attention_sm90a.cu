@@ -20,7 +20,9 @@
 // followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS}
 // (checked against internal/tiles when the module loads), the three pack
 // kernels, the V pack of the tensor form (pack_v_tensor, its dynamic shared
-// memory exported as fp8attn_pack9vt_d<D>_smem), quant_pack9 and its form
+// memory exported as fp8attn_pack9vt_d<D>_smem), the tiled tensor form's
+// head start for grids of one wave (fp8attn_stage9th_d<D>, after its own V
+// pack fp8attn_pack9vth_d<D>, no softcap twin), quant_pack9 and its form
 // for long heads (fp8attn_quantpack9l_d<D>).
 // Each attention entry has a softcap twin, its name's form letters followed
 // by c (fp8attn_stage9c_d<D>, stage9fc, stage9tc; the one-tile forms'
@@ -48,6 +50,13 @@
     hopper::pack_v_tensor<HD>(tp);                                                                               \
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_pack9vt_d##HD##_smem[1] = {hopper::PackVSmem<HD>::BYTES};             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9th_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true, false, true>(tp.f.p, &tp.f, &tp);                              \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(128) fp8attn_pack9vth_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    hopper::pack_v_tensor<HD, true>(tp); /* its pdl_wait, then pdl_launch_dependents */                         \
+  }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(256) fp8attn_pack9q_d##HD(const __grid_constant__ Params p) {     \
     pdl_entry();                                                                                                 \
     hopper::pack_qk<HD, true>(p);                                                                                \

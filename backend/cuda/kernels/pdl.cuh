@@ -21,6 +21,13 @@
 //     kernel's blocks may be scheduled once every block of this grid has
 //     issued it or exited. They only occupy what this grid leaves free,
 //     and wait in their own pdl_wait.
+// One pair keeps another order: the head start's V pack
+// (fp8attn_pack9vth) launches its dependents only past its own pdl_wait,
+// so that when the attention after it (fp8attn_stage9th) starts, every
+// kernel before the pack has completed. That attention reads the
+// caller's Q, K and V, the scales and the sinks (none of which the pack
+// writes) before its pdl_wait, and waits before the V image's first read,
+// before its rows' stores and before any return (hopper::produce_tensors).
 // Without the launch attribute, and on an older architecture (the compute_80
 // and compute_89 builds of paged.cu), both are no-ops.
 // The mutant mutants/pdl-no-wait.sed builds the wait away: the tests must

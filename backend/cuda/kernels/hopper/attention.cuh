@@ -48,7 +48,7 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
 // of V (its values xv) instead, then waits for every block's shares;
 // TENSORS: the whole warpgroup reads the caller's tensors through tp's
 // maps (produce_tensors).
-template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS>
+template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS, bool HEAD>
 __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp, int b, int h, int kvh, int i0, int t0, int ntiles,
                                          long long sq_p, long long sk_p, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v,
                                          uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
@@ -57,7 +57,7 @@ __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp
     // (the sign of scale · Q descale · K descale) negates Q's codes.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     const bool neg = tp->f.scale * (double)p.q_scale[b * p.hq + h] * (double)p.k_scale[b * p.hkv + kvh] < 0.0;
-    produce_tensors<D, ONE>(*tp, b, h, kvh, i0, t0, ntiles, neg, smem_u32(s_q));
+    produce_tensors<D, ONE, HEAD>(*tp, b, h, kvh, i0, t0, ntiles, neg, smem_u32(s_q));
     return;
   }
   if constexpr (QC) {
@@ -135,7 +135,7 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // each row's keys below its window in the tiles that hold them; SOFTCAP
 // caps the scores in the softmax (softmax_tile); the sinks join the
 // denominators in the epilogue.
-template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false>
+template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -188,7 +188,11 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   PROFILE_CLOCK(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
   if constexpr (QC) src = one_tile_sources<D>(p, b, h, kvh, i0, (int)blockIdx.x, (int)threadIdx.x);
-  pdl_wait();  // before the first global access but seq_k's (pdl.cuh)
+  // Before the first global access but seq_k's (pdl.cuh); HEAD's producer
+  // waits before the V image's first copy, its consumers before their
+  // rows' stores (produce_tensors).
+  static_assert(!HEAD || (TENSORS && !ONE && !FUSED), "the head start is the tiled tensor form's");
+  if constexpr (!HEAD) pdl_wait();
   QP_STAMP(threadIdx.x == 0, 1, 1);
   PROFILE_VALUE(QC && threadIdx.x == 0, 0, 0, 0, qp_entry);
   (void)qp_entry;
@@ -197,7 +201,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {
-    producer<D, FUSED, ONE, QC, TENSORS>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full,
+    producer<D, FUSED, ONE, QC, TENSORS, HEAD>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full,
                                          empty, xv);
     return;
   }
@@ -260,6 +264,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     vs = one_tile_v_scale<D>();
   }
 
+  if constexpr (HEAD) pdl_wait();
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(threadIdx.x == 128, 1, 3);
   epilogue<D>(p, o, m, l, lsum, vs, sink, b, h, r0, tq, sq);

@@ -180,7 +180,13 @@ __device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint
 // as in the image forms) and q_full arrived at. Then, in the tiled form,
 // per tile t (key tile t0 + t) in ring slot t % RING once the consumers released it: K onto
 // k_full, and V's tile of the V image (pack_v_tensor's, written once per
-// call just before) onto v_full, as the image form copies it. The one-tile
+// call just before) onto v_full, as the image form copies it. HEAD (the
+// head start, for grids of one wave: fp8attn_stage9th): V's first two
+// tiles transposed here instead, from the caller's V into slots 0 and 1,
+// beside Q's and the first tiles' K copies, all before the warpgroup's
+// pdl_wait (pdl.cuh says why that is safe), and the V image read from the
+// third tile on, after it; so that a block's first tiles overlap the V
+// pack's last. The one-tile
 // form copies both K tiles at once into slots 0 and 1 on slot 0's
 // barriers, and V's two tiles into the staging buffers, which the
 // warpgroup's 128 threads transpose into the two slots.
@@ -192,14 +198,18 @@ __device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint
 // transposing changed nothing), and a block transposes each tile that
 // the pack transposes once for all the blocks of its KV head
 // (docs/design/hopper-prefill.md).
-template <int D, bool ONE>
+template <int D, bool ONE, bool HEAD = false>
 __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, int h, int kvh, int i0, int t0, int ntiles, bool neg,
                                                 uint32_t base) {
   using G = Geometry<D>;
   using S = TensorSmem<D>;
   constexpr int DK = G::DK, BN = G::BN, RING = G::RING, ROWS = ONE ? G::ONE_BM : G::BM;
+  static_assert(!HEAD || (!ONE && RING >= 2), "the head start: the tiled form, its two tiles in ring slots 0 and 1");
   const int tid = threadIdx.x;
-  if (ntiles <= 0) return;  // (no copy may be in flight when the block exits)
+  if (ntiles <= 0) {  // (no copy may be in flight when the block exits)
+    if constexpr (HEAD) pdl_wait();  // (before returning)
+    return;
+  }
   if (tid == 0) {
     const uint32_t qbar = base + (neg ? S::Q_RAW : S::Q_FULL);
     mbar_expect_tx_at(qbar, ROWS * DK);
@@ -209,6 +219,13 @@ __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, i
       tensor_rows<D, BN>(&tp.v, base + S::STAGE, 0, 2 * BN, kvh, b, base + S::STAGED);
       mbar_expect_tx_at(base + S::K_FULL, 2 * G::KT);
       tensor_rows<D, BN>(&tp.k, base + S::K, 0, 2 * BN, kvh, b, base + S::K_FULL);
+    } else if constexpr (HEAD) {
+      mbar_expect_tx_at(base + S::STAGED, 2 * G::KT);
+      tensor_rows<D, BN>(&tp.v, base + S::STAGE, t0 * BN, 2 * BN, kvh, b, base + S::STAGED);
+      for (int t = 0; t < ntiles && t < RING; t++) {
+        mbar_expect_tx_at(base + S::K_FULL + 8 * t, G::KT);
+        tensor_rows<D, BN>(&tp.k, base + S::K + t * G::KT, (t0 + t) * BN, BN, kvh, b, base + S::K_FULL + 8 * t);
+      }
     }
   }
   if (neg) {
@@ -224,16 +241,32 @@ __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, i
     fence_async_shared();
     producer_bar_sync();
     if (tid == 0) mbar_arrive_at(base + S::V_FULL);
-  } else if (tid == 0) {
-    const long long sk_p = (tp.f.p.sk + BN - 1) / BN * BN;
-    const uint8_t* vimg = tp.f.p.vi + ((long long)b * tp.f.p.hkv + kvh) * sk_p * D + (long long)t0 * G::VT;
-    for (int t = 0; t < ntiles; t++) {
-      const int s = t % RING;
-      if (t >= RING) mbar_wait_at(base + S::EMPTY + 8 * s, (t / RING - 1) & 1);
-      mbar_expect_tx_at(base + S::K_FULL + 8 * s, G::KT);
-      tensor_rows<D, BN>(&tp.k, base + S::K + s * G::KT, (t0 + t) * BN, BN, kvh, b, base + S::K_FULL + 8 * s);
-      mbar_expect_tx_at(base + S::V_FULL + 8 * s, G::VT);
-      bulk_load_at(base + S::V + s * G::VT, vimg + (long long)t * G::VT, G::VT, base + S::V_FULL + 8 * s);
+  } else {
+    if constexpr (HEAD) {
+      mbar_wait_at(base + S::STAGED, 0);
+      transpose_v<D, 2>(base + S::STAGE, base + S::V, tid);
+      fence_async_shared();
+      producer_bar_sync();
+      if (tid == 0) {
+        mbar_arrive_at(base + S::V_FULL);
+        mbar_arrive_at(base + S::V_FULL + 8);
+      }
+      pdl_wait();  // before the V image's first copy, and before returning
+    }
+    if (tid == 0) {
+      const long long sk_p = (tp.f.p.sk + BN - 1) / BN * BN;
+      const uint8_t* vimg = tp.f.p.vi + ((long long)b * tp.f.p.hkv + kvh) * sk_p * D + (long long)t0 * G::VT;
+      for (int t = 0; t < ntiles; t++) {
+        const int s = t % RING;
+        if (t >= RING) mbar_wait_at(base + S::EMPTY + 8 * s, (t / RING - 1) & 1);
+        if (!HEAD || t >= RING) {  // (HEAD: the first tiles' K are in flight)
+          mbar_expect_tx_at(base + S::K_FULL + 8 * s, G::KT);
+          tensor_rows<D, BN>(&tp.k, base + S::K + s * G::KT, (t0 + t) * BN, BN, kvh, b, base + S::K_FULL + 8 * s);
+        }
+        if (HEAD && t < 2) continue;  // (transposed above)
+        mbar_expect_tx_at(base + S::V_FULL + 8 * s, G::VT);
+        bulk_load_at(base + S::V + s * G::VT, vimg + (long long)t * G::VT, G::VT, base + S::V_FULL + 8 * s);
+      }
     }
   }
 }
@@ -243,12 +276,15 @@ __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, i
 // copies the tile's BN keys into shared memory as a K tile (zeros past the
 // keys), transposes it with transpose_v, and stores the image tile with
 // 16-byte stores. So V is read once, coalesced, where pack_v gathers its
-// bytes one at a time. Dynamic shared memory: PackVSmem<D>::BYTES.
+// bytes one at a time. LATE (fp8attn_pack9vth, before the head start's
+// entry) launches its dependents only past its pdl_wait; the other's
+// entry point launches them at once. Dynamic shared memory:
+// PackVSmem<D>::BYTES.
 template <int D> struct PackVSmem {
   using G = Geometry<D>;
   static constexpr int IMAGE = G::KT, BAR = IMAGE + G::VT, BYTES = BAR + 8 + 1023;
 };
-template <int D> __device__ __forceinline__ void pack_v_tensor(const TensorParams& tp) {
+template <int D, bool LATE = false> __device__ __forceinline__ void pack_v_tensor(const TensorParams& tp) {
   using G = Geometry<D>;
   using S = PackVSmem<D>;
   extern __shared__ uint8_t smem_raw[];
@@ -263,6 +299,7 @@ template <int D> __device__ __forceinline__ void pack_v_tensor(const TensorParam
   }
   __syncthreads();
   pdl_wait();  // before the first global access (pdl.cuh)
+  if constexpr (LATE) pdl_launch_dependents();  // (the head start's pack: pdl.cuh)
   if (tid == 0) {
     mbar_expect_tx_at(base + S::BAR, G::KT);
     tensor_rows<D, G::BN>(&tp.v, base, tile * G::BN, G::BN, kvh, b, base + S::BAR);
