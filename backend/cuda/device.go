@@ -59,6 +59,10 @@ type device struct {
 	// SMs and SharedPerSM: the multiprocessors and the shared memory each
 	// has, for the launchers' grids.
 	SMs, SharedPerSM int
+	// headStartBlocks is the most blocks a tiled tensor-form grid may have
+	// to take the head start (launchTensors): the SMs, one wave. Tests
+	// move it to run both ways on any GPU.
+	headStartBlocks int
 	// stage is the page-locked buffer small transfers go through
 	// (staging.go); stageDone is recorded after the last copy that read it.
 	stage     []byte
@@ -150,6 +154,7 @@ func (d *device) init() error {
 		return fmt.Errorf("cuda: %w", err)
 	}
 	d.SMs, d.SharedPerSM = sms, shm
+	d.headStartBlocks = sms
 	if d.ComputeCapability < 80 {
 		return fmt.Errorf("%w: %s is sm_%d; the kernels need sm_80 or newer", backend.ErrUnsupported, d.Name, d.ComputeCapability)
 	}

@@ -176,7 +176,7 @@ func (r *resident) launchTensors() (bool, error) {
 		}
 		r.tensors.P.F.P.VImage = r.params.VImage
 		pack := k.packVTensor
-		if k.attnTensorsHead != nil && gx*gy*gz <= r.dev.SMs {
+		if k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks {
 			fn, pack = k.attnTensorsHead, k.packVTensorHead
 		}
 		ntiles := (s.Sk + k.cfg.BlockN - 1) / k.cfg.BlockN

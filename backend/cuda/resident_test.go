@@ -98,6 +98,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { d.headStartBlocks = d.SMs })
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 12))
@@ -107,8 +108,8 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// columns too), the one-tile form (D 64,
 	// keys in two tiles) and the tiled one, tiles cut short, rows past a
 	// block, negative scales in both forms, the attention variants (tiles
-	// skipped below a window, in both forms' producers), the head start
-	// (the tiled grids of one wave) and the tiled form without it. The
+	// skipped below a window, in both forms' producers), and the tiled
+	// tensor form both with its head start and without, on every case. The
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
 	// s9t-head-start-next-tile, s9t-window-first-tile-ignored and
 	// s9t-window-tiles-ignored fail it.
@@ -156,9 +157,9 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			backend.Variants{SlidingWindow: 200, Softcap: 20, Sinks: sinks(4)}},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625,
 			backend.Variants{SlidingWindow: 90}},
-		// A tiled grid of two waves on an H200 (144 blocks for 132 SMs):
-		// the tensor form without its head start, under a window whose
-		// blocks start past key tile 0.
+		// A tiled grid of two waves on an H200 (144 blocks for 132 SMs),
+		// under a window whose blocks start past key tile 0 and take more
+		// tiles than the ring holds.
 		{backend.Shape{B: 2, Hq: 8, Hkv: 2, Sq: 1100, Sk: 1300, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125,
 			backend.Variants{SlidingWindow: 300}},
 	} {
@@ -179,30 +180,41 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			if supports(ref, st) != nil {
 				continue
 			}
-			var outs [2][]float32
-			var lses [2][]float32
-			for i, res := range []*resident{up, r} {
-				outs[i], lses[i] = make([]float32, len(ref.Out)), make([]float32, len(ref.LSE))
-				if err := errors.Join(res.Poison(), res.Run(st)); err != nil {
-					t.Fatal(err)
+			// The tiled tensor form without and with its head start,
+			// whatever the GPU's SMs (headStartBlocks).
+			starts := []int{d.SMs}
+			if st == tiles.HopperStage {
+				starts = []int{0, math.MaxInt}
+			}
+			for _, hs := range starts {
+				d.headStartBlocks = hs
+				var outs [2][]float32
+				var lses [2][]float32
+				for i, res := range []*resident{up, r} {
+					outs[i], lses[i] = make([]float32, len(ref.Out)), make([]float32, len(ref.LSE))
+					if err := errors.Join(res.Poison(), res.Run(st)); err != nil {
+						t.Fatal(err)
+					}
+					if err := res.Download(outs[i], lses[i]); err != nil {
+						t.Fatal(err)
+					}
 				}
-				if err := res.Download(outs[i], lses[i]); err != nil {
-					t.Fatal(err)
+				if st == tiles.HopperStage && (r.tensors == nil || r.tensorsRefused) {
+					t.Fatalf("%+v %v: the device inputs did not run the tensor form", c.s, c.l)
+				}
+				for i := range outs[0] {
+					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
+						t.Fatalf("%+v %v stage %d, head start below %d blocks: output %d: host-quantized %g, device-quantized %g",
+							c.s, c.m, st, hs, i, outs[0][i], outs[1][i])
+					}
+				}
+				for i := range lses[0] {
+					if math.Float32bits(lses[0][i]) != math.Float32bits(lses[1][i]) {
+						t.Fatalf("%+v stage %d, head start below %d blocks: LSE %d differs", c.s, st, hs, i)
+					}
 				}
 			}
-			if st == tiles.HopperStage && (r.tensors == nil || r.tensorsRefused) {
-				t.Fatalf("%+v %v: the device inputs did not run the tensor form", c.s, c.l)
-			}
-			for i := range outs[0] {
-				if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-					t.Fatalf("%+v %v stage %d: output %d: host-quantized %g, device-quantized %g", c.s, c.m, st, i, outs[0][i], outs[1][i])
-				}
-			}
-			for i := range lses[0] {
-				if math.Float32bits(lses[0][i]) != math.Float32bits(lses[1][i]) {
-					t.Fatalf("%+v stage %d: LSE %d differs", c.s, st, i)
-				}
-			}
+			d.headStartBlocks = d.SMs
 		}
 		// New inputs in the same buffers: the next run must see them (the
 		// score factors and packed images are rebuilt).

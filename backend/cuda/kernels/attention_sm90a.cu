@@ -51,7 +51,7 @@
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_pack9vt_d##HD##_smem[1] = {hopper::PackVSmem<HD>::BYTES};             \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9th_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
-    pdl_launch_dependents();                                                                                     \
+    pdl_launch_dependents(); /* only ever after fp8attn_pack9vth (pdl.cuh) */                                     \
     hopper::stage9<HD, false, false, false, true, false, true>(tp.f.p, &tp.f, &tp);                              \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(128) fp8attn_pack9vth_d##HD(const __grid_constant__ hopper::TensorParams tp) { \

@@ -26,8 +26,11 @@
 // so that when the attention after it (fp8attn_stage9th) starts, every
 // kernel before the pack has completed. That attention reads the
 // caller's Q, K and V, the scales and the sinks (none of which the pack
-// writes) before its pdl_wait, and waits before the V image's first read,
-// before its rows' stores and before any return (hopper::produce_tensors).
+// writes) and may set the score-factor flag (which only the host clears)
+// before its pdl_wait, and waits before the V image's first read, before
+// its rows' stores and before any return (hopper::produce_tensors). The
+// host launches the two only as a pair (launchTensors): after a pack that
+// lets its dependents in at its entry, fp8attn_stage9th would race it.
 // Without the launch attribute, and on an older architecture (the compute_80
 // and compute_89 builds of paged.cu), both are no-ops.
 // The mutant mutants/pdl-no-wait.sed builds the wait away: the tests must
