@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7c9895f39a83e4c912532528e60bcad36be3aad11d0b03812445563679c9175d"
+const SourceHash = "3cef2dfe3404adb1c23c22fd35d607b24d4689046de9c7e8982e5e4c82a8ea4d"
