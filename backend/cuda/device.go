@@ -39,11 +39,14 @@ type device struct {
 	fns    map[[2]int]C.CUfunction // (stage, d)
 	// The Hopper module (stage 9), loaded on compute capability 9.0; where
 	// it is not, hopperErr says why (wrapping ErrUnsupported).
-	hmod      cu.Module
-	hopper    map[int]hopperKernels // by head dim
-	quantPack quantPackGeometry     // quant_pack9's, as the module exports it
-	quantLong quantLongGeometry     // its long form's (quant_pack9l)
-	hopperErr error
+	hmod   cu.Module
+	hopper map[int]hopperKernels // by head dim
+	// hopperMerge merges the parts of a key-split launch (fp8attn_merge9,
+	// one for every head dim; split.go).
+	hopperMerge C.CUfunction
+	quantPack   quantPackGeometry // quant_pack9's, as the module exports it
+	quantLong   quantLongGeometry // its long form's (quant_pack9l)
+	hopperErr   error
 	// The Ada kernel (stage 10, in mod) by head dim; empty where the GPU
 	// lacks FP8 mma.sync, and fp8mmaErr says why (stages 7, 8, 10).
 	ada       map[int]adaKernels
@@ -63,6 +66,10 @@ type device struct {
 	// to take the head start (launchTensors): the SMs, one wave. Tests
 	// move it to run both ways on any GPU.
 	headStartBlocks int
+	// splitsForced, where positive, is the number of parts every tiled
+	// tensor-form launch divides its blocks' key tiles into (split.go),
+	// whatever the plan: tests run the split on shapes it would not take.
+	splitsForced int
 	// stage is the page-locked buffer small transfers go through
 	// (staging.go); stageDone is recorded after the last copy that read it.
 	stage     []byte

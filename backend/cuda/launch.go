@@ -137,7 +137,9 @@ func (r *resident) launch(stage int) error {
 // launches, the second a programmatic dependent one; where the tiled
 // grid is one wave (no more blocks than SMs) and has no softcap, the head
 // start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks begin
-// their first tiles while the pack finishes. It reports false, launching nothing, where
+// their first tiles while the pack finishes; where keySplits divides the
+// blocks' key tiles into parts, the key split (fp8attn_stage9ts, then
+// fp8attn_merge9: three launches). It reports false, launching nothing, where
 // the form does not take the call, which the pack path then runs: no
 // tensor entry for the head dim, a layout the tensor maps cannot describe
 // (an address or a stride not a multiple of 16 bytes), or, tiled, more
@@ -176,7 +178,15 @@ func (r *resident) launchTensors() (bool, error) {
 		}
 		r.tensors.P.F.P.VImage = r.params.VImage
 		pack := k.packVTensor
-		if k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks {
+		parts := r.dev.keySplits(k, &s, gx*gy*gz)
+		r.tensors.P.Splits = 0
+		switch {
+		case parts > 1:
+			if err := r.splitParts(parts); err != nil {
+				return true, err
+			}
+			fn, gz = k.attnTensorsSplit, gz*parts
+		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks:
 			fn, pack = k.attnTensorsHead, k.packVTensorHead
 		}
 		ntiles := (s.Sk + k.cfg.BlockN - 1) / k.cfg.BlockN
@@ -184,7 +194,14 @@ func (r *resident) launchTensors() (bool, error) {
 			return true, err
 		}
 	}
-	return true, launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P))
+	if err := launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
+		return true, err
+	}
+	if r.tensors.P.Splits == 0 {
+		return true, nil
+	}
+	rows := s.B * s.Hq * s.Sq
+	return true, launchStruct(r.dev.hopperMerge, (rows+mergeRows-1)/mergeRows, 1, 1, 32*mergeRows, 0, r.dev.stream, unsafe.Pointer(&r.tensors.P))
 }
 
 // pack lays the resident's inputs out for stage on the device: the pack

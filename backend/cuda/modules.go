@@ -113,6 +113,11 @@ type hopperKernels struct {
 	// while the V pack before it, packVTensorHead, finishes; the pair keeps
 	// kernels/pdl.cuh's other order). Nil in the softcap twin.
 	attnTensorsHead, packVTensorHead C.CUfunction
+	// attnTensorsSplit is attnTensors' key split (fp8attn_stage9ts: each
+	// block's key tiles in parts run as blocks of their own, whose rows
+	// the device's hopperMerge merges; launchTensors). Nil in the softcap
+	// twin.
+	attnTensorsSplit C.CUfunction
 	// softcap is these kernels with the attention entries (attn,
 	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,
 	// attnTensorsOne) replaced by their softcap twins (the entry names'
@@ -203,6 +208,7 @@ func (d *device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9vt_d%d", hd), &k.packVTensor},
 			{fmt.Sprintf("fp8attn_pack9vth_d%d", hd), &k.packVTensorHead},
 			{fmt.Sprintf("fp8attn_stage9th_d%d", hd), &k.attnTensorsHead},
+			{fmt.Sprintf("fp8attn_stage9ts_d%d", hd), &k.attnTensorsSplit},
 		}
 		// The attention entries (forms f, t; one tile o, fo, qo, to), and
 		// their softcap twins (c after the form letters).
@@ -262,7 +268,7 @@ func (d *device) loadHopper() error {
 				return err
 			}
 		}
-		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne, k.attnTensorsHead, capped.attnTensors, capped.attnTensorsOne} {
+		for _, fn := range []C.CUfunction{k.attnTensors, k.attnTensorsOne, k.attnTensorsHead, k.attnTensorsSplit, capped.attnTensors, capped.attnTensorsOne} {
 			if fn == nil {
 				continue
 			}
@@ -276,6 +282,12 @@ func (d *device) loadHopper() error {
 		k.softcap = &capped
 		d.hopper[hd] = k
 	}
+	merge, err := d.hmod.Function("fp8attn_merge9")
+	if err != nil {
+		return fmt.Errorf("cuda: kernel fp8attn_merge9: %w", err)
+	}
+	d.hopperMerge = cFunction(merge)
+	markPDL(d.hopperMerge)
 	g, err := d.global(d.hmod, "fp8attn_quantpack9_config", 3)
 	if err != nil {
 		return err

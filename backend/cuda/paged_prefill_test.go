@@ -66,6 +66,8 @@ func (c prefillCase) lens() []int {
 func TestPagedPrefillMatchesDense(t *testing.T) {
 	d, be, rng := prefillTestDevice(t, 0x9F11)
 	be.pagedPrefillRows = 1
+	d.splitsForced = 1 // the dense call's rounding: no key split (TestKeySplit)
+	t.Cleanup(func() { d.splitsForced = 0 })
 	for _, c := range []prefillCase{
 		{hkv: 2, g: 4, sq: 64, d: 128, page: 64, b: 1, n: 700, mask: backend.CausalLowerRight, layout: backend.BHSD},
 		{hkv: 1, g: 2, sq: 130, d: 64, page: 64, b: 2, n: 300, mask: backend.NoMask, layout: backend.BSHD},

@@ -183,12 +183,15 @@ type tensorMap [128]byte
 
 // tensorParams mirrors struct TensorParams in kernels/hopper/tensors.cuh
 // (checked against fp8attn_tensor_params_layout): the tensor maps of Q, K
-// and V, then the fused form's parameters. The C struct is 64-byte
+// and V, the fused form's parameters, then the key split's parts (PartO,
+// PartW; Splits 0 where the launch is not split). The C struct is 64-byte
 // aligned, so its size is rounded up to 64: tensorLaunch holds it with the
 // tail the driver copies.
 type tensorParams struct {
-	Q, K, V tensorMap
-	F       fusedQuantParams
+	Q, K, V      tensorMap
+	F            fusedQuantParams
+	PartO, PartW uint64
+	Splits       int64
 }
 
 // tensorLaunch is the memory a tensor-form launch passes: tensorParams and

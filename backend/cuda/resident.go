@@ -48,6 +48,11 @@ type resident struct {
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
 	// first launch and kept until Free.
 	images map[int][3]uint64
+	// parts is the key split's workspace (TensorParams' part_o, then
+	// part_w), of partsBytes bytes, made on the first split launch and
+	// kept until Free (split.go).
+	parts      uint64
+	partsBytes int64
 }
 
 // Upload copies p's FP8 inputs and scales to the device, on the device's

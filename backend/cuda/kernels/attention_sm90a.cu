@@ -22,8 +22,11 @@
 // kernels, the V pack of the tensor form (pack_v_tensor, its dynamic shared
 // memory exported as fp8attn_pack9vt_d<D>_smem), the tiled tensor form's
 // head start for grids of one wave (fp8attn_stage9th_d<D>, after its own V
-// pack fp8attn_pack9vth_d<D>, no softcap twin), quant_pack9 and its form
-// for long heads (fp8attn_quantpack9l_d<D>).
+// pack fp8attn_pack9vth_d<D>, no softcap twin), its key split for grids
+// of few blocks over long rows of keys (fp8attn_stage9ts_d<D>, no softcap
+// twin, whose parts fp8attn_merge9 merges, one merge for every head dim:
+// hopper/split.cuh), quant_pack9 and its form for long heads
+// (fp8attn_quantpack9l_d<D>).
 // Each attention entry has a softcap twin, its name's form letters followed
 // by c (fp8attn_stage9c_d<D>, stage9fc, stage9tc; the one-tile forms'
 // stage9oc, stage9foc, stage9qoc, stage9toc): hopper::stage9 with SOFTCAP,
@@ -53,6 +56,10 @@
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9th_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents(); /* only ever after fp8attn_pack9vth (pdl.cuh) */                                     \
     hopper::stage9<HD, false, false, false, true, false, true>(tp.f.p, &tp.f, &tp);                              \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9ts_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents(); /* fp8attn_merge9 waits for the whole grid */                                        \
+    hopper::stage9<HD, false, false, false, true, false, false, true>(tp.f.p, &tp.f, &tp);                       \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(128) fp8attn_pack9vth_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     hopper::pack_v_tensor<HD, true>(tp); /* its pdl_wait, then pdl_launch_dependents */                         \
@@ -124,6 +131,12 @@ HOPPER_QUANTIZING(, false)
 HOPPER_QUANTIZING(c, true)
 extern "C" __device__ const int fp8attn_stage9qo_d64_config[3] = {HopperTiles<64>::ONE_CLUSTER, HopperTiles<64>::ONE_BM,
                                                                   HopperTiles<64>::ONE_THREADS};
+// The key split's merge (hopper/split.cuh), one for every head dim: 8 rows
+// a block.
+extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_constant__ hopper::TensorParams tp) {
+  pdl_entry();
+  hopper::merge_parts(tp);
+}
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
 HOPPER_ENTRY(192)
@@ -135,7 +148,7 @@ extern "C" __device__ const int fp8attn_fused_params_layout[] = {
     (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(scale), FQP_OFF(limit)};
 #define TP_OFF(f) (int)offsetof(hopper::TensorParams, f)
 extern "C" __device__ const int fp8attn_tensor_params_layout[] = {
-    (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f)};
+    (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f), TP_OFF(part_o), TP_OFF(part_w), TP_OFF(splits)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};
 extern "C" __device__ const int fp8attn_quantpack9l_config[4] = {hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_PER_SM,

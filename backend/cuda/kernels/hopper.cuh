@@ -81,7 +81,8 @@
 // (warpgroup primitives), pack.cuh (the images and their pack kernels),
 // quant_pack.cuh (quant_pack9), one_tile_quantize.cuh (the quantizing
 // one-tile form's quantization), shell.cuh (the producer's copies and the
-// epilogue), tensors.cuh (the tensor form's producer), softmax.cuh (a
+// epilogue), tensors.cuh (the tensor form's producer), split.cuh (the key
+// split's parts and their merge), softmax.cuh (a
 // tile's softmax and P's packing), mainloop.cuh (a consumer warpgroup's
 // steps, the one-tile form and the tiled main loop) and attention.cuh (stage9: the block's set-up, the producer
 // warpgroup, a consumer's set-up, its form and the epilogue).
@@ -94,6 +95,7 @@ namespace hopper {
 #include "hopper/one_tile_quantize.cuh"
 #include "hopper/shell.cuh"
 #include "hopper/tensors.cuh"
+#include "hopper/split.cuh"
 #include "hopper/softmax.cuh"
 #include "hopper/mainloop.cuh"
 #include "hopper/attention.cuh"

@@ -135,7 +135,13 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // each row's keys below its window in the tiles that hold them; SOFTCAP
 // caps the scores in the softmax (softmax_tile); the sinks join the
 // denominators in the epilogue.
-template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false>
+//
+// SPLIT (the tiled tensor form's key-split launch, TensorParams): block z
+// b·splits + part takes part part of the key tiles its rows see, the
+// parts ceil(ntiles/splits) tiles each, and writes its rows as a part
+// (epilogue_part), which fp8attn_merge9 merges.
+template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
+          bool SPLIT = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -168,7 +174,9 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  const int h = blockIdx.y, b = blockIdx.z, kvh = h / (int)p.group;
+  static_assert(!SPLIT || (TENSORS && !ONE && !FUSED && !HEAD), "the key split is the tiled tensor form's");
+  const int splits = SPLIT ? (int)tp->splits : 1, part = SPLIT ? (int)blockIdx.z % splits : 0;
+  const int h = blockIdx.y, b = blockIdx.z / splits, kvh = h / (int)p.group;
   const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
   // The batch entry's keys (seq_k's, or sk); the keys the block's first
   // row sees from and its last row sees up to bound the tiles it loads,
@@ -177,8 +185,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // read before pdl_wait: its writer (a host copy) precedes the kernel's
   // predecessor on the stream (Params).
   const long long skb = p.seq_k ? (long long)p.seq_k[b] : p.sk;
-  const int t0 = ONE ? 0 : first_key(p, i0, skb) / BN;
-  const int ntiles = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1, skb) + BN - 1) / BN - t0);
+  const int tb = ONE ? 0 : first_key(p, i0, skb) / BN;
+  const int nb = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1, skb) + BN - 1) / BN - tb);
+  const int per = (nb + splits - 1) / splits;  // (SPLIT: the parts' tiles)
+  const int t0 = tb + part * per, ntiles = SPLIT ? max(0, min(per, nb - part * per)) : nb;
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
 
   QP_STAMP(!QC && threadIdx.x == 0, 1, 0);
@@ -226,7 +236,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   }
   // The sink's logit in the log2 domain, for the epilogue, loaded here as
   // V's descale is.
-  const float sink = p.sinks ? p.sinks[h] * LOG2E : NEG_INF;
+  const float sink = !SPLIT && p.sinks ? p.sinks[h] * LOG2E : NEG_INF;  // (SPLIT: at the merge)
   // V's descale, for the epilogue: loaded here, beside the tiles' trip, not
   // after the last tile (a dependent global load of 0.5 µs there).
   // (QC: V's scale is known once the producer's V exchange is done, and is
@@ -267,7 +277,11 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (HEAD) pdl_wait();
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(threadIdx.x == 128, 1, 3);
-  epilogue<D>(p, o, m, l, lsum, vs, sink, b, h, r0, tq, sq);
+  if constexpr (SPLIT) {
+    epilogue_part<D>(*tp, o, m, l, lsum, vs, part, b, h, r0, tq, sq);
+  } else {
+    epilogue<D>(p, o, m, l, lsum, vs, sink, b, h, r0, tq, sq);
+  }
   QP_STAMP(threadIdx.x == 128, 1, 4);
   if constexpr (QC) cluster_wait();  // no block exits while its shares may still be read
 }

@@ -28,9 +28,20 @@ struct alignas(64) TensorMap {
 // (D, S, H, B) bytes, boxes of (WK, 64) for q and (WK, BN) for k and v. f
 // carries the shapes, the scales, the outputs and the score factor's
 // check, as for the fused form (its Params' q, k, v and images unused).
+//
+// A key-split launch (fp8attn_stage9ts, then fp8attn_merge9) divides each
+// block's key tiles into splits parts, grid z b·splits + part: each part
+// writes its rows to part_o, [splits][B][Hq][Sq][d] floats (normalized by
+// the part's rounded weights and descaled, without the sink), and two
+// log2-domain sums a row to part_w, [2][splits][B][Hq][Sq]: of the rounded
+// weights (what merges the rows) and of the float32 ones (the LSE). Other
+// launches leave splits 0.
 struct TensorParams {
   TensorMap q, k, v;
   FusedQuantParams f;
+  float* part_o;
+  float* part_w;
+  long long splits;
 };
 
 // producer_bar_sync is a barrier of the producer warpgroup alone (named
