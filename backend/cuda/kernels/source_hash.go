@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "3cef2dfe3404adb1c23c22fd35d607b24d4689046de9c7e8982e5e4c82a8ea4d"
+const SourceHash = "30f9659eb8e376df0027efe0dce071e49ee10cd45d47aed6a4d6c2524831ced8"
