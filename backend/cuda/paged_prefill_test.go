@@ -87,10 +87,10 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 	}
 }
 
-func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, rng *rand.Rand) {
+// problem is c's call at FP8E4M3 over a cache filled as filledCache's
+// table and per say: random queries (and sinks), host slices.
+func (c prefillCase) problem(rng *rand.Rand, table []int32, per int) *backend.PagedProblem {
 	ns := c.lens()
-	kv, table, per := filledCache(t, be, rng, c.hkv, c.d, c.page, ns)
-	defer kv.Close()
 	hq := c.hkv * c.g
 	nq := c.b * hq * c.sq * c.d
 	p := &backend.PagedProblem{B: c.b, Hq: hq, Hkv: c.hkv, Sq: c.sq, D: c.d, Scale: float32(1 / math.Sqrt(float64(c.d))), Mask: c.mask,
@@ -110,6 +110,15 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 			p.Sinks[i] = float32(rng.NormFloat64() * 2)
 		}
 	}
+	return p
+}
+
+func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, rng *rand.Rand) {
+	ns := c.lens()
+	kv, table, per := filledCache(t, be, rng, c.hkv, c.d, c.page, ns)
+	defer kv.Close()
+	hq := c.hkv * c.g
+	p := c.problem(rng, table, per)
 	s := kv.(*pagedKV)
 	st := s.prefillStage(p)
 	switch {

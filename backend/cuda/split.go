@@ -30,10 +30,11 @@ var splitCost = map[int]struct{ fixed, perTile float64 }{
 
 // The merge's modelled time: a launch in sequence, then its reads of the
 // parts and writes of the rows (float32, at a few TB/s). A split is taken
-// only where each part keeps at least minPartTiles tiles (a block's fixed
-// cost is about four tiles') and the model gains splitGain at least: the
-// split rounds its rows otherwise than one walk over the keys, so it is
-// kept for the calls it clearly speeds.
+// only where its parts average minPartTiles tiles at least (a block's
+// fixed cost is about four tiles'; the last part may hold fewer) and the
+// model gains splitGain at least: the split rounds its rows otherwise
+// than one walk over the keys, so it is kept for the calls it clearly
+// speeds.
 const (
 	mergeFixed       = 2.0    // µs
 	mergeBytesPerSec = 3.0e12 // bytes a second
@@ -43,12 +44,12 @@ const (
 
 // keySplits returns the parts the tiled tensor form divides each block's
 // key tiles into for shape s on a grid of blocks blocks (1: none): the
-// count, at most the key tiles of the block that has the most and with
-// every part a block of one wave and minPartTiles tiles, that minimizes
-// the modelled time of a block over its part of the tiles plus the merge
-// (splitCost), where that is at most splitGain of the unsplit time. Grids of
-// more than half the SMs, kernels without a split (the softcap twins) and
-// the one-tile form take none; tests force a count (splitsForced).
+// count, with minPartTiles tiles a part on average and every part a block
+// of one wave, that minimizes the modelled time of a block over its part
+// of the tiles plus the merge (splitCost), where that is at most
+// splitGain of the unsplit time. Grids of more than half the SMs, kernels
+// without a split (the softcap twins) and the one-tile form take none;
+// tests force a count (splitsForced).
 func (d *device) keySplits(k hopperKernels, s *backend.Problem, blocks int) int {
 	if k.attnTensorsSplit == nil || d.hopperMerge == nil || k.cfg.OneTile(s.Sk) {
 		return 1

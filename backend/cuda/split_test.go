@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -21,9 +22,9 @@ import (
 // outputs), as the unsplit launch does, and with a relative L2 error
 // within 1.5 times the unsplit launch's (the tiers are worst-case bounds,
 // looser than a sink counted twice): GQA, both layouts, masks of both
-// alignments and none, rows past the keys, a window, sinks, and head
-// dims on zero columns; and the plan splits a chunk of 128 queries of 32
-// heads after 4096 keys on its own. The kernel mutants
+// alignments and none, rows that see no key, a window, sinks, every
+// kernel head dim and one on zero columns; and the plan splits a chunk
+// of 128 queries of 32 heads after 4096 keys on its own. The kernel mutants
 // s9t-split-part-tiles and s9t-merge-sink-per-part fail it.
 func TestKeySplit(t *testing.T) {
 	const splitErrRatio = 1.5
@@ -61,6 +62,10 @@ func TestKeySplit(t *testing.T) {
 			backend.Variants{SlidingWindow: 300, Sinks: sinks(4)}, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 1000, D: 256}, backend.NoMask, backend.BHSD, 0.0625, backend.Variants{Sinks: sinks(2)}, false},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 129, Sk: 777, D: 80}, backend.CausalLowerRight, backend.BSHD, 0.1, backend.Variants{}, false},
+		// Rows that see no key (lower-right causal, more queries than
+		// keys): zeros and -Inf from every part.
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 500, Sk: 400, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125, backend.Variants{}, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 100, Sk: 1100, D: 192}, backend.NoMask, backend.BSHD, 0.07, backend.Variants{}, false},
 		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 128, Sk: 4096, D: 128}, backend.CausalLowerRight, backend.BHSD, 0.088, backend.Variants{}, true},
 	} {
 		in := sdpatest.RandomInputs(rng, c.s, 1)
@@ -123,5 +128,75 @@ func TestKeySplit(t *testing.T) {
 			t.Fatal(err)
 		}
 		free()
+	}
+}
+
+// TestPagedPrefillKeySplit: the cache's FP8 prefill (the tensor form over
+// the gathered cache) with the key split forced on, over sequences of
+// different lengths (Params.seq_k bounds each batch entry's parts) with a
+// window and sinks, matches the float64 oracle on each sequence's dense
+// model (denseModel: the gathered codes and scales) within the Hopper
+// kernel's tolerances, within 1.5 times the unsplit call's relative
+// error, and differs from it in some bit (the split ran). Outputs are
+// poisoned with NaN before each call.
+func TestPagedPrefillKeySplit(t *testing.T) {
+	const splitErrRatio = 1.5
+	d, be, rng := prefillTestDevice(t, 0x5B17)
+	if d.hopperErr != nil {
+		t.Skip(d.hopperErr)
+	}
+	be.pagedPrefillRows = 1
+	t.Cleanup(func() { d.splitsForced = 0 })
+	c := prefillCase{hkv: 2, g: 4, sq: 64, d: 128, page: 64, b: 3, ns: []int{1700, 333, 2100}, mask: backend.CausalLowerRight,
+		layout: backend.BHSD, window: 900, sinks: true}
+	ns := c.lens()
+	kv, table, per := filledCache(t, be, rng, c.hkv, c.d, c.page, ns)
+	defer kv.Close()
+	p := c.problem(rng, table, per)
+	if st := kv.(*pagedKV).prefillStage(p); st != tiles.HopperStage {
+		t.Fatalf("the call runs on stage %d, not the Hopper prefill kernel", st)
+	}
+	hq := c.hkv * c.g
+	qn, ln := hq*c.sq*c.d, hq*c.sq
+	var whole []float64 // each sequence's unsplit relative error
+	var unsplit []float32
+	for _, parts := range []int{1, 2, 5} {
+		d.splitsForced = parts
+		for i := range p.Out {
+			p.Out[i] = float32(math.NaN())
+		}
+		for i := range p.LSE {
+			p.LSE[i] = float32(math.NaN())
+		}
+		if err := kv.Attention(p); err != nil {
+			t.Fatal(err)
+		}
+		if parts == 1 {
+			unsplit = append([]float32(nil), p.Out...)
+		} else if slices.Equal(unsplit, p.Out) {
+			t.Fatalf("%d parts: the outputs are the unsplit call's bits: the split did not run", parts)
+		}
+		for b, n := range ns {
+			pb := *p
+			pb.B, pb.SeqLens, pb.BlockTable = 1, p.SeqLens[b:b+1], p.BlockTable[b*per:(b+1)*per]
+			pb.Q, pb.Out, pb.LSE = p.Q[b*qn:(b+1)*qn], p.Out[b*qn:(b+1)*qn], p.LSE[b*ln:(b+1)*ln]
+			dense, err := denseModel(kv, &pb, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantLSE := oracle.Naive(dense)
+			if st := sdpatest.Compare(pb.Out, want, tolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
+				t.Fatalf("%d parts, sequence %d of %d tokens: %d outputs beyond tolerance (max error %.3g)", parts, b, n, st.Beyond, st.MaxErr)
+			}
+			if st := sdpatest.Compare(pb.LSE, wantLSE, lseTolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
+				t.Fatalf("%d parts, sequence %d: %d LSEs beyond tolerance", parts, b, st.Beyond)
+			}
+			rel := sdpatest.Compare(pb.Out, want, sdpatest.Tolerance{Atol: math.Inf(1)}).RelL2
+			if parts == 1 {
+				whole = append(whole, rel)
+			} else if !(rel <= splitErrRatio*whole[b]) {
+				t.Fatalf("%d parts, sequence %d: relative L2 error %.4g against the oracle, the unsplit call's %.4g", parts, b, rel, whole[b])
+			}
+		}
 	}
 }
