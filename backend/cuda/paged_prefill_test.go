@@ -87,6 +87,16 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 	}
 }
 
+// sequenceCall is sequence b of p (per pages a sequence) as a call of its
+// own: views of p's queries, outputs, LSEs, lengths and block table.
+func sequenceCall(p *backend.PagedProblem, b, per int) *backend.PagedProblem {
+	qn, ln := p.Hq*p.Sq*p.D, p.Hq*p.Sq
+	pb := *p
+	pb.B, pb.SeqLens, pb.BlockTable = 1, p.SeqLens[b:b+1], p.BlockTable[b*per:(b+1)*per]
+	pb.Q, pb.Out, pb.LSE = p.Q[b*qn:(b+1)*qn], p.Out[b*qn:(b+1)*qn], p.LSE[b*ln:(b+1)*ln]
+	return &pb
+}
+
 // problem is c's call at FP8E4M3 over a cache filled as filledCache's
 // table and per say: random queries (and sinks), host slices.
 func (c prefillCase) problem(rng *rand.Rand, table []int32, per int) *backend.PagedProblem {
@@ -117,7 +127,6 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 	ns := c.lens()
 	kv, table, per := filledCache(t, be, rng, c.hkv, c.d, c.page, ns)
 	defer kv.Close()
-	hq := c.hkv * c.g
 	p := c.problem(rng, table, per)
 	s := kv.(*pagedKV)
 	st := s.prefillStage(p)
@@ -148,12 +157,9 @@ func runPagedPrefill(t *testing.T, d *device, be *kernelBackend, c prefillCase, 
 		t.Fatal(err)
 	}
 	// Each sequence alone, as a dense call of its own length.
-	qn, ln := hq*c.sq*c.d, hq*c.sq
 	for b, n := range ns {
-		pb := *p
-		pb.B, pb.SeqLens, pb.BlockTable = 1, p.SeqLens[b:b+1], p.BlockTable[b*per:(b+1)*per]
-		pb.Q, pb.Out, pb.LSE = p.Q[b*qn:(b+1)*qn], p.Out[b*qn:(b+1)*qn], p.LSE[b*ln:(b+1)*ln]
-		dense, err := denseModel(kv, &pb, n)
+		pb := sequenceCall(p, b, per)
+		dense, err := denseModel(kv, pb, n)
 		if err != nil {
 			t.Fatal(err)
 		}

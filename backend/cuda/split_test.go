@@ -156,8 +156,6 @@ func TestPagedPrefillKeySplit(t *testing.T) {
 	if st := kv.(*pagedKV).prefillStage(p); st != tiles.HopperStage {
 		t.Fatalf("the call runs on stage %d, not the Hopper prefill kernel", st)
 	}
-	hq := c.hkv * c.g
-	qn, ln := hq*c.sq*c.d, hq*c.sq
 	var whole []float64 // each sequence's unsplit relative error
 	var unsplit []float32
 	for _, parts := range []int{1, 2, 5} {
@@ -177,10 +175,8 @@ func TestPagedPrefillKeySplit(t *testing.T) {
 			t.Fatalf("%d parts: the outputs are the unsplit call's bits: the split did not run", parts)
 		}
 		for b, n := range ns {
-			pb := *p
-			pb.B, pb.SeqLens, pb.BlockTable = 1, p.SeqLens[b:b+1], p.BlockTable[b*per:(b+1)*per]
-			pb.Q, pb.Out, pb.LSE = p.Q[b*qn:(b+1)*qn], p.Out[b*qn:(b+1)*qn], p.LSE[b*ln:(b+1)*ln]
-			dense, err := denseModel(kv, &pb, n)
+			pb := sequenceCall(p, b, per)
+			dense, err := denseModel(kv, pb, n)
 			if err != nil {
 				t.Fatal(err)
 			}
