@@ -53,6 +53,8 @@ func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
 }
 
 func (r *resident) launch(stage int) error {
+	written := r.vImageWritten // (one launch's)
+	r.vImageWritten = false
 	tc, err := geometry(stage, r.shape.D)
 	if err != nil {
 		return err
@@ -67,8 +69,8 @@ func (r *resident) launch(stage int) error {
 		return err
 	}
 	s := r.shape
-	if stage == tiles.HopperStage && r.scores != nil && !r.fused && r.dev.hopperErr == nil {
-		if ok, err := r.launchTensors(); ok || err != nil {
+	if stage == tiles.HopperStage {
+		if ok, err := r.launchTensors(written); ok || err != nil {
 			return err
 		}
 	}
@@ -147,21 +149,14 @@ func (r *resident) launch(stage int) error {
 // are encoded on the first launch and kept: the resident's buffers and
 // shape are fixed; an encoding the driver refuses otherwise is an error.
 // The caller is inside do.
-func (r *resident) launchTensors() (bool, error) {
+func (r *resident) launchTensors(written bool) (bool, error) {
 	s := r.shape
 	k := r.dev.hopperFor(&s)
-	fn, one := k.attnTensors, k.cfg.OneTile(s.Sk)
-	if one {
-		fn = k.attnTensorsOne
-	}
-	if fn == nil || r.tensorsRefused {
+	fn, one := r.tensorEntry()
+	if fn == nil {
 		return false, nil
 	}
 	if r.tensors == nil {
-		if !tensorMappable(r.params) || (!one && s.B*s.Hkv > maxGridY) {
-			r.tensorsRefused = true
-			return false, nil
-		}
 		tl := new(tensorLaunch)
 		sp := r.scores
 		tl.P.F = fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
@@ -171,9 +166,8 @@ func (r *resident) launchTensors() (bool, error) {
 		r.tensors = tl
 	}
 	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
-	if !one { // the V image, a block a tile (fp8attn_pack9vt; pack only allocates it)
-		size := int64(s.B) * int64(s.Hkv) * int64(k.cfg.VImageBytes(s.Sk))
-		if err := r.pack(tiles.HopperStage, [3]int64{0, 0, size}, [3]C.CUfunction{}); err != nil {
+	if !one { // the V image, a block a tile (fp8attn_pack9vt), unless the caller wrote it
+		if err := r.vImage(); err != nil {
 			return true, err
 		}
 		r.tensors.P.F.P.VImage = r.params.VImage
@@ -186,12 +180,13 @@ func (r *resident) launchTensors() (bool, error) {
 				return true, err
 			}
 			fn, gz = k.attnTensorsSplit, gz*parts
-		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks:
+		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks && !written:
 			fn, pack = k.attnTensorsHead, k.packVTensorHead
 		}
-		ntiles := (s.Sk + k.cfg.BlockN - 1) / k.cfg.BlockN
-		if err := launchStruct(pack, ntiles, s.B*s.Hkv, 1, 128, k.packVTensorSmem, r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
-			return true, err
+		if !written {
+			if err := r.launchVPack(pack); err != nil {
+				return true, err
+			}
 		}
 	}
 	if err := launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
@@ -202,6 +197,53 @@ func (r *resident) launchTensors() (bool, error) {
 	}
 	rows := s.B * s.Hq * s.Sq
 	return true, launchStruct(r.dev.hopperMerge, (rows+mergeRows-1)/mergeRows, 1, 1, 32*mergeRows, 0, r.dev.stream, unsafe.Pointer(&r.tensors.P))
+}
+
+// tensorEntry returns the tensor form's entry point that a Hopper launch
+// of the resident runs (nil where the pack path runs it: no tensor entry
+// for the head dim, or a layout launchTensors refuses), and whether it is
+// the one-tile form. A refusal is kept.
+func (r *resident) tensorEntry() (fn C.CUfunction, one bool) {
+	s := r.shape
+	if r.scores == nil || r.fused || r.dev.hopperErr != nil {
+		return nil, false
+	}
+	k := r.dev.hopperFor(&s)
+	fn, one = k.attnTensors, k.cfg.OneTile(s.Sk)
+	if one {
+		fn = k.attnTensorsOne
+	}
+	if fn == nil || r.tensorsRefused {
+		return nil, one
+	}
+	if r.tensors == nil && (!tensorMappable(r.params) || (!one && s.B*s.Hkv > maxGridY)) {
+		r.tensorsRefused = true
+		return nil, one
+	}
+	return fn, one
+}
+
+// vImage makes sure the resident has the tiled tensor form's V image
+// (r.params.VImage): allocated on first use, kept until Free.
+func (r *resident) vImage() error {
+	return r.pack(tiles.HopperStage, [3]int64{0, 0, r.vImageBytes()}, [3]C.CUfunction{})
+}
+
+// vImageBytes is the size of the tiled tensor form's V image.
+func (r *resident) vImageBytes() int64 {
+	s := r.shape
+	cfg := r.dev.hopperFor(&s).cfg
+	return int64(s.B) * int64(s.Hkv) * int64(cfg.VImageBytes(s.Sk))
+}
+
+// launchVPack launches pack (fp8attn_pack9vt or its head start's
+// fp8attn_pack9vth) over the tensor form's parameters: a block of 128
+// threads a tile of each KV head of every batch entry.
+func (r *resident) launchVPack(pack C.CUfunction) error {
+	s := r.shape
+	k := r.dev.hopperFor(&s)
+	ntiles := (s.Sk + k.cfg.BlockN - 1) / k.cfg.BlockN
+	return launchStruct(pack, ntiles, s.B*s.Hkv, 1, 128, k.packVTensorSmem, r.dev.stream, unsafe.Pointer(&r.tensors.P))
 }
 
 // pack lays the resident's inputs out for stage on the device: the pack

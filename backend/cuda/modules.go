@@ -559,6 +559,9 @@ func (d *device) loadPaged(ampere bool) error {
 	if k.prefillInputs, err = fn("fp8attn_paged_prefill_inputs"); err != nil {
 		return err
 	}
+	if err := d.checkExported(d.pmod, "fp8attn_paged_prefill_inputs_config", prefillThreads); err != nil {
+		return err
+	}
 	for _, hd := range tiles.PagedHeadDims {
 		name := fmt.Sprintf("fp8attn_paged_d%d", hd) // (its _config serves its softcap twin too)
 		cfg, _ := tiles.Paged(hd)

@@ -215,13 +215,21 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 	if err != nil {
 		return nil, err
 	}
-	if err := s.prefillInputsLaunch(p, pc); err != nil {
-		return nil, err
-	}
 	err = r.setUp(pc.in, pc.out, pc.lse)
-	if v := pc.rows; v[0] != 0 { // (before launch encodes the tensor maps)
+	if v := pc.rows; v[0] != 0 { // (before launch encodes the tensor maps, and tensorEntry checks them)
 		r.params.QBatchStride, r.params.QHeadStride, r.params.QRowStride = v[0], v[1], v[2]
 		r.params.OBatchStride, r.params.OHeadStride, r.params.ORowStride = v[0], v[1], v[2]
+	}
+	var img *prefillImage
+	if err == nil {
+		img, err = r.prefillVImage(st)
+	}
+	if err == nil && img != nil && s.poison { // (tests) what the inputs kernel leaves unwritten stays NaN codes
+		err = cu.MemsetD8Async(cu.DevicePtr(img.at), 0xFF, img.bytes, s.dev.stream)
+	}
+	if err == nil {
+		err = s.prefillInputsLaunch(p, pc, img)
+		r.vImageWritten = img != nil
 	}
 	switch {
 	case pc.even:
@@ -246,19 +254,46 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 	return r, nil
 }
 
+// prefillImage is where the paged prefill's inputs kernel writes V in
+// place of the V tensor: stage 9's V image, of tiles of tile keys and rows
+// rows each (its kernel's head dim).
+type prefillImage struct {
+	at         uint64
+	bytes      int64
+	rows, tile int
+}
+
+// prefillVImage returns the V image of the tiled tensor form where r's
+// launch on stage st runs it (nil elsewhere: another stage, the one-tile
+// form, which transposes V itself, or the pack path), allocating it: the
+// inputs kernel then writes V there directly, and the launch packs none.
+func (r *resident) prefillVImage(st int) (*prefillImage, error) {
+	if st != tiles.HopperStage {
+		return nil, nil
+	}
+	cfg := r.dev.hopperFor(&r.shape).cfg
+	if fn, one := r.tensorEntry(); fn == nil || one || cfg.BlockN&(cfg.BlockN-1) != 0 { // (the kernel's tiles: a power of two)
+		return nil, nil
+	}
+	if err := r.vImage(); err != nil {
+		return nil, err
+	}
+	return &prefillImage{at: r.params.VImage, bytes: r.vImageBytes(), rows: cfg.D, tile: cfg.BlockN}, nil
+}
+
 // prefillInputsLaunch launches fp8attn_paged_prefill_inputs: p's queries
 // quantized into pc.in[0] and in[3] (per (sequence, head), as
 // Memory.Quantize does), its sequences' codes into in[1] and in[2] in p's
-// layout, as long as the longest (a shorter sequence's slots past its
-// length zeros up to the next 256 keys), and their scales into in[4] and
-// in[5].
+// layout (V into img instead where it is not nil), as long as the longest
+// (a shorter sequence's slots past its length zeros up to the next 256
+// keys), and their scales into in[4] and in[5].
 // A query chunk is about prefillChunkFloats floats, and a head has at most
 // as many chunks as the GPU has SMs: a chunk waits for its head's others,
-// so they must all be able to run at once: the H200 holds 5 blocks of the
-// kernel an SM (46 registers a thread), so the call needs a fifth of the
+// so they must all be able to run at once: the H200 holds 4 blocks of the
+// kernel an SM (64 registers a thread), so the call needs a quarter of the
 // SMs free for it (a GPU shared through MPS with fewer active SMs than
 // that could hang it).
-func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) error {
+func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, img *prefillImage) error {
 	n, in := pc.n, pc.in
 	rows := max(1, prefillChunkFloats/p.D)
 	if (p.Sq+rows-1)/rows > s.dev.SMs {
@@ -274,7 +309,11 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) e
 	if v := pc.rows; v[0] != 0 {
 		qbs, qhs, qrs = int(v[0]), int(v[1]), int(v[2])
 	}
-	tiles := (n + 31) / 32
+	keys := n
+	if img != nil { // the image's last tile written whole
+		keys = (n + img.tile - 1) / img.tile * img.tile
+	}
+	tiles := (keys + 31) / 32
 	pp := &prefillParams{K: uint64(s.k), V: uint64(s.v), KScale: uint64(s.ks), VScale: uint64(s.vs), SeqLens: pc.lens, BlockTable: pc.table,
 		OutK: uint64(in[1].buf.p), OutV: uint64(in[2].buf.p), OutKScale: uint64(in[4].buf.p), OutVScale: uint64(in[5].buf.p),
 		BatchStride: int64(bs), HeadStride: int64(hs), RowStride: int64(rs),
@@ -282,13 +321,17 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall) e
 		QBatchStride: int64(qbs), QHeadStride: int64(qhs), QRowStride: int64(qrs), Words: words,
 		B: int32(p.B), Hkv: int32(p.Hkv), D: int32(p.D), PageSize: int32(s.cfg.PageSize), PagesPerSeq: int32(p.PagesPerSeq),
 		Hq: int32(p.Hq), Sq: int32(p.Sq), QRows: int32(rows), QChunks: int32(chunks), Tiles: int32(tiles), Sk: int32(n)}
+	if img != nil {
+		pp.VImage, pp.VIRows, pp.VITile = img.at, int32(img.rows), int32(img.tile)
+	}
 	blocks := p.B*p.Hq*chunks + tiles*p.Hkv*p.B
 	return launchStruct(s.dev.paged.prefillInputs, blocks, 1, 1, prefillThreads, 0, s.dev.stream, unsafe.Pointer(pp))
 }
 
 // prefillThreads is fp8attn_paged_prefill_inputs's block size
-// (PREFILL_THREADS), and prefillChunkFloats the floats of a query chunk
-// it aims at.
+// (PREFILL_THREADS, checked against fp8attn_paged_prefill_inputs_config
+// when the module loads), and prefillChunkFloats the floats of a query
+// chunk it aims at.
 const (
 	prefillThreads     = 256
 	prefillChunkFloats = 4096

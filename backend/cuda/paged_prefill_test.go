@@ -82,6 +82,8 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 		{hkv: 1, g: 2, sq: 130, d: 64, page: 64, b: 3, ns: []int{300, 520, 260}, mask: backend.NoMask, layout: backend.BSHD},
 		{hkv: 2, g: 1, sq: 96, d: 256, page: 128, b: 2, ns: []int{333, 900}, mask: backend.CausalLowerRight, layout: backend.BSHD, window: 100},
 		{hkv: 1, g: 4, sq: 40, d: 80, page: 64, b: 3, ns: []int{300, 450, 601}, mask: backend.CausalLowerRight, layout: backend.BHSD, softcap: 30, sinks: true, window: 200},
+		// ... in one tile (V transposed by the kernel, from the V tensor).
+		{hkv: 1, g: 2, sq: 40, d: 64, page: 64, b: 2, ns: []int{250, 90}, mask: backend.CausalLowerRight, layout: backend.BHSD},
 	} {
 		t.Run(c.name(), func(t *testing.T) { runPagedPrefill(t, d, be, c, rng) })
 	}
@@ -243,6 +245,10 @@ func filledCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page i
 		if n == 0 {
 			continue
 		}
+		// The last page is filled whole: its slots past n hold codes, as
+		// a sequence truncated to n leaves them, which the calls must not
+		// read.
+		n = (n + page - 1) / page * page
 		a := &backend.PagedAppend{B: 1, N: n, Layout: backend.BHSD}
 		for tk := range n {
 			a.Page = append(a.Page, table[b*per+tk/page])
@@ -507,11 +513,13 @@ func BenchmarkPagedPrefillParts(b *testing.B) {
 			if err := r.setUp(pc.in, pc.out, pc.lse); err != nil {
 				return err
 			}
-			parts := []func() error{
-				func() error { return s.prefillInputsLaunch(p, pc) },
-				func() error { return r.launch(st) },
-				func() error { return errors.Join(s.prefillInputsLaunch(p, pc), r.launch(st)) },
+			img, err := r.prefillVImage(st)
+			if err != nil {
+				return err
 			}
+			inputs := func() error { return s.prefillInputsLaunch(p, pc, img) }
+			stage := func() error { r.vImageWritten = img != nil; return r.launch(st) }
+			parts := []func() error{inputs, stage, func() error { return errors.Join(inputs(), stage()) }}
 			for i, f := range parts {
 				if times[i], err = d.timeCalls(100, true, f); err != nil {
 					return err

@@ -146,9 +146,11 @@ type prefillParams struct {
 	QBatchStride, QHeadStride, QRowStride int64  // of Q and QCodes, in elements
 	Words                                 uint64 // zeroWords: 2 + 3·B·Hq
 	B, Hkv, D, PageSize, PagesPerSeq      int32
-	Hq, Sq, QRows, QChunks                int32 // rows a query chunk, chunks a head
-	Tiles                                 int32 // 32-key tiles of the longest sequence
-	Sk                                    int32 // keys of OutK and OutV a (sequence, head): the longest sequence's
+	Hq, Sq, QRows, QChunks                int32  // rows a query chunk, chunks a head
+	Tiles                                 int32  // 32-key tiles of the longest sequence (of its V image, VImage)
+	Sk                                    int32  // keys of OutK and OutV a (sequence, head): the longest sequence's
+	VImage                                uint64 // 0, or stage 9's V image, written in place of OutV
+	VIRows, VITile                        int32  // the image's rows (its kernel's head dim) and keys a tile (a power of two)
 }
 
 // prefillZeroKeys is what fp8attn_paged_prefill_inputs rounds a shorter

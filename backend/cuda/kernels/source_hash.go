@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "30f9659eb8e376df0027efe0dce071e49ee10cd45d47aed6a4d6c2524831ced8"
+const SourceHash = "11326c1760c5d0f376544aa712af75de74e5e16183dfef4efff6746cbd9df18b"

@@ -3,4 +3,4 @@
 # The prefill-inputs kernel leaves a shorter sequence's slots past its last
 # key as they were (NaN codes in the test) instead of zeros: the prefill
 # kernel's last tile of that sequence multiplies them by zero weights.
-s/const int zeros = min(p.sk, (n + 255) \/ 256 \* 256) - first;/const int zeros = n - first;/
+s/padded = (n + 255) \/ 256 \* 256;/padded = n;/

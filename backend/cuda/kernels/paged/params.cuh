@@ -84,8 +84,10 @@ struct PrefillParams {
   unsigned* words;  // zero between launches: the query chunks' ticket and finished count, then per query head its amax, chunks arrived, chunks encoded
   int b, hkv, d, page_size, pages_per_seq;
   int hq, sq, q_rows, q_chunks;  // rows a query chunk, chunks a head
-  int tiles;                     // key tiles (32 keys) of the longest sequence: the gather's blocks are tiles·hkv·b
+  int tiles;                     // key tiles (32 keys) of the longest sequence (its image's, v_image): the gather's blocks are tiles·hkv·b
   int sk;                        // keys of out_k and out_v a (sequence, head): the longest sequence's
+  uint8_t* v_image;              // null, or stage 9's V image, written in place of out_v
+  int vi_rows, vi_tile;          // the image's rows (its kernel's head dim) and keys a tile (a power of two)
 };
 
 #define PP_OFF(f) (int)offsetof(PagedParams, f)
@@ -111,4 +113,4 @@ extern "C" __device__ const int fp8attn_prefill_params_layout[] = {
     PF_OFF(batch_stride), PF_OFF(head_stride), PF_OFF(row_stride), PF_OFF(q), PF_OFF(q_codes), PF_OFF(q_scales),
     PF_OFF(q_batch_stride), PF_OFF(q_head_stride), PF_OFF(q_row_stride), PF_OFF(words), PF_OFF(b), PF_OFF(hkv),
     PF_OFF(d), PF_OFF(page_size), PF_OFF(pages_per_seq), PF_OFF(hq), PF_OFF(sq), PF_OFF(q_rows), PF_OFF(q_chunks),
-    PF_OFF(tiles), PF_OFF(sk)};
+    PF_OFF(tiles), PF_OFF(sk), PF_OFF(v_image), PF_OFF(vi_rows), PF_OFF(vi_tile)};

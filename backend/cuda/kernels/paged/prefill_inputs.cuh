@@ -77,6 +77,13 @@ __device__ __forceinline__ void prefill_quantize(const PrefillParams& p) {
   }
 }
 
+// vi_group is the 16 codes of keys 0..15 (x, in key order) in a V image's
+// order, sigma's (common.cuh): byte q holds key sigma(q).
+__device__ __forceinline__ uint4 vi_group(uint4 x) {
+  return make_uint4(__byte_perm(x.x, x.z, 0x5410), __byte_perm(x.x, x.z, 0x7632), __byte_perm(x.y, x.w, 0x5410),
+                    __byte_perm(x.y, x.w, 0x7632));
+}
+
 // The cache: the blocks after the queries', one a (32-key tile, KV head,
 // sequence). Each (sequence, KV head) gets one scale for its keys and one
 // for its values, the largest of its pages' (1 where every page holds
@@ -84,68 +91,81 @@ __device__ __forceinline__ void prefill_quantize(const PrefillParams& p) {
 // page's scale is that one, otherwise rounded as the append rounds a block
 // whose scale grows (values below 2^-6 of the new scale lose bits, as in a
 // tensor quantized with one scale). A block issues its tile's loads first
-// (keys a 16-byte chunk a thread, unswizzled by k_swizzle; the [D][32]
-// values into shared memory), then reads the sequence's page scales, then
-// writes its rows: values a warp a 16-byte column chunk of 32 keys, out of
-// v_off's layout (no bank conflicts). Where the sequence is shorter than
-// the tensors' sk keys (a batch of different lengths), its slots from its
-// length up to the next multiple of 256 (the largest key tile the prefill
-// kernels load) are written zeros, so that the tile holding its last key
-// holds finite codes past it, and the slots past those are not written.
-__device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g) {
-  __shared__ float red[2][PREFILL_THREADS / 32];
-  __shared__ __align__(16) uint8_t tile[256 * 32];  // one tile's values, D <= 256
-  const int tid = threadIdx.x, D = p.d, P = p.page_size, nc = D >> 4;
-  const int t = g % p.tiles, h = (g / p.tiles) % p.hkv, b = g / (p.tiles * p.hkv);
-  const int n = p.seq_lens[b], first = 32 * t;
-  const int zeros = min(p.sk, (n + 255) / 256 * 256) - first;  // slots from first on to write, zeros past n
-  if (zeros <= 0) return;
+// (keys a 16-byte chunk a thread, unswizzled by k_swizzle; values as
+// below), then reads the sequence's page scales, then writes its rows.
+// Keys go to out_k's rows. Values go either to out_v's rows (v_image
+// null): the tile's [D][32] codes through shared memory (tile), a warp a
+// 16-byte column chunk of 32 keys, out of v_off's layout (no bank
+// conflicts); or straight into stage 9's V image (v_image: pack_v's
+// layout, tiles of vi_tile keys, a power of two, vi_rows rows of them a
+// tile, those from d on zeros, swizzled as swizzle<vi_tile>), a thread a
+// 16-key group of one row d, which the page holds as one 16-byte chunk in
+// key order (vi_group puts it in the image's). Where the sequence is
+// shorter than the tensors' sk keys (a batch of different lengths), its
+// slots from its length up to the next multiple of 256 (the largest key
+// tile the prefill kernels load) are written zeros, so that the tile
+// holding its last key holds finite codes past it, and the slots past
+// those are not written; the image's last tile is written whole (zeros
+// past sk). NC is D's 16-byte chunks where the entry point knows them (the
+// common head dims: its indexing by shifts), 0 for p.d's.
+template <int NC>
+__device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g, uint8_t* tile, float (*red)[PREFILL_THREADS / 32]) {
+  const int tid = threadIdx.x, P = p.page_size, nc = NC ? NC : p.d >> 4, D = 16 * nc;
+  const int head = g / p.tiles, t = g - head * p.tiles, b = head / p.hkv, h = head - b * p.hkv;
+  const int n = p.seq_lens[b], first = 32 * t, padded = (n + 255) / 256 * 256;
+  const bool image = p.v_image != nullptr;
+  const int vshift = image ? __ffs(p.vi_tile) - 1 : 0, vt = 1 << vshift, rows_i = image ? p.vi_rows : 0;
+  const int vtiles = (p.sk + vt - 1) >> vshift;
+  const int kz = min(p.sk, padded) - first;                            // key slots from first on to write
+  const int vz = min(image ? vtiles << vshift : p.sk, padded) - first;  // value slots
+  if (kz <= 0 && vz <= 0) return;
   const long long out_at = b * p.batch_stride + h * p.head_stride + (long long)first * p.row_stride;
-  if (first >= n) {
-    for (int e = tid; e < 32 * nc; e += PREFILL_THREADS) {
-      const int j = e / nc, c = e - j * nc;
-      if (j < zeros) {
-        *(uint4*)(p.out_k + out_at + (long long)j * p.row_stride + 16 * c) = make_uint4(0, 0, 0, 0);
-        *(uint4*)(p.out_v + out_at + (long long)j * p.row_stride + 16 * c) = make_uint4(0, 0, 0, 0);
-      }
+  const int rows = max(0, min(32, n - first));
+  uint4 kx[2], vx[2];  // 32·nc key chunks (at most 512, D 256); 2·vi_rows value chunks (image)
+  float rk = 0.f, rv = 0.f;
+  if (rows > 0) {
+    const int* pages = p.block_table + (long long)b * p.pages_per_seq;
+    const int pg = first / P;
+    const long long at = (long long)pages[pg] * p.hkv + h;
+    const long long blk = at * D * P + (long long)(first - pg * P) * D;  // the tile in its page's block
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int e = tid + i * PREFILL_THREADS, j = e / nc, c = e - j * nc;
+      if (e < 32 * nc) kx[i] = *(const uint4*)(p.k + blk + (long long)j * D + 16 * (c ^ k_swizzle(j, nc)));
     }
-    return;
+    if (image) {
+#pragma unroll
+      for (int i = 0; i < 2; i++) {
+        const int e = tid + i * PREFILL_THREADS, d = e >> 1;
+        if (d < D) vx[i] = *(const uint4*)(p.v + blk + v_off(d, e & 1));
+      }
+    } else {
+      for (int e = tid; e < 2 * D; e += PREFILL_THREADS) ((uint4*)tile)[e] = ((const uint4*)(p.v + blk))[e];
+    }
+    const int np = (n + P - 1) / P;
+    float mk = 0.f, mv = 0.f;
+    for (int i = tid; i < np; i += PREFILL_THREADS) {
+      const long long a = (long long)pages[i] * p.hkv + h;
+      mk = fmaxf(mk, p.k_scale[a]);
+      mv = fmaxf(mv, p.v_scale[a]);
+    }
+    mk = group_max<32>(mk);
+    mv = group_max<32>(mv);
+    if ((tid & 31) == 0) red[0][tid >> 5] = mk, red[1][tid >> 5] = mv;
+    __syncthreads();  // (and the tile's values are in)
+#pragma unroll
+    for (int w = 0; w < PREFILL_THREADS / 32; w++) mk = fmaxf(mk, red[0][w]), mv = fmaxf(mv, red[1][w]);
+    const float sk = mk > 0.f ? mk : 1.f, sv = mv > 0.f ? mv : 1.f;
+    if (t == 0 && tid == 0) {
+      p.out_k_scale[b * p.hkv + h] = sk;
+      p.out_v_scale[b * p.hkv + h] = sv;
+    }
+    rk = p.k_scale[at] / sk, rv = p.v_scale[at] / sv;  // 0 for a block of zeros: its codes stay 0
   }
-  const int* pages = p.block_table + (long long)b * p.pages_per_seq;
-  const int pg = first / P;
-  const long long at = (long long)pages[pg] * p.hkv + h;
-  const long long blk = at * D * P + (long long)(first - pg * P) * D;  // the tile in its page's block
-  uint4 kx[2];  // 32·nc chunks, at most 512 (D 256)
 #pragma unroll
   for (int i = 0; i < 2; i++) {
     const int e = tid + i * PREFILL_THREADS, j = e / nc, c = e - j * nc;
-    if (e < 32 * nc) kx[i] = *(const uint4*)(p.k + blk + (long long)j * D + 16 * (c ^ k_swizzle(j, nc)));
-  }
-  for (int e = tid; e < 2 * D; e += PREFILL_THREADS) ((uint4*)tile)[e] = ((const uint4*)(p.v + blk))[e];
-  const int np = (n + P - 1) / P;
-  float mk = 0.f, mv = 0.f;
-  for (int i = tid; i < np; i += PREFILL_THREADS) {
-    const long long a = (long long)pages[i] * p.hkv + h;
-    mk = fmaxf(mk, p.k_scale[a]);
-    mv = fmaxf(mv, p.v_scale[a]);
-  }
-  mk = group_max<32>(mk);
-  mv = group_max<32>(mv);
-  if ((tid & 31) == 0) red[0][tid >> 5] = mk, red[1][tid >> 5] = mv;
-  __syncthreads();  // (and the tile's values are in)
-#pragma unroll
-  for (int w = 0; w < PREFILL_THREADS / 32; w++) mk = fmaxf(mk, red[0][w]), mv = fmaxf(mv, red[1][w]);
-  const float sk = mk > 0.f ? mk : 1.f, sv = mv > 0.f ? mv : 1.f;
-  if (t == 0 && tid == 0) {
-    p.out_k_scale[b * p.hkv + h] = sk;
-    p.out_v_scale[b * p.hkv + h] = sv;
-  }
-  const float rk = p.k_scale[at] / sk, rv = p.v_scale[at] / sv;  // 0 for a block of zeros: its codes stay 0
-  const int rows = min(32, n - first);
-#pragma unroll
-  for (int i = 0; i < 2; i++) {
-    const int e = tid + i * PREFILL_THREADS, j = e / nc, c = e - j * nc;
-    if (e < 32 * nc && j < zeros) {
+    if (e < 32 * nc && j < kz) {
       uint4 x = make_uint4(0, 0, 0, 0);
       if (j < rows) {
         x = kx[i];
@@ -154,9 +174,34 @@ __device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g) {
       *(uint4*)(p.out_k + out_at + (long long)j * p.row_stride + 16 * c) = x;
     }
   }
+  if (image) {
+    uint8_t* const img = p.v_image + ((long long)head * vtiles + (first >> vshift)) * rows_i * vt;
+    const int g0 = (first & (vt - 1)) >> 4;  // the tile's first 16-key group in its image tile
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+      const int e = tid + i * PREFILL_THREADS, d = e >> 1, key0 = 16 * (e & 1);
+      if (d < rows_i && key0 < vz) {
+        uint4 x = make_uint4(0, 0, 0, 0);
+        if (d < D && key0 < rows) {
+          x = vx[i];
+          if (key0 + 16 > rows) {  // the sequence's last keys: zeros past them
+            uint8_t* xb = (uint8_t*)&x;
+#pragma unroll
+            for (int q = 0; q < 16; q++)
+              if (key0 + q >= rows) xb[q] = 0;
+          }
+          if (rv != 1.f) x = rescale16(x, rv);
+          x = vi_group(x);
+        }
+        const int o = d * vt + 16 * (g0 + (e & 1));
+        *(uint4*)(img + (o ^ (((o >> 7) & ((vt >> 4) - 1)) << 4))) = x;  // swizzle<vi_tile> (hopper/wgmma.cuh)
+      }
+    }
+    return;
+  }
   for (int e = tid; e < 32 * nc; e += PREFILL_THREADS) {
     const int j = e & 31, c = e >> 5;
-    if (j < zeros) {
+    if (j < vz) {
       uint4 x = make_uint4(0, 0, 0, 0);
       if (j < rows) {
         uint8_t* xb = (uint8_t*)&x;
@@ -169,12 +214,23 @@ __device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g) {
   }
 }
 
+// The geometry the host's grid assumes (prefillThreads).
+extern "C" __device__ const int fp8attn_paged_prefill_inputs_config[] = {PREFILL_THREADS};
+
 extern "C" __global__ void __launch_bounds__(PREFILL_THREADS) fp8attn_paged_prefill_inputs(const PrefillParams p) {
+  __shared__ float red[2][PREFILL_THREADS / 32];
+  __shared__ __align__(16) uint8_t tile[256 * 32];  // one tile's values, D <= 256 (out_v's rows)
   pdl_entry();
   const int qblocks = p.b * p.hq * p.q_chunks;
   if ((int)blockIdx.x < qblocks) {
     prefill_quantize(p);
-  } else {
-    prefill_gather(p, blockIdx.x - qblocks);
+    return;
+  }
+  const int g = blockIdx.x - qblocks;
+  switch (p.d) {
+    case 64: prefill_gather<4>(p, g, tile, red); break;
+    case 128: prefill_gather<8>(p, g, tile, red); break;
+    case 256: prefill_gather<16>(p, g, tile, red); break;
+    default: prefill_gather<0>(p, g, tile, red);
   }
 }
