@@ -69,6 +69,9 @@ func (r *resident) launch(stage int) error {
 		return err
 	}
 	s := r.shape
+	if written && stage != tiles.HopperStage {
+		return fmt.Errorf("cuda: the V image written for a launch on stage %d", stage)
+	}
 	if stage == tiles.HopperStage {
 		if ok, err := r.launchTensors(written); ok || err != nil {
 			return err
@@ -136,11 +139,13 @@ func (r *resident) launch(stage int) error {
 // one tile (cfg.OneTile) it transposes V itself: one launch. Tiled, V is
 // transposed once per call into the V image first, by fp8attn_pack9vt
 // through the same map (kernels/hopper/tensors.cuh says why): two
-// launches, the second a programmatic dependent one; where the tiled
-// grid is one wave (no more blocks than SMs) and has no softcap, the head
-// start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks begin
-// their first tiles while the pack finishes; where keySplits divides the
-// blocks' key tiles into parts, the key split (fp8attn_stage9ts, then
+// launches, the second a programmatic dependent one, or the attention
+// alone where written (the caller wrote the image, as the paged prefill's
+// inputs kernel does: then the form must be the tiled one). Where the
+// tiled grid is one wave (no more blocks than SMs) and has no softcap, the
+// head start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks
+// begin their first tiles while the pack finishes; where keySplits divides
+// the blocks' key tiles into parts, the key split (fp8attn_stage9ts, then
 // fp8attn_merge9: three launches). It reports false, launching nothing, where
 // the form does not take the call, which the pack path then runs: no
 // tensor entry for the head dim, a layout the tensor maps cannot describe
@@ -150,12 +155,15 @@ func (r *resident) launch(stage int) error {
 // shape are fixed; an encoding the driver refuses otherwise is an error.
 // The caller is inside do.
 func (r *resident) launchTensors(written bool) (bool, error) {
-	s := r.shape
-	k := r.dev.hopperFor(&s)
 	fn, one := r.tensorEntry()
+	if written && (fn == nil || one) { // (prefillVImage asks tensorEntry the same)
+		return true, errors.New("cuda: the V image written for a launch that does not read it")
+	}
 	if fn == nil {
 		return false, nil
 	}
+	s := r.shape
+	k := r.dev.hopperFor(&s)
 	if r.tensors == nil {
 		tl := new(tensorLaunch)
 		sp := r.scores

@@ -271,8 +271,13 @@ func (r *resident) prefillVImage(st int) (*prefillImage, error) {
 	if st != tiles.HopperStage {
 		return nil, nil
 	}
+	if fn, one := r.tensorEntry(); fn == nil || one {
+		return nil, nil
+	}
+	// The inputs kernel takes tiles of 32 to 256 keys, a power of two
+	// (dividing the 256 keys it pads to), of at most 256 rows.
 	cfg := r.dev.hopperFor(&r.shape).cfg
-	if fn, one := r.tensorEntry(); fn == nil || one || cfg.BlockN&(cfg.BlockN-1) != 0 { // (the kernel's tiles: a power of two)
+	if n := cfg.BlockN; n < 32 || n > prefillZeroKeys || n&(n-1) != 0 || cfg.D > 256 {
 		return nil, nil
 	}
 	if err := r.vImage(); err != nil {

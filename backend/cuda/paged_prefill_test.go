@@ -246,8 +246,8 @@ func filledCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page i
 			continue
 		}
 		// The last page is filled whole: its slots past n hold codes, as
-		// a sequence truncated to n leaves them, which the calls must not
-		// read.
+		// a sequence truncated to n leaves them (which the calls weigh by
+		// exactly 0, or leave out).
 		n = (n + page - 1) / page * page
 		a := &backend.PagedAppend{B: 1, N: n, Layout: backend.BHSD}
 		for tk := range n {

@@ -44,10 +44,11 @@ type resident struct {
 	// marks one whose layout the tensor maps cannot describe.
 	tensors        *tensorLaunch
 	tensorsRefused bool
-	// vImageWritten marks a resident whose next tiled tensor-form launch
-	// finds the V image already written (by the paged prefill's inputs
-	// kernel): that launch packs no V and takes no head start (which reads
-	// V's first tiles from the V tensor). The launch clears it.
+	// vImageWritten marks a resident whose next launch, which must be a
+	// tiled tensor-form one, finds the V image already written (by the
+	// paged prefill's inputs kernel): it packs no V and takes no head
+	// start (which reads V's first tiles from the V tensor). The next
+	// launch clears it.
 	vImageWritten bool
 	// images holds, per stage, the device layouts its pack kernels wrote
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
