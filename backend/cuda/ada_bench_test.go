@@ -32,10 +32,7 @@ func BenchmarkAdaVariants(b *testing.B) {
 		{B: 1, Hq: 16, Hkv: 8, Sq: 4096, Sk: 4096, D: 256},
 	} {
 		in := sdpatest.RandomInputs(rng, s, 1)
-		sinks := make([]float32, s.Hq)
-		for i := range sinks {
-			sinks[i] = float32(rng.NormFloat64())
-		}
+		sinks := normalSinks(rng, s.Hq, 0, 1)
 		for _, c := range []struct {
 			name string
 			m    backend.Mask

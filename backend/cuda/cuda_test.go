@@ -497,3 +497,13 @@ func TestQuantizesOnRead(t *testing.T) {
 		}
 	}
 }
+
+// normalSinks is n attention-sink logits drawn from N(mean, sd²), one
+// rng.NormFloat64 each, in order.
+func normalSinks(rng *rand.Rand, n int, mean, sd float64) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(mean + sd*rng.NormFloat64())
+	}
+	return x
+}

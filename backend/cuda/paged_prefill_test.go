@@ -117,10 +117,7 @@ func (c prefillCase) problem(rng *rand.Rand, table []int32, per int) *backend.Pa
 	}
 	p.SlidingWindow, p.Softcap = c.window, c.softcap
 	if c.sinks {
-		p.Sinks = make([]float32, hq)
-		for i := range p.Sinks {
-			p.Sinks[i] = float32(rng.NormFloat64() * 2)
-		}
+		p.Sinks = normalSinks(rng, hq, 0, 2)
 	}
 	return p
 }

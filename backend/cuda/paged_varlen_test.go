@@ -106,10 +106,7 @@ func runPagedVarlen(t *testing.T, d *device, be *kernelBackend, c varlenCase, rn
 	}
 	p.SlidingWindow, p.Softcap = c.window, c.softcap
 	if c.sinks {
-		p.Sinks = make([]float32, hq)
-		for i := range p.Sinks {
-			p.Sinks[i] = float32(rng.NormFloat64() * 2)
-		}
+		p.Sinks = normalSinks(rng, hq, 0, 2)
 	}
 	s.prefillRows = c.rows
 	groups := s.varlenGroups(p)

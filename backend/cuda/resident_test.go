@@ -114,13 +114,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
 	// s9t-head-start-next-tile, s9t-window-first-tile-ignored and
 	// s9t-window-tiles-ignored fail it.
-	sinks := func(n int) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(rng.NormFloat64())
-		}
-		return x
-	}
+	sinks := func(n int) []float32 { return normalSinks(rng, n, 0, 1) }
 	for _, c := range []struct {
 		s     backend.Shape
 		m     backend.Mask

@@ -41,13 +41,7 @@ func TestKeySplit(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 31))
 	// Sinks near the rows' log-sum-exps (about 6-7 for these rows), so
 	// that the sink's weight is a good part of each denominator.
-	sinks := func(n int) []float32 {
-		x := make([]float32, n)
-		for i := range x {
-			x[i] = float32(6 + rng.NormFloat64())
-		}
-		return x
-	}
+	sinks := func(n int) []float32 { return normalSinks(rng, n, 6, 1) }
 	for _, c := range []struct {
 		s       backend.Shape
 		m       backend.Mask
