@@ -45,6 +45,9 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			var b rowBounds
 			narrow, base, w := trial%4 == 2, rng.IntN(panel), rng.IntN(24) // a group's rows a key apart
 			diagonal := trial%8 == 3                                       // every row from the panel's first key, as on a causal diagonal
+			// One trial in ten spans the key vectors runs[trial/10%10]
+			// exactly, so that every run is tested whatever the seed.
+			run, targeted := runs[trial/10%len(runs)], trial%10 == 9
 			for r := range 4 {
 				lo := rng.IntN(panel + 1)
 				hi := lo + rng.IntN(panel+1-lo)
@@ -55,10 +58,12 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 				if diagonal {
 					lo, hi = 0, min(base+r+1, panel)
 				}
-				switch rng.IntN(5) {
-				case 0:
+				switch c := rng.IntN(5); {
+				case targeted:
+					lo, hi = spanning(rng, run, r == 0)
+				case c == 0:
 					lo, hi = 0, panel
-				case 1:
+				case c == 1:
 					hi = min(lo+1, panel)
 				}
 				b.lo[r], b.hi[r] = int32(lo), int32(hi)
@@ -93,6 +98,9 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			softmax4BoundedGo(ks, ws, scale, wm, wl, &wa, &b)
 			ks.scoresSoftmaxBounded4(s, q, kt, d, scale, m, l, &a, &b)
 			spans[[2]int32{b.c0, b.n}]++
+			if targeted && b.n != 0 && [2]int{int(b.c0), int(b.n)} != run {
+				t.Fatalf("%s: bounds %v..%v need key vectors [c0, n] %v, the kernel's wrapper set [%d %d]", ks.name, b.lo, b.hi, run, b.c0, b.n)
+			}
 			where := fmt.Sprintf("%s d=%d bounds %v..%v softcap ck %v", ks.name, d, b.lo, b.hi, b.ck)
 			if msg := softmax4Mismatch(s, m, l, a[:], ws, wm, wl, wa[:], mOld); msg != "" {
 				t.Fatalf("%s: %s (m %v -> %v, want %v; l %v want %v; alpha %v want %v)", where, msg, mOld, m, wm, l, wl, a[:4], wa[:4])
@@ -134,13 +142,31 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d masked rows, %d softcapped steps against the unfused one, key vectors [c0, n]: %v", ks.name, masked, exact, spans)
-		if len(spans) > 1 && len(spans) < 10 {
-			t.Errorf("%s: %d of the 10 runs of key vectors tested", ks.name, len(spans))
+		if len(spans) > 1 && len(spans) < len(runs) {
+			t.Errorf("%s: %d of the %d runs of key vectors tested", ks.name, len(spans), len(runs))
 		}
 	}
 	if sets == 0 {
 		t.Skip("no kernel set here has a bounded step")
 	}
+}
+
+// runs are the runs of key vectors of 16 [c0, c0+n) that a panel's four
+// rows can need, as keyVectors sets them.
+var runs = [][2]int{{0, 1}, {0, 2}, {0, 3}, {0, 4}, {1, 1}, {1, 2}, {1, 3}, {2, 1}, {2, 2}, {3, 1}}
+
+// spanning draws a row's key bounds [lo, hi) inside the key vectors run;
+// the first row's (first true) starts in the run's first vector and ends
+// in its last, so that a group's bounds need exactly the run.
+func spanning(rng *rand.Rand, run [2]int, first bool) (lo, hi int) {
+	start, end := 16*run[0], 16*(run[0]+run[1])
+	if first {
+		lo = start + rng.IntN(16)
+		last := max(end-16, lo) // hi in (last, end]: in the run's last vector
+		return lo, last + 1 + rng.IntN(end-last)
+	}
+	lo = start + rng.IntN(end-start) // below end, as a fresh row's bounds keep it
+	return lo, lo + rng.IntN(end-lo+1)
 }
 
 // TestAllFinite holds every set's allFinite to allFiniteGo: random lengths
