@@ -83,6 +83,18 @@ func variantCases() []Case {
 				Mask: m, Sigma: 1, Window: 70, Softcap: 30},
 			Case{Name: fmt.Sprintf("all/window=40/d80/%v", m), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 90, Sk: 160, D: 80},
 				Mask: m, Sigma: 1, Window: 40, Softcap: 15, Sinks: true})
+		// Windows of whole 64-key tiles (as the models' 128, 1024 and 4096
+		// are) over enough rows that a group of four rows sees its
+		// window's first tile from some key on and its last up to the same
+		// place; in two of them Sk-Sq is odd, so that under lower-right
+		// alignment the rows' windows start off a multiple of four.
+		cases = append(cases,
+			Case{Name: fmt.Sprintf("all/window=128/%v", m), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 1, Sq: 150, Sk: 333, D: 64},
+				Mask: m, Sigma: 1, Window: 128, Softcap: 20, Sinks: true},
+			Case{Name: fmt.Sprintf("window=64/d128/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 140, Sk: 141, D: 128},
+				Mask: m, Sigma: 1, Window: 64},
+			Case{Name: fmt.Sprintf("sinks/window=192/d32/%v", m), Shape: backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 260, Sk: 260, D: 32},
+				Mask: m, Sigma: 1, Window: 192, Sinks: true})
 	}
 	for _, l := range []backend.Layout{backend.BHSD, backend.BSHD} {
 		for _, m := range causal {
