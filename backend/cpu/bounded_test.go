@@ -142,9 +142,6 @@ func TestScoresSoftmaxBounded4(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d masked rows, %d softcapped steps against the unfused one, key vectors [c0, n]: %v", ks.name, masked, exact, spans)
-		if len(spans) > 1 && len(spans) < len(runs) {
-			t.Errorf("%s: %d of the %d runs of key vectors tested", ks.name, len(spans), len(runs))
-		}
 	}
 	if sets == 0 {
 		t.Skip("no kernel set here has a bounded step")

@@ -176,13 +176,18 @@ func TestCallerIsZero(t *testing.T) {
 // thread was descheduled for part of it (a busy machine) proves nothing:
 // only an attempt that went from the count of two to the Run's return in
 // a tenth of the spin time counts, and the test tries again until one
-// does (skipping where none did in 20 s).
+// does (failing where no attempt found two helpers polling in 20 s,
+// skipping where some did but none ran in time).
 func TestPollersFirst(t *testing.T) {
 	const spin = 50 * time.Millisecond
 	p := NewPool(4, spin)
 	var c countJob
+	two := false // some attempt found two helpers polling
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if time.Now().After(deadline) {
+			if !two {
+				t.Fatalf("%d helpers poll after Runs of two, want 2", p.polling.Load())
+			}
 			t.Skip("no attempt ran within a tenth of the spin time: the machine is too busy to tell")
 		}
 		// Exactly two helpers polling and two parked: a Run of two hands
@@ -200,6 +205,7 @@ func TestPollersFirst(t *testing.T) {
 		if p.polling.Load() != 2 {
 			continue
 		}
+		two = true
 		w := p.Wakes()
 		p.Run(2, &c)
 		woke := p.Wakes() - w
