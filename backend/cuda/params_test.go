@@ -1,9 +1,9 @@
 package cuda
 
 import (
+	_ "embed"
 	"fmt"
 	"math"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -149,17 +149,19 @@ func TestParamsStrides(t *testing.T) {
 	}
 }
 
+// prefillInputsSource is the gather's source, embedded so that the test
+// binary reads it wherever it runs.
+//
+//go:embed kernels/paged/prefill_inputs.cuh
+var prefillInputsSource string
+
 // TestPrefillZeroKeys: the paged prefill's gather writes zeros past a
 // shorter sequence's last key up to a multiple of prefillZeroKeys, which
 // kernels/paged/prefill_inputs.cuh spells as its rounding; every stage-9
 // key tile (and the one-tile form's two) ends on such a multiple, so the
 // tile holding the sequence's last key holds no stale code.
 func TestPrefillZeroKeys(t *testing.T) {
-	src, err := os.ReadFile("kernels/paged/prefill_inputs.cuh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if round := fmt.Sprintf("(n + %d) / %d * %d", prefillZeroKeys-1, prefillZeroKeys, prefillZeroKeys); !strings.Contains(string(src), round) {
+	if round := fmt.Sprintf("(n + %d) / %d * %d", prefillZeroKeys-1, prefillZeroKeys, prefillZeroKeys); !strings.Contains(prefillInputsSource, round) {
 		t.Errorf("prefill_inputs.cuh does not round a sequence's zeros as %q (prefillZeroKeys %d)", round, prefillZeroKeys)
 	}
 	for _, d := range tiles.HopperHeadDims {
