@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "11326c1760c5d0f376544aa712af75de74e5e16183dfef4efff6746cbd9df18b"
+const SourceHash = "ffaee66c8609cdfc97d2fc5c80f788a820d753ac00bd64935ea357e6308152dc"
