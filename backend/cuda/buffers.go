@@ -87,7 +87,7 @@ func (b *buffer) Write(src []byte) error {
 	if int64(len(src)) > b.n {
 		return fmt.Errorf("%w: cuda: writing %d bytes into a buffer of %d", backend.ErrInvalid, len(src), b.n)
 	}
-	return b.dev.do(func() error { return b.dev.upload([]hostCopy{{b.buf.p, src}}) })
+	return b.dev.do(func() error { return b.dev.upload([]hostCopy{{dev: b.buf.p, host: src}}) })
 }
 
 // Read copies the start of the buffer into dst behind the work issued on
@@ -100,10 +100,10 @@ func (b *buffer) Read(dst []byte) error {
 		return fmt.Errorf("%w: cuda: reading %d bytes from a buffer of %d", backend.ErrInvalid, len(dst), b.n)
 	}
 	return b.dev.do(func() error {
-		copies := []hostCopy{{b.buf.p, dst}}
+		copies := []hostCopy{{dev: b.buf.p, host: dst}}
 		var flag [1]int32
 		if b.flag.p != 0 {
-			copies = append(copies, hostCopy{b.flag.p, bytesOf(flag[:])})
+			copies = append(copies, hostCopy{dev: b.flag.p, host: bytesOf(flag[:])})
 		}
 		if err := b.dev.download(copies); err != nil {
 			return err

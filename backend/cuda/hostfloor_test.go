@@ -141,7 +141,7 @@ func BenchmarkStagedUpload(b *testing.B) {
 				defer func(old int) { streamMax = old }(streamMax)
 				streamMax = w.streamMax
 				hostTimedDo(b, d, func() error {
-					if err := d.upload([]hostCopy{{dev, src}}); err != nil {
+					if err := d.upload([]hostCopy{{dev: dev, host: src}}); err != nil {
 						return err
 					}
 					return d.stream.Synchronize()

@@ -198,9 +198,31 @@ func (s *pagedKV) buf(use string, n int64) (uint64, error) {
 func (s *pagedKV) put(copies *[]hostCopy, use string, src []byte) (uint64, error) {
 	p, err := s.buf(use, int64(len(src)))
 	if err == nil {
-		*copies = append(*copies, hostCopy{cu.DevicePtr(p), src})
+		*copies = append(*copies, hostCopy{dev: cu.DevicePtr(p), host: src})
 	}
 	return p, err
+}
+
+// putJoined returns the device addresses of copies of srcs, one buffer for
+// use holding them as the staging buffer lays them out (each piece
+// aligned), their copies added to copies, each joined to the one before:
+// device.upload moves them in one copy.
+func (s *pagedKV) putJoined(copies *[]hostCopy, use string, srcs ...[]byte) ([]uint64, error) {
+	n := 0
+	for _, src := range srcs {
+		n += alignUp(len(src))
+	}
+	p, err := s.buf(use, int64(n))
+	if err != nil {
+		return nil, err
+	}
+	at := make([]uint64, len(srcs))
+	for i, src := range srcs {
+		at[i] = p
+		*copies = append(*copies, hostCopy{dev: cu.DevicePtr(p), host: src, joined: i > 0})
+		p += uint64(alignUp(len(src)))
+	}
+	return at, nil
 }
 
 // Append implements backend.PagedKV: the tokens' rows go to the device, and
@@ -283,7 +305,7 @@ func (s *pagedKV) checkDevice(a *backend.PagedAppend) (srcK, srcV uint64, err er
 		launchStruct(s.dev.paged.check, blocks, 1, 1, checkThreads, 0, s.dev.stream, unsafe.Pointer(cp))); err != nil {
 		return 0, 0, err
 	}
-	if err := s.dev.download([]hostCopy{{cu.DevicePtr(flag), bytesOf(bad[:])}}); err != nil {
+	if err := s.dev.download([]hostCopy{{dev: cu.DevicePtr(flag), host: bytesOf(bad[:])}}); err != nil {
 		return 0, 0, err
 	}
 	if bad[0] != 0 {
@@ -302,18 +324,19 @@ const checkThreads = 256
 // must be in p.Tables (which the caller keeps current: the graph copies
 // nothing from the host), and the scratch buffers are the graph's own, so
 // that the staging buffers of later calls cannot take them over. The
-// extra copies go up in the same upload (outside a capture). The caller is
-// inside do, after plan.
-func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error {
+// extra bytes, if any, go up in the same copy as the tables (outside a
+// capture), and the address returned is theirs. The caller is inside do,
+// after plan.
+func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra []byte) (uint64, error) {
 	c := s.dev.capturing()
 	if c != nil && p.QBuf == nil {
-		return errCapture("a paged attention on host-memory queries")
+		return 0, errCapture("a paged attention on host-memory queries")
 	}
 	if c != nil && p.Tables == nil {
-		return errCapture("a paged attention on host-memory lengths and block table (PagedProblem.Tables)")
+		return 0, errCapture("a paged attention on host-memory lengths and block table (PagedProblem.Tables)")
 	}
 	if c != nil && p.QStarts != nil {
-		return errCapture("a varlen paged attention")
+		return 0, errCapture("a varlen paged attention")
 	}
 	var copies []hostCopy
 	// scratch reserves n bytes for use; in gives use a copy of host.
@@ -329,49 +352,61 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error 
 	var bufs []*buffer
 	if p.QBuf != nil {
 		if bufs, err = ours(p.QBuf, p.OutBuf, p.LSEBuf); err != nil {
-			return err
+			return 0, err
 		}
 		for _, b := range bufs {
 			if b != nil && (b.dev != s.dev || b.buf.p == 0) {
-				return fmt.Errorf("%w: cuda: a freed buffer, or one of another device", backend.ErrInvalid)
+				return 0, fmt.Errorf("%w: cuda: a freed buffer, or one of another device", backend.ErrInvalid)
 			}
 		}
 		pp.Q = uint64(bufs[0].buf.p)
 	} else if pp.Q, err = in("q", bytesOf(p.Q)); err != nil {
-		return err
+		return 0, err
 	}
+	// The lengths and block table (unless Tables keeps them), then a
+	// varlen batch's query starts and blocks: one copy.
+	var joined [][]byte
 	if p.Tables != nil {
 		t, ok := p.Tables.(*pagedTables)
 		if !ok || t.dev != s.dev || t.buf.p == 0 || t.b != p.B || t.per != p.PagesPerSeq {
-			return fmt.Errorf("%w: cuda: tables not made by this device's NewTables for %d sequences of %d pages, or freed", backend.ErrInvalid, p.B, p.PagesPerSeq)
+			return 0, fmt.Errorf("%w: cuda: tables not made by this device's NewTables for %d sequences of %d pages, or freed", backend.ErrInvalid, p.B, p.PagesPerSeq)
 		}
 		pp.SeqLens, pp.BlockTable = t.addrs()
 	} else {
-		if pp.SeqLens, err = in("lens", bytesOf(p.SeqLens)); err != nil {
-			return err
-		}
-		if pp.BlockTable, err = in("table", bytesOf(p.BlockTable)); err != nil {
-			return err
-		}
+		joined = append(joined, bytesOf(p.SeqLens), bytesOf(p.BlockTable))
+	}
+	if p.QStarts != nil {
+		joined = append(joined, bytesOf(p.QStarts), bytesOf(s.varBlocks))
+	}
+	if len(extra) > 0 {
+		joined = append(joined, extra)
 	}
 	pp.QStarts, pp.VarBlocks = 0, 0
-	if p.QStarts != nil {
-		if pp.QStarts, err = in("qstarts", bytesOf(p.QStarts)); err != nil {
-			return err
+	var extraAt uint64
+	if len(joined) > 0 {
+		at, err := s.putJoined(&copies, "tables", joined...)
+		if err != nil {
+			return 0, err
 		}
-		if pp.VarBlocks, err = in("varblocks", bytesOf(s.varBlocks)); err != nil {
-			return err
+		if p.Tables == nil {
+			pp.SeqLens, pp.BlockTable, at = at[0], at[1], at[2:]
+		}
+		if p.QStarts != nil {
+			pp.QStarts, pp.VarBlocks, at = at[0], at[1], at[2:]
+		}
+		if len(extra) > 0 {
+			extraAt = at[0]
 		}
 	}
 	pp.Sinks = 0
 	if p.Sinks != nil {
 		var kept bool
 		if pp.Sinks, kept, err = s.dev.sinksOn(p.Sinks, c != nil); err != nil {
-			return err
+			return 0, err
 		}
 		if !kept {
 			if pp.Sinks, err = s.put(&copies, "sinks", bytesOf(p.Sinks)); err != nil {
-				return err
+				return 0, err
 			}
 		}
 	}
@@ -381,7 +416,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error 
 		pp.Out = uint64(bufs[1].buf.p)
 	default:
 		if pp.Out, err = scratch("out", 4*nq); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	switch {
@@ -389,7 +424,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error 
 		pp.LSE = uint64(bufs[2].buf.p)
 	default:
 		if pp.LSE, err = scratch("lse", 4*int64(p.Rows())*int64(p.Hq)); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	// The warp-specialized kernel's words, 0 between launches: a counter of
@@ -398,7 +433,7 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error 
 	if items := p.B * p.Hkv * int(pp.RowBlocks); s.useWS && (pp.Splits > 1 || s.wsDynamic) {
 		words, err := s.dev.zeroWords(items + 1)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if pp.Splits > 1 {
 			pp.Counters = words
@@ -410,17 +445,17 @@ func (s *pagedKV) stageInputs(p *backend.PagedProblem, extra ...hostCopy) error 
 	if pp.Splits > 1 {
 		parts := int64(s.items(p)) * int64(pp.Splits) * int64(s.tc.Rows)
 		if pp.PartOut, err = scratch("partOut", 4*parts*int64(p.D)); err != nil {
-			return err
+			return 0, err
 		}
 		if pp.PartLSE, err = scratch("partLSE", 4*parts); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	if c != nil {
 		c.caches = append(c.caches, s)
-		return nil
+		return 0, nil
 	}
-	return s.dev.upload(append(copies, extra...))
+	return extraAt, s.dev.upload(copies)
 }
 
 // launchAttention issues the attention kernel (and, after the cp.async
@@ -480,7 +515,7 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 			return s.varlen(p, groups)
 		}
 		gx, gy, gz := s.plan(p)
-		if err := s.stageInputs(p); err != nil {
+		if _, err := s.stageInputs(p, nil); err != nil {
 			return err
 		}
 		if err := s.poisonOutputs(p); err != nil {
@@ -512,9 +547,9 @@ func (s *pagedKV) downloadOutputs(p *backend.PagedProblem, more []hostCopy) erro
 	if p.QBuf != nil {
 		return nil
 	}
-	copies := append([]hostCopy{{cu.DevicePtr(s.params.Out), bytesOf(p.Out)}}, more...)
+	copies := append([]hostCopy{{dev: cu.DevicePtr(s.params.Out), host: bytesOf(p.Out)}}, more...)
 	if p.LSE != nil {
-		copies = append(copies, hostCopy{cu.DevicePtr(s.params.LSE), bytesOf(p.LSE)})
+		copies = append(copies, hostCopy{dev: cu.DevicePtr(s.params.LSE), host: bytesOf(p.LSE)})
 	}
 	if err := s.dev.download(copies); err != nil {
 		return fmt.Errorf("cuda: paged attention: %w", err)
@@ -536,7 +571,7 @@ func (s *pagedKV) PagedTimes(p *backend.PagedProblem, iters int) ([]float64, err
 			s.perSM, s.smem = pagedOccupancy(s.dev, s.tc, s.blocksPerSM)
 		}
 		gx, gy, gz := s.plan(p)
-		if err := s.stageInputs(p); err != nil {
+		if _, err := s.stageInputs(p, nil); err != nil {
 			return err
 		}
 		var err error

@@ -125,9 +125,9 @@ func (s *pagedKV) prefill(p *backend.PagedProblem, st int) (err error) {
 		return nil
 	}
 	var bad [1]int32
-	copies := []hostCopy{{cu.DevicePtr(r.params.Out), bytesOf(p.Out)}, {cu.DevicePtr(r.bad), bytesOf(bad[:])}}
+	copies := []hostCopy{{dev: cu.DevicePtr(r.params.Out), host: bytesOf(p.Out)}, {dev: cu.DevicePtr(r.bad), host: bytesOf(bad[:])}}
 	if p.LSE != nil {
-		copies = append(copies, hostCopy{cu.DevicePtr(r.params.LSE), bytesOf(p.LSE)})
+		copies = append(copies, hostCopy{dev: cu.DevicePtr(r.params.LSE), host: bytesOf(p.LSE)})
 	}
 	if err := s.dev.download(copies); err != nil {
 		return fmt.Errorf("cuda: paged prefill: %w", err)
@@ -185,12 +185,11 @@ func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err er
 // prefillTables adds p's lengths and block table to copies, and reserves
 // the gathered inputs pc.in for its pc.n keys.
 func (s *pagedKV) prefillTables(p *backend.PagedProblem, pc *prefillCall, copies *[]hostCopy) (err error) {
-	if pc.lens, err = s.put(copies, "lens", bytesOf(p.SeqLens)); err != nil {
+	at, err := s.putJoined(copies, "tables", bytesOf(p.SeqLens), bytesOf(p.BlockTable))
+	if err != nil {
 		return err
 	}
-	if pc.table, err = s.put(copies, "table", bytesOf(p.BlockTable)); err != nil {
-		return err
-	}
+	pc.lens, pc.table = at[0], at[1]
 	return s.prefillScratch(p, pc, int64(p.B)*int64(p.Hq)*int64(p.Sq)*int64(p.D))
 }
 

@@ -543,7 +543,7 @@ func BenchmarkPagedPrefillParts(b *testing.B) {
 // sequence of n tokens (N(0,1) keys and values from seed, Hkv 8, D 128, in
 // pages of 64 in order), and an FP8E4M3 call of sq new queries (hq heads,
 // lower-right causal) on zeroed device buffers. free releases all of it.
-func prefillBenchCall(b *testing.B, d *device, be *kernelBackend, hq, n, sq int, seed uint64) (backend.PagedKV, *backend.PagedProblem, func()) {
+func prefillBenchCall(b testing.TB, d *device, be *kernelBackend, hq, n, sq int, seed uint64) (backend.PagedKV, *backend.PagedProblem, func()) {
 	const hkv, D, P = 8, 128, 64
 	per := (n + P - 1) / P
 	kv, err := be.NewPagedKV(backend.PagedConfig{KVHeads: hkv, HeadDim: D, PageSize: P, Pages: per})
@@ -574,6 +574,33 @@ func prefillBenchCall(b *testing.B, d *device, be *kernelBackend, hq, n, sq int,
 		if err := errors.Join(bq.Free(), bo.Free(), kv.Close()); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestPagedCallsUploadOnce: a paged call on queries in device memory
+// uploads its lengths and block table in one copy (putJoined, upload),
+// on the prefill kernels and on the split-KV kernel.
+func TestPagedCallsUploadOnce(t *testing.T) {
+	d, err := openDevice(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	for _, c := range []struct {
+		name     string
+		sq, rows int // new queries; the rows from which the prefill kernels run (-1: never)
+	}{{"prefill", 128, 1}, {"split-KV", 128, -1}, {"decode", 1, -1}} {
+		kv, p, free := prefillBenchCall(t, d, &kernelBackend{name: "cuda", pagedPrefillRows: c.rows}, 32, 1000+c.sq, c.sq, uint64(c.sq))
+		if err := kv.Attention(p); err != nil { // (the first call sizes the buffers)
+			t.Fatal(err)
+		}
+		before := uploadCopies.Load()
+		if err := kv.Attention(p); err != nil {
+			t.Fatal(err)
+		}
+		if n := uploadCopies.Load() - before; n != 1 {
+			t.Errorf("%s: %d host-to-device copies, want 1 (lengths and block table together)", c.name, n)
+		}
+		free()
 	}
 }
 

@@ -126,11 +126,8 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) (err err
 		}
 	}
 	gx, gy, gz := s.planSkipping(p, skip)
-	at, err := s.buf("varlen tables", 4*int64(len(tabs)))
+	at, err := s.stageInputs(p, bytesOf(tabs))
 	if err != nil {
-		return err
-	}
-	if err := s.stageInputs(p, hostCopy{cu.DevicePtr(at), bytesOf(tabs)}); err != nil {
 		return err
 	}
 	if err := s.poisonOutputs(p); err != nil {
@@ -197,7 +194,7 @@ func (s *pagedKV) varlen(p *backend.PagedProblem, groups []varlenGroup) (err err
 		return err
 	}
 	bad := make([]int32, len(groups))
-	if err := s.downloadOutputs(p, []hostCopy{{cu.DevicePtr(flags), bytesOf(bad)}}); err != nil {
+	if err := s.downloadOutputs(p, []hostCopy{{dev: cu.DevicePtr(flags), host: bytesOf(bad)}}); err != nil {
 		return err
 	}
 	for i, f := range bad {

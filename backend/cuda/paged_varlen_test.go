@@ -352,7 +352,8 @@ func benchVarlenParts(b *testing.B, d *device, chunks int) {
 			func() error { return s.varlen(p, groups) },
 			func() error {
 				gx, gy, gz := s.planSkipping(p, skip)
-				return errors.Join(s.stageInputs(p), s.launchAttention(gx, gy, gz))
+				_, err := s.stageInputs(p, nil)
+				return errors.Join(err, s.launchAttention(gx, gy, gz))
 			},
 			func() error {
 				var copies []hostCopy

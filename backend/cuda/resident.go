@@ -164,13 +164,13 @@ func (r *resident) Download(out, lse []float32) error {
 		if len(r.bufs) == 0 {
 			return errors.New("cuda: resident used after Free")
 		}
-		copies := []hostCopy{{cu.DevicePtr(r.params.Out), bytesOf(out)}}
+		copies := []hostCopy{{dev: cu.DevicePtr(r.params.Out), host: bytesOf(out)}}
 		if lse != nil && r.lse {
-			copies = append(copies, hostCopy{cu.DevicePtr(r.params.LSE), bytesOf(lse)})
+			copies = append(copies, hostCopy{dev: cu.DevicePtr(r.params.LSE), host: bytesOf(lse)})
 		}
 		var bad [1]int32
 		if r.bad != 0 {
-			copies = append(copies, hostCopy{cu.DevicePtr(r.bad), bytesOf(bad[:])})
+			copies = append(copies, hostCopy{dev: cu.DevicePtr(r.bad), host: bytesOf(bad[:])})
 		}
 		if err := r.dev.download(copies); err != nil {
 			return err

@@ -112,5 +112,5 @@ func (d *device) residentSinks(sinks []float32, own func(int64) (uint64, error))
 	if a, err = own(4 * int64(len(sinks))); err != nil {
 		return 0, err
 	}
-	return a, d.upload([]hostCopy{{cu.DevicePtr(a), bytesOf(sinks)}})
+	return a, d.upload([]hostCopy{{dev: cu.DevicePtr(a), host: bytesOf(sinks)}})
 }

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -26,11 +27,18 @@ const stagingMax = 16 << 20
 const stagingAlign = 256
 
 // hostCopy is one piece of a transfer: device memory dev and the Go bytes
-// host (the source of an upload, the destination of a download).
+// host (the source of an upload, the destination of a download). A joined
+// piece lies in the same device buffer as the piece before it, where the
+// staging buffer puts it (putJoined): an upload moves both in one copy.
 type hostCopy struct {
-	dev  cu.DevicePtr
-	host []byte
+	dev    cu.DevicePtr
+	host   []byte
+	joined bool
 }
+
+// uploadCopies counts the host-to-device copies device.upload issues
+// (tests: a paged call's tables go in one).
+var uploadCopies atomic.Int64
 
 // alignUp rounds n up to a multiple of stagingAlign.
 func alignUp(n int) int { return (n + stagingAlign - 1) / stagingAlign * stagingAlign }
@@ -101,17 +109,24 @@ func (d *device) upload(copies []hostCopy) error {
 		pinned, host = staged(buf, copies)
 		parallelMove(pinned, host, n <= streamMax) // (the bus reads the lines next: host_pipe.go)
 	}
-	for i, c := range copies {
+	for i := 0; i < len(copies); i++ {
+		c := copies[i]
 		if len(c.host) == 0 {
 			continue
 		}
-		src := unsafe.Pointer(&c.host[0])
+		src, n := unsafe.Pointer(&c.host[0]), len(c.host)
 		if pinned != nil {
 			src = unsafe.Pointer(&pinned[i][0])
+			// The pieces joined to it go in its copy.
+			for i+1 < len(copies) && copies[i+1].joined {
+				i++
+				n = alignUp(n) + len(copies[i].host)
+			}
 		}
-		if err := cu.MemcpyHtoDAsync(c.dev, src, int64(len(c.host)), d.stream); err != nil {
+		if err := cu.MemcpyHtoDAsync(c.dev, src, int64(n), d.stream); err != nil {
 			return fmt.Errorf("cuda: upload: %w", err)
 		}
+		uploadCopies.Add(1)
 	}
 	if pinned != nil {
 		if err := d.stageDone.Record(d.stream); err != nil {

@@ -20,6 +20,22 @@ const (
 // List is the GPU mutants. A Name is a file-name word: the binary is
 // BinName's.
 var List = []mutant.Mutant{
+	// An upload copies each piece apart, joined or not: a paged call's
+	// tables take two copies.
+	{Name: "uploadapart", File: "backend/cuda/staging.go", Pkg: cudaPkg,
+		Old: "for i+1 < len(copies) && copies[i+1].joined", New: "for false && i+1 < len(copies)",
+		Tests: []string{"TestPagedCallsUploadOnce"}},
+	// A joined buffer's pieces packed without the staging buffer's
+	// alignment: the kernels read the block table where the copy did not
+	// put it.
+	{Name: "joinedpacked", File: "backend/cuda/paged_cache.go", Pkg: cudaPkg,
+		Old: "p += uint64(alignUp(len(src)))", New: "p += uint64(len(src))",
+		Tests: []string{"TestPagedPrefillMatchesDense", "TestPagedAgainstCPU"}},
+	// A joined copy stops short of its last piece's bytes: the block
+	// table (or the lengths' and table's tail) never reaches the device.
+	{Name: "uploadjoinedshort", File: "backend/cuda/staging.go", Pkg: cudaPkg,
+		Old: "n = alignUp(n) + len(copies[i].host)", New: "n = alignUp(n)",
+		Tests: []string{"TestPagedPrefillMatchesDense", "TestPagedAgainstCPU"}},
 	// A host-slice call with attention variants is kept for the next call
 	// of its key, its sinks the kept call's after the caller's change.
 	{Name: "hostkeepvariants", File: "backend/cuda/host.go", Pkg: cudaPkg,
