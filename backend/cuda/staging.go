@@ -114,16 +114,16 @@ func (d *device) upload(copies []hostCopy) error {
 		if len(c.host) == 0 {
 			continue
 		}
-		src, n := unsafe.Pointer(&c.host[0]), len(c.host)
+		src, size := unsafe.Pointer(&c.host[0]), len(c.host)
 		if pinned != nil {
 			src = unsafe.Pointer(&pinned[i][0])
 			// The pieces joined to it go in its copy.
 			for i+1 < len(copies) && copies[i+1].joined {
 				i++
-				n = alignUp(n) + len(copies[i].host)
+				size = alignUp(size) + len(copies[i].host)
 			}
 		}
-		if err := cu.MemcpyHtoDAsync(c.dev, src, int64(n), d.stream); err != nil {
+		if err := cu.MemcpyHtoDAsync(c.dev, src, int64(size), d.stream); err != nil {
 			return fmt.Errorf("cuda: upload: %w", err)
 		}
 		uploadCopies.Add(1)

@@ -34,7 +34,7 @@ var List = []mutant.Mutant{
 	// A joined copy stops short of its last piece's bytes: the block
 	// table (or the lengths' and table's tail) never reaches the device.
 	{Name: "uploadjoinedshort", File: "backend/cuda/staging.go", Pkg: cudaPkg,
-		Old: "n = alignUp(n) + len(copies[i].host)", New: "n = alignUp(n)",
+		Old: "size = alignUp(size) + len(copies[i].host)", New: "size = alignUp(size)",
 		Tests: []string{"TestPagedPrefillMatchesDense", "TestPagedAgainstCPU"}},
 	// A host-slice call with attention variants is kept for the next call
 	// of its key, its sinks the kept call's after the caller's change.
