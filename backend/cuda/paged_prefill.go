@@ -182,8 +182,9 @@ func (s *pagedKV) prefillInputs(p *backend.PagedProblem) (pc prefillCall, err er
 	return pc, s.dev.upload(copies)
 }
 
-// prefillTables adds p's lengths and block table to copies, and reserves
-// the gathered inputs pc.in for its pc.n keys.
+// prefillTables adds p's lengths and block table to copies, joined (one
+// copy: putJoined), and reserves the gathered inputs pc.in for its pc.n
+// keys.
 func (s *pagedKV) prefillTables(p *backend.PagedProblem, pc *prefillCall, copies *[]hostCopy) (err error) {
 	at, err := s.putJoined(copies, "tables", bytesOf(p.SeqLens), bytesOf(p.BlockTable))
 	if err != nil {

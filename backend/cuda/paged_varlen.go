@@ -109,9 +109,9 @@ func groupProblem(p *backend.PagedProblem, seqs []int, n int) backend.PagedProbl
 // each group on the device's stream, reading and writing the packed
 // tensors stageInputs gives (the caller's buffers, or staging buffers for
 // host slices); the device's stream then waits for the side stream. The
-// groups' lengths and block tables go up with the call's inputs, in one
-// upload (a second upload would wait for the first to have run, behind
-// the call before). A score factor beyond
+// groups' lengths and block tables go up with the call's inputs, joined
+// to its tables in one copy (a second upload would wait for the first to
+// have run, behind the call before). A score factor beyond
 // the limit is flagged in the caller's out buffer (read by its Read, which
 // names the head by its index in the group, B'·Hq + head: the kernels' own
 // batch), or, for host slices, in a word a group, reported here with the
