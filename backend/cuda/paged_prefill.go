@@ -329,17 +329,19 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, i
 	if img != nil {
 		pp.VImage, pp.VIRows, pp.VITile = img.at, int32(img.rows), int32(img.tile)
 	}
-	blocks := p.B*p.Hq*chunks + tiles*p.Hkv*p.B
+	blocks := p.B*p.Hq*chunks + (tiles+prefillTilesPerBlock-1)/prefillTilesPerBlock*p.Hkv*p.B
 	return launchStruct(s.dev.paged.prefillInputs, blocks, 1, 1, prefillThreads, 0, s.dev.stream, unsafe.Pointer(pp))
 }
 
-// prefillThreads is fp8attn_paged_prefill_inputs's block size
-// (PREFILL_THREADS, checked against fp8attn_paged_prefill_inputs_config
-// when the module loads), and prefillChunkFloats the floats of a query
-// chunk it aims at.
+// prefillThreads is fp8attn_paged_prefill_inputs's block size and
+// prefillTilesPerBlock the 32-key tiles of a (sequence, KV head) one of its
+// gather blocks lays out (PREFILL_THREADS and PREFILL_TILES, checked
+// against fp8attn_paged_prefill_inputs_config when the module loads), and
+// prefillChunkFloats the floats of a query chunk it aims at.
 const (
-	prefillThreads     = 256
-	prefillChunkFloats = 4096
+	prefillThreads       = 256
+	prefillTilesPerBlock = 2
+	prefillChunkFloats   = 4096
 )
 
 // scratch is buf as a buffer of exactly n bytes, for the resident's

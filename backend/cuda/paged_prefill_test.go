@@ -82,6 +82,9 @@ func TestPagedPrefillMatchesDense(t *testing.T) {
 		{hkv: 1, g: 2, sq: 130, d: 64, page: 64, b: 3, ns: []int{300, 520, 260}, mask: backend.NoMask, layout: backend.BSHD},
 		{hkv: 2, g: 1, sq: 96, d: 256, page: 128, b: 2, ns: []int{333, 900}, mask: backend.CausalLowerRight, layout: backend.BSHD, window: 100},
 		{hkv: 1, g: 4, sq: 40, d: 80, page: 64, b: 3, ns: []int{300, 450, 601}, mask: backend.CausalLowerRight, layout: backend.BHSD, softcap: 30, sinks: true, window: 200},
+		// Pages of 96 keys (not a power of two): a gather block's tiles cross pages.
+		{hkv: 2, g: 4, sq: 64, d: 128, page: 96, b: 1, n: 650, mask: backend.CausalLowerRight, layout: backend.BHSD},
+		{hkv: 2, g: 2, sq: 48, d: 64, page: 96, b: 2, ns: []int{500, 333}, mask: backend.NoMask, layout: backend.BSHD},
 		// ... in one tile (V transposed by the kernel, from the V tensor).
 		{hkv: 1, g: 2, sq: 40, d: 64, page: 64, b: 2, ns: []int{250, 90}, mask: backend.CausalLowerRight, layout: backend.BHSD},
 	} {

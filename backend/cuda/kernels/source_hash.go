@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "ffaee66c8609cdfc97d2fc5c80f788a820d753ac00bd64935ea357e6308152dc"
+const SourceHash = "a7f5d24985dfec5ca4e823294e541198062c8b50816baabf14ec3d366d88979b"

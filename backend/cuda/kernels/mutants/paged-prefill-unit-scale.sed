@@ -2,4 +2,4 @@
 # tests: TestPagedPrefillMatchesDense
 # The prefill-inputs kernel gives every (sequence, KV head) key scale 1, not the largest of
 # its pages': TestPagedPrefillMatchesDense must fail on it.
-s/const float sk = mk > 0.f ? mk : 1.f, sv/const float sk = 1.f, sv/
+s/    sk = mk > 0.f ? mk : 1.f, sv/    sk = 1.f, sv/

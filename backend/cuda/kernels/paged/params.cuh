@@ -84,7 +84,7 @@ struct PrefillParams {
   unsigned* words;  // zero between launches: the query chunks' ticket and finished count, then per query head its amax, chunks arrived, chunks encoded
   int b, hkv, d, page_size, pages_per_seq;
   int hq, sq, q_rows, q_chunks;  // rows a query chunk, chunks a head
-  int tiles;                     // key tiles (32 keys) of the longest sequence (its image's, v_image): the gather's blocks are tiles·hkv·b
+  int tiles;                     // key tiles (32 keys) of the longest sequence (its image's, v_image): the gather's blocks are ceil(tiles / PREFILL_TILES)·hkv·b
   int sk;                        // keys of out_k and out_v a (sequence, head): the longest sequence's
   uint8_t* v_image;              // null, or stage 9's V image, written in place of out_v
   int vi_rows, vi_tile;          // the image's rows (its kernel's head dim) and keys a tile (a power of two)
