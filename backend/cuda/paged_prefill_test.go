@@ -607,6 +607,92 @@ func TestPagedCallsUploadOnce(t *testing.T) {
 	}
 }
 
+// TestPagedVarlenUploadsOnce: a varlen call on queries in device memory
+// uploads its tables in one copy (putJoined, upload): its lengths, block
+// table, query starts and split-KV blocks, and at FP8E4M3 each group's
+// lengths and block table with them (varlen), whether the group runs in
+// place or on a copy of its queries, beside a split-KV launch or alone.
+// At FP32 the batch is one split-KV launch.
+func TestPagedVarlenUploadsOnce(t *testing.T) {
+	d, err := openDevice(0)
+	if err != nil {
+		t.Skip(err)
+	}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0x0C09))
+	const hkv, hq, D, P = 2, 8, 128, 64
+	for _, c := range []struct {
+		name          string
+		precision     backend.Precision
+		lens, queries []int   // each sequence's tokens and new queries
+		rows          int     // the cache's prefill threshold (pagedKV.prefillRows)
+		groups        [][]int // the groups varlenGroups forms (at FP8E4M3, on Hopper)
+		splitKV       bool    // the split-KV kernel runs some rows
+	}{
+		// A group copied out of the packed tensors (0, 2, 4), one in
+		// place (5), and a decode token on the split-KV kernel.
+		{"fp8-mixed", backend.FP8E4M3, []int{700, 90, 333, 64, 1000, 50}, []int{64, 1, 40, 0, 64, 40}, 100, [][]int{{0, 2, 4}, {5}}, true},
+		// Every sequence in a group: no split-KV launch, its blocks an
+		// empty piece among the joined ones.
+		{"fp8-groups-only", backend.FP8E4M3, []int{300, 400}, []int{64, 50}, 1, [][]int{{0, 1}}, false},
+		{"fp32", backend.FP32, []int{700, 90, 333, 64, 1000, 50}, []int{64, 1, 40, 0, 64, 40}, 100, nil, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			kv, table, per := filledCache(t, testBackend(0), rng, hkv, D, P, c.lens)
+			defer kv.Close()
+			s := kv.(*pagedKV)
+			s.prefillRows = c.rows
+			nb := len(c.lens)
+			p := &backend.PagedProblem{B: nb, Hq: hq, Hkv: hkv, Sq: slices.Max(c.queries), D: D, Scale: float32(1 / math.Sqrt(D)),
+				Mask: backend.CausalLowerRight, Layout: backend.BHSD, PagesPerSeq: per, BlockTable: table, Precision: c.precision,
+				SeqLens: make([]int32, nb), QStarts: make([]int32, nb+1)}
+			for b, n := range c.lens {
+				p.SeqLens[b] = int32(n)
+				p.QStarts[b+1] = p.QStarts[b] + int32(c.queries[b])
+			}
+			var got [][]int
+			for _, g := range s.varlenGroups(p) {
+				got = append(got, g.seqs)
+			}
+			if (c.precision == backend.FP32 || d.ComputeCapability == 90) && fmt.Sprint(got) != fmt.Sprint(c.groups) {
+				t.Fatalf("groups %v, want %v", got, c.groups)
+			}
+			if c.groups != nil && got == nil {
+				t.Skipf("no group runs on the prefill kernels of compute capability %d", d.ComputeCapability)
+			}
+			q := make([]float32, p.Rows()*hq*D)
+			for i := range q {
+				q[i] = float32(rng.NormFloat64())
+			}
+			bq, err1 := d.Alloc(4 * int64(len(q)))
+			bo, err2 := d.Alloc(4 * int64(len(q)))
+			bl, err3 := d.Alloc(4 * int64(p.Rows()*hq))
+			if err := errors.Join(err1, err2, err3); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = errors.Join(bq.Free(), bo.Free(), bl.Free()) }()
+			if err := bq.Write(bytesOf(q)); err != nil {
+				t.Fatal(err)
+			}
+			p.QBuf, p.OutBuf, p.LSEBuf = bq, bo, bl
+			if err := kv.Attention(p); err != nil { // (the first call sizes the buffers)
+				t.Fatal(err)
+			}
+			before := uploadCopies.Load()
+			if err := kv.Attention(p); err != nil {
+				t.Fatal(err)
+			}
+			if n := uploadCopies.Load() - before; n != 1 {
+				t.Errorf("%d host-to-device copies, want 1 (the call's tables and its groups' together)", n)
+			}
+			if ran := len(s.varBlocks) > 0; ran != c.splitKV {
+				t.Errorf("the split-KV kernel ran rows: %v, want %v", ran, c.splitKV)
+			}
+		})
+	}
+}
+
 // timePagedCalls reports the µs a call of p on kv takes, host-timed: an
 // iteration is reps calls back to back and a wait for d's stream (one
 // batch first, untimed in effect: b.Loop starts the clock after it).

@@ -72,6 +72,7 @@
 #include "common.cuh"  // NEG_INF, LN2, cp.async, E4M3 decoding; tiles.h
 
 #include "paged/params.cuh"
+#include "paged/rescale.cuh"  // float_to_e4m3; codes re-encoded at another scale
 #include "paged/check.cuh"
 #include "paged/append.cuh"
 #include "quant.cuh"  // the queries' encode (Memory.Quantize's)

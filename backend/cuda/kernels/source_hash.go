@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "a7f5d24985dfec5ca4e823294e541198062c8b50816baabf14ec3d366d88979b"
+const SourceHash = "4d57988209dc5a5aa634969c11ba06d215ce3b23b5cc9c93565c976946371841"

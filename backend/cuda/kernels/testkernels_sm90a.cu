@@ -1,11 +1,12 @@
 // testkernels_sm90a.cu: the sm_90a kernels only backend/cuda's tests launch,
 // built by gen.sh into testkernels_sm_90a.cubin and embedded by the tests
-// alone, not by the Hopper module. They include the Hopper module's sources
-// and call its device functions, so that they test the production code
-// (mutants/qp-encode-no-remainder.sed, applied to hopper/quant_pack.cuh,
-// fails TestFastEncodeAllFloats through this module).
+// alone, not by the Hopper module. They include the Hopper and paged
+// modules' sources and call their device functions, so that they test the
+// production code (mutants/qp-encode-no-remainder.sed, applied to
+// hopper/quant_pack.cuh, fails TestFastEncodeAllFloats through this module).
 #include "common.cuh"
 #include "hopper.cuh"
+#include "paged/rescale.cuh"
 
 // EncodeCheckParams is fp8attn_encode_check's (mirrored by backend/cuda's
 // encodeCheckParams, checked against fp8attn_encode_check_params_layout
@@ -56,3 +57,18 @@ extern "C" __global__ void __launch_bounds__(256) fp8attn_encode_check(const __g
 #define ECP_OFF(f) (int)offsetof(EncodeCheckParams, f)
 extern "C" __device__ const int fp8attn_encode_check_params_layout[] = {(int)sizeof(EncodeCheckParams), ECP_OFF(amax), ECP_OFF(result),
                                                                         ECP_OFF(n)};
+
+// fp8attn_rescale_check is TestRescaleAllCodes's kernel: block i writes
+// out[256i + c], every code c re-encoded at the ratio r[i] by rescale16
+// (the prefill gather's re-encode of a page below its sequence's scale, on
+// sm_89 and newer in half precision), thread t the codes 16t .. 16t+15.
+// Blocks of 16 threads, n blocks.
+extern "C" __global__ void fp8attn_rescale_check(const float* r, uint8_t* out, int n) {
+  const int i = blockIdx.x, t = threadIdx.x;
+  if (i >= n || t >= 16) return;
+  uint4 x;
+  uint8_t* c = (uint8_t*)&x;
+#pragma unroll
+  for (int j = 0; j < 16; j++) c[j] = (uint8_t)(16 * t + j);
+  *(uint4*)(out + 256ll * i + 16 * t) = rescale16(x, r[i]);
+}

@@ -24,7 +24,14 @@ var List = []mutant.Mutant{
 	// tables take two copies.
 	{Name: "uploadapart", File: "backend/cuda/staging.go", Pkg: cudaPkg,
 		Old: "for i+1 < len(copies) && copies[i+1].joined", New: "for false && i+1 < len(copies)",
-		Tests: []string{"TestPagedCallsUploadOnce"}},
+		Tests: []string{"TestPagedCallsUploadOnce", "TestPagedVarlenUploadsOnce"}},
+	// A varlen FP8 call's groups' lengths and block tables go up in a
+	// copy of their own after the call's tables (the same results, a
+	// second copy that waits for the first).
+	{Name: "varlentablesapart", File: "backend/cuda/paged_varlen.go", Pkg: cudaPkg,
+		Old:   "at, err := s.stageInputs(p, bytesOf(tabs))",
+		New:   "at, err := s.stageInputs(p, nil)\n\tif err == nil {\n\t\tvar c []hostCopy\n\t\tif at, err = s.put(&c, \"varlen tables\", bytesOf(tabs)); err == nil {\n\t\t\terr = s.dev.upload(c)\n\t\t}\n\t}",
+		Tests: []string{"TestPagedVarlenUploadsOnce"}},
 	// A joined buffer's pieces packed without the staging buffer's
 	// alignment: the kernels read the block table where the copy did not
 	// put it.

@@ -17,10 +17,6 @@ extern "C" __global__ void __launch_bounds__(CHECK_THREADS) fp8attn_paged_check(
   if (__syncthreads_or(bad) && threadIdx.x == 0) *p.bad = 1;
 }
 
-__device__ __forceinline__ uint8_t float_to_e4m3(float x) {
-  return (uint8_t)__nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-}
-
 // backend.PageScale: the smallest power of two s with amax <= s·64, at least
 // 2^-149 (computed as the Go code does, in double).
 __device__ __forceinline__ float page_scale(float amax) {
