@@ -559,7 +559,7 @@ func (d *device) loadPaged(ampere bool) error {
 	if k.prefillInputs, err = fn("fp8attn_paged_prefill_inputs"); err != nil {
 		return err
 	}
-	if err := d.checkExported(d.pmod, "fp8attn_paged_prefill_inputs_config", prefillThreads, prefillTilesPerBlock); err != nil {
+	if err := d.checkExported(d.pmod, "fp8attn_paged_prefill_inputs_config", prefillThreads, prefillTilesPerBlock, prefillBlocksPerSM); err != nil {
 		return err
 	}
 	for _, hd := range tiles.PagedHeadDims {

@@ -292,18 +292,10 @@ func (r *resident) prefillVImage(st int) (*prefillImage, error) {
 // layout (V into img instead where it is not nil), as long as the longest
 // (a shorter sequence's slots past its length zeros up to the next 256
 // keys), and their scales into in[4] and in[5].
-// A query chunk is about prefillChunkFloats floats, and a head has at most
-// as many chunks as the GPU has SMs: a chunk waits for its head's others,
-// so they must all be able to run at once: the H200 holds 4 blocks of the
-// kernel an SM (64 registers a thread), so the call needs a quarter of the
-// SMs free for it (a GPU shared through MPS with fewer active SMs than
-// that could hang it).
+// Its query chunks are prefillChunkRows'.
 func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, img *prefillImage) error {
 	n, in := pc.n, pc.in
-	rows := max(1, prefillChunkFloats/p.D)
-	if (p.Sq+rows-1)/rows > s.dev.SMs {
-		rows = (p.Sq + s.dev.SMs - 1) / s.dev.SMs
-	}
+	rows := prefillChunkRows(p.B*p.Hq, p.Sq, p.D, s.dev.SMs)
 	chunks := (p.Sq + rows - 1) / rows
 	words, err := s.dev.zeroWords(2 + 3*p.B*p.Hq)
 	if err != nil {
@@ -336,12 +328,10 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, i
 // prefillThreads is fp8attn_paged_prefill_inputs's block size and
 // prefillTilesPerBlock the 32-key tiles of a (sequence, KV head) one of its
 // gather blocks lays out (PREFILL_THREADS and PREFILL_TILES, checked
-// against fp8attn_paged_prefill_inputs_config when the module loads), and
-// prefillChunkFloats the floats of a query chunk it aims at.
+// against fp8attn_paged_prefill_inputs_config when the module loads).
 const (
 	prefillThreads       = 256
 	prefillTilesPerBlock = 2
-	prefillChunkFloats   = 4096
 )
 
 // scratch is buf as a buffer of exactly n bytes, for the resident's

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "4d57988209dc5a5aa634969c11ba06d215ce3b23b5cc9c93565c976946371841"
+const SourceHash = "3cc2fdf7893e971b7d449d5ca555639ea657064a8988ac1cf89193bedb5c4bc5"

@@ -284,12 +284,14 @@ __device__ __forceinline__ void prefill_gather(const PrefillParams& p, int g, ui
   }
 }
 
-// The geometry the host's grid assumes (prefillThreads).
-extern "C" __device__ const int fp8attn_paged_prefill_inputs_config[] = {PREFILL_THREADS, PREFILL_TILES};
+// At most 64 registers a thread: PREFILL_BLOCKS_PER_SM blocks an SM, as the
+// query chunks' plan and forward progress assume (prefillChunkRows).
+constexpr int PREFILL_BLOCKS_PER_SM = 4;
 
-// At most 64 registers a thread: four blocks an SM, as the query chunks'
-// forward progress assumes (prefillInputsLaunch).
-extern "C" __global__ void __launch_bounds__(PREFILL_THREADS, 4) fp8attn_paged_prefill_inputs(const PrefillParams p) {
+// The geometry the host's grid assumes (prefillThreads).
+extern "C" __device__ const int fp8attn_paged_prefill_inputs_config[] = {PREFILL_THREADS, PREFILL_TILES, PREFILL_BLOCKS_PER_SM};
+
+extern "C" __global__ void __launch_bounds__(PREFILL_THREADS, PREFILL_BLOCKS_PER_SM) fp8attn_paged_prefill_inputs(const PrefillParams p) {
   __shared__ PrefillRun run;
   __shared__ __align__(16) uint8_t tile[256 * 32];  // one tile's values, D <= 256 (out_v's rows)
   pdl_entry();
