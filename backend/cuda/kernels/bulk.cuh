@@ -1,6 +1,7 @@
-// bulk.cuh: mbarriers and the 1-D bulk copy (cp.async.bulk, the
-// tensor-memory accelerator without a tensor map), PTX ISA 8.0, sm_90 and
-// newer. Shared by the Hopper module (hopper.cuh) and the paged cache's
+// bulk.cuh: mbarriers, the 1-D bulk copy (cp.async.bulk, the
+// tensor-memory accelerator without a tensor map) and the tensor copy of a
+// tensor map's box (cp.async.bulk.tensor), PTX ISA 8.0, sm_90 and newer.
+// Shared by the Hopper module (hopper.cuh) and the paged cache's
 // warp-specialized decode kernel (paged.cu, built for sm_90a); unused
 // inline functions emit nothing, so including it in an older build is
 // harmless.
@@ -19,30 +20,39 @@ __device__ __forceinline__ uint32_t cluster_map(const void* p, int rank) {
   return r;
 }
 
-// mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk).
-__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+// mbarrier and bulk-copy primitives (PTX ISA: mbarrier, cp.async.bulk), on
+// 32-bit shared-memory addresses (the _at forms: a warp whose regions are
+// constant offsets from one base keeps one register for them, as the
+// tensor form's producer must in the 24 registers setmaxnreg leaves it)
+// and on pointers.
+__device__ __forceinline__ void mbar_expect_tx_at(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+__device__ __forceinline__ void mbar_arrive_at(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
+__device__ __forceinline__ void mbar_wait_at(uint32_t bar, int parity) {
   asm volatile(
       "{\n.reg .pred done;\n"
       "WAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(smem_u32(bar)),
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
 }
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                   smem_u32(dst)),
-               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+__device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
+               "r"(bytes), "r"(bar)
                : "memory");
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) { mbar_expect_tx_at(smem_u32(bar), bytes); }
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) { mbar_arrive_at(smem_u32(bar)); }
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) { mbar_wait_at(smem_u32(bar), parity); }
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  bulk_load_at(smem_u32(dst), src, bytes, smem_u32(bar));
 }
 
 // bulk_copy_peer copies bytes of this block's shared memory at src into
@@ -69,17 +79,16 @@ __device__ __forceinline__ void bulk_load_hinted(void* dst, const void* src, uin
       : "memory");
 }
 
-// tensor_load_4d copies the box at coordinates (c0, c1, c2, c3) of the
+// tensor_load_4d_at copies the box at coordinates (c0, c1, c2, c3) of the
 // tensor map at tmap (a CUtensorMap in parameter, constant or global
 // memory, by its generic address) into shared memory at dst, completing
 // its bytes on bar (cp.async.bulk.tensor, PTX ISA 8.0). The map's swizzle
 // mode lays the box out; elements outside the tensor arrive as zeros, and
 // the transaction counts the whole box.
-__device__ __forceinline__ void tensor_load_4d(void* dst, const void* tmap, int c0, int c1, int c2, int c3, uint64_t* bar) {
+__device__ __forceinline__ void tensor_load_4d_at(uint32_t dst, const void* tmap, int c0, int c1, int c2, int c3, uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(
-          smem_u32(dst)),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32(bar))
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
       : "memory");
 }
 

@@ -3,14 +3,19 @@
 //
 // Design (FlashAttention-3's, reduced to what this library needs):
 //
-//   * Layout owned by the device copy. The pack kernels rewrite Q, K and V
-//     once per upload into "images": tiles stored contiguously, each byte
-//     already where the wgmma operand layout wants it in shared memory
-//     (K-major, swizzled; wmma.KMajorOffset, verified on the H200). One
-//     bulk copy (cp.async.bulk, the tensor-memory accelerator's 1-D mode)
-//     then moves a whole tile into shared memory, completing on an mbarrier:
-//     no tensor map, so nothing from the CUDA 12 headers the pinned
-//     gorgonia.org/cu build lacks.
+//   * Shared memory as the wgmma operands want it (K-major, swizzled;
+//     wmma.KMajorOffset, verified on the H200), reached two ways. The image
+//     forms read "images" the pack kernels write: tiles stored contiguously,
+//     each byte already where it goes in shared memory, so that one bulk
+//     copy (cp.async.bulk, the tensor-memory accelerator's 1-D mode) moves
+//     a whole tile, completing on an mbarrier. The tensor form
+//     (hopper/tensors.cuh) reads the caller's FP8 tensors where they are,
+//     through tensor maps the host encodes per call (cuTensorMapEncodeTiled
+//     resolved at run time, the CUtensorMap declared by hand: the CUDA 11.8
+//     headers the pinned gorgonia.org/cu build uses lack both), the copy
+//     engine swizzling Q and K; V, transposed, goes through an image the
+//     tiled form's pack writes each call, or is transposed by the one-tile
+//     form itself. The layouts in shared memory (and in the images):
 //       Q, K: rows of DK bytes (D padded with zero columns to 64 or a
 //             multiple of 128), in blocks of R rows (R = 64 for Q: one
 //             consumer warpgroup; R = BN for K), each block split into

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "3cc2fdf7893e971b7d449d5ca555639ea657064a8988ac1cf89193bedb5c4bc5"
+const SourceHash = "adf7a21d178228b556c1293cd52a07350e1c5da8e036aa14bdac8d4086e6e9a5"

@@ -39,6 +39,23 @@ __device__ __forceinline__ void produce(const Params& p, int b, int h, int kvh, 
   }
 }
 
+// store_row writes one of a consumer thread's two rows of o (half 0 its
+// row r0, half 1 its row r0 + 8: the accumulator's layout, wmma.WGMMAAcc)
+// at orow, times f, or zeros for a row that saw no key; columns from d on
+// (Params::d: a head dim below D, padded with zero columns) are not
+// written. The epilogue and the key split's epilogue_part (split.cuh)
+// store through it.
+template <int D>
+__device__ __forceinline__ void store_row(float* orow, const float (&o)[D / 2], int half, float f, bool keys, int tq,
+                                          long long d) {
+#pragma unroll
+  for (int i = 2 * half; i < D / 2; i += 4) {
+    const int col = 8 * (i / 4) + 2 * tq;
+    const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
+    if (col < d) *(float2*)(orow + col) = v;  // a head dim below D: its zero columns stay
+  }
+}
+
 // epilogue writes a consumer thread's rows r0 and r0 + 8 (those below sq)
 // of the output: o normalized by the rows' sums of rounded weights lsum,
 // with the sink's weight 2^(sink - m + 8) added (sink in the log2 domain;
@@ -58,13 +75,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2
     const float lh = half ? l1 : l0;
     const bool keys = row_has_keys(lh);
     const float f = vs / (lsum[half] + ex2(sink - m[half] + 8.f));
-    float* orow = out + row * p.o_row_stride;
-#pragma unroll
-    for (int i = 2 * half; i < D / 2; i += 4) {
-      const int col = 8 * (i / 4) + 2 * tq;
-      const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
-      if (col < p.d) *(float2*)(orow + col) = v;  // a head dim below D: its zero columns stay
-    }
+    store_row<D>(out + row * p.o_row_stride, o, half, f, keys, tq, p.d);
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);
   }
 }

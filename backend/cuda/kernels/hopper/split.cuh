@@ -1,6 +1,7 @@
 // hopper/split.cuh: the tiled tensor form's key split (TensorParams'
 // splits): the parts' epilogue and the merge of the parts. Included by
-// hopper.cuh only, inside namespace hopper, after tensors.cuh.
+// hopper.cuh only, inside namespace hopper, after shell.cuh (store_row)
+// and tensors.cuh.
 //
 // Where a grid has fewer blocks than the SMs and long rows of keys (a
 // chunk of new queries after a long context), the blocks' key tiles are
@@ -31,13 +32,7 @@ __device__ __forceinline__ void epilogue_part(const TensorParams& tp, const floa
     const float lh = half ? l1 : l0;
     const bool keys = row_has_keys(lh);
     const float f = vs / lsum[half];
-    float* orow = tp.part_o + (head * p.sq + row) * p.d;
-#pragma unroll
-    for (int i = 2 * half; i < D / 2; i += 4) {
-      const int col = 8 * (i / 4) + 2 * tq;
-      const float2 v = keys ? make_float2(o[i] * f, o[i + 1] * f) : make_float2(0.f, 0.f);
-      if (col < p.d) *(float2*)(orow + col) = v;
-    }
+    store_row<D>(tp.part_o + (head * p.sq + row) * p.d, o, half, f, keys, tq, p.d);
     if (tq == 0) {
       float* w = tp.part_w + head * p.sq + row;
       w[0] = keys ? m[half] - 8.f + log2f(lsum[half]) : NEG_INF;

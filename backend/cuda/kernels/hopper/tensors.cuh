@@ -51,29 +51,8 @@ __device__ __forceinline__ void producer_bar_sync() { asm volatile("bar.sync 6, 
 
 // The producer works on 32-bit shared-memory addresses (the block's
 // regions are constant offsets from one base), so that its loop fits the
-// 24 registers setmaxnreg leaves it: these are bulk.cuh's mbarrier and
-// copy primitives on such addresses, and 16-byte loads and stores.
-__device__ __forceinline__ void mbar_expect_tx_at(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_at(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-__device__ __forceinline__ void mbar_wait_at(uint32_t bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void tensor_load_4d_at(uint32_t dst, const void* tmap, int c0, int c1, int c2, int c3, uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(tmap), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
-}
+// 24 registers setmaxnreg leaves it: bulk.cuh's _at primitives, and
+// 16-byte loads and stores here.
 __device__ __forceinline__ uint4 ld_shared128(uint32_t a) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a) : "memory");
@@ -174,13 +153,6 @@ __device__ __forceinline__ void tensor_rows(const TensorMap* m, uint32_t dst, in
     for (int panel = 0; panel < G::DK / G::WK; panel++)
       tensor_load_4d_at(dst + r * G::DK + panel * BOX * G::WK, m, panel * G::WK, row0 + r, head, b, bar);
   }
-}
-
-// bulk_load_at is bulk.cuh's bulk_load on 32-bit shared addresses.
-__device__ __forceinline__ void bulk_load_at(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst), "l"(src),
-               "r"(bytes), "r"(bar)
-               : "memory");
 }
 
 // produce_tensors is the tensor form's producer warpgroup, base the
