@@ -16,7 +16,8 @@ import (
 // byte slice, and the copies run on a goroutine of their own, in order,
 // each after a random delay and reading or writing the ring only when it
 // runs, as a DMA engine does; so a ring slot rewritten before its copy
-// has run, or read before its copy has landed, shows in the bytes.
+// has run, or read before its copy has landed, shows in the bytes. With
+// immediate set, each copy runs as it is queued instead.
 type fakeEngine struct {
 	dev      []byte
 	ops      chan func()
@@ -29,7 +30,11 @@ type fakeEngine struct {
 	rng      *rand.Rand  // the runner's
 	fail     int         // > 0: the fail-th op asked for is refused
 	failWait bool        // every wait fails (a kernel's error)
-	wg       sync.WaitGroup
+	// immediate: a copy runs the moment it is queued, on the queueing
+	// goroutine, so that a slot refilled before its bytes were all read
+	// shows every time, not only when the runner's delays let it.
+	immediate bool
+	wg        sync.WaitGroup
 }
 
 func newFakeEngine(dev []byte, rng *rand.Rand) *fakeEngine {
@@ -60,6 +65,12 @@ func (e *fakeEngine) push(op func()) error {
 		return errors.New("fake: the queue failed")
 	}
 	e.queued++
+	if e.immediate {
+		op()
+		e.ran++
+		e.cond.Broadcast()
+		return nil
+	}
 	e.ops <- op
 	return nil
 }
@@ -153,54 +164,106 @@ func TestTransfer(t *testing.T) {
 		{"many chunks", []int{30 << 20, 9 << 20}, 16 << 20},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var segs []hostSeg
-			size := 0
-			for _, n := range tc.sizes {
-				size += rng.IntN(300)
-				h := make([]byte, n)
-				for i := range h {
-					h[i] = byte(rng.Uint32())
-				}
-				segs = append(segs, hostSeg{off: size, host: h})
-				size += n
-			}
-			ring := make([]byte, tc.ring)
-			dev := make([]byte, size)
-			e := newFakeEngine(dev, rand.New(rand.NewPCG(sd, 71)))
+			e := newFakeEngine(nil, rand.New(rand.NewPCG(sd, 71)))
 			defer e.close()
-			if err := transfer(e, ring, segs, size, true); err != nil {
-				t.Fatal(err)
-			}
-			e.drain()
-			for i, s := range segs {
-				if !bytes.Equal(dev[s.off:s.off+len(s.host)], s.host) {
-					t.Fatalf("upload: piece %d (%d bytes at %d) differs on the device", i, len(s.host), s.off)
-				}
-			}
-			// The way back: fresh device bytes into guarded host pieces.
-			for i := range dev {
-				dev[i] = byte(rng.Uint32())
-			}
-			var back []hostSeg
-			var guards [][]byte
-			for _, s := range segs {
-				g := make([]byte, len(s.host)+2)
-				g[0], g[len(g)-1] = 0xA5, 0x5A
-				back, guards = append(back, hostSeg{off: s.off, host: g[1 : len(g)-1]}), append(guards, g)
-			}
-			if err := transfer(e, ring, back, size, false); err != nil {
-				t.Fatal(err)
-			}
-			for i, s := range back {
-				if !bytes.Equal(s.host, dev[s.off:s.off+len(s.host)]) {
-					t.Fatalf("download: piece %d (%d bytes at %d) differs from the device", i, len(s.host), s.off)
-				}
-				if g := guards[i]; g[0] != 0xA5 || g[len(g)-1] != 0x5A {
-					t.Fatalf("download: piece %d wrote outside its bytes", i)
-				}
+			transferBothWays(t, e, rng, tc.sizes, tc.ring)
+		})
+	}
+}
+
+// TestTransferLeadAlone: regions below two pieces' worth, which no helper
+// joins, so that the calling goroutine copies every piece in order, through
+// rings of two and three slots, each chunk two pieces or more, against an
+// engine whose copies run the moment they are queued. A download that
+// queues a chunk into a slot while a piece of the chunk before is still to
+// be copied out of it, or an upload that reads a slot before, fails it on
+// every run.
+func TestTransferLeadAlone(t *testing.T) {
+	sd := seed.Get()
+	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
+	rng := rand.New(rand.NewPCG(sd, 73))
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		ring  int
+	}{
+		{"two slots", []int{100 << 10, 50<<10 + 7}, 2 * 8 << 10},
+		{"three slots", []int{200 << 10}, 3 * 12 << 10},
+		{"two slots, many pieces", []int{3, 150 << 10, 9}, 2 * 32 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newFakeEngine(nil, rand.New(rand.NewPCG(sd, 74)))
+			e.immediate = true
+			defer e.close()
+			p := transferBothWays(t, e, rng, tc.sizes, tc.ring)
+			if p.helpers != 0 || p.pieces < 2 || p.n <= p.slots {
+				t.Fatalf("the case plans %d helpers, %d pieces a chunk, %d chunks in %d slots: not the lead alone over reused slots", p.helpers, p.pieces, p.n, p.slots)
 			}
 		})
 	}
+}
+
+// bothWaysPlan is what transferBothWays' download planned.
+type bothWaysPlan struct{ helpers, pieces, n, slots int }
+
+// transferBothWays moves random host pieces of the given sizes (each
+// after a gap of 0-300 bytes) to e's device memory through a ring of
+// ringBytes and fresh device bytes back into guarded host pieces, and
+// fails t where a byte of a piece differs or a byte outside one is
+// written. It returns the download's plan.
+func transferBothWays(t *testing.T, e *fakeEngine, rng *rand.Rand, sizes []int, ringBytes int) bothWaysPlan {
+	t.Helper()
+	var segs []hostSeg
+	size := 0
+	for _, n := range sizes {
+		size += rng.IntN(300)
+		h := make([]byte, n)
+		for i := range h {
+			h[i] = byte(rng.Uint32())
+		}
+		segs = append(segs, hostSeg{off: size, host: h})
+		size += n
+	}
+	ring := make([]byte, ringBytes)
+	dev := make([]byte, size)
+	e.dev = dev
+	if err := transfer(e, ring, segs, size, true); err != nil {
+		t.Fatal(err)
+	}
+	e.drain()
+	for i, s := range segs {
+		if !bytes.Equal(dev[s.off:s.off+len(s.host)], s.host) {
+			t.Fatalf("upload: piece %d (%d bytes at %d) differs on the device", i, len(s.host), s.off)
+		}
+	}
+	// The way back: fresh device bytes into guarded host pieces.
+	for i := range dev {
+		dev[i] = byte(rng.Uint32())
+	}
+	var back []hostSeg
+	var guards [][]byte
+	for _, s := range segs {
+		g := make([]byte, len(s.host)+2)
+		g[0], g[len(g)-1] = 0xA5, 0x5A
+		back, guards = append(back, hostSeg{off: s.off, host: g[1 : len(g)-1]}), append(guards, g)
+	}
+	var p pipe
+	helpers, err := p.plan(e, ring, back, size, false, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := transfer(e, ring, back, size, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range back {
+		if !bytes.Equal(s.host, dev[s.off:s.off+len(s.host)]) {
+			t.Fatalf("download: piece %d (%d bytes at %d) differs from the device", i, len(s.host), s.off)
+		}
+		if g := guards[i]; g[0] != 0xA5 || g[len(g)-1] != 0x5A {
+			t.Fatalf("download: piece %d wrote outside its bytes", i)
+		}
+	}
+	return bothWaysPlan{helpers, p.pieces, p.n, p.slots}
 }
 
 // TestTransferFails: a copy the queue refuses, or a wait that fails (a
