@@ -12,7 +12,8 @@ import (
 // or TestRoundTrip (FP8ATTN_MUTANTS=1; the fake engine's copies and the
 // prologue's items run late, so a slot rewritten or read too early, or a
 // scale read before it is computed, shows in the bytes; in
-// TestTransferLeadAlone a slot refilled too early shows on every run).
+// TestTransferLeadAlone a slot refilled, or copied, too early shows on
+// every run).
 func TestHostPipeCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cuda"
 	mutant.Run(t, []mutant.Mutant{

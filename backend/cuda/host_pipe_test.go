@@ -171,13 +171,13 @@ func TestTransfer(t *testing.T) {
 	}
 }
 
-// TestTransferLeadAlone: regions below two pieces' worth, which no helper
+// TestTransferLeadAlone: regions below 2·pipePiece bytes, which no helper
 // joins, so that the calling goroutine copies every piece in order, through
 // rings of two and three slots, each chunk two pieces or more, against an
 // engine whose copies run the moment they are queued. A download that
 // queues a chunk into a slot while a piece of the chunk before is still to
-// be copied out of it, or an upload that reads a slot before, fails it on
-// every run.
+// be copied out of it, or an upload that queues a chunk's copy before its
+// last piece is in the slot, fails it on every run.
 func TestTransferLeadAlone(t *testing.T) {
 	sd := seed.Get()
 	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
@@ -192,7 +192,7 @@ func TestTransferLeadAlone(t *testing.T) {
 		{"two slots, many pieces", []int{3, 150 << 10, 9}, 2 * 32 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newFakeEngine(nil, rand.New(rand.NewPCG(sd, 74)))
+			e := newFakeEngine(nil, rand.New(rand.NewPCG(sd, 74))) // (its runner's delays unused)
 			e.immediate = true
 			defer e.close()
 			p := transferBothWays(t, e, rng, tc.sizes, tc.ring)

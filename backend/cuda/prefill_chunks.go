@@ -18,7 +18,7 @@ const (
 	// (H200, BenchmarkPagedPrefillParts): 2048 new tokens in chunks of
 	// 4096 floats (2048 blocks) 57.2 µs, 8192 (1024) 50.9, 16384 (512)
 	// 49.0, 32768 (256) 69.6-69.9; 128 new tokens 12.0 µs in chunks of
-	// 4096 (128 blocks), 17.0 in 8192, 27.2 in 16384, and in a later run
+	// 4096 (128 blocks), 17.0 in 8192, 27.2 in 16384; on 2026-12-02,
 	// 11.96 in 4096 against 12.75-12.77 in 2048 (256) and 14.91-14.94 in
 	// 1024 (512): smaller chunks only add blocks that wait.
 	prefillChunkFloats    = 4096
