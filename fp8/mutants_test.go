@@ -7,7 +7,8 @@ import (
 )
 
 // TestChecksCatchMutants: the scale, mode and group checks, broken on purpose,
-// fail the test that proves them (FP8ATTN_MUTANTS=1).
+// and a GPU table swapped for another, fail the test that proves them
+// (FP8ATTN_MUTANTS=1).
 func TestChecksCatchMutants(t *testing.T) {
 	const pkg = "./fp8"
 	mutant.Run(t, []mutant.Mutant{
@@ -20,5 +21,8 @@ func TestChecksCatchMutants(t *testing.T) {
 		{Name: "an unknown mode encodes", File: "fp8/bulk.go", Pkg: pkg,
 			Old: "if m != SatFinite && m != NoSat && m != Torch {", New: "if false {",
 			Tests: []string{"TestExportedFunctionsNeverPanic"}},
+		{Name: "the exhaustive pass compares NoSat's E4M3 codes to SatFinite's table", File: "fp8/tables_test.go", Pkg: pkg,
+			Old: `{"cuda_device_e4m3_nosat.rle", 0, NoSat}`, New: `{"cuda_device_e4m3_satfinite.rle", 0, NoSat}`,
+			Tests: []string{"TestConvertExhaustive"}},
 	})
 }

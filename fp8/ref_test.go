@@ -1,9 +1,11 @@
 package fp8
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -97,9 +99,13 @@ func (f *refFormat) check(x float32, r float64, got uint8, m Mode) bool {
 	return math.Abs(v) == r
 }
 
-// forAllFloat32 calls fn for every float32 bit pattern (or, with -short, a
-// deterministic sample that still covers every exponent), in parallel.
-func forAllFloat32(t *testing.T, fn func(bits uint32) bool) {
+// forAllFloat32 calls a check for every float32 bit pattern (or, with
+// -short, a deterministic sample that still covers every exponent), in
+// parallel: each worker calls newCheck once and its check with the inputs
+// of its chunks in increasing order (the chunks go out in order), so that
+// the check may keep a cursor. A check returns "" or what disagrees; the
+// first 20 disagreements are reported, and no chunk starts after them.
+func forAllFloat32(t *testing.T, newCheck func() func(bits uint32) string) {
 	step := uint64(1)
 	if testing.Short() {
 		step = 4099 // prime stride: hits every exponent and both signs
@@ -108,7 +114,8 @@ func forAllFloat32(t *testing.T, fn func(bits uint32) bool) {
 	const chunk = 1 << 24
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var bad []uint32
+	var bad []string
+	var enough atomic.Bool // 20 reported: the chunks left are skipped
 	next := make(chan uint64, workers)
 	go func() {
 		for s := uint64(0); s < 1<<32; s += chunk {
@@ -120,12 +127,18 @@ func forAllFloat32(t *testing.T, fn func(bits uint32) bool) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			check := newCheck()
 			for s := range next {
+				if enough.Load() {
+					continue
+				}
 				for u := s; u < s+chunk; u += step {
-					if !fn(uint32(u)) {
+					if what := check(uint32(u)); what != "" {
 						mu.Lock()
 						if len(bad) < 20 {
-							bad = append(bad, uint32(u))
+							bad = append(bad, fmt.Sprintf("input 0x%08x (%g): %s", u, math.Float32frombits(uint32(u)), what))
+						} else {
+							enough.Store(true)
 						}
 						mu.Unlock()
 					}
@@ -135,23 +148,66 @@ func forAllFloat32(t *testing.T, fn func(bits uint32) bool) {
 	}
 	wg.Wait()
 	for _, b := range bad {
-		t.Errorf("input 0x%08x (%g): converter disagrees with the float64 model", b, math.Float32frombits(b))
+		t.Error(b)
 	}
 }
 
-// TestConvertExhaustive holds ToE4M3 and ToE5M2, in every mode, to the
-// float64 model over all 2^32 float32 inputs (-short: a stride-4099 sample).
+// TestConvertExhaustive holds ToE4M3 and ToE5M2, in every mode, over all
+// 2^32 float32 inputs (-short: a stride-4099 sample), to the float64 model
+// and to the tables made on the GPU (gpuTables: CUDA's SatFinite and NoSat
+// conversions, PyTorch's casts for Torch), in one pass.
 func TestConvertExhaustive(t *testing.T) {
 	modes := []Mode{SatFinite, NoSat, Torch}
-	forAllFloat32(t, func(bits uint32) bool {
-		x := math.Float32frombits(bits)
-		r4, r5 := refE4M3.round(float64(x)), refE5M2.round(float64(x))
-		for _, m := range modes {
-			if !refE4M3.check(x, r4, uint8(ToE4M3(x, m)), m) || !refE5M2.check(x, r5, uint8(ToE5M2(x, m)), m) {
-				return false
-			}
+	tables := make([][]run, len(gpuTables))
+	for i, tb := range gpuTables {
+		tables[i] = readRLE(t, tb.file)
+	}
+	var shift [2][Torch + 1]uint // each conversion's byte in a packed word of the six codes
+	seen := map[gpuTable]bool{}
+	for i, tb := range gpuTables {
+		k := gpuTable{format: tb.format, mode: tb.mode}
+		if seen[k] || len(gpuTables) != 2*len(modes) {
+			t.Fatalf("gpuTables must hold each of the six conversions once")
 		}
-		return true
+		seen[k] = true
+		shift[tb.format][tb.mode] = 8 * uint(i)
+	}
+	forAllFloat32(t, func() func(uint32) string {
+		at := make([]int, len(tables)) // each table's run of the inputs from start on
+		var start, next uint64         // the inputs [start, next) lie in those runs
+		var want uint64                // and the tables give them these codes, packed
+		return func(bits uint32) string {
+			x := math.Float32frombits(bits)
+			r4, r5 := refE4M3.round(float64(x)), refE5M2.round(float64(x))
+			var got uint64
+			for _, m := range modes {
+				c4, c5 := uint8(ToE4M3(x, m)), uint8(ToE5M2(x, m))
+				if !refE4M3.check(x, r4, c4, m) || !refE5M2.check(x, r5, c5, m) {
+					return fmt.Sprintf("mode %v: the converter disagrees with the float64 model", m)
+				}
+				got |= uint64(c4)<<shift[0][m] | uint64(c5)<<shift[1][m]
+			}
+			if u := uint64(bits); u < start || u >= next {
+				start, next, want = u, 1<<32, 0
+				for i, runs := range tables {
+					for at[i]+1 < len(runs) && uint64(runs[at[i]+1].start) <= u {
+						at[i]++
+					}
+					if at[i]+1 < len(runs) {
+						next = min(next, uint64(runs[at[i]+1].start))
+					}
+					want |= uint64(runs[at[i]].code) << (8 * uint(i))
+				}
+			}
+			if got != want {
+				for i, tb := range gpuTables {
+					if g, w := uint8(got>>(8*uint(i))), uint8(want>>(8*uint(i))); g != w {
+						return fmt.Sprintf("%s: got %02x, GPU gave %02x", tb.file, g, w)
+					}
+				}
+			}
+			return ""
+		}
 	})
 }
 
