@@ -163,13 +163,12 @@ func TestConvertExhaustive(t *testing.T) {
 		tables[i] = readRLE(t, tb.file)
 	}
 	var shift [2][Torch + 1]uint // each conversion's byte in a packed word of the six codes
-	seen := map[gpuTable]bool{}
+	var seen [2][Torch + 1]bool
 	for i, tb := range gpuTables {
-		k := gpuTable{format: tb.format, mode: tb.mode}
-		if seen[k] || len(gpuTables) != 2*len(modes) {
+		if seen[tb.format][tb.mode] || len(gpuTables) != 2*len(modes) {
 			t.Fatalf("gpuTables must hold each of the six conversions once")
 		}
-		seen[k] = true
+		seen[tb.format][tb.mode] = true
 		shift[tb.format][tb.mode] = 8 * uint(i)
 	}
 	forAllFloat32(t, func() func(uint32) string {

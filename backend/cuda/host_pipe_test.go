@@ -144,7 +144,14 @@ func transferAfter(eng hostEngine, ring []byte, segs []hostSeg, size int, up boo
 // chunk, past a chunk, of many chunks through a ring of two or three
 // slots, with gaps between the pieces and an empty one. A ring slot reused
 // before its copy ran, or read before its copy landed, fails it (the
-// mutants in TestHostPipeCatchesMutants).
+// mutants in TestHostPipeCatchesMutants). The lead-alone cases move
+// regions below 2·pipePiece bytes, which no helper joins, so that the
+// calling goroutine copies every piece in order, through rings of two and
+// three slots of two pieces or more, against an engine whose copies run
+// the moment they are queued: a download that queues a chunk into a slot
+// while a piece of the chunk before is still to be copied out of it, or an
+// upload that queues a chunk's copy before its last piece is in the slot,
+// fails them on every run, not only when the runner's delays let it.
 func TestTransfer(t *testing.T) {
 	sd := seed.Get()
 	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
@@ -153,50 +160,26 @@ func TestTransfer(t *testing.T) {
 		name  string
 		sizes []int // the pieces, each after a gap of 0-300 bytes
 		ring  int
+		alone bool // the lead alone, copies run as queued
 	}{
-		{"one byte", []int{1}, pipeChunkMin},
-		{"small pieces", []int{5, 0, 777, 4}, 1 << 20},
-		{"one chunk", []int{pipeChunkMin}, pipeChunkMin},
-		{"past a chunk", []int{pipeChunkMin + 1}, 1 << 20},
-		{"mission", []int{1 << 20, 1 << 20, 1 << 20, 4}, 4 << 20},
-		{"two-slot ring", []int{3 << 20, 1 << 20, 1 << 20, 4}, 2 * pipeChunkMin},
-		{"three-slot ring", []int{5<<20 + 13, 700 << 10, 3}, 3 * chunkBytes(6<<20)},
-		{"many chunks", []int{30 << 20, 9 << 20}, 16 << 20},
+		{"one byte", []int{1}, pipeChunkMin, false},
+		{"small pieces", []int{5, 0, 777, 4}, 1 << 20, false},
+		{"one chunk", []int{pipeChunkMin}, pipeChunkMin, false},
+		{"past a chunk", []int{pipeChunkMin + 1}, 1 << 20, false},
+		{"mission", []int{1 << 20, 1 << 20, 1 << 20, 4}, 4 << 20, false},
+		{"two-slot ring", []int{3 << 20, 1 << 20, 1 << 20, 4}, 2 * pipeChunkMin, false},
+		{"three-slot ring", []int{5<<20 + 13, 700 << 10, 3}, 3 * chunkBytes(6<<20), false},
+		{"many chunks", []int{30 << 20, 9 << 20}, 16 << 20, false},
+		{"lead alone, two slots", []int{100 << 10, 50<<10 + 7}, 2 * 8 << 10, true},
+		{"lead alone, three slots", []int{200 << 10}, 3 * 12 << 10, true},
+		{"lead alone, two slots, many pieces", []int{3, 150 << 10, 9}, 2 * 32 << 10, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newFakeEngine(nil, rand.New(rand.NewPCG(sd, 71)))
-			defer e.close()
-			transferBothWays(t, e, rng, tc.sizes, tc.ring)
-		})
-	}
-}
-
-// TestTransferLeadAlone: regions below 2·pipePiece bytes, which no helper
-// joins, so that the calling goroutine copies every piece in order, through
-// rings of two and three slots, each chunk two pieces or more, against an
-// engine whose copies run the moment they are queued. A download that
-// queues a chunk into a slot while a piece of the chunk before is still to
-// be copied out of it, or an upload that queues a chunk's copy before its
-// last piece is in the slot, fails it on every run.
-func TestTransferLeadAlone(t *testing.T) {
-	sd := seed.Get()
-	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
-	rng := rand.New(rand.NewPCG(sd, 73))
-	for _, tc := range []struct {
-		name  string
-		sizes []int
-		ring  int
-	}{
-		{"two slots", []int{100 << 10, 50<<10 + 7}, 2 * 8 << 10},
-		{"three slots", []int{200 << 10}, 3 * 12 << 10},
-		{"two slots, many pieces", []int{3, 150 << 10, 9}, 2 * 32 << 10},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := newFakeEngine(nil, rand.New(rand.NewPCG(sd, 74))) // (its runner's delays unused)
-			e.immediate = true
+			e.immediate = tc.alone
 			defer e.close()
 			p := transferBothWays(t, e, rng, tc.sizes, tc.ring)
-			if p.helpers != 0 || p.pieces < 2 || p.n <= p.slots {
+			if tc.alone && (p.helpers != 0 || p.pieces < 2 || p.n <= p.slots) {
 				t.Fatalf("the case plans %d helpers, %d pieces a chunk, %d chunks in %d slots: not the lead alone over reused slots", p.helpers, p.pieces, p.n, p.slots)
 			}
 		})
