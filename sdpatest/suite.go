@@ -180,6 +180,10 @@ type Config struct {
 	// output, masked keys with weight exactly 0 included. nil means the
 	// exact rule, VisibleKeys: only the keys a row sees.
 	LoadedKeys func(s backend.Shape, m backend.Mask, i int) int
+	// WithoutLSE runs every case a second time without an LSE (Problem.LSE
+	// nil), on the same inputs, and requires the same output bits: for a
+	// backend that computes less when no LSE is asked for.
+	WithoutLSE bool
 }
 
 func (c Config) lseTol(p *backend.Problem) Tolerance {
@@ -223,7 +227,37 @@ func (c Config) run(cs Case, in Inputs) (p *backend.Problem, skipped bool, err e
 	if err := out.Check("Out"); err != nil {
 		return nil, false, err
 	}
-	return p, false, lse.Check("LSE")
+	if err := lse.Check("LSE"); err != nil {
+		return nil, false, err
+	}
+	if c.WithoutLSE {
+		if err := c.sameWithoutLSE(p); err != nil {
+			return nil, false, err
+		}
+	}
+	return p, false, nil
+}
+
+// sameWithoutLSE runs p again without an LSE, into a fresh guarded output,
+// and compares the two outputs bit for bit (NaN with any payload matches
+// NaN).
+func (c Config) sameWithoutLSE(p *backend.Problem) error {
+	q := *p
+	out := NewGuarded(len(p.Out))
+	q.Out, q.LSE = out.Data(), nil
+	if err := c.Backend.Attention(&q); err != nil {
+		return fmt.Errorf("without an LSE: %v", err)
+	}
+	if err := out.Check("Out without an LSE"); err != nil {
+		return err
+	}
+	for i, x := range q.Out {
+		y := p.Out[i]
+		if math.Float32bits(x) != math.Float32bits(y) && !(x != x && y != y) {
+			return fmt.Errorf("without an LSE, Out[%d] = %g, with one %g", i, x, y)
+		}
+	}
+	return nil
 }
 
 // check compares a finished problem with the float64 oracle.

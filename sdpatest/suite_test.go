@@ -289,3 +289,32 @@ func TestPagedSuiteCatchesBugs(t *testing.T) {
 		}
 	}
 }
+
+// TestSuiteWithoutLSE: Config.WithoutLSE fails a backend whose output
+// changes by one ulp when no LSE is asked for, which the suite passes
+// without it, and passes the reference.
+func TestSuiteWithoutLSE(t *testing.T) {
+	ref := oracle.Reference{}
+	differs := mutant{"differs-without-lse", func(p *backend.Problem) error {
+		err := ref.Attention(p)
+		if p.LSE == nil {
+			i := len(p.Out) / 2
+			p.Out[i] = math.Nextafter32(p.Out[i], float32(math.Inf(1)))
+		}
+		return err
+	}}
+	seed := sdpatest.Seed()
+	for _, c := range []struct {
+		be         backend.Backend
+		withoutLSE bool
+		fails      bool
+	}{{differs, true, true}, {differs, false, false}, {ref, true, false}} {
+		cfg := sdpatest.Config{Backend: c.be, Precision: backend.FP32, Tol: sdpatest.FP32Tolerance, WithoutLSE: c.withoutLSE}
+		f := sdpatest.Failures(cfg, rand.New(rand.NewPCG(seed, 5)))
+		if (len(f) > 0) != c.fails {
+			t.Errorf("%s, WithoutLSE %v: %d failures, want failures %v: %v", c.be.Name(), c.withoutLSE, len(f), c.fails, f)
+		} else if len(f) > 0 {
+			t.Logf("%s: caught by %d checks, e.g. %v", c.be.Name(), len(f), f[0])
+		}
+	}
+}
