@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "adf7a21d178228b556c1293cd52a07350e1c5da8e036aa14bdac8d4086e6e9a5"
+const SourceHash = "da8661e27b75cb1b1f4b809948c3859186cb540c08936c501a7336db3eb8d026"

@@ -261,10 +261,19 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   typename C::PA pa[2];
   const Turns<C::SMTURNS, 3> softmax_turns{cw};
   C cs{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, rk, t0, c, cap_in, s, ot, lt, m, l, softmax_turns};
+  // The float32 row sums serve the LSE alone (the key split's merge takes
+  // its parts' sums). A second copy of the tiled main loop, without them,
+  // runs the calls that ask for no LSE where it measured faster: D 96 and
+  // above without a softcap (at D 64 and under a softcap the copy was
+  // slower; docs/design/hopper-prefill.md).
+  const bool sums = SPLIT || p.lse != nullptr;
+  constexpr bool SUMLESS = !ONE && D >= 96 && !SOFTCAP;
+  const bool summed = sums || !SUMLESS;
   if (ONE && ntiles > 0) {
-    cs.one_tile(q_full, o, lsum, pa);
+    cs.template one_tile<true>(q_full, o, lsum, pa);
   } else if (ntiles > 0) {
-    cs.main_loop(q_full, ntiles, cw, tid, o, lsum, pa);
+    if (summed) cs.template main_loop<true>(q_full, ntiles, cw, tid, o, lsum, pa);
+    else cs.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pa);
   }
 
   if constexpr (QC) {  // every share has landed here (without a tile, too)
@@ -280,7 +289,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (SPLIT) {
     epilogue_part<D>(*tp, o, m, l, lsum, vs, part, b, h, r0, tq, sq);
   } else {
-    epilogue<D>(p, o, m, l, lsum, vs, sink, b, h, r0, tq, sq);
+    epilogue<D>(p, o, m, l, lsum, vs, sink, summed, b, h, r0, tq, sq);
   }
   QP_STAMP(threadIdx.x == 128, 1, 4);
   if constexpr (QC) cluster_wait();  // no block exits while its shares may still be read

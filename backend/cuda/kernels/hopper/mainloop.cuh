@@ -94,7 +94,10 @@ template <int D, bool ONE, bool QC, bool SOFTCAP> struct Consumer {
   }
   // The online softmax of tile t on s (softmax_tile) and P's packing
   // (pack_weights): hopper/softmax.cuh.
-  __device__ __forceinline__ float2 softmax(int t) { return softmax_tile<SN, SOFTCAP>(s, m, l, c, cap_in, t0 + t, tq, rk); }
+  // SUMS: the float32 row sums l are taken (a call that asks for an LSE).
+  template <bool SUMS> __device__ __forceinline__ float2 softmax(int t) {
+    return softmax_tile<SN, SOFTCAP, SUMS>(s, m, l, c, cap_in, t0 + t, tq, rk);
+  }
   __device__ __forceinline__ void pack_p(PA& a) { pack_weights<SN>(s, a); }
   // The softmax's arithmetic stays inside its turn.
   __device__ __forceinline__ void softmax_turn() {
@@ -111,7 +114,11 @@ template <int D, bool ONE, bool QC, bool SOFTCAP> struct Consumer {
     if (lane == 0) mbar_arrive(&empty[t % RING]);
   }
 
-  __device__ __forceinline__ void one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]);
+  // SUMS: with the float32 row sums (softmax). stage9 picks the copy
+  // outside the loop: a branch inside the softmax step changes how ptxas
+  // places the wgmma waits (28% slower at D 64 in one build).
+  template <bool SUMS> __device__ __forceinline__ void one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]);
+  template <bool SUMS>
   __device__ __forceinline__ void main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2], float (&lsum)[2],
                                             PA (&pa)[2]);
 };
@@ -124,6 +131,7 @@ template <int D, bool ONE, bool QC, bool SOFTCAP> struct Consumer {
 // of each tile's sums by the tensor cores); the row sums' halves likewise.
 // O and the row sums into o and lsum.
 template <int D, bool ONE, bool QC, bool SOFTCAP>
+template <bool SUMS>
 __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
@@ -131,7 +139,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::one_tile(uint64_t
   issue_qk(0);
   wg_wait<0>();
   fence_regs(s);
-  softmax(0);
+  softmax<SUMS>(0);
   pack_p(pa[0]);
   fence_regs(pa[0]);
   QP_STAMP(QC && threadIdx.x == 128, 1, 6);
@@ -179,6 +187,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::one_tile(uint64_t
 // warpgroup cw (thread tid of it), O and its row sums into o and lsum,
 // the weights in pa.
 template <int D, bool ONE, bool QC, bool SOFTCAP>
+template <bool SUMS>
 __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2],
                                                                 float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
@@ -201,7 +210,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::main_loop(uint64_
   fence_regs(s);
   stamp(0, 5);
   softmax_turn();
-  float2 alpha = softmax(0);  // o is zero: rescaling it changes nothing
+  float2 alpha = softmax<SUMS>(0);  // o is zero: rescaling it changes nothing
   softmax_done();
   float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
   PROFILE_ONLY(fence_regs(s));
@@ -276,7 +285,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP>::main_loop(uint64_
     fence_regs(s);
     stamp(t, 5);
     softmax_turn();
-    alpha = softmax(t);
+    alpha = this->template softmax<SUMS>(t);
     softmax_done();
     PROFILE_ONLY(fence_regs(s));
     stamp(t, 6);

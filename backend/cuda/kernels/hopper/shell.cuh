@@ -62,10 +62,14 @@ __device__ __forceinline__ void store_row(float* orow, const float (&o)[D / 2], 
 // -Inf for none, which adds exactly 0), and scaled by V's descale vs
 // (zeros for a row that saw no key), and their LSEs (over the keys alone)
 // from the maxima m and the float32 sums l, each first summed over the
-// row's quad.
+// row's quad. Where l was not taken (summed false: no LSE, softmax_tile),
+// lsum tells the rows without keys: a row with keys has a weight of 2^8
+// at its maximum, so lsum > 0 exactly where l > 0, and either is NaN where
+// the other is.
 template <int D>
 __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
-                                         const float (&lsum)[2], float vs, float sink, int b, int h, int r0, int tq, int sq) {
+                                         const float (&lsum)[2], float vs, float sink, bool summed, int b, int h, int r0, int tq,
+                                         int sq) {
   const float l0 = group_sum<4>(l[0]), l1 = group_sum<4>(l[1]);
   float* out = p.out + b * p.o_batch_stride + h * p.o_head_stride;
 #pragma unroll
@@ -73,7 +77,7 @@ __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2
     const int row = r0 + 8 * half;
     if (row >= sq) continue;
     const float lh = half ? l1 : l0;
-    const bool keys = row_has_keys(lh);
+    const bool keys = row_has_keys(summed ? lh : lsum[half]);
     const float f = vs / (lsum[half] + ex2(sink - m[half] + 8.f));
     store_row<D>(out + row * p.o_row_stride, o, half, f, keys, tq, p.d);
     if (p.lse && tq == 0) p.lse[(b * p.hq + h) * p.sq + row] = row_lse(m[half] - 8.f, lh);

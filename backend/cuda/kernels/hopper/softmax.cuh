@@ -25,8 +25,11 @@ struct RowKeys {
 // may still be running on it).
 // s holds the thread's SN/2 scores of rows r0 (elements with i & 2 == 0)
 // and r0 + 8; m and l the rows' running maxima (log2 domain) and float32
-// sums; c the score factor; rk the rows' keys.
-template <int SN, bool SOFTCAP>
+// sums; c the score factor; rk the rows' keys. The float32 sums are the
+// LSE's alone: without SUMS (a call that asks for no LSE) they are not
+// taken and l stays 0, one FADD a score fewer; the epilogue then finds
+// the rows without keys from the tensor cores' sums.
+template <int SN, bool SOFTCAP, bool SUMS>
 __device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float c, float cap_in, int t,
                                                int tq, const RowKeys& rk) {
   if constexpr (SOFTCAP) {
@@ -60,7 +63,7 @@ __device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2]
 #pragma unroll
   for (int i = 0; i < SN / 2; i++) {
     s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
-    sum[(i >> 1) & 1][(i >> 2) % CH] += s[i];
+    if constexpr (SUMS) sum[(i >> 1) & 1][(i >> 2) % CH] += s[i];
   }
   l[0] = fmaf(l[0], st0.alpha, (sum[0][0] + sum[0][1]) + (sum[0][2] + sum[0][3]));
   l[1] = fmaf(l[1], st1.alpha, (sum[1][0] + sum[1][1]) + (sum[1][2] + sum[1][3]));
