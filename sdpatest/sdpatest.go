@@ -11,7 +11,9 @@
 // Outputs are poisoned before the backend runs and surrounded by guard
 // regions, so an element the backend never wrote, or one it wrote out of
 // bounds, fails the case. A run in which every case was skipped as
-// unsupported fails: nothing was tested.
+// unsupported fails: nothing was tested. Every case asks for the LSE; a
+// backend that computes less without one (Config.WithoutLSE) runs each
+// case again without it and must write the same output bits.
 //
 // # NaN rule
 //
