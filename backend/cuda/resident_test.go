@@ -110,7 +110,9 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// keys in two tiles) and the tiled one, tiles cut short, rows past a
 	// block, negative scales in both forms, the attention variants (tiles
 	// skipped below a window, in both forms' producers), and the tiled
-	// tensor form both with its head start and without, on every case. The
+	// tensor form both with its head start and without, on every case; and
+	// the tensor form without an LSE (whose main loop takes no float32 row
+	// sums at D 96 and above) writes the same bits. The
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
 	// s9t-head-start-next-tile, s9t-window-first-tile-ignored and
 	// s9t-window-tiles-ignored fail it.
@@ -171,6 +173,12 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		noLSE := *shape
+		noLSE.LSE = nil
+		rn, err := d.NewResident(&noLSE, bufs[0], bufs[1], bufs[2], bufs[3], bufs[4], bufs[5])
+		if err != nil {
+			t.Fatal(err)
+		}
 		for _, st := range runnableStages(t) {
 			if supports(ref, st) != nil {
 				continue
@@ -208,6 +216,16 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 						t.Fatalf("%+v stage %d, head start below %d blocks: LSE %d differs", c.s, st, hs, i)
 					}
 				}
+				on := make([]float32, len(ref.Out))
+				if err := errors.Join(rn.Poison(), rn.Run(st), rn.Download(on, nil)); err != nil {
+					t.Fatal(err)
+				}
+				for i := range on {
+					if x, y := on[i], outs[0][i]; math.Float32bits(x) != math.Float32bits(y) && !(x != x && y != y) {
+						t.Fatalf("%+v %v stage %d, head start below %d blocks: output %d: %g without an LSE, %g with one",
+							c.s, c.m, st, hs, i, x, y)
+					}
+				}
 			}
 			d.headStartBlocks = d.SMs
 		}
@@ -226,7 +244,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 		out := make([]float32, len(ref2.Out))
 		if variantsOn(ref2, st) != nil { // no stage of this GPU computes them
 			free2()
-			errors.Join(up.Free(), r.Free())
+			errors.Join(up.Free(), r.Free(), rn.Free())
 			free()
 			continue
 		}
@@ -239,7 +257,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			}
 		}
 		free2()
-		errors.Join(up.Free(), r.Free())
+		errors.Join(up.Free(), r.Free(), rn.Free())
 		free()
 	}
 	// A factor the host would refuse: scale 1e38 on inputs of amax ~4.
