@@ -220,12 +220,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 				if err := errors.Join(rn.Poison(), rn.Run(st), rn.Download(on, nil)); err != nil {
 					t.Fatal(err)
 				}
-				for i := range on {
-					if x, y := on[i], outs[0][i]; math.Float32bits(x) != math.Float32bits(y) && !(x != x && y != y) {
-						t.Fatalf("%+v %v stage %d, head start below %d blocks: output %d: %g without an LSE, %g with one",
-							c.s, c.m, st, hs, i, x, y)
-					}
-				}
+				sameBits(t, fmt.Sprintf("%+v %v stage %d, head start below %d blocks, without an LSE", c.s, c.m, st, hs), on, outs[0])
 			}
 			d.headStartBlocks = d.SMs
 		}
