@@ -402,6 +402,18 @@ func RandomInputs(rng *rand.Rand, s backend.Shape, sigma float64) Inputs {
 	return Inputs{Q: draw(s.B * s.Hq * s.Sq * s.D), K: draw(s.B * s.Hkv * s.Sk * s.D), V: draw(s.B * s.Hkv * s.Sk * s.D)}
 }
 
+// RampKeys multiplies key j of every head of k ([B][Hkv][Sk][D]) by
+// 1 + ramp·j/Sk (nothing for ramp 0).
+func RampKeys(k []float32, s backend.Shape, ramp float64) {
+	if ramp == 0 {
+		return
+	}
+	for i := range k {
+		j := i / s.D % s.Sk
+		k[i] *= float32(1 + ramp*float64(j)/float64(s.Sk))
+	}
+}
+
 // Poison is the bit pattern written into outputs before a backend runs (a
 // quiet NaN with a payload no arithmetic produces).
 const Poison = poison.Bits

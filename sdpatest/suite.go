@@ -24,6 +24,11 @@ type Case struct {
 	Window  int
 	Softcap float32
 	Sinks   bool
+	// KeyRamp multiplies key j by 1 + KeyRamp·j/Sk (RampKeys), so that the
+	// scores' magnitudes rise along the keys and each row's maximum grows
+	// from one tile of keys to the next, by less and by more than a
+	// kernel's headroom for a stale maximum.
+	KeyRamp float64
 }
 
 // variantCases are the rows of the table with attention variants: windows
@@ -156,6 +161,21 @@ func Cases() []Case {
 			for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
 				cases = append(cases, Case{Name: fmt.Sprintf("bshd/%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: sh.sigma, Layout: backend.BSHD})
 			}
+		}
+	}
+	// Maxima that grow along the keys, over several tiles of 64 and 128
+	// keys at the head dims whose tiles after the first take their
+	// weights before their maxima.
+	for _, sh := range []struct {
+		name string
+		s    backend.Shape
+	}{
+		{"d96", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 520, D: 96}},
+		{"d128", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 700, D: 128}},
+		{"d256", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 400, D: 256}},
+	} {
+		for _, m := range []backend.Mask{backend.NoMask, backend.CausalLowerRight} {
+			cases = append(cases, Case{Name: fmt.Sprintf("rising-keys/%s/%v", sh.name, m), Shape: sh.s, Mask: m, Sigma: 1, KeyRamp: 8})
 		}
 	}
 	one := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 9, Sk: 40, D: 64}
@@ -357,6 +377,7 @@ func checks(cfg Config) []check {
 		c := c
 		cs = append(cs, check{c.Name, func(rng *rand.Rand) error {
 			in := RandomInputs(rng, c.Shape, c.Sigma)
+			RampKeys(in.K, c.Shape, c.KeyRamp)
 			if c.Sinks {
 				in.Sinks = RandomSinks(rng, c.Shape)
 			}
