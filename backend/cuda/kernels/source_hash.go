@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "da8661e27b75cb1b1f4b809948c3859186cb540c08936c501a7336db3eb8d026"
+const SourceHash = "e6a1a3252f657549fe33a09f8d7cafe680b4032babae992e427fdb1f2a7c6e5f"

@@ -65,7 +65,9 @@ __device__ __forceinline__ void store_row(float* orow, const float (&o)[D / 2], 
 // row's quad. Where l was not taken (summed false: no LSE, softmax_tile),
 // lsum tells the rows without keys: a row with keys has a weight of 2^8
 // at its maximum, so lsum > 0 exactly where l > 0, and either is NaN where
-// the other is.
+// the other is, while the row's maximum in the log2 domain is under 2^28
+// (past it, 8 - m rounds to -m: docs/design/hopper-prefill.md's open
+// items).
 template <int D>
 __device__ __forceinline__ void epilogue(const Params& p, const float (&o)[D / 2], const float (&m)[2], const float (&l)[2],
                                          const float (&lsum)[2], float vs, float sink, bool summed, int b, int h, int r0, int tq,
