@@ -102,3 +102,26 @@ func TestRisingKeysCatchFlooredRescale(t *testing.T) {
 		}
 	}
 }
+
+// TestRampKeys: key j of each head scales by 1 + ramp·j/Sk; shapes without
+// keys or head dims leave the slice as it is.
+func TestRampKeys(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		s    backend.Shape
+		k    []float32
+		want []float32
+	}{
+		{"two heads", backend.Shape{B: 1, Hkv: 2, Sk: 2, D: 2}, []float32{1, 1, 1, 1, 1, 1, 1, 1}, []float32{1, 1, 5, 5, 1, 1, 5, 5}},
+		{"no head dims", backend.Shape{B: 1, Hkv: 1, Sk: 2, D: 0}, []float32{1, 2}, []float32{1, 2}},
+		{"no keys", backend.Shape{B: 1, Hkv: 1, Sk: 0, D: 2}, []float32{1, 2}, []float32{1, 2}},
+	} {
+		sdpatest.RampKeys(c.k, c.s, 8)
+		for i := range c.k {
+			if c.k[i] != c.want[i] {
+				t.Errorf("%s: %v, want %v", c.name, c.k, c.want)
+				break
+			}
+		}
+	}
+}

@@ -403,9 +403,10 @@ func RandomInputs(rng *rand.Rand, s backend.Shape, sigma float64) Inputs {
 }
 
 // RampKeys multiplies key j of every head of k ([B][Hkv][Sk][D]) by
-// 1 + ramp·j/Sk (nothing for ramp 0).
+// 1 + ramp·j/Sk. It leaves k as it is for ramp 0 and for a shape without
+// keys or head dims.
 func RampKeys(k []float32, s backend.Shape, ramp float64) {
-	if ramp == 0 {
+	if ramp == 0 || s.D <= 0 || s.Sk <= 0 {
 		return
 	}
 	for i := range k {

@@ -26,9 +26,15 @@ type Case struct {
 	Sinks   bool
 	// KeyRamp multiplies key j by 1 + KeyRamp·j/Sk (RampKeys), so that the
 	// scores' magnitudes rise along the keys and each row's maximum grows
-	// from one tile of keys to the next, by less and by more than a
-	// kernel's headroom for a stale maximum.
+	// from one tile of keys to the next by several units, which a kernel's
+	// online rescale of its earlier tiles must follow.
 	KeyRamp float64
+}
+
+// namedShape is a shape of the table with the name its cases carry.
+type namedShape struct {
+	name string
+	s    backend.Shape
 }
 
 // variantCases are the rows of the table with attention variants: windows
@@ -39,10 +45,7 @@ type Case struct {
 func variantCases() []Case {
 	var cases []Case
 	causal := []backend.Mask{backend.CausalUpperLeft, backend.CausalLowerRight}
-	for _, sh := range []struct {
-		name string
-		s    backend.Shape
-	}{
+	for _, sh := range []namedShape{
 		{"odd", backend.Shape{B: 2, Hq: 3, Hkv: 3, Sq: 33, Sk: 77, D: 48}},
 		{"sq>sk", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 40, D: 64}},
 		{"long-keys", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 600, D: 64}},
@@ -163,13 +166,9 @@ func Cases() []Case {
 			}
 		}
 	}
-	// Maxima that grow along the keys, over several tiles of 64 and 128
-	// keys at the head dims whose tiles after the first take their
-	// weights before their maxima.
-	for _, sh := range []struct {
-		name string
-		s    backend.Shape
-	}{
+	// Maxima that grow along the keys, over several of stage 9's tiles of
+	// 128 keys (D 96, 128) and 64 keys (D 256).
+	for _, sh := range []namedShape{
 		{"d96", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 520, D: 96}},
 		{"d128", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 700, D: 128}},
 		{"d256", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 400, D: 256}},
