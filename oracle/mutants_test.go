@@ -22,4 +22,13 @@ func TestOracleCatchesMutants(t *testing.T) {
 		{Name: "the sink in the LSE", File: "oracle/oracle.go", Pkg: pkg,
 			Old: "\t\tlse[o] = m + math.Log(l)\n\t})\n\treturn inLayout(p, out), lse\n}\n\n// Online", New: "\t\tlse[o] = m + math.Log(den)\n\t})\n\treturn inLayout(p, out), lse\n}\n\n// Online", Tests: tests},
 	})
+	spread := []string{"TestWeightSpreadHandWorked", "TestWeightSpreadMonteCarlo"}
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "the spread's weights not squared", File: "oracle/spread.go", Pkg: pkg,
+			Old: "vr[d] += w[j] * w[j] * e * e", New: "vr[d] += w[j] * e * e", Tests: spread},
+		{Name: "the spread without the sink", File: "oracle/spread.go", Pkg: pkg,
+			Old: "den := math.Exp(sink - m)", New: "den := 0.0", Tests: spread},
+		{Name: "the spread about the unweighted mean", File: "oracle/spread.go", Pkg: pkg,
+			Old: "o[d] += w[j] * vh[j*D+d]", New: "o[d] += vh[j*D+d] / float64(hi-lo)", Tests: spread},
+	})
 }

@@ -31,6 +31,12 @@ func TestNilProblem(t *testing.T) {
 	if m, v := sdpatest.ScoreBound(nil); m != 0 || v != 0 {
 		t.Errorf("ScoreBound(nil) = %g, %g, want 0, 0", m, v)
 	}
+	if r := sdpatest.FP8MMARMSTolerance(nil); r.RMS != 0 {
+		t.Errorf("FP8MMARMSTolerance(nil) = %+v, want a zero bound", r)
+	}
+	if r := sdpatest.SpreadRMS(nil); r != 0 {
+		t.Errorf("SpreadRMS(nil) = %g, want 0", r)
+	}
 }
 
 // TestHelpersNeverPanic: the helpers take nil, negative and short
@@ -44,6 +50,12 @@ func TestHelpersNeverPanic(t *testing.T) {
 	}
 	if n := len(sdpatest.NewGuarded(-1).Data()); n != 0 {
 		t.Errorf("NewGuarded(-1) holds %d elements", n)
+	}
+	if rms, n := sdpatest.RMSError([]float32{1, 4, float32(math.NaN())}, []float64{1, 2, 0, math.Inf(1)}); rms != math.Sqrt(2) || n != 2 {
+		t.Errorf("RMSError over a short got, NaN and Inf: %g over %d, want √2 over 2", rms, n)
+	}
+	if rms, n := sdpatest.RMSError([]float32{}, []float64{}); rms != 0 || n != 0 {
+		t.Errorf("RMSError of nothing: %g over %d", rms, n)
 	}
 	st := sdpatest.Compare([]float32{1}, []float64{1, 2, math.NaN()}, sdpatest.Tolerance{Atol: 1})
 	if st.Beyond != 2 || st.FirstBad != 1 {

@@ -15,6 +15,13 @@
 // backend that computes less without one (Config.WithoutLSE) runs each
 // case again without it and must write the same output bits.
 //
+// Each output element is held to a tolerance derived from the backend's
+// arithmetic (Tolerance). Where that is a worst case far above what a
+// correct backend shows (the FP8 tensor-core kernels'), Config.RMSTol also
+// bounds the output's root-mean-square error by what the backend's
+// rounding of the weights is expected to cost (FP8MMARMSTolerance): a
+// kernel that weighs a row's keys wrongly moves many outputs a little.
+//
 // # NaN rule
 //
 // Every backend keeps this rule, and the nan-propagation case checks it

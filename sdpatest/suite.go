@@ -168,9 +168,8 @@ func Cases() []Case {
 	}
 	// Maxima that grow along the keys, over several of stage 9's tiles of
 	// 128 keys (D 96, 128) and 64 keys (D 256). The float32 tiers hold a
-	// rescale here; the FP8 tiers, worst cases over every rounding, only
-	// a gross error (backend/cuda's TestFP8PAccuracy holds the GPU
-	// kernels' rescale on the same keys).
+	// rescale here; of the FP8 tensor cores' tiers, the worst case only a
+	// gross error, and FP8MMARMSTolerance a rescale floored at 2^-4.
 	for _, sh := range []namedShape{
 		{"d96", backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 520, D: 96}},
 		{"d128", backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 700, D: 128}},
@@ -201,6 +200,10 @@ type Config struct {
 	// LSETol gives the LSE tolerance; nil means LSETolerance (scores in
 	// float32).
 	LSETol func(p *backend.Problem) Tolerance
+	// RMSTol, where not nil, bounds the root-mean-square error of each
+	// output too (FP8MMARMSTolerance): for a backend whose Tol is a worst
+	// case far above its error.
+	RMSTol func(p *backend.Problem) RMSTolerance
 	// LoadedKeys states the backend's rule for NaN in V (package doc): the
 	// number of keys 0..n-1 whose V rows are multiplied into query row i's
 	// output, masked keys with weight exactly 0 included. nil means the
@@ -294,6 +297,12 @@ func (c Config) check(p *backend.Problem) error {
 		i := st.FirstBad
 		return fmt.Errorf("Out: %d of %d beyond tolerance (%s); max_err %.3g; first at %d: got %g want %g",
 			st.Beyond, st.N, tol.Why, st.MaxErr, i, p.Out[i], want[i])
+	}
+	if c.RMSTol != nil {
+		rt := c.RMSTol(p)
+		if rms, n := RMSError(p.Out, want); rms > rt.RMS {
+			return fmt.Errorf("Out: RMS error %.3g over %d elements beyond %.3g (%s)", rms, n, rt.RMS, rt.Why)
+		}
 	}
 	ltol := c.lseTol(p)
 	if st := Compare(p.LSE, wantLSE, ltol); st.Beyond > 0 {

@@ -45,6 +45,16 @@ func lseTolerance(stage int) func(*backend.Problem) sdpatest.Tolerance {
 	return sdpatest.LSETolerance
 }
 
+// rmsTolerance: stages 9 and 10 are held to FP8MMARMSTolerance too, since
+// FP8MMATolerance is a worst case far above their error (a rescale
+// floored at 2^-4 passes it on rising keys); nil for the other stages.
+func rmsTolerance(stage int) func(*backend.Problem) sdpatest.RMSTolerance {
+	if stage == tiles.HopperStage || stage == tiles.AdaStage {
+		return sdpatest.FP8MMARMSTolerance
+	}
+	return nil
+}
+
 // runnable reports whether device 0 runs stage: the Hopper kernel only on
 // compute capability 9.0, where failing to load it is an error; the FP8
 // mma.sync stages (7, 8, 10) on 8.9 and newer.
@@ -146,7 +156,7 @@ func TestConformance(t *testing.T) {
 		t.Run(be.Name(), func(t *testing.T) {
 			// Stage 9 takes no float32 row sums where no LSE is asked for.
 			sdpatest.Run(t, sdpatest.Config{Backend: be, Precision: backend.FP8E4M3, Tol: tolerance(st), LSETol: lseTolerance(st),
-				LoadedKeys: loadedKeys(st), WithoutLSE: st == tiles.HopperStage})
+				RMSTol: rmsTolerance(st), LoadedKeys: loadedKeys(st), WithoutLSE: st == tiles.HopperStage})
 		})
 	}
 }
@@ -335,9 +345,9 @@ func testFP8PAccuracy(t *testing.T, stage int) {
 	// V's quantization, which the reference shares, is nearly all of the
 	// error: the kernels measured 1.000-1.013x here (stages 9 and 10,
 	// H200, 2026-12-02), a rescale floored at 2^-4 1.27-1.43x, hence 1.1x.
-	// The conformance suite's FP8 tolerance, a worst case over every
-	// rounding (about 1.7 on these shapes, against outputs of magnitude
-	// 1 or so), passes that defect.
+	// FP8MMATolerance, a worst case over every rounding (about 1.7 on
+	// these shapes, against outputs of magnitude 1 or so), passes that
+	// defect; the conformance suite's RMS tier does not.
 	for _, s := range []backend.Shape{
 		{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 600, D: 64},
 		{B: 1, Hq: 2, Hkv: 1, Sq: 64, Sk: 520, D: 96},
