@@ -16,7 +16,7 @@ func TestOracleCatchesMutants(t *testing.T) {
 		{Name: "a sink counted twice", File: "oracle/oracle.go", Pkg: pkg,
 			Old: "\t\tden := l + math.Exp(sink-m)\n\t\toi := out", New: "\t\tden := l + 2*math.Exp(sink-m)\n\t\toi := out", Tests: tests},
 		{Name: "no softcap in the two-pass form", File: "oracle/oracle.go", Pkg: pkg,
-			Old: "scores[j] = softcap(dot*scale, c)", New: "scores[j] = softcap(dot*scale, c*0)", Tests: tests},
+			Old: "s[j] = softcap(dot*scale, c)", New: "s[j] = softcap(dot*scale, c*0)", Tests: tests},
 		{Name: "a block's keys before the window", File: "oracle/oracle.go", Pkg: pkg,
 			Old: "j0, j1 := max(b0, lo), min(b0+blockK, hi)", New: "j0, j1 := b0, min(b0+blockK, hi)", Tests: tests},
 		{Name: "the sink in the LSE", File: "oracle/oracle.go", Pkg: pkg,

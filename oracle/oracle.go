@@ -88,6 +88,23 @@ func rows(p *backend.Problem, q, k, v []float64, fn func(qi, kh, vh []float64, l
 	}
 }
 
+// scoreRow writes the scores of query qi against keys lo..hi-1 of kh
+// (scale·q·k, softcapped by c) into s[lo:hi] and returns their maximum,
+// NaN if any is NaN. The two-pass forms (Naive, WeightSpread) take it.
+func scoreRow(qi, kh []float64, lo, hi int, scale, c float64, s []float64) float64 {
+	D := len(qi)
+	m := math.Inf(-1)
+	for j := lo; j < hi; j++ {
+		var dot float64
+		for d := 0; d < D; d++ {
+			dot += qi[d] * kh[j*D+d]
+		}
+		s[j] = softcap(dot*scale, c)
+		m = max(m, s[j]) // max propagates NaN
+	}
+	return m
+}
+
 // softcap returns c·tanh(s/c), or s for c = 0 (no softcap).
 func softcap(s, c float64) float64 {
 	if c == 0 {
@@ -119,15 +136,7 @@ func Naive(p *backend.Problem) (out, lse []float64) {
 			lse[o] = math.Inf(-1)
 			return
 		}
-		m := math.Inf(-1)
-		for j := lo; j < hi; j++ {
-			var dot float64
-			for d := 0; d < D; d++ {
-				dot += qi[d] * kh[j*D+d]
-			}
-			scores[j] = softcap(dot*scale, c)
-			m = max(m, scores[j]) // max propagates NaN
-		}
+		m := scoreRow(qi, kh, lo, hi, scale, c, scores)
 		var l float64
 		for j := lo; j < hi; j++ {
 			scores[j] = math.Exp(scores[j] - m)

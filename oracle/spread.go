@@ -40,15 +40,7 @@ func WeightSpread(p *backend.Problem) Spread {
 		if lo >= hi {
 			return
 		}
-		m := math.Inf(-1)
-		for j := lo; j < hi; j++ {
-			var dot float64
-			for d := 0; d < D; d++ {
-				dot += qi[d] * kh[j*D+d]
-			}
-			w[j] = softcap(dot*scale, c)
-			m = max(m, w[j]) // max propagates NaN
-		}
+		m := scoreRow(qi, kh, lo, hi, scale, c, w)
 		den := math.Exp(sink - m)
 		for j := lo; j < hi; j++ {
 			w[j] = math.Exp(w[j] - m)
