@@ -97,6 +97,9 @@ func e4m3Weights(floor float64) func(p *backend.Problem) error {
 // same with its rescale floored at 2^-4 fails it on rising keys, which
 // the worst-case tier alone lets through.
 func TestRMSTierHoldsRescale(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the conformance table three times over a float64 model (about 15 s; minutes under the race detector)")
+	}
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	cfg := func(run func(*backend.Problem) error, name string, rms bool) sdpatest.Config {
