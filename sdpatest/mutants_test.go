@@ -22,18 +22,18 @@ func TestNilCatchesMutants(t *testing.T) {
 }
 
 // TestRMSTierCatchesMutants: the RMS tier without its check, with its
-// bound's parts mis-scaled, or counting NaN, fails TestRMSTierHoldsRescale,
+// bound's parts mis-scaled, or Compare's RMS over every element, fails TestRMSTierHoldsRescale,
 // TestRMSTolerance or TestHelpersNeverPanic (FP8ATTN_MUTANTS=1).
 func TestRMSTierCatchesMutants(t *testing.T) {
 	tests := []string{"TestRMSTierHoldsRescale", "TestRMSTolerance", "TestHelpersNeverPanic", "TestNilProblem"}
 	gomutant.Run(t, []gomutant.Mutant{
 		{Name: "the RMS tier never checked", File: "sdpatest/suite.go", Pkg: "./sdpatest",
-			Old: "if rms, n := RMSError(p.Out, want); rms > rt.RMS {", New: "if rms, n := RMSError(p.Out, want); rms > rt.RMS && false {", Tests: tests},
+			Old: "if rt := c.RMSTol(p); st.RMS > rt.RMS {", New: "if rt := c.RMSTol(p); st.RMS > rt.RMS && false {", Tests: tests},
 		{Name: "the spread's variance as its RMS", File: "sdpatest/rms.go", Pkg: "./sdpatest",
 			Old: "return math.Sqrt(sum / float64(n))\n}\n\n// The RMS tier", New: "return sum / float64(n)\n}\n\n// The RMS tier", Tests: tests},
 		{Name: "the score errors' share taken whole", File: "sdpatest/rms.go", Pkg: "./sdpatest",
 			Old: "rmsScoreShare = 0.1", New: "rmsScoreShare = 1", Tests: tests},
-		{Name: "RMSError counts NaN", File: "sdpatest/rms.go", Pkg: "./sdpatest",
-			Old: "if math.IsNaN(g) || math.IsNaN(w) || math.IsInf(g, 0) || math.IsInf(w, 0) {", New: "if math.IsInf(g, 0) || math.IsInf(w, 0) {", Tests: tests},
+		{Name: "Compare's RMS over every element", File: "sdpatest/sdpatest.go", Pkg: "./sdpatest",
+			Old: "st.RMS = math.Sqrt(num / float64(st.Finite))", New: "st.RMS = math.Sqrt(num / float64(st.N))", Tests: tests},
 	})
 }

@@ -9,8 +9,8 @@ import (
 )
 
 // RMSTolerance bounds the root-mean-square error of an output over the
-// elements where both it and the oracle are finite (NaN and Inf are
-// Tolerance's). It sits beside a worst-case tier where that tier is far
+// elements where both it and the oracle are finite (Stats.RMS; NaN and
+// Inf are Tolerance's). It sits beside a worst-case tier where that tier is far
 // above what a correct backend shows: a kernel that weighs a row's keys
 // wrongly moves many outputs a little, which a bound on each element
 // lets through and their mean square does not.
@@ -87,22 +87,4 @@ func FP8MMARMSTolerance(p *backend.Problem) RMSTolerance {
 	return RMSTolerance{RMS: rmsSpread*spread + trunc,
 		Why: fmt.Sprintf("RMS: %d·%.3g (the weights' noise: E4M3 rounding, score errors %.3g) + %d·2^-13·max|v| %.3g (truncations)",
 			rmsSpread, spread, e, rmsTruncations, trunc)}
-}
-
-// RMSError is the root-mean-square of got - want over the elements where
-// both are finite, and how many there are.
-func RMSError[G, W float](got []G, want []W) (rms float64, n int) {
-	var sum float64
-	for i := range min(len(got), len(want)) {
-		g, w := float64(got[i]), float64(want[i])
-		if math.IsNaN(g) || math.IsNaN(w) || math.IsInf(g, 0) || math.IsInf(w, 0) {
-			continue
-		}
-		sum += (g - w) * (g - w)
-		n++
-	}
-	if n == 0 {
-		return 0, 0
-	}
-	return math.Sqrt(sum / float64(n)), n
 }

@@ -512,6 +512,8 @@ type float interface{ ~float32 | ~float64 }
 type Stats struct {
 	MaxErr, MeanErr float64 // absolute errors over elements where both are finite
 	RelL2           float64 // ‖got - want‖₂ / ‖want‖₂
+	RMS             float64 // root-mean-square of got - want over the Finite elements
+	Finite          int     // elements where both are finite
 	Beyond          int     // elements outside the tolerance (NaN mismatches included)
 	N               int
 	FirstBad        int // index of the first element beyond tolerance, or -1
@@ -542,6 +544,7 @@ func Compare[G, W float](got []G, want []W, tol Tolerance) Stats {
 			ok = g == w
 		default:
 			e := math.Abs(g - w)
+			st.Finite++
 			st.MaxErr = max(st.MaxErr, e)
 			st.MeanErr += e
 			num += e * e
@@ -558,6 +561,9 @@ func Compare[G, W float](got []G, want []W, tol Tolerance) Stats {
 	st.MeanErr /= float64(max(st.N, 1))
 	if den > 0 {
 		st.RelL2 = math.Sqrt(num / den)
+	}
+	if st.Finite > 0 {
+		st.RMS = math.Sqrt(num / float64(st.Finite))
 	}
 	return st
 }

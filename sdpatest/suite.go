@@ -293,15 +293,15 @@ func (c Config) sameWithoutLSE(p *backend.Problem) error {
 func (c Config) check(p *backend.Problem) error {
 	want, wantLSE := oracle.Naive(p)
 	tol := c.Tol(p)
-	if st := Compare(p.Out, want, tol); st.Beyond > 0 {
+	st := Compare(p.Out, want, tol)
+	if st.Beyond > 0 {
 		i := st.FirstBad
 		return fmt.Errorf("Out: %d of %d beyond tolerance (%s); max_err %.3g; first at %d: got %g want %g",
 			st.Beyond, st.N, tol.Why, st.MaxErr, i, p.Out[i], want[i])
 	}
 	if c.RMSTol != nil {
-		rt := c.RMSTol(p)
-		if rms, n := RMSError(p.Out, want); rms > rt.RMS {
-			return fmt.Errorf("Out: RMS error %.3g over %d elements beyond %.3g (%s)", rms, n, rt.RMS, rt.Why)
+		if rt := c.RMSTol(p); st.RMS > rt.RMS {
+			return fmt.Errorf("Out: RMS error %.3g over %d elements beyond %.3g (%s)", st.RMS, st.Finite, rt.RMS, rt.Why)
 		}
 	}
 	ltol := c.lseTol(p)
