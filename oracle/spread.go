@@ -25,7 +25,9 @@ type Spread struct {
 
 // WeightSpread returns p's Spread, with p's variants (a softcap on each
 // score, the window's keys, the sink in the denominator), on the inputs
-// Naive reads (dequantized for FP8E4M3). A nil p gives a zero Spread.
+// Naive reads (dequantized for FP8E4M3). p's inputs must be as Validate
+// wants them (WeightSpread reads them without checks, as Naive does); a
+// nil p gives a zero Spread.
 func WeightSpread(p *backend.Problem) Spread {
 	if p == nil {
 		return Spread{}
