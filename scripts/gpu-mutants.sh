@@ -13,16 +13,22 @@
 # test the mutants name, so that a mutant's failure is the mutant's. The
 # builds run in parallel (JOBS at a time, default the CPUs), then the tests
 # one after the other. The script fails unless the control passes and every
-# mutant builds and fails its tests.
+# mutant builds and fails its tests. A mutant's tests are backend/cuda's
+# unless its "# bin: sdpa" line names package sdpa's (its GPU tests, the
+# public calls), run from SDPA_TEST_BIN (default
+# bin/sdpa-kerneldev.test: go test -c -tags cuda,kerneldev -o
+# bin/sdpa-kerneldev.test ./sdpa); the control runs each binary's tests.
 # CHECK=1 only applies the mutants (no nvcc, no GPU): any machine.
 # Environment: OUT (default out; a log per mutant), MUTANTS (a regexp of
 # mutant names, default all: split the set to stay within a time limit,
 # e.g. '^paged-' and '^(s9|qp|pdl)-'), TEST_BIN (default
-# bin/cuda-kerneldev.test), JOBS.
+# bin/cuda-kerneldev.test), SDPA_TEST_BIN, JOBS.
 set -uo pipefail
 out=${OUT:-out}; mkdir -p "$out"; out=$(cd "$out" && pwd)
-bin=${TEST_BIN:-bin/cuda-kerneldev.test}
-[ -n "${CHECK:-}" ] || [ -x "$bin" ] || { [ -f "$bin.gz" ] && gunzip -f "$bin.gz" && chmod +x "$bin"; }
+declare -A bins=([cuda]=${TEST_BIN:-bin/cuda-kerneldev.test} [sdpa]=${SDPA_TEST_BIN:-bin/sdpa-kerneldev.test})
+for b in "${bins[@]}"; do
+  [ -n "${CHECK:-}" ] || [ -x "$b" ] || { [ -f "$b.gz" ] && gunzip -f "$b.gz" && chmod +x "$b"; }
+done
 status=0
 failed() { echo "gpu-mutants: FAILED: $*" | tee -a "$out/failures.txt"; status=1; }
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
@@ -38,13 +44,15 @@ module() {
   esac
 }
 # 1. Apply: a copy of the sources per mutant, and the control's.
-names=() alltests=()
+names=()
+declare -A alltests=()
 for m in backend/cuda/kernels/mutants/*.sed backend/cuda/kernels/mutants/*.patch; do
   [ -f "$m" ] || continue
   name=$(basename "${m%.*}")
   [[ $name =~ ${MUTANTS:-.} ]] || continue
-  modules=$(field module "$m"); tests=$(field tests "$m")
+  modules=$(field module "$m"); tests=$(field tests "$m"); mbin=$(field bin "$m"); mbin=${mbin:-cuda}
   [ -n "$modules" ] && [ -n "$tests" ] || { failed "$name: no '# module:' or '# tests:' line"; continue; }
+  [ -n "${bins[$mbin]:-}" ] || { failed "$name: unknown '# bin: $mbin'"; continue; }
   for mod in $modules; do [ -n "$(module "$mod")" ] || { failed "$name: unknown module $mod"; continue 2; }; done
   root=$work/$name; mkdir -p "$root/backend/cuda"
   cp -r backend/cuda/kernels "$root/backend/cuda/" && cp -r wmma "$root/"
@@ -61,9 +69,9 @@ for m in backend/cuda/kernels/mutants/*.sed backend/cuda/kernels/mutants/*.patch
     done < <(find "$k" -name '*.cu' -o -name '*.cuh' -o -name '*.h')
   fi
   [ "$changed" = 1 ] || { failed "$name: changes $changed places in the sources, not 1"; continue; }
-  if [ -n "${CHECK:-}" ]; then echo "applies   $name ($modules: $tests)"; continue; fi
-  names+=("$name"); echo "$modules" > "$work/$name.modules"; echo "$tests" > "$work/$name.tests"
-  alltests+=($tests)
+  if [ -n "${CHECK:-}" ]; then echo "applies   $name ($modules: $mbin $tests)"; continue; fi
+  names+=("$name"); echo "$modules" > "$work/$name.modules"; echo "$tests" > "$work/$name.tests"; echo "$mbin" > "$work/$name.bin"
+  alltests[$mbin]="${alltests[$mbin]:-} $tests"
 done
 [ -n "${CHECK:-}" ] && exit $status
 [ ${#names[@]} -gt 0 ] || { echo "gpu-mutants: no mutant matches ${MUTANTS:-.}"; exit $status; }
@@ -89,16 +97,21 @@ runenv() {
     echo "$var=$work/$1-$mod.$ext"
   done
 }
-# 3. Test: the control, then each mutant.
-run="^($(printf '%s\n' "${alltests[@]}" | sort -u | paste -sd '|'))\$"
+# 3. Test: the control (each binary's tests), then each mutant.
 if ! env=$(runenv control); then failed "building the control (mutant-control.log)"
-elif env $env timeout 600 "$bin" -test.run "$run" -test.timeout 590s > "$out/mutant-control.log" 2>&1; then
-  echo "passes    control ($run)"
-else failed "the control (unmutated sources) fails $run (mutant-control.log)"; fi
+else
+  for mbin in "${!alltests[@]}"; do
+    # shellcheck disable=SC2086
+    run="^($(printf '%s\n' ${alltests[$mbin]} | sort -u | paste -sd '|'))\$"
+    if env $env timeout 600 "${bins[$mbin]}" -test.run "$run" -test.timeout 590s >> "$out/mutant-control.log" 2>&1; then
+      echo "passes    control ($mbin: $run)"
+    else failed "the control (unmutated sources) fails $mbin's $run (mutant-control.log)"; fi
+  done
+fi
 for name in "${names[@]}"; do
   env=$(runenv "$name") || { failed "$name: the build failed (mutant-$name.log)"; continue; }
   run="^($(tr ' ' '|' < "$work/$name.tests"))\$"
-  if env $env timeout 600 "$bin" -test.run "$run" -test.timeout 590s >> "$out/mutant-$name.log" 2>&1; then
+  if env $env timeout 600 "${bins[$(cat "$work/$name.bin")]}" -test.run "$run" -test.timeout 590s >> "$out/mutant-$name.log" 2>&1; then
     failed "$name passed $run (mutant-$name.log)"
   else
     echo "killed    $name ($(grep -m1 -E '^--- FAIL' "$out/mutant-$name.log" | sed 's/ (.*//'))"

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -39,10 +40,13 @@ var gpuVariantOptions = append(variantOptions[:len(variantOptions):len(variantOp
 // tensors and on float32 device tensors (quantized on the device), a graph
 // of it replayed, and sdpa.AttentionLSE with Backend "cuda" give what the
 // oracle gives on the same codes within the FP8 MMA tier
-// (sdpatest.FP8MMATolerance), outputs poisoned first: in one tile (D 64,
-// 70 keys) and tiled (D 64, 128 and 256), with windows that skip whole
+// (sdpatest.FP8MMATolerance) and, in root mean square, within its RMS tier
+// (sdpatest.FP8MMARMSTolerance), outputs poisoned first: in one tile (D 64,
+// 70 keys) and tiled (D 64, 128 and 256, and D 128 on keys that grow along
+// the row, whose maxima the tiles rescale), with windows that skip whole
 // tiles and windows whose edges fall inside them. On a GPU without them
-// (Ampere) every such call is ErrUnsupported, with nothing held.
+// (Ampere) every such call is ErrUnsupported, with nothing held. The
+// kernel mutant s9-rescale-floored-sdpa fails it.
 func TestVariantsGPU(t *testing.T) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {
@@ -54,13 +58,16 @@ func TestVariantsGPU(t *testing.T) {
 	for _, cs := range []struct {
 		name                   string
 		b, hq, hkv, sq, sk, hd int
+		ramp                   float64 // sdpatest.RampKeys
 	}{
-		{"one-tile", 1, 4, 2, 33, 70, 64},
-		{"tiled-d64-gqa", 2, 8, 2, 256, 520, 64},
-		{"tiled-d128", 1, 4, 2, 300, 700, 128},
-		{"tiled-d256", 1, 2, 1, 200, 450, 256},
+		{"one-tile", 1, 4, 2, 33, 70, 64, 0},
+		{"tiled-d64-gqa", 2, 8, 2, 256, 520, 64, 0},
+		{"tiled-d128", 1, 4, 2, 300, 700, 128, 0},
+		{"tiled-d256", 1, 2, 1, 200, 450, 256, 0},
+		{"tiled-d128-rising-keys", 1, 2, 2, 130, 700, 128, 8},
 	} {
 		q, k, v := randTensor(rng, cs.b, cs.hq, cs.sq, cs.hd), randTensor(rng, cs.b, cs.hkv, cs.sk, cs.hd), randTensor(rng, cs.b, cs.hkv, cs.sk, cs.hd)
+		sdpatest.RampKeys(k.Data, backend.Shape{B: cs.b, Hq: cs.hq, Hkv: cs.hkv, Sq: cs.sq, Sk: cs.sk, D: cs.hd}, cs.ramp)
 		_, herr := sdpa.Attention(q, k, v, &sdpa.Options{Backend: "cuda/sm90", Precision: sdpa.FP8E4M3})
 		_, aerr := sdpa.Attention(q, k, v, &sdpa.Options{Backend: "cuda/sm89", Precision: sdpa.FP8E4M3})
 		hopper := herr == nil || aerr == nil // a kernel with the variants
@@ -103,11 +110,15 @@ func TestVariantsGPU(t *testing.T) {
 			}
 			p := variantProblem(t, q, k, v, opts)
 			wantOut, wantLSE := oracle.Naive(p)
-			tol, ltol := sdpatest.FP8MMATolerance(p), sdpatest.FP8MMALSETolerance(p)
+			tol, ltol, rtol := sdpatest.FP8MMATolerance(p), sdpatest.FP8MMALSETolerance(p), sdpatest.FP8MMARMSTolerance(p)
 			check := func(call string, got, gotLSE []float32) {
 				t.Helper()
-				if st := sdpatest.Compare(got, wantOut, tol); st.Beyond > 0 {
+				st := sdpatest.Compare(got, wantOut, tol)
+				if st.Beyond > 0 {
 					t.Errorf("%s %s: %d outputs beyond tolerance (%s), first at %d: %g, want %g", name, call, st.Beyond, tol.Why, st.FirstBad, got[st.FirstBad], wantOut[st.FirstBad])
+				}
+				if st.RMS > rtol.RMS {
+					t.Errorf("%s %s: RMS error %.3g over %d outputs beyond %.3g (%s)", name, call, st.RMS, st.Finite, rtol.RMS, rtol.Why)
 				}
 				if st := sdpatest.Compare(gotLSE, wantLSE, ltol); st.Beyond > 0 {
 					t.Errorf("%s %s: %d LSEs beyond tolerance (%s), first at %d: %g, want %g", name, call, st.Beyond, ltol.Why, st.FirstBad, gotLSE[st.FirstBad], wantLSE[st.FirstBad])

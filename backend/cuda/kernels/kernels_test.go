@@ -103,7 +103,8 @@ func TestNoBuildSwitches(t *testing.T) {
 }
 
 // TestMutantsApply: every mutant (mutants/*.sed, scripts/gpu-mutants.sh
-// runs them on the GPU) names its modules and tests, and changes exactly
+// runs them on the GPU) names its modules and tests (and, where not
+// backend/cuda's, their binary: "# bin: sdpa"), and changes exactly
 // one production source, so that a kernel edit that moves the code a
 // mutant breaks is caught here, not on the GPU machine. (Needs sed.)
 func TestMutantsApply(t *testing.T) {
@@ -124,7 +125,11 @@ func TestMutantsApply(t *testing.T) {
 			t.Fatal(err)
 		}
 		var mods, tests []string
+		bin := "cuda"
 		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "# bin: "); ok {
+				bin = strings.TrimSpace(v)
+			}
 			if v, ok := strings.CutPrefix(line, "# module: "); ok {
 				mods = strings.Fields(v)
 			}
@@ -134,6 +139,9 @@ func TestMutantsApply(t *testing.T) {
 		}
 		if len(mods) == 0 || len(tests) == 0 {
 			t.Errorf("%s: no '# module:' or '# tests:' line", m)
+		}
+		if bin != "cuda" && bin != "sdpa" {
+			t.Errorf("%s: '# bin: %s' is not a test binary gpu-mutants.sh runs (cuda, sdpa)", m, bin)
 		}
 		for _, mod := range mods {
 			if !modules[mod] {
