@@ -117,8 +117,8 @@ func TestVariantsGPU(t *testing.T) {
 				if st.Beyond > 0 {
 					t.Errorf("%s %s: %d outputs beyond tolerance (%s), first at %d: %g, want %g", name, call, st.Beyond, tol.Why, st.FirstBad, got[st.FirstBad], wantOut[st.FirstBad])
 				}
-				if st.RMS > rtol.RMS {
-					t.Errorf("%s %s: RMS error %.3g over %d outputs beyond %.3g (%s)", name, call, st.RMS, st.Finite, rtol.RMS, rtol.Why)
+				if err := rtol.Check(st); err != nil {
+					t.Errorf("%s %s: %v", name, call, err)
 				}
 				if st := sdpatest.Compare(gotLSE, wantLSE, ltol); st.Beyond > 0 {
 					t.Errorf("%s %s: %d LSEs beyond tolerance (%s), first at %d: %g, want %g", name, call, st.Beyond, ltol.Why, st.FirstBad, gotLSE[st.FirstBad], wantLSE[st.FirstBad])

@@ -19,6 +19,15 @@ type RMSTolerance struct {
 	Why string
 }
 
+// Check returns an error naming the bound where st's RMS error (Compare's,
+// over the elements where both sides are finite) is beyond rt, else nil.
+func (rt RMSTolerance) Check(st Stats) error {
+	if st.RMS > rt.RMS {
+		return fmt.Errorf("RMS error %.3g over %d elements beyond %.3g (%s)", st.RMS, st.Finite, rt.RMS, rt.Why)
+	}
+	return nil
+}
+
 // E4M3RoundingVariance bounds the variance of the relative error of a
 // positive value rounded to E4M3 (three mantissa bits, to nearest): the
 // error lies within half a step, at most 2^-4 of the value, and taken as

@@ -300,8 +300,8 @@ func (c Config) check(p *backend.Problem) error {
 			st.Beyond, st.N, tol.Why, st.MaxErr, i, p.Out[i], want[i])
 	}
 	if c.RMSTol != nil {
-		if rt := c.RMSTol(p); st.RMS > rt.RMS {
-			return fmt.Errorf("Out: RMS error %.3g over %d elements beyond %.3g (%s)", st.RMS, st.Finite, rt.RMS, rt.Why)
+		if err := c.RMSTol(p).Check(st); err != nil {
+			return fmt.Errorf("Out: %w", err)
 		}
 	}
 	ltol := c.lseTol(p)
