@@ -48,6 +48,13 @@ static CUresult fp8attn_set_max_smem(CUfunction f, int bytes) {
 	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes);
 }
 
+// Asks for the largest shared-memory carveout for f (its blocks' shared
+// memory before the L1 cache), so that as many of its blocks as their
+// shared memory allows fit an SM at once.
+static CUresult fp8attn_set_carveout_max(CUfunction f) {
+	return cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100);
+}
+
 // How many blocks of f, of bx threads and smem bytes of dynamic shared
 // memory each, one multiprocessor holds at once, into *n.
 static CUresult fp8attn_max_blocks(CUfunction f, int bx, size_t smem, int* n) {
@@ -197,6 +204,11 @@ func copy2D(dst uint64, dpitch int64, src uint64, spitch, width, height int64, s
 
 func setMaxSharedMemory(fn C.CUfunction, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.fp8attn_set_max_smem(fn, C.int(bytes)))
+}
+
+// setCarveoutMax asks for fn's largest shared-memory carveout.
+func setCarveoutMax(fn C.CUfunction) error {
+	return check("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", C.fp8attn_set_carveout_max(fn))
 }
 
 // maxActiveBlocks returns how many blocks of fn, of threads a block and

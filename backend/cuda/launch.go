@@ -144,7 +144,10 @@ func (r *resident) launch(stage int) error {
 // inputs kernel does: then the form must be the tiled one). Where the
 // tiled grid is one wave (no more blocks than SMs) and has no softcap, the
 // head start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks
-// begin their first tiles while the pack finishes; where keySplits divides
+// begin their first tiles while the pack finishes; a call with a causal
+// mask (a sliding window included) the narrow form where the head dim has
+// it (fp8attn_stage9tn: blocks of 64 rows, two an SM), unless the key split
+// or the head start takes it; where keySplits divides
 // the blocks' key tiles into parts, the key split (fp8attn_stage9ts, then
 // fp8attn_merge9: three launches). It reports false, launching nothing, where
 // the form does not take the call, which the pack path then runs: no
@@ -174,6 +177,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 		r.tensors = tl
 	}
 	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
+	smem := k.cfg.TensorSharedBytes()
 	if !one { // the V image, a block a tile (fp8attn_pack9vt), unless the caller wrote it
 		if err := r.vImage(); err != nil {
 			return true, err
@@ -190,6 +194,9 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 			fn, gz = k.attnTensorsSplit, gz*parts
 		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks && !written:
 			fn, pack = k.attnTensorsHead, k.packVTensorHead
+		case k.attnTensorsNarrow != nil && s.Mask != backend.NoMask && narrowOn():
+			fn, smem = k.attnTensorsNarrow, k.cfg.NarrowSharedBytes()
+			gx, gy, gz, threads = k.cfg.NarrowLaunch(s.B, s.Hq, s.Sq)
 		}
 		if !written {
 			if err := r.launchVPack(pack); err != nil {
@@ -197,7 +204,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 			}
 		}
 	}
-	if err := launchStruct(fn, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
+	if err := launchStruct(fn, gx, gy, gz, threads, smem, r.dev.stream, unsafe.Pointer(&r.tensors.P)); err != nil {
 		return true, err
 	}
 	if r.tensors.P.Splits == 0 {

@@ -118,6 +118,12 @@ type hopperKernels struct {
 	// the device's hopperMerge merges; launchTensors). Nil in the softcap
 	// twin.
 	attnTensorsSplit C.CUfunction
+	// attnTensorsNarrow is attnTensors in blocks of one consumer
+	// warpgroup of tiles.NarrowBlockM rows, tiles.NarrowPerSM an SM
+	// (fp8attn_stage9tn, where cfg.Narrow), for the calls with a causal
+	// mask (launchTensors); nil where cfg.Narrow is false, where an SM of
+	// the device holds fewer of its blocks, and in the softcap twin.
+	attnTensorsNarrow C.CUfunction
 	// softcap is these kernels with the attention entries (attn,
 	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,
 	// attnTensorsOne) replaced by their softcap twins (the entry names'
@@ -276,6 +282,11 @@ func (d *device) loadHopper() error {
 				return err
 			}
 		}
+		if cfg.Narrow {
+			if err := d.loadNarrow(&k, hd); err != nil {
+				return err
+			}
+		}
 		// The twin shares the packs (a copy of k before the twin is set).
 		capped.packQ, capped.packK, capped.packV, capped.quantPack, capped.quantPackLong = k.packQ, k.packK, k.packV, k.quantPack, k.quantPackLong
 		capped.packVTensor, capped.packVTensorSmem = k.packVTensor, k.packVTensorSmem
@@ -317,6 +328,35 @@ func (d *device) loadHopper() error {
 	if n, err := maxActiveBlocks(d.hopper[hopperHeadDims[0]].quantPackLong, d.quantLong.Threads, smem); err == nil && n > 0 {
 		d.quantLong.Blocks = d.SMs * min(n, d.quantLong.PerSM) // (every head dim's entry has the same geometry)
 	}
+	return nil
+}
+
+// loadNarrow finds the narrow tiled tensor form of head dim hd
+// (fp8attn_stage9tn_d<hd>) for k, checks its exported geometry against
+// internal/tiles, raises its shared-memory limit and asks for the largest
+// carveout. It leaves k.attnTensorsNarrow nil where an SM of the device
+// holds fewer than tiles.NarrowPerSM of its blocks: the form is built for
+// two blocks sharing one.
+func (d *device) loadNarrow(k *hopperKernels, hd int) error {
+	name := fmt.Sprintf("fp8attn_stage9tn_d%d", hd)
+	f, err := d.hmod.Function(name)
+	if err != nil {
+		return fmt.Errorf("cuda: kernel %s: %w", name, err)
+	}
+	fn := cFunction(f)
+	smem := k.cfg.NarrowSharedBytes()
+	if err := errors.Join(
+		d.checkExported(d.hmod, name+"_config", tiles.NarrowBlockM, tiles.NarrowThreads, tiles.NarrowPerSM, smem),
+		setMaxSharedMemory(fn, smem),
+		setCarveoutMax(fn),
+	); err != nil {
+		return err
+	}
+	if n, err := maxActiveBlocks(fn, tiles.NarrowThreads, smem); err != nil || n < tiles.NarrowPerSM {
+		return err
+	}
+	markPDL(fn)
+	k.attnTensorsNarrow = fn
 	return nil
 }
 

@@ -12,3 +12,7 @@ func moduleImage(env, embedded string) (string, error) { return embedded, nil }
 
 // pdlDefault is whether launches use programmatic dependent launch: always.
 func pdlDefault() bool { return true }
+
+// narrowOn is whether the calls the narrow tiled tensor form takes run on
+// it (launchTensors): always.
+func narrowOn() bool { return true }

@@ -12,8 +12,9 @@ import (
 // FP8ATTN_PTX80, FP8ATTN_CUBIN, FP8ATTN_PAGED_PTX, FP8ATTN_PAGED_PTX80,
 // FP8ATTN_PAGED_CUBIN; scripts/gpu-lib.sh's use_built_kernels points them at
 // freshly built kernels; and the test modules' FP8ATTN_TEST_PTX and
-// FP8ATTN_TEST_CUBIN, which scripts/gpu-mutants.sh sets) and FP8ATTN_PDL=0 turns programmatic dependent
-// launch off for A/B runs. Production builds (overrides_default.go) always
+// FP8ATTN_TEST_CUBIN, which scripts/gpu-mutants.sh sets), FP8ATTN_PDL=0 turns programmatic dependent
+// launch off for A/B runs, and FP8ATTN_NARROW=0 the narrow tiled tensor
+// form. Production builds (overrides_default.go) always
 // load the embedded modules with PDL on. docs/DEVELOPING.md describes the
 // workflow.
 
@@ -34,3 +35,8 @@ func moduleImage(env, embedded string) (string, error) {
 // pdlDefault is whether launches use programmatic dependent launch: unless
 // FP8ATTN_PDL=0.
 func pdlDefault() bool { return os.Getenv("FP8ATTN_PDL") != "0" }
+
+// narrowOn is whether the calls the narrow tiled tensor form takes run on
+// it (launchTensors): unless FP8ATTN_NARROW=0, for A/B runs against the
+// wide form.
+func narrowOn() bool { return os.Getenv("FP8ATTN_NARROW") != "0" }

@@ -112,10 +112,11 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// skipped below a window, in both forms' producers), and the tiled
 	// tensor form both with its head start and without, on every case; and
 	// the tensor form without an LSE (whose main loop takes no float32 row
-	// sums at D 96 and above) writes the same bits. The
+	// sums at D 96 and above) writes the same bits; at D 128 a causal
+	// mask runs the tensor form's narrow blocks (64 rows, two an SM). The
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
-	// s9t-head-start-next-tile, s9t-window-first-tile-ignored and
-	// s9t-window-tiles-ignored fail it.
+	// s9t-head-start-next-tile, s9t-window-first-tile-ignored,
+	// s9t-window-tiles-ignored and s9t-narrow-wide-rows fail it.
 	sinks := func(n int) []float32 { return normalSinks(rng, n, 0, 1) }
 	for _, c := range []struct {
 		s     backend.Shape
@@ -154,6 +155,14 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			backend.Variants{SlidingWindow: 200, Softcap: 20, Sinks: sinks(4)}},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 190, Sk: 333, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625,
 			backend.Variants{SlidingWindow: 90}},
+		// Windows without a softcap at D 128 (the narrow blocks, a
+		// negative scale, sinks; several waves of them) and D 96.
+		{backend.Shape{B: 2, Hq: 4, Hkv: 2, Sq: 300, Sk: 517, D: 128}, backend.CausalLowerRight, backend.BHSD, -0.09,
+			backend.Variants{SlidingWindow: 200, Sinks: sinks(4)}},
+		{backend.Shape{B: 1, Hq: 3, Hkv: 1, Sq: 333, Sk: 400, D: 96}, backend.CausalUpperLeft, backend.BSHD, 0.1,
+			backend.Variants{SlidingWindow: 150}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 1000, Sk: 1000, D: 128}, backend.CausalLowerRight, backend.BHSD, 0.125,
+			backend.Variants{SlidingWindow: 300}},
 		// A tiled grid of two waves on an H200 (144 blocks for 132 SMs),
 		// under a window whose blocks start past key tile 0 and take more
 		// tiles than the ring holds.

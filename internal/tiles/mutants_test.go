@@ -19,3 +19,18 @@ func TestKernelDimCatchesMutants(t *testing.T) {
 			Old: "if k >= d {", New: "if k == d {", Tests: []string{"TestKernelDim"}},
 	})
 }
+
+// TestHopperNarrowCatchesMutants: the narrow form's shared memory without
+// its barriers' kilobyte, or its launch in the wide form's rows, fails
+// TestHopperNarrow (FP8ATTN_MUTANTS=1).
+func TestHopperNarrowCatchesMutants(t *testing.T) {
+	const pkg = "./internal/tiles"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "no room for the barriers", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "return NarrowBlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024 + 1024", New: "return NarrowBlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024",
+			Tests: []string{"TestHopperNarrow"}},
+		{Name: "the wide form's rows", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "return (sq + NarrowBlockM - 1) / NarrowBlockM, hq, b, NarrowThreads", New: "return (sq + c.BlockM - 1) / c.BlockM, hq, b, NarrowThreads",
+			Tests: []string{"TestHopperNarrow"}},
+	})
+}

@@ -121,6 +121,11 @@ type HopperConfig struct {
 	SoftmaxTurns bool // consumer warpgroups take turns to run their softmaxes
 	OnePA        bool // one set of P registers
 	PVParts      int  // column parts of P·V
+
+	// Narrow: the module has the narrow tiled tensor form at this head
+	// dim (fp8attn_stage9tn), which runs the calls with a causal mask
+	// (NarrowLaunch).
+	Narrow bool
 }
 
 // Hopper returns the Hopper kernel's geometry for head dimension d.
@@ -135,7 +140,9 @@ func Hopper(d int) (HopperConfig, error) {
 	case 96, 128:
 		c.DK = 128
 		if d == 128 {
-			c.PVParts = 2
+			// The narrow form measured faster than the wide one on causal
+			// calls at D 128 (docs/design/hopper-prefill.md).
+			c.PVParts, c.Narrow = 2, true
 		}
 	case 192, 256:
 		// The output accumulator takes d/2 registers a thread: halve the
@@ -343,6 +350,31 @@ func (c HopperConfig) SharedBytes() int {
 // producer transposes them into the ring.
 func (c HopperConfig) TensorSharedBytes() int { return c.SharedBytes() + 2*c.BlockN*c.DK }
 
+// The narrow tiled tensor form's blocks (HopperConfig.Narrow): one
+// producer and one consumer warpgroup, NarrowBlockM query rows, NarrowPerSM
+// blocks an SM at once (launch bounds, registers and shared memory), so
+// that one block's prologue, pipeline fill and drain and epilogue run
+// beside another's main loop.
+const (
+	NarrowBlockM  = 64
+	NarrowThreads = 256
+	NarrowPerSM   = 2
+)
+
+// NarrowSharedBytes is the dynamic shared memory of a block of the narrow
+// form: Q's NarrowBlockM rows, the K/V ring, the block of ones, the
+// barriers and the alignment as in SharedBytes, and no staging buffers.
+func (c HopperConfig) NarrowSharedBytes() int {
+	return NarrowBlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 1024 + 1024
+}
+
+// NarrowLaunch returns the narrow form's launch of a call with batch b, hq
+// query heads and sq query rows: its grid (query blocks of NarrowBlockM
+// rows, query heads, batch) and the threads of a block.
+func (c HopperConfig) NarrowLaunch(b, hq, sq int) (x, y, z, threads int) {
+	return (sq + NarrowBlockM - 1) / NarrowBlockM, hq, b, NarrowThreads
+}
+
 // Schedule is the config's schedule as the kernel's _config exports it
 // after the geometry: PINGPONG, SOFTMAX_TURNS, ONE_PA (0 or 1), PV_PARTS.
 func (c HopperConfig) Schedule() []int {
@@ -392,8 +424,9 @@ func Header() string {
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
 		sc := c.Schedule()
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3])
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3],
+			b2i(c.Narrow), NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes())
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
 	b.WriteString("template <int D> struct AdaTiles;\n")

@@ -253,6 +253,51 @@ func TestHopperSchedule(t *testing.T) {
 	}
 }
 
+// hopperSMSharedBytes is the shared memory an H100 or H200 SM holds (228
+// KB), and hopperBlockReserved what the system reserves of it a block (1
+// KB).
+const hopperSMSharedBytes, hopperBlockReserved = 233472, 1024
+
+// TestHopperNarrow: the narrow form is built at D 128 alone, where the
+// consumers take no turns (it has one); NarrowPerSM of its blocks fit an
+// SM's shared memory, each NarrowBlockM rows of Q, the ring, the ones and
+// barriers (and no staging buffers: the tensor form's budget would fit
+// one); and its launch covers the query rows in blocks of NarrowBlockM.
+func TestHopperNarrow(t *testing.T) {
+	for _, d := range HopperHeadDims {
+		c, err := Hopper(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Narrow != (d == 128) {
+			t.Errorf("D %d: Narrow %v", d, c.Narrow)
+		}
+		if !c.Narrow {
+			continue
+		}
+		if c.PingPong || c.SoftmaxTurns || NarrowThreads != 2*128 || NarrowBlockM != 64 {
+			t.Errorf("D %d: narrow blocks of %d threads, %d rows, schedule %+v: not one consumer warpgroup of 64 rows without turns",
+				d, NarrowThreads, NarrowBlockM, c)
+		}
+		need := NarrowBlockM*c.DK + c.Ring*c.BlockN*(c.DK+c.D) + 1024 + 8*(4+3*c.Ring) + 1023
+		if got := c.NarrowSharedBytes(); got < need || NarrowPerSM*(got+hopperBlockReserved) > hopperSMSharedBytes {
+			t.Errorf("D %d: NarrowSharedBytes %d: need %d, and %d blocks in %d bytes", d, got, need, NarrowPerSM, hopperSMSharedBytes)
+		}
+		if 2*(c.TensorSharedBytes()+hopperBlockReserved) <= hopperSMSharedBytes {
+			t.Errorf("D %d: the tensor form's %d bytes would fit two blocks too", d, c.TensorSharedBytes())
+		}
+		for _, g := range []struct{ b, hq, sq, x int }{{4, 32, 4096, 64}, {1, 2, 1, 1}, {2, 8, 65, 2}, {1, 1, 128, 2}} {
+			if x, y, z, th := c.NarrowLaunch(g.b, g.hq, g.sq); x != g.x || y != g.hq || z != g.b || th != NarrowThreads {
+				t.Errorf("D %d: NarrowLaunch(%d, %d, %d) = %d, %d, %d, %d; want %d, %d, %d, %d", d, g.b, g.hq, g.sq, x, y, z, th, g.x, g.hq, g.b, NarrowThreads)
+			}
+		}
+		spec := fmt.Sprintf("NARROW = 1, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d; };", NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes())
+		if !strings.Contains(Header(), fmt.Sprintf("struct HopperTiles<%d>", d)) || !strings.Contains(Header(), spec) {
+			t.Errorf("D %d: the header lacks %q", d, spec)
+		}
+	}
+}
+
 // TestKernelDim: a head dim runs its own kernel, or the next one up when it
 // is a multiple of 16; other dims and dims above the largest have none.
 func TestKernelDim(t *testing.T) {

@@ -137,8 +137,23 @@ extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_co
   pdl_entry();
   hopper::merge_parts(tp);
 }
+// The narrow tiled tensor form (hopper::stage9 with NARROW) where
+// internal/tiles' HopperConfig.Narrow builds it (D 128): blocks of one
+// producer and one consumer warpgroup of NARROW_BM rows, NARROW_PER_SM an
+// SM, exported as fp8attn_stage9tn_d<D>_config = {NARROW_BM,
+// NARROW_THREADS, NARROW_PER_SM, NSMEM}.
+#define HOPPER_NARROW(HD)                                                                                      \
+  static_assert(HopperTiles<HD>::NARROW, "internal/tiles builds no narrow form at this head dim");             \
+  extern "C" __global__ void __launch_bounds__(HopperTiles<HD>::NARROW_THREADS, HopperTiles<HD>::NARROW_PER_SM) \
+      fp8attn_stage9tn_d##HD(const __grid_constant__ hopper::TensorParams tp) {                                   \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true, false, false, false, true>(tp.f.p, &tp.f, &tp);                \
+  }                                                                                                             \
+  extern "C" __device__ const int fp8attn_stage9tn_d##HD##_config[4] = {                                         \
+      HopperTiles<HD>::NARROW_BM, HopperTiles<HD>::NARROW_THREADS, HopperTiles<HD>::NARROW_PER_SM, HopperTiles<HD>::NSMEM};
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
+HOPPER_NARROW(128)
 HOPPER_ENTRY(192)
 HOPPER_ENTRY(256)
 

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "e6a1a3252f657549fe33a09f8d7cafe680b4032babae992e427fdb1f2a7c6e5f"
+const SourceHash = "258ee0b35bfff3e299c15a9cc653ed9dd173b95ec2c8e637f59e61704bdd4f17"

@@ -9,7 +9,7 @@
 // transaction counts of the other blocks' shares and of every block's
 // amax; TENSORS: and tensor_bars, produce_tensors' own) and its block of
 // ones, visible to every thread and the async proxy on return.
-template <int D, bool QC, bool TENSORS>
+template <int D, bool QC, bool TENSORS, int WARPS = 8>
 __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty,
                                               uint64_t* tensor_bars, uint8_t* s_ones) {
   using G = Geometry<D>;
@@ -21,7 +21,7 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
     for (int s = 0; s < RING; s++) {
       mbar_init(&k_full[s], 1);
       mbar_init(&v_full[s], QC && s == 0 ? 2 : 1);  // (QC: and the producer's own V share)
-      mbar_init(&empty[s], 8);  // one arrival per consumer warp
+      mbar_init(&empty[s], WARPS);  // one arrival per consumer warp
     }
     if constexpr (QC) {  // the other blocks' shares of K and V, every block's amax
       mbar_expect_tx(&k_full[0], (G::ONE_CLUSTER - 1) * G::ONE_BM * DK);
@@ -48,7 +48,7 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
 // of V (its values xv) instead, then waits for every block's shares;
 // TENSORS: the whole warpgroup reads the caller's tensors through tp's
 // maps (produce_tensors).
-template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS, bool HEAD>
+template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS, bool HEAD, bool NARROW>
 __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp, int b, int h, int kvh, int i0, int t0, int ntiles,
                                          long long sq_p, long long sk_p, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v,
                                          uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
@@ -57,7 +57,7 @@ __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp
     // (the sign of scale · Q descale · K descale) negates Q's codes.
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     const bool neg = tp->f.scale * (double)p.q_scale[b * p.hq + h] * (double)p.k_scale[b * p.hkv + kvh] < 0.0;
-    produce_tensors<D, ONE, HEAD>(*tp, b, h, kvh, i0, t0, ntiles, neg, smem_u32(s_q));
+    produce_tensors<D, ONE, HEAD, NARROW>(*tp, b, h, kvh, i0, t0, ntiles, neg, smem_u32(s_q));
     return;
   }
   if constexpr (QC) {
@@ -136,12 +136,20 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // caps the scores in the softmax (softmax_tile); the sinks join the
 // denominators in the epilogue.
 //
+// NARROW (the tiled tensor form, HopperTiles<D>::NARROW; internal/tiles'
+// NarrowLaunch) runs blocks of one producer and one consumer warpgroup of
+// NARROW_BM = 64 rows, two an SM (launch bounds, 232 registers a consumer
+// thread, NSMEM bytes of shared memory without the staging buffers), so
+// that one block's prologue, pipeline fill and drain and epilogue run
+// beside the other's main loop; its ring slots are released by the
+// consumer's four warps.
+//
 // SPLIT (the tiled tensor form's key-split launch, TensorParams): block z
 // b·splits + part takes part part of the key tiles its rows see, the
 // parts ceil(ntiles/splits) tiles each, and writes its rows as a part
 // (epilogue_part), which fp8attn_merge9 merges.
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
-          bool SPLIT = false>
+          bool SPLIT = false, bool NARROW = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -149,24 +157,33 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   constexpr int SN = ONE ? 2 * BN : BN;
   // ROWS: the query rows of a block (one Q image block of 64 in the
   // one-tile form; Q's image is in blocks of 64 rows, padded to BM).
-  constexpr int ROWS = ONE ? G::ONE_BM : BM;
+  // (NARROW: one consumer warpgroup, NARROW_BM rows.)
+  constexpr int ROWS = ONE ? G::ONE_BM : NARROW ? HopperTiles<D>::NARROW_BM : BM;
+  constexpr int QROWS = NARROW ? HopperTiles<D>::NARROW_BM : BM;  // Q's block in shared memory
+  static_assert(!NARROW || (TENSORS && !ONE && !FUSED && !QC && !HEAD && !SPLIT && !HopperTiles<D>::PINGPONG &&
+                            !HopperTiles<D>::SOFTMAX_TURNS && HopperTiles<D>::NARROW_BM == 64 &&
+                            HopperTiles<D>::NARROW_THREADS == 256 &&
+                            HopperTiles<D>::NSMEM >= 64 * DK + RING * (G::KT + G::VT) + G::ONES + 8 * (4 + 3 * RING) + 1023),
+                "the narrow form: the tiled tensor form, one consumer warpgroup of 64 rows taking no turns, its "
+                "shared memory budget");
   static_assert(!ONE || (DK == WK && SN <= 256 && RING >= 2), "the one-tile form: one K panel, an n256 wgmma at most, two ring slots");
   static_assert(!QC || (FUSED && ONE), "the quantizing form is a fused one-tile form");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = (uint8_t*)(((uintptr_t)smem_raw + 1023) & ~(uintptr_t)1023);
   uint8_t* s_q = smem;
-  uint8_t* s_k = s_q + BM * DK;
+  uint8_t* s_k = s_q + QROWS * DK;
   uint8_t* s_v = s_k + RING * G::KT;
   uint8_t* s_ones = s_v + RING * G::VT;  // 1024-aligned, as the swizzled descriptors want
   // (TENSORS: V's two staging buffers after the ones, TensorSmem.)
-  uint64_t* bars = (uint64_t*)(s_ones + G::ONES + (TENSORS ? 2 * G::KT : 0));
+  uint64_t* bars = (uint64_t*)(s_ones + G::ONES + (TENSORS && !NARROW ? 2 * G::KT : 0));
   uint64_t* q_full = bars;
   uint64_t* k_full = bars + 1;
   uint64_t* v_full = bars + 1 + RING;
   uint64_t* empty = bars + 1 + 2 * RING;
   uint64_t* tensor_bars = bars + 1 + 3 * RING;  // (TENSORS: TensorSmem's q_raw ..)
-  static_assert(!TENSORS || (TensorSmem<D>::STAGE == BM * DK + RING * (G::KT + G::VT) + G::ONES &&
-                              TensorSmem<D>::Q_RAW == TensorSmem<D>::BARS + 8 * (1 + 3 * RING)),
+  using TS = TensorSmem<D, NARROW>;
+  static_assert(!TENSORS || (TS::STAGE == QROWS * DK + RING * (G::KT + G::VT) + G::ONES &&
+                              TS::Q_RAW == TS::BARS + 8 * (1 + 3 * RING)),
                 "the tensor form's producer sees stage9's layout");
   static_assert(!TENSORS || HopperTiles<D>::TSMEM >= BM * DK + RING * (G::KT + G::VT) + G::ONES + 2 * G::KT + 8 * (4 + 3 * RING) + 1023,
                 "the tensor form's shared memory budget");
@@ -193,7 +210,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   QP_STAMP(!QC && threadIdx.x == 0, 1, 0);
   unsigned qp_entry = 0;  // (a profile build's entry time, stored after pdl_wait)
-  init_barriers<D, QC, TENSORS>(q_full, k_full, v_full, empty, tensor_bars, s_ones);
+  init_barriers<D, QC, TENSORS, NARROW ? 4 : 8>(q_full, k_full, v_full, empty, tensor_bars, s_ones);
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
   PROFILE_CLOCK(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
@@ -211,11 +228,19 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {
-    producer<D, FUSED, ONE, QC, TENSORS, HEAD>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full,
+    producer<D, FUSED, ONE, QC, TENSORS, HEAD, NARROW>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full,
                                          empty, xv);
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  // (NARROW: NARROW_PER_SM = 2 blocks of 256 threads share the register
+  // file, 128 registers a thread at launch; the producer's 24 leave the
+  // consumer 232.)
+  static_assert(!NARROW || HopperTiles<D>::NARROW_PER_SM == 2, "the narrow form's register split is for two blocks an SM");
+  if constexpr (NARROW) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+  }
 
   // Consumer warpgroup cw: rows i0 + 64cw .. +63; this thread rows r0, r0+8.
   const int cw = threadIdx.x / 128 - 1, tid = threadIdx.x % 128;

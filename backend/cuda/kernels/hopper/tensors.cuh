@@ -71,12 +71,13 @@ __device__ __forceinline__ uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t
 
 // TensorSmem is the tensor form's shared memory, as offsets from the
 // block's 1024-aligned base (stage9's layout): Q, the K and V rings, the
-// block of ones, V's two staging buffers, then the barriers (q_full,
+// block of ones, V's two staging buffers (none in the narrow form, whose Q
+// is NARROW_BM rows), then the barriers (q_full,
 // k_full[RING], v_full[RING], empty[RING], then q_raw and staged[2]).
-template <int D> struct TensorSmem {
+template <int D, bool NARROW = false> struct TensorSmem {
   using G = Geometry<D>;
-  static constexpr uint32_t K = G::BM * G::DK, V = K + G::RING * G::KT, ONES = V + G::RING * G::VT, STAGE = ONES + G::ONES,
-                            BARS = STAGE + 2 * G::KT;
+  static constexpr uint32_t K = (NARROW ? HopperTiles<D>::NARROW_BM : G::BM) * G::DK, V = K + G::RING * G::KT, ONES = V + G::RING * G::VT,
+                            STAGE = ONES + G::ONES, BARS = STAGE + (NARROW ? 0 : 2 * G::KT);
   static constexpr uint32_t Q_FULL = BARS, K_FULL = BARS + 8, V_FULL = K_FULL + 8 * G::RING, EMPTY = V_FULL + 8 * G::RING,
                             Q_RAW = EMPTY + 8 * G::RING, STAGED = Q_RAW + 8;
 };
@@ -181,12 +182,12 @@ __device__ __forceinline__ void tensor_rows(const TensorMap* m, uint32_t dst, in
 // transposing changed nothing), and a block transposes each tile that
 // the pack transposes once for all the blocks of its KV head
 // (docs/design/hopper-prefill.md).
-template <int D, bool ONE, bool HEAD = false>
+template <int D, bool ONE, bool HEAD = false, bool NARROW = false>
 __device__ __forceinline__ void produce_tensors(const TensorParams& tp, int b, int h, int kvh, int i0, int t0, int ntiles, bool neg,
                                                 uint32_t base) {
   using G = Geometry<D>;
-  using S = TensorSmem<D>;
-  constexpr int DK = G::DK, BN = G::BN, RING = G::RING, ROWS = ONE ? G::ONE_BM : G::BM;
+  using S = TensorSmem<D, NARROW>;
+  constexpr int DK = G::DK, BN = G::BN, RING = G::RING, ROWS = ONE ? G::ONE_BM : NARROW ? HopperTiles<D>::NARROW_BM : G::BM;
   static_assert(!HEAD || (!ONE && RING >= 2), "the head start: the tiled form, its two tiles in ring slots 0 and 1");
   const int tid = threadIdx.x;
   if (ntiles <= 0) {  // (no copy may be in flight when the block exits)
