@@ -144,10 +144,10 @@ func (r *resident) launch(stage int) error {
 // inputs kernel does: then the form must be the tiled one). Where the
 // tiled grid is one wave (no more blocks than SMs) and has no softcap, the
 // head start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks
-// begin their first tiles while the pack finishes; a call with a causal
-// mask (a sliding window included) the narrow form where the head dim has
-// it (fp8attn_stage9tn: blocks of 64 rows, two an SM), unless the key split
-// or the head start takes it; where keySplits divides
+// begin their first tiles while the pack finishes, unless the call has a
+// causal mask (a sliding window included) and the head dim has the narrow
+// form (fp8attn_stage9tn: blocks of 64 rows, two an SM), which then runs
+// it whatever its grid (but for the key split); where keySplits divides
 // the blocks' key tiles into parts, the key split (fp8attn_stage9ts, then
 // fp8attn_merge9: three launches). It reports false, launching nothing, where
 // the form does not take the call, which the pack path then runs: no
@@ -192,11 +192,11 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 				return true, err
 			}
 			fn, gz = k.attnTensorsSplit, gz*parts
-		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks && !written:
-			fn, pack = k.attnTensorsHead, k.packVTensorHead
 		case k.attnTensorsNarrow != nil && s.Mask != backend.NoMask && narrowOn():
 			fn, smem = k.attnTensorsNarrow, k.cfg.NarrowSharedBytes()
 			gx, gy, gz, threads = k.cfg.NarrowLaunch(s.B, s.Hq, s.Sq)
+		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks && !written:
+			fn, pack = k.attnTensorsHead, k.packVTensorHead
 		}
 		if !written {
 			if err := r.launchVPack(pack); err != nil {

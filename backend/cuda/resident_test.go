@@ -110,8 +110,9 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// keys in two tiles) and the tiled one, tiles cut short, rows past a
 	// block, negative scales in both forms, the attention variants (tiles
 	// skipped below a window, in both forms' producers), and the tiled
-	// tensor form both with its head start and without, on every case; and
-	// the tensor form without an LSE (whose main loop takes no float32 row
+	// tensor form both with its head start and without, on every case
+	// the head start takes (not the narrow blocks'); and the tensor form
+	// without an LSE (whose main loop takes no float32 row
 	// sums at D 96 and above) writes the same bits; at D 128 a causal
 	// mask runs the tensor form's narrow blocks (64 rows, two an SM). The
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
