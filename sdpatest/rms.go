@@ -19,6 +19,17 @@ type RMSTolerance struct {
 	Why string
 }
 
+// RMSToleranceFor returns the RMS tier of a backend by name, beside
+// ToleranceFor's worst case: FP8MMARMSTolerance for the backends held to
+// FP8MMATolerance, whose worst case is far above their error; nil for the
+// others, whose worst-case tiers are close to what they show.
+func RMSToleranceFor(name string) func(*backend.Problem) RMSTolerance {
+	if fp8MMABackend(name) {
+		return FP8MMARMSTolerance
+	}
+	return nil
+}
+
 // Check returns an error naming the bound where st's RMS error (Compare's,
 // over the elements where both sides are finite) is beyond rt, else nil.
 func (rt RMSTolerance) Check(st Stats) error {

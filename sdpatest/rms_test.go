@@ -151,3 +151,28 @@ func TestRMSTolerance(t *testing.T) {
 		t.Errorf("SpreadRMS of the two-key row %g, want √(9/8)", got)
 	}
 }
+
+// TestRMSToleranceFor: the backends held to FP8MMATolerance (the FP8
+// tensor-core kernels, and "cuda", which runs one) have the RMS tier
+// beside it, and the others none.
+func TestRMSToleranceFor(t *testing.T) {
+	p, _, _ := sdpatest.NewProblem(backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 9, D: 16},
+		sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 14)), backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 9, D: 16}, 1),
+		0.25, backend.NoMask, backend.FP8E4M3)
+	for _, c := range []struct {
+		name string
+		rms  bool
+	}{{"cuda", true}, {"cuda/sm90", true}, {"cuda/sm89", true}, {"cuda/sm80", false}, {"cuda/stage5", false}, {"cpu", false}, {"", false}} {
+		rt := sdpatest.RMSToleranceFor(c.name)
+		if (rt != nil) != c.rms {
+			t.Errorf("%q: RMS tier %v, want %v", c.name, rt != nil, c.rms)
+			continue
+		}
+		if rt != nil && rt(p) != sdpatest.FP8MMARMSTolerance(p) {
+			t.Errorf("%q: %+v, want FP8MMARMSTolerance's %+v", c.name, rt(p), sdpatest.FP8MMARMSTolerance(p))
+		}
+		if worst := sdpatest.ToleranceFor(c.name)(p); (worst == sdpatest.FP8MMATolerance(p)) != c.rms {
+			t.Errorf("%q: worst-case tier %q: an RMS tier belongs with FP8MMATolerance alone", c.name, worst.Why)
+		}
+	}
+}

@@ -577,10 +577,16 @@ func Compare[G, W float](got []G, want []W, tol Tolerance) Stats {
 // computes in float32 or better (FP32Tolerance).
 func ToleranceFor(name string) func(*backend.Problem) Tolerance {
 	switch {
-	case name == "cuda" || name == "cuda/sm90" || name == "cuda/sm89":
+	case fp8MMABackend(name):
 		return FP8MMATolerance
 	case strings.HasPrefix(name, "cuda"):
 		return F16PTolerance
 	}
 	return FP32Tolerance
+}
+
+// fp8MMABackend reports whether the backend named name is held to the FP8
+// tensor cores' tiers (ToleranceFor, RMSToleranceFor).
+func fp8MMABackend(name string) bool {
+	return name == "cuda" || name == "cuda/sm90" || name == "cuda/sm89"
 }

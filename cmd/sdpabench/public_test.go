@@ -185,3 +185,38 @@ func TestScriptShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestRMSTierInCheck: under the FP8 tensor-core kernels' tiers (tierName
+// "cuda/sm90", on the cpu device, whose FP8 path is exact arithmetic on
+// the quantized inputs) a correct call passes both, and a call with the
+// softmax scale 20% off, every element within the worst case, fails by
+// its RMS error alone.
+func TestRMSTierInCheck(t *testing.T) {
+	dev, err := sdpa.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := parseSpecs("1x4x2x48x80x32:causal-lr:bshd,small", backend.NoMask, backend.BHSD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		attend attendFunc
+		pass   bool
+	}{{"Device.Attention", nil, true}, {"scale 20% off", scaledBy(1.2), false}} {
+		cfg := config{prec: backend.FP8E4M3, check: true, iters: 2, attend: c.attend, graphCalls: 1, tierName: "cuda/sm90"}
+		for _, sp := range specs {
+			rs, err := cfg.runPublic(dev, sp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				if r.Pass != c.pass || r.FracBeyond != 0 || !(r.RMSErr > 0) || r.RMSTolerance == "" {
+					t.Errorf("%s: %s %s: pass %v (want %v), beyond the worst case %.3g (want 0), rms_err %.3g (%s)",
+						c.name, sp.name, r.Inputs, r.Pass, c.pass, r.FracBeyond, r.RMSErr, r.RMSTolerance)
+				}
+			}
+		}
+	}
+}
