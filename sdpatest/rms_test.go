@@ -156,9 +156,8 @@ func TestRMSTolerance(t *testing.T) {
 // tensor-core kernels, and "cuda", which runs one) have the RMS tier
 // beside it, and the others none.
 func TestRMSToleranceFor(t *testing.T) {
-	p, _, _ := sdpatest.NewProblem(backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 9, D: 16},
-		sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 14)), backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 9, D: 16}, 1),
-		0.25, backend.NoMask, backend.FP8E4M3)
+	s := backend.Shape{B: 1, Hq: 1, Hkv: 1, Sq: 4, Sk: 9, D: 16}
+	p, _, _ := sdpatest.NewProblem(s, sdpatest.RandomInputs(rand.New(rand.NewPCG(sdpatest.Seed(), 14)), s, 1), 0.25, backend.NoMask, backend.FP8E4M3)
 	for _, c := range []struct {
 		name string
 		rms  bool
