@@ -93,8 +93,9 @@ var HopperHeadDims = []int{64, 96, 128, 192, 256}
 // warpgroup and takes none of it):
 //   - PingPong: the consumer warpgroups take turns to issue their GEMMs
 //     (named barriers, as FlashAttention-3 does; the column parts of P·V
-//     after the first take no turn). Faster at D 192 (+6%) and 256 (+1%);
-//     6-10% slower at D 96 and 128.
+//     after the first take no turn). Faster at D 128 (+1-3%), 192 (+6%)
+//     and 256 (+1%); 6-10% slower at D 96. The narrow form, one consumer
+//     warpgroup, takes no turns.
 //   - SoftmaxTurns: they take turns to run their softmaxes instead, so that
 //     one's exponentials do not share the SM's MUFU with the other's while
 //     that one issues, waits for and folds its GEMMs. At D 64, where the
@@ -142,7 +143,7 @@ func Hopper(d int) (HopperConfig, error) {
 		if d == 128 {
 			// The narrow form measured faster than the wide one on causal
 			// calls at D 128 (docs/design/hopper-prefill.md).
-			c.PVParts, c.Narrow = 2, true
+			c.PingPong, c.PVParts, c.Narrow = true, 2, true
 		}
 	case 192, 256:
 		// The output accumulator takes d/2 registers a thread: halve the

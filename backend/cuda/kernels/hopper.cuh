@@ -44,10 +44,11 @@
 //     issued together and the softmax of tile t (and its packing into a
 //     second set of P registers; at D 64 into the same set, after P·V,
 //     ONE_PA) runs while P·V is on the tensor cores. Ping-pong between the
-//     consumer warpgroups (they take turns to issue their GEMMs) at D 192
-//     and 256 (PINGPONG); at D 64 they take turns to run their softmaxes
-//     instead (SOFTMAX_TURNS). The schedule per head dim, and why, is
-//     internal/tiles' HopperConfig (docs/design/hopper-prefill.md).
+//     consumer warpgroups (they take turns to issue their GEMMs) at D 128
+//     (the wide form), 192 and 256 (PINGPONG); at D 64 they take turns to
+//     run their softmaxes instead (SOFTMAX_TURNS). The schedule per head
+//     dim, and why, is internal/tiles' HopperConfig
+//     (docs/design/hopper-prefill.md).
 //
 // sigma (common.cuh): the accumulator gives thread t of a quad, in each 16-key group,
 // keys 2t, 2t+1, 2t+8, 2t+9 of a row; wgmma's A registers want positions

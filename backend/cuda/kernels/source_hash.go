@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "258ee0b35bfff3e299c15a9cc653ed9dd173b95ec2c8e637f59e61704bdd4f17"
+const SourceHash = "8a26d38060b5312a5fa1da2cc8b1fc39236c47f894023db9edbfa12493c10864"

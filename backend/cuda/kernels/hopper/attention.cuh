@@ -160,11 +160,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // (NARROW: one consumer warpgroup, NARROW_BM rows.)
   constexpr int ROWS = ONE ? G::ONE_BM : NARROW ? HopperTiles<D>::NARROW_BM : BM;
   constexpr int QROWS = NARROW ? HopperTiles<D>::NARROW_BM : BM;  // Q's block in shared memory
-  static_assert(!NARROW || (TENSORS && !ONE && !FUSED && !QC && !HEAD && !SPLIT && !HopperTiles<D>::PINGPONG &&
-                            !HopperTiles<D>::SOFTMAX_TURNS && HopperTiles<D>::NARROW_BM == 64 &&
+  static_assert(!NARROW || (TENSORS && !ONE && !FUSED && !QC && !HEAD && !SPLIT && HopperTiles<D>::NARROW_BM == 64 &&
                             HopperTiles<D>::NARROW_THREADS == 256 &&
                             HopperTiles<D>::NSMEM >= 64 * DK + RING * (G::KT + G::VT) + G::ONES + 8 * (4 + 3 * RING) + 1023),
-                "the narrow form: the tiled tensor form, one consumer warpgroup of 64 rows taking no turns, its "
+                "the narrow form: the tiled tensor form, one consumer warpgroup of 64 rows (no turns: Consumer), its "
                 "shared memory budget");
   static_assert(!ONE || (DK == WK && SN <= 256 && RING >= 2), "the one-tile form: one K panel, an n256 wgmma at most, two ring slots");
   static_assert(!QC || (FUSED && ONE), "the quantizing form is a fused one-tile form");
@@ -274,7 +273,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // constants). l: the float32 row sums of the unrounded weights (the
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
-  using C = Consumer<D, ONE, QC, SOFTCAP>;
+  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW>;
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
   float o[D / 2];  // O: the sum of the finished tiles
