@@ -93,9 +93,11 @@ var HopperHeadDims = []int{64, 96, 128, 192, 256}
 // warpgroup and takes none of it):
 //   - PingPong: the consumer warpgroups take turns to issue their GEMMs
 //     (named barriers, as FlashAttention-3 does; the column parts of P·V
-//     after the first take no turn). Faster at D 128 (+1-3%), 192 (+6%)
-//     and 256 (+1%); 6-10% slower at D 96. The narrow form, one consumer
-//     warpgroup, takes no turns.
+//     after the first take no turn). Faster at D 128 (+1-3% on large
+//     calls, +8-12% on the head start's and the key split's; its float32
+//     call at B4 H32 S4096 1.5% slower), 192 (+6%) and 256 (+1%); 6-10%
+//     slower at D 96. The narrow form, one consumer warpgroup, takes
+//     neither kind of turn.
 //   - SoftmaxTurns: they take turns to run their softmaxes instead, so that
 //     one's exponentials do not share the SM's MUFU with the other's while
 //     that one issues, waits for and folds its GEMMs. At D 64, where the
@@ -141,8 +143,9 @@ func Hopper(d int) (HopperConfig, error) {
 	case 96, 128:
 		c.DK = 128
 		if d == 128 {
-			// The narrow form measured faster than the wide one on causal
-			// calls at D 128 (docs/design/hopper-prefill.md).
+			// Ping-pong and two column parts for the wide form; the narrow
+			// form measured faster than the wide one on causal calls at
+			// D 128 (docs/design/hopper-prefill.md).
 			c.PingPong, c.PVParts, c.Narrow = true, 2, true
 		}
 	case 192, 256:

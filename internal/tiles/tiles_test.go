@@ -259,7 +259,8 @@ func TestHopperSchedule(t *testing.T) {
 const hopperSMSharedBytes, hopperBlockReserved = 233472, 1024
 
 // TestHopperNarrow: the narrow form is built at D 128 alone, with one
-// consumer warpgroup (it takes no turns); NarrowPerSM of its blocks fit an
+// consumer warpgroup (which takes no turns whatever the wide form's
+// schedule: a static_assert of the kernel's); NarrowPerSM of its blocks fit an
 // SM's shared memory, each NarrowBlockM rows of Q, the ring, the ones and
 // barriers (and no staging buffers: the tensor form's budget would fit
 // one); and its launch covers the query rows in blocks of NarrowBlockM.

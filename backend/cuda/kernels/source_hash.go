@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "8a26d38060b5312a5fa1da2cc8b1fc39236c47f894023db9edbfa12493c10864"
+const SourceHash = "c8f229a29cf44f57308377a47b04f29653022d89de7a56787231c5b11c6b28d8"

@@ -274,6 +274,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
   using C = Consumer<D, ONE, QC, SOFTCAP, NARROW>;
+  static_assert(!NARROW || (!C::PINGPONG && !C::SMTURNS), "the narrow form's one consumer warpgroup takes no turns");
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
   float o[D / 2];  // O: the sum of the finished tiles

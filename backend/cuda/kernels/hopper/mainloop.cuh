@@ -132,7 +132,8 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW> struct Consumer {
 // O and the row sums into o and lsum.
 template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
+                                                                        PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
   QP_STAMP(QC && threadIdx.x == 128, 1, 0);
@@ -188,8 +189,8 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::one_tile(
 // the weights in pa.
 template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid, float (&o)[D / 2],
-                                                                float (&lsum)[2], PA (&pa)[2]) {
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
+                                                                         float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
   // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
   // 0 takes one more at the end, so that every barrier ends balanced.
