@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c8f229a29cf44f57308377a47b04f29653022d89de7a56787231c5b11c6b28d8"
+const SourceHash = "6d887009f1744e1da3445d47783cccf62c7910b873228bcaa5ec09df065c8135"

@@ -163,7 +163,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   static_assert(!NARROW || (TENSORS && !ONE && !FUSED && !QC && !HEAD && !SPLIT && HopperTiles<D>::NARROW_BM == 64 &&
                             HopperTiles<D>::NARROW_THREADS == 256 &&
                             HopperTiles<D>::NSMEM >= 64 * DK + RING * (G::KT + G::VT) + G::ONES + 8 * (4 + 3 * RING) + 1023),
-                "the narrow form: the tiled tensor form, one consumer warpgroup of 64 rows (no turns: Consumer), its "
+                "the narrow form: the tiled tensor form, one consumer warpgroup of 64 rows, its "
                 "shared memory budget");
   static_assert(!ONE || (DK == WK && SN <= 256 && RING >= 2), "the one-tile form: one K panel, an n256 wgmma at most, two ring slots");
   static_assert(!QC || (FUSED && ONE), "the quantizing form is a fused one-tile form");

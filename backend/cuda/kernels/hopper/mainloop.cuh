@@ -31,9 +31,11 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW> struct Consumer {
   // Ping-pong (PINGPONG): the two consumer warpgroups take turns to issue
   // their GEMMs (barriers 1 and 2), so that one's softmax runs under the
   // other's GEMMs; or (SMTURNS) to run their softmaxes (barriers 3 and 4).
-  // The one-tile and narrow forms have one consumer warpgroup: no turns.
-  static constexpr bool SMTURNS = !ONE && !NARROW && HopperTiles<D>::SOFTMAX_TURNS;
-  static constexpr bool PINGPONG = !ONE && !NARROW && HopperTiles<D>::PINGPONG;
+  // Only a block of two consumer warpgroups (PAIRED) takes turns: the
+  // one-tile and narrow forms have one.
+  static constexpr bool PAIRED = !ONE && !NARROW;
+  static constexpr bool SMTURNS = PAIRED && HopperTiles<D>::SOFTMAX_TURNS;
+  static constexpr bool PINGPONG = PAIRED && HopperTiles<D>::PINGPONG;
   static_assert(!(SMTURNS && PINGPONG), "turns on barriers 1-4: one protocol at a time");
 
   uint8_t* s_k;
