@@ -94,10 +94,13 @@ var HopperHeadDims = []int{64, 96, 128, 192, 256}
 //   - PingPong: the consumer warpgroups take turns to issue their GEMMs
 //     (named barriers, as FlashAttention-3 does; the column parts of P·V
 //     after the first take no turn). Faster at D 128 (+1-3% on large
-//     calls, +8-12% on the head start's and the key split's; its float32
-//     call at B4 H32 S4096 1.5% slower), 192 (+6%) and 256 (+1%); 6-10%
-//     slower at D 96. The narrow form, one consumer warpgroup, takes
-//     neither kind of turn.
+//     calls, +8-12% on the head start's and the key split's), 192 (+6%)
+//     and 256 (+1%); 6-10% slower at D 96. The narrow form, one consumer
+//     warpgroup, takes neither kind of turn.
+//   - FusedPingPong: the fused form (float32 tensors quantized into the
+//     images just before: fp8attn_stage9f) takes the GEMM turns as well. At
+//     D 192 and 256, as the other forms; not at D 128, where the float32
+//     calls are 1.3-2.6% faster without them.
 //   - SoftmaxTurns: they take turns to run their softmaxes instead, so that
 //     one's exponentials do not share the SM's MUFU with the other's while
 //     that one issues, waits for and folds its GEMMs. At D 64, where the
@@ -120,10 +123,11 @@ type HopperConfig struct {
 	Threads int // three warpgroups
 	Ring    int // K/V tiles in flight
 
-	PingPong     bool // consumer warpgroups take turns to issue their GEMMs
-	SoftmaxTurns bool // consumer warpgroups take turns to run their softmaxes
-	OnePA        bool // one set of P registers
-	PVParts      int  // column parts of P·V
+	PingPong      bool // consumer warpgroups take turns to issue their GEMMs
+	FusedPingPong bool // the fused form's take them too
+	SoftmaxTurns  bool // consumer warpgroups take turns to run their softmaxes
+	OnePA         bool // one set of P registers
+	PVParts       int  // column parts of P·V
 
 	// Narrow: the module has the narrow tiled tensor form at this head
 	// dim (fp8attn_stage9tn), which runs the calls with a causal mask
@@ -143,16 +147,16 @@ func Hopper(d int) (HopperConfig, error) {
 	case 96, 128:
 		c.DK = 128
 		if d == 128 {
-			// Ping-pong and two column parts for the wide form; the narrow
-			// form measured faster than the wide one on causal calls at
-			// D 128 (docs/design/hopper-prefill.md).
+			// Ping-pong (but in the fused form) and two column parts for
+			// the wide form; the narrow form measured faster than the wide
+			// one on causal calls at D 128 (docs/design/hopper-prefill.md).
 			c.PingPong, c.PVParts, c.Narrow = true, 2, true
 		}
 	case 192, 256:
 		// The output accumulator takes d/2 registers a thread: halve the
 		// score tile to stay under the consumers' 240.
 		c.DK, c.BlockN = 256, 64
-		c.PingPong, c.PVParts = true, 2
+		c.PingPong, c.FusedPingPong, c.PVParts = true, true, 2
 		if d == 256 {
 			c.PVParts = 4
 		}
@@ -380,9 +384,10 @@ func (c HopperConfig) NarrowLaunch(b, hq, sq int) (x, y, z, threads int) {
 }
 
 // Schedule is the config's schedule as the kernel's _config exports it
-// after the geometry: PINGPONG, SOFTMAX_TURNS, ONE_PA (0 or 1), PV_PARTS.
+// after the geometry: PINGPONG, SOFTMAX_TURNS, ONE_PA (0 or 1), PV_PARTS,
+// FUSED_PINGPONG.
 func (c HopperConfig) Schedule() []int {
-	return []int{b2i(c.PingPong), b2i(c.SoftmaxTurns), b2i(c.OnePA), c.PVParts}
+	return []int{b2i(c.PingPong), b2i(c.SoftmaxTurns), b2i(c.OnePA), c.PVParts, b2i(c.FusedPingPong)}
 }
 
 func b2i(b bool) int {
@@ -428,8 +433,8 @@ func Header() string {
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
 		sc := c.Schedule()
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3],
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, FUSED_PINGPONG = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3], sc[4],
 			b2i(c.Narrow), NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes())
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")

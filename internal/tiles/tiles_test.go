@@ -231,22 +231,25 @@ func TestHopperSchedule(t *testing.T) {
 		d                        int
 		pingPong, smTurns, onePA bool
 		parts                    int
+		fusedPingPong            bool
 	}{
-		{64, false, true, true, 1}, {96, false, false, false, 1}, {128, true, false, false, 2},
-		{192, true, false, false, 2}, {256, true, false, false, 4},
+		{64, false, true, true, 1, false}, {96, false, false, false, 1, false}, {128, true, false, false, 2, false},
+		{192, true, false, false, 2, true}, {256, true, false, false, 4, true},
 	} {
 		c, err := Hopper(tc.d)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.PingPong != tc.pingPong || c.SoftmaxTurns != tc.smTurns || c.OnePA != tc.onePA || c.PVParts != tc.parts {
-			t.Errorf("D %d: schedule %+v, want ping-pong %v, softmax turns %v, one P set %v, %d parts", tc.d, c, tc.pingPong, tc.smTurns, tc.onePA, tc.parts)
+		if c.PingPong != tc.pingPong || c.SoftmaxTurns != tc.smTurns || c.OnePA != tc.onePA || c.PVParts != tc.parts ||
+			c.FusedPingPong != tc.fusedPingPong {
+			t.Errorf("D %d: schedule %+v, want ping-pong %v, softmax turns %v, one P set %v, %d parts, fused ping-pong %v",
+				tc.d, c, tc.pingPong, tc.smTurns, tc.onePA, tc.parts, tc.fusedPingPong)
 		}
-		if c.PingPong && c.SoftmaxTurns || c.OnePA && c.PVParts != 1 || c.PVParts < 1 || c.PVParts > 4 ||
+		if c.PingPong && c.SoftmaxTurns || c.FusedPingPong && c.SoftmaxTurns || c.OnePA && c.PVParts != 1 || c.PVParts < 1 || c.PVParts > 4 ||
 			c.D%c.PVParts != 0 || (c.D/c.PVParts)%8 != 0 {
 			t.Errorf("D %d: schedule %+v is not one the kernel can run", tc.d, c)
 		}
-		want := []int{b2i(tc.pingPong), b2i(tc.smTurns), b2i(tc.onePA), tc.parts}
+		want := []int{b2i(tc.pingPong), b2i(tc.smTurns), b2i(tc.onePA), tc.parts, b2i(tc.fusedPingPong)}
 		if got := c.Schedule(); !slices.Equal(got, want) {
 			t.Errorf("D %d: Schedule() = %v, want %v", tc.d, got, want)
 		}

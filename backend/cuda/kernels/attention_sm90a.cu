@@ -17,7 +17,7 @@
 // scales), its tensor form (the caller's FP8 tensors through tensor maps,
 // hopper/tensors.cuh: no pack kernels, the score factors from the scales),
 // its geometry exported as fp8attn_stage9_d<D>_config = {D, DK, BM, BN, THREADS, RING, SMEM}
-// followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS}
+// followed by its schedule {PINGPONG, SOFTMAX_TURNS, ONE_PA, PV_PARTS, FUSED_PINGPONG}
 // (checked against internal/tiles when the module loads), the three pack
 // kernels, the V pack of the tensor form (pack_v_tensor, its dynamic shared
 // memory exported as fp8attn_pack9vt_d<D>_smem), the tiled tensor form's
@@ -89,10 +89,10 @@
     pdl_entry();                                                                                                 \
     hopper::quant_pack9_long<HD>(lp);                                                                            \
   }                                                                                                             \
-  extern "C" __device__ const int fp8attn_stage9_d##HD##_config[11] = {                                          \
+  extern "C" __device__ const int fp8attn_stage9_d##HD##_config[12] = {                                          \
       HopperTiles<HD>::D,        HopperTiles<HD>::DK,            HopperTiles<HD>::BM,     HopperTiles<HD>::BN,      \
       HopperTiles<HD>::THREADS,  HopperTiles<HD>::RING,          HopperTiles<HD>::SMEM,   HopperTiles<HD>::PINGPONG, \
-      HopperTiles<HD>::SOFTMAX_TURNS, HopperTiles<HD>::ONE_PA,   HopperTiles<HD>::PV_PARTS};
+      HopperTiles<HD>::SOFTMAX_TURNS, HopperTiles<HD>::ONE_PA,   HopperTiles<HD>::PV_PARTS, HopperTiles<HD>::FUSED_PINGPONG};
 HOPPER_ENTRY(64)
 // The one-tile form (hopper::stage9 with ONE) for D 64 (and its tensor
 // form, fp8attn_stage9to_d64), launched where

@@ -45,7 +45,8 @@
 //     second set of P registers; at D 64 into the same set, after P·V,
 //     ONE_PA) runs while P·V is on the tensor cores. Ping-pong between the
 //     consumer warpgroups (they take turns to issue their GEMMs) at D 128
-//     (the wide form), 192 and 256 (PINGPONG); at D 64 they take turns to
+//     (the wide form, the fused one excepted), 192 and 256 (PINGPONG,
+//     FUSED_PINGPONG for the fused form); at D 64 they take turns to
 //     run their softmaxes instead (SOFTMAX_TURNS). The schedule per head
 //     dim, and why, is internal/tiles' HopperConfig
 //     (docs/design/hopper-prefill.md).
@@ -65,7 +66,8 @@
 
 // The schedule (ping-pong, softmax turns, one P set, P·V's column parts)
 // is data: internal/tiles' HopperConfig, generated into tiles.h as
-// HopperTiles<D>::PINGPONG, SOFTMAX_TURNS, ONE_PA and PV_PARTS.
+// HopperTiles<D>::PINGPONG, FUSED_PINGPONG, SOFTMAX_TURNS, ONE_PA and
+// PV_PARTS.
 //
 // Promotion: each tile's P·V runs into a zeroed accumulator and is added
 // to O in float32 (DeepSeek-V3's promotion, their §3.3.2), in column parts

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "6d887009f1744e1da3445d47783cccf62c7910b873228bcaa5ec09df065c8135"
+const SourceHash = "706d1a193675a6bce84c422ecc54fde909b9212d28ee1ec61dffd5b034ed8eb8"

@@ -273,7 +273,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // constants). l: the float32 row sums of the unrounded weights (the
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
-  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW>;
+  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>;
   static_assert(!NARROW || (!C::PINGPONG && !C::SMTURNS), "the narrow form's one consumer warpgroup takes no turns");
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};

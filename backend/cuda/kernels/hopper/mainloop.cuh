@@ -10,8 +10,8 @@
 // visible keys, and references to the register state stage9 holds (the
 // scores s, one tile's P·V column part ot and row sums lt, the rows'
 // running maxima m and float32 sums l), with the steps both forms take.
-// ONE, QC, SOFTCAP and NARROW are stage9's.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW> struct Consumer {
+// ONE, QC, SOFTCAP, NARROW and FUSED are stage9's.
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struct Consumer {
   using G = Geometry<D>;
   static constexpr int BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   // SN: the keys of one score tile.
@@ -32,10 +32,11 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW> struct Consumer {
   // their GEMMs (barriers 1 and 2), so that one's softmax runs under the
   // other's GEMMs; or (SMTURNS) to run their softmaxes (barriers 3 and 4).
   // Only a block of two consumer warpgroups (PAIRED) takes turns: the
-  // one-tile and narrow forms have one.
+  // one-tile and narrow forms have one. The fused form takes the GEMM
+  // turns where HopperTiles<D>::FUSED_PINGPONG says so.
   static constexpr bool PAIRED = !ONE && !NARROW;
   static constexpr bool SMTURNS = PAIRED && HopperTiles<D>::SOFTMAX_TURNS;
-  static constexpr bool PINGPONG = PAIRED && HopperTiles<D>::PINGPONG;
+  static constexpr bool PINGPONG = PAIRED && (FUSED ? HopperTiles<D>::FUSED_PINGPONG : HopperTiles<D>::PINGPONG);
   static_assert(!(SMTURNS && PINGPONG), "turns on barriers 1-4: one protocol at a time");
 
   uint8_t* s_k;
@@ -132,9 +133,9 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW> struct Consumer {
 // first in float32, as the tiled kernel adds its tiles (the same rounding
 // of each tile's sums by the tensor cores); the row sums' halves likewise.
 // O and the row sums into o and lsum.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
                                                                         PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
@@ -189,9 +190,9 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::one_tile(
 // t0 .. t0 + ntiles - 1, in ring slots from 0) of consumer
 // warpgroup cw (thread tid of it), O and its row sums into o and lsum,
 // the weights in pa.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
                                                                          float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
   // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup

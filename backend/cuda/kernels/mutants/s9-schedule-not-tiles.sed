@@ -2,4 +2,4 @@
 # tests: TestConformance
 # The Hopper kernel exports a schedule that is not internal/tiles' (P·V in
 # one more column part): the module must fail its load-time check.
-s/HopperTiles<HD>::ONE_PA,   HopperTiles<HD>::PV_PARTS};/HopperTiles<HD>::ONE_PA,   HopperTiles<HD>::PV_PARTS + 1};/
+s/HopperTiles<HD>::PV_PARTS, HopperTiles<HD>::FUSED_PINGPONG};/HopperTiles<HD>::PV_PARTS + 1, HopperTiles<HD>::FUSED_PINGPONG};/
