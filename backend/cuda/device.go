@@ -70,6 +70,10 @@ type device struct {
 	// tensor-form launch divides its blocks' key tiles into (split.go),
 	// whatever the plan: tests run the split on shapes it would not take.
 	splitsForced int
+	// narrowForced runs every masked tiled tensor-form launch that the
+	// narrow form can take on it (launchTensors), whatever narrowPlan says:
+	// tests run the narrow blocks on shapes it would not give them.
+	narrowForced bool
 	// stage is the page-locked buffer small transfers go through
 	// (staging.go); stageDone is recorded after the last copy that read it.
 	stage     []byte

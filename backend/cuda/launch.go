@@ -192,7 +192,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 				return true, err
 			}
 			fn, gz = k.attnTensorsSplit, gz*parts
-		case k.attnTensorsNarrow != nil && s.Mask != backend.NoMask && narrowOn():
+		case k.attnTensorsNarrow != nil && s.Mask != backend.NoMask && narrowOn() && r.dev.narrowTakes(k, &s):
 			fn, smem = k.attnTensorsNarrow, k.cfg.NarrowSharedBytes()
 			gx, gy, gz, threads = k.cfg.NarrowLaunch(s.B, s.Hq, s.Sq)
 		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks && !written:
@@ -212,6 +212,16 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 	}
 	rows := s.B * s.Hq * s.Sq
 	return true, launchStruct(r.dev.hopperMerge, (rows+mergeRows-1)/mergeRows, 1, 1, 32*mergeRows, 0, r.dev.stream, unsafe.Pointer(&r.tensors.P))
+}
+
+// narrowTakes is whether the narrow form runs masked call s, where the
+// module has it (narrowPlan; narrowForced in tests).
+func (d *device) narrowTakes(k hopperKernels, s *backend.Problem) bool {
+	if d.narrowForced {
+		return true
+	}
+	x, y, z, _ := k.cfg.NarrowLaunch(s.B, s.Hq, s.Sq)
+	return narrowPlan(d.SMs, x*y*z, blockTiles(s, k.cfg.BlockM, k.cfg.BlockN))
 }
 
 // tensorEntry returns the tensor form's entry point that a Hopper launch

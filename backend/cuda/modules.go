@@ -121,8 +121,9 @@ type hopperKernels struct {
 	// attnTensorsNarrow is attnTensors in blocks of one consumer
 	// warpgroup of tiles.NarrowBlockM rows, tiles.NarrowPerSM an SM
 	// (fp8attn_stage9tn, where cfg.Narrow), for the calls with a causal
-	// mask (launchTensors); nil where cfg.Narrow is false, where an SM of
-	// the device holds fewer of its blocks, and in the softcap twin.
+	// mask that narrowPlan gives it (launchTensors); nil where cfg.Narrow
+	// is false, where an SM of the device holds fewer of its blocks, and
+	// in the softcap twin.
 	attnTensorsNarrow C.CUfunction
 	// softcap is these kernels with the attention entries (attn,
 	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,

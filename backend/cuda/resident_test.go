@@ -99,7 +99,7 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.splitsForced = 1 // (the key split rounds otherwise: TestKeySplit)
-	t.Cleanup(func() { d.headStartBlocks, d.splitsForced = d.SMs, 0 })
+	t.Cleanup(func() { d.headStartBlocks, d.splitsForced, d.narrowForced = d.SMs, 0, false })
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 12))
@@ -114,7 +114,8 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// the head start takes (not the narrow blocks'); and the tensor form
 	// without an LSE (whose main loop takes no float32 row
 	// sums at D 96 and above) writes the same bits; at D 128 a causal
-	// mask runs the tensor form's narrow blocks (64 rows, two an SM). The
+	// mask runs both the wide form and the narrow blocks (64 rows, two an
+	// SM; narrowForced, since narrowPlan gives them one-wave grids). The
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
 	// s9t-head-start-next-tile, s9t-window-first-tile-ignored,
 	// s9t-window-tiles-ignored and s9t-narrow-wide-rows fail it.
@@ -194,13 +195,22 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 				continue
 			}
 			// The tiled tensor form without and with its head start,
-			// whatever the GPU's SMs (headStartBlocks).
-			starts := []int{d.SMs}
-			if st == tiles.HopperStage {
-				starts = []int{0, math.MaxInt}
+			// whatever the GPU's SMs (headStartBlocks), and a masked call at
+			// D 128 on the narrow blocks too, whatever narrowPlan says.
+			type launchChoice struct {
+				hs     int
+				narrow bool
 			}
-			for _, hs := range starts {
-				d.headStartBlocks = hs
+			choices := []launchChoice{{d.SMs, false}}
+			if st == tiles.HopperStage {
+				choices = []launchChoice{{0, false}, {math.MaxInt, false}}
+				if c.m != backend.NoMask && c.s.D == 128 {
+					choices = append(choices, launchChoice{0, true})
+				}
+			}
+			for _, ch := range choices {
+				hs := ch.hs
+				d.headStartBlocks, d.narrowForced = hs, ch.narrow
 				var outs [2][]float32
 				var lses [2][]float32
 				for i, res := range []*resident{up, r} {
@@ -217,22 +227,22 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 				}
 				for i := range outs[0] {
 					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
-						t.Fatalf("%+v %v stage %d, head start below %d blocks: output %d: host-quantized %g, device-quantized %g",
-							c.s, c.m, st, hs, i, outs[0][i], outs[1][i])
+						t.Fatalf("%+v %v stage %d, head start below %d blocks, narrow forced %v: output %d: host-quantized %g, device-quantized %g",
+							c.s, c.m, st, hs, ch.narrow, i, outs[0][i], outs[1][i])
 					}
 				}
 				for i := range lses[0] {
 					if math.Float32bits(lses[0][i]) != math.Float32bits(lses[1][i]) {
-						t.Fatalf("%+v stage %d, head start below %d blocks: LSE %d differs", c.s, st, hs, i)
+						t.Fatalf("%+v stage %d, head start below %d blocks, narrow forced %v: LSE %d differs", c.s, st, hs, ch.narrow, i)
 					}
 				}
 				on := make([]float32, len(ref.Out))
 				if err := errors.Join(rn.Poison(), rn.Run(st), rn.Download(on, nil)); err != nil {
 					t.Fatal(err)
 				}
-				sameBits(t, fmt.Sprintf("%+v %v stage %d, head start below %d blocks, without an LSE", c.s, c.m, st, hs), on, outs[0])
+				sameBits(t, fmt.Sprintf("%+v %v stage %d, head start below %d blocks, narrow forced %v, without an LSE", c.s, c.m, st, hs, ch.narrow), on, outs[0])
 			}
-			d.headStartBlocks = d.SMs
+			d.headStartBlocks, d.narrowForced = d.SMs, false
 		}
 		// New inputs in the same buffers: the next run must see them (the
 		// score factors and packed images are rebuilt).

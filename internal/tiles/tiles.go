@@ -130,8 +130,8 @@ type HopperConfig struct {
 	PVParts       int  // column parts of P·V
 
 	// Narrow: the module has the narrow tiled tensor form at this head
-	// dim (fp8attn_stage9tn), which runs the calls with a causal mask
-	// (NarrowLaunch).
+	// dim (fp8attn_stage9tn), which runs some of the calls with a causal
+	// mask (NarrowLaunch; the cuda backend's narrowPlan picks them).
 	Narrow bool
 }
 
