@@ -145,9 +145,10 @@ func (r *resident) launch(stage int) error {
 // tiled grid is one wave (no more blocks than SMs) and has no softcap, the
 // head start's pair (fp8attn_pack9vth, fp8attn_stage9th), whose blocks
 // begin their first tiles while the pack finishes, unless the call has a
-// causal mask (a sliding window included) and the head dim has the narrow
-// form (fp8attn_stage9tn: blocks of 64 rows, two an SM), which then runs
-// it whatever its grid (but for the key split); where keySplits divides
+// causal mask (a sliding window included), the head dim has the narrow
+// form (fp8attn_stage9tn: blocks of 64 rows, two an SM) and narrowPlan
+// gives the call to it (narrowTakes), which then runs it (but for the key
+// split, which comes first); where keySplits divides
 // the blocks' key tiles into parts, the key split (fp8attn_stage9ts, then
 // fp8attn_merge9: three launches). It reports false, launching nothing, where
 // the form does not take the call, which the pack path then runs: no

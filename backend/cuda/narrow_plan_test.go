@@ -31,6 +31,7 @@ func TestNarrowPlan(t *testing.T) {
 		{"one row block past one wave", backend.Shape{B: 1, Hq: 12, Hkv: 12, Sq: 1472, Sk: 2048, D: 128}, backend.Variants{}, false},
 		{"17 tiles", backend.Shape{B: 1, Hq: 12, Hkv: 12, Sq: 1408, Sk: 2080, D: 128}, backend.Variants{}, false},
 		{"one block more than the SMs", backend.Shape{B: 1, Hq: 19, Hkv: 19, Sq: 448, Sk: 448, D: 128}, backend.Variants{}, true},
+		{"as many blocks as SMs", backend.Shape{B: 1, Hq: 12, Hkv: 12, Sq: 704, Sk: 704, D: 128}, backend.Variants{}, false},
 	} {
 		p := &backend.Problem{Shape: c.s, Mask: backend.CausalLowerRight, Variants: c.v}
 		x, y, z, _ := cfg.NarrowLaunch(c.s.B, c.s.Hq, c.s.Sq)
@@ -52,6 +53,8 @@ func TestNarrowPlanCatchesMutants(t *testing.T) {
 			Old: "narrowBlocks <= tiles.NarrowPerSM*sms", New: "narrowBlocks <= 2*tiles.NarrowPerSM*sms"},
 		{Name: "rows of any length", File: file, Pkg: pkg, Tests: tests,
 			Old: "wideTiles <= narrowMostTiles", New: "wideTiles >= 0"},
+		{Name: "grids of as many blocks as SMs", File: file, Pkg: pkg, Tests: tests,
+			Old: "narrowBlocks > sms &&", New: "narrowBlocks >= sms &&"},
 		{Name: "one tile fewer", File: file, Pkg: pkg, Tests: tests,
 			Old: "wideTiles <= narrowMostTiles", New: "wideTiles < narrowMostTiles"},
 	})

@@ -111,11 +111,12 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 	// block, negative scales in both forms, the attention variants (tiles
 	// skipped below a window, in both forms' producers), and the tiled
 	// tensor form both with its head start and without, on every case
-	// the head start takes (not the narrow blocks'); and the tensor form
+	// the head start takes; and the tensor form
 	// without an LSE (whose main loop takes no float32 row
 	// sums at D 96 and above) writes the same bits; at D 128 a causal
-	// mask runs both the wide form and the narrow blocks (64 rows, two an
-	// SM; narrowForced, since narrowPlan gives them one-wave grids). The
+	// mask without a softcap runs both the wide form and the narrow blocks
+	// (64 rows, two an SM; narrowForced, since narrowPlan gives them few
+	// grids). The
 	// kernel mutants s9t-transpose-columns-swapped, s9t-q-not-negated,
 	// s9t-head-start-next-tile, s9t-window-first-tile-ignored,
 	// s9t-window-tiles-ignored and s9t-narrow-wide-rows fail it.
@@ -204,13 +205,12 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			choices := []launchChoice{{d.SMs, false}}
 			if st == tiles.HopperStage {
 				choices = []launchChoice{{0, false}, {math.MaxInt, false}}
-				if c.m != backend.NoMask && c.s.D == 128 {
+				if c.m != backend.NoMask && d.hopperFor(shape).attnTensorsNarrow != nil && narrowOn() {
 					choices = append(choices, launchChoice{0, true})
 				}
 			}
 			for _, ch := range choices {
-				hs := ch.hs
-				d.headStartBlocks, d.narrowForced = hs, ch.narrow
+				d.headStartBlocks, d.narrowForced = ch.hs, ch.narrow
 				var outs [2][]float32
 				var lses [2][]float32
 				for i, res := range []*resident{up, r} {
@@ -228,19 +228,19 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 				for i := range outs[0] {
 					if math.Float32bits(outs[0][i]) != math.Float32bits(outs[1][i]) {
 						t.Fatalf("%+v %v stage %d, head start below %d blocks, narrow forced %v: output %d: host-quantized %g, device-quantized %g",
-							c.s, c.m, st, hs, ch.narrow, i, outs[0][i], outs[1][i])
+							c.s, c.m, st, ch.hs, ch.narrow, i, outs[0][i], outs[1][i])
 					}
 				}
 				for i := range lses[0] {
 					if math.Float32bits(lses[0][i]) != math.Float32bits(lses[1][i]) {
-						t.Fatalf("%+v stage %d, head start below %d blocks, narrow forced %v: LSE %d differs", c.s, st, hs, ch.narrow, i)
+						t.Fatalf("%+v stage %d, head start below %d blocks, narrow forced %v: LSE %d differs", c.s, st, ch.hs, ch.narrow, i)
 					}
 				}
 				on := make([]float32, len(ref.Out))
 				if err := errors.Join(rn.Poison(), rn.Run(st), rn.Download(on, nil)); err != nil {
 					t.Fatal(err)
 				}
-				sameBits(t, fmt.Sprintf("%+v %v stage %d, head start below %d blocks, narrow forced %v, without an LSE", c.s, c.m, st, hs, ch.narrow), on, outs[0])
+				sameBits(t, fmt.Sprintf("%+v %v stage %d, head start below %d blocks, narrow forced %v, without an LSE", c.s, c.m, st, ch.hs, ch.narrow), on, outs[0])
 			}
 			d.headStartBlocks, d.narrowForced = d.SMs, false
 		}

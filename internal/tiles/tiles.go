@@ -99,8 +99,9 @@ var HopperHeadDims = []int{64, 96, 128, 192, 256}
 //     warpgroup, takes neither kind of turn.
 //   - FusedPingPong: the fused form (float32 tensors quantized into the
 //     images just before: fp8attn_stage9f) takes the GEMM turns as well. At
-//     D 192 and 256, as the other forms; not at D 128, where the float32
-//     calls are 1.3-2.6% faster without them.
+//     D 192 and 256, as the other forms; not at D 128, where float32
+//     calls of several waves are 1.3-2.6% faster without them (those of
+//     one wave or less 3-7% slower).
 //   - SoftmaxTurns: they take turns to run their softmaxes instead, so that
 //     one's exponentials do not share the SM's MUFU with the other's while
 //     that one issues, waits for and folds its GEMMs. At D 64, where the
@@ -124,7 +125,7 @@ type HopperConfig struct {
 	Ring    int // K/V tiles in flight
 
 	PingPong      bool // consumer warpgroups take turns to issue their GEMMs
-	FusedPingPong bool // the fused form's take them too
+	FusedPingPong bool // the fused form's consumer warpgroups take GEMM turns too
 	SoftmaxTurns  bool // consumer warpgroups take turns to run their softmaxes
 	OnePA         bool // one set of P registers
 	PVParts       int  // column parts of P·V
@@ -147,9 +148,10 @@ func Hopper(d int) (HopperConfig, error) {
 	case 96, 128:
 		c.DK = 128
 		if d == 128 {
-			// Ping-pong (but in the fused form) and two column parts for
-			// the wide form; the narrow form measured faster than the wide
-			// one on causal calls at D 128 (docs/design/hopper-prefill.md).
+			// Ping-pong (not in the fused form: FusedPingPong) and two
+			// column parts for the wide form; the narrow form, for the
+			// masked calls the cuda backend's narrowPlan gives it
+			// (docs/design/hopper-prefill.md).
 			c.PingPong, c.PVParts, c.Narrow = true, 2, true
 		}
 	case 192, 256:

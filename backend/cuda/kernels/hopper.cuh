@@ -64,8 +64,8 @@
 #include "profile.cuh"  // timelines (-DFP8ATTN_PROFILE builds only)
 #include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
 
-// The schedule (ping-pong, softmax turns, one P set, P·V's column parts)
-// is data: internal/tiles' HopperConfig, generated into tiles.h as
+// The schedule (ping-pong, softmax turns, one P set, P·V's column parts,
+// the fused form's ping-pong) is data: internal/tiles' HopperConfig, generated into tiles.h as
 // HopperTiles<D>::PINGPONG, FUSED_PINGPONG, SOFTMAX_TURNS, ONE_PA and
 // PV_PARTS.
 //

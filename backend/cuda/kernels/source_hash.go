@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "706d1a193675a6bce84c422ecc54fde909b9212d28ee1ec61dffd5b034ed8eb8"
+const SourceHash = "7f5c95bf2109bcf7411e55cff50faac62e342b00998b8cbddd157b43dddb5a6d"
