@@ -176,12 +176,19 @@ func TestHugeScale(t *testing.T) {
 // fused steps, which subtract a rounded maximum from unrounded scaled
 // scores, would weigh a row's largest score 2^δ, δ up to half a unit in
 // the last place (above 2^31: Inf or 0, then NaN rows); every set must
-// match the oracle.
+// match the oracle. Between 2^31 and 2^32 only some rows fail, so the
+// rows are many: with the bound at 2^32 (a mutant), the FP32 case failed
+// for 9 of 20 seeds at 140 rows and 14 of 20 at 2060, the FP8 case for
+// every seed tried (40 at 140 rows, 20 at 2060), and one seed at 140 rows
+// let both pass. Under -short (the race detector, qemu) it keeps 140 rows.
 func TestHugeScores(t *testing.T) {
 	seed := sdpatest.Seed()
 	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
 	rng := rand.New(rand.NewPCG(seed, 24))
-	s := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 200, D: 64}
+	s := backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 1030, Sk: 200, D: 64}
+	if testing.Short() {
+		s.Sq = 70
+	}
 	for _, c := range []struct {
 		scale, mul float32
 	}{{1e8, 1}, {1e10, 1}, {-1e10, 1}, {0.125, 1e5}} {
