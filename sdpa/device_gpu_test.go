@@ -115,6 +115,73 @@ func TestDeviceGPU(t *testing.T) {
 	}
 }
 
+// TestDeviceFloat32KeySplitGPU: float32 device tensors over long rows of
+// keys, on a grid that few blocks fill, give bit for bit Quantize then the
+// FP8 call, which divides the blocks' keys (the key split rounds otherwise
+// than one walk over them): such calls are quantized first, not fused
+// with a kernel that walks every key in one block. Outputs are poisoned
+// before each call.
+func TestDeviceFloat32KeySplitGPU(t *testing.T) {
+	dev, err := sdpa.Open("cuda")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 21))
+	for _, c := range []struct {
+		hq, hkv, sq, sk, d int
+		mask               sdpa.Mask
+		l                  sdpa.Layout
+	}{
+		{32, 8, 128, 8320, 128, sdpa.CausalLowerRight, sdpa.BHSD}, // a chunk of 128 queries after 8192 keys
+		{4, 2, 200, 3000, 64, sdpa.NoMask, sdpa.BSHD},
+	} {
+		q := randLayout(rng, 1, c.hq, c.sq, c.d, c.l)
+		k := randLayout(rng, 1, c.hkv, c.sk, c.d, c.l)
+		v := randLayout(rng, 1, c.hkv, c.sk, c.d, c.l)
+		qd, kd, vd := upload(t, dev, q), upload(t, dev, k), upload(t, dev, v)
+		q8, err1 := dev.Quantize(qd)
+		k8, err2 := dev.Quantize(kd)
+		v8, err3 := dev.Quantize(vd)
+		out, err4 := dev.NewTensor(1, c.hq, c.sq, c.d, c.l)
+		lse, err5 := dev.NewTensor(1, c.hq, c.sq, 1, sdpa.BHSD)
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+			t.Fatal(err)
+		}
+		o := &sdpa.Options{Mask: c.mask, Precision: sdpa.FP8E4M3}
+		var outs [2]*sdpa.Tensor
+		var lses [2][]float32
+		for i, in := range [][3]*sdpa.DeviceTensor{{qd, kd, vd}, {q8, k8, v8}} {
+			outs[i], lses[i] = poisoned(1, c.hq, c.sq, c.d)
+			outs[i].Layout = c.l
+			if err := errors.Join(out.CopyFrom(outs[i]), lse.CopyFrom(&sdpa.Tensor{Data: lses[i], B: 1, H: c.hq, S: c.sq, D: 1})); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(dev.Attention(out, lse, in[0], in[1], in[2], o), out.Download(outs[i]),
+				lse.Download(&sdpa.Tensor{Data: lses[i], B: 1, H: c.hq, S: c.sq, D: 1})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, x := range outs[1].Data {
+			if math.IsNaN(float64(x)) || math.Float32bits(x) == sdpatest.Poison {
+				t.Fatalf("%+v: output %d of the FP8 call is %g", c, i, x)
+			}
+		}
+		if i := sameBits(outs[0].Data, outs[1].Data); i >= 0 {
+			t.Fatalf("%+v: output %d is %g from float32 tensors, %g from Quantize and the FP8 call", c, i, outs[0].Data[i], outs[1].Data[i])
+		}
+		if i := sameBits(lses[0], lses[1]); i >= 0 {
+			t.Fatalf("%+v: LSE %d is %g from float32 tensors, %g from Quantize and the FP8 call", c, i, lses[0][i], lses[1][i])
+		}
+		for _, x := range []*sdpa.DeviceTensor{qd, kd, vd, q8, k8, v8, out, lse} {
+			if err := x.Free(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // TestKVCacheDeviceTensorsGPU: a cuda KV cache fed with tensors in GPU
 // memory (queries read and outputs and LSE written there by the kernels)
 // gives the cpu cache's result on the same tokens (the two caches hold the

@@ -185,7 +185,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 		}
 		r.tensors.P.F.P.VImage = r.params.VImage
 		pack := k.packVTensor
-		parts := r.dev.keySplits(k, &s, gx*gy*gz)
+		parts, _ := r.dev.keySplits(k, &s, gx*gy*gz)
 		r.tensors.P.Splits = 0
 		switch {
 		case parts > 1:

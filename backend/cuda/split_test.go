@@ -125,6 +125,49 @@ func TestKeySplit(t *testing.T) {
 	}
 }
 
+// TestSplitsBeforeFusing: a float32 call whose FP8 call the plan splits,
+// saving more than Quantize's second pass costs (quantizeFirst), is not
+// fused (AttentionQuantizing declines it: the caller quantizes first, then
+// the split runs); one whose FP8 call runs whole, or saves less by the
+// split, is. The shapes are far from those bounds on any Hopper GPU of
+// 100 SMs or more.
+func TestSplitsBeforeFusing(t *testing.T) {
+	d := hopperDevice(t)
+	if d.SMs < 100 {
+		t.Skipf("%d SMs: the shapes are an H100's or H200's", d.SMs)
+	}
+	b := &kernelBackend{name: "cuda/sm90", stage: tiles.HopperStage}
+	for _, c := range []struct {
+		s     backend.Shape
+		m     backend.Mask
+		split bool
+	}{
+		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 128, Sk: 8320, D: 128}, backend.CausalLowerRight, true},
+		{backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 512, Sk: 16384, D: 128}, backend.NoMask, true},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 200, Sk: 3000, D: 64}, backend.NoMask, true},
+		{backend.Shape{B: 4, Hq: 32, Hkv: 8, Sq: 1024, Sk: 1024, D: 128}, backend.CausalLowerRight, false},
+		{backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 1024, Sk: 1024, D: 64}, backend.NoMask, false},
+		// Split in two parts on 128 SMs or more, saving less than the
+		// second pass costs.
+		{backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 1024, Sk: 4096, D: 128}, backend.NoMask, false},
+	} {
+		p := &backend.Problem{Shape: c.s, Scale: 0.1, Mask: c.m, Layout: backend.BHSD, Precision: backend.FP8E4M3}
+		if !d.fusable(p) {
+			t.Fatalf("%+v: quant_pack9 does not take it", c.s)
+		}
+		if got := d.splitsBeforeFusing(p); got != c.split {
+			t.Fatalf("%+v %v: splitsBeforeFusing %v, want %v", c.s, c.m, got, c.split)
+		}
+		nq, nkv := c.s.B*c.s.Hq*c.s.Sq*c.s.D, c.s.B*c.s.Hkv*c.s.Sk*c.s.D
+		bufs, free := floatBuffers(t, d, make([]float32, nq), make([]float32, nkv), make([]float32, nq))
+		err := b.AttentionQuantizing(p, bufs[2], nil, bufs[0], bufs[1], bufs[1])
+		free()
+		if c.split != errors.Is(err, backend.ErrUnsupported) || !c.split && err != nil {
+			t.Fatalf("%+v %v: AttentionQuantizing: %v (split %v)", c.s, c.m, err, c.split)
+		}
+	}
+}
+
 // TestPagedPrefillKeySplit: the cache's FP8 prefill (the tensor form over
 // the gathered cache) with the key split forced on, over sequences of
 // different lengths (Params.seq_k bounds each batch entry's parts) with a

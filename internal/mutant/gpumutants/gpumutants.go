@@ -20,6 +20,14 @@ const (
 // List is the GPU mutants. A Name is a file-name word: the binary is
 // BinName's.
 var List = []mutant.Mutant{
+	// A float32 call over long rows is fused whatever its grid: the fused
+	// entry walks every key in one block where the FP8 call splits them.
+	{Name: "fusedlongrows", File: "backend/cuda/backend.go", Pkg: cudaPkg,
+		Old: "if d.splitsBeforeFusing(&pp) {", New: "if false && d.splitsBeforeFusing(&pp) {",
+		Tests: []string{"TestSplitsBeforeFusing"}},
+	{Name: "fusedlongrows", File: "backend/cuda/backend.go", Pkg: sdpaPkg,
+		Old: "if d.splitsBeforeFusing(&pp) {", New: "if false && d.splitsBeforeFusing(&pp) {",
+		Tests: []string{"TestDeviceFloat32KeySplitGPU"}},
 	// An upload copies each piece apart, joined or not: a paged call's
 	// tables take two copies.
 	{Name: "uploadapart", File: "backend/cuda/staging.go", Pkg: cudaPkg,
