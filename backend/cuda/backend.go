@@ -204,9 +204,9 @@ func init() {
 // query rows), that form quantizes its own inputs in one launch. Either
 // way the output and LSE are bit for bit Quantize followed by AttentionOn
 // (its codes and scales never written); elsewhere ErrUnsupported, and the
-// caller makes those two calls. That includes the calls whose FP8 call
-// divides its blocks' keys (splitsBeforeFusing), which the fused entry
-// cannot.
+// caller makes those two calls. Where the FP8 call divides its blocks'
+// keys (keySplits), the fused form divides them into the same parts
+// (launchFusedSplit).
 func (b *kernelBackend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, v backend.Buffer) (err error) {
 	bufs, err := ours(q, k, v, out, lse)
 	if err != nil {
@@ -227,9 +227,6 @@ func (b *kernelBackend) AttentionQuantizing(p *backend.Problem, out, lse, q, k, 
 	}
 	if st != tiles.HopperStage || d.hopperErr != nil || !d.fusable(&pp) {
 		return fmt.Errorf("%w: cuda: no fused quantization for stage %d, Sq %d, Sk %d, D %d", backend.ErrUnsupported, st, pp.Sq, pp.Sk, pp.D)
-	}
-	if d.splitsBeforeFusing(&pp) {
-		return fmt.Errorf("%w: cuda: Sq %d, Sk %d, D %d run faster quantized, then split over their keys", backend.ErrUnsupported, pp.Sq, pp.Sk, pp.D)
 	}
 	if err := b.Supports(&pp); err != nil {
 		return err

@@ -107,6 +107,9 @@ func (r *resident) launch(stage int) error {
 				if err := r.launchQuantPack(k, fp); err != nil {
 					return err
 				}
+				if parts := r.dev.keySplits(k, &s, l.gx*l.gy*l.gz); parts > 1 && k.attnFusedSplit != nil {
+					return r.launchFusedSplit(k, fp, l, parts)
+				}
 			}
 			return launchStruct(l.fn, l.gx, l.gy, l.gz, l.threads, k.cfg.SharedBytes(), r.dev.stream, unsafe.Pointer(fp))
 		}
@@ -185,11 +188,11 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 		}
 		r.tensors.P.F.P.VImage = r.params.VImage
 		pack := k.packVTensor
-		parts, _ := r.dev.keySplits(k, &s, gx*gy*gz)
+		parts := r.dev.keySplits(k, &s, gx*gy*gz)
 		r.tensors.P.Splits = 0
 		switch {
 		case parts > 1:
-			if err := r.splitParts(parts); err != nil {
+			if err := r.splitParts(r.tensors, parts); err != nil {
 				return true, err
 			}
 			fn, gz = k.attnTensorsSplit, gz*parts
@@ -211,8 +214,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 	if r.tensors.P.Splits == 0 {
 		return true, nil
 	}
-	rows := s.B * s.Hq * s.Sq
-	return true, launchStruct(r.dev.hopperMerge, (rows+mergeRows-1)/mergeRows, 1, 1, 32*mergeRows, 0, r.dev.stream, unsafe.Pointer(&r.tensors.P))
+	return true, r.launchMerge(r.tensors)
 }
 
 // narrowTakes is whether the narrow form runs masked call s, where the

@@ -118,6 +118,10 @@ type hopperKernels struct {
 	// the device's hopperMerge merges; launchTensors). Nil in the softcap
 	// twin.
 	attnTensorsSplit C.CUfunction
+	// attnFusedSplit is attnFused's key split (fp8attn_stage9fs: the same
+	// parts over quant_pack9's images, TensorParams without maps). Nil in
+	// the softcap twin.
+	attnFusedSplit C.CUfunction
 	// attnTensorsNarrow is attnTensors in blocks of one consumer
 	// warpgroup of tiles.NarrowBlockM rows, tiles.NarrowPerSM an SM
 	// (fp8attn_stage9tn, where cfg.Narrow), for the calls with a causal
@@ -216,6 +220,7 @@ func (d *device) loadHopper() error {
 			{fmt.Sprintf("fp8attn_pack9vth_d%d", hd), &k.packVTensorHead},
 			{fmt.Sprintf("fp8attn_stage9th_d%d", hd), &k.attnTensorsHead},
 			{fmt.Sprintf("fp8attn_stage9ts_d%d", hd), &k.attnTensorsSplit},
+			{fmt.Sprintf("fp8attn_stage9fs_d%d", hd), &k.attnFusedSplit},
 		}
 		// The attention entries (forms f, t; one tile o, fo, qo, to), and
 		// their softcap twins (c after the form letters).
@@ -256,7 +261,7 @@ func (d *device) loadHopper() error {
 				return err
 			}
 		}
-		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnOne, k.attnFusedOne, k.attnQuantizing,
+		for _, fn := range []C.CUfunction{k.attn, k.attnFused, k.attnFusedSplit, k.attnOne, k.attnFusedOne, k.attnQuantizing,
 			capped.attn, capped.attnFused, capped.attnOne, capped.attnFusedOne, capped.attnQuantizing} {
 			if fn == nil {
 				continue

@@ -44,6 +44,9 @@ type resident struct {
 	// marks one whose layout the tensor maps cannot describe.
 	tensors        *tensorLaunch
 	tensorsRefused bool
+	// fusedSplit is a fused resident's key-split launch (launchFusedSplit):
+	// the fused parameters and the parts, no tensor maps.
+	fusedSplit *tensorLaunch
 	// vImageWritten marks a resident whose next launch, which must be a
 	// tiled tensor-form one, finds the V image already written (by the
 	// paged prefill's inputs kernel): it packs no V and takes no head

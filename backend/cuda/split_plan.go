@@ -40,12 +40,11 @@ const (
 // average and every part a block of one wave (so grids of more than half
 // the SMs take none), that minimizes the modelled time of a block over
 // its part of the tiles plus the merge (splitCost), where that is at most
-// splitGain of the unsplit time; and the modelled time it saves, in
-// microseconds (0 where it takes none).
-func keySplitPlan(kd, sms, blocks, tiles int, rows float64, d int) (parts int, saves float64) {
+// splitGain of the unsplit time.
+func keySplitPlan(kd, sms, blocks, tiles int, rows float64, d int) int {
 	c, ok := splitCost[kd]
 	if !ok || blocks <= 0 {
-		return 1, 0
+		return 1
 	}
 	whole := c.fixed + float64(tiles)*c.perTile
 	best, bestCost := 1, splitGain*whole
@@ -57,28 +56,7 @@ func keySplitPlan(kd, sms, blocks, tiles int, rows float64, d int) (parts int, s
 			best, bestCost = parts, cost
 		}
 	}
-	if best == 1 {
-		return 1, 0
-	}
-	return best, whole - bestCost
-}
-
-// A float32 call (FP8 precision) is fused, quant_pack9 writing the images
-// in one pass over the float32 values and the fused entry walking each
-// block's keys whole, or quantized by Quantize, whose amax and encode read
-// the values twice, and then split as an FP8 call. Measured on the H200
-// (docs/design/quantize.md), Quantize takes about 0.5 µs more a MB of
-// float32 values than quant_pack9, and its launches some microseconds.
-const (
-	secondPassBytesPerSec = 2.0e12 // float32 bytes a second
-	quantizeLaunches      = 4.0    // µs
-)
-
-// quantizeFirst reports whether a float32 call of floatBytes bytes of Q,
-// K and V runs faster quantized by Quantize, then split over its keys
-// (saving saves µs, keySplitPlan's), than fused.
-func quantizeFirst(saves, floatBytes float64) bool {
-	return saves > quantizeLaunches+floatBytes/secondPassBytesPerSec*1e6
+	return best
 }
 
 // blockTiles is the most key tiles of blockN keys a block of blockM query

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/poison"
 	"github.com/fp8attn/fp8attn/internal/tiles"
 	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -125,46 +126,100 @@ func TestKeySplit(t *testing.T) {
 	}
 }
 
-// TestSplitsBeforeFusing: a float32 call whose FP8 call the plan splits,
-// saving more than Quantize's second pass costs (quantizeFirst), is not
-// fused (AttentionQuantizing declines it: the caller quantizes first, then
-// the split runs); one whose FP8 call runs whole, or saves less by the
-// split, is. The shapes are far from those bounds on any Hopper GPU of
-// 100 SMs or more.
-func TestSplitsBeforeFusing(t *testing.T) {
+// TestFusedKeySplit: a float32 call the fused form takes (quant_pack9,
+// then the fused attention) divides its blocks' keys as the FP8 call does
+// (fp8attn_stage9fs over the images, then fp8attn_merge9): forced to 2 and
+// 3 parts, and as planned, its output and LSE are bit for bit Quantize
+// then AttentionOn in the same parts, and not the unsplit call's bits (the
+// split ran). GQA, both layouts, masks of both alignments and none, a
+// window and sinks, D 64, 128 and 256; outputs poisoned before each call.
+// The Go mutant fusedunsplit fails it.
+func TestFusedKeySplit(t *testing.T) {
 	d := hopperDevice(t)
-	if d.SMs < 100 {
-		t.Skipf("%d SMs: the shapes are an H100's or H200's", d.SMs)
-	}
+	t.Cleanup(func() { d.splitsForced = 0 })
 	b := &kernelBackend{name: "cuda/sm90", stage: tiles.HopperStage}
+	seed := sdpatest.Seed()
+	t.Logf("seed %d (FP8ATTN_SEED reproduces)", seed)
+	rng := rand.New(rand.NewPCG(seed, 32))
 	for _, c := range []struct {
-		s     backend.Shape
-		m     backend.Mask
-		split bool
+		s       backend.Shape
+		m       backend.Mask
+		l       backend.Layout
+		v       backend.Variants
+		planned bool // the plan splits it (on an H200's 132 SMs)
 	}{
-		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 128, Sk: 8320, D: 128}, backend.CausalLowerRight, true},
-		{backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 512, Sk: 16384, D: 128}, backend.NoMask, true},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 200, Sk: 3000, D: 64}, backend.NoMask, true},
-		{backend.Shape{B: 4, Hq: 32, Hkv: 8, Sq: 1024, Sk: 1024, D: 128}, backend.CausalLowerRight, false},
-		{backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 1024, Sk: 1024, D: 64}, backend.NoMask, false},
-		// Split in two parts on 128 SMs or more, saving less than the
-		// second pass costs.
-		{backend.Shape{B: 1, Hq: 8, Hkv: 8, Sq: 1024, Sk: 4096, D: 128}, backend.NoMask, false},
+		{backend.Shape{B: 1, Hq: 8, Hkv: 2, Sq: 100, Sk: 1500, D: 128}, backend.CausalLowerRight, backend.BHSD, backend.Variants{}, false},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 4, Sq: 300, Sk: 900, D: 64}, backend.CausalUpperLeft, backend.BSHD, backend.Variants{}, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 200, Sk: 1200, D: 64}, backend.CausalLowerRight, backend.BHSD,
+			backend.Variants{SlidingWindow: 300, Sinks: normalSinks(rng, 4, 6, 1)}, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 1000, D: 256}, backend.NoMask, backend.BSHD, backend.Variants{Sinks: normalSinks(rng, 2, 6, 1)}, false},
+		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 128, Sk: 4096, D: 128}, backend.CausalLowerRight, backend.BHSD, backend.Variants{}, true},
 	} {
-		p := &backend.Problem{Shape: c.s, Scale: 0.1, Mask: c.m, Layout: backend.BHSD, Precision: backend.FP8E4M3}
+		s := c.s
+		p := &backend.Problem{Shape: s, Scale: 0.1, Mask: c.m, Layout: c.l, Variants: c.v, LSE: []float32{}}
 		if !d.fusable(p) {
-			t.Fatalf("%+v: quant_pack9 does not take it", c.s)
+			t.Fatalf("%+v: quant_pack9 does not take it", s)
 		}
-		if got := d.splitsBeforeFusing(p); got != c.split {
-			t.Fatalf("%+v %v: splitsBeforeFusing %v, want %v", c.s, c.m, got, c.split)
+		in := sdpatest.RandomInputs(rng, s, 1)
+		nq, nl := s.B*s.Hq*s.Sq*s.D, s.B*s.Hq*s.Sq
+		bufs, free := floatBuffers(t, d, in.Q, in.K, in.V)
+		var jobs []backend.QuantizeJob
+		var quantized [6]backend.Buffer
+		for j, src := range bufs {
+			h, n := s.Hkv, s.Sk
+			if j == 0 {
+				h, n = s.Hq, s.Sq
+			}
+			codes, scales := mustAlloc(t, d, s.B*h*n*s.D), mustAlloc(t, d, 4*s.B*h)
+			quantized[j], quantized[3+j] = codes, scales
+			jobs = append(jobs, backend.QuantizeJob{Codes: codes, Scales: scales, Src: src, B: s.B, H: h, S: n, D: s.D, Layout: c.l})
 		}
-		nq, nkv := c.s.B*c.s.Hq*c.s.Sq*c.s.D, c.s.B*c.s.Hkv*c.s.Sk*c.s.D
-		bufs, free := floatBuffers(t, d, make([]float32, nq), make([]float32, nkv), make([]float32, nq))
-		err := b.AttentionQuantizing(p, bufs[2], nil, bufs[0], bufs[1], bufs[1])
+		out, lse := mustAlloc(t, d, 4*nq), mustAlloc(t, d, 4*nl)
+		// run poisons out and lse, calls call, and reads them back.
+		run := func(call func() error) [2][]float32 {
+			t.Helper()
+			pois := make([]float32, nq)
+			for i := range pois {
+				pois[i] = math.Float32frombits(poison.Bits)
+			}
+			if err := errors.Join(out.Write(bytesOf(pois)), lse.Write(bytesOf(pois[:nl]))); err != nil {
+				t.Fatal(err)
+			}
+			if err := call(); err != nil {
+				t.Fatal(err)
+			}
+			got := [2][]float32{make([]float32, nq), make([]float32, nl)}
+			if err := errors.Join(out.Read(bytesOf(got[0])), lse.Read(bytesOf(got[1]))); err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		forced := []int{1, 2, 3}
+		if c.planned {
+			forced = append(forced, 0)
+		}
+		var unsplit [2][]float32
+		for _, parts := range forced {
+			d.splitsForced = parts
+			want := run(func() error { return errors.Join(b.Quantize(jobs...), b.AttentionOn(p, out, lse, quantized)) })
+			got := run(func() error { return b.AttentionQuantizing(p, out, lse, bufs[0], bufs[1], bufs[2]) })
+			for j, what := range []string{"output", "LSE"} {
+				for e, x := range want[j] {
+					if y := got[j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == poison.Bits {
+						t.Fatalf("%+v %v, %d parts: %s %d is %g fused, %g from Quantize and AttentionOn", s, c.m, parts, what, e, y, x)
+					}
+				}
+			}
+			if parts == 1 {
+				unsplit = got
+			} else if slices.Equal(got[0], unsplit[0]) {
+				t.Fatalf("%+v %v, %d parts: the unsplit call's bits: the split did not run", s, c.m, parts)
+			}
+		}
+		for _, x := range append(quantized[:], out, lse) {
+			x.Free()
+		}
 		free()
-		if c.split != errors.Is(err, backend.ErrUnsupported) || !c.split && err != nil {
-			t.Fatalf("%+v %v: AttentionQuantizing: %v (split %v)", c.s, c.m, err, c.split)
-		}
 	}
 }
 

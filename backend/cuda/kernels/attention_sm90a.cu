@@ -25,8 +25,9 @@
 // pack fp8attn_pack9vth_d<D>, no softcap twin), its key split for grids
 // of few blocks over long rows of keys (fp8attn_stage9ts_d<D>, no softcap
 // twin, whose parts fp8attn_merge9 merges, one merge for every head dim:
-// hopper/split.cuh), quant_pack9 and its form for long heads
-// (fp8attn_quantpack9l_d<D>).
+// hopper/split.cuh) and the fused form's (fp8attn_stage9fs_d<D>, over
+// quant_pack9's images, the same parameters), quant_pack9 and its form
+// for long heads (fp8attn_quantpack9l_d<D>).
 // Each attention entry has a softcap twin, its name's form letters followed
 // by c (fp8attn_stage9c_d<D>, stage9fc, stage9tc; the one-tile forms'
 // stage9oc, stage9foc, stage9qoc, stage9toc): hopper::stage9 with SOFTCAP,
@@ -60,6 +61,10 @@
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9ts_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents(); /* fp8attn_merge9 waits for the whole grid */                                        \
     hopper::stage9<HD, false, false, false, true, false, false, true>(tp.f.p, &tp.f, &tp);                       \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fs_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents(); /* fp8attn_merge9 waits for the whole grid */                                        \
+    hopper::stage9<HD, true, false, false, false, false, false, true>(tp.f.p, &tp.f, &tp);                        \
   }                                                                                                             \
   extern "C" __global__ void __launch_bounds__(128) fp8attn_pack9vth_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     hopper::pack_v_tensor<HD, true>(tp); /* its pdl_wait, then pdl_launch_dependents */                         \

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7f5c95bf2109bcf7411e55cff50faac62e342b00998b8cbddd157b43dddb5a6d"
+const SourceHash = "dc29d62038e8966a01f841dad00b2d64ed91bfbf165bc509776b5ac2065a1d51"

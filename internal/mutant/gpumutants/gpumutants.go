@@ -20,13 +20,13 @@ const (
 // List is the GPU mutants. A Name is a file-name word: the binary is
 // BinName's.
 var List = []mutant.Mutant{
-	// A float32 call over long rows is fused whatever its grid: the fused
-	// entry walks every key in one block where the FP8 call splits them.
-	{Name: "fusedlongrows", File: "backend/cuda/backend.go", Pkg: cudaPkg,
-		Old: "if d.splitsBeforeFusing(&pp) {", New: "if false && d.splitsBeforeFusing(&pp) {",
-		Tests: []string{"TestSplitsBeforeFusing"}},
-	{Name: "fusedlongrows", File: "backend/cuda/backend.go", Pkg: sdpaPkg,
-		Old: "if d.splitsBeforeFusing(&pp) {", New: "if false && d.splitsBeforeFusing(&pp) {",
+	// The fused form runs its blocks' keys whole where the FP8 call
+	// splits them: another rounding, and the long rows' walk on few SMs.
+	{Name: "fusedunsplit", File: "backend/cuda/launch.go", Pkg: cudaPkg,
+		Old: "parts > 1 && k.attnFusedSplit != nil {", New: "parts > 1 && k.attnFusedSplit == nil {",
+		Tests: []string{"TestFusedKeySplit"}},
+	{Name: "fusedunsplit", File: "backend/cuda/launch.go", Pkg: sdpaPkg,
+		Old: "parts > 1 && k.attnFusedSplit != nil {", New: "parts > 1 && k.attnFusedSplit == nil {",
 		Tests: []string{"TestDeviceFloat32KeySplitGPU"}},
 	// An upload copies each piece apart, joined or not: a paged call's
 	// tables take two copies.

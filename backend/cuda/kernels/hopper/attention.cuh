@@ -144,10 +144,12 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // beside the other's main loop; its ring slots are released by the
 // consumer's four warps.
 //
-// SPLIT (the tiled tensor form's key-split launch, TensorParams): block z
-// b·splits + part takes part part of the key tiles its rows see, the
-// parts ceil(ntiles/splits) tiles each, and writes its rows as a part
-// (epilogue_part), which fp8attn_merge9 merges.
+// SPLIT (the key-split launch of the tiled tensor form, or of the fused
+// form over quant_pack9's images, TensorParams): block z b·splits + part
+// takes part part of the key tiles its rows see, the parts
+// ceil(ntiles/splits) tiles each, and writes its rows as a part
+// (epilogue_part), which fp8attn_merge9 merges. The fused form's split
+// takes the tensor form's GEMM turns: its grids are one wave.
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
           bool SPLIT = false, bool NARROW = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
@@ -190,7 +192,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  static_assert(!SPLIT || (TENSORS && !ONE && !FUSED && !HEAD), "the key split is the tiled tensor form's");
+  static_assert(!SPLIT || (TENSORS != FUSED && !ONE && !HEAD), "the key split is the tiled tensor or fused form's");
   const int splits = SPLIT ? (int)tp->splits : 1, part = SPLIT ? (int)blockIdx.z % splits : 0;
   const int h = blockIdx.y, b = blockIdx.z / splits, kvh = h / (int)p.group;
   const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
@@ -273,7 +275,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // constants). l: the float32 row sums of the unrounded weights (the
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
-  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>;
+  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT>;  // (a split grid is one wave: the tensor form's turns)
   static_assert(!NARROW || (!C::PINGPONG && !C::SMTURNS), "the narrow form's one consumer warpgroup takes no turns");
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
