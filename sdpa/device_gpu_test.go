@@ -331,6 +331,11 @@ func TestDeviceMemoryGPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.SetMemoryLimit(0)
+	// Idle pooled blocks that earlier calls freed would take an upload
+	// without new memory: a bound below what is held frees them first.
+	if err := errors.Join(dev.SetMemoryLimit(1), dev.SetMemoryLimit(0)); err != nil {
+		t.Fatal(err)
+	}
 	x := &sdpa.Tensor{Data: make([]float32, 4<<20), B: 1, H: 1, S: 4 << 14, D: 64}
 	a, err := dev.Upload(x)
 	if err != nil {
