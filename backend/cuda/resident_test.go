@@ -442,7 +442,7 @@ func nonFinite(s backend.Shape, in sdpatest.Inputs) {
 
 func TestAttentionQuantizingBitExact(t *testing.T) {
 	d := hopperDevice(t)
-	d.splitsForced = 1 // the fused form has no key split, which rounds otherwise (TestKeySplit)
+	d.splitsForced = 1 // unsplit: a split rounds otherwise (TestKeySplit); the fused form's split is TestFusedKeySplit's
 	t.Cleanup(func() { d.splitsForced = 0 })
 	b := &kernelBackend{name: "cuda/sm90", stage: tiles.HopperStage} // fused where stage 9 runs (not the default since it failed TestFP8PAccuracy)
 	seed := sdpatest.Seed()

@@ -8,7 +8,8 @@ import (
 	"github.com/fp8attn/fp8attn/backend"
 )
 
-// The key split of the tiled tensor form (kernels/hopper/split.cuh): a
+// The key split of the tiled tensor form and of the fused form after
+// quant_pack9 (fp8attn_stage9fs; kernels/hopper/split.cuh): a
 // grid of few blocks over long rows of keys (a chunk of new queries after
 // a long context: 128 queries of 32 heads are 32 blocks of 128 rows, a
 // quarter of an H200's SMs, each walking every key) leaves most SMs idle

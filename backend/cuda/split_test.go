@@ -145,18 +145,23 @@ func TestFusedKeySplit(t *testing.T) {
 		s       backend.Shape
 		m       backend.Mask
 		l       backend.Layout
+		scale   float32
 		v       backend.Variants
 		planned bool // the plan splits it (on an H200's 132 SMs)
 	}{
-		{backend.Shape{B: 1, Hq: 8, Hkv: 2, Sq: 100, Sk: 1500, D: 128}, backend.CausalLowerRight, backend.BHSD, backend.Variants{}, false},
-		{backend.Shape{B: 2, Hq: 4, Hkv: 4, Sq: 300, Sk: 900, D: 64}, backend.CausalUpperLeft, backend.BSHD, backend.Variants{}, false},
-		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 200, Sk: 1200, D: 64}, backend.CausalLowerRight, backend.BHSD,
+		{backend.Shape{B: 1, Hq: 8, Hkv: 2, Sq: 100, Sk: 1500, D: 128}, backend.CausalLowerRight, backend.BHSD, 0.1, backend.Variants{}, false},
+		{backend.Shape{B: 2, Hq: 4, Hkv: 4, Sq: 300, Sk: 900, D: 64}, backend.CausalUpperLeft, backend.BSHD, -0.125, backend.Variants{}, false},
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 200, Sk: 1200, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125,
 			backend.Variants{SlidingWindow: 300, Sinks: normalSinks(rng, 4, 6, 1)}, false},
-		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 1000, D: 256}, backend.NoMask, backend.BSHD, backend.Variants{Sinks: normalSinks(rng, 2, 6, 1)}, false},
-		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 128, Sk: 4096, D: 128}, backend.CausalLowerRight, backend.BHSD, backend.Variants{}, true},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 1000, D: 256}, backend.NoMask, backend.BSHD, 0.0625, backend.Variants{Sinks: normalSinks(rng, 2, 6, 1)}, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 129, Sk: 777, D: 96}, backend.CausalLowerRight, backend.BSHD, 0.1, backend.Variants{}, false},
+		// Rows 0 .. 99 see no key: their parts are empty.
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 500, Sk: 400, D: 64}, backend.CausalLowerRight, backend.BHSD, 0.125, backend.Variants{}, false},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 100, Sk: 1100, D: 192}, backend.NoMask, backend.BSHD, 0.07, backend.Variants{}, false},
+		{backend.Shape{B: 1, Hq: 32, Hkv: 8, Sq: 128, Sk: 4096, D: 128}, backend.CausalLowerRight, backend.BHSD, 0.088, backend.Variants{}, true},
 	} {
 		s := c.s
-		p := &backend.Problem{Shape: s, Scale: 0.1, Mask: c.m, Layout: c.l, Variants: c.v, LSE: []float32{}}
+		p := &backend.Problem{Shape: s, Scale: c.scale, Mask: c.m, Layout: c.l, Variants: c.v, LSE: []float32{}}
 		if !d.fusable(p) {
 			t.Fatalf("%+v: quant_pack9 does not take it", s)
 		}
@@ -194,7 +199,7 @@ func TestFusedKeySplit(t *testing.T) {
 			}
 			return got
 		}
-		forced := []int{1, 2, 3}
+		forced := []int{1, 2, 3, 9}
 		if c.planned {
 			forced = append(forced, 0)
 		}

@@ -45,9 +45,10 @@
 //     second set of P registers; at D 64 into the same set, after P·V,
 //     ONE_PA) runs while P·V is on the tensor cores. Ping-pong between the
 //     consumer warpgroups (they take turns to issue their GEMMs) at D 128
-//     (the wide form, the fused one excepted), 192 and 256 (PINGPONG,
-//     FUSED_PINGPONG for the fused form); at D 64 they take turns to
-//     run their softmaxes instead (SOFTMAX_TURNS). The schedule per head
+//     (the wide form, the fused one excepted but for its key split,
+//     stage9fs, which takes the tensor form's turns), 192 and 256
+//     (PINGPONG, FUSED_PINGPONG for the fused form); at D 64 they take
+//     turns to run their softmaxes instead (SOFTMAX_TURNS). The schedule per head
 //     dim, and why, is internal/tiles' HopperConfig
 //     (docs/design/hopper-prefill.md).
 //

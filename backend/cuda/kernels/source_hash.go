@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "dc29d62038e8966a01f841dad00b2d64ed91bfbf165bc509776b5ac2065a1d51"
+const SourceHash = "7bdb897d529bb4f79bca338cd6100d3950fb06d5e85e6690a6fb13833f90ae0e"

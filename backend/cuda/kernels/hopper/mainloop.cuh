@@ -33,7 +33,8 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struc
   // other's GEMMs; or (SMTURNS) to run their softmaxes (barriers 3 and 4).
   // Only a block of two consumer warpgroups (PAIRED) takes turns: the
   // one-tile and narrow forms have one. The fused form takes the GEMM
-  // turns where HopperTiles<D>::FUSED_PINGPONG says so.
+  // turns where HopperTiles<D>::FUSED_PINGPONG says so, and its key split
+  // (stage9fs, grids of one wave) the tensor form's.
   static constexpr bool PAIRED = !ONE && !NARROW;
   static constexpr bool SMTURNS = PAIRED && HopperTiles<D>::SOFTMAX_TURNS;
   static constexpr bool PINGPONG = PAIRED && (FUSED ? HopperTiles<D>::FUSED_PINGPONG : HopperTiles<D>::PINGPONG);

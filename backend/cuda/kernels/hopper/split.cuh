@@ -1,5 +1,6 @@
-// hopper/split.cuh: the tiled tensor form's key split (TensorParams'
-// splits): the parts' epilogue and the merge of the parts. Included by
+// hopper/split.cuh: the key split of the tiled tensor form and of the
+// fused form (stage9fs; TensorParams' splits): the parts' epilogue and the
+// merge of the parts. Included by
 // hopper.cuh only, inside namespace hopper, after shell.cuh (store_row)
 // and tensors.cuh.
 //
