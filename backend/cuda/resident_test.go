@@ -410,8 +410,9 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // zeros, huge and subnormal values; the poisoned outputs are all written.
 // A scale factor beyond the limit is reported by the output's Read, as
 // AttentionOn reports it. Heads longer than quant_pack9 takes run its long
-// form (nine shapes, heads of 2 to 40 chunks, one call of more chunks than
-// the grid has blocks), three shorter ones quant_pack9; a head dim the
+// form (ten shapes, heads of 2 to 40 chunks, one call of more chunks than
+// the grid has blocks, one with non-finite values), three shorter ones
+// quant_pack9; a head dim the
 // kernel is not built for, and a head longer than the long form takes, are
 // ErrUnsupported. Four D 64 shapes
 // run the one-tile form that quantizes its own inputs (fp8attn_stage9qo_d64,
@@ -422,14 +423,16 @@ func copyDtoD(d *device, dst, src *buffer) error {
 // transpose swaps columns (qp-v-columns-swapped) and whose quantizing form
 // takes each block's Q scale from its own rows (s9-q-scale-per-block),
 // among others, fail it; so do qpl-part-short (the long form's parts 16
-// rows short) and qpl-amax-skips-warp (a loader warp's values left out of
-// a chunk's amax). TestQuantLongRepeats holds the long form's calls back
+// rows short), qpl-amax-skips-warp (a loader warp's values left out of
+// a chunk's amax), qpl-copy-no-carry (a copy's source address without its
+// row carry) and qpl-amax-bits-nonfinite (a non-finite value's bits taken
+// as the amax). TestQuantLongRepeats holds the long form's calls back
 // to back.
 // nonFinite puts non-finite values into some heads of in (BHSD, shape s,
-// Hkv at least 2 and Hq at least 4, 256 rows and keys, D 64): +Inf in K's
-// first head (every query head it serves attends a NaN code), -Inf and NaN
-// in V's second head (two columns of its query heads' outputs NaN), +Inf in
-// a row of the last query head's Q. The rest stays finite, so the outputs
+// Hkv at least 2 and Hq at least 4, at least 201 rows and keys, D at
+// least 64): +Inf in K's first head (every query head it serves attends a
+// NaN code), -Inf and NaN in V's second head (two columns of its query
+// heads' outputs NaN), +Inf in a row of the last query head's Q. The rest stays finite, so the outputs
 // compare finite values too; a ±Inf encoded as ±448 instead of NoSat's
 // 0x7F makes them differ.
 func nonFinite(s backend.Shape, in sdpatest.Inputs) {
@@ -485,6 +488,9 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 1900, Sk: 1777, D: 256}, backend.CausalLowerRight, backend.BSHD, -0.06, 1, false},
 		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 300, Sk: 768, D: 128}, backend.NoMask, backend.BHSD, 0.09, 1, false},
 		{backend.Shape{B: 2, Hq: 16, Hkv: 8, Sq: 1300, Sk: 1300, D: 64}, backend.CausalUpperLeft, backend.BHSD, 0.125, 1, false},
+		// Non-finite values in long heads: the chunks' amax off the bits'
+		// path (chunk_amax).
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 300, Sk: 1100, D: 96}, backend.NoMask, backend.BHSD, 0.1, 1, true},
 	} {
 		s := c.s
 		in := sdpatest.RandomInputs(rng, s, c.mag)
@@ -588,8 +594,8 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 	if quantizing < 4 {
 		t.Fatalf("only %d of the shapes ran the one-tile form quantizing its own inputs, want 4", quantizing)
 	}
-	if long < 9 || looped < 1 || short < 3 {
-		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them with more chunks than blocks, %d quant_pack9 (geometry %+v); want 9, 1 and 3",
+	if long < 10 || looped < 1 || short < 3 {
+		t.Fatalf("%d of the shapes ran quant_pack9's long form (geometry %+v), %d of them with more chunks than blocks, %d quant_pack9 (geometry %+v); want 10, 1 and 3",
 			long, d.quantLong, looped, short, d.quantPack)
 	}
 	// A head dim the kernel is not built for (run on D 96's kernel, zero

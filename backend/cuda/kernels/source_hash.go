@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "7bdb897d529bb4f79bca338cd6100d3950fb06d5e85e6690a6fb13833f90ae0e"
+const SourceHash = "c27836b3fb3db1dab699df9b66b7bffd313d26669013f6a0e25244463bb7cdf2"

@@ -350,6 +350,41 @@ constexpr int QUANT_LONG_PER_SM = 2;
 constexpr int QUANT_LONG_CODES = (8 << 10);
 constexpr int QUANT_LONG_HELD = (52 << 10);
 
+// copy_chunk issues the cp.async copies of a chunk's n4 float4 (rows of
+// D values rs apart from src) into b, thread tid of NT taking float4 tid,
+// tid + NT, ...: for (j = tid; j < n4; j += NT) cp_async16(b + j, src +
+// (4j / D)·rs + 4j % D), with the source address stepped from one copy
+// to the next (4·NT values: rows and a column carry) instead of divided
+// out of j.
+template <int D, int NT>
+__device__ __forceinline__ void copy_chunk(float4* b, const float* src, long long rs, int n4, int tid) {
+  constexpr int DR = 4 * NT / D, DC = 4 * NT % D;  // a step: DR rows and DC columns
+  int c = 4 * tid % D;
+  const float* a = src + (long long)(4 * tid / D) * rs + c;
+  const long long step = DR * rs + DC, carry = rs - D;
+  for (int j = tid; j < n4; j += NT) {
+    cp_async16(b + j, a, true);
+    a += step;
+    if constexpr (DC != 0) {
+      c += DC;
+      if (c >= D) c -= D, a += carry;
+    }
+  }
+}
+
+// chunk_amax is amax_add over b's n4 float4, of thread tid of NT (float4
+// tid, tid + NT, ...): the largest of the values' magnitude bits, which
+// order non-negative floats, where it is finite; a thread that met a
+// non-finite value takes amax4 over its values instead.
+template <int NT> __device__ __forceinline__ float chunk_amax(const float4* b, int n4, int tid) {
+  uint32_t t = 0u;
+  for (int j = tid; j < n4; j += NT) t = top4(t, b[j]);
+  if (t < 0x7F800000u) return __uint_as_float(t);
+  float m = 0.f;
+  for (int j = tid; j < n4; j += NT) m = amax4(m, b[j]);
+  return m;
+}
+
 // QuantLongParams: quant_pack9_long's parameters: the fused parameters,
 // its scratch words (2 + 2 a head of the grid's numbering: the ticket and
 // the blocks done, then each head's amax and chunks arrived; zero before a
@@ -456,12 +491,11 @@ template <int D> __device__ __forceinline__ void quant_pack9_long(const QuantLon
         const QuantChunk9 q = quant_chunk9(p, y, chunk(t), 0, R);
         float4* const b = bufs + i * buf4;
         const int n4 = (q.r1 - q.r0) * D / 4;
-        for (int j = tid; j < n4; j += NL) cp_async16(b + j, q.src + (4 * j / D) * q.rs + 4 * j % D, true);
+        copy_chunk<D, NL>(b, q.src, q.rs, n4, tid);
         cp_async_commit();
         cp_async_wait<0>();
         named_sync(LOADERS, NL);  // every loader's copies landed
-        float m = 0.f;
-        for (int j = tid; j < n4; j += NL) m = amax4(m, b[j]);
+        float m = chunk_amax<NL>(b, n4, tid);
         m = warp_amax(m);
         if (tid % 32 == 0) warp_max[tid / 32] = m;
         named_sync(LOADERS, NL);
