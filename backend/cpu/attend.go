@@ -296,9 +296,21 @@ func (c *call) attendRowsWith(ks *kernelSet, sc *scratch, q []float32, rowsN int
 				k.bounds(b, min(4, rowsN-g), capM2, capCK)
 				ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
 			} else {
-				ks.scores4(s, qg, kt, D, scoreScale)
-				if br.softcap > 0 {
-					softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
+				// The scores of the keys some row sees, [u0, u1): where
+				// that is part of the panel (a window's edge, the causal
+				// diagonal) and the set can, those alone.
+				if u0, u1 := k.u0, k.u1; ks.scoresKeys4 != nil && (u0 > 0 || u1 < panel) {
+					ks.scoresKeys4(s, qg, kt, D, scoreScale, u0, u1)
+					if br.softcap > 0 {
+						for r := range 4 {
+							softcapRow(ks, s[r*panel+u0:r*panel+u1], br.softcap, sc.t32)
+						}
+					}
+				} else {
+					ks.scores4(s, qg, kt, D, scoreScale)
+					if br.softcap > 0 {
+						softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
+					}
 				}
 				// Each row's softmax step over its own visible keys
 				// (softcapped first): new maxima first, then the four
@@ -502,21 +514,54 @@ func (c *call) stepsAhead(sc *scratch, kp keyPanels, kb, nmax int) ahead {
 // in a base2 set, the same number), tanh|y| = (1-e)/(1+e), the sign of x
 // restored. NaN stays NaN, ±Inf becomes ±c. tmp holds len(row) floats.
 // The error is a few float32 ulps of the exponential, at most c in
-// magnitude: what sdpatest's softcap term allows.
+// magnitude: what sdpatest's softcap term allows. A set's softcap kernel
+// does the same in one pass (softcapGo's loops, bit for bit).
 func softcapRow(ks *kernelSet, row []float32, c float32, tmp []float32) {
 	k := float32(1)
 	if ks.base2 {
 		k = math.Log2E
 	}
-	tmp = tmp[:len(row)]
-	m2 := -2 / c
-	for j, x := range row {
-		tmp[j] = abs32(x) * m2
+	m2, ck := -2/c, c*k
+	if ks.softcap != nil {
+		ks.softcap(row, m2, ck)
+		return
 	}
-	ks.expSum(tmp, 0)
-	ck := c * k
+	softcapGo(ks.expSum, row, m2, ck, tmp)
+}
+
+// softcapGo is softcapRow's loops with m2 = -2/c and ck = c (times log2e
+// in a base2 set): e = expSum of |x|·m2 (a kernel set's), then softcapOf.
+// tmp holds len(row) floats.
+func softcapGo(expSum func([]float32, float32) float32, row []float32, m2, ck float32, tmp []float32) {
+	tmp = tmp[:len(row)]
+	softcapArgs(tmp, row, m2)
+	expSum(tmp, 0)
+	softcapFinish(row, tmp, ck)
+}
+
+// softcapTail is softcapGo with expSumGo on the fewer than 8 scores a
+// kernel leaves after its last whole vector, where the set's expSum takes
+// expSumGo too; its scratch stays on the stack.
+func softcapTail(row []float32, m2, ck float32) {
+	var tmp [8]float32
+	e := tmp[:len(row)]
+	softcapArgs(e, row, m2)
+	expSumGo(e, 0)
+	softcapFinish(row, e, ck)
+}
+
+// softcapArgs sets e[j] = |row[j]|·m2, the softcap's exponential's
+// arguments.
+func softcapArgs(e, row []float32, m2 float32) {
 	for j, x := range row {
-		row[j] = softcapOf(x, tmp[j], ck)
+		e[j] = abs32(x) * m2
+	}
+}
+
+// softcapFinish sets row[j] = softcapOf(row[j], e[j], ck).
+func softcapFinish(row, e []float32, ck float32) {
+	for j, x := range row {
+		row[j] = softcapOf(x, e[j], ck)
 	}
 }
 

@@ -28,6 +28,10 @@ type kernelSet struct {
 	// set's transpose stored it (in the assembly sets transposed,
 	// kt[i*panel+j] = key j's element i: scores4Go).
 	scores4 func(s, q, kt []float32, d int, scale float32)
+	// scoresKeys4, if not nil, is scores4 for the keys [lo, hi) of the
+	// panel (0 <= lo < hi <= panel) and those beside them in the set's
+	// vectors; s's other columns keep what they held.
+	scoresKeys4 func(s, q, kt []float32, d int, scale float32, lo, hi int)
 	// pv4 sets acc[r*d+c] = alpha[r]·acc[r*d+c] + Σ_{j<n} p[r*panel+j]·v[j*d+c]
 	// for rows r < 4 and c < d: four output rows rescaled and then
 	// accumulated over n value rows.
@@ -41,6 +45,9 @@ type kernelSet struct {
 	// returns the sum of the new s. It requires s[j] <= m or NaN (the
 	// softmax domain, m the row maximum).
 	expSum func(s []float32, m float32) float32
+	// softcap, if not nil, softcaps a row of scores in one pass: bit for
+	// bit softcapGo with the set's expSum (softcapRow's m2 and ck).
+	softcap func(row []float32, m2, ck float32)
 	// scoresSoftmax4, if not nil (base2 sets only), is scores4 followed
 	// by the base-2 online-softmax step on the four full score rows (panel
 	// scores each) at once, the scale folded into the exponentials: with

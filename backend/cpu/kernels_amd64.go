@@ -50,15 +50,17 @@ func amd64KernelSets() []*kernelSet {
 
 // avx2Kernels: 8-wide AVX2 with FMA.
 var avx2Kernels = kernelSet{
-	name:      "avx2",
-	scores4:   scores4AVX2,
-	pv4:       pv4AVX2,
-	pv1:       pv1AVX2,
-	rowMax:    rowMaxAVX2,
-	expSum:    expSumAVX2,
-	scaleRows: scaleRowsGo,
-	allFinite: allFiniteGo,
-	transpose: transposePanelAVX2,
+	name:        "avx2",
+	scores4:     scores4AVX2,
+	scoresKeys4: scoresKeys4AVX2,
+	pv4:         pv4AVX2,
+	pv1:         pv1AVX2,
+	rowMax:      rowMaxAVX2,
+	expSum:      expSumAVX2,
+	softcap:     softcapAVX2,
+	scaleRows:   scaleRowsGo,
+	allFinite:   allFiniteGo,
+	transpose:   transposePanelAVX2,
 }
 
 // avx512Kernels: 16-wide AVX-512F, with masks for partial rows.
@@ -248,7 +250,18 @@ func keyVectors(b *rowBounds) {
 
 func scores4AVX2(s, q, kt []float32, d int, scale float32) {
 	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
-	scores4x64AVX2(&s[0], &q[0], &kt[0], d, scale)
+	scores4x64AVX2(&s[0], &q[0], &kt[0], d, scale, panel/16)
+}
+
+// scoresKeys4AVX2 is kernelSet.scoresKeys4: scores4AVX2 on the key vectors
+// of 16 that hold the keys [lo, hi), the other columns of s untouched.
+func scoresKeys4AVX2(s, q, kt []float32, d int, scale float32, lo, hi int) {
+	if lo < 0 || hi <= lo || hi > panel {
+		panic("cpu: scoresKeys4 with keys outside the panel")
+	}
+	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
+	b0, b1 := lo/16, (hi+15)/16
+	scores4x64AVX2(&s[16*b0], &q[0], &kt[16*b0], d, scale, b1-b0)
 }
 
 func scores4AVX512(s, q, kt []float32, d int, scale float32) {
@@ -300,6 +313,16 @@ func expSumAVX2(s []float32, m float32) float32 {
 	return sum
 }
 
+// softcapAVX2 softcaps whole vectors in assembly and the remaining elements
+// as softcapRow's loops do, through expSumAVX2.
+func softcapAVX2(s []float32, m2, ck float32) {
+	n8 := len(s) &^ 7
+	if n8 > 0 {
+		softcap8AVX2(&s[0], n8, m2, ck)
+	}
+	softcapTail(s[n8:], m2, ck) // expSumAVX2 takes expSumGo there too
+}
+
 func rowMaxAVX512(s []float32) float32 {
 	if len(s) == 0 {
 		return float32(math.Inf(-1))
@@ -317,10 +340,13 @@ func expSumAVX512(s []float32, m float32) float32 {
 // Assembly (kernels_avx2_amd64.s, kernels_avx512_amd64.s). Each equals the Go loop named in its comment
 // on the arguments the wrappers above pass.
 
-// scores4x64AVX2 and scores4x64AVX512 are scores4Go.
+// scores4x64AVX2 is scores4Go on the first 16·blocks keys of s and kt
+// (blocks in [1, 4]), the columns after them untouched.
 //
 //go:noescape
-func scores4x64AVX2(s, q, kt *float32, d int, scale float32)
+func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks int)
+
+// scores4x64AVX512 is scores4Go.
 
 //go:noescape
 func scores4x64AVX512(s, q, kt *float32, d int, scale float32)
@@ -355,6 +381,13 @@ func max8AVX2(s *float32, n int) (m float32, nan bool)
 //
 //go:noescape
 func expSum8AVX2(s *float32, n int, m float32) float32
+
+// softcap8AVX2 is softcapRow with the avx2 set on s[:n], n a positive
+// multiple of 8: each score's exponential by expSum8AVX2's steps and its
+// softcapped value by softcapOf's operations, in one pass.
+//
+//go:noescape
+func softcap8AVX2(s *float32, n int, m2, ck float32)
 
 // max16AVX512 is rowMaxGo on s[:n], n > 0.
 //

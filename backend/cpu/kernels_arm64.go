@@ -14,15 +14,17 @@ var kernelSets = []*kernelSet{&neonKernels, &goKernels}
 // and pv1, and a row's elements past the last whole vector in rowMax and
 // expSum, run the Go loops.
 var neonKernels = kernelSet{
-	name:      "neon",
-	scores4:   scores4NEON,
-	pv4:       pv4NEON,
-	pv1:       pv1NEON,
-	rowMax:    rowMaxNEON,
-	expSum:    expSumNEON,
-	scaleRows: scaleRowsNEON,
-	allFinite: allFiniteGo,
-	transpose: transposePanelNEON,
+	name:        "neon",
+	scores4:     scores4NEON,
+	scoresKeys4: scoresKeys4NEON,
+	pv4:         pv4NEON,
+	pv1:         pv1NEON,
+	rowMax:      rowMaxNEON,
+	expSum:      expSumNEON,
+	softcap:     softcapNEON,
+	scaleRows:   scaleRowsNEON,
+	allFinite:   allFiniteGo,
+	transpose:   transposePanelNEON,
 }
 
 // fmaPeak runs n iterations of the NEON set's peak-rate loop of fused
@@ -69,7 +71,18 @@ func scaleRowsNEON(dst []float32, stride int, src []float32, d int, f []float32)
 
 func scores4NEON(s, q, kt []float32, d int, scale float32) {
 	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
-	scores4x64NEON(&s[0], &q[0], &kt[0], d, scale)
+	scores4x64NEON(&s[0], &q[0], &kt[0], d, scale, panel/16)
+}
+
+// scoresKeys4NEON is kernelSet.scoresKeys4: scores4NEON on the blocks of 16
+// keys that hold the keys [lo, hi), the other columns of s untouched.
+func scoresKeys4NEON(s, q, kt []float32, d int, scale float32, lo, hi int) {
+	if lo < 0 || hi <= lo || hi > panel {
+		panic("cpu: scoresKeys4 with keys outside the panel")
+	}
+	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
+	b0, b1 := lo/16, (hi+15)/16
+	scores4x64NEON(&s[16*b0], &q[0], &kt[16*b0], d, scale, b1-b0)
 }
 
 // pv4NEON runs the assembly on the columns that fill whole vectors and Go
@@ -105,13 +118,24 @@ func expSumNEON(s []float32, m float32) float32 {
 	return sum
 }
 
+// softcapNEON softcaps whole vectors in assembly and the remaining elements
+// as softcapRow's loops do, through expSumNEON.
+func softcapNEON(s []float32, m2, ck float32) {
+	n4 := len(s) &^ 3
+	if n4 > 0 {
+		softcap4NEON(&s[0], n4, m2, ck)
+	}
+	softcapTail(s[n4:], m2, ck) // expSumNEON takes expSumGo there too
+}
+
 // Assembly (kernels_arm64.s). Each equals the Go loop named in its comment
 // on the arguments the wrappers above pass.
 
-// scores4x64NEON is scores4Go.
+// scores4x64NEON is scores4Go on the first 16·blocks keys of s and kt
+// (blocks in [1, 4]), the columns after them untouched.
 //
 //go:noescape
-func scores4x64NEON(s, q, kt *float32, d int, scale float32)
+func scores4x64NEON(s, q, kt *float32, d int, scale float32, blocks int)
 
 // pv4x4NEON is pv4Go on columns [0, cols), cols a multiple of 4; the rows
 // of acc and v are d apart, of p panel apart.
@@ -136,6 +160,13 @@ func max4NEON(s *float32, n int) float32
 //
 //go:noescape
 func expSum4NEON(s *float32, n int, m float32) float32
+
+// softcap4NEON is softcapRow with the neon set on s[:n], n a positive
+// multiple of 4: each score's exponential by expSum4NEON's steps and its
+// softcapped value by softcapOf's operations, in one pass.
+//
+//go:noescape
+func softcap4NEON(s *float32, n int, m2, ck float32)
 
 // transpose4x4NEON is transposePanelGo's blocks of 4 keys × 4 dims for the
 // first 4·keyBlocks keys and 4·dimBlocks dims, in one call.

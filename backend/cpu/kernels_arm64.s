@@ -55,12 +55,13 @@
 #define LOAD1ROWS(r0, r1, r2, r3) \
 	VLD1R.P 4(r0), [V16.S4]; VLD1R.P 4(r1), [V17.S4]; VLD1R.P 4(r2), [V18.S4]; VLD1R.P 4(r3), [V19.S4]
 
-// func scores4x64NEON(s, q, kt *float32, d int, scale float32)
-// Equals scores4Go: four blocks of 16 keys, each the 4 rows × 16 keys of
-// the sixteen accumulators over i < d (kt's row i at 256·i bytes, read by
-// a post-increment of R9 = 256), then times scale (one rounding each) and
-// stored.
-TEXT ·scores4x64NEON(SB), NOSPLIT, $0-36
+// func scores4x64NEON(s, q, kt *float32, d int, scale float32, blocks int)
+// Equals scores4Go on the first 16·blocks keys (blocks in [1, 4]; s and kt
+// at the first key of the first block): blocks of 16 keys, each the 4 rows
+// × 16 keys of the sixteen accumulators over i < d (kt's row i at 256·i
+// bytes, read by a post-increment of R9 = 256), then times scale (one
+// rounding each) and stored.
+TEXT ·scores4x64NEON(SB), NOSPLIT, $0-48
 	MOVD s+0(FP), R0
 	MOVD q+8(FP), R1
 	MOVD kt+16(FP), R2
@@ -68,7 +69,7 @@ TEXT ·scores4x64NEON(SB), NOSPLIT, $0-36
 	FMOVS scale+32(FP), F31
 	LSL $2, R3, R4
 	MOVD $256, R9
-	MOVD $4, R10
+	MOVD blocks+40(FP), R10
 
 s4_block:
 	VEOR V0.B16, V0.B16, V0.B16
@@ -470,6 +471,62 @@ expsum_loop:
 	FADDP4S(20, 20, 20)
 	FADDP4S(20, 20, 20)
 	FMOVS F20, ret+24(FP)
+	RET
+
+// func softcap4NEON(s *float32, n int, m2, ck float32)
+// Equals softcapRow's two loops on s[:n] (n a positive multiple of 4) with
+// the neon set's exponential, four lanes at a time: t = |x|·m2; e = e^t by
+// expSum4NEON's steps (t - 0 is t, so the subtraction is left out); x =
+// ck·(1-e)/(1+e), each operation rounded in that order, with x's sign
+// (softcapOf).
+TEXT ·softcap4NEON(SB), NOSPLIT, $0-24
+	MOVD s+0(FP), R0
+	MOVD n+8(FP), R1
+	FMOVS m2+16(FP), F31
+	VDUP V31.S[0], V31.S4
+	FMOVS ck+20(FP), F18
+	VDUP V18.S[0], V18.S4
+	MOVW $0xc2aeac4f, R3 // -87.33654
+	VDUP R3, V30.S4
+	MOVW $0x3fb8aa3b, R3 // log2e
+	VDUP R3, V29.S4
+	MOVW $0x3f318000, R3 // ln2 high part
+	VDUP R3, V28.S4
+	MOVW $0xb95e8083, R3 // ln2 low part
+	VDUP R3, V27.S4
+	MOVW $0x3ab60b61, R3 // 1/720
+	VDUP R3, V26.S4
+	MOVW $0x3c088889, R3 // 1/120
+	VDUP R3, V25.S4
+	MOVW $0x3d2aaaab, R3 // 1/24
+	VDUP R3, V24.S4
+	MOVW $0x3e2aaaab, R3 // 1/6
+	VDUP R3, V23.S4
+	MOVW $0x3f000000, R3 // 1/2
+	VDUP R3, V22.S4
+	MOVW $0x3f800000, R3 // 1
+	VDUP R3, V21.S4
+	VEOR V19.B16, V19.B16, V19.B16 // zero
+	MOVW $0x80000000, R3 // the sign bit
+	VDUP R3, V17.S4
+
+softcap_loop:
+	VLD1 (R0), [V0.S4]
+	VAND V17.B16, V0.B16, V5.B16 // x's sign
+	FABS4S(0, 0)
+	FMUL4S(31, 0, 0)
+	FCMGT4S(0, 30, 1) // -87.33654 > t: e = 0
+	FMAX4S(30, 0, 0)
+	EXP4(0, V0, 2, V2, 3, V3, 4, V4)
+	VBIT V1.B16, V19.B16, V4.B16 // e
+	FSUB4S(4, 21, 6) // 1 - e
+	FADD4S(4, 21, 7) // 1 + e
+	FMUL4S(18, 6, 6)
+	FDIV4S(7, 6, 6)
+	VORR V5.B16, V6.B16, V6.B16
+	VST1.P [V6.S4], 16(R0)
+	SUBS $4, R1
+	BNE softcap_loop
 	RET
 
 // func transpose4x4NEON(kt, k *float32, d, keyBlocks, dimBlocks int)

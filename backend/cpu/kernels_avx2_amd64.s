@@ -10,17 +10,18 @@
 // Layouts: q and acc rows are d floats apart, v rows d floats apart, score
 // rows (s, p) panel = 64 floats (256 bytes) apart, kt rows 64 floats apart.
 
-// func scores4x64AVX2(s, q, kt *float32, d int, scale float32)
-// Equals scores4Go. Four column blocks of 16 keys; each block keeps 4 rows x
-// 16 keys in eight accumulators, fed per i by two kt loads and four q
-// broadcasts.
-TEXT ·scores4x64AVX2(SB), NOSPLIT, $0-36
+// func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks int)
+// Equals scores4Go on the first 16·blocks keys (blocks in [1, 4]; s and kt
+// at the first key of the first block). Column blocks of 16 keys; each
+// block keeps 4 rows x 16 keys in eight accumulators, fed per i by two kt
+// loads and four q broadcasts.
+TEXT ·scores4x64AVX2(SB), NOSPLIT, $0-48
 	MOVQ s+0(FP), DI
 	MOVQ q+8(FP), SI
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
 	VBROADCASTSS scale+32(FP), Y15
-	MOVQ $4, R11
+	MOVQ blocks+40(FP), R11
 
 s4avx2_block:
 	VXORPS Y0, Y0, Y0
@@ -401,6 +402,98 @@ expsum8avx2_loop:
 	VPERMILPS $0xb1, X4, X0
 	VADDPS X0, X4, X4
 	VMOVSS X4, ret+24(FP)
+	VZEROUPPER
+	RET
+
+// The sign bit and its complement, eight lanes each (softcap8AVX2's
+// memory operands: its loop holds every register but these).
+DATA signMask8<>+0(SB)/8, $0x8000000080000000
+DATA signMask8<>+8(SB)/8, $0x8000000080000000
+DATA signMask8<>+16(SB)/8, $0x8000000080000000
+DATA signMask8<>+24(SB)/8, $0x8000000080000000
+GLOBL signMask8<>(SB), RODATA|NOPTR, $32
+DATA absMask8<>+0(SB)/8, $0x7fffffff7fffffff
+DATA absMask8<>+8(SB)/8, $0x7fffffff7fffffff
+DATA absMask8<>+16(SB)/8, $0x7fffffff7fffffff
+DATA absMask8<>+24(SB)/8, $0x7fffffff7fffffff
+GLOBL absMask8<>(SB), RODATA|NOPTR, $32
+
+// func softcap8AVX2(s *float32, n int, m2, ck float32)
+// Equals softcapRow's two loops on s[:n] (n a positive multiple of 8) with
+// the avx2 set's exponential, 8 lanes at a time: t = |x|·m2; e = e^t by
+// expSum8AVX2's steps (t - 0 is t, so the subtraction is left out); x =
+// ck·(1-e)/(1+e), each operation rounded in that order, with x's sign
+// (softcapOf).
+TEXT ·softcap8AVX2(SB), NOSPLIT, $0-24
+	MOVQ s+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS m2+16(FP), Y15
+	VBROADCASTSS ck+20(FP), Y4
+	MOVL $0x3fb8aa3b, AX // log2e
+	VMOVD AX, X14
+	VBROADCASTSS X14, Y14
+	MOVL $0x3f318000, AX // ln2 high part
+	VMOVD AX, X13
+	VBROADCASTSS X13, Y13
+	MOVL $0xb95e8083, AX // ln2 low part
+	VMOVD AX, X12
+	VBROADCASTSS X12, Y12
+	MOVL $0x3ab60b61, AX // 1/720
+	VMOVD AX, X11
+	VBROADCASTSS X11, Y11
+	MOVL $0x3c088889, AX // 1/120
+	VMOVD AX, X10
+	VBROADCASTSS X10, Y10
+	MOVL $0x3d2aaaab, AX // 1/24
+	VMOVD AX, X9
+	VBROADCASTSS X9, Y9
+	MOVL $0x3e2aaaab, AX // 1/6
+	VMOVD AX, X8
+	VBROADCASTSS X8, Y8
+	MOVL $0x3f000000, AX // 1/2
+	VMOVD AX, X7
+	VBROADCASTSS X7, Y7
+	MOVL $0x3f800000, AX // 1
+	VMOVD AX, X6
+	VBROADCASTSS X6, Y6
+	MOVL $0xc2aeac4f, AX // -87.33654
+	VMOVD AX, X5
+	VBROADCASTSS X5, Y5
+
+softcap8avx2_loop:
+	VMOVUPS (SI), Y0
+	VANDPS absMask8<>(SB), Y0, Y0
+	VMULPS Y15, Y0, Y0
+	VCMPPS $1, Y5, Y0, Y1
+	VMAXPS Y0, Y5, Y0
+	VMULPS Y14, Y0, Y2
+	VROUNDPS $0, Y2, Y2
+	VMOVAPS Y0, Y3
+	VFNMADD231PS Y13, Y2, Y3
+	VFNMADD231PS Y12, Y2, Y3
+	VMOVAPS Y11, Y0
+	VFMADD213PS Y10, Y3, Y0
+	VFMADD213PS Y9, Y3, Y0
+	VFMADD213PS Y8, Y3, Y0
+	VFMADD213PS Y7, Y3, Y0
+	VFMADD213PS Y6, Y3, Y0
+	VFMADD213PS Y6, Y3, Y0
+	VCVTPS2DQ Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD Y6, Y2, Y2
+	VMULPS Y2, Y0, Y0
+	VANDNPS Y0, Y1, Y0 // e
+	VSUBPS Y0, Y6, Y1  // 1 - e
+	VADDPS Y0, Y6, Y2  // 1 + e
+	VMULPS Y4, Y1, Y1
+	VDIVPS Y2, Y1, Y1
+	VMOVUPS (SI), Y3
+	VANDPS signMask8<>(SB), Y3, Y3
+	VORPS Y3, Y1, Y1
+	VMOVUPS Y1, (SI)
+	ADDQ $32, SI
+	SUBQ $8, CX
+	JNZ softcap8avx2_loop
 	VZEROUPPER
 	RET
 

@@ -15,6 +15,9 @@
 // FMUL Vd.4S, Vn.4S, Vm.4S: d = n · m.
 #define FMUL4S(m, n, d) WORD $(0x6e20dc00 | (m)<<16 | (n)<<5 | (d))
 
+// FDIV Vd.4S, Vn.4S, Vm.4S: d = n / m.
+#define FDIV4S(m, n, d) WORD $(0x6e20fc00 | (m)<<16 | (n)<<5 | (d))
+
 // FMAX Vd.4S, Vn.4S, Vm.4S: d = max(n, m), NaN if either is.
 #define FMAX4S(m, n, d) WORD $(0x4e20f400 | (m)<<16 | (n)<<5 | (d))
 
@@ -23,6 +26,9 @@
 
 // FADDP Vd.4S, Vn.4S, Vm.4S: d = (n0+n1, n2+n3, m0+m1, m2+m3).
 #define FADDP4S(m, n, d) WORD $(0x6e20d400 | (m)<<16 | (n)<<5 | (d))
+
+// FABS Vd.4S, Vn.4S: d = |n| (the sign bits cleared).
+#define FABS4S(n, d) WORD $(0x4ea0f800 | (n)<<5 | (d))
 
 // FRINTA Vd.4S, Vn.4S: d = n rounded to an integer, halves away from zero.
 #define FRINTA4S(n, d) WORD $(0x6e218800 | (n)<<5 | (d))

@@ -27,6 +27,14 @@ func TestNEONCatchesMutants(t *testing.T) {
 			New: "\npv4_o16:\n\tLOAD1ROWS(R9, R10, R11, R12)\n\tVLD1.P (R13)(R3), [V20.S4, V21.S4, V22.S4, V23.S4]\n\tVORR V0.B16, V0.B16, V0.B16\n", Tests: []string{"TestKernels"}},
 		{Name: "pv1 skips the rescale of its last columns", Old: "\npv1_c4:\n\tCBZ R5, pv1_done\n\tVLD1 (R0), [V0.S4]\n\tFMUL4S_E(30, 0, 0, 0)\n",
 			New: "\npv1_c4:\n\tCBZ R5, pv1_done\n\tVLD1 (R0), [V0.S4]\n\tVORR V0.B16, V0.B16, V0.B16\n", Tests: []string{"TestKernels"}},
+		{Name: "softcap leaves its scores' signs off", Old: "\n\tVORR V5.B16, V6.B16, V6.B16\n\tVST1.P [V6.S4], 16(R0)\n",
+			New: "\n\tVST1.P [V6.S4], 16(R0)\n", Tests: []string{"TestSoftcapKernel"}},
+		{Name: "softcap exponentiates x·m2, not |x|·m2", Old: "\n\tFABS4S(0, 0)\n",
+			New: "\n", Tests: []string{"TestSoftcapKernel"}},
+		{Name: "softcap multiplies by 1 + e", Old: "\n\tFDIV4S(7, 6, 6)\n",
+			New: "\n\tFMUL4S(7, 6, 6)\n", Tests: []string{"TestSoftcapKernel"}},
+		{Name: "scores on part of a panel compute one block of keys", Old: "\n\tMOVD blocks+40(FP), R10\n",
+			New: "\n\tMOVD $1, R10\n", Tests: []string{"TestScoresKeys4"}},
 	}
 	for i := range ms {
 		ms[i].File, ms[i].Pkg, ms[i].Arch = "backend/cpu/kernels_arm64.s", "./backend/cpu", "arm64"

@@ -3,8 +3,10 @@ package cpu_test
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/backend/cpu"
@@ -72,6 +74,67 @@ func BenchmarkVariants(b *testing.B) {
 					b.ReportMetric(visibleFLOPs(p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkVariantsPaired: the CPU target of BenchmarkVariants as one
+// figure a variant, its time per visible key over the plain call's (the
+// faster of the causal call and, for a window W, the unmasked call of W
+// keys), the calls timed one after another in each iteration (the order
+// turned each time) and the median of the iterations' ratios reported: on a
+// machine shared with other work, the calls of one iteration see the same
+// load. One worker. Also the medians of each call's time per visible key.
+func BenchmarkVariantsPaired(b *testing.B) {
+	for _, sh := range []struct {
+		name string
+		s    backend.Shape
+		v    backend.Variants
+	}{
+		{"mistral/window1024", backend.Shape{B: 1, Hq: 8, Hkv: 2, Sq: 2048, Sk: 2048, D: 128}, backend.Variants{SlidingWindow: 1024}},
+		{"gemma2/softcap50", backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 2048, Sk: 2048, D: 256}, backend.Variants{Softcap: 50}},
+		{"gemma2/softcap50-window1024", backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 2048, Sk: 2048, D: 256}, backend.Variants{Softcap: 50, SlidingWindow: 1024}},
+		{"gpt-oss/sinks", backend.Shape{B: 1, Hq: 64, Hkv: 8, Sq: 512, Sk: 512, D: 64}, backend.Variants{Sinks: make([]float32, 64)}},
+		{"gpt-oss/sinks-window128", backend.Shape{B: 1, Hq: 64, Hkv: 8, Sq: 512, Sk: 512, D: 64}, backend.Variants{Sinks: make([]float32, 64), SlidingWindow: 128}},
+	} {
+		for _, prec := range []backend.Precision{backend.FP32, backend.FP8E4M3} {
+			b.Run(sh.name+"/"+prec.String(), func(b *testing.B) {
+				rng := rand.New(rand.NewPCG(1, 2))
+				newProblem := func(s backend.Shape, m backend.Mask, v backend.Variants) *backend.Problem {
+					p, _, _ := sdpatest.NewProblem(s, sdpatest.RandomInputs(rng, s, 1), float32(1/math.Sqrt(float64(s.D))), m, prec)
+					p.Variants = v
+					return p
+				}
+				calls := []*backend.Problem{newProblem(sh.s, backend.CausalLowerRight, sh.v), newProblem(sh.s, backend.CausalLowerRight, backend.Variants{})}
+				if w := sh.v.SlidingWindow; w > 0 {
+					s := sh.s
+					s.Sk = w
+					calls = append(calls, newProblem(s, backend.NoMask, backend.Variants{}))
+				}
+				be := cpu.New(1)
+				perKey := make([][]float64, len(calls)) // seconds a visible flop
+				var ratios []float64
+				t := make([]float64, len(calls))
+				for b.Loop() {
+					for i := range calls {
+						c := i
+						if len(ratios)%2 == 1 {
+							c = len(calls) - 1 - i
+						}
+						start := time.Now()
+						if err := be.Attention(calls[c]); err != nil {
+							b.Fatal(err)
+						}
+						t[c] = time.Since(start).Seconds() / visibleFLOPs(calls[c])
+						perKey[c] = append(perKey[c], t[c])
+					}
+					ratios = append(ratios, t[0]/slices.Min(t[1:]))
+				}
+				b.ReportMetric(median(ratios), "variant/plain")
+				for i, name := range []string{"variant", "causal", "plain-Wk"}[:len(calls)] {
+					b.ReportMetric(1e-9/median(perKey[i]), name+"-GFLOP/s")
+				}
+			})
 		}
 	}
 }
