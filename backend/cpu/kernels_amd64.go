@@ -58,7 +58,7 @@ var avx2Kernels = kernelSet{
 	rowMax:      rowMaxAVX2,
 	expSum:      expSumAVX2,
 	softcap:     softcapAVX2,
-	scaleRows:   scaleRowsGo,
+	scaleRows:   scaleRowsAVX2,
 	allFinite:   allFiniteGo,
 	transpose:   transposePanelAVX2,
 }
@@ -346,6 +346,12 @@ func expSumAVX512(s []float32, m float32) float32 {
 //go:noescape
 func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks int)
 
+// scaleRows8AVX2 is scaleRowsGo on rows rows of d columns (rows, d > 0),
+// dst's rows stride floats apart.
+//
+//go:noescape
+func scaleRows8AVX2(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+
 // scores4x64AVX512 is scores4Go.
 
 //go:noescape
@@ -494,6 +500,16 @@ func allFiniteAVX512(x []float32) bool {
 		return false
 	}
 	return allFiniteGo(x[n:])
+}
+
+// scaleRowsAVX2 is kernelSet.scaleRows in one assembly call.
+func scaleRowsAVX2(dst []float32, stride int, src []float32, d int, f []float32) {
+	rows := len(f)
+	if rows == 0 || d <= 0 {
+		return
+	}
+	_, _ = dst[(rows-1)*stride+d-1], src[rows*d-1]
+	scaleRows8AVX2(&dst[0], stride, &src[0], d, &f[0], rows)
 }
 
 // scaleRowsAVX512 is kernelSet.scaleRows in one assembly call.

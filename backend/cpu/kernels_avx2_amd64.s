@@ -497,6 +497,55 @@ softcap8avx2_loop:
 	VZEROUPPER
 	RET
 
+// func scaleRows8AVX2(dst *float32, stride int, src *float32, d int, f *float32, rows int)
+// Equals scaleRowsGo: for each row r < rows, dst[r*stride+c] =
+// src[r*d+c]·f[r], eight columns a step, then the columns after the last
+// eight one at a time (one rounding each, as the Go loop).
+TEXT ·scaleRows8AVX2(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), R8
+	SHLQ $2, R8
+	MOVQ src+16(FP), SI
+	MOVQ d+24(FP), CX
+	MOVQ f+32(FP), DX
+	MOVQ rows+40(FP), R9
+
+scalerows8avx2_row:
+	VBROADCASTSS (DX), Y0
+	MOVQ DI, R10
+	MOVQ CX, BX
+	SHRQ $3, BX
+	JZ scalerows8avx2_tail
+
+scalerows8avx2_vec:
+	VMULPS (SI), Y0, Y1
+	VMOVUPS Y1, (R10)
+	ADDQ $32, SI
+	ADDQ $32, R10
+	DECQ BX
+	JNZ scalerows8avx2_vec
+
+scalerows8avx2_tail:
+	MOVQ CX, BX
+	ANDQ $7, BX
+	JZ scalerows8avx2_next
+
+scalerows8avx2_one:
+	VMULSS (SI), X0, X1
+	VMOVSS X1, (R10)
+	ADDQ $4, SI
+	ADDQ $4, R10
+	DECQ BX
+	JNZ scalerows8avx2_one
+
+scalerows8avx2_next:
+	ADDQ R8, DI
+	ADDQ $4, DX
+	DECQ R9
+	JNZ scalerows8avx2_row
+	VZEROUPPER
+	RET
+
 // func transpose8x8AVX2(dst *float32, ldDst int, src *float32, ldSrc int)
 // Equals, for i, j < 8: dst[i*ldDst+j] = src[j*ldSrc+i] (strides in
 // floats): eight row loads, the unpack / shuffle / lane-permute network,

@@ -9,8 +9,9 @@ import (
 )
 
 // TestUnfusedStepCatchesMutants: the kernels of the unfused step that the
-// sets without fused steps run (the AVX2 set's softcap and its scores on
-// part of a panel), and the driver's use of them, broken on purpose, fail
+// sets without fused steps run (the AVX2 set's softcap, its scores on part
+// of a panel and its output scaling), and the driver's use of them, broken
+// on purpose, fail
 // their kernel tests or the conformance suite (FP8ATTN_MUTANTS=1; skipped
 // on a CPU without the AVX2 set; the NEON set's are in
 // TestNEONCatchesMutants).
@@ -35,6 +36,10 @@ func TestUnfusedStepCatchesMutants(t *testing.T) {
 			Old: "b0, b1 := lo/16, (hi+15)/16", New: "b0, b1 := min(lo/16+1, (hi+15)/16-1), (hi+15)/16", Tests: keys},
 		{Name: "AVX2 scoresKeys4: the last key's vector left out", File: wrappers,
 			Old: "b0, b1 := lo/16, (hi+15)/16", New: "b0, b1 := lo/16, max(lo/16+1, hi/16)", Tests: keys},
+		{Name: "AVX2 scaleRows: the columns after the last eight left as they are", File: avx2,
+			Old: "\tANDQ $7, BX\n\tJZ scalerows8avx2_next\n", New: "\tJMP scalerows8avx2_next\n", Tests: []string{"TestScaleRows"}},
+		{Name: "AVX2 scaleRows: dst's rows d apart, not stride", File: avx2,
+			Old: "\tADDQ R8, DI\n\tADDQ $4, DX\n", New: "\tMOVQ R10, DI\n\tADDQ $4, DX\n", Tests: []string{"TestScaleRows"}},
 		{Name: "the partial panel's scores from the keys all rows see", File: driver,
 			Old: "if u0, u1 := k.u0, k.u1; ks.scoresKeys4 != nil", New: "if u0, u1 := min(k.lo4, k.u1-1), k.u1; ks.scoresKeys4 != nil", Tests: dense},
 		{Name: "the partial panel's softcap on its first row alone", File: driver,
