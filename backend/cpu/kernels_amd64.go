@@ -314,7 +314,8 @@ func expSumAVX2(s []float32, m float32) float32 {
 }
 
 // softcapAVX2 softcaps whole vectors in assembly and the remaining elements
-// as softcapRow's loops do, through expSumAVX2.
+// as softcapRow's loops do (softcapTail: expSumAVX2 takes expSumGo on fewer
+// than 8 elements, so the numbers are expSumAVX2's).
 func softcapAVX2(s []float32, m2, ck float32) {
 	n8 := len(s) &^ 7
 	if n8 > 0 {
@@ -353,7 +354,7 @@ func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks int)
 func scaleRows8AVX2(dst *float32, stride int, src *float32, d int, f *float32, rows int)
 
 // scores4x64AVX512 is scores4Go.
-
+//
 //go:noescape
 func scores4x64AVX512(s, q, kt *float32, d int, scale float32)
 

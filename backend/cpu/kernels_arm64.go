@@ -11,8 +11,8 @@ var kernelSets = []*kernelSet{&neonKernels, &goKernels}
 // softmax in base e (exp32's algorithm: NEON has no VSCALEFPS, so base 2,
 // with exp2_32's rounding to subnormals, would take as many instructions),
 // keys in transposed panels. The columns past the last whole vector in pv4
-// and pv1, and a row's elements past the last whole vector in rowMax and
-// expSum, run the Go loops.
+// and pv1, and a row's elements past the last whole vector in rowMax,
+// expSum and softcap, run the Go loops.
 var neonKernels = kernelSet{
 	name:        "neon",
 	scores4:     scores4NEON,
@@ -119,7 +119,8 @@ func expSumNEON(s []float32, m float32) float32 {
 }
 
 // softcapNEON softcaps whole vectors in assembly and the remaining elements
-// as softcapRow's loops do, through expSumNEON.
+// as softcapRow's loops do (softcapTail: expSumNEON takes expSumGo on fewer
+// than 4 elements, so the numbers are expSumNEON's).
 func softcapNEON(s []float32, m2, ck float32) {
 	n4 := len(s) &^ 3
 	if n4 > 0 {

@@ -11,10 +11,9 @@ import (
 // TestUnfusedStepCatchesMutants: the kernels of the unfused step that the
 // sets without fused steps run (the AVX2 set's softcap, its scores on part
 // of a panel and its output scaling), and the driver's use of them, broken
-// on purpose, fail
-// their kernel tests or the conformance suite (FP8ATTN_MUTANTS=1; skipped
-// on a CPU without the AVX2 set; the NEON set's are in
-// TestNEONCatchesMutants).
+// on purpose, fail their kernel tests or the conformance suite
+// (FP8ATTN_MUTANTS=1; skipped on a CPU without the AVX2 set; the NEON
+// set's kernels are in TestNEONCatchesMutants).
 func TestUnfusedStepCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cpu"
 	softcap, keys, dense := []string{"TestSoftcapKernel"}, []string{"TestScoresKeys4"}, []string{"TestConformance"}
