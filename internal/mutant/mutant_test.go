@@ -1,6 +1,7 @@
 package mutant
 
 import (
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -76,4 +77,48 @@ func TestBuild(t *testing.T) {
 			t.Errorf("Build of %q: no error", m.Name)
 		}
 	}
+}
+
+// TestRunChecksSkipped: Run fails a skipped mutant whose text does not
+// apply (so that a mutant skipped on every machine CI runs on cannot go
+// stale there unnoticed) and skips one that applies. Each case runs Run in
+// a child process of this test binary, whose exit status says whether it
+// failed.
+func TestRunChecksSkipped(t *testing.T) {
+	const probeEnv = "FP8ATTN_MUTANT_SKIP_PROBE"
+	if c := os.Getenv(probeEnv); c != "" {
+		m := probe
+		m.Skip = "a probe"
+		if c == "absent" {
+			m.Old = "const Answer = 43"
+		}
+		Run(t, []Mutant{m})
+		return
+	}
+	if testing.Short() {
+		t.Skip("runs this test binary again (not under an emulator's -exec)")
+	}
+	for _, c := range []struct {
+		name  string
+		fails bool
+	}{{"applies", false}, {"absent", true}} {
+		cmd := exec.Command(os.Args[0], "-test.run", "^TestRunChecksSkipped$", "-test.v")
+		cmd.Env = append(os.Environ(), probeEnv+"="+c.name, Env+"=1")
+		out, err := cmd.CombinedOutput()
+		if (err != nil) != c.fails {
+			t.Errorf("a skipped mutant that %s: Run exited with %v, want failed=%v:\n%s", c.name, err, c.fails, out)
+		}
+		if !c.fails && !strings.Contains(string(out), "--- SKIP") {
+			t.Errorf("a skipped mutant that applies: not skipped:\n%s", out)
+		}
+	}
+}
+
+// TestRunCatchesMutants: Run with its check after the skip, as it once
+// was, fails TestRunChecksSkipped (FP8ATTN_MUTANTS=1).
+func TestRunCatchesMutants(t *testing.T) {
+	Run(t, []Mutant{{Name: "a skipped mutant not checked", File: "internal/mutant/mutant.go", Pkg: "./internal/mutant",
+		Old:   "\t\t\toverlay, err := m.overlay(dir, t.TempDir())\n\t\t\tif err != nil {\n\t\t\t\tt.Fatal(err)\n\t\t\t}\n\t\t\tif m.Skip != \"\" {\n\t\t\t\tt.Skip(m.Skip)\n\t\t\t}\n",
+		New:   "\t\t\tif m.Skip != \"\" {\n\t\t\t\tt.Skip(m.Skip)\n\t\t\t}\n\t\t\toverlay, err := m.overlay(dir, t.TempDir())\n\t\t\tif err != nil {\n\t\t\t\tt.Fatal(err)\n\t\t\t}\n",
+		Tests: []string{"TestRunChecksSkipped"}}})
 }
