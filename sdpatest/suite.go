@@ -103,6 +103,11 @@ func variantCases() []Case {
 				Mask: m, Sigma: 1, Window: 64},
 			Case{Name: fmt.Sprintf("sinks/window=192/d32/%v", m), Shape: backend.Shape{B: 2, Hq: 2, Hkv: 1, Sq: 260, Sk: 260, D: 32},
 				Mask: m, Sigma: 1, Window: 192, Sinks: true})
+		// A window wider than a few tiles, its edge inside one: a block of
+		// rows sees more tiles than a backend may take in one pass, and the
+		// rows of a group start at different keys of the edge's tile.
+		cases = append(cases, Case{Name: fmt.Sprintf("all/window=300/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 200, Sk: 700, D: 64},
+			Mask: m, Sigma: 1, Window: 300, Softcap: 20, Sinks: true})
 	}
 	for _, l := range []backend.Layout{backend.BHSD, backend.BSHD} {
 		for _, m := range causal {

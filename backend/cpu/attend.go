@@ -79,6 +79,10 @@ type keyPanels struct {
 	// vFinite, where not nil, says whether panel kb's value rows are all
 	// finite (call.vFinite), once get(kb) has returned.
 	vFinite []bool
+	// joined says that the value rows get(kb) returns run on past the
+	// panel to the last key (a dense call's KV head, in one array), so
+	// that a P·V may span panels (shortRows).
+	joined bool
 	// amx, where not nil, gives panel kb's AMX operands, followed by the
 	// next panels' (call after get), and whether the AMX path may take it.
 	amx func(kb int) (kB, vB []uint16, ok bool)
@@ -205,160 +209,164 @@ func (c *call) attendRowsWith(ks *kernelSet, sc *scratch, q []float32, rowsN int
 		i := kb - kb0able
 		return g%amxRows == 0 && i >= 0 && i < len(able) && able[i]&(1<<(g/amxRows)) != 0
 	}
-	for kb := kp.kb0; kb*panel < nmax; kb++ {
-		j0 := kb * panel
-		n := min(panel, nmax-j0)
-		kt, vb := kp.get(kb)
-		vb = vb[:n*D]
-		if i := kb - kb0able; i < len(able) {
-			var bits uint64
-			for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
-				if ableOf(kb, g) {
-					bits |= 1 << (g / amxRows)
-				}
-			}
-			able[i] = bits
-		}
-		vf := kp.vFinite != nil && kp.vFinite[kb] // the panel's values are finite
-		for g := 0; g < rowsN; g += 4 {
-			if amxRowsOK != 0 && amxAble(kb, g) {
-				g += amxRows - 4
-				continue
-			}
-			qg, alpha := q[g*D:(g+4)*D], &sc.alpha
-			full := fused && n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
-			if ks.steps4 != nil && amxRowsOK == 0 && full {
-				// This group and every later full one (visible keys only
-				// grow with the row; a window's first key too, so the
-				// full groups end where it passes j0) in one call.
-				e := rowsN &^ 3
-				for e > g+4 && rowLo[e-1] > j0 {
-					e -= 4
-				}
-				pf := c.stepsAhead(sc, kp, kb, nmax)
-				if kp.pairs {
-					pi := kp.kvh*c.panels + kb
-					ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
-				} else {
-					ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
-				}
-				g = e - 4
-				continue
-			}
-			if ks.scoresSoftmax4 != nil && full {
-				// Four full rows (visible keys only grow with the row).
-				ks.scoresSoftmax4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha)
-				ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
-				continue
-			}
-			var k groupKeys
-			k.of(rowLo, rowHi, m, g, rowsN, j0, n)
-			if !k.seen {
-				continue
-			}
-			if bounded && k.oneStep(vf) {
-				// The bounded steps with one P·V each (the rows' keys the
-				// same, or the panel's values finite, so that their other
-				// keys' weights of 0 add nothing): this group and the
-				// next ones that take them, up to a full group of the
-				// plain steps or an AMX group, in one call.
-				bs := sc.stepBounds[:0]
-				e := g
-				for {
-					bs = append(bs, rowBounds{})
-					k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)
-					if e += 4; e >= rowsN || amxRowsOK != 0 && amxAble(kb, e) {
-						break
-					}
-					if ks.steps4 != nil && amxRowsOK == 0 && fused && n == panel && e+4 <= rowsN && rowHi[e] >= j0+panel && rowLo[e+3] <= j0 {
-						break
-					}
-					if k.of(rowLo, rowHi, m, e, rowsN, j0, n); !k.seen || !k.oneStep(vf) {
-						break
+	if shortForm(ks, &kp, amxRowsOK != 0, kp.kb0, (nmax+panel-1)/panel) {
+		c.shortRows(ks, sc, q, rowsN, scoreScale, br, kp, nmax, m, l, acc)
+	} else {
+		for kb := kp.kb0; kb*panel < nmax; kb++ {
+			j0 := kb * panel
+			n := min(panel, nmax-j0)
+			kt, vb := kp.get(kb)
+			vb = vb[:n*D]
+			if i := kb - kb0able; i < len(able) {
+				var bits uint64
+				for g := 0; g+amxRows <= rowsN && g < 64*amxRows; g += amxRows {
+					if ableOf(kb, g) {
+						bits |= 1 << (g / amxRows)
 					}
 				}
-				if pf := c.stepsAhead(sc, kp, kb, nmax); kp.pairs && ks.pairs != nil && ks.pairs.stepsBounded4 != nil {
-					// On bfloat16 pairs: the whole panel's dot products,
-					// at twice the float32 rate, then the bounds.
-					pi := kp.kvh*c.panels + kb
-					ks.pairs.stepsBounded4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), pf, bs)
-				} else {
-					ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), pf, bs)
-				}
-				g = e - 4
-				continue
+				able[i] = bits
 			}
-			nl, nr, lo4, common := k.nl, k.nr, k.lo4, k.common
-			if bounded && !k.unseen {
-				// The bounded step on each row's own keys, softcapped
-				// where there is a softcap.
-				b := &sc.bounds
-				k.bounds(b, min(4, rowsN-g), capM2, capCK)
-				ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
-			} else {
-				// The scores of the keys some row sees, [u0, u1): where
-				// that is part of the panel (a window's edge, the causal
-				// diagonal) and the set can, those alone.
-				if u0, u1 := k.u0, k.u1; ks.scoresKeys4 != nil && (u0 > 0 || u1 < panel) {
-					ks.scoresKeys4(s, qg, kt, D, scoreScale, u0, u1)
-					if br.softcap > 0 {
-						for r := range 4 {
-							softcapRow(ks, s[r*panel+u0:r*panel+u1], br.softcap, sc.t32)
+			vf := kp.vFinite != nil && kp.vFinite[kb] // the panel's values are finite
+			for g := 0; g < rowsN; g += 4 {
+				if amxRowsOK != 0 && amxAble(kb, g) {
+					g += amxRows - 4
+					continue
+				}
+				qg, alpha := q[g*D:(g+4)*D], &sc.alpha
+				full := fused && n == panel && g+4 <= rowsN && rowHi[g] >= j0+panel && rowLo[g+3] <= j0
+				if ks.steps4 != nil && amxRowsOK == 0 && full {
+					// This group and every later full one (visible keys only
+					// grow with the row; a window's first key too, so the
+					// full groups end where it passes j0) in one call.
+					e := rowsN &^ 3
+					for e > g+4 && rowLo[e-1] > j0 {
+						e -= 4
+					}
+					pf := c.stepsAhead(sc, kp, kb, nmax)
+					if kp.pairs {
+						pi := kp.kvh*c.panels + kb
+						ks.pairs.steps4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+					} else {
+						ks.steps4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, (e-g)/4, pf)
+					}
+					g = e - 4
+					continue
+				}
+				if ks.scoresSoftmax4 != nil && full {
+					// Four full rows (visible keys only grow with the row).
+					ks.scoresSoftmax4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha)
+					ks.pv4(acc[g*D:(g+4)*D], s, vb, D, panel, (*[4]float32)(alpha[:4]))
+					continue
+				}
+				var k groupKeys
+				k.of(rowLo, rowHi, m, g, rowsN, j0, n)
+				if !k.seen {
+					continue
+				}
+				if bounded && k.oneStep(vf) {
+					// The bounded steps with one P·V each (the rows' keys the
+					// same, or the panel's values finite, so that their other
+					// keys' weights of 0 add nothing): this group and the
+					// next ones that take them, up to a full group of the
+					// plain steps or an AMX group, in one call.
+					bs := sc.stepBounds[:0]
+					e := g
+					for {
+						bs = append(bs, rowBounds{})
+						k.bounds(&bs[len(bs)-1], min(4, rowsN-e), capM2, capCK)
+						if e += 4; e >= rowsN || amxRowsOK != 0 && amxAble(kb, e) {
+							break
+						}
+						if ks.steps4 != nil && amxRowsOK == 0 && fused && n == panel && e+4 <= rowsN && rowHi[e] >= j0+panel && rowLo[e+3] <= j0 {
+							break
+						}
+						if k.of(rowLo, rowHi, m, e, rowsN, j0, n); !k.seen || !k.oneStep(vf) {
+							break
 						}
 					}
+					if pf := c.stepsAhead(sc, kp, kb, nmax); kp.pairs && ks.pairs != nil && ks.pairs.stepsBounded4 != nil {
+						// On bfloat16 pairs: the whole panel's dot products,
+						// at twice the float32 rate, then the bounds.
+						pi := kp.kvh*c.panels + kb
+						ks.pairs.stepsBounded4(s, sc.q16[g*D/2:e*D/2], c.kt16[pi*D/2*panel:(pi+1)*D/2*panel], vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), pf, bs)
+					} else {
+						ks.stepsBounded4(s, q[g*D:e*D], kt, vb, acc[g*D:e*D], D, scoreScale, m[g:e], l[g:e], alpha, len(bs), pf, bs)
+					}
+					g = e - 4
+					continue
+				}
+				nl, nr, lo4, common := k.nl, k.nr, k.lo4, k.common
+				if bounded && !k.unseen {
+					// The bounded step on each row's own keys, softcapped
+					// where there is a softcap.
+					b := &sc.bounds
+					k.bounds(b, min(4, rowsN-g), capM2, capCK)
+					ks.scoresSoftmaxBounded4(s, qg, kt, D, scoreScale, m[g:g+4], l[g:g+4], alpha, b)
 				} else {
-					ks.scores4(s, qg, kt, D, scoreScale)
-					if br.softcap > 0 {
-						softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
+					// The scores of the keys some row sees, [u0, u1): where
+					// that is part of the panel (a window's edge, the causal
+					// diagonal) and the set can, those alone.
+					if u0, u1 := k.u0, k.u1; ks.scoresKeys4 != nil && (u0 > 0 || u1 < panel) {
+						ks.scoresKeys4(s, qg, kt, D, scoreScale, u0, u1, panel)
+						if br.softcap > 0 {
+							for r := range 4 {
+								softcapRow(ks, s[r*panel+u0:r*panel+u1], br.softcap, sc.t32)
+							}
+						}
+					} else {
+						ks.scores4(s, qg, kt, D, scoreScale)
+						if br.softcap > 0 {
+							softcapRow(ks, s[:4*panel], br.softcap, sc.t32)
+						}
+					}
+					// Each row's softmax step over its own visible keys
+					// (softcapped first): new maxima first, then the four
+					// rescale factors alpha = e^(m_old-m_new) in one vector
+					// exponential (e^0 = 1 exactly where a row has no old
+					// sum), then the rows.
+					*alpha = [8]float32{}
+					for r := range 4 {
+						i := g + r
+						if i >= rowsN || nr[r] == nl[r] {
+							continue
+						}
+						row := s[r*panel+nl[r] : r*panel+nr[r]]
+						mOld := m[i]
+						mNew := max(mOld, ks.rowMax(row))
+						if l[i] != 0 || mOld != mOld {
+							alpha[r] = mOld - mNew
+						}
+						m[i] = mNew
+					}
+					ks.expSum(alpha[:], 0)
+					for r := range 4 {
+						if i := g + r; i < rowsN && nr[r] > nl[r] {
+							l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel+nl[r]:r*panel+nr[r]], m[i])
+						}
 					}
 				}
-				// Each row's softmax step over its own visible keys
-				// (softcapped first): new maxima first, then the four
-				// rescale factors alpha = e^(m_old-m_new) in one vector
-				// exponential (e^0 = 1 exactly where a row has no old
-				// sum), then the rows.
-				*alpha = [8]float32{}
+				// Keys every row sees, [lo4, common), go through pv4; a
+				// causal diagonal or a window's lower edge leaves each row a
+				// few more on either side (or, with no common key, all).
+				pv4 := common > lo4
+				if pv4 {
+					ks.pv4(acc[g*D:(g+4)*D], s[lo4:], vb[lo4*D:], D, common-lo4, (*[4]float32)(alpha[:4]))
+				}
 				for r := range 4 {
-					i := g + r
-					if i >= rowsN || nr[r] == nl[r] {
+					if g+r >= rowsN || nr[r] <= nl[r] {
 						continue
 					}
-					row := s[r*panel+nl[r] : r*panel+nr[r]]
-					mOld := m[i]
-					mNew := max(mOld, ks.rowMax(row))
-					if l[i] != 0 || mOld != mOld {
-						alpha[r] = mOld - mNew
+					row := acc[(g+r)*D : (g+r+1)*D]
+					if !pv4 {
+						ks.pv1(row, s[r*panel+nl[r]:r*panel+nr[r]], vb[nl[r]*D:], D, nr[r]-nl[r], alpha[r])
+						continue
 					}
-					m[i] = mNew
-				}
-				ks.expSum(alpha[:], 0)
-				for r := range 4 {
-					if i := g + r; i < rowsN && nr[r] > nl[r] {
-						l[i] = l[i]*alpha[r] + ks.expSum(s[r*panel+nl[r]:r*panel+nr[r]], m[i])
+					if nl[r] < lo4 {
+						ks.pv1(row, s[r*panel+nl[r]:r*panel+lo4], vb[nl[r]*D:], D, lo4-nl[r], 1)
 					}
-				}
-			}
-			// Keys every row sees, [lo4, common), go through pv4; a
-			// causal diagonal or a window's lower edge leaves each row a
-			// few more on either side (or, with no common key, all).
-			pv4 := common > lo4
-			if pv4 {
-				ks.pv4(acc[g*D:(g+4)*D], s[lo4:], vb[lo4*D:], D, common-lo4, (*[4]float32)(alpha[:4]))
-			}
-			for r := range 4 {
-				if g+r >= rowsN || nr[r] <= nl[r] {
-					continue
-				}
-				row := acc[(g+r)*D : (g+r+1)*D]
-				if !pv4 {
-					ks.pv1(row, s[r*panel+nl[r]:r*panel+nr[r]], vb[nl[r]*D:], D, nr[r]-nl[r], alpha[r])
-					continue
-				}
-				if nl[r] < lo4 {
-					ks.pv1(row, s[r*panel+nl[r]:r*panel+lo4], vb[nl[r]*D:], D, lo4-nl[r], 1)
-				}
-				if nr[r] > common {
-					ks.pv1(row, s[r*panel+common:r*panel+nr[r]], vb[common*D:], D, nr[r]-common, 1)
+					if nr[r] > common {
+						ks.pv1(row, s[r*panel+common:r*panel+nr[r]], vb[common*D:], D, nr[r]-common, 1)
+					}
 				}
 			}
 		}

@@ -20,6 +20,7 @@ type scratch struct {
 	v     []float32 // paged: one panel of values, decoded
 	s     []float32 // 4×panel scores, then weights
 	t32   []float32 // a group's scores (softcapRow's exponentials)
+	wide  []float32 // the block's rows' scores over all their keys (shortRows)
 	// The AMX path's (amx.go): the block's query parts, 16 rows' scores
 	// (then weights), their parts and P·V, and their rescale factors
 	// (four past the rows: softmax4's scratch).
@@ -268,7 +269,7 @@ func (c *call) block(sc *scratch, it int) {
 	v := c.values()[vOff : vOff+p.Sk*D]
 
 	kp := c.densePanels(sc, kvh, v)
-	kp.vFinite = c.finitePanels(kvh)
+	kp.vFinite, kp.joined = c.finitePanels(kvh), true
 	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
 	if c.pairs {
 		c.ks.pairs.rows(sc.q16[:rows*D/2], q)
@@ -524,7 +525,7 @@ func (c *call) packedBlock(sc *scratch, it int) {
 		outScale = p.VScale[kvh]
 	}
 	kp := c.densePanels(sc, kvh, v)
-	kp.vFinite = c.finitePanels(kvh)
+	kp.vFinite, kp.joined = c.finitePanels(kvh), true
 	kp.prefetch, kp.kvh = p.Layout == backend.BHSD, kvh
 	sc.end = ahead{}
 	br := blockRows{

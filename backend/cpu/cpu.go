@@ -226,9 +226,10 @@ type call struct {
 	kAMX, vAMX      []uint16
 	amxOK           []bool
 	// vFinite, where the call has a mask or a window and the set a bounded
-	// step, says whether each panel's value rows are all finite
-	// (kernelSet.allFinite): a group's P·V may then run over the keys of
-	// all its rows, each row's others weighing 0 exactly.
+	// step or no fused one (shortRows), says whether each panel's value
+	// rows are all finite (kernelSet.allFinite): a group's P·V may then
+	// run over the keys of all its rows, each row's others weighing 0
+	// exactly.
 	vFinite []bool
 	scratch freelist.List[scratch] // one per worker, reused
 }
@@ -278,7 +279,7 @@ func (b *Backend) Attention(p *backend.Problem) error {
 		c.amxOK = freelist.Grow(c.amxOK, panels)
 	}
 	c.vFinite = c.vFinite[:0]
-	if c.ks.scoresSoftmaxBounded4 != nil && (p.Mask != backend.NoMask || p.SlidingWindow > 0) {
+	if (c.ks.scoresSoftmaxBounded4 != nil || c.ks.steps4 == nil) && (p.Mask != backend.NoMask || p.SlidingWindow > 0) {
 		c.vFinite = freelist.Grow(c.vFinite, panels)
 	}
 	if cap(c.panelState) < panels {

@@ -29,13 +29,19 @@ type kernelSet struct {
 	// kt[i*panel+j] = key j's element i: scores4Go).
 	scores4 func(s, q, kt []float32, d int, scale float32)
 	// scoresKeys4, if not nil, is scores4 for the keys [lo, hi) of the
-	// panel (0 <= lo < hi <= panel) and those beside them in the set's
-	// vectors; s's other columns keep what they held.
-	scoresKeys4 func(s, q, kt []float32, d int, scale float32, lo, hi int)
+	// panel (0 <= lo < hi <= panel) and others of the panel beside them
+	// (the assembly sets' keys: keyBlocks), row r's scores at
+	// s[r*stride:] (stride >= panel); s's other columns keep what they
+	// held.
+	scoresKeys4 func(s, q, kt []float32, d int, scale float32, lo, hi, stride int)
 	// pv4 sets acc[r*d+c] = alpha[r]·acc[r*d+c] + Σ_{j<n} p[r*panel+j]·v[j*d+c]
 	// for rows r < 4 and c < d: four output rows rescaled and then
 	// accumulated over n value rows.
 	pv4 func(acc, p, v []float32, d, n int, alpha *[4]float32)
+	// pv4Strided, if not nil, is pv4 with row r's weights at p[r*stride:]
+	// (stride >= 1) and n not bounded by a panel: pv4 is pv4Strided with
+	// stride panel.
+	pv4Strided func(acc, p, v []float32, d, n, stride int, alpha *[4]float32)
 	// pv1 is pv4 for one row: acc[c] = alpha·acc[c] + Σ_{j<n} p[j]·v[j*d+c].
 	pv1 func(acc, p, v []float32, d, n int, alpha float32)
 	// rowMax returns the largest element of s (-Inf for none), or NaN if
@@ -267,16 +273,18 @@ const lazyTau = 8
 
 // goKernels are the portable kernels, always built.
 var goKernels = kernelSet{
-	name:      "go",
-	scores4:   scores4Rows,
-	pv4:       pv4Go,
-	pv1:       pv1Go,
-	rowMax:    rowMaxGo,
-	expSum:    expSumGo,
-	scaleRows: scaleRowsGo,
-	allFinite: allFiniteGo,
-	transpose: rowPanel,
-	rowPanels: true,
+	name:        "go",
+	scores4:     scores4Rows,
+	scoresKeys4: scoresKeys4Rows,
+	pv4:         pv4Go,
+	pv4Strided:  pv4StridedGo,
+	pv1:         pv1Go,
+	rowMax:      rowMaxGo,
+	expSum:      expSumGo,
+	scaleRows:   scaleRowsGo,
+	allFinite:   allFiniteGo,
+	transpose:   rowPanel,
+	rowPanels:   true,
 }
 
 // allFiniteGo is kernelSet.allFinite in Go: x-x is 0 for finite x, NaN
@@ -311,11 +319,29 @@ func rowPanel(kp, k []float32, d, n int) {
 // scores4Rows is scores4 on a row panel (rowPanel): two query rows against
 // four keys at a time, eight dot products sharing every load.
 func scores4Rows(s, q, kp []float32, d int, scale float32) {
-	s, q, kp = s[:4*panel], q[:4*d], kp[:d*panel]
+	scoresKeys4Rows(s, q, kp, d, scale, 0, panel, panel)
+}
+
+// keyBlocks returns the keys the assembly sets' scoresKeys4 compute for
+// the keys [lo, hi) of a panel, the fewest blocks of 16 from a multiple of
+// 8 that hold them, inside the panel: keys [k0, k0+16·blocks).
+func keyBlocks(lo, hi int) (k0, blocks int) {
+	k0 = lo &^ 7
+	blocks = (hi - k0 + 15) / 16
+	return min(k0, panel-16*blocks), blocks
+}
+
+// scoresKeys4Rows is the Go set's scoresKeys4: scores4Rows on the keys
+// [lo, hi) rounded out to fours.
+func scoresKeys4Rows(s, q, kp []float32, d int, scale float32, lo, hi, stride int) {
+	if lo < 0 || hi <= lo || hi > panel || stride < panel {
+		panic("cpu: scoresKeys4 with keys outside the panel")
+	}
+	s, q, kp = s[:3*stride+panel], q[:4*d], kp[:d*panel]
 	for r := 0; r < 4; r += 2 {
 		q0, q1 := q[r*d:(r+1)*d], q[(r+1)*d:(r+2)*d]
-		s0, s1 := s[r*panel:(r+1)*panel], s[(r+1)*panel:(r+2)*panel]
-		for j := 0; j < panel; j += 4 {
+		s0, s1 := s[r*stride:r*stride+panel], s[(r+1)*stride:(r+1)*stride+panel]
+		for j := lo &^ 3; j < hi; j += 4 {
 			k0, k1, k2, k3 := kp[j*d:(j+1)*d], kp[(j+1)*d:(j+2)*d], kp[(j+2)*d:(j+3)*d], kp[(j+3)*d:(j+4)*d]
 			var a00, a01, a02, a03, a10, a11, a12, a13 float32
 			for i, x0 := range q0 {
@@ -336,13 +362,18 @@ func scores4Rows(s, q, kp []float32, d int, scale float32) {
 	}
 }
 
-// pv4Go is pv4 in Go: two rows at a time share each value load, and four
-// keys at a time share each accumulator load and store.
+// pv4Go is pv4 in Go.
 func pv4Go(acc, p, v []float32, d, n int, alpha *[4]float32) {
-	acc, p, v = acc[:4*d], p[:3*panel+n], v[:n*d]
+	pv4StridedGo(acc, p, v, d, n, panel, alpha)
+}
+
+// pv4StridedGo is pv4Strided in Go: two rows at a time share each value
+// load, and four keys at a time share each accumulator load and store.
+func pv4StridedGo(acc, p, v []float32, d, n, stride int, alpha *[4]float32) {
+	acc, p, v = acc[:4*d], p[:3*stride+n], v[:n*d]
 	for r := 0; r < 4; r += 2 {
 		a0, a1 := acc[r*d:(r+1)*d], acc[(r+1)*d:(r+2)*d]
-		w0, w1 := p[r*panel:r*panel+n], p[(r+1)*panel:(r+1)*panel+n]
+		w0, w1 := p[r*stride:r*stride+n], p[(r+1)*stride:(r+1)*stride+n]
 		al0, al1 := alpha[r], alpha[r+1]
 		for c := range a0 {
 			a0[c] *= al0

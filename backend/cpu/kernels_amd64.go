@@ -54,6 +54,7 @@ var avx2Kernels = kernelSet{
 	scores4:     scores4AVX2,
 	scoresKeys4: scoresKeys4AVX2,
 	pv4:         pv4AVX2,
+	pv4Strided:  pv4StridedAVX2,
 	pv1:         pv1AVX2,
 	rowMax:      rowMaxAVX2,
 	expSum:      expSumAVX2,
@@ -250,18 +251,18 @@ func keyVectors(b *rowBounds) {
 
 func scores4AVX2(s, q, kt []float32, d int, scale float32) {
 	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
-	scores4x64AVX2(&s[0], &q[0], &kt[0], d, scale, panel/16)
+	scores4x64AVX2(&s[0], &q[0], &kt[0], d, scale, panel/16, panel)
 }
 
 // scoresKeys4AVX2 is kernelSet.scoresKeys4: scores4AVX2 on the key vectors
 // of 16 that hold the keys [lo, hi), the other columns of s untouched.
-func scoresKeys4AVX2(s, q, kt []float32, d int, scale float32, lo, hi int) {
-	if lo < 0 || hi <= lo || hi > panel {
+func scoresKeys4AVX2(s, q, kt []float32, d int, scale float32, lo, hi, stride int) {
+	if lo < 0 || hi <= lo || hi > panel || stride < panel {
 		panic("cpu: scoresKeys4 with keys outside the panel")
 	}
-	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
-	b0, b1 := lo/16, (hi+15)/16
-	scores4x64AVX2(&s[16*b0], &q[0], &kt[16*b0], d, scale, b1-b0)
+	_, _, _ = s[3*stride+panel-1], q[4*d-1], kt[d*panel-1]
+	k0, blocks := keyBlocks(lo, hi)
+	scores4x64AVX2(&s[k0], &q[0], &kt[k0], d, scale, blocks, stride)
 }
 
 func scores4AVX512(s, q, kt []float32, d int, scale float32) {
@@ -272,11 +273,24 @@ func scores4AVX512(s, q, kt []float32, d int, scale float32) {
 // pv4AVX2 runs the assembly on the columns that fill whole vectors and Go
 // on the rest (d not a multiple of 8).
 func pv4AVX2(acc, p, v []float32, d, n int, alpha *[4]float32) {
-	pv4Split(acc, p, v, d, n, alpha, 8, pv4x8AVX2)
+	pv4Split(acc, p, v, d, n, panel, alpha, 8, pv4x8AVX2)
+}
+
+func pv4StridedAVX2(acc, p, v []float32, d, n, stride int, alpha *[4]float32) {
+	pv4Split(acc, p, v, d, n, stride, alpha, 8, pv4x8AVX2)
 }
 
 func pv4AVX512(acc, p, v []float32, d, n int, alpha *[4]float32) {
-	pv4Split(acc, p, v, d, n, alpha, 16, pv4x16AVX512)
+	pv4Split(acc, p, v, d, n, panel, alpha, 16, pv4x16PanelAVX512)
+}
+
+// pv4x16PanelAVX512 is pv4x16AVX512 in pv4Split's form, whose p rows are
+// a panel apart.
+func pv4x16PanelAVX512(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32) {
+	if stride != panel {
+		panic("cpu: pv4x16AVX512 with rows of p not a panel apart")
+	}
+	pv4x16AVX512(acc, p, v, d, n, cols, alpha)
 }
 
 func pv1AVX2(acc, p, v []float32, d, n int, alpha float32) {
@@ -342,10 +356,11 @@ func expSumAVX512(s []float32, m float32) float32 {
 // on the arguments the wrappers above pass.
 
 // scores4x64AVX2 is scores4Go on the first 16·blocks keys of s and kt
-// (blocks in [1, 4]), the columns after them untouched.
+// (blocks in [1, 4]), the columns after them untouched, s's rows stride
+// floats apart.
 //
 //go:noescape
-func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks int)
+func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks, stride int)
 
 // scaleRows8AVX2 is scaleRowsGo on rows rows of d columns (rows, d > 0),
 // dst's rows stride floats apart.
@@ -358,12 +373,15 @@ func scaleRows8AVX2(dst *float32, stride int, src *float32, d int, f *float32, r
 //go:noescape
 func scores4x64AVX512(s, q, kt *float32, d int, scale float32)
 
-// pv4x8AVX2 and pv4x16AVX512 are pv4Go on columns [0, cols), cols a
-// multiple of 8 (16); the rows of acc and v are d apart, of p panel apart.
+// pv4x8AVX2 is pv4StridedGo on columns [0, cols), cols a multiple of 8;
+// the rows of acc and v are d apart, of p stride apart.
 //
 //go:noescape
-func pv4x8AVX2(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
+func pv4x8AVX2(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32)
 
+// pv4x16AVX512 is pv4Go on columns [0, cols), cols a multiple of 16; the
+// rows of acc and v are d apart, of p panel apart.
+//
 //go:noescape
 func pv4x16AVX512(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
 

@@ -18,6 +18,7 @@ var neonKernels = kernelSet{
 	scores4:     scores4NEON,
 	scoresKeys4: scoresKeys4NEON,
 	pv4:         pv4NEON,
+	pv4Strided:  pv4StridedNEON,
 	pv1:         pv1NEON,
 	rowMax:      rowMaxNEON,
 	expSum:      expSumNEON,
@@ -71,24 +72,29 @@ func scaleRowsNEON(dst []float32, stride int, src []float32, d int, f []float32)
 
 func scores4NEON(s, q, kt []float32, d int, scale float32) {
 	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
-	scores4x64NEON(&s[0], &q[0], &kt[0], d, scale, panel/16)
+	scores4x64NEON(&s[0], &q[0], &kt[0], d, scale, panel/16, panel)
 }
 
 // scoresKeys4NEON is kernelSet.scoresKeys4: scores4NEON on the blocks of 16
 // keys that hold the keys [lo, hi), the other columns of s untouched.
-func scoresKeys4NEON(s, q, kt []float32, d int, scale float32, lo, hi int) {
-	if lo < 0 || hi <= lo || hi > panel {
+func scoresKeys4NEON(s, q, kt []float32, d int, scale float32, lo, hi, stride int) {
+	if lo < 0 || hi <= lo || hi > panel || stride < panel {
 		panic("cpu: scoresKeys4 with keys outside the panel")
 	}
-	_, _, _ = s[4*panel-1], q[4*d-1], kt[d*panel-1]
-	b0, b1 := lo/16, (hi+15)/16
-	scores4x64NEON(&s[16*b0], &q[0], &kt[16*b0], d, scale, b1-b0)
+	_, _, _ = s[3*stride+panel-1], q[4*d-1], kt[d*panel-1]
+	k0, blocks := keyBlocks(lo, hi)
+	scores4x64NEON(&s[k0], &q[0], &kt[k0], d, scale, blocks, stride)
 }
 
 // pv4NEON runs the assembly on the columns that fill whole vectors and Go
 // on the rest (d not a multiple of 4), as pv4Go computes them.
 func pv4NEON(acc, p, v []float32, d, n int, alpha *[4]float32) {
-	pv4Split(acc, p, v, d, n, alpha, 4, pv4x4NEON)
+	pv4Split(acc, p, v, d, n, panel, alpha, 4, pv4x4NEON)
+}
+
+// pv4StridedNEON is pv4NEON with p's rows stride floats apart.
+func pv4StridedNEON(acc, p, v []float32, d, n, stride int, alpha *[4]float32) {
+	pv4Split(acc, p, v, d, n, stride, alpha, 4, pv4x4NEON)
 }
 
 // pv1NEON is pv4NEON for one row.
@@ -133,16 +139,17 @@ func softcapNEON(s []float32, m2, ck float32) {
 // on the arguments the wrappers above pass.
 
 // scores4x64NEON is scores4Go on the first 16·blocks keys of s and kt
-// (blocks in [1, 4]), the columns after them untouched.
+// (blocks in [1, 4]), the columns after them untouched, s's rows stride
+// floats apart.
 //
 //go:noescape
-func scores4x64NEON(s, q, kt *float32, d int, scale float32, blocks int)
+func scores4x64NEON(s, q, kt *float32, d int, scale float32, blocks, stride int)
 
-// pv4x4NEON is pv4Go on columns [0, cols), cols a multiple of 4; the rows
-// of acc and v are d apart, of p panel apart.
+// pv4x4NEON is pv4StridedGo on columns [0, cols), cols a multiple of 4;
+// the rows of acc and v are d apart, of p stride apart.
 //
 //go:noescape
-func pv4x4NEON(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
+func pv4x4NEON(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32)
 
 // pv1x4NEON is pv1Go on columns [0, cols), cols a multiple of 4.
 //

@@ -9,7 +9,8 @@
 // the Go wrappers in kernels_arm64.go check the bounds first.
 //
 // Layouts: q and acc rows are d floats apart, v rows d floats apart, score
-// rows (s, p) panel = 64 floats (256 bytes) apart, kt rows 64 floats apart.
+// rows (s, p) a stride apart (panel = 64 floats, 256 bytes, but where the
+// routine takes a stride), kt rows 64 floats apart.
 //
 // The product loops keep a 4-row × 16-column block in sixteen accumulators
 // V0-V15 (row r's four vectors in V4r..V4r+3). A step over four inner
@@ -55,13 +56,14 @@
 #define LOAD1ROWS(r0, r1, r2, r3) \
 	VLD1R.P 4(r0), [V16.S4]; VLD1R.P 4(r1), [V17.S4]; VLD1R.P 4(r2), [V18.S4]; VLD1R.P 4(r3), [V19.S4]
 
-// func scores4x64NEON(s, q, kt *float32, d int, scale float32, blocks int)
+// func scores4x64NEON(s, q, kt *float32, d int, scale float32, blocks, stride int)
 // Equals scores4Go on the first 16·blocks keys (blocks in [1, 4]; s and kt
-// at the first key of the first block): blocks of 16 keys, each the 4 rows
-// × 16 keys of the sixteen accumulators over i < d (kt's row i at 256·i
-// bytes, read by a post-increment of R9 = 256), then times scale (one
-// rounding each) and stored.
-TEXT ·scores4x64NEON(SB), NOSPLIT, $0-48
+// at the first key of the first block), s's rows stride floats apart:
+// blocks of 16 keys, each the 4 rows × 16 keys of the sixteen accumulators
+// over i < d (kt's row i at 256·i bytes, read by a post-increment of R9 =
+// 256), then times scale (one rounding each) and stored (s's rows by a
+// post-increment of R16 = 4·stride).
+TEXT ·scores4x64NEON(SB), NOSPLIT, $0-56
 	MOVD s+0(FP), R0
 	MOVD q+8(FP), R1
 	MOVD kt+16(FP), R2
@@ -70,6 +72,8 @@ TEXT ·scores4x64NEON(SB), NOSPLIT, $0-48
 	LSL $2, R3, R4
 	MOVD $256, R9
 	MOVD blocks+40(FP), R10
+	MOVD stride+48(FP), R16
+	LSL $2, R16, R16
 
 s4_block:
 	VEOR V0.B16, V0.B16, V0.B16
@@ -126,9 +130,9 @@ s4_store:
 	FMUL4S_E(31, 0, 8, 8); FMUL4S_E(31, 0, 9, 9); FMUL4S_E(31, 0, 10, 10); FMUL4S_E(31, 0, 11, 11)
 	FMUL4S_E(31, 0, 12, 12); FMUL4S_E(31, 0, 13, 13); FMUL4S_E(31, 0, 14, 14); FMUL4S_E(31, 0, 15, 15)
 	MOVD R0, R6
-	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], (R6)(R9)
-	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], (R6)(R9)
-	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], (R6)(R9)
+	VST1.P [V0.S4, V1.S4, V2.S4, V3.S4], (R6)(R16)
+	VST1.P [V4.S4, V5.S4, V6.S4, V7.S4], (R6)(R16)
+	VST1.P [V8.S4, V9.S4, V10.S4, V11.S4], (R6)(R16)
 	VST1 [V12.S4, V13.S4, V14.S4, V15.S4], (R6)
 	ADD $64, R0
 	ADD $64, R2
@@ -136,15 +140,18 @@ s4_store:
 	BNE s4_block
 	RET
 
-// func pv4x4NEON(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
-// Equals pv4Go on columns [0, cols), cols a multiple of 4: blocks of 16
-// columns keep 4 rows × 16 columns in the sixteen accumulators, rescaled
-// by alpha (one rounding; x·1 = x), then the keys j < n in order, four a
-// step (p's four rows the row elements, v's rows the vectors); then
-// blocks of 4 columns in four accumulators (V0, V4, V8, V12) the same way.
-TEXT ·pv4x4NEON(SB), NOSPLIT, $0-56
+// func pv4x4NEON(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32)
+// Equals pv4StridedGo on columns [0, cols), cols a multiple of 4: blocks
+// of 16 columns keep 4 rows × 16 columns in the sixteen accumulators,
+// rescaled by alpha (one rounding; x·1 = x), then the keys j < n in order,
+// four a step (p's four rows, R16 = 4·stride bytes apart, the row
+// elements, v's rows the vectors); then blocks of 4 columns in four
+// accumulators (V0, V4, V8, V12) the same way.
+TEXT ·pv4x4NEON(SB), NOSPLIT, $0-64
 	PV_ARGS
-	MOVD alpha+48(FP), R6
+	MOVD stride+48(FP), R16
+	LSL $2, R16, R16
+	MOVD alpha+56(FP), R6
 	VLD1 (R6), [V30.S4]
 	ADD R3, R0, R6
 	ADD R3, R6, R7
@@ -162,9 +169,9 @@ pv4_c16:
 	FMUL4S_E(30, 2, 8, 8); FMUL4S_E(30, 2, 9, 9); FMUL4S_E(30, 2, 10, 10); FMUL4S_E(30, 2, 11, 11)
 	FMUL4S_E(30, 3, 12, 12); FMUL4S_E(30, 3, 13, 13); FMUL4S_E(30, 3, 14, 14); FMUL4S_E(30, 3, 15, 15)
 	MOVD R1, R9
-	ADD $256, R9, R10
-	ADD $256, R10, R11
-	ADD $256, R11, R12
+	ADD R16, R9, R10
+	ADD R16, R10, R11
+	ADD R16, R11, R12
 	MOVD R2, R13
 	LSR $2, R4, R14
 	CBZ R14, pv4_t16
@@ -213,9 +220,9 @@ pv4_c4:
 	FMUL4S_E(30, 2, 8, 8)
 	FMUL4S_E(30, 3, 12, 12)
 	MOVD R1, R9
-	ADD $256, R9, R10
-	ADD $256, R10, R11
-	ADD $256, R11, R12
+	ADD R16, R9, R10
+	ADD R16, R10, R11
+	ADD R16, R11, R12
 	MOVD R2, R13
 	LSR $2, R4, R14
 	CBZ R14, pv4_t4

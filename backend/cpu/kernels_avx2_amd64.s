@@ -10,18 +10,20 @@
 // Layouts: q and acc rows are d floats apart, v rows d floats apart, score
 // rows (s, p) panel = 64 floats (256 bytes) apart, kt rows 64 floats apart.
 
-// func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks int)
+// func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks, stride int)
 // Equals scores4Go on the first 16·blocks keys (blocks in [1, 4]; s and kt
-// at the first key of the first block). Column blocks of 16 keys; each
-// block keeps 4 rows x 16 keys in eight accumulators, fed per i by two kt
-// loads and four q broadcasts.
-TEXT ·scores4x64AVX2(SB), NOSPLIT, $0-48
+// at the first key of the first block), row r of s at r·stride floats.
+// Column blocks of 16 keys; each block keeps 4 rows x 16 keys in eight
+// accumulators, fed per i by two kt loads and four q broadcasts.
+TEXT ·scores4x64AVX2(SB), NOSPLIT, $0-56
 	MOVQ s+0(FP), DI
 	MOVQ q+8(FP), SI
 	MOVQ kt+16(FP), DX
 	MOVQ d+24(FP), CX
 	VBROADCASTSS scale+32(FP), Y15
 	MOVQ blocks+40(FP), R11
+	MOVQ stride+48(FP), R14
+	SHLQ $2, R14
 
 s4avx2_block:
 	VXORPS Y0, Y0, Y0
@@ -75,12 +77,14 @@ s4avx2_store:
 	VMULPS Y15, Y7, Y7
 	VMOVUPS Y0, (DI)
 	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 256(DI)
-	VMOVUPS Y3, 288(DI)
-	VMOVUPS Y4, 512(DI)
-	VMOVUPS Y5, 544(DI)
-	VMOVUPS Y6, 768(DI)
-	VMOVUPS Y7, 800(DI)
+	LEAQ (DI)(R14*1), BX
+	VMOVUPS Y2, (BX)
+	VMOVUPS Y3, 32(BX)
+	VMOVUPS Y4, (DI)(R14*2)
+	VMOVUPS Y5, 32(DI)(R14*2)
+	LEAQ (BX)(R14*2), BX
+	VMOVUPS Y6, (BX)
+	VMOVUPS Y7, 32(BX)
 	ADDQ $64, DI
 	ADDQ $64, DX
 	DECQ R11
@@ -88,18 +92,22 @@ s4avx2_store:
 	VZEROUPPER
 	RET
 
-// func pv4x8AVX2(acc, p, v *float32, d, n, cols int, alpha *[4]float32)
-// Equals pv4Go on columns [0, cols). Blocks of 16 columns keep 4 rows x 16
-// columns in eight accumulators (two v loads, four p broadcasts per key);
-// a last block of 8 columns uses four.
-TEXT ·pv4x8AVX2(SB), NOSPLIT, $0-56
+// func pv4x8AVX2(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32)
+// Equals pv4StridedGo on columns [0, cols). Blocks of 16 columns keep 4
+// rows x 16 columns in eight accumulators (two v loads, four p broadcasts
+// per key: p's rows at 0, R14, 2·R14 and R15 = 3·R14 bytes); a last block
+// of 8 columns uses four.
+TEXT ·pv4x8AVX2(SB), NOSPLIT, $0-64
 	MOVQ acc+0(FP), DI
 	MOVQ p+8(FP), SI
 	MOVQ v+16(FP), DX
 	MOVQ d+24(FP), CX
 	MOVQ n+32(FP), BX
 	MOVQ cols+40(FP), R11
-	MOVQ alpha+48(FP), AX
+	MOVQ stride+48(FP), R14
+	SHLQ $2, R14
+	LEAQ (R14)(R14*2), R15
+	MOVQ alpha+56(FP), AX
 	VBROADCASTSS 0(AX), Y12
 	VBROADCASTSS 4(AX), Y13
 	VBROADCASTSS 8(AX), Y14
@@ -133,13 +141,13 @@ pv4avx2_l16:
 	VBROADCASTSS (R12), Y10
 	VFMADD231PS Y8, Y10, Y0
 	VFMADD231PS Y9, Y10, Y1
-	VBROADCASTSS 256(R12), Y11
+	VBROADCASTSS (R12)(R14*1), Y11
 	VFMADD231PS Y8, Y11, Y2
 	VFMADD231PS Y9, Y11, Y3
-	VBROADCASTSS 512(R12), Y10
+	VBROADCASTSS (R12)(R14*2), Y10
 	VFMADD231PS Y8, Y10, Y4
 	VFMADD231PS Y9, Y10, Y5
-	VBROADCASTSS 768(R12), Y11
+	VBROADCASTSS (R12)(R15*1), Y11
 	VFMADD231PS Y8, Y11, Y6
 	VFMADD231PS Y9, Y11, Y7
 	ADDQ CX, R13
@@ -181,11 +189,11 @@ pv4avx2_l8:
 	VMOVUPS (R13), Y8
 	VBROADCASTSS (R12), Y10
 	VFMADD231PS Y8, Y10, Y0
-	VBROADCASTSS 256(R12), Y11
+	VBROADCASTSS (R12)(R14*1), Y11
 	VFMADD231PS Y8, Y11, Y2
-	VBROADCASTSS 512(R12), Y10
+	VBROADCASTSS (R12)(R14*2), Y10
 	VFMADD231PS Y8, Y10, Y4
-	VBROADCASTSS 768(R12), Y11
+	VBROADCASTSS (R12)(R15*1), Y11
 	VFMADD231PS Y8, Y11, Y6
 	ADDQ CX, R13
 	ADDQ $4, R12

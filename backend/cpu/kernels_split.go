@@ -2,11 +2,15 @@
 
 package cpu
 
-// pv4Split is kernelSet.pv4 for a set whose assembly (asm) handles the
-// columns that fill whole vectors of width floats: it runs asm on those and
-// the Go loop of pv4Go on the rest (d not a multiple of width).
-func pv4Split(acc, p, v []float32, d, n int, alpha *[4]float32, width int, asm func(acc, p, v *float32, d, n, cols int, alpha *[4]float32)) {
-	_, _ = acc[4*d-1], p[3*panel+n-1]
+// pv4Split is kernelSet.pv4Strided for a set whose assembly (asm) handles
+// the columns that fill whole vectors of width floats: it runs asm on
+// those and the Go loop of pv4StridedGo on the rest (d not a multiple of
+// width).
+func pv4Split(acc, p, v []float32, d, n, stride int, alpha *[4]float32, width int, asm func(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32)) {
+	if stride < 1 {
+		panic("cpu: pv4 with a stride below 1")
+	}
+	_, _ = acc[4*d-1], p[3*stride+n-1]
 	if n > 0 {
 		_ = v[n*d-1]
 	}
@@ -16,7 +20,7 @@ func pv4Split(acc, p, v []float32, d, n int, alpha *[4]float32, width int, asm f
 		if n > 0 {
 			vp = &v[0]
 		}
-		asm(&acc[0], &p[0], vp, d, n, cols, alpha)
+		asm(&acc[0], &p[0], vp, d, n, cols, stride, alpha)
 	}
 	if cols == d {
 		return
@@ -28,7 +32,7 @@ func pv4Split(acc, p, v []float32, d, n int, alpha *[4]float32, width int, asm f
 			a[c] *= alpha[r]
 		}
 		for j := range n {
-			x := p[r*panel+j]
+			x := p[r*stride+j]
 			for c := cols; c < d; c++ {
 				a[c] += x * v[j*d+c]
 			}

@@ -35,6 +35,10 @@ func TestNEONCatchesMutants(t *testing.T) {
 			New: "\n\tFMUL4S(7, 6, 6)\n", Tests: []string{"TestSoftcapKernel"}},
 		{Name: "scores on part of a panel compute one block of keys", Old: "\n\tMOVD blocks+40(FP), R10\n",
 			New: "\n\tMOVD $1, R10\n", Tests: []string{"TestScoresKeys4"}},
+		{Name: "scores' rows a panel apart, not stride", Old: "\n\tMOVD stride+48(FP), R16\n\tLSL $2, R16, R16\n\ns4_block:",
+			New: "\n\tMOVD $64, R16\n\tLSL $2, R16, R16\n\ns4_block:", Tests: []string{"TestScoresKeys4"}},
+		{Name: "pv4's weights' rows a panel apart, not stride", Old: "\n\tMOVD stride+48(FP), R16\n\tLSL $2, R16, R16\n\tMOVD alpha+56(FP), R6",
+			New: "\n\tMOVD $64, R16\n\tLSL $2, R16, R16\n\tMOVD alpha+56(FP), R6", Tests: []string{"TestPV4Strided"}},
 	}
 	for i := range ms {
 		ms[i].File, ms[i].Pkg, ms[i].Arch = "backend/cpu/kernels_arm64.s", "./backend/cpu", "arm64"

@@ -10,8 +10,9 @@ import (
 
 // TestScoresKeys4 holds every kernel set's scoresKeys4 to its own scores4,
 // bit for bit, on the keys [lo, hi) asked for, for random ranges (each
-// vector boundary among them) and head dims: the columns outside the set's
-// vectors that hold [lo, hi) must keep the poison written before, and
+// vector boundary among them), head dims and row strides (a panel and
+// more): the columns outside the set's vectors that hold [lo, hi), and the
+// floats between the rows, must keep the poison written before, and
 // nothing outside s may be written.
 func TestScoresKeys4(t *testing.T) {
 	seed := sdpatest.Seed()
@@ -48,21 +49,25 @@ func TestScoresKeys4(t *testing.T) {
 				scale := float32(rng.Float64() + 0.1)
 				want := make([]float32, 4*panel)
 				ks.scores4(want, q, kt, d, scale)
-				s, ok := guarded(rng, 4*panel, func(int) float32 { return math.Float32frombits(poison) })
-				ks.scoresKeys4(s, q, kt, d, scale, lo, hi)
-				if err := ok(); err != nil {
-					t.Fatalf("d=%d keys [%d, %d): %v", d, lo, hi, err)
+				stride := panel
+				if trial%3 > 0 {
+					stride += 1 + rng.IntN(3*panel)
 				}
-				v0, v1 := lo/16*16, (hi+15)/16*16 // the AVX2 and NEON sets' vectors of keys
-				for r := range 4 {
-					for j := range panel {
-						got := math.Float32bits(s[r*panel+j])
-						switch {
-						case j >= lo && j < hi && got != math.Float32bits(want[r*panel+j]):
-							t.Fatalf("d=%d keys [%d, %d): s[%d][%d] = %v, want %v", d, lo, hi, r, j, s[r*panel+j], want[r*panel+j])
-						case (j < v0 || j >= v1) && got != poison:
-							t.Fatalf("d=%d keys [%d, %d): s[%d][%d] = %v written, outside the keys' vectors [%d, %d)", d, lo, hi, r, j, s[r*panel+j], v0, v1)
-						}
+				s, ok := guarded(rng, 3*stride+panel, func(int) float32 { return math.Float32frombits(poison) })
+				ks.scoresKeys4(s, q, kt, d, scale, lo, hi, stride)
+				if err := ok(); err != nil {
+					t.Fatalf("d=%d keys [%d, %d) stride %d: %v", d, lo, hi, stride, err)
+				}
+				v0, blocks := keyBlocks(lo, hi) // the AVX2 and NEON sets' vectors of keys
+				v1 := v0 + 16*blocks
+				for i, x := range s {
+					r, j := i/stride, i%stride
+					got := math.Float32bits(x)
+					switch {
+					case j >= lo && j < hi && got != math.Float32bits(want[r*panel+j]):
+						t.Fatalf("d=%d keys [%d, %d) stride %d: s[%d][%d] = %v, want %v", d, lo, hi, stride, r, j, x, want[r*panel+j])
+					case (j < v0 || j >= v1) && got != poison:
+						t.Fatalf("d=%d keys [%d, %d) stride %d: s[%d][%d] = %v written, outside the keys' vectors [%d, %d)", d, lo, hi, stride, r, j, x, v0, v1)
 					}
 				}
 			}
@@ -70,5 +75,20 @@ func TestScoresKeys4(t *testing.T) {
 	}
 	if tested == 0 {
 		t.Skip("no kernel set on this CPU has scoresKeys4")
+	}
+}
+
+// TestKeyBlocks checks keyBlocks on every range of a panel: its blocks
+// start at a multiple of 8, hold the keys, stay inside the panel, and are
+// as few as blocks from a multiple of 8 can be.
+func TestKeyBlocks(t *testing.T) {
+	for lo := range panel {
+		for hi := lo + 1; hi <= panel; hi++ {
+			k0, blocks := keyBlocks(lo, hi)
+			fewest := (hi - lo&^7 + 15) / 16
+			if k0%8 != 0 || k0 > lo || k0+16*blocks < hi || k0 < 0 || k0+16*blocks > panel || blocks != fewest {
+				t.Fatalf("keyBlocks(%d, %d) = %d, %d: keys [%d, %d), want %d blocks from a multiple of 8 inside the panel holding [%d, %d)", lo, hi, k0, blocks, k0, k0+16*blocks, fewest, lo, hi)
+			}
+		}
 	}
 }
