@@ -347,16 +347,8 @@ func TestKernels(t *testing.T) {
 				pv4Go(wantAcc, p, v, d, n, &alpha)
 				old := append([]float32(nil), acc...)
 				ks.pv4(acc, p, v, d, n, &alpha)
-				for r := range 4 {
-					for c := range d {
-						mag := math.Abs(float64(alpha[r] * old[r*d+c]))
-						for j := range n {
-							mag += math.Abs(float64(p[r*panel+j]) * float64(v[j*d+c]))
-						}
-						if !close(acc[r*d+c], wantAcc[r*d+c], n, mag) {
-							t.Fatalf("pv4 d=%d n=%d: acc[%d][%d] = %v, want %v", d, n, r, c, acc[r*d+c], wantAcc[r*d+c])
-						}
-					}
+				if r, c, ok := pv4Within(acc, wantAcc, old, p, v, d, n, panel, &alpha); !ok {
+					t.Fatalf("pv4 d=%d n=%d: acc[%d][%d] = %v, want %v", d, n, r, c, acc[r*d+c], wantAcc[r*d+c])
 				}
 				one := acc[:d]
 				old1 := append([]float32(nil), one...)
@@ -749,4 +741,23 @@ func BenchmarkKernels(b *testing.B) {
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
+}
+
+// pv4Within says whether every output of a pv4 (acc, from old, weights p
+// with rows stride apart, values v) is close to want within the bound of
+// its n products' magnitudes, and if not, the first row and column that
+// is not.
+func pv4Within(acc, want, old, p, v []float32, d, n, stride int, alpha *[4]float32) (r, c int, ok bool) {
+	for r := range 4 {
+		for c := range d {
+			mag := math.Abs(float64(alpha[r] * old[r*d+c]))
+			for j := range n {
+				mag += math.Abs(float64(p[r*stride+j]) * float64(v[j*d+c]))
+			}
+			if !close(acc[r*d+c], want[r*d+c], n, mag) {
+				return r, c, false
+			}
+		}
+	}
+	return 0, 0, true
 }

@@ -54,16 +54,8 @@ func TestPV4Strided(t *testing.T) {
 						t.Fatalf("d=%d n=%d stride %d: %v", d, n, stride, err)
 					}
 				}
-				for r := range 4 {
-					for c := range d {
-						mag := math.Abs(float64(alpha[r] * old[r*d+c]))
-						for j := range n {
-							mag += math.Abs(float64(p[r*stride+j]) * float64(v[j*d+c]))
-						}
-						if !close(acc[r*d+c], want[r*d+c], n, mag) {
-							t.Fatalf("d=%d n=%d stride %d: acc[%d][%d] = %v, want %v", d, n, stride, r, c, acc[r*d+c], want[r*d+c])
-						}
-					}
+				if r, c, ok := pv4Within(acc, want, old, p, v, d, n, stride, &alpha); !ok {
+					t.Fatalf("d=%d n=%d stride %d: acc[%d][%d] = %v, want %v", d, n, stride, r, c, acc[r*d+c], want[r*d+c])
 				}
 				if n > panel {
 					continue
