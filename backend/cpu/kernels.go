@@ -331,6 +331,21 @@ func keyBlocks(lo, hi int) (k0, blocks int) {
 	return min(k0, panel-16*blocks), blocks
 }
 
+// keyVectors8 returns the keys the avx2 set's scoresKeys4 computes for the
+// keys [lo, hi) of a panel: the fewest vectors of 8 keys from the multiple
+// of 8 at or below lo that hold them, but at least two (one block of 16,
+// inside the panel): keys [k0, k0+8·n), n >= 2. The kernels take them as
+// blocks of 16 keys, the last one 24 wide where n is odd, so that every
+// block keeps the eight or more accumulators the FMA units need.
+func keyVectors8(lo, hi int) (k0, n int) {
+	k0 = lo &^ 7
+	n = (hi - k0 + 7) / 8
+	if n < 2 {
+		return min(k0, panel-16), 2
+	}
+	return k0, n
+}
+
 // scoresKeys4Rows is the Go set's scoresKeys4: scores4Rows on the keys
 // [lo, hi) rounded out to fours.
 func scoresKeys4Rows(s, q, kp []float32, d int, scale float32, lo, hi, stride int) {

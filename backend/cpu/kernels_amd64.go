@@ -255,14 +255,23 @@ func scores4AVX2(s, q, kt []float32, d int, scale float32) {
 }
 
 // scoresKeys4AVX2 is kernelSet.scoresKeys4: scores4AVX2 on the key vectors
-// of 16 that hold the keys [lo, hi), the other columns of s untouched.
+// that hold the keys [lo, hi) (keyVectors8), the other columns of s
+// untouched.
 func scoresKeys4AVX2(s, q, kt []float32, d int, scale float32, lo, hi, stride int) {
 	if lo < 0 || hi <= lo || hi > panel || stride < panel {
 		panic("cpu: scoresKeys4 with keys outside the panel")
 	}
 	_, _, _ = s[3*stride+panel-1], q[4*d-1], kt[d*panel-1]
-	k0, blocks := keyBlocks(lo, hi)
-	scores4x64AVX2(&s[k0], &q[0], &kt[k0], d, scale, blocks, stride)
+	k0, n := keyVectors8(lo, hi)
+	blocks := n / 2
+	if n%2 == 1 {
+		blocks = (n - 3) / 2
+		k := k0 + 16*blocks
+		scores4x24AVX2(&s[k], &q[0], &kt[k], d, scale, stride)
+	}
+	if blocks > 0 {
+		scores4x64AVX2(&s[k0], &q[0], &kt[k0], d, scale, blocks, stride)
+	}
 }
 
 func scores4AVX512(s, q, kt []float32, d int, scale float32) {
@@ -361,6 +370,12 @@ func expSumAVX512(s []float32, m float32) float32 {
 //
 //go:noescape
 func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks, stride int)
+
+// scores4x24AVX2 is scores4Go on the first 24 keys of s and kt, the
+// columns after them untouched, s's rows stride floats apart.
+//
+//go:noescape
+func scores4x24AVX2(s, q, kt *float32, d int, scale float32, stride int)
 
 // scaleRows8AVX2 is scaleRowsGo on rows rows of d columns (rows, d > 0),
 // dst's rows stride floats apart.

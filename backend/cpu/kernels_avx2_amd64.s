@@ -92,6 +92,96 @@ s4avx2_store:
 	VZEROUPPER
 	RET
 
+// func scores4x24AVX2(s, q, kt *float32, d int, scale float32, stride int)
+// Equals scores4Go on the first 24 keys (s and kt at the first key), row r
+// of s at r·stride floats: scores4x64AVX2's block widened to three key
+// vectors, twelve accumulators fed per i by three kt loads and four q
+// broadcasts (each lane's sum over i in the same order, so bit for bit
+// scores4x64AVX2's on the same keys).
+TEXT ·scores4x24AVX2(SB), NOSPLIT, $0-48
+	MOVQ s+0(FP), DI
+	MOVQ q+8(FP), SI
+	MOVQ kt+16(FP), DX
+	MOVQ d+24(FP), CX
+	MOVQ stride+40(FP), R14
+	SHLQ $2, R14
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+	LEAQ (SI)(CX*4), R8
+	LEAQ (R8)(CX*4), R9
+	LEAQ (R9)(CX*4), R10
+	TESTQ CX, CX
+	JZ s24avx2_store
+
+s24avx2_loop:
+	VMOVUPS (DX), Y12
+	VMOVUPS 32(DX), Y13
+	VMOVUPS 64(DX), Y14
+	VBROADCASTSS (SI), Y15
+	VFMADD231PS Y12, Y15, Y0
+	VFMADD231PS Y13, Y15, Y1
+	VFMADD231PS Y14, Y15, Y2
+	VBROADCASTSS (R8), Y15
+	VFMADD231PS Y12, Y15, Y3
+	VFMADD231PS Y13, Y15, Y4
+	VFMADD231PS Y14, Y15, Y5
+	VBROADCASTSS (R9), Y15
+	VFMADD231PS Y12, Y15, Y6
+	VFMADD231PS Y13, Y15, Y7
+	VFMADD231PS Y14, Y15, Y8
+	VBROADCASTSS (R10), Y15
+	VFMADD231PS Y12, Y15, Y9
+	VFMADD231PS Y13, Y15, Y10
+	VFMADD231PS Y14, Y15, Y11
+	ADDQ $256, DX
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ $4, R10
+	DECQ CX
+	JNZ s24avx2_loop
+
+s24avx2_store:
+	VBROADCASTSS scale+32(FP), Y15
+	VMULPS Y15, Y0, Y0
+	VMULPS Y15, Y1, Y1
+	VMULPS Y15, Y2, Y2
+	VMULPS Y15, Y3, Y3
+	VMULPS Y15, Y4, Y4
+	VMULPS Y15, Y5, Y5
+	VMULPS Y15, Y6, Y6
+	VMULPS Y15, Y7, Y7
+	VMULPS Y15, Y8, Y8
+	VMULPS Y15, Y9, Y9
+	VMULPS Y15, Y10, Y10
+	VMULPS Y15, Y11, Y11
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	LEAQ (DI)(R14*1), BX
+	VMOVUPS Y3, (BX)
+	VMOVUPS Y4, 32(BX)
+	VMOVUPS Y5, 64(BX)
+	VMOVUPS Y6, (DI)(R14*2)
+	VMOVUPS Y7, 32(DI)(R14*2)
+	VMOVUPS Y8, 64(DI)(R14*2)
+	LEAQ (BX)(R14*2), BX
+	VMOVUPS Y9, (BX)
+	VMOVUPS Y10, 32(BX)
+	VMOVUPS Y11, 64(BX)
+	VZEROUPPER
+	RET
+
 // func pv4x8AVX2(acc, p, v *float32, d, n, cols, stride int, alpha *[4]float32)
 // Equals pv4StridedGo on columns [0, cols). Blocks of 16 columns keep 4
 // rows x 16 columns in eight accumulators (two v loads, four p broadcasts

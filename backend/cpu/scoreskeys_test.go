@@ -58,8 +58,7 @@ func TestScoresKeys4(t *testing.T) {
 				if err := ok(); err != nil {
 					t.Fatalf("d=%d keys [%d, %d) stride %d: %v", d, lo, hi, stride, err)
 				}
-				v0, blocks := keyBlocks(lo, hi) // the AVX2 and NEON sets' vectors of keys
-				v1 := v0 + 16*blocks
+				v0, v1 := setKeys(ks.name, lo, hi)
 				for i, x := range s {
 					r, j := i/stride, i%stride
 					got := math.Float32bits(x)
@@ -75,6 +74,33 @@ func TestScoresKeys4(t *testing.T) {
 	}
 	if tested == 0 {
 		t.Skip("no kernel set on this CPU has scoresKeys4")
+	}
+}
+
+// setKeys returns the keys [v0, v1) a kernel set's scoresKeys4 may write
+// for the keys [lo, hi): the avx2 set's key vectors (keyVectors8), the
+// others' blocks of 16 (keyBlocks: NEON's; the Go set writes fewer).
+func setKeys(set string, lo, hi int) (v0, v1 int) {
+	if set == "avx2" {
+		k0, n := keyVectors8(lo, hi)
+		return k0, k0 + 8*n
+	}
+	k0, blocks := keyBlocks(lo, hi)
+	return k0, k0 + 16*blocks
+}
+
+// TestKeyVectors8 checks keyVectors8 on every range of a panel: the fewest
+// vectors of 8 from a multiple of 8 that hold it, at least two, inside the
+// panel.
+func TestKeyVectors8(t *testing.T) {
+	for lo := range panel {
+		for hi := lo + 1; hi <= panel; hi++ {
+			k0, n := keyVectors8(lo, hi)
+			fewest := max(2, (hi-lo&^7+7)/8)
+			if k0%8 != 0 || k0 > lo || k0+8*n < hi || k0 < 0 || k0+8*n > panel || n != fewest {
+				t.Fatalf("keyVectors8(%d, %d) = %d, %d: keys [%d, %d), want %d vectors of 8 from a multiple of 8 inside the panel holding [%d, %d)", lo, hi, k0, n, k0, k0+8*n, fewest, lo, hi)
+			}
+		}
 	}
 }
 
