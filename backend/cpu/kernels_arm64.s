@@ -400,6 +400,22 @@ max_reduce:
 	FMOVS F0, ret+16(FP)
 	RET
 
+// EXP4_CONSTS loads EXP4's constants into V21-V30, four lanes each: 1
+// (V21), the polynomial's coefficients 1/2 to 1/720 (V22-V26), ln2's low
+// and high parts (V27, V28), log2e (V29) and -87.33654 (V30, the clamp
+// below the normal range that the callers apply). It writes R3.
+#define EXP4_CONSTS \
+	MOVW $0xc2aeac4f, R3; VDUP R3, V30.S4; \
+	MOVW $0x3fb8aa3b, R3; VDUP R3, V29.S4; \
+	MOVW $0x3f318000, R3; VDUP R3, V28.S4; \
+	MOVW $0xb95e8083, R3; VDUP R3, V27.S4; \
+	MOVW $0x3ab60b61, R3; VDUP R3, V26.S4; \
+	MOVW $0x3c088889, R3; VDUP R3, V25.S4; \
+	MOVW $0x3d2aaaab, R3; VDUP R3, V24.S4; \
+	MOVW $0x3e2aaaab, R3; VDUP R3, V23.S4; \
+	MOVW $0x3f000000, R3; VDUP R3, V22.S4; \
+	MOVW $0x3f800000, R3; VDUP R3, V21.S4
+
 // EXP4(x, X, t, T, k, K, p, P) sets P to e^x for the four lanes of x (x
 // already clamped to at least -87.33654), by exp32's algorithm with its
 // multiply-adds fused: k = x·log2e rounded (halves away from zero, as
@@ -441,26 +457,7 @@ TEXT ·expSum4NEON(SB), NOSPLIT, $0-28
 	MOVD n+8(FP), R1
 	FMOVS m+16(FP), F31
 	VDUP V31.S[0], V31.S4
-	MOVW $0xc2aeac4f, R3 // -87.33654
-	VDUP R3, V30.S4
-	MOVW $0x3fb8aa3b, R3 // log2e
-	VDUP R3, V29.S4
-	MOVW $0x3f318000, R3 // ln2 high part
-	VDUP R3, V28.S4
-	MOVW $0xb95e8083, R3 // ln2 low part
-	VDUP R3, V27.S4
-	MOVW $0x3ab60b61, R3 // 1/720
-	VDUP R3, V26.S4
-	MOVW $0x3c088889, R3 // 1/120
-	VDUP R3, V25.S4
-	MOVW $0x3d2aaaab, R3 // 1/24
-	VDUP R3, V24.S4
-	MOVW $0x3e2aaaab, R3 // 1/6
-	VDUP R3, V23.S4
-	MOVW $0x3f000000, R3 // 1/2
-	VDUP R3, V22.S4
-	MOVW $0x3f800000, R3 // 1
-	VDUP R3, V21.S4
+	EXP4_CONSTS
 	VEOR V20.B16, V20.B16, V20.B16 // the sum
 	VEOR V19.B16, V19.B16, V19.B16 // zero
 
@@ -493,26 +490,7 @@ TEXT ·softcap4NEON(SB), NOSPLIT, $0-24
 	VDUP V31.S[0], V31.S4
 	FMOVS ck+20(FP), F18
 	VDUP V18.S[0], V18.S4
-	MOVW $0xc2aeac4f, R3 // -87.33654
-	VDUP R3, V30.S4
-	MOVW $0x3fb8aa3b, R3 // log2e
-	VDUP R3, V29.S4
-	MOVW $0x3f318000, R3 // ln2 high part
-	VDUP R3, V28.S4
-	MOVW $0xb95e8083, R3 // ln2 low part
-	VDUP R3, V27.S4
-	MOVW $0x3ab60b61, R3 // 1/720
-	VDUP R3, V26.S4
-	MOVW $0x3c088889, R3 // 1/120
-	VDUP R3, V25.S4
-	MOVW $0x3d2aaaab, R3 // 1/24
-	VDUP R3, V24.S4
-	MOVW $0x3e2aaaab, R3 // 1/6
-	VDUP R3, V23.S4
-	MOVW $0x3f000000, R3 // 1/2
-	VDUP R3, V22.S4
-	MOVW $0x3f800000, R3 // 1
-	VDUP R3, V21.S4
+	EXP4_CONSTS
 	VEOR V19.B16, V19.B16, V19.B16 // zero
 	MOVW $0x80000000, R3 // the sign bit
 	VDUP R3, V17.S4

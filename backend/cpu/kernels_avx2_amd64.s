@@ -10,6 +10,49 @@
 // Layouts: q and acc rows are d floats apart, v rows d floats apart, score
 // rows (s, p) panel = 64 floats (256 bytes) apart, kt rows 64 floats apart.
 
+// EXP8_CONSTS loads the constants of exp32's algorithm into Y5-Y14, eight
+// lanes each (EXP8's operands): -87.33654 (Y5), 1 (Y6), the polynomial's
+// coefficients 1/2 to 1/720 (Y7-Y11), ln2's low and high parts (Y12,
+// Y13) and log2e (Y14). It writes AX.
+#define EXP8_CONSTS \
+	MOVL $0xc2aeac4f, AX; VMOVD AX, X5; VBROADCASTSS X5, Y5; \
+	MOVL $0x3f800000, AX; VMOVD AX, X6; VBROADCASTSS X6, Y6; \
+	MOVL $0x3f000000, AX; VMOVD AX, X7; VBROADCASTSS X7, Y7; \
+	MOVL $0x3e2aaaab, AX; VMOVD AX, X8; VBROADCASTSS X8, Y8; \
+	MOVL $0x3d2aaaab, AX; VMOVD AX, X9; VBROADCASTSS X9, Y9; \
+	MOVL $0x3c088889, AX; VMOVD AX, X10; VBROADCASTSS X10, Y10; \
+	MOVL $0x3ab60b61, AX; VMOVD AX, X11; VBROADCASTSS X11, Y11; \
+	MOVL $0xb95e8083, AX; VMOVD AX, X12; VBROADCASTSS X12, Y12; \
+	MOVL $0x3f318000, AX; VMOVD AX, X13; VBROADCASTSS X13, Y13; \
+	MOVL $0x3fb8aa3b, AX; VMOVD AX, X14; VBROADCASTSS X14, Y14
+
+// EXP8 sets Y0 = e^Y0 by exp32's steps on EXP8_CONSTS's constants, eight
+// lanes at a time: lanes below -87.33654 (below the normal range, or -Inf)
+// become 0; k = round(x·log2e); r = x - k·ln2hi - k·ln2lo; e^r by the
+// degree-6 polynomial in Horner form with fused multiply-adds; times 2^k
+// built in the exponent bits (k in [-126, 0] for x <= 0). NaN stays NaN.
+// It writes Y1-Y3.
+#define EXP8 \
+	VCMPPS $1, Y5, Y0, Y1; \
+	VMAXPS Y0, Y5, Y0; \
+	VMULPS Y14, Y0, Y2; \
+	VROUNDPS $0, Y2, Y2; \
+	VMOVAPS Y0, Y3; \
+	VFNMADD231PS Y13, Y2, Y3; \
+	VFNMADD231PS Y12, Y2, Y3; \
+	VMOVAPS Y11, Y0; \
+	VFMADD213PS Y10, Y3, Y0; \
+	VFMADD213PS Y9, Y3, Y0; \
+	VFMADD213PS Y8, Y3, Y0; \
+	VFMADD213PS Y7, Y3, Y0; \
+	VFMADD213PS Y6, Y3, Y0; \
+	VFMADD213PS Y6, Y3, Y0; \
+	VCVTPS2DQ Y2, Y2; \
+	VPSLLD $23, Y2, Y2; \
+	VPADDD Y6, Y2, Y2; \
+	VMULPS Y2, Y0, Y0; \
+	VANDNPS Y0, Y1, Y0
+
 // func scores4x64AVX2(s, q, kt *float32, d int, scale float32, blocks, stride int)
 // Equals scores4Go on the first 16·blocks keys (blocks in [1, 4]; s and kt
 // at the first key of the first block), row r of s at r·stride floats.
@@ -433,60 +476,13 @@ TEXT ·expSum8AVX2(SB), NOSPLIT, $0-28
 	MOVQ s+0(FP), SI
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m+16(FP), Y15
-	MOVL $0x3fb8aa3b, AX // log2e
-	VMOVD AX, X14
-	VBROADCASTSS X14, Y14
-	MOVL $0x3f318000, AX // ln2 high part
-	VMOVD AX, X13
-	VBROADCASTSS X13, Y13
-	MOVL $0xb95e8083, AX // ln2 low part
-	VMOVD AX, X12
-	VBROADCASTSS X12, Y12
-	MOVL $0x3ab60b61, AX // 1/720
-	VMOVD AX, X11
-	VBROADCASTSS X11, Y11
-	MOVL $0x3c088889, AX // 1/120
-	VMOVD AX, X10
-	VBROADCASTSS X10, Y10
-	MOVL $0x3d2aaaab, AX // 1/24
-	VMOVD AX, X9
-	VBROADCASTSS X9, Y9
-	MOVL $0x3e2aaaab, AX // 1/6
-	VMOVD AX, X8
-	VBROADCASTSS X8, Y8
-	MOVL $0x3f000000, AX // 1/2
-	VMOVD AX, X7
-	VBROADCASTSS X7, Y7
-	MOVL $0x3f800000, AX // 1
-	VMOVD AX, X6
-	VBROADCASTSS X6, Y6
-	MOVL $0xc2aeac4f, AX // -87.33654
-	VMOVD AX, X5
-	VBROADCASTSS X5, Y5
+	EXP8_CONSTS
 	VXORPS Y4, Y4, Y4
 
 expsum8avx2_loop:
 	VMOVUPS (SI), Y0
 	VSUBPS Y15, Y0, Y0
-	VCMPPS $1, Y5, Y0, Y1
-	VMAXPS Y0, Y5, Y0
-	VMULPS Y14, Y0, Y2
-	VROUNDPS $0, Y2, Y2
-	VMOVAPS Y0, Y3
-	VFNMADD231PS Y13, Y2, Y3
-	VFNMADD231PS Y12, Y2, Y3
-	VMOVAPS Y11, Y0
-	VFMADD213PS Y10, Y3, Y0
-	VFMADD213PS Y9, Y3, Y0
-	VFMADD213PS Y8, Y3, Y0
-	VFMADD213PS Y7, Y3, Y0
-	VFMADD213PS Y6, Y3, Y0
-	VFMADD213PS Y6, Y3, Y0
-	VCVTPS2DQ Y2, Y2
-	VPSLLD $23, Y2, Y2
-	VPADDD Y6, Y2, Y2
-	VMULPS Y2, Y0, Y0
-	VANDNPS Y0, Y1, Y0
+	EXP8
 	VMOVUPS Y0, (SI)
 	VADDPS Y0, Y4, Y4
 	ADDQ $32, SI
@@ -527,60 +523,13 @@ TEXT ·softcap8AVX2(SB), NOSPLIT, $0-24
 	MOVQ n+8(FP), CX
 	VBROADCASTSS m2+16(FP), Y15
 	VBROADCASTSS ck+20(FP), Y4
-	MOVL $0x3fb8aa3b, AX // log2e
-	VMOVD AX, X14
-	VBROADCASTSS X14, Y14
-	MOVL $0x3f318000, AX // ln2 high part
-	VMOVD AX, X13
-	VBROADCASTSS X13, Y13
-	MOVL $0xb95e8083, AX // ln2 low part
-	VMOVD AX, X12
-	VBROADCASTSS X12, Y12
-	MOVL $0x3ab60b61, AX // 1/720
-	VMOVD AX, X11
-	VBROADCASTSS X11, Y11
-	MOVL $0x3c088889, AX // 1/120
-	VMOVD AX, X10
-	VBROADCASTSS X10, Y10
-	MOVL $0x3d2aaaab, AX // 1/24
-	VMOVD AX, X9
-	VBROADCASTSS X9, Y9
-	MOVL $0x3e2aaaab, AX // 1/6
-	VMOVD AX, X8
-	VBROADCASTSS X8, Y8
-	MOVL $0x3f000000, AX // 1/2
-	VMOVD AX, X7
-	VBROADCASTSS X7, Y7
-	MOVL $0x3f800000, AX // 1
-	VMOVD AX, X6
-	VBROADCASTSS X6, Y6
-	MOVL $0xc2aeac4f, AX // -87.33654
-	VMOVD AX, X5
-	VBROADCASTSS X5, Y5
+	EXP8_CONSTS
 
 softcap8avx2_loop:
 	VMOVUPS (SI), Y0
 	VANDPS absMask8<>(SB), Y0, Y0
 	VMULPS Y15, Y0, Y0
-	VCMPPS $1, Y5, Y0, Y1
-	VMAXPS Y0, Y5, Y0
-	VMULPS Y14, Y0, Y2
-	VROUNDPS $0, Y2, Y2
-	VMOVAPS Y0, Y3
-	VFNMADD231PS Y13, Y2, Y3
-	VFNMADD231PS Y12, Y2, Y3
-	VMOVAPS Y11, Y0
-	VFMADD213PS Y10, Y3, Y0
-	VFMADD213PS Y9, Y3, Y0
-	VFMADD213PS Y8, Y3, Y0
-	VFMADD213PS Y7, Y3, Y0
-	VFMADD213PS Y6, Y3, Y0
-	VFMADD213PS Y6, Y3, Y0
-	VCVTPS2DQ Y2, Y2
-	VPSLLD $23, Y2, Y2
-	VPADDD Y6, Y2, Y2
-	VMULPS Y2, Y0, Y0
-	VANDNPS Y0, Y1, Y0 // e
+	EXP8 // e
 	VSUBPS Y0, Y6, Y1  // 1 - e
 	VADDPS Y0, Y6, Y2  // 1 + e
 	VMULPS Y4, Y1, Y1
