@@ -30,7 +30,7 @@ type kernelSet struct {
 	scores4 func(s, q, kt []float32, d int, scale float32)
 	// scoresKeys4, if not nil, is scores4 for the keys [lo, hi) of the
 	// panel (0 <= lo < hi <= panel) and others of the panel beside them
-	// (the assembly sets' keys: keyBlocks), row r's scores at
+	// (the assembly sets' keys: keyVectors8, keyBlocks), row r's scores at
 	// s[r*stride:] (stride >= panel); s's other columns keep what they
 	// held.
 	scoresKeys4 func(s, q, kt []float32, d int, scale float32, lo, hi, stride int)
@@ -322,7 +322,7 @@ func scores4Rows(s, q, kp []float32, d int, scale float32) {
 	scoresKeys4Rows(s, q, kp, d, scale, 0, panel, panel)
 }
 
-// keyBlocks returns the keys the assembly sets' scoresKeys4 compute for
+// keyBlocks returns the keys the neon set's scoresKeys4 computes for
 // the keys [lo, hi) of a panel, the fewest blocks of 16 from a multiple of
 // 8 that hold them, inside the panel: keys [k0, k0+16·blocks).
 func keyBlocks(lo, hi int) (k0, blocks int) {

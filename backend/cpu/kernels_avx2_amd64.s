@@ -10,6 +10,14 @@
 // Layouts: q and acc rows are d floats apart, v rows d floats apart, score
 // rows (s, p) panel = 64 floats (256 bytes) apart, kt rows 64 floats apart.
 
+// ZERO_Y0_Y7 and ZERO_Y8_Y11 clear accumulators (the score kernels,
+// fmaPeakAVX2).
+#define ZERO_Y0_Y7 \
+	VXORPS Y0, Y0, Y0; VXORPS Y1, Y1, Y1; VXORPS Y2, Y2, Y2; VXORPS Y3, Y3, Y3; \
+	VXORPS Y4, Y4, Y4; VXORPS Y5, Y5, Y5; VXORPS Y6, Y6, Y6; VXORPS Y7, Y7, Y7
+#define ZERO_Y8_Y11 \
+	VXORPS Y8, Y8, Y8; VXORPS Y9, Y9, Y9; VXORPS Y10, Y10, Y10; VXORPS Y11, Y11, Y11
+
 // EXP8_CONSTS loads the constants of exp32's algorithm into Y5-Y14, eight
 // lanes each (EXP8's operands): -87.33654 (Y5), 1 (Y6), the polynomial's
 // coefficients 1/2 to 1/720 (Y7-Y11), ln2's low and high parts (Y12,
@@ -69,14 +77,7 @@ TEXT ·scores4x64AVX2(SB), NOSPLIT, $0-56
 	SHLQ $2, R14
 
 s4avx2_block:
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
+	ZERO_Y0_Y7
 	MOVQ SI, R12
 	LEAQ (R12)(CX*4), R8
 	LEAQ (R8)(CX*4), R9
@@ -148,18 +149,8 @@ TEXT ·scores4x24AVX2(SB), NOSPLIT, $0-48
 	MOVQ d+24(FP), CX
 	MOVQ stride+40(FP), R14
 	SHLQ $2, R14
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZERO_Y0_Y7
+	ZERO_Y8_Y11
 	LEAQ (SI)(CX*4), R8
 	LEAQ (R8)(CX*4), R9
 	LEAQ (R9)(CX*4), R10
@@ -655,18 +646,8 @@ TEXT ·transpose8x8AVX2(SB), NOSPLIT, $0-32
 // fmaPeakAVX512 with 8-wide AVX2 FMAs: 12 chains, 192 flops an iteration.
 TEXT ·fmaPeakAVX2(SB), NOSPLIT, $0-8
 	MOVQ n+0(FP), CX
-	VXORPS Y0, Y0, Y0
-	VXORPS Y1, Y1, Y1
-	VXORPS Y2, Y2, Y2
-	VXORPS Y3, Y3, Y3
-	VXORPS Y4, Y4, Y4
-	VXORPS Y5, Y5, Y5
-	VXORPS Y6, Y6, Y6
-	VXORPS Y7, Y7, Y7
-	VXORPS Y8, Y8, Y8
-	VXORPS Y9, Y9, Y9
-	VXORPS Y10, Y10, Y10
-	VXORPS Y11, Y11, Y11
+	ZERO_Y0_Y7
+	ZERO_Y8_Y11
 	VXORPS Y12, Y12, Y12
 	VXORPS Y13, Y13, Y13
 	TESTQ CX, CX
