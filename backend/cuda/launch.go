@@ -87,7 +87,7 @@ func (r *resident) launch(stage int) error {
 		if r.dev.hopperErr != nil {
 			return r.dev.hopperErr
 		}
-		k := r.dev.hopperFor(&s)
+		k := r.kernels()
 		b, hq, hkv := int64(s.B), int64(s.Hq), int64(s.Hkv)
 		sizes := [3]int64{b * hq * int64(k.cfg.QImageBytes(s.Sq)), b * hkv * int64(k.cfg.KImageBytes(s.Sk)), b * hkv * int64(k.cfg.VImageBytes(s.Sk))}
 		fns := [3]C.CUfunction{k.packQ, k.packK, k.packV}
@@ -170,7 +170,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 		return false, nil
 	}
 	s := r.shape
-	k := r.dev.hopperFor(&s)
+	k := r.kernels()
 	if r.tensors == nil {
 		tl := new(tensorLaunch)
 		sp := r.scores
@@ -217,6 +217,17 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 	return true, r.launchMerge(r.tensors)
 }
 
+// kernels returns the Hopper kernels of the resident's launch: hopperFor's,
+// or their entries without the float32 row sums (hopperKernels.noLSE)
+// where the launch writes no LSE and the head dim has them.
+func (r *resident) kernels() hopperKernels {
+	k := r.dev.hopperFor(&r.shape)
+	if r.params.LSE == 0 && k.noLSE != nil && noLSEOn() {
+		return *k.noLSE
+	}
+	return k
+}
+
 // narrowTakes is whether the narrow form runs masked call s, where the
 // module has it (narrowPlan; narrowForced in tests).
 func (d *device) narrowTakes(k hopperKernels, s *backend.Problem) bool {
@@ -236,7 +247,7 @@ func (r *resident) tensorEntry() (fn C.CUfunction, one bool) {
 	if r.scores == nil || r.fused || r.dev.hopperErr != nil {
 		return nil, false
 	}
-	k := r.dev.hopperFor(&s)
+	k := r.kernels()
 	fn, one = k.attnTensors, k.cfg.OneTile(s.Sk)
 	if one {
 		fn = k.attnTensorsOne

@@ -135,6 +135,48 @@ type hopperKernels struct {
 	// form letters followed by c), for the calls with a softcap; nil in
 	// the twin itself.
 	softcap *hopperKernels
+	// noLSE is these kernels with the fused and tensor forms' entries
+	// (attnFused, attnTensors, attnTensorsHead and the one-tile forms)
+	// replaced by their copies without the float32 row sums
+	// (fp8attn_stage9<form>_d<D>_nolse), for the launches that write no
+	// LSE; nil where cfg.NoLSEEntries is false, and in the twins.
+	noLSE *hopperKernels
+}
+
+// loadNoLSE returns k with its fused and tensor forms' entries replaced by
+// those without the float32 row sums (k.cfg.NoLSEEntries), their shared
+// memory limits raised as k's are.
+func (d *device) loadNoLSE(k hopperKernels, hd int) (*hopperKernels, error) {
+	type entry struct {
+		form string
+		fn   *C.CUfunction
+		smem int
+	}
+	n := k
+	entries := []entry{
+		{"f", &n.attnFused, k.cfg.SharedBytes()},
+		{"t", &n.attnTensors, k.cfg.TensorSharedBytes()},
+		{"th", &n.attnTensorsHead, k.cfg.TensorSharedBytes()},
+	}
+	if k.attnOne != nil {
+		entries = append(entries,
+			entry{"fo", &n.attnFusedOne, k.cfg.SharedBytes()},
+			entry{"qo", &n.attnQuantizing, k.cfg.SharedBytes()},
+			entry{"to", &n.attnTensorsOne, k.cfg.TensorSharedBytes()})
+	}
+	for _, e := range entries {
+		name := fmt.Sprintf("fp8attn_stage9%s_d%d_nolse", e.form, hd)
+		fn, err := d.hmod.Function(name)
+		if err != nil {
+			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
+		}
+		*e.fn = cFunction(fn)
+		markPDL(*e.fn)
+		if err := setMaxSharedMemory(*e.fn, e.smem); err != nil {
+			return nil, err
+		}
+	}
+	return &n, nil
 }
 
 // hopperFor returns the Hopper kernels of shape p: those of the kernel
@@ -297,6 +339,11 @@ func (d *device) loadHopper() error {
 		capped.packQ, capped.packK, capped.packV, capped.quantPack, capped.quantPackLong = k.packQ, k.packK, k.packV, k.quantPack, k.quantPackLong
 		capped.packVTensor, capped.packVTensorSmem = k.packVTensor, k.packVTensorSmem
 		k.softcap = &capped
+		if cfg.NoLSEEntries {
+			if k.noLSE, err = d.loadNoLSE(k, hd); err != nil {
+				return err
+			}
+		}
 		d.hopper[hd] = k
 	}
 	merge, err := d.hmod.Function("fp8attn_merge9")

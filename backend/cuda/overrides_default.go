@@ -16,3 +16,7 @@ func pdlDefault() bool { return true }
 // narrowOn is whether the calls the narrow tiled tensor form takes run on
 // it (launchTensors): always.
 func narrowOn() bool { return true }
+
+// noLSEOn is whether the launches without an LSE take the entries without
+// the float32 row sums where the head dim has them (resident.kernels).
+func noLSEOn() bool { return true }

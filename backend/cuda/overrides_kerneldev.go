@@ -13,8 +13,9 @@ import (
 // FP8ATTN_PAGED_CUBIN; scripts/gpu-lib.sh's use_built_kernels points them at
 // freshly built kernels; and the test modules' FP8ATTN_TEST_PTX and
 // FP8ATTN_TEST_CUBIN, which scripts/gpu-mutants.sh sets), FP8ATTN_PDL=0 turns programmatic dependent
-// launch off for A/B runs, and FP8ATTN_NARROW=0 the narrow tiled tensor
-// form. Production builds (overrides_default.go) always
+// launch off for A/B runs, FP8ATTN_NARROW=0 the narrow tiled tensor
+// form, and FP8ATTN_NOLSE=0 the entries without the float32 row sums.
+// Production builds (overrides_default.go) always
 // load the embedded modules with PDL on. docs/DEVELOPING.md describes the
 // workflow.
 
@@ -40,3 +41,8 @@ func pdlDefault() bool { return os.Getenv("FP8ATTN_PDL") != "0" }
 // it (launchTensors): unless FP8ATTN_NARROW=0, for A/B runs against the
 // wide form.
 func narrowOn() bool { return os.Getenv("FP8ATTN_NARROW") != "0" }
+
+// noLSEOn is whether the launches without an LSE take the entries without
+// the float32 row sums where the head dim has them (resident.kernels):
+// unless FP8ATTN_NOLSE=0, for A/B runs against the entries with them.
+func noLSEOn() bool { return os.Getenv("FP8ATTN_NOLSE") != "0" }

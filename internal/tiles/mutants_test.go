@@ -34,3 +34,19 @@ func TestHopperNarrowCatchesMutants(t *testing.T) {
 			Tests: []string{"TestHopperNarrow"}},
 	})
 }
+
+// TestHopperNoLSEEntriesCatchesMutants: the entries without the float32
+// row sums claimed at every head dim, or tiles.h's flag written as 0, fail
+// TestHopperNoLSEEntries (FP8ATTN_MUTANTS=1).
+func TestHopperNoLSEEntriesCatchesMutants(t *testing.T) {
+	const pkg = "./internal/tiles"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "every head dim", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old:   "c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1}",
+			New:   "c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1, NoLSEEntries: true}",
+			Tests: []string{"TestHopperNoLSEEntries"}},
+		{Name: "the header's flag always 0", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "c.NarrowSharedBytes(), b2i(c.NoLSEEntries))", New: "c.NarrowSharedBytes(), 0)",
+			Tests: []string{"TestHopperNoLSEEntries"}},
+	})
+}

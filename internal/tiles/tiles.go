@@ -134,6 +134,14 @@ type HopperConfig struct {
 	// dim (fp8attn_stage9tn), which runs some of the calls with a causal
 	// mask (NarrowLaunch; the cuda backend's narrowPlan picks them).
 	Narrow bool
+
+	// NoLSEEntries: the module has entries without the float32 row sums
+	// at this head dim (fp8attn_stage9<form>_d<D>_nolse: the fused and
+	// tensor forms, the head start and the one-tile forms), for the calls
+	// that ask for no LSE. The other head dims hold both copies of the
+	// main loop in one function; at D 64 that measured slower than either
+	// alone (docs/design/hopper-prefill.md).
+	NoLSEEntries bool
 }
 
 // Hopper returns the Hopper kernel's geometry for head dimension d.
@@ -144,7 +152,7 @@ func Hopper(d int) (HopperConfig, error) {
 	switch d {
 	case 64:
 		c.DK = 64
-		c.SoftmaxTurns, c.OnePA = true, true
+		c.SoftmaxTurns, c.OnePA, c.NoLSEEntries = true, true, true
 	case 96, 128:
 		c.DK = 128
 		if d == 128 {
@@ -435,9 +443,9 @@ func Header() string {
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
 		sc := c.Schedule()
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, FUSED_PINGPONG = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d; };\n",
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, FUSED_PINGPONG = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d, NOLSE_ENTRIES = %d; };\n",
 			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3], sc[4],
-			b2i(c.Narrow), NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes())
+			b2i(c.Narrow), NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes(), b2i(c.NoLSEEntries))
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")
 	b.WriteString("template <int D> struct AdaTiles;\n")

@@ -294,9 +294,33 @@ func TestHopperNarrow(t *testing.T) {
 				t.Errorf("D %d: NarrowLaunch(%d, %d, %d) = %d, %d, %d, %d; want %d, %d, %d, %d", d, g.b, g.hq, g.sq, x, y, z, th, g.x, g.hq, g.b, NarrowThreads)
 			}
 		}
-		spec := fmt.Sprintf("NARROW = 1, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d; };", NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes())
+		spec := fmt.Sprintf("NARROW = 1, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d,", NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes())
 		if !strings.Contains(Header(), fmt.Sprintf("struct HopperTiles<%d>", d)) || !strings.Contains(Header(), spec) {
 			t.Errorf("D %d: the header lacks %q", d, spec)
+		}
+	}
+}
+
+// TestHopperNoLSEEntries: the entries without the float32 row sums are
+// built at D 64 alone (the other head dims hold both copies of the loop
+// in one function), and tiles.h says so (the kernel's static_assert).
+func TestHopperNoLSEEntries(t *testing.T) {
+	for _, d := range HopperHeadDims {
+		c, err := Hopper(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.NoLSEEntries != (d == 64) {
+			t.Errorf("D %d: NoLSEEntries %v", d, c.NoLSEEntries)
+		}
+		spec := fmt.Sprintf("struct HopperTiles<%d> { static constexpr int D = %d,", d, d)
+		i := strings.Index(Header(), spec)
+		if i < 0 {
+			t.Fatalf("D %d: the header lacks %q", d, spec)
+		}
+		line, _, _ := strings.Cut(Header()[i:], "\n")
+		if want := fmt.Sprintf("NOLSE_ENTRIES = %d; };", b2i(c.NoLSEEntries)); !strings.HasSuffix(line, want) {
+			t.Errorf("D %d: the header's line %q does not end in %q", d, line, want)
 		}
 	}
 }

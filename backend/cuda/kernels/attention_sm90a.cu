@@ -136,6 +136,39 @@ HOPPER_QUANTIZING(, false)
 HOPPER_QUANTIZING(c, true)
 extern "C" __device__ const int fp8attn_stage9qo_d64_config[3] = {HopperTiles<64>::ONE_CLUSTER, HopperTiles<64>::ONE_BM,
                                                                   HopperTiles<64>::ONE_THREADS};
+// The entries without the float32 row sums (hopper::stage9 with NOLSE),
+// named ..._nolse, where internal/tiles' HopperConfig.NoLSEEntries builds
+// them (D 64): the fused and tensor forms, the head start, and the one-tile
+// forms, for the calls that ask for no LSE. The other head dims hold both
+// copies of the loop in one function (stage9's SUMLESS).
+#define HOPPER_NOLSE(HD)                                                                                       \
+  static_assert(HopperTiles<HD>::NOLSE_ENTRIES, "internal/tiles builds no entries without the sums at this head dim"); \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, true, false, false, false, false, false, false, false, true>(f.p, &f);                    \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9t_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true, false, false, false, false, true>(tp.f.p, &tp.f, &tp);         \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9th_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents(); /* only ever after fp8attn_pack9vth (pdl.cuh) */                                     \
+    hopper::stage9<HD, false, false, false, true, false, true, false, false, true>(tp.f.p, &tp.f, &tp);          \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, true, true, false, false, false, false, false, false, true>(f.p, &f);                     \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9to_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, true, false, true, false, false, false, false, true>(tp.f.p, &tp.f, &tp);          \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(HopperTiles<HD>::ONE_CLUSTER, 1, 1)     \
+      fp8attn_stage9qo_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) {                       \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, true, true, true, false, false, false, false, false, true>(f.p, &f);                      \
+  }
+HOPPER_NOLSE(64)
 // The key split's merge (hopper/split.cuh), one for every head dim: 8 rows
 // a block.
 extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_constant__ hopper::TensorParams tp) {

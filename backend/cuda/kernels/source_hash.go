@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c27836b3fb3db1dab699df9b66b7bffd313d26669013f6a0e25244463bb7cdf2"
+const SourceHash = "60dd95eaa710cd003230435d2f62ef971606081cd9ec6b13c0cc9ca3f87a8987"

@@ -150,8 +150,13 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // ceil(ntiles/splits) tiles each, and writes its rows as a part
 // (epilogue_part), which fp8attn_merge9 merges. The fused form's split
 // takes the tensor form's GEMM turns: its grids are one wave.
+//
+// NOLSE (HopperTiles<D>::NOLSE_ENTRIES: the entries of D 64 named
+// ..._nolse) takes no float32 row sums, for the calls that ask for no LSE
+// (the host launches them only with p.lse null): where one function held
+// both copies of the loop it measured slower than either alone.
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
-          bool SPLIT = false, bool NARROW = false>
+          bool SPLIT = false, bool NARROW = false, bool NOLSE = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -189,6 +194,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   static_assert(!TENSORS || HopperTiles<D>::TSMEM >= BM * DK + RING * (G::KT + G::VT) + G::ONES + 2 * G::KT + 8 * (4 + 3 * RING) + 1023,
                 "the tensor form's shared memory budget");
   static_assert(!TENSORS || !QC, "the tensor form reads FP8 tensors");
+  static_assert(!NOLSE || (HopperTiles<D>::NOLSE_ENTRIES && !SPLIT && !SOFTCAP),
+                "entries without the sums: where internal/tiles builds them, never a key split's");
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
@@ -292,12 +299,15 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // its parts' sums). A second copy of the tiled main loop, without them,
   // runs the calls that ask for no LSE where it measured faster: D 96 and
   // above without a softcap (at D 64 and under a softcap the copy was
-  // slower; docs/design/hopper-prefill.md).
+  // slower; docs/design/hopper-prefill.md). At D 64 the calls without an
+  // LSE run entries of their own (NOLSE) instead.
   const bool sums = SPLIT || p.lse != nullptr;
   constexpr bool SUMLESS = !ONE && D >= 96 && !SOFTCAP;
-  const bool summed = sums || !SUMLESS;
+  const bool summed = !NOLSE && (sums || !SUMLESS);
   if (ONE && ntiles > 0) {
-    cs.template one_tile<true>(q_full, o, lsum, pa);
+    cs.template one_tile<!NOLSE>(q_full, o, lsum, pa);
+  } else if (NOLSE && ntiles > 0) {
+    cs.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pa);
   } else if (ntiles > 0) {
     if (summed) cs.template main_loop<true>(q_full, ntiles, cw, tid, o, lsum, pa);
     else cs.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pa);
