@@ -137,16 +137,18 @@ type hopperKernels struct {
 	softcap *hopperKernels
 	// noLSE is these kernels with the fused and tensor forms' entries
 	// (attnFused, attnTensors, attnTensorsHead and the one-tile forms)
-	// replaced by their copies without the float32 row sums
-	// (fp8attn_stage9<form>_d<D>_nolse), for the launches that write no
-	// LSE; nil where cfg.NoLSEEntries is false, and in the twins.
+	// replaced by their copies without the float32 row sums (the entry
+	// names followed by _nolse), for the launches that write no LSE: in
+	// the softcap twin at every head dim, and where cfg.NoLSEEntries;
+	// nil otherwise, and in the copies themselves.
 	noLSE *hopperKernels
 }
 
 // loadNoLSE returns k with its fused and tensor forms' entries replaced by
-// those without the float32 row sums (k.cfg.NoLSEEntries), their shared
-// memory limits raised as k's are.
-func (d *device) loadNoLSE(k hopperKernels, hd int) (*hopperKernels, error) {
+// those without the float32 row sums (hopperKernels.noLSE), their shared
+// memory limits raised as k's are; twin is the softcap twin's letter ("c",
+// k being the twin, which has no head start) or "" (k.cfg.NoLSEEntries).
+func (d *device) loadNoLSE(k hopperKernels, hd int, twin string) (*hopperKernels, error) {
 	type entry struct {
 		form string
 		fn   *C.CUfunction
@@ -156,7 +158,9 @@ func (d *device) loadNoLSE(k hopperKernels, hd int) (*hopperKernels, error) {
 	entries := []entry{
 		{"f", &n.attnFused, k.cfg.SharedBytes()},
 		{"t", &n.attnTensors, k.cfg.TensorSharedBytes()},
-		{"th", &n.attnTensorsHead, k.cfg.TensorSharedBytes()},
+	}
+	if k.attnTensorsHead != nil {
+		entries = append(entries, entry{"th", &n.attnTensorsHead, k.cfg.TensorSharedBytes()})
 	}
 	if k.attnOne != nil {
 		entries = append(entries,
@@ -165,7 +169,7 @@ func (d *device) loadNoLSE(k hopperKernels, hd int) (*hopperKernels, error) {
 			entry{"to", &n.attnTensorsOne, k.cfg.TensorSharedBytes()})
 	}
 	for _, e := range entries {
-		name := fmt.Sprintf("fp8attn_stage9%s_d%d_nolse", e.form, hd)
+		name := fmt.Sprintf("fp8attn_stage9%s%s_d%d_nolse", e.form, twin, hd)
 		fn, err := d.hmod.Function(name)
 		if err != nil {
 			return nil, fmt.Errorf("cuda: kernel %s: %w", name, err)
@@ -338,9 +342,12 @@ func (d *device) loadHopper() error {
 		// The twin shares the packs (a copy of k before the twin is set).
 		capped.packQ, capped.packK, capped.packV, capped.quantPack, capped.quantPackLong = k.packQ, k.packK, k.packV, k.quantPack, k.quantPackLong
 		capped.packVTensor, capped.packVTensorSmem = k.packVTensor, k.packVTensorSmem
+		if capped.noLSE, err = d.loadNoLSE(capped, hd, "c"); err != nil {
+			return err
+		}
 		k.softcap = &capped
 		if cfg.NoLSEEntries {
-			if k.noLSE, err = d.loadNoLSE(k, hd); err != nil {
+			if k.noLSE, err = d.loadNoLSE(k, hd, ""); err != nil {
 				return err
 			}
 		}

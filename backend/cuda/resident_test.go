@@ -166,6 +166,14 @@ func TestNewResidentMatchesUpload(t *testing.T) {
 			backend.Variants{SlidingWindow: 150}},
 		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 1000, Sk: 1000, D: 128}, backend.CausalLowerRight, backend.BHSD, 0.125,
 			backend.Variants{SlidingWindow: 300}},
+		// Softcaps without a window: the one-tile form at D 64, D 96 and
+		// D 256 (the softcap twins, and their twins without the sums).
+		{backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 100, Sk: 200, D: 64}, backend.NoMask, backend.BSHD, 0.125,
+			backend.Variants{Softcap: 15}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 2, Sq: 130, Sk: 300, D: 96}, backend.CausalUpperLeft, backend.BHSD, -0.1,
+			backend.Variants{Softcap: 12}},
+		{backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 70, Sk: 150, D: 256}, backend.CausalLowerRight, backend.BHSD, 0.0625,
+			backend.Variants{Softcap: 25, Sinks: sinks(2)}},
 		// A tiled grid of two waves on an H200 (144 blocks for 132 SMs),
 		// under a window whose blocks start past key tile 0 and take more
 		// tiles than the ring holds.
@@ -579,32 +587,55 @@ func TestAttentionQuantizingBitExact(t *testing.T) {
 		var got [2][2][]float32
 		for i := range 2 {
 			got[i][0], got[i][1] = make([]float32, nq), make([]float32, s.B*s.Hq*s.Sq)
-			if err := errors.Join(outs[i].Read(bytesOf(got[i][0])), lses[i].Read(bytesOf(got[i][1]))); err != nil {
-				t.Fatal(err)
-			}
 		}
-		for j, what := range []string{"output", "LSE"} {
-			for e := range got[0][j] {
-				if x, y := got[0][j][e], got[1][j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == poison.Bits {
-					t.Fatalf("%+v %v %v scale %g: %s %d is %g fused, %g from Quantize and AttentionOn", s, c.m, c.l, c.scale, what, e, y, x)
+		// withLSE holds the two calls' outputs and LSEs (in outs and lses)
+		// to the same bits, none of them poison.
+		withLSE := func(what string) {
+			for i := range 2 {
+				if err := errors.Join(outs[i].Read(bytesOf(got[i][0])), lses[i].Read(bytesOf(got[i][1]))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for j, part := range []string{"output", "LSE"} {
+				for e := range got[0][j] {
+					if x, y := got[0][j][e], got[1][j][e]; math.Float32bits(x) != math.Float32bits(y) || math.Float32bits(y) == poison.Bits {
+						t.Fatalf("%s: %s %d is %g fused, %g from Quantize and AttentionOn", what, part, e, y, x)
+					}
 				}
 			}
 		}
-		// The fused call without an LSE (no float32 row sums: entries of
-		// their own at D 64, the loop's second copy above) writes the same
-		// output bits, where the rows' largest scores in the log2 domain
-		// stay under 2^28: past it (inputs of magnitude 3e4 here) the row is
-		// NaN with an LSE and zeros without (the epilogue's rule, an open
-		// item of docs/design/hopper-prefill.md).
+		// same is withLSE, then the fused call without an LSE (no float32
+		// row sums: D 64's entries without them, the loop's second copy
+		// above, the softcap forms' twins) held to the same output bits.
+		same := func(p *backend.Problem, what string) {
+			withLSE(what)
+			if err := errors.Join(outs[1].Write(bytesOf(poisoned)), b.AttentionQuantizing(p, outs[1], nil, q, k, v),
+				outs[1].Read(bytesOf(got[1][0]))); err != nil {
+				t.Fatalf("%s, without an LSE: %v", what, err)
+			}
+			sameBits(t, what+", fused without an LSE", got[1][0], got[0][0])
+		}
+		what := fmt.Sprintf("%+v %v %v scale %g", s, c.m, c.l, c.scale)
+		// Where the rows' largest scores in the log2 domain pass 2^28
+		// (inputs of magnitude 3e4 here) a row is NaN with an LSE and zeros
+		// without (the epilogue's rule, an open item of
+		// docs/design/hopper-prefill.md): those cases compare the calls
+		// with an LSE alone, and take no softcap.
 		if c.mag > 1e3 {
+			withLSE(what)
 			release()
 			continue
 		}
-		if err := errors.Join(outs[1].Write(bytesOf(poisoned)), b.AttentionQuantizing(p, outs[1], nil, q, k, v),
-			outs[1].Read(bytesOf(got[1][0]))); err != nil {
-			t.Fatalf("%+v, without an LSE: %v", s, err)
+		same(p, what)
+		// The softcap twins: the same calls under a cap of 30.
+		pc := *p
+		pc.Variants = backend.Variants{Softcap: 30}
+		if err := errors.Join(outs[0].Write(bytesOf(poisoned)), outs[1].Write(bytesOf(poisoned)),
+			b.AttentionOn(&pc, outs[0], lses[0], [6]backend.Buffer{codes[0], codes[1], codes[2], scales[0], scales[1], scales[2]}),
+			b.AttentionQuantizing(&pc, outs[1], lses[1], q, k, v)); err != nil {
+			t.Fatalf("%s, softcap 30: %v", what, err)
 		}
-		sameBits(t, fmt.Sprintf("%+v %v %v scale %g, fused without an LSE", s, c.m, c.l, c.scale), got[1][0], got[0][0])
+		same(&pc, what+", softcap 30")
 		release()
 	}
 	if fused < 4 {

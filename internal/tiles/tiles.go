@@ -140,7 +140,8 @@ type HopperConfig struct {
 	// tensor forms, the head start and the one-tile forms), for the calls
 	// that ask for no LSE. The other head dims hold both copies of the
 	// main loop in one function; at D 64 that measured slower than either
-	// alone (docs/design/hopper-prefill.md).
+	// alone (docs/design/hopper-prefill.md). The softcap twins, one copy
+	// with the sums at every head dim, have such entries everywhere.
 	NoLSEEntries bool
 }
 

@@ -137,38 +137,46 @@ HOPPER_QUANTIZING(c, true)
 extern "C" __device__ const int fp8attn_stage9qo_d64_config[3] = {HopperTiles<64>::ONE_CLUSTER, HopperTiles<64>::ONE_BM,
                                                                   HopperTiles<64>::ONE_THREADS};
 // The entries without the float32 row sums (hopper::stage9 with NOLSE),
-// named ..._nolse, where internal/tiles' HopperConfig.NoLSEEntries builds
-// them (D 64): the fused and tensor forms, the head start, and the one-tile
-// forms, for the calls that ask for no LSE. The other head dims hold both
-// copies of the loop in one function (stage9's SUMLESS).
+// named ..._nolse after their twins' names, for the calls that ask for no
+// LSE: where a function holds one copy of the loop, with the sums (D 64,
+// where internal/tiles' HopperConfig.NoLSEEntries builds them: the fused
+// and tensor forms, the head start and the one-tile forms; and the softcap
+// twins' fused and tensor forms at every head dim, D 64's one-tile forms
+// too). The other head dims' plain entries hold both copies of the loop in
+// one function (stage9's SUMLESS).
+#define HOPPER_NOLSE_TILED(HD, CAP, SOFTCAP)                                                                   \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f##CAP##_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, true, false, false, false, SOFTCAP, false, false, false, true>(f.p, &f);                  \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9t##CAP##_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true, SOFTCAP, false, false, false, true>(tp.f.p, &tp.f, &tp);       \
+  }
+#define HOPPER_NOLSE_ONE_TILE(CAP, SOFTCAP)                                                                    \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo##CAP##_d64_nolse(const __grid_constant__ hopper::FusedQuantParams f) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, true, true, false, false, SOFTCAP, false, false, false, true>(f.p, &f);                   \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9to##CAP##_d64_nolse(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, false, true, false, true, SOFTCAP, false, false, false, true>(tp.f.p, &tp.f, &tp);        \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(HopperTiles<64>::ONE_CLUSTER, 1, 1)     \
+      fp8attn_stage9qo##CAP##_d64_nolse(const __grid_constant__ hopper::FusedQuantParams f) {                    \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<64, true, true, true, false, SOFTCAP, false, false, false, true>(f.p, &f);                    \
+  }
 #define HOPPER_NOLSE(HD)                                                                                       \
   static_assert(HopperTiles<HD>::NOLSE_ENTRIES, "internal/tiles builds no entries without the sums at this head dim"); \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9f_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) { \
-    pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, true, false, false, false, false, false, false, false, true>(f.p, &f);                    \
-  }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9t_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
-    pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, false, false, false, true, false, false, false, false, true>(tp.f.p, &tp.f, &tp);         \
-  }                                                                                                             \
+  HOPPER_NOLSE_TILED(HD, , false)                                                                               \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9th_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents(); /* only ever after fp8attn_pack9vth (pdl.cuh) */                                     \
     hopper::stage9<HD, false, false, false, true, false, true, false, false, true>(tp.f.p, &tp.f, &tp);          \
-  }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9fo_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) { \
-    pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, true, true, false, false, false, false, false, false, true>(f.p, &f);                     \
-  }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9to_d##HD##_nolse(const __grid_constant__ hopper::TensorParams tp) { \
-    pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, false, true, false, true, false, false, false, false, true>(tp.f.p, &tp.f, &tp);          \
-  }                                                                                                             \
-  extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(HopperTiles<HD>::ONE_CLUSTER, 1, 1)     \
-      fp8attn_stage9qo_d##HD##_nolse(const __grid_constant__ hopper::FusedQuantParams f) {                       \
-    pdl_launch_dependents();                                                                                     \
-    hopper::stage9<HD, true, true, true, false, false, false, false, false, true>(f.p, &f);                      \
   }
 HOPPER_NOLSE(64)
+HOPPER_NOLSE_ONE_TILE(, false)
+HOPPER_NOLSE_ONE_TILE(c, true)
 // The key split's merge (hopper/split.cuh), one for every head dim: 8 rows
 // a block.
 extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_constant__ hopper::TensorParams tp) {
@@ -194,6 +202,11 @@ HOPPER_ENTRY(128)
 HOPPER_NARROW(128)
 HOPPER_ENTRY(192)
 HOPPER_ENTRY(256)
+HOPPER_NOLSE_TILED(64, c, true)
+HOPPER_NOLSE_TILED(96, c, true)
+HOPPER_NOLSE_TILED(128, c, true)
+HOPPER_NOLSE_TILED(192, c, true)
+HOPPER_NOLSE_TILED(256, c, true)
 
 FP8ATTN_EXPORT_PARAMS_LAYOUT
 #define FQP_OFF(f) (int)offsetof(hopper::FusedQuantParams, f)

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "60dd95eaa710cd003230435d2f62ef971606081cd9ec6b13c0cc9ca3f87a8987"
+const SourceHash = "cad7ce192a3b4699ec23535a770537f208c47eb60efcc0d1e63cb1f6365c12f5"

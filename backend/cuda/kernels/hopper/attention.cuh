@@ -151,10 +151,11 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // (epilogue_part), which fp8attn_merge9 merges. The fused form's split
 // takes the tensor form's GEMM turns: its grids are one wave.
 //
-// NOLSE (HopperTiles<D>::NOLSE_ENTRIES: the entries of D 64 named
-// ..._nolse) takes no float32 row sums, for the calls that ask for no LSE
-// (the host launches them only with p.lse null): where one function held
-// both copies of the loop it measured slower than either alone.
+// NOLSE (the entries named ..._nolse: D 64's where
+// HopperTiles<D>::NOLSE_ENTRIES, and the softcap twins' at every head dim)
+// takes no float32 row sums, for the calls that ask for no LSE (the host
+// launches them only with p.lse null): where one function held both
+// copies of the loop it measured slower than either alone.
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
           bool SPLIT = false, bool NARROW = false, bool NOLSE = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
@@ -194,8 +195,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   static_assert(!TENSORS || HopperTiles<D>::TSMEM >= BM * DK + RING * (G::KT + G::VT) + G::ONES + 2 * G::KT + 8 * (4 + 3 * RING) + 1023,
                 "the tensor form's shared memory budget");
   static_assert(!TENSORS || !QC, "the tensor form reads FP8 tensors");
-  static_assert(!NOLSE || (HopperTiles<D>::NOLSE_ENTRIES && !SPLIT && !SOFTCAP),
-                "entries without the sums: where internal/tiles builds them, never a key split's");
+  static_assert(!NOLSE || ((HopperTiles<D>::NOLSE_ENTRIES || SOFTCAP) && !SPLIT),
+                "entries without the sums: where internal/tiles builds them and under a softcap, never a key split's");
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
@@ -299,7 +300,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // its parts' sums). A second copy of the tiled main loop, without them,
   // runs the calls that ask for no LSE where it measured faster: D 96 and
   // above without a softcap (at D 64 and under a softcap the copy was
-  // slower; docs/design/hopper-prefill.md). At D 64 the calls without an
+  // slower; docs/design/hopper-prefill.md). There the calls without an
   // LSE run entries of their own (NOLSE) instead.
   const bool sums = SPLIT || p.lse != nullptr;
   constexpr bool SUMLESS = !ONE && D >= 96 && !SOFTCAP;
