@@ -78,6 +78,11 @@ var List = []mutant.Mutant{
 		Old:   "case p.Softcap != 0:\n\t\treturn k.attnSoftcap",
 		New:   "case false:\n\t\treturn k.attnSoftcap",
 		Tests: []string{"TestConformance"}},
+	// A Hopper launch that writes an LSE takes the entries without the
+	// float32 row sums too: its LSE is taken from sums never summed.
+	{Name: "nolsewithlse", File: "backend/cuda/launch.go", Pkg: cudaPkg,
+		Old: "if r.params.LSE == 0 && k.noLSE != nil && noLSEOn() {", New: "if k.noLSE != nil && noLSEOn() {",
+		Tests: []string{"TestNewResidentMatchesUpload"}},
 	// A paged attention's device tables never get their lengths, neither
 	// at the first write nor after a change: the kernels read what the
 	// allocation held.
