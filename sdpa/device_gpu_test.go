@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fp8attn/fp8attn/internal/half"
 	"github.com/fp8attn/fp8attn/sdpa"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
@@ -18,7 +19,8 @@ import (
 // downloads round-trip bit for bit; Quantize on the GPU gives the host's
 // codes and scales; Attention over float32 device tensors (quantized on the
 // GPU) and over FP8 ones equals, bit for bit, the host-slice call on the
-// same backend, with the accuracy options too (SmoothK and Hadamard applied
+// same backend (its output as that call brings it down: rounded to float16
+// at half.Scale of V's scales), with the accuracy options too (SmoothK and Hadamard applied
 // on the GPU, the LSE corrected there); what the device cannot do is
 // ErrUnsupported.
 func TestDeviceGPU(t *testing.T) {
@@ -54,8 +56,11 @@ func TestDeviceGPU(t *testing.T) {
 			}
 			out, _ := dev.NewTensor(2, 8, 70, hd, l)
 			lse, _ := dev.NewTensor(2, 8, 70, 1, sdpa.BHSD)
+			hv, _ := sdpa.Quantize(v)
+			factor, unit := half.Scale(hv.Scales)
 			// same runs the device call on in and the host-slice call on "cuda"
-			// with options o, and requires equal bits, output and LSE.
+			// with options o, and requires equal bits, output (rounded as the
+			// host-slice call's) and LSE.
 			same := func(in [3]*sdpa.DeviceTensor, o sdpa.Options) {
 				t.Helper()
 				o.Mask, o.Precision = sdpa.CausalLowerRight, sdpa.FP8E4M3
@@ -70,6 +75,9 @@ func TestDeviceGPU(t *testing.T) {
 				got.Layout = l
 				if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
 					t.Fatal(err)
+				}
+				for i, x := range got.Data {
+					got.Data[i] = half.Round(x, factor, unit)
 				}
 				if i := sameBits(got.Data, want.Data); i >= 0 {
 					t.Fatalf("D %d %v %v inputs %+v: output %d is %g on the GPU, %g from host slices", hd, l, in[0].Precision(), o, i, got.Data[i], want.Data[i])

@@ -5,10 +5,12 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"gorgonia.org/cu"
 
 	"github.com/fp8attn/fp8attn/backend"
+	"github.com/fp8attn/fp8attn/internal/half"
 	"github.com/fp8attn/fp8attn/internal/poison"
 )
 
@@ -18,18 +20,23 @@ import (
 // scale from its amax (ScalesOnRead; or take the caller's), encode the
 // float32 inputs straight into the page-locked ring, a chunk at a time,
 // while the bus copies the chunks before; the calling goroutine queues the
-// copies, then the attention, then the copies of the output (and LSE)
-// back, which the helpers move out of the ring as they land. One byte a
-// code goes over the bus instead of four, and the host reads each input
-// once for its amax and once for its codes. The device side of the call
-// is one block, kept with its resident for the next call of the same key
-// (hostCall):
+// copies, then the attention and fp8attn_out_half, then the copies of the
+// output (and LSE) back, which the helpers move out of the ring as they
+// land. One byte a code goes over the bus instead of four, and the host
+// reads each input once for its amax and once for its codes. The output
+// comes down in float16, two bytes instead of four: the kernel rounds each
+// float32 output times a power of two (half.Scale, from V's scales) to
+// float16, and the helpers multiply it back as they move it out (exact),
+// so the caller's output is its float32 one rounded to 11 significant
+// bits (docs/ACCURACY.md: under a hundredth of the FP8 tier). The device
+// side of the call is one block, kept with its resident for the next call
+// of the same key (hostCall):
 //
-//	Q, K, V codes | Q, K, V scales | flag | out | LSE
+//	Q, K, V codes | Q, K, V scales | flag | out16 | LSE | out
 //
 // The codes, the scales and the score-factor flag (a zero word, so that no
-// memset clears it) go up as one region; the flag, the output and the LSE
-// come down as one.
+// memset clears it) go up as one region; the flag, the float16 output and
+// the LSE come down as one.
 
 // ScalesOnRead implements backend.OnReadScaler: the backend computes the
 // scales of p's float32 inputs itself (on the host, beside their
@@ -42,10 +49,10 @@ func (b *kernelBackend) ScalesOnRead(p *backend.Problem) bool {
 // hostLayout is where a host-slice call's pieces lie in its device block
 // (byte offsets, each aligned to stagingAlign).
 type hostLayout struct {
-	q, k, v, flag, out, lse int    // the codes, the flag, the outputs
-	scales                  [3]int // Q, K, V scales
-	up, down                int    // the region sizes: [0, up) goes up, [flag, flag+down) comes down
-	total                   int
+	q, k, v, flag, half, lse, out int    // the codes, the flag, the outputs (float16 and float32)
+	scales                        [3]int // Q, K, V scales
+	up, down                      int    // the region sizes: [0, up) goes up, [flag, flag+down) comes down
+	total                         int
 }
 
 // newHostLayout lays out a call of p's shape with nq and nkv elements in
@@ -62,13 +69,14 @@ func newHostLayout(p *backend.Problem, nq, nkv int) hostLayout {
 	l.scales = [3]int{at(4 * p.B * p.Hq), at(4 * p.B * p.Hkv), at(4 * p.B * p.Hkv)}
 	l.flag = at(4)
 	l.up = l.flag + 4
-	l.out = at(4 * nq)
-	end := l.out + 4*nq
+	l.half = at(2 * nq)
+	end := l.half + 2*nq
 	if p.LSE != nil {
 		l.lse = at(4 * p.B * p.Hq * p.Sq)
 		end = l.lse + 4*p.B*p.Hq*p.Sq
 	}
 	l.down = end - l.flag
+	l.out = at(4 * nq)
 	l.total = off
 	return l
 }
@@ -136,6 +144,9 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 			if err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, d.stream); err != nil {
 				return err
 			}
+			if err := cu.MemsetD32Async(c.blk.p+cu.DevicePtr(l.half), poison.HalfPair, r.outN/2, d.stream); err != nil {
+				return err
+			}
 			if len(p.LSE) > 0 {
 				if err := cu.MemsetD32Async(cu.DevicePtr(r.params.LSE), poison.Bits, int64(len(p.LSE)), d.stream); err != nil {
 					return err
@@ -146,6 +157,10 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 			ph.phase("launch")
 		}
 		if err := r.launch(st); err != nil {
+			return err
+		}
+		e.half.factor, e.half.unit = half.Scale(e.vScales)
+		if err := d.outHalf(r.params.Out, uint64(c.blk.p)+uint64(l.half), r.outN, e.half.factor); err != nil {
 			return err
 		}
 		if ph != nil {
@@ -271,3 +286,13 @@ func (d *device) newHostCall(p *backend.Problem, key hostKey) (*hostCall, error)
 }
 
 var _ backend.OnReadScaler = (*kernelBackend)(nil)
+
+// outHalf queues fp8attn_out_half on the device's stream: the n float32
+// at x times factor (a power of two), rounded to float16 at y. The caller
+// is inside do.
+func (d *device) outHalf(x, y uint64, n int64, factor float32) error {
+	hp := halfParams{X: x, Y: y, N: n, Factor: factor}
+	const threads = 256
+	blocks := min(max((n/4+threads-1)/threads, 1), 1<<16-1)
+	return launchStruct(d.quant.outHalf, int(blocks), 1, 1, threads, 0, d.stream, unsafe.Pointer(&hp))
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/half"
 	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/internal/seed"
 )
@@ -258,6 +259,50 @@ func TestRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRoundTripHalves: a float16 output on the way down (a halfDst
+// segment between two plain ones, over several chunks) lands in its
+// float32 slice as each value times the unit between set, every element
+// once, with the bytes on either side where they belong.
+func TestRoundTripHalves(t *testing.T) {
+	sd := seed.Get()
+	t.Logf("seed %d (%s reproduces)", sd, seed.Env)
+	rng := rand.New(rand.NewPCG(sd, 82))
+	u := newEncodedUpload(rng, 1, 2, 1, 300, 64, backend.BHSD, true, false)
+	const n, tail = 300001, 12
+	down := make([]byte, 4+2*n+2+tail) // flag, halves, padding to 4, tail
+	for i := range down {
+		down[i] = byte(rng.Uint32())
+	}
+	e := newFakeEngine(make([]byte, u.size), rand.New(rand.NewPCG(sd, 83)))
+	defer e.close()
+	dst := halfDst{out: make([]float32, n)}
+	between := func() error {
+		e.dev = down
+		dst.factor, dst.unit = 8, 0.125
+		return nil
+	}
+	flag, rest := make([]byte, 4), make([]byte, tail)
+	segs := []hostSeg{{off: 0, host: flag}, {off: 4, dec: &dst}, {off: 4 + 2*n + 2, host: rest}}
+	pro := &slowPrologue{prologue: &u.set, rng: rand.New(rand.NewPCG(sd, 84))}
+	err := roundTrip(e, make([]byte, 2*chunkBytes(u.size)), u.segs, u.size, pro, between, segs, len(down))
+	e.drain()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, chunks, _, _ := pipePlan(len(down), 2*chunkBytes(u.size), 1); chunks < 2 {
+		t.Fatalf("the download is %d chunk(s), want several", chunks)
+	}
+	if !bytes.Equal(flag, down[:4]) || !bytes.Equal(rest, down[len(down)-tail:]) {
+		t.Fatalf("flag %v, tail %v: want %v, %v", flag, rest, down[:4], down[len(down)-tail:])
+	}
+	for i, x := range dst.out {
+		h := uint16(down[4+2*i]) | uint16(down[5+2*i])<<8
+		if w := half.ToFloat32(h) * 0.125; math.Float32bits(x) != math.Float32bits(w) && !(x != x && w != w) {
+			t.Fatalf("output %d: %g, want %g (float16 %#04x)", i, x, w, h)
+		}
 	}
 }
 

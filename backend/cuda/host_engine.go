@@ -81,6 +81,7 @@ func (e *streamEngine) upSegs(p *backend.Problem, l hostLayout) []hostSeg {
 	if p.ScalesOnRead {
 		e.d.hostAcc = e.enc.plan(e.d.hostAcc)
 	}
+	e.vScales = vs
 	after := p.ScalesOnRead
 	e.segs = [7]hostSeg{{off: l.q, enc: &e.enc[0]}, {off: l.k, enc: &e.enc[1]}, {off: l.v, enc: &e.enc[2]},
 		{off: l.scales[0], host: bytesOf(qs), after: after}, {off: l.scales[1], host: bytesOf(ks), after: after},
@@ -89,10 +90,12 @@ func (e *streamEngine) upSegs(p *backend.Problem, l hostLayout) []hostSeg {
 }
 
 // downSegs are the host pieces of the way down, from the flag on (the
-// engine's base: the block's flag): the flag into flag, the output into
-// p.Out, the LSE into p.LSE where p has one.
+// engine's base: the block's flag): the flag into flag, the float16 output
+// into p.Out (times the unit the launch sets in e.half), the LSE into
+// p.LSE where p has one.
 func (e *streamEngine) downSegs(p *backend.Problem, l hostLayout, flag []int32) []hostSeg {
-	segs := append(e.down[:0], hostSeg{off: 0, host: bytesOf(flag)}, hostSeg{off: l.out - l.flag, host: bytesOf(p.Out)})
+	e.half = halfDst{out: p.Out}
+	segs := append(e.down[:0], hostSeg{off: 0, host: bytesOf(flag)}, hostSeg{off: l.half - l.flag, dec: &e.half})
 	if p.LSE != nil {
 		segs = append(segs, hostSeg{off: l.lse - l.flag, host: bytesOf(p.LSE)})
 	}
@@ -113,6 +116,11 @@ type streamEngine struct {
 	down   [3]hostSeg // the way down
 	enc    encodeSet
 	scales []float32 // Q, K, V scales the prologue computes (the device's hostScales)
+	// vScales are V's scales, the prologue's or the caller's; half is the
+	// float16 output's way into p.Out, its factor and unit set from
+	// vScales at the launch.
+	vScales []float32
+	half    halfDst
 }
 
 func (e *streamEngine) bind() error {

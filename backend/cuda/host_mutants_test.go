@@ -7,8 +7,9 @@ import (
 )
 
 // TestHostPipeCatchesMutants: the host pipe's waits, its chunks'
-// queueing, the encoding of codes and the round trip's order, broken on
-// purpose, fail TestTransfer, TestTransferEncoded or TestRoundTrip
+// queueing, the encoding of codes, the round trip's order and its float16
+// output, broken on purpose, fail TestTransfer, TestTransferEncoded,
+// TestRoundTrip or TestRoundTripHalves
 // (FP8ATTN_MUTANTS=1; the fake engine's copies and the prologue's items
 // run late, so a slot rewritten or read too early, or a scale read before
 // it is computed, shows in the bytes; in TestTransfer's lead-alone cases a
@@ -16,6 +17,12 @@ import (
 func TestHostPipeCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cuda"
 	mutant.Run(t, []mutant.Mutant{
+		{Name: "a float16 piece lands at its chunk's offset, not its segment's", File: "backend/cuda/host_pipe.go", Pkg: pkg,
+			Old: "half.Decode(s.dec.out[(x-s.off)/2:(y-s.off)/2]", New: "half.Decode(s.dec.out[(x-lo)/2:(y-lo)/2]",
+			Tests: []string{"TestRoundTripHalves"}},
+		{Name: "a float16 segment's size counts its elements, not its bytes", File: "backend/cuda/host_pipe.go", Pkg: pkg,
+			Old: "return 2 * len(s.dec.out)", New: "return len(s.dec.out)",
+			Tests: []string{"TestRoundTripHalves"}},
 		{Name: "an upload refills a slot before its copy ran", File: "backend/cuda/host_pipe.go", Pkg: pkg,
 			Old: "\tcase p.up:\n\t\treturn p.landed[c-p.slots].Load()", New: "\tcase p.up:\n\t\treturn true",
 			Tests: []string{"TestTransfer"}},

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fp8attn/fp8attn/internal/freelist"
+	"github.com/fp8attn/fp8attn/internal/half"
 	"github.com/fp8attn/fp8attn/internal/ntcopy"
 	"github.com/fp8attn/fp8attn/internal/par"
 )
@@ -68,6 +69,7 @@ type hostSeg struct {
 	off  int
 	host []byte
 	enc  *encodeSrc
+	dec  *halfDst // (the way down) float16 in the region, float32 in dec.out
 	// after marks host bytes the upload's prologue writes (the scales it
 	// computes): the pieces that copy them wait for all of its items.
 	after bool
@@ -75,10 +77,23 @@ type hostSeg struct {
 
 // size is the bytes of the region the piece covers.
 func (s hostSeg) size() int {
-	if s.enc != nil {
+	switch {
+	case s.enc != nil:
 		return len(s.enc.x)
+	case s.dec != nil:
+		return 2 * len(s.dec.out)
 	}
 	return len(s.host)
+}
+
+// halfDst is a float16 output on the way down: its values land in out as
+// float32, each times unit (half.Decode), the inverse of the factor the
+// device multiplied them by (half.Scale). Pieces start at even offsets of
+// the region (multiples of pipeAlign from segments aligned to
+// stagingAlign).
+type halfDst struct {
+	out          []float32
+	factor, unit float32
 }
 
 // A prologue is work an upload's goroutines share with its pieces (the
@@ -684,6 +699,10 @@ func (p *pipe) copyPiece(slot []byte, lo, a, b int) {
 		}
 		if s.enc != nil {
 			s.enc.encode(slot[x-lo:y-lo], x-s.off)
+			continue
+		}
+		if s.dec != nil {
+			half.Decode(s.dec.out[(x-s.off)/2:(y-s.off)/2], slot[x-lo:y-lo], s.dec.unit)
 			continue
 		}
 		ring, host := slot[x-lo:y-lo], s.host[x-s.off:y-s.off]

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/fp8"
+	"github.com/fp8attn/fp8attn/internal/half"
 	"github.com/fp8attn/fp8attn/internal/layout"
 	"github.com/fp8attn/fp8attn/internal/mutant"
 	"github.com/fp8attn/fp8attn/sdpatest"
@@ -67,10 +68,23 @@ func sameOrBothNaN(got, want []float32) int {
 	return -1
 }
 
+// halfRounded is what a host-slice call on ref's inputs brings down: ref's
+// output (its codes uploaded, float32 out) rounded to float16 at
+// half.Scale of its V scales.
+func halfRounded(ref *backend.Problem) []float32 {
+	want := make([]float32, len(ref.Out))
+	factor, unit := half.Scale(ref.VScale)
+	for i, x := range ref.Out {
+		want[i] = half.Round(x, factor, unit)
+	}
+	return want
+}
+
 // TestHostSlicesBitExact: a call on float32 host slices (QuantizeOnRead:
 // encoded into the page-locked ring on the host, its scales computed
-// there too (ScalesOnRead) or given) gives, bit for bit, the output and
-// LSE of the same inputs quantized by fp8.QuantizeE4M3 and uploaded, on
+// there too (ScalesOnRead) or given) gives, bit for bit, the LSE of the
+// same inputs quantized by fp8.QuantizeE4M3 and uploaded, and its output
+// rounded to float16 at half.Scale of V's scales (half.Round), on
 // every stage this GPU runs that takes the shape; GQA, both layouts, both
 // causal masks, with and without LSE, non-finite inputs; regions of one
 // chunk, of several, and larger than the ring both ways (slots reused).
@@ -126,6 +140,7 @@ func TestHostSlicesBitExact(t *testing.T) {
 					if err := b.Attention(ref); err != nil {
 						t.Fatalf("stage %d, host-quantized: %v", st, err)
 					}
+					want := halfRounded(ref)
 					for _, given := range []bool{false, true} {
 						p, out, lse := hostProblem(c.s, in, c.scale, c.m, c.l, c.lse)
 						if given {
@@ -147,8 +162,8 @@ func TestHostSlicesBitExact(t *testing.T) {
 						if err := errors.Join(checks...); err != nil {
 							t.Fatalf("stage %d round %d, scales given %v: %v", st, round, given, err)
 						}
-						if i := sameOrBothNaN(p.Out, ref.Out); i >= 0 {
-							t.Fatalf("stage %d round %d, scales given %v: output %d is %g from host slices, %g quantized first", st, round, given, i, p.Out[i], ref.Out[i])
+						if i := sameOrBothNaN(p.Out, want); i >= 0 {
+							t.Fatalf("stage %d round %d, scales given %v: output %d is %g from host slices, %g quantized first (%g rounded)", st, round, given, i, p.Out[i], ref.Out[i], want[i])
 						}
 						if c.lse {
 							if i := sameOrBothNaN(p.LSE, ref.LSE); i >= 0 {
@@ -185,7 +200,8 @@ func TestHostSlicesFactorError(t *testing.T) {
 
 // TestHostCallKept: the device keeps the last host-slice call's block and
 // resident for the next call of its key (the same block, and results
-// that follow the new inputs), a call of another key replaces it, a call
+// that follow the new inputs: the uploaded codes' output, rounded as the
+// call brings it down), a call of another key replaces it, a call
 // with attention variants keeps none of its own, and a trim of the pool
 // (a memory bound) releases it.
 func TestHostCallKept(t *testing.T) {
@@ -216,7 +232,7 @@ func TestHostCallKept(t *testing.T) {
 		if err := errors.Join(b.Attention(p), b.Attention(ref), out.Check("output")); err != nil {
 			t.Fatal(err)
 		}
-		if i := sameOrBothNaN(p.Out, ref.Out); i >= 0 {
+		if i := sameOrBothNaN(p.Out, halfRounded(ref)); i >= 0 {
 			t.Fatalf("%+v: output %d is %g, %g quantized first", s, i, p.Out[i], ref.Out[i])
 		}
 		return p
@@ -301,7 +317,7 @@ func TestHostLayout(t *testing.T) {
 		}
 		pieces := []piece{{"q", l.q, nq, true}, {"k", l.k, nkv, true}, {"v", l.v, nkv, true}, {"flag", l.flag, 4, true},
 			{"q scales", l.scales[0], 4 * s.B * s.Hq, true}, {"k scales", l.scales[1], 4 * s.B * s.Hkv, true},
-			{"v scales", l.scales[2], 4 * s.B * s.Hkv, true}, {"out", l.out, 4 * nq, false}}
+			{"v scales", l.scales[2], 4 * s.B * s.Hkv, true}, {"out16", l.half, 2 * nq, false}, {"out", l.out, 4 * nq, false}}
 		if c.lse {
 			pieces = append(pieces, piece{"lse", l.lse, 4 * s.B * s.Hq * s.Sq, false})
 		}
@@ -318,19 +334,20 @@ func TestHostLayout(t *testing.T) {
 				}
 			}
 		}
-		down := l.out + 4*nq
+		down := l.half + 2*nq
 		if c.lse {
 			down = l.lse + 4*s.B*s.Hq*s.Sq
 		}
-		if l.up != l.flag+4 || l.q != 0 || l.down != down-l.flag || l.out < l.flag {
-			t.Errorf("%+v: up %d, down %d from the flag at %d, out at %d", s, l.up, l.down, l.flag, l.out)
+		if l.up != l.flag+4 || l.q != 0 || l.down != down-l.flag || l.half < l.flag || l.out < l.flag+l.down {
+			t.Errorf("%+v: up %d, down %d from the flag at %d, out16 at %d, out at %d", s, l.up, l.down, l.flag, l.half, l.out)
 		}
 	}
 }
 
 // TestHostCatchesMutants: the host path's output handling, broken on
 // purpose, fails its tests (FP8ATTN_MUTANTS=1, -tags cuda on a GPU; the
-// mutants of its flag and kept call are in package gpumutants).
+// mutants of its flag, kept call and float16 output are in package
+// gpumutants).
 func TestHostCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cuda"
 	mutant.Run(t, []mutant.Mutant{

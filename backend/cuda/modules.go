@@ -548,7 +548,8 @@ func (d *device) checkExported(mod cu.Module, name string, want ...int) error {
 	return configError(name, got, want)
 }
 
-// quantKernels are the device quantization kernels (kernels/quant.cuh).
+// quantKernels are the device quantization kernels (kernels/quant.cuh),
+// and the float16 output of a host-slice call (kernels/half.cuh).
 type quantKernels struct {
 	amax, encode [2]C.CUfunction // [0]: one element at a time; [1]: four (D % 4 == 0)
 	iota, scores C.CUfunction
@@ -556,10 +557,13 @@ type quantKernels struct {
 	smoothK, rotate, correctLSE C.CUfunction
 	scratch                     pooled // words kept 0 between launches (zeroWords)
 	scratchWords                int
+
+	// outHalf is a host-slice call's output in float16 for the way down.
+	outHalf C.CUfunction
 }
 
-// loadQuant finds the quantization kernels in the attention module and
-// checks their parameter blocks' layouts.
+// loadQuant finds the quantization kernels (and fp8attn_out_half) in the
+// attention module and checks their parameter blocks' layouts.
 func (d *device) loadQuant() error {
 	if err := d.checkLayouts(d.mod, quantLayouts); err != nil {
 		return err
@@ -572,6 +576,7 @@ func (d *device) loadQuant() error {
 		{"fp8attn_quant_amax4", &d.quant.amax[1]}, {"fp8attn_quant_encode4", &d.quant.encode[1]},
 		{"fp8attn_quant_iota", &d.quant.iota}, {"fp8attn_score_factors", &d.quant.scores},
 		{"fp8attn_smooth_k", &d.quant.smoothK}, {"fp8attn_rotate", &d.quant.rotate}, {"fp8attn_correct_lse", &d.quant.correctLSE},
+		{"fp8attn_out_half", &d.quant.outHalf},
 	} {
 		fn, err := d.mod.Function(f.name)
 		if err != nil {

@@ -268,6 +268,14 @@ type transformParams struct {
 	Norm, Scale                        float32
 }
 
+// halfParams mirrors struct HalfParams in kernels/half.cuh (checked
+// against fp8attn_half_params_layout).
+type halfParams struct {
+	X, Y   uint64 // float32 in, float16 out
+	N      int64
+	Factor float32
+}
+
 // layoutCheck names an int array a module exports (a parameter block's
 // sizeof and offsets) and what the Go mirror says it must hold.
 type layoutCheck struct {
@@ -276,7 +284,7 @@ type layoutCheck struct {
 }
 
 // quantLayouts, hopperLayouts and pagedLayouts are the parameter blocks of
-// the quantization kernels (attention module), of quant_pack9 (the Hopper
+// the quantization kernels and fp8attn_out_half (attention module), of quant_pack9 (the Hopper
 // module) and of the paged module, checked
 // at load (device.checkLayouts) and against the committed PTX by CPU tests.
 var (
@@ -284,6 +292,7 @@ var (
 		{"fp8attn_quant_params_layout", quantLayout()},
 		{"fp8attn_score_params_layout", structLayout[scoreParams]()},
 		{"fp8attn_transform_params_layout", structLayout[transformParams]()},
+		{"fp8attn_half_params_layout", structLayout[halfParams]()},
 	}
 	hopperLayouts = []layoutCheck{
 		{"fp8attn_fused_params_layout", structLayout[fusedQuantParams]()},

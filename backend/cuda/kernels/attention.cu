@@ -152,6 +152,14 @@ extern "C" __device__ const int fp8attn_quant_params_layout[] = {
     FP8ATTN_QUANT_TENSOR_OFF(scales),  FP8ATTN_QUANT_TENSOR_OFF(batch_stride),  FP8ATTN_QUANT_TENSOR_OFF(head_stride),
     FP8ATTN_QUANT_TENSOR_OFF(row_stride), FP8ATTN_QUANT_TENSOR_OFF(b),          FP8ATTN_QUANT_TENSOR_OFF(h),
     FP8ATTN_QUANT_TENSOR_OFF(s),       FP8ATTN_QUANT_TENSOR_OFF(d)};
+// The output of a call on host slices, in float16 for the way down
+// (half.cuh), with the layout of its parameter block: sizeof, the offsets
+// of x, y, n, factor.
+#include "half.cuh"
+extern "C" __global__ void __launch_bounds__(256) fp8attn_out_half(const __grid_constant__ HalfParams p) { out_half(p); }
+extern "C" __device__ const int fp8attn_half_params_layout[] = {
+    (int)sizeof(HalfParams), (int)offsetof(HalfParams, x), (int)offsetof(HalfParams, y), (int)offsetof(HalfParams, n),
+    (int)offsetof(HalfParams, factor)};
 extern "C" __global__ void __launch_bounds__(1024) fp8attn_smooth_k(const __grid_constant__ TransformParams p) { smooth_k(p); }
 extern "C" __global__ void __launch_bounds__(256) fp8attn_rotate(const __grid_constant__ TransformParams p) { rotate(p); }
 extern "C" __global__ void __launch_bounds__(256) fp8attn_correct_lse(const __grid_constant__ TransformParams p) { correct_lse(p); }

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "cad7ce192a3b4699ec23535a770537f208c47eb60efcc0d1e63cb1f6365c12f5"
+const SourceHash = "c85127d995e769a3ef3c3979a2b2f3e8452ca1a753140a60a9f679aeaa93dd45"

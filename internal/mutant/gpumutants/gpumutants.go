@@ -61,6 +61,25 @@ var List = []mutant.Mutant{
 	{Name: "hostkepttrim", File: "backend/cuda/pool.go", Pkg: cudaPkg,
 		Old: "\td.dropHostCall()\n\td.reap()", New: "\td.reap()",
 		Tests: []string{"TestHostCallKept"}},
+	// A host-slice call's float16 output comes down without its unit: each
+	// output times the device's factor.
+	{Name: "halfunit", File: "backend/cuda/host_pipe.go", Pkg: cudaPkg,
+		Old: "half.Decode(s.dec.out[(x-s.off)/2:(y-s.off)/2], slot[x-lo:y-lo], s.dec.unit)", New: "half.Decode(s.dec.out[(x-s.off)/2:(y-s.off)/2], slot[x-lo:y-lo], 1)",
+		Tests: []string{"TestHostSlicesBitExact"}},
+	// The device scales the output by twice the factor the host undoes.
+	{Name: "halffactor", File: "backend/cuda/host.go", Pkg: cudaPkg,
+		Old: "uint64(l.half), r.outN, e.half.factor)", New: "uint64(l.half), r.outN, 2*e.half.factor)",
+		Tests: []string{"TestHostSlicesBitExact"}},
+	// The conversion converts nothing: the float16 region holds what an
+	// earlier call (or the pool) left there.
+	{Name: "halfnone", File: "backend/cuda/host.go", Pkg: cudaPkg,
+		Old: "hp := halfParams{X: x, Y: y, N: n, Factor: factor}", New: "hp := halfParams{X: x, Y: y, N: 0, Factor: factor}",
+		Tests: []string{"TestHostSlicesBitExact"}},
+	// The same through sdpa: TestDeviceGPU holds the host-slice call to the
+	// device call's output rounded at half.Scale.
+	{Name: "halfunit", File: "backend/cuda/host_pipe.go", Pkg: sdpaPkg,
+		Old: "half.Decode(s.dec.out[(x-s.off)/2:(y-s.off)/2], slot[x-lo:y-lo], s.dec.unit)", New: "half.Decode(s.dec.out[(x-s.off)/2:(y-s.off)/2], slot[x-lo:y-lo], 1)",
+		Tests: []string{"TestDeviceGPU", "TestQuantizedEqualsFP8"}},
 	// The host-slice call's flag is not zeroed on the way up: the kept
 	// call's flag, set by a score factor past the limit, fails the next.
 	{Name: "hostflag", File: "backend/cuda/host_engine.go", Pkg: cudaPkg,
