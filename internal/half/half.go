@@ -5,8 +5,8 @@
 //
 // ToFloat32 and Decode are exact; FromFloat32 rounds to nearest, ties to
 // even, as the GPU's __float2half_rn does. Decode runs the F16C
-// instruction VCVTPH2PS on amd64 CPUs that have it (the purego tag leaves
-// it out); its Go loop is decodeGo.
+// instruction VCVTPH2PS on amd64 CPUs that have it and NEON's FCVTL on
+// arm64 (the purego tag leaves both out); its Go loop is decodeGo.
 package half
 
 import (

@@ -138,13 +138,13 @@ func TestFromFloat32(t *testing.T) {
 	}
 }
 
-// TestDecode: Decode (the F16C kernel where the CPU has it) equals
+// TestDecode: Decode (the F16C or NEON kernel where the CPU has it) equals
 // decodeGo bit for bit, and each element ToFloat32's value times unit, on
 // all 65536 float16 values at units of every kind (1, powers of two large
 // and small, not a power of two), at every length up to 70 and offsets
 // that leave the kernel unaligned; nothing past dst's end is written.
 func TestDecode(t *testing.T) {
-	t.Logf("F16C kernel: %v", decodeVector(make([]float32, 8), make([]byte, 16), 1) == 8)
+	t.Logf("vector kernel (F16C, NEON): %v", decodeVector(make([]float32, 8), make([]byte, 16), 1) == 8)
 	src := make([]byte, 2<<16)
 	for i := range 1 << 16 {
 		src[2*i], src[2*i+1] = byte(i), byte(i>>8)
