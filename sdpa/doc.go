@@ -108,11 +108,12 @@
 // float32, the Q and K descales folded into the softmax scale (their product
 // taken in float64) and the V descale into the output. A scale product so
 // large that a score could exceed float32 is an error naming the values,
-// not a NaN. On "cuda", a call on float32 host slices brings its output
-// back in float16 (half the bytes over the bus): each output is rounded to
-// 11 significant bits at a power-of-two scale that keeps it in range,
-// under 1/256 of the FP8 error bound (docs/ACCURACY.md); device tensors
-// and quantized tensors keep float32 outputs. Already-quantized tensors (Quantize, NewQuantizedTensor) go
+// not a NaN. On the cuda backends (named, or chosen by Backend ""), a call
+// on float32 host slices brings its output back in float16 (half the
+// bytes over the bus): each output is rounded to 11 significant bits at a
+// power-of-two scale that keeps it in range, under 1/150 of the FP8 error
+// bound (docs/ACCURACY.md); device tensors and quantized tensors keep
+// float32 outputs. Already-quantized tensors (Quantize, NewQuantizedTensor) go
 // through AttentionQuantized without re-quantization.
 //
 // Three options, exact in exact arithmetic, reduce the FP8 error on inputs

@@ -49,10 +49,10 @@ func (b *kernelBackend) ScalesOnRead(p *backend.Problem) bool {
 // hostLayout is where a host-slice call's pieces lie in its device block
 // (byte offsets, each aligned to stagingAlign).
 type hostLayout struct {
-	q, k, v, flag, half, lse, out int    // the codes, the flag, the outputs (float16 and float32)
-	scales                        [3]int // Q, K, V scales
-	up, down                      int    // the region sizes: [0, up) goes up, [flag, flag+down) comes down
-	total                         int
+	q, k, v, flag, out16, lse, out int    // the codes, the flag, the outputs (float16 and float32)
+	scales                         [3]int // Q, K, V scales
+	up, down                       int    // the region sizes: [0, up) goes up, [flag, flag+down) comes down
+	total                          int
 }
 
 // newHostLayout lays out a call of p's shape with nq and nkv elements in
@@ -69,8 +69,8 @@ func newHostLayout(p *backend.Problem, nq, nkv int) hostLayout {
 	l.scales = [3]int{at(4 * p.B * p.Hq), at(4 * p.B * p.Hkv), at(4 * p.B * p.Hkv)}
 	l.flag = at(4)
 	l.up = l.flag + 4
-	l.half = at(2 * nq)
-	end := l.half + 2*nq
+	l.out16 = at(2 * nq)
+	end := l.out16 + 2*nq
 	if p.LSE != nil {
 		l.lse = at(4 * p.B * p.Hq * p.Sq)
 		end = l.lse + 4*p.B*p.Hq*p.Sq
@@ -144,7 +144,7 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 			if err := cu.MemsetD32Async(cu.DevicePtr(r.params.Out), poison.Bits, r.outN, d.stream); err != nil {
 				return err
 			}
-			if err := cu.MemsetD32Async(c.blk.p+cu.DevicePtr(l.half), poison.HalfPair, r.outN/2, d.stream); err != nil {
+			if err := cu.MemsetD32Async(c.blk.p+cu.DevicePtr(l.out16), poison.HalfPair, r.outN/2, d.stream); err != nil {
 				return err
 			}
 			if len(p.LSE) > 0 {
@@ -159,8 +159,8 @@ func (b *kernelBackend) hostRoundTrip(d *device, st int, p *backend.Problem, c *
 		if err := r.launch(st); err != nil {
 			return err
 		}
-		e.half.factor, e.half.unit = half.Scale(e.vScales)
-		if err := d.outHalf(r.params.Out, uint64(c.blk.p)+uint64(l.half), r.outN, e.half.factor); err != nil {
+		e.out16.factor, e.out16.unit = half.Scale(e.vScales)
+		if err := d.outHalf(r.params.Out, uint64(c.blk.p)+uint64(l.out16), r.outN, e.out16.factor); err != nil {
 			return err
 		}
 		if ph != nil {

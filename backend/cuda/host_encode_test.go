@@ -300,7 +300,7 @@ func TestRoundTripHalves(t *testing.T) {
 	}
 	for i, x := range dst.out {
 		h := uint16(down[4+2*i]) | uint16(down[5+2*i])<<8
-		if w := half.ToFloat32(h) * 0.125; math.Float32bits(x) != math.Float32bits(w) && !(x != x && w != w) {
+		if w := half.ToFloat32(h) * dst.unit; math.Float32bits(x) != math.Float32bits(w) && !(x != x && w != w) {
 			t.Fatalf("output %d: %g, want %g (float16 %#04x)", i, x, w, h)
 		}
 	}

@@ -91,11 +91,11 @@ func (e *streamEngine) upSegs(p *backend.Problem, l hostLayout) []hostSeg {
 
 // downSegs are the host pieces of the way down, from the flag on (the
 // engine's base: the block's flag): the flag into flag, the float16 output
-// into p.Out (times the unit the launch sets in e.half), the LSE into
+// into p.Out (times the unit the launch sets in e.out16), the LSE into
 // p.LSE where p has one.
 func (e *streamEngine) downSegs(p *backend.Problem, l hostLayout, flag []int32) []hostSeg {
-	e.half = halfDst{out: p.Out}
-	segs := append(e.down[:0], hostSeg{off: 0, host: bytesOf(flag)}, hostSeg{off: l.half - l.flag, dec: &e.half})
+	e.out16 = halfDst{out: p.Out}
+	segs := append(e.down[:0], hostSeg{off: 0, host: bytesOf(flag)}, hostSeg{off: l.out16 - l.flag, dec: &e.out16})
 	if p.LSE != nil {
 		segs = append(segs, hostSeg{off: l.lse - l.flag, host: bytesOf(p.LSE)})
 	}
@@ -116,11 +116,11 @@ type streamEngine struct {
 	down   [3]hostSeg // the way down
 	enc    encodeSet
 	scales []float32 // Q, K, V scales the prologue computes (the device's hostScales)
-	// vScales are V's scales, the prologue's or the caller's; half is the
+	// vScales are V's scales, the prologue's or the caller's; out16 is the
 	// float16 output's way into p.Out, its factor and unit set from
 	// vScales at the launch.
 	vScales []float32
-	half    halfDst
+	out16   halfDst
 }
 
 func (e *streamEngine) bind() error {

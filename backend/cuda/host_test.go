@@ -88,7 +88,9 @@ func halfRounded(ref *backend.Problem) []float32 {
 // every stage this GPU runs that takes the shape; GQA, both layouts, both
 // causal masks, with and without LSE, non-finite inputs; regions of one
 // chunk, of several, and larger than the ring both ways (slots reused).
-// Every output element is written and none outside. A second call of
+// Every output element is written and none outside, by the host-slice
+// call and by the kernels on the uploaded codes (their poisoned device
+// outputs downloaded as they are). A second call of
 // each shape, on new inputs, runs on the kept call and sees them.
 func TestHostSlicesBitExact(t *testing.T) {
 	if _, err := openDevice(0); err != nil {
@@ -125,7 +127,7 @@ func TestHostSlicesBitExact(t *testing.T) {
 				if c.nonFinite {
 					nonFinite(c.s, in)
 				}
-				ref, _, _ := sdpatest.NewProblemLayout(c.s, in, c.scale, c.m, backend.FP8E4M3, c.l)
+				ref, refOut, refLSE := sdpatest.NewProblemLayout(c.s, in, c.scale, c.m, backend.FP8E4M3, c.l)
 				if !c.lse {
 					ref.LSE = nil
 				}
@@ -139,6 +141,16 @@ func TestHostSlicesBitExact(t *testing.T) {
 					b := testBackend(st)
 					if err := b.Attention(ref); err != nil {
 						t.Fatalf("stage %d, host-quantized: %v", st, err)
+					}
+					// The kernels write every element (the host-slice call's
+					// output comes through float16, where the device's poison
+					// is an ordinary NaN).
+					refChecks := []error{refOut.Check("output, quantized first")}
+					if c.lse {
+						refChecks = append(refChecks, refLSE.Check("LSE, quantized first"))
+					}
+					if err := errors.Join(refChecks...); err != nil {
+						t.Fatalf("stage %d: %v", st, err)
 					}
 					want := halfRounded(ref)
 					for _, given := range []bool{false, true} {
@@ -163,7 +175,7 @@ func TestHostSlicesBitExact(t *testing.T) {
 							t.Fatalf("stage %d round %d, scales given %v: %v", st, round, given, err)
 						}
 						if i := sameOrBothNaN(p.Out, want); i >= 0 {
-							t.Fatalf("stage %d round %d, scales given %v: output %d is %g from host slices, %g quantized first (%g rounded)", st, round, given, i, p.Out[i], ref.Out[i], want[i])
+							t.Fatalf("stage %d round %d, scales given %v: output %d is %g from host slices, %g quantized first and rounded (%g before)", st, round, given, i, p.Out[i], want[i], ref.Out[i])
 						}
 						if c.lse {
 							if i := sameOrBothNaN(p.LSE, ref.LSE); i >= 0 {
@@ -227,13 +239,14 @@ func TestHostCallKept(t *testing.T) {
 		in := sdpatest.RandomInputs(rng, s, 1)
 		p, out, _ := hostProblem(s, in, 0.125, backend.NoMask, backend.BHSD, false)
 		p.Variants = v
-		ref, _, _ := sdpatest.NewProblemLayout(s, in, 0.125, backend.NoMask, backend.FP8E4M3, backend.BHSD)
+		ref, refOut, _ := sdpatest.NewProblemLayout(s, in, 0.125, backend.NoMask, backend.FP8E4M3, backend.BHSD)
 		ref.LSE, ref.Variants = nil, v
-		if err := errors.Join(b.Attention(p), b.Attention(ref), out.Check("output")); err != nil {
+		if err := errors.Join(b.Attention(p), b.Attention(ref), out.Check("output"), refOut.Check("output, quantized first")); err != nil {
 			t.Fatal(err)
 		}
-		if i := sameOrBothNaN(p.Out, halfRounded(ref)); i >= 0 {
-			t.Fatalf("%+v: output %d is %g, %g quantized first", s, i, p.Out[i], ref.Out[i])
+		want := halfRounded(ref)
+		if i := sameOrBothNaN(p.Out, want); i >= 0 {
+			t.Fatalf("%+v: output %d is %g, %g quantized first and rounded", s, i, p.Out[i], want[i])
 		}
 		return p
 	}
@@ -317,7 +330,7 @@ func TestHostLayout(t *testing.T) {
 		}
 		pieces := []piece{{"q", l.q, nq, true}, {"k", l.k, nkv, true}, {"v", l.v, nkv, true}, {"flag", l.flag, 4, true},
 			{"q scales", l.scales[0], 4 * s.B * s.Hq, true}, {"k scales", l.scales[1], 4 * s.B * s.Hkv, true},
-			{"v scales", l.scales[2], 4 * s.B * s.Hkv, true}, {"out16", l.half, 2 * nq, false}, {"out", l.out, 4 * nq, false}}
+			{"v scales", l.scales[2], 4 * s.B * s.Hkv, true}, {"out16", l.out16, 2 * nq, false}, {"out", l.out, 4 * nq, false}}
 		if c.lse {
 			pieces = append(pieces, piece{"lse", l.lse, 4 * s.B * s.Hq * s.Sq, false})
 		}
@@ -334,12 +347,12 @@ func TestHostLayout(t *testing.T) {
 				}
 			}
 		}
-		down := l.half + 2*nq
+		down := l.out16 + 2*nq
 		if c.lse {
 			down = l.lse + 4*s.B*s.Hq*s.Sq
 		}
-		if l.up != l.flag+4 || l.q != 0 || l.down != down-l.flag || l.half < l.flag || l.out < l.flag+l.down {
-			t.Errorf("%+v: up %d, down %d from the flag at %d, out16 at %d, out at %d", s, l.up, l.down, l.flag, l.half, l.out)
+		if l.up != l.flag+4 || l.q != 0 || l.down != down-l.flag || l.out16 < l.flag || l.out < l.flag+l.down {
+			t.Errorf("%+v: up %d, down %d from the flag at %d, out16 at %d, out at %d", s, l.up, l.down, l.flag, l.out16, l.out)
 		}
 	}
 }

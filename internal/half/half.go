@@ -17,8 +17,11 @@ import (
 )
 
 // Bound is the largest magnitude Scale lets a scaled output reach: 2^15,
-// under float16's largest finite 65504 with room for weights rounded
-// apart from their sum (a factor of at most 1 + 2^-4).
+// half float16's largest finite 65504. The outputs are weighted means of
+// V's rows (the kernels divide by the sum of the weights they multiplied,
+// or by a float32 sum within a few float16 roundings of it), so the
+// factor of two left covers the tensor cores' truncations and every
+// rounding of the weights.
 const Bound = 1 << 15
 
 // ToFloat32 returns the value of the float16 with bits h, exactly. A NaN
@@ -88,7 +91,11 @@ func Round(x, factor, unit float32) float32 {
 // 448 in magnitude, times their scales) are multiplied before they are
 // rounded to float16, so that they stay at or below Bound, and unit =
 // 1/factor, exactly. Scales that are not finite are left out; with none
-// left, or all 0, factor and unit are 1. factor lies in [2^-126, 2^127].
+// left, or all 0, factor and unit are 1. factor is at most 2^127 (unit
+// then a float32 subnormal, still exact) and at least 2^-122 (448 times
+// the largest float32 is below 2^137). One factor serves the whole call:
+// a head whose V is 2^28 times smaller than the largest head's lands in
+// float16's subnormals.
 func Scale(vScales []float32) (factor, unit float32) {
 	m := 0.0
 	for _, s := range vScales {
@@ -100,7 +107,7 @@ func Scale(vScales []float32) (factor, unit float32) {
 		return 1, 1
 	}
 	_, e := math.Frexp(fp8.MaxE4M3 * m) // 448·m < 2^e
-	k := min(max(15-e, -126), 127)
+	k := min(15-e, 127)
 	return float32(math.Ldexp(1, k)), float32(math.Ldexp(1, -k))
 }
 
@@ -115,13 +122,14 @@ func Decode(dst []float32, src []byte, unit float32) {
 // decodeGo is Decode's Go loop. A finite float16's bits, its exponent
 // and fraction moved up 13 places beside its sign, are a float32 of its
 // value times 2^-112 (a float32 subnormal where the float16 is one), so
-// one product by 2^112·unit gives ToFloat32(h)·unit, rounded once (the
-// first product by 2^112 would be exact); where 2^112·unit would leave
-// float32's range, the two products run apart. Inf and NaN take
+// one product by k = 2^112·unit gives ToFloat32(h)·unit, rounded once (k
+// is exact for every finite unit below 2^16 in magnitude, and the product
+// by 2^112 would be exact); from 2^16 on, where k would overflow, each
+// value takes ToFloat32 and the product by unit. Inf and NaN take
 // ToFloat32.
 func decodeGo(dst []float32, src []byte, unit float32) {
 	src = src[:2*len(dst)]
-	if u := math.Abs(float64(unit)); u > 0x1p15 || u < 0x1p-14 && u != 0 {
+	if u := math.Abs(float64(unit)); u >= 0x1p16 || math.IsNaN(u) {
 		for i := range dst {
 			dst[i] = ToFloat32(uint16(src[2*i])|uint16(src[2*i+1])<<8) * unit
 		}

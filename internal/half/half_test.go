@@ -149,7 +149,7 @@ func TestDecode(t *testing.T) {
 	for i := range 1 << 16 {
 		src[2*i], src[2*i+1] = byte(i), byte(i>>8)
 	}
-	for _, unit := range []float32{1, 0x1p-20, 0x1p100, 0x1p-127, 3, -0.75} {
+	for _, unit := range []float32{1, 0x1p-20, 0x1p100, 0x1p-127, 3, -0.75, 0x1p-14, 0x1p-15, 0x1p15, 0x1p15 * 1.9999999, 0x1p16, -0x1p16, 0x1p-149} {
 		got, want := make([]float32, 1<<16), make([]float32, 1<<16)
 		Decode(got, src, unit)
 		decodeGo(want, src, unit)
@@ -217,7 +217,7 @@ func TestScaleAndRound(t *testing.T) {
 		}
 		x := float32((rng.Float64()*2 - 1) * bound)
 		if rng.IntN(8) == 0 {
-			x = float32(bound) * (1 + 1.0/16) // the Ada form's worst case
+			x = float32(bound) * (1 + 1.0/16) // past the bound: weights rounded apart from their sum
 		}
 		r := Round(x, f, u)
 		if d := math.Abs(float64(r) - float64(x)); d > math.Abs(float64(x))*0x1p-11+0x1p-25*float64(u) || math.IsInf(float64(r), 0) {

@@ -38,8 +38,11 @@ func TestChecksCatchMutants(t *testing.T) {
 		{Name: "the NEON kernel converts the lower four twice", File: "internal/half/decode_arm64.s", Pkg: pkg, Arch: "arm64",
 			Old: "FCVTL24S(0, 2)", New: "FCVTL4S(0, 2)",
 			Tests: []string{"TestDecode"}},
+		{Name: "the Go loop's product overflows for units from 2^16", File: "internal/half/half.go", Pkg: pkg,
+			Old: "u >= 0x1p16 ||", New: "u >= 0x1p17 ||",
+			Tests: []string{"TestDecode"}},
 		{Name: "the scale leaves room for no rounding", File: "internal/half/half.go", Pkg: pkg,
-			Old: "k := min(max(15-e, -126), 127)", New: "k := min(max(16-e, -126), 127)",
+			Old: "k := min(15-e, 127)", New: "k := min(16-e, 127)",
 			Tests: []string{"TestScaleAndRound"}},
 	})
 }

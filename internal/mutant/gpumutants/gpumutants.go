@@ -68,7 +68,7 @@ var List = []mutant.Mutant{
 		Tests: []string{"TestHostSlicesBitExact"}},
 	// The device scales the output by twice the factor the host undoes.
 	{Name: "halffactor", File: "backend/cuda/host.go", Pkg: cudaPkg,
-		Old: "uint64(l.half), r.outN, e.half.factor)", New: "uint64(l.half), r.outN, 2*e.half.factor)",
+		Old: "uint64(l.out16), r.outN, e.out16.factor)", New: "uint64(l.out16), r.outN, 2*e.out16.factor)",
 		Tests: []string{"TestHostSlicesBitExact"}},
 	// The conversion converts nothing: the float16 region holds what an
 	// earlier call (or the pool) left there.
