@@ -57,7 +57,6 @@ func TestDeviceGPU(t *testing.T) {
 			out, _ := dev.NewTensor(2, 8, 70, hd, l)
 			lse, _ := dev.NewTensor(2, 8, 70, 1, sdpa.BHSD)
 			hv, _ := sdpa.Quantize(v)
-			factor, unit := half.Scale(hv.Scales)
 			// same runs the device call on in and the host-slice call on "cuda"
 			// with options o, and requires equal bits, output (rounded as the
 			// host-slice call's) and LSE.
@@ -76,9 +75,7 @@ func TestDeviceGPU(t *testing.T) {
 				if err := errors.Join(out.Download(got), lse.Download(&sdpa.Tensor{Data: gotLSE, B: 2, H: 8, S: 70, D: 1})); err != nil {
 					t.Fatal(err)
 				}
-				for i, x := range got.Data {
-					got.Data[i] = half.Round(x, factor, unit)
-				}
+				half.RoundOutput(got.Data, hv.Scales)
 				if i := sameBits(got.Data, want.Data); i >= 0 {
 					t.Fatalf("D %d %v %v inputs %+v: output %d is %g on the GPU, %g from host slices", hd, l, in[0].Precision(), o, i, got.Data[i], want.Data[i])
 				}

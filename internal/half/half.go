@@ -86,6 +86,15 @@ func Round(x, factor, unit float32) float32 {
 	return ToFloat32(FromFloat32(x*factor)) * unit
 }
 
+// RoundOutput rounds out in place as a host-slice call on the cuda backend
+// brings an output with V scales vScales down: Round at Scale(vScales).
+func RoundOutput(out, vScales []float32) {
+	factor, unit := Scale(vScales)
+	for i, x := range out {
+		out[i] = Round(x, factor, unit)
+	}
+}
+
 // Scale returns the power of two factor by which outputs bounded by
 // 448·max(vScales) (weighted means of E4M3 values, every code at most
 // 448 in magnitude, times their scales) are multiplied before they are
@@ -112,9 +121,10 @@ func Scale(vScales []float32) (factor, unit float32) {
 }
 
 // Decode sets dst[i] to the float16 in src[2i:2i+2] (little-endian) times
-// unit: ToFloat32's value, one float32 rounding. len(dst) must be
-// len(src)/2.
+// unit: ToFloat32's value, one float32 rounding; for i below the shorter
+// of len(dst) and len(src)/2.
 func Decode(dst []float32, src []byte, unit float32) {
+	dst = dst[:min(len(dst), len(src)/2)]
 	n := decodeVector(dst, src, unit)
 	decodeGo(dst[n:], src[2*n:], unit)
 }
