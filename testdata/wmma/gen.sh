@@ -23,3 +23,7 @@ nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmars.cu" -o /tmp/wgr
 # the product or the control is wrong); the Ada kernel's register path.
 nvcc -O2 -gencode arch=compute_89,code=compute_89 "$here/accfp8.cu" -o /tmp/acc
 /tmp/acc > "$out/dump_acc_e4m3_compute_89.txt"
+# Hopper only: stage-9 operands read from the paged cache's layout, K's rows
+# in key_row order and V's page in place (exits 1 if a product or a control is wrong).
+nvcc -O2 -gencode arch=compute_90a,code=sm_90a "$here/wgmmapaged.cu" -o /tmp/wgp
+/tmp/wgp > "$out/dump_wgmma_paged_sm_90a.txt"
