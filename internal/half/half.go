@@ -141,7 +141,7 @@ func decodeGo(dst []float32, src []byte, unit float32) {
 	src = src[:2*len(dst)]
 	if u := math.Abs(float64(unit)); u >= 0x1p16 || math.IsNaN(u) {
 		for i := range dst {
-			dst[i] = ToFloat32(uint16(src[2*i])|uint16(src[2*i+1])<<8) * unit
+			dst[i] = ToFloat32(binary.LittleEndian.Uint16(src[2*i:])) * unit
 		}
 		return
 	}
