@@ -38,6 +38,10 @@ type kernelBackend struct {
 	// caches' calls run on the prefill kernels (negative: never), so that
 	// tests and benchmarks run both paths.
 	pagedPrefillRows int
+	// pagedInPlaceTiles makes its paged caches' prefill calls read their
+	// tiles from the pages in place where the paged form takes them, which
+	// calls otherwise gather (pagedTilesOn; tests run both).
+	pagedInPlaceTiles bool
 	// hostEngine, if not nil, wraps the engine of its calls on host slices
 	// (hostAttention), so that a benchmark can time each copy on the
 	// device.

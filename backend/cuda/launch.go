@@ -53,8 +53,8 @@ func (k *hopperKernels) attention(s backend.Shape, fused bool) hopperLaunch {
 }
 
 func (r *resident) launch(stage int) error {
-	written := r.vImageWritten // (one launch's)
-	r.vImageWritten = false
+	written, paged := r.vImageWritten, r.pagedNext // (one launch's)
+	r.vImageWritten, r.pagedNext = false, nil
 	tc, err := geometry(stage, r.shape.D)
 	if err != nil {
 		return err
@@ -69,8 +69,11 @@ func (r *resident) launch(stage int) error {
 		return err
 	}
 	s := r.shape
-	if written && stage != tiles.HopperStage {
-		return fmt.Errorf("cuda: the V image written for a launch on stage %d", stage)
+	if (written || paged != nil) && stage != tiles.HopperStage {
+		return fmt.Errorf("cuda: the V image written, or the cache's pages given, for a launch on stage %d", stage)
+	}
+	if paged != nil {
+		return r.launchPaged(paged)
 	}
 	if stage == tiles.HopperStage {
 		if ok, err := r.launchTensors(written); ok || err != nil {
@@ -171,14 +174,8 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 	}
 	s := r.shape
 	k := r.kernels()
-	if r.tensors == nil {
-		tl := new(tensorLaunch)
-		sp := r.scores
-		tl.P.F = fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
-		if err := tensorMapsFor(&tl.P, k.cfg); err != nil {
-			return true, err
-		}
-		r.tensors = tl
+	if _, err := r.tensorLaunch(k); err != nil {
+		return true, err
 	}
 	gx, gy, gz, threads := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
 	smem := k.cfg.TensorSharedBytes()
@@ -215,6 +212,21 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 		return true, nil
 	}
 	return true, r.launchMerge(r.tensors)
+}
+
+// tensorLaunch returns the resident's tensor-form launch (r.tensors), made
+// on its first use with k's maps.
+func (r *resident) tensorLaunch(k hopperKernels) (*tensorLaunch, error) {
+	if r.tensors == nil {
+		tl := new(tensorLaunch)
+		sp := r.scores
+		tl.P.F = fusedQuantParams{P: *r.params, Bad: sp.Bad, Scale: sp.Scale, Limit: sp.Limit}
+		if err := tensorMapsFor(&tl.P, k.cfg); err != nil {
+			return nil, err
+		}
+		r.tensors = tl
+	}
+	return r.tensors, nil
 }
 
 // kernels returns the Hopper kernels of the resident's launch: hopperFor's,

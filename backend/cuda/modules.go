@@ -129,6 +129,11 @@ type hopperKernels struct {
 	// is false, where an SM of the device holds fewer of its blocks, and
 	// in the softcap twin.
 	attnTensorsNarrow C.CUfunction
+	// attnTensorsPaged is attnTensors reading K and V from the paged
+	// cache's pages in place (fp8attn_stage9tp, at pagedTilesHeadDim only;
+	// kernels/hopper/paged.cuh), for the paged prefill (pagedTiles); nil
+	// at the other head dims and in the softcap twin.
+	attnTensorsPaged C.CUfunction
 	// softcap is these kernels with the attention entries (attn,
 	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,
 	// attnTensorsOne) replaced by their softcap twins (the entry names'
@@ -336,6 +341,18 @@ func (d *device) loadHopper() error {
 		}
 		if cfg.Narrow {
 			if err := d.loadNarrow(&k, hd); err != nil {
+				return err
+			}
+		}
+		if hd == pagedTilesHeadDim {
+			name := fmt.Sprintf("fp8attn_stage9tp_d%d", hd)
+			f, err := d.hmod.Function(name)
+			if err != nil {
+				return fmt.Errorf("cuda: kernel %s: %w", name, err)
+			}
+			k.attnTensorsPaged = cFunction(f)
+			markPDL(k.attnTensorsPaged)
+			if err := setMaxSharedMemory(k.attnTensorsPaged, cfg.TensorSharedBytes()); err != nil {
 				return err
 			}
 		}

@@ -20,3 +20,9 @@ func narrowOn() bool { return true }
 // noLSEOn is whether the launches without an LSE take the entries without
 // the float32 row sums where the head dim has them (resident.kernels).
 func noLSEOn() bool { return true }
+
+// pagedTilesOn is whether the paged prefill's calls the paged form takes
+// run on it (paged_tiles.go): never, since it measured slower than the
+// gathered tiles (docs/design/paged-decode.md); tests run it by the cache's
+// inPlaceTiles.
+func pagedTilesOn() bool { return false }

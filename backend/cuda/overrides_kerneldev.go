@@ -14,7 +14,8 @@ import (
 // freshly built kernels; and the test modules' FP8ATTN_TEST_PTX and
 // FP8ATTN_TEST_CUBIN, which scripts/gpu-mutants.sh sets), FP8ATTN_PDL=0 turns programmatic dependent
 // launch off for A/B runs, FP8ATTN_NARROW=0 the narrow tiled tensor
-// form, and FP8ATTN_NOLSE=0 the entries without the float32 row sums.
+// form, FP8ATTN_NOLSE=0 the entries without the float32 row sums, and
+// FP8ATTN_PAGED_TILES=1 turns the paged form of the paged prefill on.
 // Production builds (overrides_default.go) always
 // load the embedded modules with PDL on. docs/DEVELOPING.md describes the
 // workflow.
@@ -46,3 +47,11 @@ func narrowOn() bool { return os.Getenv("FP8ATTN_NARROW") != "0" }
 // the float32 row sums where the head dim has them (resident.kernels):
 // unless FP8ATTN_NOLSE=0, for A/B runs against the entries with them.
 func noLSEOn() bool { return os.Getenv("FP8ATTN_NOLSE") != "0" }
+
+// pagedTilesOn is whether the paged prefill's calls the paged form takes
+// run on it (paged_tiles.go): where FP8ATTN_PAGED_TILES=1, for A/B runs
+// against the gathered tiles, production's path. Its calls keep each
+// tile's scales where the others keep the sequence's, so with it on a
+// sequence attended alone (a key split, which it does not take) and in a
+// varlen batch no longer agree within TestKVCacheVarlenFP8GPU's 2^-16.
+func pagedTilesOn() bool { return os.Getenv("FP8ATTN_PAGED_TILES") == "1" }

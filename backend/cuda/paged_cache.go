@@ -44,7 +44,8 @@ func (b *kernelBackend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, erro
 	if d.capturing() != nil {
 		return nil, errCapture("making a paged cache")
 	}
-	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks, prefillRows: b.pagedPrefillRows, cc: b.cc}
+	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks, prefillRows: b.pagedPrefillRows, cc: b.cc,
+		inPlaceTiles: b.pagedInPlaceTiles}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
 		s.ws, s.wsq = f, d.paged.wsq[c.HeadDim]
@@ -113,6 +114,8 @@ type pagedKV struct {
 	blocksPerSM  int                 // benchmarks: blocks an SM forced; 0: pagedOccupancy chooses
 	prefillRows  int                 // tests and benchmarks: the query rows from which calls run on the prefill kernels (negative: never; 0: prefillRowsPerSM a multiprocessor)
 	cc           int                 // the backend's compute capability for bestStage (0: the device's)
+	inPlaceTiles bool                // tests and benchmarks: the paged prefill reads its tiles in place where the paged form takes it
+	kMap         *tensorMap          // the paged form's map of the K pool (pagesMap); nil until its first call
 }
 
 func (s *pagedKV) Config() backend.PagedConfig { return s.cfg }

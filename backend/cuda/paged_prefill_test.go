@@ -517,7 +517,7 @@ func BenchmarkPagedPrefillParts(b *testing.B) {
 			if err != nil {
 				return err
 			}
-			inputs := func() error { return s.prefillInputsLaunch(p, pc, img) }
+			inputs := func() error { return s.prefillInputsLaunch(p, pc, img, false) }
 			stage := func() error { r.vImageWritten = img != nil; return r.launch(st) }
 			parts := []func() error{inputs, stage, func() error { return errors.Join(inputs(), stage()) }}
 			for i, f := range parts {

@@ -271,7 +271,8 @@ type varlenIO struct {
 
 // runGroup runs group g of p on the prefill kernels: its inputs
 // (fp8attn_paged_prefill_inputs: the queries quantized, the cache
-// gathered) and stage g.st over them, a bad score factor flagged in
+// gathered, or read in place by the paged form where it is on:
+// prefillKernels) and stage g.st over them, a bad score factor flagged in
 // io.flag. A group of consecutive sequences with g.n queries each is a
 // view of the packed tensors (inPlace): the kernels read the queries and
 // write the outputs where they are. Any other group's queries are copied

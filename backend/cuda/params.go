@@ -194,6 +194,11 @@ type tensorParams struct {
 	F            fusedQuantParams
 	PartO, PartW uint64
 	Splits       int64
+	// The paged form's (pagedTiles; K then maps the cache's K pool): the
+	// V pool, both pools' scales, the call's block table, its pages a
+	// sequence and the pool's KV heads.
+	VPages, KPageScale, VPageScale, BlockTable uint64
+	PagesPerSeq, PageKVHeads                   int64
 }
 
 // tensorLaunch is the memory a tensor-form launch passes: tensorParams and

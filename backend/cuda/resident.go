@@ -53,6 +53,11 @@ type resident struct {
 	// start (which reads V's first tiles from the V tensor). The next
 	// launch clears it.
 	vImageWritten bool
+	// pagedNext, where not nil, makes the next launch, which must be a
+	// tiled tensor-form one at pagedTilesHeadDim, the paged form reading K
+	// and V from the cache's pages it names (the paged prefill); the next
+	// launch clears it.
+	pagedNext *pagedTiles
 	// images holds, per stage, the device layouts its pack kernels wrote
 	// (Q, K, V images; 0 where a stage has none), made on the stage's
 	// first launch and kept until Free.

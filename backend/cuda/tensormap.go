@@ -41,11 +41,25 @@ static CUresult fp8attn_encode_rows(void* map, cuuint64_t addr, const cuuint64_t
 	const cuuint32_t ones[4] = {1, 1, 1, 1};
 	return fp8attn_encode_tiled(map, 0, 4, (void*)(uintptr_t)addr, dims, strides, box, ones, 0, swizzle, 3, 0);
 }
+
+// fp8attn_encode_pages encodes the map of a paged cache's K pool as five
+// dimensions (hopper/paged.cuh): the row's d bytes; slot bit 0, 2 rows d
+// bytes apart; slot bits 2-3, 4 at 4·d; slot bit 1, 2 at 2·d; the 16-key
+// groups of every (page, KV head) block, groups of them at 16·d. Boxes of
+// (d, 2, 4, 2, 4), one 64-key page, no swizzle, 256-byte L2 promotion.
+static CUresult fp8attn_encode_pages(void* map, cuuint64_t addr, cuuint64_t d, cuuint64_t groups) {
+	const cuuint64_t dims[5] = {d, 2, 4, 2, groups};
+	const cuuint64_t strides[4] = {d, 4 * d, 2 * d, 16 * d};
+	const cuuint32_t box[5] = {(cuuint32_t)d, 2, 4, 2, 4};
+	const cuuint32_t ones[5] = {1, 1, 1, 1, 1};
+	return fp8attn_encode_tiled(map, 0, 5, (void*)(uintptr_t)addr, dims, strides, box, ones, 0, 0, 3, 0);
+}
 */
 import "C"
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"unsafe"
 
@@ -98,6 +112,29 @@ func encodeRows(m *tensorMap, addr uint64, b, h, s, d int, batchStride, headStri
 	r := C.fp8attn_encode_rows(aligned, C.cuuint64_t(addr), &dims[0], &strides[0], C.cuuint32_t(w), C.cuuint32_t(rows), sw)
 	if err := check("cuTensorMapEncodeTiled", r); err != nil {
 		return fmt.Errorf("%w (dims %d×%d×%d×%d, strides %d/%d/%d bytes, box %d×%d)", err, d, s, h, b, rowStride, headStride, batchStride, w, rows)
+	}
+	copy(m[:], unsafe.Slice((*byte)(aligned), 128))
+	return nil
+}
+
+// encodePages writes into m the map the paged form reads a paged cache's K
+// pool through (fp8attn_encode_pages): blocks (page, KV head) blocks of 64
+// keys of d bytes at addr, each landed by one box in key_row's order.
+func encodePages(m *tensorMap, addr uint64, blocks, d int) error {
+	if err := resolveEncoder(); err != nil {
+		return err
+	}
+	// (The box's first dimension is at most 256 elements, a stride a
+	// multiple of 16 bytes; a dimension at most 2^32.)
+	// (The kernel takes a block's first coordinate, 4·block, as an int.)
+	if d < 16 || d%16 != 0 || d > 256 || blocks < 1 || int64(blocks)*4 > math.MaxInt32 || addr%16 != 0 {
+		return fmt.Errorf("cuda: no page map of %d blocks of %d-byte rows at %#x", blocks, d, addr)
+	}
+	var buf [128 + 64]byte
+	p := unsafe.Pointer(&buf[0])
+	aligned := unsafe.Add(p, (64-uintptr(p)%64)%64)
+	if err := check("cuTensorMapEncodeTiled", C.fp8attn_encode_pages(aligned, C.cuuint64_t(addr), C.cuuint64_t(d), C.cuuint64_t(4*blocks))); err != nil {
+		return fmt.Errorf("%w (the K pool: %d blocks of 64 rows of %d bytes)", err, blocks, d)
 	}
 	copy(m[:], unsafe.Slice((*byte)(aligned), 128))
 	return nil

@@ -197,9 +197,18 @@ extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_co
   }                                                                                                             \
   extern "C" __device__ const int fp8attn_stage9tn_d##HD##_config[4] = {                                         \
       HopperTiles<HD>::NARROW_BM, HopperTiles<HD>::NARROW_THREADS, HopperTiles<HD>::NARROW_PER_SM, HopperTiles<HD>::NSMEM};
+// The paged form (hopper::stage9 with PAGED: the tiled tensor form reading
+// K and V from the paged cache's pages, hopper/paged.cuh) at D 128, the
+// paged prefill's: fp8attn_stage9tp_d<D>, on the tensor form's geometry.
+#define HOPPER_PAGED(HD)                                                                                      \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9tp_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true, false, false, false, false, false, true>(tp.f.p, &tp.f, &tp);  \
+  }
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
 HOPPER_NARROW(128)
+HOPPER_PAGED(128)
 HOPPER_ENTRY(192)
 HOPPER_ENTRY(256)
 HOPPER_NOLSE_TILED(64, c, true)
@@ -214,7 +223,9 @@ extern "C" __device__ const int fp8attn_fused_params_layout[] = {
     (int)sizeof(hopper::FusedQuantParams), FQP_OFF(p), FQP_OFF(bad), FQP_OFF(scale), FQP_OFF(limit)};
 #define TP_OFF(f) (int)offsetof(hopper::TensorParams, f)
 extern "C" __device__ const int fp8attn_tensor_params_layout[] = {
-    (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f), TP_OFF(part_o), TP_OFF(part_w), TP_OFF(splits)};
+    (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f), TP_OFF(part_o), TP_OFF(part_w), TP_OFF(splits),
+    TP_OFF(v_pages), TP_OFF(k_page_scale), TP_OFF(v_page_scale), TP_OFF(block_table), TP_OFF(pages_per_seq),
+    TP_OFF(page_kv_heads)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};
 extern "C" __device__ const int fp8attn_quantpack9l_config[4] = {hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_PER_SM,

@@ -76,6 +76,19 @@ struct Params {
       FP8ATTN_PARAMS_OFF(window),             FP8ATTN_PARAMS_OFF(sinks),          FP8ATTN_PARAMS_OFF(softcap), \
       FP8ATTN_PARAMS_OFF(pad),                FP8ATTN_PARAMS_OFF(seq_k)};
 
+// The shared row of key k (0..31) of a 32-key tile as the fragments read
+// it: within each 16 keys, the order 0,1,4,5,8,9,12,13, 2,3,6,7,10,11,14,15
+// (the paged cache's layout, paged/append.cuh, is built around it; the
+// Hopper kernel's paged form, hopper/paged.cuh, lays K's rows out in it so
+// that P leaves the score accumulators in key order). key_of_row is its
+// inverse.
+__host__ __device__ __forceinline__ int key_row(int k) {
+  return (k & 16) + 8 * ((k >> 1) & 1) + 2 * ((k & 15) >> 2) + (k & 1);
+}
+__host__ __device__ __forceinline__ int key_of_row(int r) {
+  return (r & 16) | (r & 1) | (((r >> 3) & 1) << 1) | (((r >> 1) & 3) << 2);
+}
+
 #define NEG_INF (-__int_as_float(0x7f800000))
 #define LN2 0.69314718055994530942f
 #define LOG2E 1.44269504088896340736f

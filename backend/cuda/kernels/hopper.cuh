@@ -64,6 +64,7 @@
 #include "pdl.cuh"    // programmatic dependent launch: every entry point keeps its contract
 #include "profile.cuh"  // timelines (-DFP8ATTN_PROFILE builds only)
 #include "quant.cuh"  // e4m3_nosat, scale_for_amax: quant_pack9's encode is quant.cuh's
+#include "paged/rescale.cuh"  // rescale16: the paged form's re-encoding of a tile's smaller page
 
 // The schedule (ping-pong, softmax turns, one P set, P·V's column parts,
 // the fused form's ping-pong) is data: internal/tiles' HopperConfig, generated into tiles.h as
@@ -90,7 +91,8 @@
 // (warpgroup primitives), pack.cuh (the images and their pack kernels),
 // quant_pack.cuh (quant_pack9), one_tile_quantize.cuh (the quantizing
 // one-tile form's quantization), shell.cuh (the producer's copies and the
-// epilogue), tensors.cuh (the tensor form's producer), split.cuh (the key
+// epilogue), tensors.cuh (the tensor form's producer), paged.cuh (the paged
+// form's producer), split.cuh (the key
 // split's parts and their merge), softmax.cuh (a
 // tile's softmax and P's packing), mainloop.cuh (a consumer warpgroup's
 // steps, the one-tile form and the tiled main loop) and attention.cuh (stage9: the block's set-up, the producer
@@ -104,6 +106,7 @@ namespace hopper {
 #include "hopper/one_tile_quantize.cuh"
 #include "hopper/shell.cuh"
 #include "hopper/tensors.cuh"
+#include "hopper/paged.cuh"
 #include "hopper/split.cuh"
 #include "hopper/softmax.cuh"
 #include "hopper/mainloop.cuh"

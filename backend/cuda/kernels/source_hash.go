@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "c85127d995e769a3ef3c3979a2b2f3e8452ca1a753140a60a9f679aeaa93dd45"
+const SourceHash = "497e56c10a319e9b15ea08e4fe8ca6a407f7fcd18d7e870b11ba3f26388d5fcf"

@@ -102,6 +102,12 @@ var List = []mutant.Mutant{
 	{Name: "nolsewithlse", File: "backend/cuda/launch.go", Pkg: cudaPkg,
 		Old: "if r.params.LSE == 0 && k.noLSE != nil && noLSEOn() {", New: "if k.noLSE != nil && noLSEOn() {",
 		Tests: []string{"TestNewResidentMatchesUpload"}},
+	// The paged prefill ignores its cache's inPlaceTiles: with the paged
+	// form off by default, its tests would hold the gathered path to
+	// itself.
+	{Name: "pagedtilesignored", File: "backend/cuda/paged_prefill.go", Pkg: cudaPkg,
+		Old: "(pagedTilesOn() || s.inPlaceTiles) && r.pagedTakes", New: "pagedTilesOn() && r.pagedTakes",
+		Tests: []string{"TestPagedTilesMatchGather", "TestPagedTilesMixedScales"}},
 	// A paged attention's device tables never get their lengths, neither
 	// at the first write nor after a change: the kernels read what the
 	// allocation held.

@@ -47,11 +47,20 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
 // copies of the ntiles tiles (produce); QC: it quantizes the block's share
 // of V (its values xv) instead, then waits for every block's shares;
 // TENSORS: the whole warpgroup reads the caller's tensors through tp's
-// maps (produce_tensors).
-template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS, bool HEAD, bool NARROW>
+// maps (produce_tensors); PAGED: Q through its map and K and V from the
+// paged cache (produce_paged, skb the batch entry's keys). Each gives the
+// consumers' 240 registers a thread what the block's launch allocation
+// (384 threads of 168) holds: the producer keeps 24.
+template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS, bool HEAD, bool NARROW, bool PAGED = false>
 __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp, int b, int h, int kvh, int i0, int t0, int ntiles,
-                                         long long sq_p, long long sk_p, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v,
+                                         long long sq_p, long long sk_p, long long skb, uint8_t* s_q, uint8_t* s_k, uint8_t* s_v,
                                          uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
+  if constexpr (PAGED) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
+    const bool neg = tp->f.scale * (double)p.q_scale[b * p.hq + h] < 0.0;  // (K's scales are not negative)
+    produce_paged<D>(*tp, b, h, kvh, i0, t0, ntiles, neg, skb, smem_u32(s_q));
+    return;
+  }
   if constexpr (TENSORS) {
     // Every thread of the warpgroup transposes V; a negative score factor
     // (the sign of scale · Q descale · K descale) negates Q's codes.
@@ -156,8 +165,14 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // takes no float32 row sums, for the calls that ask for no LSE (the host
 // launches them only with p.lse null): where one function held both
 // copies of the loop it measured slower than either alone.
+//
+// PAGED (the tiled tensor form over the paged cache, fp8attn_stage9tp_d<D>:
+// hopper/paged.cuh) reads Q through tp's map and K and V from the cache's
+// pages, a tile's scales its pages'; the score factor is taken a tile
+// (the Q descale's factor times the tile's K scale) and the output
+// descaled by the last tile's V scale (Consumer's PAGED steps).
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
-          bool SPLIT = false, bool NARROW = false, bool NOLSE = false>
+          bool SPLIT = false, bool NARROW = false, bool NOLSE = false, bool PAGED = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -197,6 +212,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   static_assert(!TENSORS || !QC, "the tensor form reads FP8 tensors");
   static_assert(!NOLSE || ((HopperTiles<D>::NOLSE_ENTRIES || SOFTCAP) && !SPLIT),
                 "entries without the sums: where internal/tiles builds them and under a softcap, never a key split's");
+  static_assert(!PAGED || (TENSORS && !ONE && !FUSED && !QC && !HEAD && !SPLIT && !NARROW && !SOFTCAP && !NOLSE),
+                "the paged form: the tiled, wide tensor form without a softcap");
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
@@ -237,8 +254,8 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   if constexpr (QC) qc = quantize_one_tile<D>(*f, src, i0, s_q, s_k, k_full, xv);
 
   if (threadIdx.x < 128) {
-    producer<D, FUSED, ONE, QC, TENSORS, HEAD, NARROW>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, s_q, s_k, s_v, q_full, k_full, v_full,
-                                         empty, xv);
+    producer<D, FUSED, ONE, QC, TENSORS, HEAD, NARROW, PAGED>(p, tp, b, h, kvh, i0, t0, ntiles, sq_p, sk_p, skb, s_q, s_k, s_v, q_full,
+                                                k_full, v_full, empty, xv);
     return;
   }
   // (NARROW: NARROW_PER_SM = 2 blocks of 256 threads share the register
@@ -262,7 +279,11 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
                    visible_keys(p, r0 + 8, skc),
                    visible_keys(p, min(wg_row, sq - 1), skc),
                    first_key(p, min(wg_row + 63, sq - 1), skc)};
-  float c = score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh), cap_in = 0.f;
+  // (PAGED: without K's scale, which each tile brings; as score_factor's
+  // product, in float64 and rounded once, the tile's power of two exact.)
+  float c = PAGED ? fabsf((float)(f->scale * (double)p.q_scale[b * p.hq + h] * 1.4426950408889634))
+                  : score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh),
+        cap_in = 0.f;
   if constexpr (SOFTCAP) {  // softmax_tile's factors
     const float cap = p.softcap * LOG2E;
     cap_in = c / cap;
@@ -275,7 +296,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // after the last tile (a dependent global load of 0.5 µs there).
   // (QC: V's scale is known once the producer's V exchange is done, and is
   // taken in the epilogue.)
-  float vs = QC ? 0.f : p.v_scale[b * p.hkv + kvh];
+  float vs = QC || PAGED ? 0.f : p.v_scale[b * p.hkv + kvh];  // (PAGED: O's unit, after the loop)
   QP_STAMP(threadIdx.x == 128, 1, 2);
   const uint32_t q_addr = smem_u32(s_q + cw * G::QB);
 
@@ -283,7 +304,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // constants). l: the float32 row sums of the unrounded weights (the
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
-  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT>;  // (a split grid is one wave: the tensor form's turns)
+  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT, PAGED>;  // (a split grid is one wave: the tensor form's turns)
   static_assert(!NARROW || (!C::PINGPONG && !C::SMTURNS), "the narrow form's one consumer warpgroup takes no turns");
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
@@ -296,6 +317,10 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   typename C::PA pa[2];
   const Turns<C::SMTURNS, 3> softmax_turns{cw};
   C cs{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, rk, t0, c, cap_in, s, ot, lt, m, l, softmax_turns};
+  if constexpr (PAGED) {
+    cs.c0 = c;
+    cs.scales_addr = smem_u32(smem) + PagedSmem<D>::SCALES;
+  }
   // The float32 row sums serve the LSE alone (the key split's merge takes
   // its parts' sums). A second copy of the tiled main loop, without them,
   // runs the calls that ask for no LSE where it measured faster: D 96 and
@@ -321,6 +346,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     vs = one_tile_v_scale<D>();
   }
 
+  if constexpr (PAGED) vs = cs.vunit;
   if constexpr (HEAD) pdl_wait();
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(threadIdx.x == 128, 1, 3);

@@ -10,8 +10,13 @@
 // visible keys, and references to the register state stage9 holds (the
 // scores s, one tile's P·V column part ot and row sums lt, the rows'
 // running maxima m and float32 sums l), with the steps both forms take.
-// ONE, QC, SOFTCAP, NARROW and FUSED are stage9's.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struct Consumer {
+// ONE, QC, SOFTCAP, NARROW, FUSED and PAGED are stage9's. PAGED (the paged
+// form, hopper/paged.cuh): each tile's K scale, from its slot's scales,
+// times c0 is its score factor c; P·V reads V's blocks with descriptors of
+// 32-byte rows; and O is kept in units of the latest tile's V scale
+// (vunit), the fold taking the factor vunit(before)/vunit(after) beside
+// alpha (its row sums alpha alone), so that the epilogue descales by vunit.
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED = false> struct Consumer {
   using G = Geometry<D>;
   static constexpr int BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   // SN: the keys of one score tile.
@@ -57,6 +62,25 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struc
   float (&m)[2];
   float (&l)[2];
   Turns<SMTURNS, 3> softmax_turns;
+  float c0 = 0.f;              // (PAGED: the score factor without K's scale)
+  uint32_t scales_addr = 0;    // (PAGED: the ring slots' tile scales, float2 each)
+  float vunit = 0.f;           // (PAGED: O's unit, the latest tile's V scale; 0 before any)
+
+  // (PAGED) tile t's scales: K's, V's.
+  __device__ __forceinline__ float2 tile_scales(int t) const {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(scales_addr + 8 * (t % RING)) : "memory");
+    return v;
+  }
+  // (PAGED) the fold factors of tile t's P·V: alpha times O's unit before
+  // it over its V scale, which becomes the unit (a tile of scale 0, zeros
+  // only, keeps it).
+  __device__ __forceinline__ float2 to_unit(int t, float2 alpha) {
+    const float vt = tile_scales(t).y;
+    const float r = vt > 0.f && vunit > 0.f ? vunit / vt : 1.f;
+    if (vt > 0.f) vunit = vt;
+    return make_float2(alpha.x * r, alpha.y * r);
+  }
 
   // S = Q·K(t)ᵀ, issued (not waited for).
   __device__ __forceinline__ void issue_qk(int t) {
@@ -86,12 +110,14 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struc
   template <int P> __device__ __forceinline__ void issue_pv(int t, const PA& a, Part<P>) {
     const int st = t % RING;
     if (P == 0) mbar_wait(&v_full[st], (t / RING) & 1);
-    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * BN;
+    // (PAGED: the V blocks' rows are 32 bytes, a k32 step D rows apart.)
+    const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * (PAGED ? 32 : BN);
     fence_pv();
     wg_fence();
 #pragma unroll
     for (int k = 0; k < BN / 32; k++) {
-      WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
+      if constexpr (PAGED) WGMMA<DP>::rs(ot, a[k], desc<32>(v_addr + 32 * D * k), k > 0);
+      else WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
       if constexpr (P == 0) WGMMA<8>::rs(lt, a[k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
     wg_commit();
@@ -100,7 +126,8 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struc
   // (pack_weights): hopper/softmax.cuh.
   // SUMS: the float32 row sums l are taken (a call that asks for an LSE).
   template <bool SUMS> __device__ __forceinline__ float2 softmax(int t) {
-    return softmax_tile<SN, SOFTCAP, SUMS>(s, m, l, c, cap_in, t0 + t, tq, rk);
+    if constexpr (PAGED) c = fmaxf(c0 * tile_scales(t).x, 1.17549435e-38f);  // (as score_factor_of's floor)
+    return softmax_tile<SN, SOFTCAP, SUMS, PAGED>(s, m, l, c, cap_in, t0 + t, tq, rk);
   }
   __device__ __forceinline__ void pack_p(PA& a) { pack_weights<SN>(s, a); }
   // The softmax's arithmetic stays inside its turn.
@@ -134,9 +161,9 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED> struc
 // first in float32, as the tiled kernel adds its tiles (the same rounding
 // of each tile's sums by the tensor cores); the row sums' halves likewise.
 // O and the row sums into o and lsum.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
                                                                         PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
@@ -191,9 +218,9 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::on
 // t0 .. t0 + ntiles - 1, in ring slots from 0) of consumer
 // warpgroup cw (thread tid of it), O and its row sums into o and lsum,
 // the weights in pa.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
                                                                          float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
   // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
@@ -218,6 +245,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::ma
   float2 alpha = softmax<SUMS>(0);  // o is zero: rescaling it changes nothing
   softmax_done();
   float2 alpha_pv = alpha;    // the factors of the tile whose P·V is in flight
+  float2 alpha_o = alpha;     // (PAGED: O's, to_unit's)
   PROFILE_ONLY(fence_regs(s));
   stamp(0, 6);
   pack_p(pa[0]);
@@ -228,10 +256,11 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::ma
   // (wmma.WGMMAAcc: 4 registers per 8 columns).
   auto fold = [&](auto part) {
     constexpr int P = decltype(part)::value;
+    const float2 ao = PAGED ? alpha_o : alpha_pv;
 #pragma unroll
     for (int i = 0; i < DP / 2; i++) {
       float& x = o[P * (DP / 2) + i];
-      x = fmaf(x, (i & 2) ? alpha_pv.y : alpha_pv.x, ot[i]);
+      x = fmaf(x, (i & 2) ? ao.y : ao.x, ot[i]);
     }
     if constexpr (P == 0) {
       lsum[0] = fmaf(lsum[0], alpha_pv.x, lt[0]);
@@ -284,6 +313,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::ma
     issue_qk(t);
     issue_pv(t - 1, prev, Part<0>{});
     alpha_pv = alpha;
+    if constexpr (PAGED) alpha_o = to_unit(t - 1, alpha);
     gemm_turns.pass();
     stamp(t, 4);
     wg_wait<1>();
@@ -329,6 +359,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED>::ma
   auto last = [&](const PA& a) {
     issue_pv(ntiles - 1, a, Part<0>{});
     alpha_pv = alpha;
+    if constexpr (PAGED) alpha_o = to_unit(ntiles - 1, alpha);
     gemm_turns.pass();
     later_parts(a, ntiles - 1);
   };

@@ -22,14 +22,16 @@ struct RowKeys {
 // the log2 domain is c·tanh(s·cap_in)): one FMUL and one TANH more a
 // score, before the mask, so that a masked key stays -Inf. Returns the
 // rescale factors of rows r0 and r0 + 8 (o is left to the caller: a P·V
-// may still be running on it).
+// may still be running on it). KEYROWS (the paged form, hopper/paged.cuh):
+// score column c of each 32 holds key key_of_row(c), K's rows having been
+// laid out in key_row's order, so the mask reads the key there.
 // s holds the thread's SN/2 scores of rows r0 (elements with i & 2 == 0)
 // and r0 + 8; m and l the rows' running maxima (log2 domain) and float32
 // sums; c the score factor; rk the rows' keys. The float32 sums are the
 // LSE's alone: without SUMS (a call that asks for no LSE) they are not
 // taken and l stays 0, one FADD a score fewer; the epilogue then finds
 // the rows without keys from the tensor cores' sums.
-template <int SN, bool SOFTCAP, bool SUMS>
+template <int SN, bool SOFTCAP, bool SUMS, bool KEYROWS = false>
 __device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float c, float cap_in, int t,
                                                int tq, const RowKeys& rk) {
   if constexpr (SOFTCAP) {
@@ -41,7 +43,8 @@ __device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2]
   if ((t + 1) * SN > rk.hi_min || t * SN < rk.lo_max) {
 #pragma unroll
     for (int i = 0; i < SN / 2; i++) {
-      const int key = t * SN + 8 * (i / 4) + 2 * tq + (i & 1);
+      const int col = 8 * (i / 4) + 2 * tq + (i & 1);
+      const int key = t * SN + (KEYROWS ? (col & ~31) | key_of_row(col & 31) : col);
       if (key >= ((i & 2) ? rk.hi1 : rk.hi0) || key < ((i & 2) ? rk.lo1 : rk.lo0)) s[i] = NEG_INF;
     }
   }

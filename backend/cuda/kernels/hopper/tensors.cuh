@@ -36,12 +36,25 @@ struct alignas(64) TensorMap {
 // log2-domain sums a row to part_w, [2][splits][B][Hq][Sq]: of the rounded
 // weights (what merges the rows) and of the float32 ones (the LSE). Other
 // launches leave splits 0.
+//
+// The paged form (fp8attn_stage9tp_d<D>, hopper/paged.cuh) reads K and V
+// from the paged cache instead of the caller's tensors and an image: K
+// through k, then the map of the whole K pool (hopper/paged.cuh says how),
+// V from the pool v_pages (a block of PAGE·D codes a (page, KV head),
+// pages page_kv_heads heads deep), their scales k_page_scale and
+// v_page_scale (one a block), and each batch entry's pages_per_seq pages
+// in block_table. Other launches leave them 0.
 struct TensorParams {
   TensorMap q, k, v;
   FusedQuantParams f;
   float* part_o;
   float* part_w;
   long long splits;
+  const uint8_t* v_pages;
+  const float* k_page_scale;
+  const float* v_page_scale;
+  const int* block_table;
+  long long pages_per_seq, page_kv_heads;
 };
 
 // producer_bar_sync is a barrier of the producer warpgroup alone (named

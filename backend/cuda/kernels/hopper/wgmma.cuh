@@ -57,13 +57,14 @@ template <int R, int C> __device__ __forceinline__ void fence_regs(uint32_t (&d)
 }
 
 // desc is the wgmma shared-memory descriptor of a K-major operand whose
-// rows are W bytes, swizzled (W = 64 or 128; the tile base aligned to 1024
-// bytes): stride byte offset 8·W between 8-row groups, leading byte offset
-// unused (one k32 step stays inside a swizzle row). wmma.WGMMADescriptor
-// encodes the same, and testdata/wmma/wgmmaswizzle.cu verified it.
+// rows are W bytes, swizzled (W = 32, 64 or 128; the tile base aligned to
+// 1024 bytes): stride byte offset 8·W between 8-row groups, leading byte
+// offset unused (one k32 step stays inside a swizzle row).
+// wmma.WGMMADescriptor encodes the same, and testdata/wmma/wgmmaswizzle.cu
+// verified it. (W = 32: the paged cache's V blocks, hopper/paged.cuh.)
 template <int W> __device__ __forceinline__ uint64_t desc(uint32_t addr) {
-  static_assert(W == 64 || W == 128, "swizzle width");
-  constexpr uint64_t mode = W == 128 ? 1 : 2;
+  static_assert(W == 32 || W == 64 || W == 128, "swizzle width");
+  constexpr uint64_t mode = W == 128 ? 1 : W == 64 ? 2 : 3;
   return (uint64_t)((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((uint64_t)(8 * W >> 4) << 32) | (mode << 62);
 }
 

@@ -24,17 +24,8 @@ constexpr int APPEND_THREADS = 128;
 //   16c..16c+15) at chunk c ^ ((d >> 2) & 1) (v_off: rows d and d+4 of an
 //   ldmatrix fall in different bank groups).
 
-// The shared row of key k (0..31) of a tile as the fragments read it: within
-// each 16 keys, the order 0,1,4,5,8,9,12,13, 2,3,6,7,10,11,14,15 (see the
-// attention kernel's notes). key_of_row is its inverse.
-__host__ __device__ __forceinline__ int key_row(int k) {
-  return (k & 16) + 8 * ((k >> 1) & 1) + 2 * ((k & 15) >> 2) + (k & 1);
-}
-__host__ __device__ __forceinline__ int key_of_row(int r) {
-  return (r & 16) | (r & 1) | (((r >> 3) & 1) << 1) | (((r >> 1) & 3) << 2);
-}
-
 // The chunk swizzle of key k in rows of nc 16-byte chunks: the ldmatrix row
+// (key_row, common.cuh)
 // of the key (mod 8) scaled to the largest power of two (at most 8) that
 // divides nc, so that the XOR stays inside the row.
 __host__ __device__ __forceinline__ int k_swizzle(int k, int nc) {
