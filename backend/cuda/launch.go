@@ -193,7 +193,7 @@ func (r *resident) launchTensors(written bool) (bool, error) {
 				return true, err
 			}
 			fn, gz = k.attnTensorsSplit, gz*parts
-		case k.attnTensorsNarrow != nil && s.Mask != backend.NoMask && narrowOn() && r.dev.narrowTakes(k, &s):
+		case r.dev.narrowTakes(k, &s):
 			fn, smem = k.attnTensorsNarrow, k.cfg.NarrowSharedBytes()
 			gx, gy, gz, threads = k.cfg.NarrowLaunch(s.B, s.Hq, s.Sq)
 		case k.attnTensorsHead != nil && gx*gy*gz <= r.dev.headStartBlocks && !written:
@@ -240,9 +240,13 @@ func (r *resident) kernels() hopperKernels {
 	return k
 }
 
-// narrowTakes is whether the narrow form runs masked call s, where the
-// module has it (narrowPlan; narrowForced in tests).
+// narrowTakes is whether the narrow form runs call s: a masked call, on
+// a module that has it, with the form on (narrowOn), where narrowPlan
+// takes it (narrowForced in tests).
 func (d *device) narrowTakes(k hopperKernels, s *backend.Problem) bool {
+	if k.attnTensorsNarrow == nil || s.Mask == backend.NoMask || !narrowOn() {
+		return false
+	}
 	if d.narrowForced {
 		return true
 	}

@@ -224,11 +224,27 @@ func sameOnDevice(t *testing.T, d *device, kv backend.PagedKV, p *backend.PagedP
 }
 
 // filledCache makes a paged cache of be with sequences of ns[b] tokens
-// each, their pages shuffled (the block table, per pages a sequence), and
-// appends their tokens: magnitudes 2^20 apart so that pages hold different
-// scales, and a gathered sequence re-encodes some of its codes (some fall
-// to subnormals or zero).
+// each (cacheOf), their values of magnitudes 2^20 apart so that pages
+// hold different scales, and a gathered sequence re-encodes some of its
+// codes (some fall to subnormals or zero).
 func filledCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
+	t.Helper()
+	return cacheOf(t, be, rng, hkv, d, page, ns, func(_, tk, h int) float32 {
+		// A page of small values, a page of large ones, a page of both,
+		// in turn by page index.
+		mag := [3]float64{1, 1e-3, 1}[(tk/page+h)%3]
+		if (tk/page+h)%3 == 2 && tk%7 == 0 {
+			mag = 1e3
+		}
+		return float32(rng.NormFloat64() * mag)
+	})
+}
+
+// cacheOf makes a paged cache of be with sequences of ns[b] tokens each,
+// their pages shuffled (the block table, per pages a sequence), and
+// appends their tokens: element i of KV head h of token tk value(i, tk,
+// h), K's then V's, each in order.
+func cacheOf(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int, value func(i, tk, h int) float32) (kv backend.PagedKV, table []int32, per int) {
 	t.Helper()
 	per = (max(1, slices.Max(ns)) + page - 1) / page
 	cfg := backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: page, Pages: len(ns)*per + 2}
@@ -258,14 +274,8 @@ func filledCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page i
 		for _, x := range [][]float32{a.K, a.V} {
 			for h := range hkv {
 				for tk := range n {
-					// A page of small values, a page of large ones, a
-					// page of both, in turn by page index.
-					mag := [3]float64{1, 1e-3, 1}[(tk/page+h)%3]
-					if (tk/page+h)%3 == 2 && tk%7 == 0 {
-						mag = 1e3
-					}
 					for i := range d {
-						x[(h*n+tk)*d+i] = float32(rng.NormFloat64() * mag)
+						x[(h*n+tk)*d+i] = value(i, tk, h)
 					}
 				}
 			}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/fp8attn/fp8attn/backend"
 )
 
 // The paged form of stage 9 (fp8attn_stage9tp_d<pagedTilesHeadDim>,
@@ -55,10 +53,9 @@ func (r *resident) pagedTakes(pageSize int) bool {
 		return false
 	}
 	gx, gy, gz, _ := k.cfg.Launch(s.B, s.Hq, s.Sq, s.Sk)
-	narrow := k.attnTensorsNarrow != nil && s.Mask != backend.NoMask && narrowOn() && r.dev.narrowTakes(k, &s)
 	// (The head start reads no V image the caller wrote: a gathered
 	// prefill, which writes it, never takes it.)
-	return r.dev.keySplits(k, &s, gx*gy*gz) <= 1 && !narrow
+	return r.dev.keySplits(k, &s, gx*gy*gz) <= 1 && !r.dev.narrowTakes(k, &s)
 }
 
 // launchPaged launches the paged form over pg (pagedTakes said so; the

@@ -102,39 +102,13 @@ func lseClose(t *testing.T, got, want []float32, keys int) {
 // each token's values N(0,1) clamped to ±3, its first 3.5.
 func equalScaleCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
 	t.Helper()
-	per = (max(1, slices.Max(ns)) + page - 1) / page
-	cfg := backend.PagedConfig{KVHeads: hkv, HeadDim: d, PageSize: page, Pages: len(ns)*per + 2}
-	kv, err := be.NewPagedKV(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	perm := rng.Perm(cfg.Pages)
-	table = make([]int32, len(ns)*per)
-	for i := range table {
-		table[i] = int32(perm[i])
-	}
-	for b, n := range ns {
-		n = (n + page - 1) / page * page
-		a := &backend.PagedAppend{B: 1, N: n, Layout: backend.BHSD}
-		for tk := range n {
-			a.Page = append(a.Page, table[b*per+tk/page])
-			a.Slot = append(a.Slot, int32(tk%page))
+	return cacheOf(t, be, rng, hkv, d, page, ns, func(i, _, _ int) float32 {
+		x := float32(max(-3, min(3, rng.NormFloat64())))
+		if i == 0 {
+			x = 3.5
 		}
-		a.K, a.V = make([]float32, hkv*n*d), make([]float32, hkv*n*d)
-		for _, x := range [][]float32{a.K, a.V} {
-			for i := range x {
-				x[i] = float32(max(-3, min(3, rng.NormFloat64())))
-				if i%d == 0 {
-					x[i] = 3.5
-				}
-			}
-		}
-		if err := kv.Append(a); err != nil {
-			kv.Close()
-			t.Fatal(err)
-		}
-	}
-	return kv, table, per
+		return x
+	})
 }
 
 // TestPagedTilesMixedScales: the paged form over pages of different scales

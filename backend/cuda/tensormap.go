@@ -105,13 +105,24 @@ func encodeRows(m *tensorMap, addr uint64, b, h, s, d int, batchStride, headStri
 	}
 	dims := [4]C.cuuint64_t{C.cuuint64_t(d), C.cuuint64_t(s), C.cuuint64_t(h), C.cuuint64_t(b)}
 	strides := [3]C.cuuint64_t{C.cuuint64_t(rowStride), C.cuuint64_t(headStride), C.cuuint64_t(batchStride)}
-	// (C memory for the map: the driver writes it and wants it 64-byte aligned.)
+	err = encodeInto(m, func(at unsafe.Pointer) C.CUresult {
+		return C.fp8attn_encode_rows(at, C.cuuint64_t(addr), &dims[0], &strides[0], C.cuuint32_t(w), C.cuuint32_t(rows), sw)
+	})
+	if err != nil {
+		return fmt.Errorf("%w (dims %d×%d×%d×%d, strides %d/%d/%d bytes, box %d×%d)", err, d, s, h, b, rowStride, headStride, batchStride, w, rows)
+	}
+	return nil
+}
+
+// encodeInto runs encode on 64-byte-aligned memory of a map's 128 bytes
+// (the driver writes it there and wants that alignment) and copies the
+// map into m.
+func encodeInto(m *tensorMap, encode func(at unsafe.Pointer) C.CUresult) error {
 	var buf [128 + 64]byte
 	p := unsafe.Pointer(&buf[0])
 	aligned := unsafe.Add(p, (64-uintptr(p)%64)%64)
-	r := C.fp8attn_encode_rows(aligned, C.cuuint64_t(addr), &dims[0], &strides[0], C.cuuint32_t(w), C.cuuint32_t(rows), sw)
-	if err := check("cuTensorMapEncodeTiled", r); err != nil {
-		return fmt.Errorf("%w (dims %d×%d×%d×%d, strides %d/%d/%d bytes, box %d×%d)", err, d, s, h, b, rowStride, headStride, batchStride, w, rows)
+	if err := check("cuTensorMapEncodeTiled", encode(aligned)); err != nil {
+		return err
 	}
 	copy(m[:], unsafe.Slice((*byte)(aligned), 128))
 	return nil
@@ -130,13 +141,12 @@ func encodePages(m *tensorMap, addr uint64, blocks, d int) error {
 	if d < 16 || d%16 != 0 || d > 256 || blocks < 1 || int64(blocks)*4 > math.MaxInt32 || addr%16 != 0 {
 		return fmt.Errorf("cuda: no page map of %d blocks of %d-byte rows at %#x", blocks, d, addr)
 	}
-	var buf [128 + 64]byte
-	p := unsafe.Pointer(&buf[0])
-	aligned := unsafe.Add(p, (64-uintptr(p)%64)%64)
-	if err := check("cuTensorMapEncodeTiled", C.fp8attn_encode_pages(aligned, C.cuuint64_t(addr), C.cuuint64_t(d), C.cuuint64_t(4*blocks))); err != nil {
+	err := encodeInto(m, func(at unsafe.Pointer) C.CUresult {
+		return C.fp8attn_encode_pages(at, C.cuuint64_t(addr), C.cuuint64_t(d), C.cuuint64_t(4*blocks))
+	})
+	if err != nil {
 		return fmt.Errorf("%w (the K pool: %d blocks of 64 rows of %d bytes)", err, blocks, d)
 	}
-	copy(m[:], unsafe.Slice((*byte)(aligned), 128))
 	return nil
 }
 
