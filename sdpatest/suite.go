@@ -90,7 +90,15 @@ func variantCases() []Case {
 			Case{Name: fmt.Sprintf("softcap=30/window=70/d256/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 130, Sk: 300, D: 256},
 				Mask: m, Sigma: 1, Window: 70, Softcap: 30},
 			Case{Name: fmt.Sprintf("all/window=40/d80/%v", m), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 90, Sk: 160, D: 80},
-				Mask: m, Sigma: 1, Window: 40, Softcap: 15, Sinks: true})
+				Mask: m, Sigma: 1, Window: 40, Softcap: 15, Sinks: true},
+			// The other head dims with kernels of their own (96, 192) or
+			// run on the next one up (160 on 192's or 256's).
+			Case{Name: fmt.Sprintf("all/window=50/d96/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 100, Sk: 230, D: 96},
+				Mask: m, Sigma: 1, Window: 50, Softcap: 12, Sinks: true},
+			Case{Name: fmt.Sprintf("all/window=90/d160/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 90, Sk: 200, D: 160},
+				Mask: m, Sigma: 1, Window: 90, Softcap: 25, Sinks: true},
+			Case{Name: fmt.Sprintf("all/window=70/d192/%v", m), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 130, Sk: 260, D: 192},
+				Mask: m, Sigma: 1, Window: 70, Softcap: 30, Sinks: true})
 		// Windows of whole 64-key tiles (as the models' 128, 1024 and 4096
 		// are) over enough rows that a group of four rows sees its
 		// window's first tile from some key on and its last up to the same
