@@ -17,7 +17,7 @@ import (
 func TestBoundedCatchesMutants(t *testing.T) {
 	const pkg = "./backend/cpu"
 	bounded, steps, finite := []string{"TestScoresSoftmaxBounded4"}, []string{"TestStepsBounded4"}, []string{"TestAllFinite"}
-	amx, dense := []string{"TestAMXAttend64"}, []string{"TestConformance"}
+	amx, dense, paged := []string{"TestAMXAttend64"}, []string{"TestConformance"}, []string{"TestPagedAttention"}
 	// file and text: the bounded kernel's TEXT line, before which a
 	// variant redefines a header's macro (name with its parameters) as body.
 	const file, text = "backend/cpu/kernels_avx512_amd64.s", "TEXT ·scoresSoftmaxBounded4x64AVX512(SB)"
@@ -47,6 +47,9 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		noAMX = "no AMX kernel set on this CPU"
 	}
 	onAMX := func(m mutant.Mutant) mutant.Mutant { m.Skip = noAMX; return m }
+	// The bounded steps' mask before their softcap, so that a masked
+	// key's -Inf becomes the cap's floor -c and weighs e^(-c-m).
+	capAfterMask := redefine("BOUNDED4X64(nocap, nomask)", "MASK4X64; CMPL 36(AX), $0; JEQ nocap; SOFTCAP4X64; \\\nnocap: \\\nnomask:")
 	noPairs := ""
 	if !slices.Contains(isas, "avx512bf16") {
 		noPairs = "no AVX512_BF16 kernel set on this CPU"
@@ -60,7 +63,11 @@ func TestBoundedCatchesMutants(t *testing.T) {
 		{Name: "the mask's upper bound one key high", File: file, Pkg: pkg,
 			Old: text, New: redefine("MASK16(x, idx)", "VPCMPD $1, Z28, idx, K1; VPCMPD $6, Z29, idx, K2; KORW K2, K1, K1; VMOVAPS Z30, K1, x"), Tests: bounded},
 		{Name: "the softcap after the mask", File: file, Pkg: pkg,
-			Old: text, New: redefine("BOUNDED4X64(nocap, nomask)", "MASK4X64; CMPL 36(AX), $0; JEQ nocap; SOFTCAP4X64; \\\nnocap: \\\nnomask:"), Tests: bounded},
+			Old: text, New: capAfterMask, Tests: bounded},
+		// The same through the paged cache's table, whose softcapped
+		// cases hold windows and long masked runs of keys.
+		{Name: "the softcap after the mask, in the paged table", File: file, Pkg: pkg,
+			Old: text, New: capAfterMask, Tests: paged},
 		{Name: "tanh without its sign in the kernel", File: file, Pkg: pkg,
 			Old: text, New: redefine("SOFTCAP16(x)", "VMULPS Z27, x, x; VANDPS Z30, x, Z18; VMULPS Z28, Z18, Z18; EXP16(Z18, Z16, Z17); "+
 				"VSUBPS Z18, Z22, Z16; VADDPS Z22, Z18, Z18; VMULPS Z29, Z16, Z16; VDIVPS Z18, Z16, x"), Tests: bounded},
