@@ -14,8 +14,9 @@ import (
 )
 
 // TestTanhApprox measures the softcap's tanh on the GPU (common.cuh's
-// tanh_approx, tanh.approx.f32, which stages 9 and 10 and the paged
-// kernels run) against the bound the tolerances use
+// tanh_approx, tanh.approx.f32, which stages 9 and 10 run; the paged
+// kernels take CUDA's tanhf, paged/warp.cuh's softcap_score) against the
+// bound the tolerances use
 // (sdpatest.TanhApproxRelative and TanhApproxAbsolute): float32 values of
 // every exponent, subnormals included, a dense sweep of [-10, 10], and
 // values where tanh is ±1 to float32's precision; ±Inf give ±1 and NaN
