@@ -148,6 +148,12 @@ func PagedCases() []PagedCase {
 		{"sinks-decode", 2, 4, 64, 64, 1, []int{300, 1, 64, 129}, backend.NoMask, backend.BHSD, nil, true, nil, 0, 0, true, nil},
 		{"softcap-growing-scales", 2, 2, 64, 64, 2, []int{150, 90}, backend.CausalLowerRight, backend.BHSD, []float64{1e-3, 1, 30, 0.1, 2e3, 1e5, 7}, false, nil, 0, 20, false, nil},
 		{"all-chunk", 1, 4, 128, 64, 9, []int{5, 0, 700}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 100, 10, true, nil},
+		// A small cap under windows whose edges fall inside a tile: a
+		// masked key must stay out, not come back at the cap's floor -c.
+		// A decode step of a group of four, and five rows of a group of
+		// two (the decode kernels lay such rows out otherwise).
+		{"softcap-window-decode", 2, 4, 64, 64, 1, []int{700, 45, 300}, backend.CausalLowerRight, backend.BSHD, nil, false, nil, 40, 2, false, nil},
+		{"softcap-window-chunk", 1, 2, 64, 64, 5, []int{700, 45}, backend.CausalLowerRight, backend.BHSD, nil, false, nil, 40, 2, false, nil},
 		// Long enough to split the keys (a merge of partial rows, the
 		// sink added once), with and without a window.
 		{"sinks-split", 2, 4, 64, 64, 1, []int{2000, 300, 0}, backend.CausalLowerRight, backend.BSHD, nil, true, nil, 0, 0, true, nil},

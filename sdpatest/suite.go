@@ -91,8 +91,9 @@ func variantCases() []Case {
 				Mask: m, Sigma: 1, Window: 70, Softcap: 30},
 			Case{Name: fmt.Sprintf("all/window=40/d80/%v", m), Shape: backend.Shape{B: 1, Hq: 4, Hkv: 2, Sq: 90, Sk: 160, D: 80},
 				Mask: m, Sigma: 1, Window: 40, Softcap: 15, Sinks: true},
-			// The other head dims with kernels of their own (96, 192) or
-			// run on the next one up (160 on 192's or 256's).
+			// The other head dims: 96 and 192 have kernels of their own
+			// (but 192 on Ada); 160, and 192 on Ada, run on the next one
+			// up.
 			Case{Name: fmt.Sprintf("all/window=50/d96/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 100, Sk: 230, D: 96},
 				Mask: m, Sigma: 1, Window: 50, Softcap: 12, Sinks: true},
 			Case{Name: fmt.Sprintf("all/window=90/d160/%v", m), Shape: backend.Shape{B: 1, Hq: 2, Hkv: 1, Sq: 90, Sk: 200, D: 160},
