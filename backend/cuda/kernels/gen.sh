@@ -21,21 +21,35 @@
 # testkernels_sm_90a.cubin, resources.txt and source_hash.go.
 set -euo pipefail
 cd "$(dirname "$0")"
-nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o attention_compute_89.ptx attention.cu
-nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o paged_compute_89.ptx paged.cu
+# The builds are independent: they run in parallel, and the script fails if
+# any of them does (its log printed).
+hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
+logs=$(mktemp -d); trap 'rm -rf "$logs"' EXIT
+pids=()
+build() {  # build NAME COMMAND...: in the background, its output in $logs/NAME
+  local name=$1; shift
+  "$@" > "$logs/$name" 2>&1 &
+  pids+=("$!:$name")
+}
+build attention_89 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o attention_compute_89.ptx attention.cu
+build paged_89 nvcc -O3 -std=c++17 -ptx -arch=compute_89 -o paged_compute_89.ptx paged.cu
 # Ampere (sm_80-sm_88): the stages without FP8 mma.sync, and the paged cache.
-nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o attention_compute_80.ptx attention.cu
-nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o paged_compute_80.ptx paged.cu
 # The Ampere PTX must assemble for sm_80 (an sm_89 instruction in it fails
 # only when an Ampere GPU, or TestAmpereModule, loads it).
-for ptx in attention_compute_80.ptx paged_compute_80.ptx; do ptxas -arch=sm_80 -o /dev/null $ptx; done
-hopper_flags="-O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a"
-nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu 2> sm90a_build.log || { cat sm90a_build.log; exit 1; }
-nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
-nvcc $hopper_flags -cubin -Xptxas -v -o paged_sm_90a.cubin paged.cu 2> paged_sm90a_build.log || { cat paged_sm90a_build.log; exit 1; }
-nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o testkernels_compute_80.ptx testkernels.cu
-ptxas -arch=sm_80 -o /dev/null testkernels_compute_80.ptx
-nvcc $hopper_flags -cubin -o testkernels_sm_90a.cubin testkernels_sm90a.cu
+build attention_80 sh -c 'nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o attention_compute_80.ptx attention.cu && ptxas -arch=sm_80 -o /dev/null attention_compute_80.ptx'
+build paged_80 sh -c 'nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o paged_compute_80.ptx paged.cu && ptxas -arch=sm_80 -o /dev/null paged_compute_80.ptx'
+build attention_sm90a nvcc $hopper_flags -cubin -Xptxas -v -o attention_sm_90a.cubin attention_sm90a.cu
+build attention_90a nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=compute_90a -ptx -o attention_compute_90a.ptx attention_sm90a.cu
+build paged_sm90a nvcc $hopper_flags -cubin -Xptxas -v -o paged_sm_90a.cubin paged.cu
+build testkernels_80 sh -c 'nvcc -O3 -std=c++17 -ptx -arch=compute_80 -o testkernels_compute_80.ptx testkernels.cu && ptxas -arch=sm_80 -o /dev/null testkernels_compute_80.ptx'
+build testkernels_sm90a nvcc $hopper_flags -cubin -o testkernels_sm_90a.cubin testkernels_sm90a.cu
+failed=0
+for pn in "${pids[@]}"; do
+  wait "${pn%%:*}" || { echo "gen.sh: ${pn#*:} failed:" >&2; cat "$logs/${pn#*:}" >&2; failed=1; }
+done
+[ $failed = 0 ] || exit 1
+cp "$logs/attention_sm90a" sm90a_build.log
+cp "$logs/paged_sm90a" paged_sm90a_build.log
 grep -i warning sm90a_build.log paged_sm90a_build.log >&2 || true
 if grep -q C7508 sm90a_build.log paged_sm90a_build.log; then echo "gen.sh: ptxas ignored setmaxnreg (C7508)" >&2; exit 1; fi
 # C7514 is only an info line: ptxas serialized a function's wgmmas (an
