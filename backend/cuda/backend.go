@@ -42,6 +42,11 @@ type kernelBackend struct {
 	// tiles from the pages in place where the paged form takes them, which
 	// calls otherwise gather (pagedTilesOn; tests run both).
 	pagedInPlaceTiles bool
+	// pagedPacked makes its paged caches' varlen FP8 calls run on the
+	// packed form in one launch where it takes them, which calls otherwise
+	// run in groups beside the split-KV kernel (packedOn; TestPackedVarlen
+	// sets it).
+	pagedPacked bool
 	// hostEngine, if not nil, wraps the engine of its calls on host slices
 	// (hostAttention), so that a benchmark can time each copy on the
 	// device.

@@ -134,6 +134,10 @@ type hopperKernels struct {
 	// kernels/hopper/paged.cuh), for the paged prefill (pagedTiles); nil
 	// at the other head dims and in the softcap twin.
 	attnTensorsPaged C.CUfunction
+	// attnTensorsPacked is attnTensorsPaged over a varlen batch in one
+	// launch, a block an item (fp8attn_stage9tv; kernels/hopper/packed.cuh),
+	// for the packed calls (packed.go); nil where attnTensorsPaged is.
+	attnTensorsPacked C.CUfunction
 	// softcap is these kernels with the attention entries (attn,
 	// attnFused, attnOne, attnFusedOne, attnQuantizing, attnTensors,
 	// attnTensorsOne) replaced by their softcap twins (the entry names'
@@ -345,15 +349,20 @@ func (d *device) loadHopper() error {
 			}
 		}
 		if hd == pagedTilesHeadDim {
-			name := fmt.Sprintf("fp8attn_stage9tp_d%d", hd)
-			f, err := d.hmod.Function(name)
-			if err != nil {
-				return fmt.Errorf("cuda: kernel %s: %w", name, err)
-			}
-			k.attnTensorsPaged = cFunction(f)
-			markPDL(k.attnTensorsPaged)
-			if err := setMaxSharedMemory(k.attnTensorsPaged, cfg.TensorSharedBytes()); err != nil {
-				return err
+			for _, e := range []struct {
+				form string
+				fn   *C.CUfunction
+			}{{"p", &k.attnTensorsPaged}, {"v", &k.attnTensorsPacked}} {
+				name := fmt.Sprintf("fp8attn_stage9t%s_d%d", e.form, hd)
+				f, err := d.hmod.Function(name)
+				if err != nil {
+					return fmt.Errorf("cuda: kernel %s: %w", name, err)
+				}
+				*e.fn = cFunction(f)
+				markPDL(*e.fn)
+				if err := setMaxSharedMemory(*e.fn, cfg.TensorSharedBytes()); err != nil {
+					return err
+				}
 			}
 		}
 		// The twin shares the packs (a copy of k before the twin is set).

@@ -26,3 +26,9 @@ func noLSEOn() bool { return true }
 // gathered tiles (docs/design/paged-decode.md); tests run it by the cache's
 // inPlaceTiles.
 func pagedTilesOn() bool { return false }
+
+// packedOn is whether the varlen FP8 calls the packed form takes run on it
+// in one launch (packed.go): never by default, until it measures faster
+// than the groups beside the split-KV kernel; tests run it by the cache's
+// packed.
+func packedOn() bool { return false }

@@ -15,7 +15,8 @@ import (
 // FP8ATTN_TEST_CUBIN, which scripts/gpu-mutants.sh sets), FP8ATTN_PDL=0 turns programmatic dependent
 // launch off for A/B runs, FP8ATTN_NARROW=0 the narrow tiled tensor
 // form, FP8ATTN_NOLSE=0 the entries without the float32 row sums, and
-// FP8ATTN_PAGED_TILES=1 turns the paged form of the paged prefill on.
+// FP8ATTN_PAGED_TILES=1 turns the paged form of the paged prefill on, and
+// FP8ATTN_PACKED=1 the packed form of the varlen FP8 calls.
 // Production builds (overrides_default.go) always
 // load the embedded modules with PDL on. docs/DEVELOPING.md describes the
 // workflow.
@@ -55,3 +56,8 @@ func noLSEOn() bool { return os.Getenv("FP8ATTN_NOLSE") != "0" }
 // sequence attended alone (a key split, which it does not take) and in a
 // varlen batch no longer agree within TestKVCacheVarlenFP8GPU's 2^-16.
 func pagedTilesOn() bool { return os.Getenv("FP8ATTN_PAGED_TILES") == "1" }
+
+// packedOn is whether the varlen FP8 calls the packed form takes run on it
+// (packed.go): where FP8ATTN_PACKED=1, for A/B runs against the groups
+// beside the split-KV kernel.
+func packedOn() bool { return os.Getenv("FP8ATTN_PACKED") == "1" }

@@ -45,7 +45,7 @@ func (b *kernelBackend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, erro
 		return nil, errCapture("making a paged cache")
 	}
 	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks, prefillRows: b.pagedPrefillRows, cc: b.cc,
-		inPlaceTiles: b.pagedInPlaceTiles}
+		inPlaceTiles: b.pagedInPlaceTiles, packed: b.pagedPacked}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
 		s.ws, s.wsq = f, d.paged.wsq[c.HeadDim]
@@ -115,6 +115,7 @@ type pagedKV struct {
 	prefillRows  int                 // tests and benchmarks: the query rows from which calls run on the prefill kernels (negative: never; 0: prefillRowsPerSM a multiprocessor)
 	cc           int                 // the backend's compute capability for bestStage (0: the device's)
 	inPlaceTiles bool                // tests and benchmarks: the paged prefill reads its tiles in place where the paged form takes it
+	packed       bool                // tests and benchmarks: varlen FP8 calls run on the packed form where it takes them
 	kMap         *tensorMap          // the paged form's map of the K pool (pagesMap); nil until its first call
 }
 
@@ -513,6 +514,9 @@ func (s *pagedKV) Attention(p *backend.PagedProblem) error {
 	return s.dev.do(func() error {
 		if st := s.prefillStage(p); st != 0 {
 			return s.prefill(p, st)
+		}
+		if s.packedTakes(p) {
+			return s.packedCall(p)
 		}
 		if groups := s.varlenGroups(p); groups != nil {
 			return s.varlen(p, groups)

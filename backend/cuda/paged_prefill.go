@@ -209,8 +209,8 @@ func (s *pagedKV) prefillScratch(p *backend.PagedProblem, pc *prefillCall, nq in
 // prefillKernels issues the call's kernels: its inputs
 // (fp8attn_paged_prefill_inputs) and stage st over them, on a resident
 // the caller releases; where the paged form is on (pagedTilesOn, or the
-// cache's inPlaceTiles) and takes the call, the inputs launch quantizes
-// the queries only and stage 9 reads the pages in place (paged_tiles.go).
+// cache's inPlaceTiles) and takes the call, stage 9 alone, which reads the
+// pages in place and encodes the queries itself (paged_tiles.go).
 func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall) (*resident, error) {
 	pr := prefillProblem(p, pc.n)
 	r, err := s.dev.residentFor(&pr, pc.in, pc.out, pc.lse)
@@ -222,8 +222,8 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 		r.params.QBatchStride, r.params.QHeadStride, r.params.QRowStride = v[0], v[1], v[2]
 		r.params.OBatchStride, r.params.OHeadStride, r.params.ORowStride = v[0], v[1], v[2]
 	}
-	// The paged form reads K and V from the pages in place (paged_tiles.go):
-	// the inputs launch then quantizes the queries only.
+	// The paged form reads K and V from the pages in place and encodes the
+	// queries (paged_tiles.go): no inputs launch.
 	paged := err == nil && st == tiles.HopperStage && (pagedTilesOn() || s.inPlaceTiles) && r.pagedTakes(s.cfg.PageSize)
 	var kmap *tensorMap
 	if paged {
@@ -236,8 +236,8 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 	if err == nil && img != nil && s.poison { // (tests) what the inputs kernel leaves unwritten stays NaN codes
 		err = cu.MemsetD8Async(cu.DevicePtr(img.at), 0xFF, img.bytes, s.dev.stream)
 	}
-	if err == nil {
-		err = s.prefillInputsLaunch(p, pc, img, paged)
+	if err == nil && !paged {
+		err = s.prefillInputsLaunch(p, pc, img)
 		r.vImageWritten = img != nil
 	}
 	switch {
@@ -255,7 +255,7 @@ func (s *pagedKV) prefillKernels(p *backend.PagedProblem, st int, pc prefillCall
 		err = r.poisonLocked()
 	}
 	if err == nil && paged { // (set last: a launch that does not run must not leave it)
-		r.pagedNext = &pagedTiles{kmap: kmap, v: uint64(s.v), ks: uint64(s.ks), vs: uint64(s.vs), table: pc.table,
+		r.pagedNext = &pagedTiles{kmap: kmap, v: uint64(s.v), ks: uint64(s.ks), vs: uint64(s.vs), table: pc.table, q: pc.q,
 			perSeq: int64(p.PagesPerSeq), heads: int64(s.cfg.KVHeads)}
 	}
 	if err == nil {
@@ -304,10 +304,9 @@ func (r *resident) prefillVImage(st int) (*prefillImage, error) {
 // Memory.Quantize does), its sequences' codes into in[1] and in[2] in p's
 // layout (V into img instead where it is not nil), as long as the longest
 // (a shorter sequence's slots past its length zeros up to the next 256
-// keys), and their scales into in[4] and in[5]; with queriesOnly (the
-// paged form reads the pages themselves) the queries alone.
+// keys), and their scales into in[4] and in[5].
 // Its query chunks are prefillChunkRows'.
-func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, img *prefillImage, queriesOnly bool) error {
+func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, img *prefillImage) error {
 	n, in := pc.n, pc.in
 	rows := prefillChunkRows(p.B*p.Hq, p.Sq, p.D, s.dev.SMs)
 	chunks := (p.Sq + rows - 1) / rows
@@ -336,9 +335,6 @@ func (s *pagedKV) prefillInputsLaunch(p *backend.PagedProblem, pc prefillCall, i
 		pp.VImage, pp.VIRows, pp.VITile = img.at, int32(img.rows), int32(img.tile)
 	}
 	blocks := p.B*p.Hq*chunks + (tiles+prefillTilesPerBlock-1)/prefillTilesPerBlock*p.Hkv*p.B
-	if queriesOnly {
-		blocks = p.B * p.Hq * chunks
-	}
 	return launchStruct(s.dev.paged.prefillInputs, blocks, 1, 1, prefillThreads, 0, s.dev.stream, unsafe.Pointer(pp))
 }
 

@@ -11,9 +11,10 @@ import (
 // The paged form of stage 9 (fp8attn_stage9tp_d<pagedTilesHeadDim>,
 // kernels/hopper/paged.cuh) reads a paged prefill's K and V from the
 // cache's pages where they are, a tile's scales its pages', instead of
-// from the tensors and the V image the inputs launch gathers: that launch
-// then quantizes the queries only (docs/design/paged-decode.md, "One
-// launch for an FP8 varlen step").
+// from the tensors and the V image the inputs launch gathers, and encodes
+// the caller's float32 queries itself, a scale a row: the call is that one
+// launch (docs/design/paged-decode.md, "One launch for an FP8 varlen
+// step").
 
 // pagedTilesHeadDim is the head dim the Hopper module builds the paged
 // form at (attention_sm90a.cu's HOPPER_PAGED), and pagedTilesPage the
@@ -27,14 +28,14 @@ const (
 // a call took).
 var pagedTilesLaunches atomic.Int64
 
-// pagedTiles is where the paged form reads a call's K and V: the cache's
+// pagedTiles is where the paged form reads a call's inputs: the cache's
 // K pool through kmap (pagesMap), its V pool and both pools' scales, the
-// call's block table (device addresses), the pages a sequence and the
-// pool's KV heads.
+// call's block table and float32 queries (device addresses), the pages a
+// sequence and the pool's KV heads.
 type pagedTiles struct {
-	kmap             *tensorMap
-	v, ks, vs, table uint64
-	perSeq, heads    int64
+	kmap                *tensorMap
+	v, ks, vs, table, q uint64
+	perSeq, heads       int64
 }
 
 // pagedTakes is whether the paged form runs r's next launch, a paged
@@ -75,14 +76,14 @@ func (r *resident) launchPaged(pg *pagedTiles) error {
 	p.Splits = 0
 	kmap := p.K
 	p.K, p.VPages, p.KPageScale, p.VPageScale, p.BlockTable = *pg.kmap, pg.v, pg.ks, pg.vs, pg.table
-	p.PagesPerSeq, p.PageKVHeads = pg.perSeq, pg.heads
+	p.PagesPerSeq, p.PageKVHeads, p.QRows = pg.perSeq, pg.heads, pg.q
 	err = launchStruct(k.attnTensorsPaged, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(p))
 	if err == nil {
 		pagedTilesLaunches.Add(1)
 	}
 	// (The driver has copied the parameters: the resident's later tensor
 	// launches read K's tensor and no pages.)
-	p.K, p.VPages, p.KPageScale, p.VPageScale, p.BlockTable, p.PagesPerSeq, p.PageKVHeads = kmap, 0, 0, 0, 0, 0, 0
+	p.K, p.VPages, p.KPageScale, p.VPageScale, p.BlockTable, p.PagesPerSeq, p.PageKVHeads, p.QRows = kmap, 0, 0, 0, 0, 0, 0, 0
 	return err
 }
 

@@ -3,9 +3,12 @@
 package cuda
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fp8attn/fp8attn/backend"
@@ -16,14 +19,16 @@ import (
 )
 
 // TestPagedTilesMatchGather: the paged form of stage 9 (K and V read from
-// the cache's pages in place) gives the gathered path's output bits, and
-// its LSEs within the row sums' order (lseClose), where no code is
-// re-encoded: every page holds one K and one V scale (each token's
-// first value pins the amax, the others below it). Both paths run each
-// call, unsplit, the outputs poisoned before each; one sequence (one past
-// a chunk of the producer's tiles) and several of different lengths (each
-// its own keys), both layouts, with and without an LSE, under a sliding
-// window and sinks. The paged form must run.
+// the cache's pages in place, the queries encoded a scale a row) gives the
+// gathered path's output bits, and its LSEs within the row sums' order
+// (lseClose), where no code is re-encoded and no row's scale differs from
+// its head's: every page holds one K and one V scale, and every query row
+// one amax (each token's and row's first value pins it, the others below
+// it). Both paths run each call, unsplit, the outputs poisoned before each;
+// one sequence (one past a chunk of the producer's tiles) and several of
+// different lengths (each its own keys), both layouts, with and without an
+// LSE, under a sliding window and sinks, and a negative scale (the codes
+// negated). The paged form must run.
 func TestPagedTilesMatchGather(t *testing.T) {
 	d, be, rng := prefillTestDevice(t, 0x7A6E)
 	if d.ComputeCapability != 90 {
@@ -32,16 +37,23 @@ func TestPagedTilesMatchGather(t *testing.T) {
 	be.pagedPrefillRows = 1
 	d.splitsForced = 1 // (both paths unsplit on the small grids)
 	t.Cleanup(func() { d.splitsForced = 0 })
-	for _, c := range []prefillCase{
-		{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 1, n: 1300, mask: backend.CausalLowerRight, layout: backend.BHSD},
+	for _, tc := range []struct {
+		prefillCase
+		negative bool // the call's scale
+	}{
+		{prefillCase: prefillCase{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 1, n: 1300, mask: backend.CausalLowerRight, layout: backend.BHSD}},
 		// Past a chunk of the producer's tiles (hopper/paged.cuh's CHUNK).
-		{hkv: 1, g: 2, sq: 256, d: 128, page: 64, b: 1, n: 20000, mask: backend.CausalLowerRight, layout: backend.BHSD},
-		{hkv: 2, g: 4, sq: 128, d: 128, page: 64, b: 3, ns: []int{900, 4000, 130}, mask: backend.CausalLowerRight, layout: backend.BSHD},
-		{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 2, ns: []int{1500, 1090}, mask: backend.CausalLowerRight, layout: backend.BSHD},
-		{hkv: 4, g: 2, sq: 2048, d: 128, page: 64, b: 2, n: 2048, mask: backend.NoMask, layout: backend.BHSD},
-		{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 1, n: 3000, mask: backend.CausalLowerRight, layout: backend.BHSD, window: 700, sinks: true},
+		{prefillCase: prefillCase{hkv: 1, g: 2, sq: 256, d: 128, page: 64, b: 1, n: 20000, mask: backend.CausalLowerRight, layout: backend.BHSD}},
+		{prefillCase: prefillCase{hkv: 2, g: 4, sq: 128, d: 128, page: 64, b: 3, ns: []int{900, 4000, 130}, mask: backend.CausalLowerRight,
+			layout: backend.BSHD}, negative: true},
+		{prefillCase: prefillCase{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 2, ns: []int{1500, 1090}, mask: backend.CausalLowerRight,
+			layout: backend.BSHD}},
+		{prefillCase: prefillCase{hkv: 4, g: 2, sq: 2048, d: 128, page: 64, b: 2, n: 2048, mask: backend.NoMask, layout: backend.BHSD}},
+		{prefillCase: prefillCase{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 1, n: 3000, mask: backend.CausalLowerRight, layout: backend.BHSD,
+			window: 700, sinks: true}},
 	} {
-		t.Run(c.name(), func(t *testing.T) {
+		c := tc.prefillCase
+		t.Run(fmt.Sprintf("%s-neg%v", c.name(), tc.negative), func(t *testing.T) {
 			ns := c.lens()
 			kv, table, per := equalScaleCache(t, be, rng, c.hkv, c.d, c.page, ns)
 			defer kv.Close()
@@ -51,6 +63,10 @@ func TestPagedTilesMatchGather(t *testing.T) {
 				if !lse {
 					p.LSE = nil
 				}
+				if tc.negative {
+					p.Scale = -p.Scale
+				}
+				equalRowAmax(p.Q, c.d)
 				if s.prefillStage(p) == 0 {
 					t.Fatal("the call does not run on the prefill kernels")
 				}
@@ -98,6 +114,17 @@ func lseClose(t *testing.T, got, want []float32, keys int) {
 	}
 }
 
+// equalRowAmax gives every row of d values of q one amax, 3.5, its first
+// value, the others clamped to ±3: a row's scale is then its head's.
+func equalRowAmax(q []float32, d int) {
+	for i := range q {
+		q[i] = max(-3, min(3, q[i]))
+		if i%d == 0 {
+			q[i] = 3.5
+		}
+	}
+}
+
 // equalScaleCache is filledCache with every page of one K and one V scale:
 // each token's values N(0,1) clamped to ±3, its first 3.5.
 func equalScaleCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
@@ -112,13 +139,16 @@ func equalScaleCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, pa
 }
 
 // TestPagedTilesMixedScales: the paged form over pages of different scales
-// (filledCache: magnitudes 10^6 apart, the smaller page of a tile re-encoded) matches
-// the float64 oracle on the tiles' own model (tileModel: each tile's two
-// pages at the larger of their scales) within the Hopper kernel's
-// tolerances (those of the gathered model, whose scales are at least the
-// tiles'), its outputs and LSEs poisoned first: one sequence past a chunk
-// of the producer's tiles (hopper/paged.cuh's CHUNK), several of different
-// lengths, with a window and sinks. The paged form must run.
+// (filledCache: magnitudes 10^6 apart, the smaller page of a tile re-encoded)
+// and query rows of different magnitudes (rowsApart: 2^-12 to 1) matches
+// the float64 oracle on the tiles' own model (tileModel: each query row at
+// its own scale, each tile's two pages at the larger of their scales)
+// within the Hopper kernel's tolerances (those of the gathered model, whose
+// scales are at least the tiles' and the rows'), its outputs and LSEs
+// poisoned first: one sequence past a chunk of the producer's tiles
+// (hopper/paged.cuh's CHUNK), several of different lengths, with a window
+// and sinks, rows past the queries, and values of one sign (biasedCache).
+// The paged form must run.
 func TestPagedTilesMixedScales(t *testing.T) {
 	d, be, rng := prefillTestDevice(t, 0x7A6F)
 	if d.ComputeCapability != 90 {
@@ -127,17 +157,30 @@ func TestPagedTilesMixedScales(t *testing.T) {
 	be.pagedPrefillRows, be.pagedInPlaceTiles = 1, true
 	d.splitsForced = 1 // (small grids: the paged form runs no key split)
 	t.Cleanup(func() { d.splitsForced = 0 })
-	for _, c := range []prefillCase{
-		{hkv: 1, g: 2, sq: 128, d: 128, page: 64, b: 1, n: 17000, mask: backend.CausalLowerRight, layout: backend.BHSD},
-		{hkv: 2, g: 2, sq: 256, d: 128, page: 64, b: 3, ns: []int{700, 333, 2100}, mask: backend.CausalLowerRight, layout: backend.BSHD,
-			window: 500, sinks: true},
-		{hkv: 1, g: 4, sq: 384, d: 128, page: 64, b: 1, n: 1500, mask: backend.NoMask, layout: backend.BHSD},
+	for _, tc := range []struct {
+		prefillCase
+		biased bool // biasedCache's pages, not filledCache's
+	}{
+		{prefillCase: prefillCase{hkv: 1, g: 2, sq: 128, d: 128, page: 64, b: 1, n: 17000, mask: backend.CausalLowerRight, layout: backend.BHSD}},
+		{prefillCase: prefillCase{hkv: 2, g: 2, sq: 256, d: 128, page: 64, b: 3, ns: []int{700, 333, 2100}, mask: backend.CausalLowerRight,
+			layout: backend.BSHD, window: 500, sinks: true}},
+		{prefillCase: prefillCase{hkv: 1, g: 4, sq: 384, d: 128, page: 64, b: 1, n: 1500, mask: backend.NoMask, layout: backend.BHSD}},
+		// A last row block past the queries: its rows are never loaded.
+		{prefillCase: prefillCase{hkv: 2, g: 2, sq: 200, d: 128, page: 64, b: 1, n: 1500, mask: backend.CausalLowerRight, layout: backend.BHSD}},
+		{prefillCase: prefillCase{hkv: 1, g: 2, sq: 256, d: 128, page: 64, b: 1, n: 3000, mask: backend.CausalLowerRight, layout: backend.BHSD},
+			biased: true},
 	} {
-		t.Run(c.name(), func(t *testing.T) {
+		c := tc.prefillCase
+		t.Run(fmt.Sprintf("%s-biased%v", c.name(), tc.biased), func(t *testing.T) {
 			ns := c.lens()
-			kv, table, per := filledCache(t, be, rng, c.hkv, c.d, c.page, ns)
+			cache := filledCache
+			if tc.biased {
+				cache = biasedCache
+			}
+			kv, table, per := cache(t, be, rng, c.hkv, c.d, c.page, ns)
 			defer kv.Close()
 			p := c.problem(rng, table, per)
+			rowsApart(rng, p.Q, c.d)
 			for i := range p.Out {
 				p.Out[i] = float32(math.NaN())
 			}
@@ -173,22 +216,53 @@ func TestPagedTilesMixedScales(t *testing.T) {
 	}
 }
 
+// biasedCache is filledCache's pages of three magnitudes with values of
+// one sign mostly (mean 1.5 times the page's magnitude, standard deviation
+// one): a P·V folded in another tile's V units then moves the output by
+// about the units' ratio, where over values of mean 0 the error averages
+// out below the tolerance.
+func biasedCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
+	t.Helper()
+	return cacheOf(t, be, rng, hkv, d, page, ns, func(_, tk, h int) float32 {
+		return float32((1.5 + rng.NormFloat64()) * pageMagnitude(tk, h, page))
+	})
+}
+
+// rowsApart scales each row of d values of q by its own power of two,
+// 2^-12 to 1: at its head's scale a row 2^-12 below the largest would
+// keep few bits (E4M3's normals span 2^-6 to 448), at its own all; and
+// no score grows past the problem's bound.
+func rowsApart(rng *rand.Rand, q []float32, d int) {
+	for r := 0; r < len(q); r += d {
+		f := float32(math.Ldexp(1, -rng.IntN(13)))
+		for i := range d {
+			q[r+i] *= f
+		}
+	}
+}
+
 // tileModel is what the paged form computes for p (one sequence of n
 // tokens; dense its gathered model, denseModel's) as a float32 problem:
-// dense's queries, dequantized, and each key tile's two pages re-encoded
-// at the larger of their scales (the gather's rounding, reencode) and
-// dequantized at it.
+// p's queries encoded a scale a row (as the kernel's quantize_rows, as
+// fp8.QuantizeE4M3Into with groups of D) and dequantized, and each key
+// tile's two pages re-encoded at the larger of their scales (the gather's
+// rounding, reencode) and dequantized at it.
 func tileModel(kv backend.PagedKV, p *backend.PagedProblem, dense *backend.Problem, n int) (*backend.Problem, error) {
 	D, P := p.D, kv.Config().PageSize
 	rd := kv.(backend.PagedReader)
 	tm := &backend.Problem{Shape: dense.Shape, Scale: dense.Scale, Mask: dense.Mask, Layout: dense.Layout, Precision: backend.FP32,
 		Variants: dense.Variants, Q: make([]float32, len(dense.Q8)), K: make([]float32, len(dense.K8)), V: make([]float32, len(dense.V8)),
 		Out: make([]float32, len(dense.Out)), LSE: make([]float32, len(dense.LSE))}
+	row, codes, scale := make([]float32, D), make([]fp8.E4M3, D), make([]float32, 1)
 	for h := range p.Hq {
 		for i := range p.Sq {
 			at := p.Layout.Offset(0, h, i, p.Hq, p.Sq, D)
+			copy(row, p.Q[at:at+D])
+			if err := fp8.QuantizeE4M3Into(codes, scale, row, D); err != nil {
+				return nil, err
+			}
 			for e := range D {
-				tm.Q[at+e] = dense.Q8[at+e].Float32() * dense.QScale[h]
+				tm.Q[at+e] = codes[e].Float32() * scale[0]
 			}
 		}
 	}
@@ -224,4 +298,48 @@ func tileModel(kv backend.PagedKV, p *backend.PagedProblem, dense *backend.Probl
 		}
 	}
 	return tm, tm.Validate()
+}
+
+// TestPagedTilesFlagFactor: a call whose score factor passes the limit
+// (backend.MaxScoreFactor) for one query head is refused naming that head,
+// on the gathered path (stage 9's per-head check of its score factor) and
+// on the paged form (each row's factor with the largest K scale of its
+// tiles, after its loop), whether the scale is positive or negative. Keys and
+// values about 10^25, head 5's queries about 10^12: its factor is near
+// 10^32 against a limit near 10^31 at D 128; the other heads' near 10^20.
+func TestPagedTilesFlagFactor(t *testing.T) {
+	d, be, rng := prefillTestDevice(t, 0x7A70)
+	if d.ComputeCapability != 90 {
+		t.Skip("the paged form is the Hopper kernel's")
+	}
+	be.pagedPrefillRows = 1
+	d.splitsForced = 1
+	t.Cleanup(func() { d.splitsForced = 0 })
+	c := prefillCase{hkv: 8, g: 4, sq: 1024, d: 128, page: 64, b: 1, n: 1300, mask: backend.CausalLowerRight, layout: backend.BHSD}
+	kv, table, per := cacheOf(t, be, rng, c.hkv, c.d, c.page, c.lens(), func(int, int, int) float32 {
+		return float32(rng.NormFloat64() * 1e25)
+	})
+	defer kv.Close()
+	s := kv.(*pagedKV)
+	for _, negative := range []bool{false, true} {
+		p := c.problem(rng, table, per)
+		if negative {
+			p.Scale = -p.Scale
+		}
+		_, hs, _ := p.Layout.Strides(p.Hq, p.Sq, p.D)
+		for i := range hs {
+			p.Q[5*hs+i] *= 1e12
+		}
+		for _, inPlace := range []bool{false, true} {
+			s.inPlaceTiles = inPlace
+			before := pagedTilesLaunches.Load()
+			err := kv.Attention(p)
+			if ran := pagedTilesLaunches.Load() != before; ran != inPlace {
+				t.Fatalf("in place %v: the paged form ran: %v", inPlace, ran)
+			}
+			if !errors.Is(err, backend.ErrInvalid) || !strings.Contains(err.Error(), "head (0, 5)") {
+				t.Errorf("negative scale %v, in place %v: %v, want ErrInvalid naming head (0, 5)", negative, inPlace, err)
+			}
+		}
+	}
 }

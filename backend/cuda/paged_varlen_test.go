@@ -52,6 +52,9 @@ func (c varlenCase) name() string {
 // an earlier write, and the device-buffer form gives the host form's
 // bits.
 func TestPagedVarlenFP8(t *testing.T) {
+	if packedOn() {
+		t.Skip("FP8ATTN_PACKED=1: the varlen FP8 calls run on the packed form (TestPackedVarlen holds it)")
+	}
 	d, be, rng := prefillTestDevice(t, 0x7A41)
 	for _, c := range []varlenCase{
 		// Two groups (the 40-query sequence of 50 tokens is too short to

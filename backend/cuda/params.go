@@ -196,9 +196,12 @@ type tensorParams struct {
 	Splits       int64
 	// The paged form's (pagedTiles; K then maps the cache's K pool): the
 	// V pool, both pools' scales, the call's block table, its pages a
-	// sequence and the pool's KV heads.
+	// sequence and the pool's KV heads; and the float32 queries its
+	// consumers encode (Q's map unread). The packed form's: its blocks'
+	// items and the sequences' first packed rows (packedItems).
 	VPages, KPageScale, VPageScale, BlockTable uint64
 	PagesPerSeq, PageKVHeads                   int64
+	QRows, Items, QStarts                      uint64
 }
 
 // tensorLaunch is the memory a tensor-form launch passes: tensorParams and

@@ -199,11 +199,17 @@ extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_co
       HopperTiles<HD>::NARROW_BM, HopperTiles<HD>::NARROW_THREADS, HopperTiles<HD>::NARROW_PER_SM, HopperTiles<HD>::NSMEM};
 // The paged form (hopper::stage9 with PAGED: the tiled tensor form reading
 // K and V from the paged cache's pages, hopper/paged.cuh) at D 128, the
-// paged prefill's: fp8attn_stage9tp_d<D>, on the tensor form's geometry.
+// paged prefill's: fp8attn_stage9tp_d<D>, on the tensor form's geometry;
+// and its packed form over a varlen batch (VARLEN, hopper/packed.cuh),
+// fp8attn_stage9tv_d<D>, a block an item.
 #define HOPPER_PAGED(HD)                                                                                      \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9tp_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents();                                                                                     \
     hopper::stage9<HD, false, false, false, true, false, false, false, false, false, true>(tp.f.p, &tp.f, &tp);  \
+  }                                                                                                             \
+  extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9tv_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
+    pdl_launch_dependents();                                                                                     \
+    hopper::stage9<HD, false, false, false, true, false, false, false, false, false, true, true>(tp.f.p, &tp.f, &tp); \
   }
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
@@ -225,7 +231,7 @@ extern "C" __device__ const int fp8attn_fused_params_layout[] = {
 extern "C" __device__ const int fp8attn_tensor_params_layout[] = {
     (int)sizeof(hopper::TensorParams), TP_OFF(q), TP_OFF(k), TP_OFF(v), TP_OFF(f), TP_OFF(part_o), TP_OFF(part_w), TP_OFF(splits),
     TP_OFF(v_pages), TP_OFF(k_page_scale), TP_OFF(v_page_scale), TP_OFF(block_table), TP_OFF(pages_per_seq),
-    TP_OFF(page_kv_heads)};
+    TP_OFF(page_kv_heads), TP_OFF(q_rows), TP_OFF(items), TP_OFF(q_starts)};
 extern "C" __device__ const int fp8attn_quantpack9_config[3] = {hopper::QUANT_PACK_THREADS, hopper::QUANT_PACK_CLUSTER,
                                                                 hopper::QUANT_PACK_CODES};
 extern "C" __device__ const int fp8attn_quantpack9l_config[4] = {hopper::QUANT_LONG_THREADS, hopper::QUANT_LONG_PER_SM,

@@ -114,6 +114,23 @@ __device__ __forceinline__ int first_key(const Params& p, int i, long long sk) {
 }
 __device__ __forceinline__ int first_key(const Params& p, int i) { return first_key(p, i, p.sk); }
 
+// visible_keys and first_key of a sequence of sq queries (a packed batch's
+// sequence, whose count is not p.sq). These are the lines above with sq an
+// argument; the forms above keep their own lines, since reading p.sq
+// through an argument compiles to other code in every kernel (a select
+// where the branch was).
+__device__ __forceinline__ int visible_keys(const Params& p, int i, long long sq, long long sk) {
+  long long n = sk;
+  if (p.mask == 1) n = i + 1;
+  else if (p.mask == 2) n = i + 1 + sk - sq;
+  return (int)max(0LL, min(n, sk));
+}
+__device__ __forceinline__ int first_key(const Params& p, int i, long long sq, long long sk) {
+  if (p.window <= 0) return 0;
+  const long long pos = p.mask == 2 ? i + sk - sq : i, lower = pos - p.window + 1;
+  return (int)max(0LL, min(lower, sk));
+}
+
 // cp.async of 16 bytes, zero-filling when the source row is past the end.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);

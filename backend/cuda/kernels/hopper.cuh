@@ -95,7 +95,8 @@
 // form's producer), split.cuh (the key
 // split's parts and their merge), softmax.cuh (a
 // tile's softmax and P's packing), mainloop.cuh (a consumer warpgroup's
-// steps, the one-tile form and the tiled main loop) and attention.cuh (stage9: the block's set-up, the producer
+// steps, the one-tile form and the tiled main loop), packed.cuh (the
+// packed form's rows) and attention.cuh (stage9: the block's set-up, the producer
 // warpgroup, a consumer's set-up, its form and the epilogue).
 
 namespace hopper {
@@ -110,6 +111,7 @@ namespace hopper {
 #include "hopper/split.cuh"
 #include "hopper/softmax.cuh"
 #include "hopper/mainloop.cuh"
+#include "hopper/packed.cuh"
 #include "hopper/attention.cuh"
 
 }  // namespace hopper

@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "497e56c10a319e9b15ea08e4fe8ca6a407f7fcd18d7e870b11ba3f26388d5fcf"
+const SourceHash = "f60a99bd1668a7cf7b82000b9466a15ad5d40066dd12837e9aebf1a16d5598dc"

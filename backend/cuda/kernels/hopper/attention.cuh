@@ -47,8 +47,8 @@ __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full
 // copies of the ntiles tiles (produce); QC: it quantizes the block's share
 // of V (its values xv) instead, then waits for every block's shares;
 // TENSORS: the whole warpgroup reads the caller's tensors through tp's
-// maps (produce_tensors); PAGED: Q through its map and K and V from the
-// paged cache (produce_paged, skb the batch entry's keys). Each gives the
+// maps (produce_tensors); PAGED: K and V from the paged cache
+// (produce_paged, skb the batch entry's keys; the consumers encode Q). Each gives the
 // consumers' 240 registers a thread what the block's launch allocation
 // (384 threads of 168) holds: the producer keeps 24.
 template <int D, bool FUSED, bool ONE, bool QC, bool TENSORS, bool HEAD, bool NARROW, bool PAGED = false>
@@ -57,8 +57,7 @@ __device__ __forceinline__ void producer(const Params& p, const TensorParams* tp
                                          uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty, float4 (&xv)[8]) {
   if constexpr (PAGED) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    const bool neg = tp->f.scale * (double)p.q_scale[b * p.hq + h] < 0.0;  // (K's scales are not negative)
-    produce_paged<D>(*tp, b, h, kvh, i0, t0, ntiles, neg, skb, smem_u32(s_q));
+    produce_paged<D>(*tp, b, kvh, t0, ntiles, skb, smem_u32(s_q));
     return;
   }
   if constexpr (TENSORS) {
@@ -167,12 +166,21 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 // copies of the loop it measured slower than either alone.
 //
 // PAGED (the tiled tensor form over the paged cache, fp8attn_stage9tp_d<D>:
-// hopper/paged.cuh) reads Q through tp's map and K and V from the cache's
-// pages, a tile's scales its pages'; the score factor is taken a tile
-// (the Q descale's factor times the tile's K scale) and the output
-// descaled by the last tile's V scale (Consumer's PAGED steps).
+// hopper/paged.cuh) reads K and V from the cache's pages, a tile's scales
+// its pages', and each consumer warpgroup encodes its own rows of the
+// caller's float32 queries, a scale a row (quantize_rows); a row's score
+// factor is taken a tile (its Q descale's factor times the tile's K scale),
+// the output descaled by the last tile's V scale (Consumer's PAGED steps),
+// and a head whose factor passes the limit flagged after the loop
+// (flag_rows).
+//
+// VARLEN (the packed form, fp8attn_stage9tv_d<D>: the paged form over a
+// varlen batch in one launch, hopper/packed.cuh) takes block x's rows from
+// item x of tp->items: one sequence's rows for one KV head, its query
+// heads' rows packed query-major (PackedRows), each row's keys by its own
+// query's position in its sequence, its outputs at its own head and row.
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
-          bool SPLIT = false, bool NARROW = false, bool NOLSE = false, bool PAGED = false>
+          bool SPLIT = false, bool NARROW = false, bool NOLSE = false, bool PAGED = false, bool VARLEN = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
   using G = Geometry<D>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
@@ -214,12 +222,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
                 "entries without the sums: where internal/tiles builds them and under a softcap, never a key split's");
   static_assert(!PAGED || (TENSORS && !ONE && !FUSED && !QC && !HEAD && !SPLIT && !NARROW && !SOFTCAP && !NOLSE),
                 "the paged form: the tiled, wide tensor form without a softcap");
+  static_assert(!VARLEN || PAGED, "the packed form is a paged form");
 
   // (QC: block x is also the cluster rank, which picks the block's keys.)
   const int qb = p.mask && !QC ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x;
   static_assert(!SPLIT || (TENSORS != FUSED && !ONE && !HEAD), "the key split is the tiled tensor or fused form's");
   const int splits = SPLIT ? (int)tp->splits : 1, part = SPLIT ? (int)blockIdx.z % splits : 0;
-  const int h = blockIdx.y, b = blockIdx.z / splits, kvh = h / (int)p.group;
+  // (VARLEN: the block's item, from the call's tables, which its upload
+  // wrote before the kernel's predecessor, as seq_k; the host orders the
+  // items heaviest first.)
+  PackedRows pr{};
+  if constexpr (VARLEN) pr = packed_rows(*tp, (int)p.group, (int)blockIdx.x);
+  // (The block index's division is unsigned, as blockIdx is: a signed one
+  // gives the key split other SASS.)
+  const int h = VARLEN ? 0 : blockIdx.y, b = VARLEN ? pr.b : blockIdx.z / splits, kvh = VARLEN ? pr.kvh : h / (int)p.group;
   const int sq = (int)p.sq, sk = (int)p.sk, i0 = qb * ROWS;
   // The batch entry's keys (seq_k's, or sk); the keys the block's first
   // row sees from and its last row sees up to bound the tiles it loads,
@@ -228,8 +244,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // read before pdl_wait: its writer (a host copy) precedes the kernel's
   // predecessor on the stream (Params).
   const long long skb = p.seq_k ? (long long)p.seq_k[b] : p.sk;
-  const int tb = ONE ? 0 : first_key(p, i0, skb) / BN;
-  const int nb = QC && i0 >= sq ? 0 : max(0, (visible_keys(p, min(i0 + ROWS, sq) - 1, skb) + BN - 1) / BN - tb);
+  // (VARLEN: the block's first row's query is its lowest, its last's its
+  // highest.)
+  const int key_lo = VARLEN ? first_key(p, pr.query(0), pr.count, skb) : first_key(p, i0, skb);
+  const int key_hi = VARLEN ? visible_keys(p, pr.query(pr.nrows - 1), pr.count, skb) : visible_keys(p, min(i0 + ROWS, sq) - 1, skb);
+  const int tb = ONE ? 0 : key_lo / BN;
+  const int nb = QC && i0 >= sq ? 0 : max(0, (key_hi + BN - 1) / BN - tb);
   const int per = (nb + splits - 1) / splits;  // (SPLIT: the parts' tiles)
   const int t0 = tb + part * per, ntiles = SPLIT ? max(0, min(per, nb - part * per)) : nb;
   const long long sq_p = (sq + BM - 1) / BM * BM, sk_p = (sk + BN - 1) / BN * BN;
@@ -273,17 +293,33 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const int warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
   const int wg_row = i0 + 64 * cw, r0 = wg_row + 16 * warp + g;
   const long long skc = p.seq_k ? (long long)p.seq_k[b] : p.sk;  // (skb, not kept live across the fork)
-  const RowKeys rk{first_key(p, r0, skc),
-                   visible_keys(p, r0, skc),
-                   first_key(p, r0 + 8, skc),
-                   visible_keys(p, r0 + 8, skc),
-                   visible_keys(p, min(wg_row, sq - 1), skc),
-                   first_key(p, min(wg_row + 63, sq - 1), skc)};
-  // (PAGED: without K's scale, which each tile brings; as score_factor's
-  // product, in float64 and rounded once, the tile's power of two exact.)
-  float c = PAGED ? fabsf((float)(f->scale * (double)p.q_scale[b * p.hq + h] * 1.4426950408889634))
-                  : score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh),
-        cap_in = 0.f;
+  // (VARLEN: halves, an item whose rows fit one warpgroup, both
+  // warpgroups holding them, each half of every tile's keys; rw, the
+  // block's row block the warpgroup holds; lr0, the thread's first row in
+  // the block.)
+  bool halves = false;
+  if constexpr (VARLEN) halves = pr.nrows <= 64;
+  const int rw = halves ? 0 : cw;
+  const int lr0 = 64 * rw + 16 * warp + g;
+  const RowKeys rk = VARLEN ? packed_keys(p, pr, lr0, rw, skc)
+                            : RowKeys{first_key(p, r0, skc),
+                                      visible_keys(p, r0, skc),
+                                      first_key(p, r0 + 8, skc),
+                                      visible_keys(p, r0 + 8, skc),
+                                      visible_keys(p, min(wg_row, sq - 1), skc),
+                                      first_key(p, min(wg_row + 63, sq - 1), skc)};
+  // (PAGED: the rows' own, without K's scale, which each tile brings; as
+  // score_factor's product, in float64 and rounded once, the tile's power
+  // of two exact. The thread encodes the warpgroup's row tid / 2.)
+  float2 crow = {0.f, 0.f};
+  if constexpr (PAGED) {
+    const int qr = wg_row + tid / 2;
+    const float* src = VARLEN     ? packed_source(*tp, pr, 64 * rw + tid / 2)
+                       : qr < sq ? tp->q_rows + b * p.q_batch_stride + h * p.q_head_stride + (long long)qr * p.q_row_stride
+                                 : nullptr;
+    crow = quantize_rows<D>(*tp, src, cw, tid, smem_u32(s_q + cw * G::QB), smem_u32(smem));
+  }
+  float c = PAGED ? 0.f : score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh), cap_in = 0.f;
   if constexpr (SOFTCAP) {  // softmax_tile's factors
     const float cap = p.softcap * LOG2E;
     cap_in = c / cap;
@@ -291,7 +327,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   }
   // The sink's logit in the log2 domain, for the epilogue, loaded here as
   // V's descale is.
-  const float sink = !SPLIT && p.sinks ? p.sinks[h] * LOG2E : NEG_INF;  // (SPLIT: at the merge)
+  const float sink = !SPLIT && !VARLEN && p.sinks ? p.sinks[h] * LOG2E : NEG_INF;  // (SPLIT: at the merge; VARLEN: a row's head's)
   // V's descale, for the epilogue: loaded here, beside the tiles' trip, not
   // after the last tile (a dependent global load of 0.5 µs there).
   // (QC: V's scale is known once the producer's V exchange is done, and is
@@ -318,7 +354,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   const Turns<C::SMTURNS, 3> softmax_turns{cw};
   C cs{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, rk, t0, c, cap_in, s, ot, lt, m, l, softmax_turns};
   if constexpr (PAGED) {
-    cs.c0 = c;
+    cs.c0 = crow;
     cs.scales_addr = smem_u32(smem) + PagedSmem<D>::SCALES;
   }
   // The float32 row sums serve the LSE alone (the key split's merge takes
@@ -334,6 +370,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     cs.template one_tile<!NOLSE>(q_full, o, lsum, pa);
   } else if (NOLSE && ntiles > 0) {
     cs.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pa);
+  } else if (VARLEN && halves && ntiles > 0) {
+    if constexpr (VARLEN) {  // (its own score tile and weights, of half the keys)
+      using CH = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT, PAGED, true>;
+      float sh[CH::SN / 2];
+      typename CH::PA pah[2];
+      CH ch{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, rk, t0, c, cap_in, sh, ot, lt, m, l, softmax_turns};
+      ch.c0 = crow;
+      ch.scales_addr = cs.scales_addr;
+      ch.kh = cw;
+      if (summed) ch.template main_loop<true>(q_full, ntiles, cw, tid, o, lsum, pah);
+      else ch.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pah);
+      cs.kmax = ch.kmax;
+      cs.vunit = ch.vunit;
+    }
   } else if (ntiles > 0) {
     if (summed) cs.template main_loop<true>(q_full, ntiles, cw, tid, o, lsum, pa);
     else cs.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pa);
@@ -346,12 +396,20 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     vs = one_tile_v_scale<D>();
   }
 
-  if constexpr (PAGED) vs = cs.vunit;
+  if constexpr (PAGED) {  // (the head of the thread's encoded row, tid / 2)
+    const int bh = VARLEN ? pr.b * (int)p.hq + pr.head(64 * rw + tid / 2) : b * (int)p.hq + h;
+    if (ntiles > 0) flag_rows<D>(*tp, bh, cw, tid, cs.kmax, smem_u32(smem));
+    vs = cs.vunit;
+  }
   if constexpr (HEAD) pdl_wait();
   // Epilogue: the quad's partial row sums, then rows r0 and r0 + 8.
   QP_STAMP(threadIdx.x == 128, 1, 3);
   if constexpr (SPLIT) {
     epilogue_part<D>(*tp, o, m, l, lsum, vs, part, b, h, r0, tq, sq);
+  } else if constexpr (VARLEN) {
+    // (halves: warpgroup 0 writes the merged rows.)
+    if (halves) merge_halves<D>(reinterpret_cast<float*>(s_k), cw, tid, o, m, l, lsum);
+    if (!halves || cw == 0) epilogue_packed<D>(p, pr, o, m, l, lsum, vs, summed, lr0, tq);
   } else {
     epilogue<D>(p, o, m, l, lsum, vs, sink, summed, b, h, r0, tq, sq);
   }

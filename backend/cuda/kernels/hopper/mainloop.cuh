@@ -12,15 +12,21 @@
 // running maxima m and float32 sums l), with the steps both forms take.
 // ONE, QC, SOFTCAP, NARROW, FUSED and PAGED are stage9's. PAGED (the paged
 // form, hopper/paged.cuh): each tile's K scale, from its slot's scales,
-// times c0 is its score factor c; P·V reads V's blocks with descriptors of
+// times a row's c0 is the row's score factor in the tile; P·V reads V's blocks with descriptors of
 // 32-byte rows; and O is kept in units of the latest tile's V scale
 // (vunit), the fold taking the factor vunit(before)/vunit(after) beside
 // alpha (its row sums alpha alone), so that the epilogue descales by vunit.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED = false> struct Consumer {
+// HALF (the packed form's items whose rows fit one warpgroup,
+// hopper/packed.cuh): both warpgroups hold the same rows, each the keys of
+// its own half of every tile (kh), Q·Kᵀ on K's rows 64·kh .. and P·V over
+// the tile's k32 steps of those keys, and their states merge before the
+// epilogue (merge_halves).
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED = false, bool HALF = false> struct Consumer {
   using G = Geometry<D>;
   static constexpr int BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   // SN: the keys of one score tile.
-  static constexpr int SN = ONE ? 2 * BN : BN;
+  static constexpr int SN = ONE ? 2 * BN : HALF ? BN / 2 : BN;
+  static_assert(!HALF || (PAGED && !ONE && BN % 64 == 0), "halves of the paged form's tiles, whole k32 steps each");
   // Promotion, the normalizer and the column parts: see hopper.cuh. P·V
   // runs in NP column parts of DP = D/NP columns
   // (HopperTiles<D>::PV_PARTS), one after the other into the same tile
@@ -62,9 +68,11 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool 
   float (&m)[2];
   float (&l)[2];
   Turns<SMTURNS, 3> softmax_turns;
-  float c0 = 0.f;              // (PAGED: the score factor without K's scale)
+  float2 c0 = {0.f, 0.f};      // (PAGED: the rows' score factors without K's scale)
+  float kmax = 0.f;            // (PAGED: the largest K scale of the tiles so far)
   uint32_t scales_addr = 0;    // (PAGED: the ring slots' tile scales, float2 each)
   float vunit = 0.f;           // (PAGED: O's unit, the latest tile's V scale; 0 before any)
+  int kh = 0;                  // (HALF: the half of each tile's keys, 0 or 1)
 
   // (PAGED) tile t's scales: K's, V's.
   __device__ __forceinline__ float2 tile_scales(int t) const {
@@ -86,7 +94,8 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool 
   __device__ __forceinline__ void issue_qk(int t) {
     const int st = t % RING;
     mbar_wait(&k_full[st], (t / RING) & 1);
-    const uint32_t k_addr = smem_u32(s_k + st * G::KT);
+    uint32_t k_addr = smem_u32(s_k + st * G::KT);
+    if constexpr (HALF) k_addr += kh * SN * WK;  // (the half's key rows)
     wg_fence();
     // The k steps that hold head-dim columns: the image's zero columns
     // past D (D 96 and 192, padded to DK 128 and 256) add nothing to a
@@ -112,11 +121,12 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool 
     if (P == 0) mbar_wait(&v_full[st], (t / RING) & 1);
     // (PAGED: the V blocks' rows are 32 bytes, a k32 step D rows apart.)
     const uint32_t v_addr = smem_u32(s_v + st * G::VT) + P * DP * (PAGED ? 32 : BN);
+    const uint32_t v_half = HALF ? 32 * D * (kh * SN / 32) : 0;  // (HALF: the half's k32 steps)
     fence_pv();
     wg_fence();
 #pragma unroll
-    for (int k = 0; k < BN / 32; k++) {
-      if constexpr (PAGED) WGMMA<DP>::rs(ot, a[k], desc<32>(v_addr + 32 * D * k), k > 0);
+    for (int k = 0; k < (HALF ? SN : BN) / 32; k++) {
+      if constexpr (PAGED) WGMMA<DP>::rs(ot, a[k], desc<32>(v_addr + v_half + 32 * D * k), k > 0);
       else WGMMA<DP>::rs(ot, a[k], desc<WV>(v_addr + 32 * k), k > 0);
       if constexpr (P == 0) WGMMA<8>::rs(lt, a[k], desc<WV>(ones_addr + 32 * k), k > 0);
     }
@@ -126,8 +136,14 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool 
   // (pack_weights): hopper/softmax.cuh.
   // SUMS: the float32 row sums l are taken (a call that asks for an LSE).
   template <bool SUMS> __device__ __forceinline__ float2 softmax(int t) {
-    if constexpr (PAGED) c = fmaxf(c0 * tile_scales(t).x, 1.17549435e-38f);  // (as score_factor_of's floor)
-    return softmax_tile<SN, SOFTCAP, SUMS, PAGED>(s, m, l, c, cap_in, t0 + t, tq, rk);
+    float2 cr = make_float2(c, c);
+    if constexpr (PAGED) {  // (each factor floored as score_factor_of's)
+      const float ks = tile_scales(t).x;
+      kmax = fmaxf(kmax, ks);
+      cr = make_float2(fmaxf(c0.x * ks, 1.17549435e-38f), fmaxf(c0.y * ks, 1.17549435e-38f));
+    }
+    // (HALF: the score tile's index in tiles of SN keys.)
+    return softmax_tile<SN, SOFTCAP, SUMS, PAGED>(s, m, l, cr, cap_in, HALF ? 2 * (t0 + t) + kh : t0 + t, tq, rk);
   }
   __device__ __forceinline__ void pack_p(PA& a) { pack_weights<SN>(s, a); }
   // The softmax's arithmetic stays inside its turn.
@@ -161,9 +177,9 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool 
 // first in float32, as the tiled kernel adds its tiles (the same rounding
 // of each tile's sums by the tensor cores); the row sums' halves likewise.
 // O and the row sums into o and lsum.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED, bool HALF>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED, HALF>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
                                                                         PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
@@ -218,9 +234,9 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAG
 // t0 .. t0 + ntiles - 1, in ring slots from 0) of consumer
 // warpgroup cw (thread tid of it), O and its row sums into o and lsum,
 // the weights in pa.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED, bool HALF>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED, HALF>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
                                                                          float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
   // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup
@@ -230,7 +246,7 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAG
     gemm_turns.pass();
     softmax_turns.pass();
   }
-  mbar_wait(q_full, 0);
+  if constexpr (!PAGED) mbar_wait(q_full, 0);  // (PAGED: the warpgroup's own codes, quantize_rows)
   QP_STAMP(tid == 0 && cw == 0, 1, 6);
   stamp(0, 2);
   gemm_turns.take();

@@ -31,6 +31,11 @@
 // and V's into the fold (Consumer's PAGED steps). The producer warpgroup
 // reads the block table and the scales CHUNK tiles at a time, a tile a
 // thread, ahead of the copies.
+//
+// Queries: each consumer warpgroup encodes its own 64 rows from the
+// caller's float32 queries, a row at a time (quantize_rows): a row's scale
+// is its own amax's, so no block waits for a head's amax, and each row's
+// score factor is its own (two a thread, its rows r0 and r0 + 8).
 
 // PAGE is the tokens of a page the paged form reads (the host checks the
 // cache's KVCacheConfig.PageSize).
@@ -41,18 +46,89 @@ constexpr int PAGE = 64;
 // copies of a tile whose pages' scales differ land on first (K's RING,
 // then V's RING), each ring slot's tile scales (float2: K, V), then the
 // chunk of CHUNK tiles the producer reads ahead: each tile's two (page, KV
-// head) blocks (int2) and its pages' scales (float4: K's two, V's two).
+// head) blocks (int2) and its pages' scales (float4: K's two, V's two);
+// then the block's query rows' scales (quantize_rows), a float each.
 constexpr int CHUNK = 128;
 template <int D> struct PagedSmem {
   using S = TensorSmem<D>;
   static constexpr uint32_t LANDED = S::STAGE, SCALES = LANDED + 16 * Geometry<D>::RING, BLOCKS = SCALES + 8 * Geometry<D>::RING,
-                            PAGE_SCALES = (BLOCKS + 8 * CHUNK + 15) / 16 * 16;
-  static_assert(PAGE_SCALES % 16 == 0 && PAGE_SCALES + 16 * CHUNK <= S::BARS, "inside the staging buffers");
+                            PAGE_SCALES = (BLOCKS + 8 * CHUNK + 15) / 16 * 16, ROW_SCALES = PAGE_SCALES + 16 * CHUNK;
+  static_assert(PAGE_SCALES % 16 == 0 && ROW_SCALES + 4 * Geometry<D>::BM <= S::BARS, "inside the staging buffers");
 };
 
+// quantize_rows encodes consumer warpgroup cw's Q block of the paged form
+// (at q, Q's swizzled block of 64 rows: qk_image_offset) from the caller's
+// float32 queries: row r of the block from src, this thread's row's D
+// values (r = tid / 2; null: a row past the queries, zeros), each row at
+// its own scale, fp8.ScaleForAmax of the row's amax (NaN and ±Inf
+// ignored), each value fp8.ToE4M3(x/scale, NoSat) as Memory.Quantize
+// encodes a head's. The codes are negated where the call's scale is
+// negative, so that every score factor is positive. Threads 2r and 2r + 1
+// of the warpgroup (tid) take row r, 8 of each 16 values (its 16-byte
+// chunk's halves), and share its amax; the row's scale goes to the block's
+// ROW_SCALES (row 64·cw + r; 0 for a row of zeros, whose factor is then 0:
+// its scores are 0 at any factor). Returns the score factors, without K's scale,
+// of this thread's rows of the wgmma layout (r0 = 16·warp + g and r0 + 8,
+// whose encoders are lanes 2g and 2g + 16 of the same warp): the call's
+// scale times the row's scale times log2(e), in float64 rounded once, as
+// score_factor's product. The warpgroup's codes are visible to its wgmma
+// on return (a fence and its named barrier, 7 + cw).
+template <int D>
+__device__ __forceinline__ float2 quantize_rows(const TensorParams& tp, const float* src, int cw, int tid, uint32_t q, uint32_t base) {
+  using G = Geometry<D>;
+  static_assert(G::DK == D && D % 16 == 0, "rows of whole 16-byte chunks, unpadded");
+  const int r = tid / 2, half = tid % 2, g = (tid % 32) / 4;
+  const bool in = src != nullptr;
+  if (in) src += 8 * half;
+  constexpr int STEPS = D / 16;  // the row's 16-byte chunks: this thread's 8 values of each
+  float4 x[STEPS][2];
+  float m = 0.f;
+#pragma unroll
+  for (int j = 0; j < STEPS; j++) {
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+      x[j][e] = in ? __ldg(reinterpret_cast<const float4*>(src + 16 * j + 4 * e)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      m = amax_add(amax_add(amax_add(amax_add(m, x[j][e].x), x[j][e].y), x[j][e].z), x[j][e].w);
+    }
+  }
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  const float s = scale_for_amax(m);
+  // (A row of zeros, past sq or not, has scores 0 whatever its factor: 0,
+  // which no limit flags and no K scale turns into an infinity.)
+  const float sf = m > 0.f ? s : 0.f;
+  const uint32_t neg = tp.f.scale < 0.0 ? 0x80808080u : 0u;
+#pragma unroll
+  for (int j = 0; j < STEPS; j++) {
+    const uint32_t lo = encode4(x[j][0], s) ^ neg, hi = encode4(x[j][1], s) ^ neg;
+    const uint32_t at = q + (uint32_t)qk_image_offset<D, 64>(r, 16 * j + 8 * half);
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(at), "r"(lo), "r"(hi) : "memory");
+  }
+  if (half == 0) asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(base + PagedSmem<D>::ROW_SCALES + 4 * (64 * cw + r)), "f"(sf) : "memory");
+  fence_async_shared();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(7 + cw) : "memory");
+  const float c = fabsf((float)(tp.f.scale * (double)sf * 1.4426950408889634));
+  return make_float2(__shfl_sync(0xffffffffu, c, 2 * g), __shfl_sync(0xffffffffu, c, 2 * g + 16));
+}
+
+// flag_rows flags query head bh (b·Hq + h) in tp.f.bad (as score_factor
+// does), bh this thread's row's (tid / 2), where a row of consumer warpgroup cw's score factor
+// with the largest K scale of the block's tiles (kmax) passes tp.f.limit:
+// the call's scale times the row's scale (quantize_rows') times kmax, in
+// float64. Thread tid checks row tid / 2 (the even ones). This is the
+// bound the block's scores need: a row's factor with the tiles it reads,
+// where the gathered path checks a head's factor with its sequence's
+// largest K scale, so a row whose tiles all have smaller scales than the
+// sequence's largest may pass here and not there.
+template <int D>
+__device__ __forceinline__ void flag_rows(const TensorParams& tp, int bh, int cw, int tid, float kmax, uint32_t base) {
+  if (tid % 2 != 0) return;
+  float s;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(s) : "r"(base + PagedSmem<D>::ROW_SCALES + 4 * (64 * cw + tid / 2)) : "memory");
+  if (fabs(tp.f.scale * (double)s * (double)kmax) > tp.f.limit) atomicCAS(tp.f.bad, 0, 1 + bh);
+}
+
 // produce_paged is the paged form's producer warpgroup, base the block's
-// shared memory (TensorSmem): Q's block as produce_tensors copies it
-// (negated where neg), then per tile t (key tile t0 + t, ring slot t %
+// shared memory (TensorSmem): per tile t (key tile t0 + t, ring slot t %
 // RING, once the consumers released it) its pages' K rows (one tensor
 // copy a page through tp.k) and V blocks (one bulk copy a page), from
 // thread 0, onto k_full and v_full, or onto the slot's own barriers where
@@ -61,16 +137,13 @@ template <int D> struct PagedSmem {
 // CHUNK tiles the warpgroup first reads the next CHUNK tiles' blocks and
 // scales, a tile a thread. A page past the sequence's last (skb keys) is
 // read as its last page: its keys are past every row's, weighed exactly 0,
-// and its codes finite. A tile whose score factor (score_factor's product:
-// the call's scale times Q's descale, times the tile's K scale) passes
-// f.limit flags the head in f.bad.
+// and its codes finite. (The queries are the consumers': quantize_rows.)
 template <int D>
-__device__ __forceinline__ void produce_paged(const TensorParams& tp, int b, int h, int kvh, int i0, int t0, int ntiles, bool neg,
-                                              long long skb, uint32_t base) {
+__device__ __forceinline__ void produce_paged(const TensorParams& tp, int b, int kvh, int t0, int ntiles, long long skb, uint32_t base) {
   using G = Geometry<D>;
   using S = TensorSmem<D>;
   using P = PagedSmem<D>;
-  constexpr int BN = G::BN, RING = G::RING, PER = BN / PAGE, ROWS = G::BM;
+  constexpr int BN = G::BN, RING = G::RING, PER = BN / PAGE;
   static_assert(BN % PAGE == 0 && PER == 2 && G::DK == D && D == G::WK && BN <= 128,
                 "two whole pages a tile, one K panel of unpadded rows");
   const int tid = threadIdx.x;
@@ -78,21 +151,10 @@ __device__ __forceinline__ void produce_paged(const TensorParams& tp, int b, int
   if (tid == 0) {
     for (int i = 0; i < 2 * RING; i++) mbar_init_at(base + P::LANDED + 8 * i, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    const uint32_t qbar = base + (neg ? S::Q_RAW : S::Q_FULL);
-    mbar_expect_tx_at(qbar, ROWS * G::DK);
-    tensor_rows<D, 64>(&tp.q, base, i0, ROWS, h, b, qbar);
-  }
-  if (neg) {
-    mbar_wait_at(base + S::Q_RAW, 0);
-    for (int o = 16 * tid; o < ROWS * G::DK; o += 16 * 128) st_shared128(base + o, negate_if(ld_shared128(base + o), true));
-    fence_async_shared();
-    producer_bar_sync();
-    if (tid == 0) mbar_arrive_at(base + S::Q_FULL);
   }
   const int* table = tp.block_table + (long long)b * tp.pages_per_seq;
   const int last = (int)((skb + PAGE - 1) / PAGE) - 1;
   const int heads = (int)tp.page_kv_heads;
-  const double sq = tp.f.scale * (double)tp.f.p.q_scale[b * tp.f.p.hq + h];
   unsigned landed = 0;  // bit i: the parity slot barrier LANDED + 8i waits for next
   for (int t = 0; t < ntiles; t++) {
     if (t % CHUNK == 0) {  // the next chunk's blocks and scales, tile t + tid this thread's
@@ -101,7 +163,6 @@ __device__ __forceinline__ void produce_paged(const TensorParams& tp, int b, int
         const int n = (t0 + t + tid) * PER;
         const int blk0 = table[min(n, last)] * heads + kvh, blk1 = table[min(n + 1, last)] * heads + kvh;
         const float4 sc = make_float4(tp.k_page_scale[blk0], tp.k_page_scale[blk1], tp.v_page_scale[blk0], tp.v_page_scale[blk1]);
-        if (fabs(sq * (double)fmaxf(sc.x, sc.y)) > tp.f.limit) atomicCAS(tp.f.bad, 0, 1 + b * (int)tp.f.p.hq + h);
         asm volatile("st.shared.v2.s32 [%0], {%1, %2};\n" ::"r"(base + P::BLOCKS + 8 * tid), "r"(blk0), "r"(blk1) : "memory");
         st_shared128(base + P::PAGE_SCALES + 16 * tid, make_uint4(__float_as_uint(sc.x), __float_as_uint(sc.y), __float_as_uint(sc.z),
                                                                  __float_as_uint(sc.w)));

@@ -56,6 +56,21 @@ __device__ __forceinline__ void store_row(float* orow, const float (&o)[D / 2], 
   }
 }
 
+// epilogue_row is the epilogue's work for one of the thread's rows (half 0
+// its row r0, half 1 r0 + 8), its float32 sum l already summed over the
+// quad: the row at orow and, where lse is not null, its LSE there. The
+// packed form's epilogue (hopper/packed.cuh) takes it; epilogue keeps its
+// own copy of these lines, since called from it this helper gives every
+// entry other SASS.
+template <int D>
+__device__ __forceinline__ void epilogue_row(float* orow, float* lse, const float (&o)[D / 2], float m, float l, float lsum, float vs,
+                                             float sink, bool summed, int half, int tq, long long d) {
+  const bool keys = row_has_keys(summed ? l : lsum);
+  const float f = vs / (lsum + ex2(sink - m + 8.f));
+  store_row<D>(orow, o, half, f, keys, tq, d);
+  if (lse && tq == 0) *lse = row_lse(m - 8.f, l);
+}
+
 // epilogue writes a consumer thread's rows r0 and r0 + 8 (those below sq)
 // of the output: o normalized by the rows' sums of rounded weights lsum,
 // with the sink's weight 2^(sink - m + 8) added (sink in the log2 domain;

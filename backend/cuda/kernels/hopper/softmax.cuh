@@ -27,12 +27,13 @@ struct RowKeys {
 // laid out in key_row's order, so the mask reads the key there.
 // s holds the thread's SN/2 scores of rows r0 (elements with i & 2 == 0)
 // and r0 + 8; m and l the rows' running maxima (log2 domain) and float32
-// sums; c the score factor; rk the rows' keys. The float32 sums are the
+// sums; c the score factors of rows r0 and r0 + 8 (one factor for both but
+// in the paged form, whose rows each have their own); rk the rows' keys. The float32 sums are the
 // LSE's alone: without SUMS (a call that asks for no LSE) they are not
 // taken and l stays 0, one FADD a score fewer; the epilogue then finds
 // the rows without keys from the tensor cores' sums.
 template <int SN, bool SOFTCAP, bool SUMS, bool KEYROWS = false>
-__device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float c, float cap_in, int t,
+__device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2], float (&l)[2], float2 c, float cap_in, int t,
                                                int tq, const RowKeys& rk) {
   if constexpr (SOFTCAP) {
 #pragma unroll
@@ -60,12 +61,12 @@ __device__ __forceinline__ float2 softmax_tile(float (&s)[SN / 2], float (&m)[2]
   for (int i = 0; i < SN / 2; i++) mx[(i >> 1) & 1][(i >> 2) % CH] = fmaxf(mx[(i >> 1) & 1][(i >> 2) % CH], s[i]);
   const float mx0 = fmaxf(fmaxf(mx[0][0], mx[0][1]), fmaxf(mx[0][2], mx[0][3]));
   const float mx1 = fmaxf(fmaxf(mx[1][0], mx[1][1]), fmaxf(mx[1][2], mx[1][3]));
-  const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c), st1 = online_step(m[1], group_max<4>(mx1) * c);
+  const OnlineStep st0 = online_step(m[0], group_max<4>(mx0) * c.x), st1 = online_step(m[1], group_max<4>(mx1) * c.y);
   const float off0 = 8.f - st0.m_use, off1 = 8.f - st1.m_use;
   float sum[2][CH] = {};
 #pragma unroll
   for (int i = 0; i < SN / 2; i++) {
-    s[i] = ex2(fmaf(s[i], c, (i & 2) ? off1 : off0));
+    s[i] = ex2(fmaf(s[i], (i & 2) ? c.y : c.x, (i & 2) ? off1 : off0));
     if constexpr (SUMS) sum[(i >> 1) & 1][(i >> 2) % CH] += s[i];
   }
   l[0] = fmaf(l[0], st0.alpha, (sum[0][0] + sum[0][1]) + (sum[0][2] + sum[0][3]));

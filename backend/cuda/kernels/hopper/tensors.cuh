@@ -43,7 +43,12 @@ struct alignas(64) TensorMap {
 // V from the pool v_pages (a block of PAGE·D codes a (page, KV head),
 // pages page_kv_heads heads deep), their scales k_page_scale and
 // v_page_scale (one a block), and each batch entry's pages_per_seq pages
-// in block_table. Other launches leave them 0.
+// in block_table; and its queries from q_rows, the caller's float32
+// queries at f.p's query strides (its consumers encode them: q is not
+// read). The packed form (fp8attn_stage9tv_d<D>, hopper/packed.cuh) reads
+// its blocks' items from items (b, kvh, r0, nrows each) and the
+// sequences' first packed rows from q_starts (B + 1 of them). Other
+// launches leave them 0.
 struct TensorParams {
   TensorMap q, k, v;
   FusedQuantParams f;
@@ -55,6 +60,9 @@ struct TensorParams {
   const float* v_page_scale;
   const int* block_table;
   long long pages_per_seq, page_kv_heads;
+  const float* q_rows;
+  const int4* items;
+  const int* q_starts;
 };
 
 // producer_bar_sync is a barrier of the producer warpgroup alone (named

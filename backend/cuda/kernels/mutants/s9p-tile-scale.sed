@@ -1,5 +1,5 @@
 # module: attention_sm90a.cu
 # tests: TestPagedTilesMatchGather
-# The paged form's score factor leaves out the tile's K scale: every case
+# The paged form's score factors leave out the tile's K scale: every case
 # must fail on it.
-s/if constexpr (PAGED) c = fmaxf(c0 \* tile_scales(t).x, 1.17549435e-38f);/if constexpr (PAGED) c = fmaxf(c0, 1.17549435e-38f);/
+s/cr = make_float2(fmaxf(c0.x \* ks, 1.17549435e-38f), fmaxf(c0.y \* ks, 1.17549435e-38f));/cr = make_float2(fmaxf(c0.x, 1.17549435e-38f), fmaxf(c0.y, 1.17549435e-38f));/
