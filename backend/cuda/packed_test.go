@@ -73,12 +73,7 @@ func TestPackedVarlen(t *testing.T) {
 			if c.sinks { // (large enough against a window's keys that a head's own sink tells)
 				p.Sinks = normalSinks(rng, p.Hq, 5, 3)
 			}
-			for i := range p.Out {
-				p.Out[i] = float32(math.NaN())
-			}
-			for i := range p.LSE {
-				p.LSE[i] = float32(math.NaN())
-			}
+			poisonHost(p)
 			before := packedLaunches.Load()
 			if err := kv.Attention(p); err != nil {
 				t.Fatal(err)

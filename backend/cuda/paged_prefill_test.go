@@ -223,6 +223,17 @@ func sameOnDevice(t *testing.T, d *device, kv backend.PagedKV, p *backend.PagedP
 	sameBits(t, "device lse", lse, p.LSE)
 }
 
+// poisonHost sets p's host outputs and LSEs to NaN, so that a value the
+// call does not write fails the comparison after it.
+func poisonHost(p *backend.PagedProblem) {
+	for i := range p.Out {
+		p.Out[i] = float32(math.NaN())
+	}
+	for i := range p.LSE {
+		p.LSE[i] = float32(math.NaN())
+	}
+}
+
 // filledCache makes a paged cache of be with sequences of ns[b] tokens
 // each (cacheOf), their values of magnitudes 2^20 apart so that pages
 // hold different scales, and a gathered sequence re-encodes some of its

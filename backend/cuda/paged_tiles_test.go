@@ -181,12 +181,7 @@ func TestPagedTilesMixedScales(t *testing.T) {
 			defer kv.Close()
 			p := c.problem(rng, table, per)
 			rowsApart(rng, p.Q, c.d)
-			for i := range p.Out {
-				p.Out[i] = float32(math.NaN())
-			}
-			for i := range p.LSE {
-				p.LSE[i] = float32(math.NaN())
-			}
+			poisonHost(p)
 			before := pagedTilesLaunches.Load()
 			if err := kv.Attention(p); err != nil {
 				t.Fatal(err)

@@ -257,12 +257,7 @@ func TestPagedPrefillKeySplit(t *testing.T) {
 	var unsplit []float32
 	for _, parts := range []int{1, 2, 5} {
 		d.splitsForced = parts
-		for i := range p.Out {
-			p.Out[i] = float32(math.NaN())
-		}
-		for i := range p.LSE {
-			p.LSE[i] = float32(math.NaN())
-		}
+		poisonHost(p)
 		if err := kv.Attention(p); err != nil {
 			t.Fatal(err)
 		}
