@@ -12,7 +12,6 @@ import (
 
 	"github.com/fp8attn/fp8attn/backend"
 	"github.com/fp8attn/fp8attn/internal/tiles"
-	"github.com/fp8attn/fp8attn/oracle"
 	"github.com/fp8attn/fp8attn/sdpatest"
 )
 
@@ -90,15 +89,7 @@ func TestPackedVarlen(t *testing.T) {
 					continue
 				}
 				pb, out, lse := varlenSequence(p, b, per)
-				dense, err := denseModel(kv, pb, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tm, err := tileModel(kv, pb, dense, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, wantLSE := oracle.Naive(tm)
+				dense, want, wantLSE := tileOracle(t, kv, pb, n)
 				if st := sdpatest.Compare(out, want, tolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
 					t.Fatalf("sequence %d (%d queries, %d tokens): %d outputs beyond tolerance (max error %.3g)", b, c.counts[b], n, st.Beyond,
 						st.MaxErr)

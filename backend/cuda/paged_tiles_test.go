@@ -191,15 +191,7 @@ func TestPagedTilesMixedScales(t *testing.T) {
 			}
 			for b, n := range ns {
 				pb := sequenceCall(p, b, per)
-				dense, err := denseModel(kv, pb, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tm, err := tileModel(kv, pb, dense, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, wantLSE := oracle.Naive(tm)
+				dense, want, wantLSE := tileOracle(t, kv, pb, n)
 				if st := sdpatest.Compare(pb.Out, want, tolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
 					t.Fatalf("sequence %d of %d tokens: %d outputs beyond tolerance (max error %.3g)", b, n, st.Beyond, st.MaxErr)
 				}
@@ -234,6 +226,23 @@ func rowsApart(rng *rand.Rand, q []float32, d int) {
 			q[r+i] *= f
 		}
 	}
+}
+
+// tileOracle is the float64 oracle's outputs and LSEs for p (one
+// sequence of n tokens) on the paged form's model (tileModel), and the
+// gathered model (denseModel) the tolerances are taken from.
+func tileOracle(t *testing.T, kv backend.PagedKV, p *backend.PagedProblem, n int) (dense *backend.Problem, out, lse []float64) {
+	t.Helper()
+	dense, err := denseModel(kv, p, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tm, err := tileModel(kv, p, dense, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, lse = oracle.Naive(tm)
+	return dense, out, lse
 }
 
 // tileModel is what the paged form computes for p (one sequence of n
