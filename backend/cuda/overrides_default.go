@@ -32,3 +32,7 @@ func pagedTilesOn() bool { return false }
 // than the groups beside the split-KV kernel; tests run it by the cache's
 // packed.
 func packedOn() bool { return false }
+
+// packedOrder is the order of the packed form's items (packedItems): the
+// costliest first.
+func packedOrder() string { return "cost" }

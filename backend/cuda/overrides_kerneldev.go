@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 )
@@ -16,7 +17,8 @@ import (
 // launch off for A/B runs, FP8ATTN_NARROW=0 the narrow tiled tensor
 // form, FP8ATTN_NOLSE=0 the entries without the float32 row sums, and
 // FP8ATTN_PAGED_TILES=1 turns the paged form of the paged prefill on, and
-// FP8ATTN_PACKED=1 the packed form of the varlen FP8 calls.
+// FP8ATTN_PACKED=1 the packed form of the varlen FP8 calls
+// (FP8ATTN_PACKED_ORDER its items' order).
 // Production builds (overrides_default.go) always
 // load the embedded modules with PDL on. docs/DEVELOPING.md describes the
 // workflow.
@@ -63,3 +65,9 @@ func pagedTilesOn() bool { return os.Getenv("FP8ATTN_PAGED_TILES") == "1" }
 // tiles theirs, so with it on TestKVCacheVarlenFP8GPU's sequences no
 // longer agree with the same sequences attended alone within 2^-16.
 func packedOn() bool { return os.Getenv("FP8ATTN_PACKED") == "1" }
+
+// packedOrder is the order of the packed form's items (packedItems):
+// FP8ATTN_PACKED_ORDER, for A/B runs ("cost" the costliest first, "tiles"
+// the most key tiles first, "mixed" the short items spread among the
+// others), production's "cost" where it is unset.
+func packedOrder() string { return cmp.Or(os.Getenv("FP8ATTN_PACKED_ORDER"), "cost") }

@@ -3,8 +3,6 @@
 package cuda
 
 import (
-	"cmp"
-	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -25,11 +23,6 @@ import (
 // batching, chunks beside decode tokens, is one grid with no split of the
 // keys and no merge.
 
-// packedItem is an item of the packed form (the kernel's int4): sequence
-// B's packed rows R0 .. R0+Rows-1 for KV head KVH, packed row R being query
-// R/group of query head KVH·group + R%group.
-type packedItem struct{ B, KVH, R0, Rows int32 }
-
 // packedLaunches counts the packed form's launches (tests: which path a
 // call took).
 var packedLaunches atomic.Int64
@@ -49,56 +42,6 @@ func (s *pagedKV) packedTakes(p *backend.PagedProblem) bool {
 	return s.dev.hopper[pagedTilesHeadDim].attnTensorsPacked != nil
 }
 
-// packedItems returns p's items, the heaviest first (the most key tiles
-// of bn keys, half as many for an item of at most bm/2 rows, whose two
-// warpgroups take half of each tile's keys each; ties in batch, head and
-// row order): for each sequence with queries and each KV head, its
-// Queries(b)·group packed rows in blocks of bm (the kernel's rows).
-func packedItems(p *backend.PagedProblem, bm, bn int) []packedItem {
-	group := p.Hq / p.Hkv
-	type weighed struct {
-		it    packedItem
-		tiles int
-	}
-	var ws []weighed
-	for b := range p.B {
-		count, n := p.Queries(b), int(p.SeqLens[b])
-		rows := count * group
-		for kvh := range p.Hkv {
-			for r0 := 0; r0 < rows; r0 += bm {
-				nr := min(bm, rows-r0)
-				lo := packedFirstKey(p, r0/group, count, n)
-				hi := p.VisibleKeys(b, (r0+nr-1)/group)
-				tiles := max(0, (hi+bn-1)/bn-lo/bn)
-				if 2*nr <= bm {
-					tiles = (tiles + 1) / 2
-				}
-				ws = append(ws, weighed{packedItem{int32(b), int32(kvh), int32(r0), int32(nr)}, tiles})
-			}
-		}
-	}
-	slices.SortStableFunc(ws, func(a, b weighed) int { return cmp.Compare(b.tiles, a.tiles) })
-	items := make([]packedItem, len(ws))
-	for i, w := range ws {
-		items[i] = w.it
-	}
-	return items
-}
-
-// packedFirstKey is the kernel's first_key (kernels/common.cuh) for query
-// i of count over n keys: its window's lower edge (the keys' end is
-// PagedProblem.VisibleKeys).
-func packedFirstKey(p *backend.PagedProblem, i, count, n int) int {
-	if p.SlidingWindow <= 0 {
-		return 0
-	}
-	pos := i
-	if p.Mask == backend.CausalLowerRight {
-		pos = i + n - count
-	}
-	return max(0, min(pos-p.SlidingWindow+1, n))
-}
-
 // packedCall runs p (packedTakes said so) in one launch of the packed
 // form: its tables, queries and items up in stageInputs' copies, its
 // outputs poisoned where the cache poisons, a bad score factor flagged in
@@ -106,7 +49,7 @@ func packedFirstKey(p *backend.PagedProblem, i, count, n int) int {
 // host slices, in a word read back here. The caller is inside do.
 func (s *pagedKV) packedCall(p *backend.PagedProblem) error {
 	k := s.dev.hopper[pagedTilesHeadDim]
-	items := packedItems(p, k.cfg.BlockM, k.cfg.BlockN)
+	items := packedItems(p, k.cfg.BlockM, k.cfg.BlockN, packedOrder())
 	if len(items) == 0 { // (Validate refuses a batch without queries: nothing to write)
 		return nil
 	}
