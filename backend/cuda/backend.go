@@ -43,10 +43,11 @@ type kernelBackend struct {
 	// calls otherwise gather (pagedTilesOn; tests run both).
 	pagedInPlaceTiles bool
 	// pagedPacked makes its paged caches' varlen FP8 calls run on the
-	// packed form in one launch where it takes them, which calls otherwise
-	// run in groups beside the split-KV kernel (packedOn; TestPackedVarlen
-	// sets it).
-	pagedPacked bool
+	// packed form in one launch where it takes them, even where packedOn
+	// says not (TestPackedVarlen sets it); pagedGroups makes them run in
+	// groups beside the split-KV kernel, as calls the packed form does not
+	// take do (TestPagedVarlenFP8 sets it).
+	pagedPacked, pagedGroups bool
 	// hostEngine, if not nil, wraps the engine of its calls on host slices
 	// (hostAttention), so that a benchmark can time each copy on the
 	// device.

@@ -30,9 +30,10 @@ var packedLaunches atomic.Int64
 // packedTakes is whether the packed form runs p: a varlen FP8E4M3 call
 // with host tables, outside a capture, on a cache of pagedTilesPage-token
 // pages at pagedTilesHeadDim, without a softcap, where the Hopper module
-// has the form and it is on (packedOn, or the cache's packed).
+// has the form and it is on (packedOn, or the cache's packed; not where
+// the cache's groups).
 func (s *pagedKV) packedTakes(p *backend.PagedProblem) bool {
-	if !packedOn() && !s.packed {
+	if s.groups || (!packedOn() && !s.packed) {
 		return false
 	}
 	if p.QStarts == nil || p.Precision != backend.FP8E4M3 || p.Tables != nil || s.dev.capturing() != nil || p.Softcap != 0 ||

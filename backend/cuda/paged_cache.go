@@ -45,7 +45,7 @@ func (b *kernelBackend) NewPagedKV(c backend.PagedConfig) (backend.PagedKV, erro
 		return nil, errCapture("making a paged cache")
 	}
 	s := &pagedKV{dev: d, cfg: c, tc: tc, poison: b.poison, wsBlocks: b.pagedWSBlocks, prefillRows: b.pagedPrefillRows, cc: b.cc,
-		inPlaceTiles: b.pagedInPlaceTiles, packed: b.pagedPacked}
+		inPlaceTiles: b.pagedInPlaceTiles, packed: b.pagedPacked, groups: b.pagedGroups}
 	s.perSM, s.smem = pagedOccupancy(d, tc, 0)
 	if f, ok := d.paged.ws[c.HeadDim]; ok && !b.pagedCpAsync {
 		s.ws, s.wsq = f, d.paged.wsq[c.HeadDim]
@@ -116,6 +116,7 @@ type pagedKV struct {
 	cc           int                 // the backend's compute capability for bestStage (0: the device's)
 	inPlaceTiles bool                // tests and benchmarks: the paged prefill reads its tiles in place where the paged form takes it
 	packed       bool                // tests and benchmarks: varlen FP8 calls run on the packed form where it takes them
+	groups       bool                // tests: varlen FP8 calls run in groups beside the split-KV kernel, not on the packed form
 	kMap         *tensorMap          // the paged form's map of the K pool (pagesMap); nil until its first call
 }
 

@@ -637,11 +637,9 @@ func TestPagedCallsUploadOnce(t *testing.T) {
 // table, query starts and split-KV blocks, and at FP8E4M3 each group's
 // lengths and block table with them (varlen), whether the group runs in
 // place or on a copy of its queries, beside a split-KV launch or alone.
-// At FP32 the batch is one split-KV launch.
+// At FP32 the batch is one split-KV launch. (The groups, not the packed
+// form, which uploads its items with the tables in its one copy.)
 func TestPagedVarlenUploadsOnce(t *testing.T) {
-	if packedOn() {
-		t.Skip("FP8ATTN_PACKED=1: the varlen FP8 calls run on the packed form")
-	}
 	d, err := openDevice(0)
 	if err != nil {
 		t.Skip(err)
@@ -670,7 +668,7 @@ func TestPagedVarlenUploadsOnce(t *testing.T) {
 			kv, table, per := filledCache(t, testBackend(0), rng, hkv, D, P, c.lens)
 			defer kv.Close()
 			s := kv.(*pagedKV)
-			s.prefillRows = c.rows
+			s.prefillRows, s.groups = c.rows, true
 			nb := len(c.lens)
 			p := &backend.PagedProblem{B: nb, Hq: hq, Hkv: hkv, Sq: slices.Max(c.queries), D: D, Scale: float32(1 / math.Sqrt(D)),
 				Mask: backend.CausalLowerRight, Layout: backend.BHSD, PagesPerSeq: per, BlockTable: table, Precision: c.precision,
