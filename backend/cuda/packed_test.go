@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -24,12 +25,13 @@ type packedCase struct {
 	layout       backend.Layout
 	window       int
 	sinks, lse   bool
-	negative     bool // the call's scale
+	negative     bool   // the call's scale
+	values       string // the cache's values: "" filledCache's, "plain" plainCache's
 }
 
 func (c packedCase) name() string {
-	return fmt.Sprintf("hkv%d-g%d-q%v-n%v-%v-%v-w%d-s%v-lse%v-neg%v", c.hkv, c.g, c.counts, c.lens, c.mask, c.layout, c.window, c.sinks,
-		c.lse, c.negative)
+	return fmt.Sprintf("hkv%d-g%d-q%v-n%v-%v-%v-w%d-s%v-lse%v-neg%v-%s", c.hkv, c.g, c.counts, c.lens, c.mask, c.layout, c.window, c.sinks,
+		c.lse, c.negative, cmp.Or(c.values, "filled"))
 }
 
 // TestPackedVarlen: the packed form (one launch over a varlen batch, each
@@ -41,8 +43,12 @@ func (c packedCase) name() string {
 // in one block's rows), chunks past one block of rows, a sequence without
 // queries, one whose queries are all its tokens, items whose rows end
 // inside the second warpgroup, groups of 1, 3 and 8, both layouts, both masks, a window and sinks, with and without an LSE,
-// and a negative scale. Outputs and LSEs are poisoned first; the packed
-// form must run, and on device buffers give the host slices' bits.
+// and a negative scale; and on values of one magnitude (plainCache), where
+// the tolerance resolves one key's weight, decode tokens over long
+// sequences (both halves of every tile), a window of 7 keys and sinks.
+// Each sequence is held to the worst-case tier and to the RMS one.
+// Outputs and LSEs are poisoned first; the packed form must run, and on
+// device buffers give the host slices' bits.
 func TestPackedVarlen(t *testing.T) {
 	d, be, rng := prefillTestDevice(t, 0x7A71)
 	if d.ComputeCapability != 90 {
@@ -60,9 +66,13 @@ func TestPackedVarlen(t *testing.T) {
 		// Items of 80 and 75 rows: the second warpgroup's rows end inside it.
 		{hkv: 2, g: 4, counts: []int{20, 1}, lens: []int{1000, 600}, mask: backend.CausalLowerRight, layout: backend.BHSD, lse: true},
 		{hkv: 1, g: 3, counts: []int{25}, lens: []int{25}, mask: backend.NoMask, layout: backend.BSHD, lse: true},
+		{hkv: 2, g: 4, counts: []int{1, 1, 90, 1}, lens: []int{700, 150, 400, 2000}, mask: backend.CausalLowerRight, layout: backend.BHSD,
+			lse: true, values: "plain"},
+		{hkv: 2, g: 4, counts: []int{1, 1, 90, 1}, lens: []int{700, 150, 400, 2000}, mask: backend.CausalLowerRight, layout: backend.BSHD,
+			window: 7, sinks: true, lse: true, values: "plain"},
 	} {
 		t.Run(c.name(), func(t *testing.T) {
-			kv, table, per := filledCache(t, be, rng, c.hkv, 128, 64, c.lens)
+			kv, table, per := cacheOfValues(c.values)(t, be, rng, c.hkv, 128, 64, c.lens)
 			defer kv.Close()
 			p := packedProblem(c, table, per)
 			for i := range p.Q {
@@ -90,9 +100,13 @@ func TestPackedVarlen(t *testing.T) {
 				}
 				pb, out, lse := varlenSequence(p, b, per)
 				dense, want, wantLSE := tileOracle(t, kv, pb, n)
-				if st := sdpatest.Compare(out, want, tolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
+				st := sdpatest.Compare(out, want, tolerance(tiles.HopperStage)(dense))
+				if st.Beyond > 0 {
 					t.Fatalf("sequence %d (%d queries, %d tokens): %d outputs beyond tolerance (max error %.3g)", b, c.counts[b], n, st.Beyond,
 						st.MaxErr)
+				}
+				if err := rmsTolerance(tiles.HopperStage)(dense).Check(st); err != nil {
+					t.Fatalf("sequence %d (%d queries, %d tokens): %v", b, c.counts[b], n, err)
 				}
 				if !c.lse {
 					continue

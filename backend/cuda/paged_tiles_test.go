@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -147,8 +148,10 @@ func equalScaleCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, pa
 // scales are at least the tiles' and the rows'), its outputs and LSEs
 // poisoned first: one sequence past a chunk of the producer's tiles
 // (hopper/paged.cuh's CHUNK), several of different lengths, with a window
-// and sinks, rows past the queries, and values of one sign (biasedCache).
-// The paged form must run.
+// and sinks, rows past the queries, values of one sign (biasedCache), and
+// tiles of different scales without outliers (steppedCache), where the
+// tolerance resolves a tile's V units. Each sequence's outputs are held to
+// the worst-case tier and to the RMS one. The paged form must run.
 func TestPagedTilesMixedScales(t *testing.T) {
 	d, be, rng := prefillTestDevice(t, 0x7A6F)
 	if d.ComputeCapability != 90 {
@@ -159,7 +162,7 @@ func TestPagedTilesMixedScales(t *testing.T) {
 	t.Cleanup(func() { d.splitsForced = 0 })
 	for _, tc := range []struct {
 		prefillCase
-		biased bool // biasedCache's pages, not filledCache's
+		values string // the cache's values: "" filledCache's, "biased" biasedCache's, "stepped" steppedCache's
 	}{
 		{prefillCase: prefillCase{hkv: 1, g: 2, sq: 128, d: 128, page: 64, b: 1, n: 17000, mask: backend.CausalLowerRight, layout: backend.BHSD}},
 		{prefillCase: prefillCase{hkv: 2, g: 2, sq: 256, d: 128, page: 64, b: 3, ns: []int{700, 333, 2100}, mask: backend.CausalLowerRight,
@@ -168,16 +171,14 @@ func TestPagedTilesMixedScales(t *testing.T) {
 		// A last row block past the queries: its rows are never loaded.
 		{prefillCase: prefillCase{hkv: 2, g: 2, sq: 200, d: 128, page: 64, b: 1, n: 1500, mask: backend.CausalLowerRight, layout: backend.BHSD}},
 		{prefillCase: prefillCase{hkv: 1, g: 2, sq: 256, d: 128, page: 64, b: 1, n: 3000, mask: backend.CausalLowerRight, layout: backend.BHSD},
-			biased: true},
+			values: "biased"},
+		{prefillCase: prefillCase{hkv: 2, g: 2, sq: 256, d: 128, page: 64, b: 2, ns: []int{1500, 900}, mask: backend.CausalLowerRight,
+			layout: backend.BSHD}, values: "stepped"},
 	} {
 		c := tc.prefillCase
-		t.Run(fmt.Sprintf("%s-biased%v", c.name(), tc.biased), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s-%s", c.name(), cmp.Or(tc.values, "filled")), func(t *testing.T) {
 			ns := c.lens()
-			cache := filledCache
-			if tc.biased {
-				cache = biasedCache
-			}
-			kv, table, per := cache(t, be, rng, c.hkv, c.d, c.page, ns)
+			kv, table, per := cacheOfValues(tc.values)(t, be, rng, c.hkv, c.d, c.page, ns)
 			defer kv.Close()
 			p := c.problem(rng, table, per)
 			rowsApart(rng, p.Q, c.d)
@@ -192,8 +193,12 @@ func TestPagedTilesMixedScales(t *testing.T) {
 			for b, n := range ns {
 				pb := sequenceCall(p, b, per)
 				dense, want, wantLSE := tileOracle(t, kv, pb, n)
-				if st := sdpatest.Compare(pb.Out, want, tolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
+				st := sdpatest.Compare(pb.Out, want, tolerance(tiles.HopperStage)(dense))
+				if st.Beyond > 0 {
 					t.Fatalf("sequence %d of %d tokens: %d outputs beyond tolerance (max error %.3g)", b, n, st.Beyond, st.MaxErr)
+				}
+				if err := rmsTolerance(tiles.HopperStage)(dense).Check(st); err != nil {
+					t.Fatalf("sequence %d of %d tokens: %v", b, n, err)
 				}
 				if st := sdpatest.Compare(pb.LSE, wantLSE, lseTolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
 					t.Fatalf("sequence %d: %d LSEs beyond tolerance (max error %.3g)", b, st.Beyond, st.MaxErr)
@@ -212,6 +217,47 @@ func biasedCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page i
 	t.Helper()
 	return cacheOf(t, be, rng, hkv, d, page, ns, func(_, tk, h int) float32 {
 		return float32((1.5 + rng.NormFloat64()) * pageMagnitude(tk, h, page))
+	})
+}
+
+// cacheFiller makes a paged cache of be holding sequences of ns[b]
+// tokens (filledCache's signature).
+type cacheFiller func(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (backend.PagedKV, []int32, int)
+
+// cacheOfValues is the cacheFiller a test case names by its values:
+// filledCache's (""), biasedCache's, plainCache's or steppedCache's.
+func cacheOfValues(values string) cacheFiller {
+	switch values {
+	case "biased":
+		return biasedCache
+	case "plain":
+		return plainCache
+	case "stepped":
+		return steppedCache
+	}
+	return filledCache
+}
+
+// plainCache is a paged cache of values of one magnitude, mean 1.5 and
+// standard deviation 1 (one sign mostly): with no page of large values to
+// set the tolerance, one key's weight (a window's edge, a sink) or a half
+// of a tile's keys moves the output past it.
+func plainCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
+	t.Helper()
+	return cacheOf(t, be, rng, hkv, d, page, ns, func(_, _, _ int) float32 {
+		return float32(1.5 + rng.NormFloat64())
+	})
+}
+
+// steppedCache is plainCache's values at one magnitude a key tile of two
+// pages, 1, 1/8 and 4 in turn (by tile and KV head), without outliers:
+// successive tiles of different V scales, whose outputs the tolerance
+// (scaled by the largest value) still resolves, so that O kept in one
+// tile's V units while another's are folded in fails.
+func steppedCache(t *testing.T, be *kernelBackend, rng *rand.Rand, hkv, d, page int, ns []int) (kv backend.PagedKV, table []int32, per int) {
+	t.Helper()
+	return cacheOf(t, be, rng, hkv, d, page, ns, func(_, tk, h int) float32 {
+		return float32((1.5 + rng.NormFloat64()) * [3]float64{1, 0.125, 4}[(tk/(2*page)+h)%3])
 	})
 }
 
