@@ -67,7 +67,7 @@ func pagedTilesOn() bool { return os.Getenv("FP8ATTN_PAGED_TILES") == "1" }
 func packedOn() bool { return os.Getenv("FP8ATTN_PACKED") == "1" }
 
 // packedOrder is the order of the packed form's items (packedItems):
-// FP8ATTN_PACKED_ORDER, for A/B runs ("cost" the costliest first, "tiles"
-// the most key tiles first, "mixed" the short items spread among the
-// others), production's "cost" where it is unset.
+// FP8ATTN_PACKED_ORDER, for A/B runs ("cost" the costliest first, "mixed"
+// the short items spread among the others), production's "cost" where it
+// is unset.
 func packedOrder() string { return cmp.Or(os.Getenv("FP8ATTN_PACKED_ORDER"), "cost") }

@@ -20,17 +20,17 @@ type packedItem struct{ B, KVH, R0, Rows int32 }
 // each sequence with queries and each KV head, its Queries(b)·group packed
 // rows in blocks of bm (the kernel's rows). Each item costs its key tiles
 // of bn keys, half as many for a short item (at most bm/2 rows, whose two
-// warpgroups take half of each tile's keys each). Order "tiles": the most
-// tiles first; "mixed": the long items the costliest first and the short
-// ones likewise, merged so that every prefix holds the two kinds in the
-// proportion of their whole costs (the tensor-bound chunks beside the
-// bandwidth-bound decode tokens in each wave); otherwise ("cost") the
-// costliest first. Ties keep batch, head and row order.
+// warpgroups take half of each tile's keys each). Order "mixed": the long
+// items the costliest first and the short ones likewise, merged so that
+// every prefix holds the two kinds in the proportion of their whole costs
+// (the tensor-bound chunks beside the bandwidth-bound decode tokens in
+// each wave); otherwise ("cost") the costliest first. Ties keep batch,
+// head and row order.
 func packedItems(p *backend.PagedProblem, bm, bn int, order string) []packedItem {
 	group := p.Hq / p.Hkv
 	type weighed struct {
-		it          packedItem
-		tiles, cost int // key tiles; the time they take, in whole tiles
+		it   packedItem
+		cost int // the time its key tiles take, in whole tiles
 	}
 	var ws []weighed
 	for b := range p.B {
@@ -41,21 +41,15 @@ func packedItems(p *backend.PagedProblem, bm, bn int, order string) []packedItem
 				nr := min(bm, rows-r0)
 				lo := packedFirstKey(p, r0/group, count, n)
 				hi := p.VisibleKeys(b, (r0+nr-1)/group)
-				tiles := max(0, (hi+bn-1)/bn-lo/bn)
-				cost := tiles
+				cost := max(0, (hi+bn-1)/bn-lo/bn)
 				if 2*nr <= bm {
-					cost = (tiles + 1) / 2
+					cost = (cost + 1) / 2
 				}
-				ws = append(ws, weighed{packedItem{int32(b), int32(kvh), int32(r0), int32(nr)}, tiles, cost})
+				ws = append(ws, weighed{packedItem{int32(b), int32(kvh), int32(r0), int32(nr)}, cost})
 			}
 		}
 	}
-	slices.SortStableFunc(ws, func(a, b weighed) int {
-		if order == "tiles" {
-			return cmp.Compare(b.tiles, a.tiles)
-		}
-		return cmp.Compare(b.cost, a.cost)
-	})
+	slices.SortStableFunc(ws, func(a, b weighed) int { return cmp.Compare(b.cost, a.cost) })
 	if order == "mixed" {
 		var short, long []weighed
 		var shortCost, longCost int

@@ -12,9 +12,9 @@ import (
 
 // TestPackedItems: the packed form's items (packedItems) cover each
 // sequence's packed rows for each KV head once, in blocks of bm from row
-// 0, and come in their order: "cost" and "tiles" the costliest (the most
-// tiles) first, "mixed" each kind by cost and every prefix within one
-// item of the two kinds' proportion of the whole. An item's tiles are
+// 0, and come in their order: "cost" the costliest first, "mixed" each
+// kind by cost and every prefix within one item of the two kinds'
+// proportion of the whole. An item's tiles are
 // counted here from every row's keys (PagedProblem.KeyRange), its cost
 // half its tiles, rounded up, where it has at most bm/2 rows. Ties keep
 // batch, head and row order. Cases: the serving step (4 chunks of 512
@@ -45,7 +45,7 @@ func TestPackedItems(t *testing.T) {
 		{8, 8, 0, backend.NoMask, []int{100, 1, 1, 300}, []int{100, 2000, 7, 4000}},
 		{6, 2, 0, backend.CausalLowerRight, []int{1, 1, 1, 1, 1}, []int{10, 3000, 129, 128, 700}},
 	} {
-		for _, order := range []string{"cost", "tiles", "mixed"} {
+		for _, order := range []string{"cost", "mixed"} {
 			t.Run(fmt.Sprintf("hq%d-hkv%d-w%d-%v-q%d-%s", c.hq, c.hkv, c.window, c.mask, len(c.counts), order), func(t *testing.T) {
 				p := &backend.PagedProblem{B: len(c.counts), Hq: c.hq, Hkv: c.hkv, D: 128, Mask: c.mask,
 					Variants: backend.Variants{SlidingWindow: c.window}, SeqLens: make([]int32, len(c.lens)), QStarts: make([]int32, len(c.counts)+1)}
@@ -76,7 +76,7 @@ func checkPackedItems(t *testing.T, p *backend.PagedProblem, items []packedItem,
 	if len(items) != len(want) {
 		t.Fatalf("%d items, want %d", len(items), len(want))
 	}
-	tiles, cost := make([]int, len(items)), make([]int, len(items))
+	cost := make([]int, len(items))
 	for i, it := range items {
 		k := key{int(it.B), int(it.KVH), int(it.R0)}
 		rows, ok := want[k]
@@ -92,19 +92,14 @@ func checkPackedItems(t *testing.T, p *backend.PagedProblem, items []packedItem,
 			}
 		}
 		if lo < hi {
-			tiles[i] = (hi+bn-1)/bn - lo/bn
+			cost[i] = (hi+bn-1)/bn - lo/bn
 		}
-		cost[i] = tiles[i]
 		if 2*int(it.Rows) <= bm {
-			cost[i] = (tiles[i] + 1) / 2
+			cost[i] = (cost[i] + 1) / 2
 		}
 	}
 	short := func(i int) bool { return 2*int(items[i].Rows) <= bm }
-	weight := cost
-	if order == "tiles" {
-		weight = tiles
-	}
-	// Each kind's items (all items but for "mixed") by weight, ties in
+	// Each kind's items (all items but for "mixed") by cost, ties in
 	// batch, head and row order.
 	last := map[bool]int{}
 	var total [2]int
@@ -113,8 +108,8 @@ func checkPackedItems(t *testing.T, p *backend.PagedProblem, items []packedItem,
 		if j, ok := last[kind]; ok {
 			a, b := items[j], items[i]
 			inOrder := a.B < b.B || a.B == b.B && (a.KVH < b.KVH || a.KVH == b.KVH && a.R0 < b.R0)
-			if weight[i] > weight[j] || weight[i] == weight[j] && !inOrder {
-				t.Fatalf("item %d %+v (weight %d) after item %d %+v (weight %d)", i, b, weight[i], j, a, weight[j])
+			if cost[i] > cost[j] || cost[i] == cost[j] && !inOrder {
+				t.Fatalf("item %d %+v (cost %d) after item %d %+v (cost %d)", i, b, cost[i], j, a, cost[j])
 			}
 		}
 		last[kind] = i
@@ -155,14 +150,14 @@ func TestPackedPlanCatchesMutants(t *testing.T) {
 		{Name: "a window's lower edge from the query's index, not its position", File: file, Pkg: pkg,
 			Old: "pos = i + n - count", New: "pos = i", Tests: tests},
 		{Name: "a short item weighs all its tiles", File: file, Pkg: pkg,
-			Old: "cost = (tiles + 1) / 2", New: "cost = tiles", Tests: tests},
+			Old: "cost = (cost + 1) / 2", New: "cost = cost + 0", Tests: tests},
 		{Name: "the lightest first", File: file, Pkg: pkg,
 			Old: "return cmp.Compare(b.cost, a.cost)", New: "return cmp.Compare(a.cost, b.cost)", Tests: tests},
 		{Name: "ties out of batch order", File: file, Pkg: pkg,
 			Old: "slices.SortStableFunc(ws,", New: "slices.SortFunc(ws,", Tests: tests},
 		{Name: "the mixed order's short items all first", File: file, Pkg: pkg,
 			Old: "(s < len(short) && sc*longCost <= lc*shortCost)", New: "s < len(short)", Tests: tests},
-		{Name: "the mixed order's long items by tiles", File: file, Pkg: pkg,
-			Old: "if order == \"tiles\" {", New: "if order != \"cost\" {", Tests: tests},
+		{Name: "the mixed order's short items merged by count, not cost", File: file, Pkg: pkg,
+			Old: "ws, sc, s = append(ws, short[s]), sc+short[s].cost, s+1", New: "ws, sc, s = append(ws, short[s]), sc+1, s+1", Tests: tests},
 	})
 }
