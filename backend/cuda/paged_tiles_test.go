@@ -192,17 +192,7 @@ func TestPagedTilesMixedScales(t *testing.T) {
 			}
 			for b, n := range ns {
 				pb := sequenceCall(p, b, per)
-				dense, want, wantLSE := tileOracle(t, kv, pb, n)
-				st := sdpatest.Compare(pb.Out, want, tolerance(tiles.HopperStage)(dense))
-				if st.Beyond > 0 {
-					t.Fatalf("sequence %d of %d tokens: %d outputs beyond tolerance (max error %.3g)", b, n, st.Beyond, st.MaxErr)
-				}
-				if err := rmsTolerance(tiles.HopperStage)(dense).Check(st); err != nil {
-					t.Fatalf("sequence %d of %d tokens: %v", b, n, err)
-				}
-				if st := sdpatest.Compare(pb.LSE, wantLSE, lseTolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
-					t.Fatalf("sequence %d: %d LSEs beyond tolerance (max error %.3g)", b, st.Beyond, st.MaxErr)
-				}
+				checkTileOracle(t, kv, pb, n, pb.Out, pb.LSE, fmt.Sprintf("sequence %d of %d tokens", b, n))
 			}
 		})
 	}
@@ -274,10 +264,13 @@ func rowsApart(rng *rand.Rand, q []float32, d int) {
 	}
 }
 
-// tileOracle is the float64 oracle's outputs and LSEs for p (one
-// sequence of n tokens) on the paged form's model (tileModel), and the
-// gathered model (denseModel) the tolerances are taken from.
-func tileOracle(t *testing.T, kv backend.PagedKV, p *backend.PagedProblem, n int) (dense *backend.Problem, out, lse []float64) {
+// checkTileOracle holds out and lse (nil: none to check), what the paged
+// or packed form computed for p (one sequence of n tokens, named what in
+// failures), to the float64 oracle on the paged form's model (tileModel)
+// within the Hopper kernel's tolerances of the gathered model (denseModel):
+// the outputs to the worst-case tier and to the RMS one, the LSEs to
+// theirs.
+func checkTileOracle(t *testing.T, kv backend.PagedKV, p *backend.PagedProblem, n int, out, lse []float32, what string) {
 	t.Helper()
 	dense, err := denseModel(kv, p, n)
 	if err != nil {
@@ -287,8 +280,20 @@ func tileOracle(t *testing.T, kv backend.PagedKV, p *backend.PagedProblem, n int
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, lse = oracle.Naive(tm)
-	return dense, out, lse
+	want, wantLSE := oracle.Naive(tm)
+	st := sdpatest.Compare(out, want, tolerance(tiles.HopperStage)(dense))
+	if st.Beyond > 0 {
+		t.Fatalf("%s: %d outputs beyond tolerance (max error %.3g)", what, st.Beyond, st.MaxErr)
+	}
+	if err := rmsTolerance(tiles.HopperStage)(dense).Check(st); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if lse == nil {
+		return
+	}
+	if st := sdpatest.Compare(lse, wantLSE, lseTolerance(tiles.HopperStage)(dense)); st.Beyond > 0 {
+		t.Fatalf("%s: %d LSEs beyond tolerance (max error %.3g)", what, st.Beyond, st.MaxErr)
+	}
 }
 
 // tileModel is what the paged form computes for p (one sequence of n
