@@ -16,8 +16,9 @@ import (
 // 8191 cached tokens each. "mixed" is the whole step as one varlen call
 // (AttentionVarlen: one launch), "mixed-fp8" the same with Precision
 // FP8E4M3 (the chunks on the prefill kernel, the tokens on the split-KV
-// kernel), "mixed-fp8-chunks" and "mixed-tokens" its two parts (the
-// same varlen call with the other sequences' counts 0); "prefill" the 4
+// kernel), "mixed-fp8-chunks" and "mixed-fp8-tokens" its two parts (the
+// same varlen call with the other sequences' counts 0), "mixed-tokens"
+// the tokens' part at FP32 (the split-KV kernel); "prefill" the 4
 // chunks alone (Attention,
 // B4 Sq512; "-fp8" with Precision FP8E4M3, which runs them on the prefill
 // kernel on Hopper, each sequence bounded by its own length) and "decode"
@@ -107,6 +108,7 @@ func BenchmarkKVCacheMixedGPU(b *testing.B) {
 		{"mixed", func() error { return cache.AttentionVarlen(outM, nil, qM, ids, queries, fp32) }},
 		{"mixed-fp8", func() error { return cache.AttentionVarlen(outM, nil, qM, ids, queries, fp8) }},
 		{"mixed-fp8-chunks", func() error { return cache.AttentionVarlen(outC, nil, qC, ids, chunkQueries, fp8) }},
+		{"mixed-fp8-tokens", func() error { return cache.AttentionVarlen(outT, nil, qT, ids, tokenQueries, fp8) }},
 		{"mixed-tokens", func() error { return cache.AttentionVarlen(outT, nil, qT, ids, tokenQueries, fp32) }},
 		{"prefill", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp32) }},
 		{"prefill-fp8", func() error { return cache.Attention(outP, nil, qP, ids[:chunks], fp8) }},
