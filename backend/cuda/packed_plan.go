@@ -34,14 +34,11 @@ func packedItems(p *backend.PagedProblem, bm, bn int, order string) []packedItem
 	}
 	var ws []weighed
 	for b := range p.B {
-		count, n := p.Queries(b), int(p.SeqLens[b])
-		rows := count * group
+		rows := p.Queries(b) * group
 		for kvh := range p.Hkv {
 			for r0 := 0; r0 < rows; r0 += bm {
 				nr := min(bm, rows-r0)
-				lo := packedFirstKey(p, r0/group, count, n)
-				hi := p.VisibleKeys(b, (r0+nr-1)/group)
-				cost := max(0, (hi+bn-1)/bn-lo/bn)
+				cost := packedKeyTiles(p, b, r0, nr, bn)
 				if 2*nr <= bm {
 					cost = (cost + 1) / 2
 				}
@@ -75,6 +72,16 @@ func packedItems(p *backend.PagedProblem, bm, bn int, order string) []packedItem
 		items[i] = w.it
 	}
 	return items
+}
+
+// packedKeyTiles is the key tiles of bn keys the kernel loads for
+// sequence b's packed rows r0 .. r0+nr-1: from its first row's first key
+// to its last row's visible keys.
+func packedKeyTiles(p *backend.PagedProblem, b, r0, nr, bn int) int {
+	group, count, n := p.Hq/p.Hkv, p.Queries(b), int(p.SeqLens[b])
+	lo := packedFirstKey(p, r0/group, count, n)
+	hi := p.VisibleKeys(b, (r0+nr-1)/group)
+	return max(0, (hi+bn-1)/bn-lo/bn)
 }
 
 // packedFirstKey is the kernel's first_key (kernels/common.cuh) for query

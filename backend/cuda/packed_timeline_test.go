@@ -91,12 +91,8 @@ func logPackedTimeline(t *testing.T, part string, p *backend.PagedProblem, items
 		if e == 0 || w == 0 {
 			t.Fatalf("item %d stamped no entry or no rows written (a profile build?)", x)
 		}
-		group := p.Hq / p.Hkv
-		count, n := p.Queries(int(it.B)), int(p.SeqLens[it.B])
-		lo := packedFirstKey(p, int(it.R0)/group, count, n)
-		hi := p.VisibleKeys(int(it.B), int(it.R0+it.Rows-1)/group)
 		spans = append(spans, span{profile.Since(ref, e), profile.Since(ref, w), tab.At(profile.Attention, x, 0, smSlot),
-			2*int(it.Rows) <= bm, max(1, (hi+bn-1)/bn-lo/bn)})
+			2*int(it.Rows) <= bm, max(1, packedKeyTiles(p, int(it.B), int(it.R0), int(it.Rows), bn))})
 	}
 	first, last := spans[0].from, spans[0].to
 	sms := map[uint32]bool{}
