@@ -37,7 +37,7 @@ field() { sed -n "s/^# $1: *//p" "$2" | head -1; }
 module() {
   case $1 in
     attention.cu) echo "ptx FP8ATTN_PTX -ptx -arch=compute_89" ;;
-    attention_sm90a.cu) echo "cubin FP8ATTN_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
+    attention_sm90a.cu) echo "cubin FP8ATTN_CUBIN -cubin --split-compile=4 -gencode=arch=compute_90a,code=sm_90a" ;;
     paged.cu) echo "cubin FP8ATTN_PAGED_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;
     testkernels.cu) echo "ptx FP8ATTN_TEST_PTX -ptx -arch=compute_80" ;;
     testkernels_sm90a.cu) echo "cubin FP8ATTN_TEST_CUBIN -cubin -gencode=arch=compute_90a,code=sm_90a" ;;

@@ -360,7 +360,7 @@ func (d *device) loadHopper() error {
 				}
 				*e.fn = cFunction(f)
 				markPDL(*e.fn)
-				if err := setMaxSharedMemory(*e.fn, cfg.TensorSharedBytes()); err != nil {
+				if err := setMaxSharedMemory(*e.fn, cfg.PagedSharedBytes()); err != nil {
 					return err
 				}
 			}

@@ -90,7 +90,7 @@ func (s *pagedKV) packedCall(p *backend.PagedProblem) error {
 		}
 	}
 	tl := s.packedParams(p, k.cfg, kmap, at, flag)
-	if err := launchStruct(k.attnTensorsPacked, len(items), 1, 1, k.cfg.Threads, k.cfg.TensorSharedBytes(), s.dev.stream,
+	if err := launchStruct(k.attnTensorsPacked, len(items), 1, 1, k.cfg.Threads, k.cfg.PagedSharedBytes(), s.dev.stream,
 		unsafe.Pointer(tl)); err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func (r *resident) launchPaged(pg *pagedTiles) error {
 	kmap := p.K
 	p.K, p.VPages, p.KPageScale, p.VPageScale, p.BlockTable = *pg.kmap, pg.v, pg.ks, pg.vs, pg.table
 	p.PagesPerSeq, p.PageKVHeads, p.QRows = pg.perSeq, pg.heads, pg.q
-	err = launchStruct(k.attnTensorsPaged, gx, gy, gz, threads, k.cfg.TensorSharedBytes(), r.dev.stream, unsafe.Pointer(p))
+	err = launchStruct(k.attnTensorsPaged, gx, gy, gz, threads, k.cfg.PagedSharedBytes(), r.dev.stream, unsafe.Pointer(p))
 	if err == nil {
 		pagedTilesLaunches.Add(1)
 	}

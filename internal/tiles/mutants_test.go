@@ -42,11 +42,28 @@ func TestHopperNoLSEEntriesCatchesMutants(t *testing.T) {
 	const pkg = "./internal/tiles"
 	mutant.Run(t, []mutant.Mutant{
 		{Name: "every head dim", File: "internal/tiles/tiles.go", Pkg: pkg,
-			Old:   "c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1}",
-			New:   "c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1, NoLSEEntries: true}",
+			Old:   "c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PagedRing: 3, PVParts: 1}",
+			New:   "c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PagedRing: 3, PVParts: 1, NoLSEEntries: true}",
 			Tests: []string{"TestHopperNoLSEEntries"}},
 		{Name: "the header's flag always 0", File: "internal/tiles/tiles.go", Pkg: pkg,
 			Old: "c.NarrowSharedBytes(), b2i(c.NoLSEEntries))", New: "c.NarrowSharedBytes(), 0)",
 			Tests: []string{"TestHopperNoLSEEntries"}},
+	})
+}
+
+// TestHopperPagedRingCatchesMutants: the paged forms' shared memory
+// without their ring's extra slots, a ring past what a block may hold, or
+// tiles.h's paged ring written as the tensor form's, fail
+// TestHopperPagedRing (FP8ATTN_MUTANTS=1).
+func TestHopperPagedRingCatchesMutants(t *testing.T) {
+	const pkg = "./internal/tiles"
+	mutant.Run(t, []mutant.Mutant{
+		{Name: "no room for the extra slots", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "return c.TensorSharedBytes() + (c.PagedRing-c.Ring)*c.BlockN*(c.DK+c.D)", New: "return c.TensorSharedBytes()",
+			Tests: []string{"TestHopperPagedRing"}},
+		{Name: "a ring of 6", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "c.PagedRing = 5", New: "c.PagedRing = 6", Tests: []string{"TestHopperPagedRing"}},
+		{Name: "the header's paged ring the tensor form's", File: "internal/tiles/tiles.go", Pkg: pkg,
+			Old: "c.Ring, c.PagedRing, c.SharedBytes()", New: "c.Ring, c.Ring, c.SharedBytes()", Tests: []string{"TestHopperPagedRing"}},
 	})
 }

@@ -123,6 +123,15 @@ type HopperConfig struct {
 	BlockN  int // keys per K/V tile
 	Threads int // three warpgroups
 	Ring    int // K/V tiles in flight
+	// PagedRing: the ring of the forms that read the paged cache in place
+	// (the paged prefill's and the packed form's, D 128). Their producer
+	// gets a tile's pages a page at a time from anywhere in the pool, and
+	// the packed form's decode tokens are bound by how many bytes an SM
+	// has in flight: the consumers hold two slots (Q·K(t)ᵀ and P·V(t-1)),
+	// so a ring of 3 prefetched one tile, and a decode item took a chunk
+	// item's time a tile. A ring of 5 prefetches three, in the shared
+	// memory the tensor form leaves (one block an SM either way).
+	PagedRing int
 
 	PingPong      bool // consumer warpgroups take turns to issue their GEMMs
 	FusedPingPong bool // the fused form's consumer warpgroups take GEMM turns too
@@ -149,7 +158,7 @@ type HopperConfig struct {
 func Hopper(d int) (HopperConfig, error) {
 	// A 3-deep ring: with 2, a slot is refilled only after both
 	// consumers' P·V on it, leaving one tile of prefetch.
-	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PVParts: 1}
+	c := HopperConfig{D: d, BlockM: 128, BlockN: 128, Threads: 384, Ring: 3, PagedRing: 3, PVParts: 1}
 	switch d {
 	case 64:
 		c.DK = 64
@@ -162,6 +171,7 @@ func Hopper(d int) (HopperConfig, error) {
 			// masked calls the cuda backend's narrowPlan gives it
 			// (docs/design/hopper-prefill.md).
 			c.PingPong, c.PVParts, c.Narrow = true, 2, true
+			c.PagedRing = 5
 		}
 	case 192, 256:
 		// The output accumulator takes d/2 registers a thread: halve the
@@ -369,6 +379,13 @@ func (c HopperConfig) SharedBytes() int {
 // producer transposes them into the ring.
 func (c HopperConfig) TensorSharedBytes() int { return c.SharedBytes() + 2*c.BlockN*c.DK }
 
+// PagedSharedBytes is the dynamic shared memory of a block of the forms
+// that read the paged cache (PagedRing): the tensor form's layout with
+// their ring (their own tables and scales live in its staging buffers).
+func (c HopperConfig) PagedSharedBytes() int {
+	return c.TensorSharedBytes() + (c.PagedRing-c.Ring)*c.BlockN*(c.DK+c.D)
+}
+
 // The narrow tiled tensor form's blocks (HopperConfig.Narrow): one
 // producer and one consumer warpgroup, NarrowBlockM query rows, NarrowPerSM
 // blocks an SM at once (launch bounds, registers and shared memory), so
@@ -444,8 +461,8 @@ func Header() string {
 	for _, d := range HopperHeadDims {
 		c, _ := Hopper(d)
 		sc := c.Schedule()
-		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, SMEM = %d, TSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, FUSED_PINGPONG = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d, NOLSE_ENTRIES = %d; };\n",
-			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.SharedBytes(), c.TensorSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3], sc[4],
+		fmt.Fprintf(&b, "template <> struct HopperTiles<%d> { static constexpr int D = %d, DK = %d, BM = %d, BN = %d, THREADS = %d, RING = %d, PAGED_RING = %d, SMEM = %d, TSMEM = %d, PTSMEM = %d, ONE_BM = %d, ONE_THREADS = %d, ONE_CLUSTER = %d, PINGPONG = %d, SOFTMAX_TURNS = %d, ONE_PA = %d, PV_PARTS = %d, FUSED_PINGPONG = %d, NARROW = %d, NARROW_BM = %d, NARROW_THREADS = %d, NARROW_PER_SM = %d, NSMEM = %d, NOLSE_ENTRIES = %d; };\n",
+			d, c.D, c.DK, c.BlockM, c.BlockN, c.Threads, c.Ring, c.PagedRing, c.SharedBytes(), c.TensorSharedBytes(), c.PagedSharedBytes(), OneTileBlockM, OneTileThreads, OneTileCluster, sc[0], sc[1], sc[2], sc[3], sc[4],
 			b2i(c.Narrow), NarrowBlockM, NarrowThreads, NarrowPerSM, c.NarrowSharedBytes(), b2i(c.NoLSEEntries))
 	}
 	b.WriteString("\n// The Ada kernel (stage 10, compute_89): see internal/tiles.AdaConfig.\n")

@@ -301,6 +301,36 @@ func TestHopperNarrow(t *testing.T) {
 	}
 }
 
+// TestHopperPagedRing: the paged forms' ring is the tensor form's but at
+// D 128, where they are built, whose block holds a deeper one (at least
+// 4, so that two slots stay free beside the consumers' two) in the
+// shared memory a Hopper block may have; PagedSharedBytes is the tensor
+// form's layout at that ring, and the header says both.
+func TestHopperPagedRing(t *testing.T) {
+	for _, d := range HopperHeadDims {
+		c, err := Hopper(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != 128 && (c.PagedRing != c.Ring || c.PagedSharedBytes() != c.TensorSharedBytes()) {
+			t.Errorf("D %d: paged ring %d, %d bytes, where the tensor form has %d, %d", d, c.PagedRing, c.PagedSharedBytes(), c.Ring,
+				c.TensorSharedBytes())
+		}
+		need := c.BlockM*c.DK + c.PagedRing*c.BlockN*(c.DK+c.D) + 1024 + 2*c.BlockN*c.DK + 8*(4+3*c.PagedRing) + 1023
+		if got := c.PagedSharedBytes(); got < need || got+hopperBlockReserved > hopperSMSharedBytes {
+			t.Errorf("D %d: PagedSharedBytes %d: need %d, within %d", d, got, need, hopperSMSharedBytes-hopperBlockReserved)
+		}
+		if d == 128 && c.PagedRing < 4 {
+			t.Errorf("D 128: paged ring %d, under two free slots beside the consumers'", c.PagedRing)
+		}
+		spec := fmt.Sprintf("RING = %d, PAGED_RING = %d, SMEM = %d, TSMEM = %d, PTSMEM = %d,", c.Ring, c.PagedRing, c.SharedBytes(),
+			c.TensorSharedBytes(), c.PagedSharedBytes())
+		if i := strings.Index(Header(), fmt.Sprintf("struct HopperTiles<%d>", d)); i < 0 || !strings.Contains(Header()[i:], spec) {
+			t.Errorf("D %d: the header lacks %q", d, spec)
+		}
+	}
+}
+
 // TestHopperNoLSEEntries: the entries without the float32 row sums are
 // built at D 64 alone (the other head dims hold both copies of the loop
 // in one function), and tiles.h says so (the kernel's static_assert).

@@ -9,10 +9,10 @@
 // transaction counts of the other blocks' shares and of every block's
 // amax; TENSORS: and tensor_bars, produce_tensors' own) and its block of
 // ones, visible to every thread and the async proxy on return.
-template <int D, bool QC, bool TENSORS, int WARPS = 8>
+template <int D, bool QC, bool TENSORS, int WARPS = 8, int R = HopperTiles<D>::RING>
 __device__ __forceinline__ void init_barriers(uint64_t* q_full, uint64_t* k_full, uint64_t* v_full, uint64_t* empty,
                                               uint64_t* tensor_bars, uint8_t* s_ones) {
-  using G = Geometry<D>;
+  using G = Geometry<D, R>;
   constexpr int DK = G::DK, RING = G::RING;
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -182,7 +182,8 @@ __device__ __forceinline__ float score_factor_of(const Params& p, const FusedQua
 template <int D, bool FUSED = false, bool ONE = false, bool QC = false, bool TENSORS = false, bool SOFTCAP = false, bool HEAD = false,
           bool SPLIT = false, bool NARROW = false, bool NOLSE = false, bool PAGED = false, bool VARLEN = false>
 __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* f = nullptr, const TensorParams* tp = nullptr) {
-  using G = Geometry<D>;
+  // (PAGED: the paged forms' deeper ring, in their larger budget.)
+  using G = Geometry<D, PAGED ? HopperTiles<D>::PAGED_RING : HopperTiles<D>::RING>;
   constexpr int DK = G::DK, BM = G::BM, BN = G::BN, RING = G::RING, WK = G::WK;
   // SN: the keys of one score tile.
   constexpr int SN = ONE ? 2 * BN : BN;
@@ -211,11 +212,12 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   uint64_t* v_full = bars + 1 + RING;
   uint64_t* empty = bars + 1 + 2 * RING;
   uint64_t* tensor_bars = bars + 1 + 3 * RING;  // (TENSORS: TensorSmem's q_raw ..)
-  using TS = TensorSmem<D, NARROW>;
+  using TS = TensorSmem<D, NARROW, RING>;
   static_assert(!TENSORS || (TS::STAGE == QROWS * DK + RING * (G::KT + G::VT) + G::ONES &&
                               TS::Q_RAW == TS::BARS + 8 * (1 + 3 * RING)),
                 "the tensor form's producer sees stage9's layout");
-  static_assert(!TENSORS || HopperTiles<D>::TSMEM >= BM * DK + RING * (G::KT + G::VT) + G::ONES + 2 * G::KT + 8 * (4 + 3 * RING) + 1023,
+  static_assert(!TENSORS || (PAGED ? HopperTiles<D>::PTSMEM : HopperTiles<D>::TSMEM) >=
+                                BM * DK + RING * (G::KT + G::VT) + G::ONES + 2 * G::KT + 8 * (4 + 3 * RING) + 1023,
                 "the tensor form's shared memory budget");
   static_assert(!TENSORS || !QC, "the tensor form reads FP8 tensors");
   static_assert(!NOLSE || ((HopperTiles<D>::NOLSE_ENTRIES || SOFTCAP) && !SPLIT),
@@ -256,7 +258,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
 
   QP_STAMP(!QC && threadIdx.x == 0, 1, 0);
   unsigned qp_entry = 0;  // (a profile build's entry time, stored after pdl_wait)
-  init_barriers<D, QC, TENSORS, NARROW ? 4 : 8>(q_full, k_full, v_full, empty, tensor_bars, s_ones);
+  init_barriers<D, QC, TENSORS, NARROW ? 4 : 8, RING>(q_full, k_full, v_full, empty, tensor_bars, s_ones);
   if constexpr (QC) cluster_arrive();  // waited for before the amax exchange's remote stores
   PROFILE_CLOCK(qp_entry);
   OneTileSources src{};  // (QC: its loads' addresses, from the parameters alone)
@@ -340,7 +342,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
   // constants). l: the float32 row sums of the unrounded weights (the
   // LSE); lsum: the sums of the rounded weights, from the tensor cores
   // (the normalizer).
-  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT, PAGED>;  // (a split grid is one wave: the tensor form's turns)
+  using C = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT, PAGED, false, RING>;  // (a split grid is one wave: the tensor form's turns)
   static_assert(!NARROW || (!C::PINGPONG && !C::SMTURNS), "the narrow form's one consumer warpgroup takes no turns");
   const uint32_t ones_addr = smem_u32(s_ones);
   float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, lsum[2] = {0.f, 0.f};
@@ -372,7 +374,7 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
     cs.template main_loop<false>(q_full, ntiles, cw, tid, o, lsum, pa);
   } else if (VARLEN && halves && ntiles > 0) {
     if constexpr (VARLEN) {  // (its own score tile and weights, of half the keys)
-      using CH = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT, PAGED, true>;
+      using CH = Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED && !SPLIT, PAGED, true, RING>;
       float sh[CH::SN / 2];
       typename CH::PA pah[2];
       CH ch{s_k, s_v, k_full, v_full, empty, q_addr, ones_addr, lane, tq, rk, t0, c, cap_in, sh, ot, lt, m, l, softmax_turns};

@@ -21,8 +21,10 @@
 // its own half of every tile (kh), Q·Kᵀ on K's rows 64·kh .. and P·V over
 // the tile's k32 steps of those keys, and their states merge before the
 // epilogue (merge_halves).
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED = false, bool HALF = false> struct Consumer {
-  using G = Geometry<D>;
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED = false, bool HALF = false,
+          int R = HopperTiles<D>::RING>
+struct Consumer {
+  using G = Geometry<D, R>;
   static constexpr int BN = G::BN, RING = G::RING, WK = G::WK, WV = G::WV;
   // SN: the keys of one score tile.
   static constexpr int SN = ONE ? 2 * BN : HALF ? BN / 2 : BN;
@@ -177,9 +179,9 @@ template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool 
 // first in float32, as the tiled kernel adds its tiles (the same rounding
 // of each tile's sums by the tensor cores); the row sums' halves likewise.
 // O and the row sums into o and lsum.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED, bool HALF>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED, bool HALF, int R>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED, HALF>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED, HALF, R>::one_tile(uint64_t* q_full, float (&o)[D / 2], float (&lsum)[2],
                                                                         PA (&pa)[2]) {
   if (!QC) mbar_wait(q_full, 0);
   if (QC) mbar_wait(&k_full[0], 0);
@@ -234,9 +236,9 @@ __device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAG
 // t0 .. t0 + ntiles - 1, in ring slots from 0) of consumer
 // warpgroup cw (thread tid of it), O and its row sums into o and lsum,
 // the weights in pa.
-template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED, bool HALF>
+template <int D, bool ONE, bool QC, bool SOFTCAP, bool NARROW, bool FUSED, bool PAGED, bool HALF, int R>
 template <bool SUMS>
-__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED, HALF>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
+__device__ __forceinline__ void Consumer<D, ONE, QC, SOFTCAP, NARROW, FUSED, PAGED, HALF, R>::main_loop(uint64_t* q_full, int ntiles, int cw, int tid,
                                                                          float (&o)[D / 2], float (&lsum)[2], PA (&pa)[2]) {
   const Turns<PINGPONG, 1> gemm_turns{cw};
   // Warpgroup 0 goes first; every turn taken is passed on, and warpgroup

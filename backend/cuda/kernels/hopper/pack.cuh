@@ -3,9 +3,11 @@
 // its order.
 #pragma once
 
-template <int D> struct Geometry {
+// Geometry is the tiles of head dim D's kernel with a ring of R slots
+// (HopperTiles' RING; the paged forms' PAGED_RING).
+template <int D, int R = HopperTiles<D>::RING> struct Geometry {
   using T = HopperTiles<D>;
-  static constexpr int DK = T::DK, BM = T::BM, BN = T::BN, RING = T::RING;
+  static constexpr int DK = T::DK, BM = T::BM, BN = T::BN, RING = R;
   static constexpr int WK = DK < 128 ? DK : 128;  // Q and K panel width (swizzle row)
   static constexpr int WV = BN;                   // V image row width
   static constexpr int QB = 64 * DK;              // one consumer's Q block, bytes
@@ -18,7 +20,7 @@ template <int D> struct Geometry {
   // blocks' shares of the keys, ONE_BM each, make the one tile of 2·BN.
   static constexpr int ONE_CLUSTER = T::ONE_CLUSTER;
   static constexpr int ONES = 1024;               // E4M3 ones: B of the row sums (the normalizer)
-  static_assert(T::SMEM >= BM * DK + RING * (KT + VT) + ONES + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
+  static_assert(R != T::RING || T::SMEM >= BM * DK + RING * (KT + VT) + ONES + 8 * (1 + 3 * RING) + 1023, "shared memory budget");
 };
 
 // The image of one head's Q (R = 64) or K (R = BN) rows: byte (row, col)

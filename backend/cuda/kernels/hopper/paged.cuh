@@ -50,8 +50,9 @@ constexpr int PAGE = 64;
 // then the block's query rows' scales (quantize_rows), a float each.
 constexpr int CHUNK = 128;
 template <int D> struct PagedSmem {
-  using S = TensorSmem<D>;
-  static constexpr uint32_t LANDED = S::STAGE, SCALES = LANDED + 16 * Geometry<D>::RING, BLOCKS = SCALES + 8 * Geometry<D>::RING,
+  static constexpr int RING = HopperTiles<D>::PAGED_RING;  // (the paged forms' ring)
+  using S = TensorSmem<D, false, RING>;
+  static constexpr uint32_t LANDED = S::STAGE, SCALES = LANDED + 16 * RING, BLOCKS = SCALES + 8 * RING,
                             PAGE_SCALES = (BLOCKS + 8 * CHUNK + 15) / 16 * 16, ROW_SCALES = PAGE_SCALES + 16 * CHUNK;
   static_assert(PAGE_SCALES % 16 == 0 && ROW_SCALES + 4 * Geometry<D>::BM <= S::BARS, "inside the staging buffers");
 };
@@ -140,9 +141,9 @@ __device__ __forceinline__ void flag_rows(const TensorParams& tp, int bh, int cw
 // and its codes finite. (The queries are the consumers': quantize_rows.)
 template <int D>
 __device__ __forceinline__ void produce_paged(const TensorParams& tp, int b, int kvh, int t0, int ntiles, long long skb, uint32_t base) {
-  using G = Geometry<D>;
-  using S = TensorSmem<D>;
   using P = PagedSmem<D>;
+  using G = Geometry<D, P::RING>;
+  using S = typename P::S;
   constexpr int BN = G::BN, RING = G::RING, PER = BN / PAGE;
   static_assert(BN % PAGE == 0 && PER == 2 && G::DK == D && D == G::WK && BN <= 128,
                 "two whole pages a tile, one K panel of unpadded rows");

@@ -95,8 +95,8 @@ __device__ __forceinline__ uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t
 // block of ones, V's two staging buffers (none in the narrow form, whose Q
 // is NARROW_BM rows), then the barriers (q_full,
 // k_full[RING], v_full[RING], empty[RING], then q_raw and staged[2]).
-template <int D, bool NARROW = false> struct TensorSmem {
-  using G = Geometry<D>;
+template <int D, bool NARROW = false, int R = HopperTiles<D>::RING> struct TensorSmem {
+  using G = Geometry<D, R>;
   static constexpr uint32_t K = (NARROW ? HopperTiles<D>::NARROW_BM : G::BM) * G::DK, V = K + G::RING * G::KT, ONES = V + G::RING * G::VT,
                             STAGE = ONES + G::ONES, BARS = STAGE + (NARROW ? 0 : 2 * G::KT);
   static constexpr uint32_t Q_FULL = BARS, K_FULL = BARS + 8, V_FULL = K_FULL + 8 * G::RING, EMPTY = V_FULL + 8 * G::RING,
