@@ -349,6 +349,10 @@ func (d *device) loadHopper() error {
 			}
 		}
 		if hd == pagedTilesHeadDim {
+			// (Both paged forms: the ring and shared memory they were compiled with.)
+			if err := d.checkExported(d.hmod, fmt.Sprintf("fp8attn_stage9tp_d%d_config", hd), cfg.PagedRing, cfg.PagedSharedBytes()); err != nil {
+				return err
+			}
 			for _, e := range []struct {
 				form string
 				fn   *C.CUfunction

@@ -199,9 +199,10 @@ extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_co
       HopperTiles<HD>::NARROW_BM, HopperTiles<HD>::NARROW_THREADS, HopperTiles<HD>::NARROW_PER_SM, HopperTiles<HD>::NSMEM};
 // The paged form (hopper::stage9 with PAGED: the tiled tensor form reading
 // K and V from the paged cache's pages, hopper/paged.cuh) at D 128, the
-// paged prefill's: fp8attn_stage9tp_d<D>, on the tensor form's geometry;
-// and its packed form over a varlen batch (VARLEN, hopper/packed.cuh),
-// fp8attn_stage9tv_d<D>, a block an item.
+// paged prefill's: fp8attn_stage9tp_d<D>, on the tensor form's geometry
+// with the paged forms' ring; and its packed form over a varlen batch
+// (VARLEN, hopper/packed.cuh), fp8attn_stage9tv_d<D>, a block an item.
+// Both export fp8attn_stage9tp_d<D>_config = {PAGED_RING, PTSMEM}.
 #define HOPPER_PAGED(HD)                                                                                      \
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9tp_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents();                                                                                     \
@@ -210,7 +211,8 @@ extern "C" __global__ void __launch_bounds__(256) fp8attn_merge9(const __grid_co
   extern "C" __global__ void __launch_bounds__(384, 1) fp8attn_stage9tv_d##HD(const __grid_constant__ hopper::TensorParams tp) { \
     pdl_launch_dependents();                                                                                     \
     hopper::stage9<HD, false, false, false, true, false, false, false, false, false, true, true>(tp.f.p, &tp.f, &tp); \
-  }
+  }                                                                                                             \
+  extern "C" __device__ const int fp8attn_stage9tp_d##HD##_config[2] = {HopperTiles<HD>::PAGED_RING, HopperTiles<HD>::PTSMEM};
 HOPPER_ENTRY(96)
 HOPPER_ENTRY(128)
 HOPPER_NARROW(128)
