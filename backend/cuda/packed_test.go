@@ -43,7 +43,8 @@ func (c packedCase) name() string {
 // inside the second warpgroup, groups of 1, 3 and 8, both layouts, both masks, a window and sinks, with and without an LSE,
 // and a negative scale; and on values of one magnitude (plainCache), where
 // the tolerance resolves one key's weight, decode tokens over long
-// sequences (both halves of every tile), a window of 7 keys and sinks.
+// sequences and an item of 20 rows (both warpgroups on halves of every
+// tile, each form of it), a window of 7 keys and sinks.
 // Each sequence is held to the worst-case tier and to the RMS one.
 // Outputs and LSEs are poisoned first; the packed form must run, and on
 // device buffers give the host slices' bits.
@@ -64,10 +65,10 @@ func TestPackedVarlen(t *testing.T) {
 		// Items of 80 and 75 rows: the second warpgroup's rows end inside it.
 		{hkv: 2, g: 4, counts: []int{20, 1}, lens: []int{1000, 600}, mask: backend.CausalLowerRight, layout: backend.BHSD, lse: true},
 		{hkv: 1, g: 3, counts: []int{25}, lens: []int{25}, mask: backend.NoMask, layout: backend.BSHD, lse: true},
-		{hkv: 2, g: 4, counts: []int{1, 1, 90, 1}, lens: []int{700, 150, 400, 2000}, mask: backend.CausalLowerRight, layout: backend.BHSD,
-			lse: true, values: "plain"},
-		{hkv: 2, g: 4, counts: []int{1, 1, 90, 1}, lens: []int{700, 150, 400, 2000}, mask: backend.CausalLowerRight, layout: backend.BSHD,
-			window: 7, sinks: true, lse: true, values: "plain"},
+		{hkv: 2, g: 4, counts: []int{1, 1, 90, 1, 5}, lens: []int{700, 150, 400, 2000, 1500}, mask: backend.CausalLowerRight,
+			layout: backend.BHSD, lse: true, values: "plain"},
+		{hkv: 2, g: 4, counts: []int{1, 1, 90, 1, 5}, lens: []int{700, 150, 400, 2000, 1500}, mask: backend.CausalLowerRight,
+			layout: backend.BSHD, window: 7, sinks: true, lse: true, values: "plain"},
 	} {
 		t.Run(c.name(), func(t *testing.T) {
 			kv, table, per := cacheOfValues(c.values)(t, be, rng, c.hkv, 128, 64, c.lens)

@@ -96,7 +96,8 @@
 // split's parts and their merge), softmax.cuh (a
 // tile's softmax and P's packing), mainloop.cuh (a consumer warpgroup's
 // steps, the one-tile form and the tiled main loop), packed.cuh (the
-// packed form's rows) and attention.cuh (stage9: the block's set-up, the producer
+// packed form's rows), packed_decode.cuh (its items of a decode token's
+// rows, the GEMMs' operands swapped) and attention.cuh (stage9: the block's set-up, the producer
 // warpgroup, a consumer's set-up, its form and the epilogue).
 
 namespace hopper {
@@ -112,6 +113,7 @@ namespace hopper {
 #include "hopper/softmax.cuh"
 #include "hopper/mainloop.cuh"
 #include "hopper/packed.cuh"
+#include "hopper/packed_decode.cuh"
 #include "hopper/attention.cuh"
 
 }  // namespace hopper

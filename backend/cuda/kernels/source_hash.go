@@ -4,4 +4,4 @@ package kernels
 
 // SourceHash is the SHA-256 of the kernel sources (see sourceFiles) when
 // attention_compute_89.ptx was built from them.
-const SourceHash = "f60a99bd1668a7cf7b82000b9466a15ad5d40066dd12837e9aebf1a16d5598dc"
+const SourceHash = "420e8600478527579b7700feb3d50be98512aa4cfa9b749332f4d86a08b53ccc"

@@ -321,6 +321,15 @@ __device__ __forceinline__ void stage9(const Params& p, const FusedQuantParams* 
                                  : nullptr;
     crow = quantize_rows<D>(*tp, src, cw, tid, smem_u32(s_q + cw * G::QB), smem_u32(smem));
   }
+  // (VARLEN: an item of at most DECODE_ROWS rows, a decode token's, runs
+  // the swapped GEMMs to its end: hopper/packed_decode.cuh.)
+  if constexpr (VARLEN) {
+    if (pr.nrows <= DECODE_ROWS) {
+      decode_item<D>(p, *tp, pr, cw, tid, t0, ntiles, skc, s_k, s_v, k_full, v_full, empty, smem_u32(s_q + cw * G::QB),
+                     smem_u32(smem));
+      return;
+    }
+  }
   float c = PAGED ? 0.f : score_factor_of<FUSED || TENSORS, QC>(p, f, qc, b, h, kvh), cap_in = 0.f;
   if constexpr (SOFTCAP) {  // softmax_tile's factors
     const float cap = p.softcap * LOG2E;
