@@ -24,12 +24,14 @@ func TestKVCacheVarlenGPU(t *testing.T) {
 // TestKVCacheVarlenFP8GPU: a varlen batch with Precision FP8E4M3 on the
 // cuda device, chunks of 512 and 300 new queries beside decode tokens (Hq32
 // Hkv8 D128, as a serving step), in both layouts: each sequence's rows and
-// log-sum-exps within 2^-16 (relative L2) of what the sequence gets alone
-// with the same options. Where the device has an FP8 prefill kernel the
-// chunks run on it in the batch and alone (the backend's tests hold them to
-// each other bit for bit), and the decode tokens as FP32; a chunk computed
-// at the other precision, or from other codes, would differ by about
-// 2^-7.
+// log-sum-exps within 2^-16 (relative L2) of what the sequence gets in a
+// varlen call of its own. On Hopper GPUs the step runs in one launch of
+// the packed form, whose rows each keep their own scale and whose tiles
+// theirs, so a sequence's rows are the same in any batch; elsewhere its
+// chunks run on the FP8 prefill kernel and its decode tokens as FP32, in
+// the batch and alone. (A sequence through Attention runs other kernels
+// at other scales, about 2^-7 apart; the backend's tests hold each to the
+// float64 oracle.)
 func TestKVCacheVarlenFP8GPU(t *testing.T) {
 	dev, err := sdpa.Open("cuda")
 	if err != nil {
@@ -60,7 +62,7 @@ func TestKVCacheVarlenFP8GPU(t *testing.T) {
 	opts := &sdpa.Options{Mask: sdpa.CausalLowerRight, Precision: sdpa.FP8E4M3}
 	for _, layout := range []sdpa.Layout{sdpa.BHSD, sdpa.BSHD} {
 		t.Run(layout.String(), func(t *testing.T) {
-			varlenAgainstAlone(t, dev, c, ids, queries, randLayout(rng, 1, hq, total, d, layout), opts)
+			varlenAgainstAlone(t, dev, c, ids, queries, randLayout(rng, 1, hq, total, d, layout), opts, true)
 		})
 	}
 }

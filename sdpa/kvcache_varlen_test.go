@@ -12,9 +12,11 @@ import (
 
 // varlenAgainstAlone runs the varlen call of q (packed queries
 // [1][Hq][T][D]) on cache c and holds each sequence's output rows and
-// log-sum-exps to what the sequence gets alone through Attention with the
-// same options: within 2^-16 (relative L2).
-func varlenAgainstAlone(t *testing.T, dev *sdpa.Device, c *sdpa.KVCache, ids []sdpa.SeqID, queries []int, q *sdpa.Tensor, opts *sdpa.Options) {
+// log-sum-exps to what the sequence gets alone with the same options:
+// within 2^-16 (relative L2). Alone is through Attention, or where
+// aloneVarlen through a varlen call of that sequence only.
+func varlenAgainstAlone(t *testing.T, dev *sdpa.Device, c *sdpa.KVCache, ids []sdpa.SeqID, queries []int, q *sdpa.Tensor, opts *sdpa.Options,
+	aloneVarlen bool) {
 	t.Helper()
 	hq, total, d, layout := q.H, q.S, q.D, q.Layout
 	out, _ := dev.NewTensor(1, hq, total, d, layout)
@@ -35,7 +37,13 @@ func varlenAgainstAlone(t *testing.T, dev *sdpa.Device, c *sdpa.KVCache, ids []s
 		}
 		ob, _ := dev.NewTensor(1, hq, n, d, layout)
 		lb, _ := dev.NewTensor(1, hq, n, 1, sdpa.BHSD)
-		if err := c.Attention(ob, lb, upload(t, dev, rows(q, from, from+n)), []sdpa.SeqID{id}, opts); err != nil {
+		alone := c.Attention
+		if aloneVarlen {
+			alone = func(out, lse, q *sdpa.DeviceTensor, ids []sdpa.SeqID, opts *sdpa.Options) error {
+				return c.AttentionVarlen(out, lse, q, ids, []int{n}, opts)
+			}
+		}
+		if err := alone(ob, lb, upload(t, dev, rows(q, from, from+n)), []sdpa.SeqID{id}, opts); err != nil {
 			t.Fatal(err)
 		}
 		one := &sdpa.Tensor{Data: make([]float32, hq*n*d), B: 1, H: hq, S: n, D: d, Layout: layout}
@@ -100,7 +108,7 @@ func varlenCheck(t *testing.T, dev *sdpa.Device) {
 	for _, layout := range []sdpa.Layout{sdpa.BHSD, sdpa.BSHD} {
 		for _, mask := range []sdpa.Mask{sdpa.CausalLowerRight, sdpa.NoMask} {
 			t.Run(fmt.Sprintf("%v/%v", layout, mask), func(t *testing.T) {
-				varlenAgainstAlone(t, dev, c, ids, queries, randLayout(rng, 1, hq, total, d, layout), &sdpa.Options{Mask: mask})
+				varlenAgainstAlone(t, dev, c, ids, queries, randLayout(rng, 1, hq, total, d, layout), &sdpa.Options{Mask: mask}, false)
 			})
 		}
 	}
