@@ -25,11 +25,11 @@ func TestKVCacheVarlenGPU(t *testing.T) {
 // cuda device, chunks of 512 and 300 new queries beside decode tokens (Hq32
 // Hkv8 D128, as a serving step), in both layouts: each sequence's rows and
 // log-sum-exps within 2^-16 (relative L2) of what the sequence gets in a
-// varlen call of its own. On Hopper GPUs the step runs in one launch of
-// the packed form, whose rows each keep their own scale and whose tiles
-// theirs, so a sequence's rows are the same in any batch; elsewhere its
-// chunks run on the FP8 prefill kernel and its decode tokens as FP32, in
-// the batch and alone. (A sequence through Attention runs other kernels
+// varlen call of its own. By default its chunks run on the FP8 prefill
+// kernel and its decode tokens as FP32, in the batch and alone; where the
+// packed form runs (Hopper, FP8ATTN_PACKED=1 in a kerneldev build) the
+// step is one launch whose rows each keep their own scale and whose tiles
+// theirs, so a sequence's rows are the same in any batch. (A sequence through Attention runs other kernels
 // at other scales, about 2^-7 apart; the backend's tests hold each to the
 // float64 oracle.)
 func TestKVCacheVarlenFP8GPU(t *testing.T) {
