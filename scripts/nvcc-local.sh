@@ -14,9 +14,11 @@
 # with dpkg-deb into a cache directory, once (about 1 GB downloaded), and
 # lays out a toolkit prefix there. Such a build checks that the sources
 # compile and what ptxas makes of them (registers, spills), and its cubin
-# can be tried on a GPU through FP8ATTN_CUBIN (a kernel development build);
-# the modules the repository embeds stay gen.sh's, built by the GPU
-# machine's nvcc, whose code may differ. Needs apt-get and dpkg-deb, and a
+# can be tried on a GPU through FP8ATTN_CUBIN (a kernel development build)
+# for the tests and the mutants, not for timings: CUDA 12.4's ptxas (and
+# 12.5's) serializes every wgmma of stage 9 (info C7515: a wait after each
+# QGMMA), which CUDA 13.0's does not. The modules the repository embeds
+# stay gen.sh's, built by the GPU machine's nvcc. Needs apt-get and dpkg-deb, and a
 # host g++ that CUDA 12.4 takes (up to 13).
 set -euo pipefail
 cache=${FP8ATTN_NVCC_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fp8attn-nvcc}
